@@ -1,0 +1,28 @@
+// Loading any input stepscope understands into the in-memory trace model.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stepscope/store/records.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::analyzer {
+
+struct LoadOptions {
+  // Called now and then with (bytes done, bytes total) for big inputs; may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// Loads a stepscope store, Kineto/Chrome trace JSON (plain, .gz, .zst) or an Nsight Systems SQLite export
+// (plain or .gz), detected by content. Throws store::StoreError ("FILE: reason") on bad input.
+store::Trace load_trace(const std::string& path, const LoadOptions& options = {});
+
+// Several files into one trace (e.g. repeated runs or ranks); string tables are merged.
+store::Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& options = {});
+
+// Appends every row of `from` to `into`, remapping string ids, frame and stack ids.
+void merge_into(store::Trace& into, const store::Trace& from);
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,25 @@
+# Shared test plumbing: Catch2 main, a header with test paths, and stepscope_add_test().
+add_library(stepscope_catch_main STATIC ${CMAKE_SOURCE_DIR}/tests/support/catch_main.cpp)
+target_link_libraries(stepscope_catch_main PUBLIC Catch2::Catch2)
+target_include_directories(stepscope_catch_main PUBLIC ${CMAKE_SOURCE_DIR}/tests/support)
+target_compile_definitions(stepscope_catch_main PUBLIC
+  STEPSCOPE_TRACES_DIR="${STEPSCOPE_TRACES_DIR}"
+  STEPSCOPE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+  STEPSCOPE_BINARY_DIR="${CMAKE_BINARY_DIR}"
+  STEPSCOPE_PYTHON_VENV="${STEPSCOPE_PYTHON_VENV}")
+
+# stepscope_add_test(NAME SOURCES a.cpp b.cpp LIBS x y [TIMEOUT s])
+# One executable per test file group; each Catch2 TEST_CASE becomes a CTest test. A test prints
+# "SKIPPED:" (see test_support.h) when what it needs is absent, and CTest reports it as skipped.
+function(stepscope_add_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE stepscope_catch_main ${T_LIBS})
+  catch_discover_tests(${name}
+    TEST_PREFIX "${name}: "
+    PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_REGULAR_EXPRESSION "SKIPPED:"
+               ENVIRONMENT "QT_QPA_PLATFORM=offscreen")
+endfunction()

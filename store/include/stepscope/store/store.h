@@ -1,0 +1,136 @@
+// The stepscope store: one SQLite file per recording (schema documented in docs/schema.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stepscope/store/records.h"
+
+namespace stepscope::store {
+
+inline constexpr int kSchemaVersion = 1;
+inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
+inline constexpr int32_t kApplicationId = 0x53545053;
+
+// Bad input or I/O failure. what() is one line: "FILE: reason". Commands print it and exit 2.
+class StoreError : public std::runtime_error {
+ public:
+  StoreError(const std::string& file, const std::string& reason)
+      : std::runtime_error(file + ": " + reason), file_(file), reason_(reason) {}
+  const std::string& file() const { return file_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string file_, reason_;
+};
+
+// What kind of file is at `path`, judged by content. Never throws for unreadable files: returns Missing/Other.
+enum class FileKind { Missing, Store, NsysSqlite, OtherSqlite, Gzip, Zstd, Json, Other };
+FileKind sniff_file(const std::string& path);
+
+struct WriterOptions {
+  bool wal = true;             // WAL while writing; close() checkpoints and switches back to DELETE
+  size_t batch_rows = 65536;   // rows per transaction for add_*() before an automatic commit
+  bool synchronous_normal = true;
+};
+
+// Writes a store. Rows added with add_*() use this writer's string ids (intern()). append() takes a whole
+// Trace with its own string table and remaps. Rows become durable at each commit (flush(), every batch_rows
+// rows, close()); a process killed in between loses only the uncommitted rows.
+class StoreWriter {
+ public:
+  // Creates (truncates) `path` and writes the schema. Throws StoreError.
+  explicit StoreWriter(const std::string& path, WriterOptions options = {});
+  ~StoreWriter();  // close() if not closed; never throws
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+
+  const std::string& path() const;
+
+  void set_meta(const std::string& key, const std::string& value);
+  StringId intern(std::string_view s);
+
+  void add(const Process& r);
+  void add(const Thread& r);
+  void add(const Device& r);
+  void add(const Kernel& r);
+  void add(const Memcpy& r);
+  void add(const Memset& r);
+  void add(const Sync& r);
+  void add(const ApiCall& r);
+  void add(const Range& r);
+  void add(const Frame& r);  // r.id must be set (1-based, unique)
+  void add(const Stack& r);  // r.id must be set (1-based, unique)
+  void add(const Sample& r);
+  void add(const DataWait& r);
+  void add(const Step& r);
+  void add(const Finding& r);
+  void add(const Module& r);
+
+  // Appends every row of `t` (and its meta), remapping string ids; frames and stacks are renumbered
+  // after those already written so several traces (e.g. per-process partial stores) merge into one.
+  void append(const Trace& t);
+
+  // Replaces the findings table with `findings` (string ids of `strings`).
+  void replace_findings(const std::vector<Finding>& findings, const StringTable& strings);
+
+  void flush();  // commit the open transaction
+  void close();  // flush, checkpoint WAL, close; idempotent
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct TableCount {
+  std::string table;
+  int64_t rows = 0;
+};
+
+// Reads a store. Opening validates: an SQLite file, a stepscope store, a schema version this build reads.
+class StoreReader {
+ public:
+  // Throws StoreError("FILE: not an SQLite database" | "not a stepscope store" | "schema version N is newer
+  // than this stepscope reads (1)" | "no such file" | ...).
+  explicit StoreReader(const std::string& path);
+  ~StoreReader();
+  StoreReader(const StoreReader&) = delete;
+  StoreReader& operator=(const StoreReader&) = delete;
+
+  const std::string& path() const;
+  int schema_version() const;
+  std::map<std::string, std::string> meta() const;
+  std::vector<TableCount> counts() const;
+  std::pair<int64_t, int64_t> time_span() const;  // over kernels, memcpys, memsets, api_calls, ranges, samples
+
+  Trace load() const;  // everything
+
+  // Typed range queries: rows overlapping [t0, t1). Their string ids refer to strings().
+  const StringTable& strings() const;
+  std::vector<Kernel> kernels(int64_t t0, int64_t t1) const;
+  std::vector<Memcpy> memcpys(int64_t t0, int64_t t1) const;
+  std::vector<Memset> memsets(int64_t t0, int64_t t1) const;
+  std::vector<ApiCall> api_calls(int64_t t0, int64_t t1) const;
+  std::vector<Range> ranges(int64_t t0, int64_t t1) const;
+  std::vector<Sample> samples(int64_t t0, int64_t t1) const;
+  std::vector<DataWait> data_waits(int64_t t0, int64_t t1) const;
+  std::vector<Step> steps() const;
+  std::vector<Finding> findings() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Writes `t` to `path` atomically: a temporary file beside it, renamed over `path` when complete.
+void write_store_atomically(const Trace& t, const std::string& path);
+
+// "A path beside `path`" for temporary output: same directory, unique name.
+std::string temp_path_beside(const std::string& path);
+
+}  // namespace stepscope::store

@@ -1,0 +1,49 @@
+// Paths and skips shared by the tests.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace stepscope::test {
+
+inline std::string traces_dir() { return STEPSCOPE_TRACES_DIR; }
+inline std::string trace_path(const std::string& rel) { return traces_dir() + "/" + rel; }
+inline bool have_traces() { return std::filesystem::is_directory(traces_dir()); }
+inline std::string source_dir() { return STEPSCOPE_SOURCE_DIR; }
+inline std::string binary_dir() { return STEPSCOPE_BINARY_DIR; }
+
+// A fresh scratch directory under the build tree, removed at scope end.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_(std::filesystem::path(STEPSCOPE_BINARY_DIR) / "test-scratch" / name) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace stepscope::test
+
+// Marks the current test as skipped (CTest matches "SKIPPED:") and leaves it.
+#define STEPSCOPE_SKIP(why)                      \
+  do {                                           \
+    std::printf("SKIPPED: %s\n", (why));         \
+    std::fflush(stdout);                         \
+    return;                                      \
+  } while (0)
+
+#define STEPSCOPE_REQUIRE_TRACES()                                                            \
+  do {                                                                                        \
+    if (!stepscope::test::have_traces())                                                      \
+      STEPSCOPE_SKIP(("shared traces not found at " + stepscope::test::traces_dir()).c_str()); \
+  } while (0)
