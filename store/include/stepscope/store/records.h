@@ -20,6 +20,18 @@ using StringId = int64_t;
 class StringTable {
  public:
   StringTable() { intern(""); }
+  // The index holds views into values_, so copies rebuild it against their own strings.
+  StringTable(const StringTable& o) { *this = o; }
+  StringTable& operator=(const StringTable& o) {
+    if (this == &o) return *this;
+    values_ = o.values_;
+    index_.clear();
+    index_.reserve(values_.size());
+    for (size_t i = 0; i < values_.size(); ++i) index_.emplace(std::string_view(values_[i]), StringId(i));
+    return *this;
+  }
+  StringTable(StringTable&&) noexcept = default;
+  StringTable& operator=(StringTable&&) noexcept = default;
   StringId intern(std::string_view s) {
     auto it = index_.find(s);
     if (it != index_.end()) return it->second;

@@ -120,6 +120,9 @@ class StoreReader {
   std::vector<Sample> samples(int64_t t0, int64_t t1) const;
   std::vector<DataWait> data_waits(int64_t t0, int64_t t1) const;
   std::vector<Step> steps() const;
+  std::vector<Device> devices() const;
+  std::vector<Process> processes() const;
+  std::vector<Thread> threads() const;
   std::vector<Finding> findings() const;
 
  private:

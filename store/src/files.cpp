@@ -1,0 +1,92 @@
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "stepscope/store/store.h"
+
+namespace stepscope::store {
+
+namespace {
+bool has_table(sqlite3* db, const char* name) {
+  sqlite3_stmt* s = nullptr;
+  bool found = false;
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &s, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(s) == SQLITE_ROW;
+  }
+  sqlite3_finalize(s);
+  return found;
+}
+}  // namespace
+
+FileKind sniff_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return FileKind::Missing;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return FileKind::Missing;
+  unsigned char head[100] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  size_t n = size_t(in.gcount());
+  if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return FileKind::Gzip;
+  if (n >= 4 && head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd) return FileKind::Zstd;
+  if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) {
+    if (n >= 72) {
+      uint32_t app = (uint32_t(head[68]) << 24) | (uint32_t(head[69]) << 16) | (uint32_t(head[70]) << 8) | head[71];
+      if (app == uint32_t(kApplicationId)) return FileKind::Store;
+    }
+    sqlite3* db = nullptr;
+    FileKind kind = FileKind::OtherSqlite;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      if (has_table(db, "StringIds") || has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL") ||
+          has_table(db, "TARGET_INFO_SESSION_START_TIME") || has_table(db, "META_DATA_EXPORT"))
+        kind = FileKind::NsysSqlite;
+    }
+    sqlite3_close(db);
+    return kind;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // Skip a UTF-8 BOM and whitespace.
+    if (i == 0 && n >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf) {
+      i = 2;
+      continue;
+    }
+    if (std::isspace(head[i])) continue;
+    return (head[i] == '{' || head[i] == '[') ? FileKind::Json : FileKind::Other;
+  }
+  return FileKind::Other;
+}
+
+std::string temp_path_beside(const std::string& path) {
+  static std::atomic<int> counter{0};
+  std::filesystem::path p(path);
+  std::string name = "." + p.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(counter++);
+  return (p.parent_path() / name).string();
+}
+
+void write_store_atomically(const Trace& t, const std::string& path) {
+  std::string tmp = temp_path_beside(path);
+  try {
+    StoreWriter w(tmp);
+    w.append(t);
+    w.close();
+  } catch (...) {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(tmp + suffix, ec);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw StoreError(path, "cannot write: " + ec.message());
+  }
+}
+
+}  // namespace stepscope::store

@@ -1,0 +1,380 @@
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+#include "sqlite_util.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::store {
+
+using detail::Statement;
+
+namespace {
+
+const char* const kTimedTables[] = {"kernels", "memcpys", "memsets", "syncs", "api_calls", "ranges", "data_waits"};
+
+// Reads every row of `sql` with `fn(stmt)`.
+template <class Fn>
+void each_row(sqlite3* db, const std::string& file, const std::string& sql, Fn&& fn,
+              int64_t a = std::numeric_limits<int64_t>::min(), int64_t b = 0, int nbind = 0) {
+  Statement s(db, sql, file);
+  if (nbind >= 1) s.bind(1, a);
+  if (nbind >= 2) s.bind(2, b);
+  int rc;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) fn(s);
+  if (rc != SQLITE_DONE) throw StoreError(file, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
+}
+
+Kernel kernel_of(const Statement& s) {
+  Kernel k;
+  k.start = s.col_int(0);
+  k.end = s.col_int(1);
+  k.device = s.col_int(2);
+  k.context = s.col_int(3);
+  k.stream = s.col_int(4);
+  k.correlation = s.col_int(5);
+  k.grid_x = int32_t(s.col_int(6));
+  k.grid_y = int32_t(s.col_int(7));
+  k.grid_z = int32_t(s.col_int(8));
+  k.block_x = int32_t(s.col_int(9));
+  k.block_y = int32_t(s.col_int(10));
+  k.block_z = int32_t(s.col_int(11));
+  k.registers = int32_t(s.col_int(12));
+  k.shared_memory = s.col_int(13);
+  k.name = s.col_int(14);
+  k.graph_id = s.col_int(15);
+  k.pid = s.col_int(16);
+  return k;
+}
+Memcpy memcpy_of(const Statement& s) {
+  Memcpy m;
+  m.start = s.col_int(0);
+  m.end = s.col_int(1);
+  m.device = s.col_int(2);
+  m.stream = s.col_int(3);
+  m.correlation = s.col_int(4);
+  m.bytes = s.col_int(5);
+  m.kind = CopyKind(s.col_int(6));
+  m.src_kind = MemoryKind(s.col_int(7));
+  m.dst_kind = MemoryKind(s.col_int(8));
+  m.pid = s.col_int(9);
+  return m;
+}
+Memset memset_of(const Statement& s) {
+  Memset m;
+  m.start = s.col_int(0);
+  m.end = s.col_int(1);
+  m.device = s.col_int(2);
+  m.stream = s.col_int(3);
+  m.correlation = s.col_int(4);
+  m.bytes = s.col_int(5);
+  m.mem_kind = MemoryKind(s.col_int(6));
+  m.pid = s.col_int(7);
+  return m;
+}
+Sync sync_of(const Statement& s) {
+  Sync y;
+  y.start = s.col_int(0);
+  y.end = s.col_int(1);
+  y.pid = s.col_int(2);
+  y.tid = s.col_int(3);
+  y.type = SyncType(s.col_int(4));
+  y.device = s.col_int(5);
+  y.stream = s.col_int(6);
+  y.correlation = s.col_int(7);
+  return y;
+}
+ApiCall api_of(const Statement& s) {
+  ApiCall a;
+  a.start = s.col_int(0);
+  a.end = s.col_int(1);
+  a.pid = s.col_int(2);
+  a.tid = s.col_int(3);
+  a.kind = ApiKind(s.col_int(4));
+  a.name = s.col_int(5);
+  a.correlation = s.col_int(6);
+  a.return_code = int32_t(s.col_int(7));
+  return a;
+}
+Range range_of(const Statement& s) {
+  Range r;
+  r.start = s.col_int(0);
+  r.end = s.col_int(1);
+  r.pid = s.col_int(2);
+  r.tid = s.col_int(3);
+  r.domain = s.col_int(4);
+  r.name = s.col_int(5);
+  r.depth = int32_t(s.col_int(6));
+  r.source = RangeSource(s.col_int(7));
+  r.correlation = s.col_int(8);
+  return r;
+}
+Sample sample_of(const Statement& s) {
+  return Sample{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4) != 0};
+}
+DataWait wait_of(const Statement& s) {
+  return DataWait{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)};
+}
+Step step_of(const Statement& s) {
+  return Step{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5)};
+}
+Finding finding_of(const Statement& s) {
+  Finding f;
+  f.rule = s.col_int(0);
+  f.severity = Severity(s.col_int(1));
+  f.first_step = s.col_int(2);
+  f.last_step = s.col_int(3);
+  f.est_savings_ns = s.col_double(4);
+  f.message = s.col_int(5);
+  f.evidence_json = s.col_text(6);
+  return f;
+}
+
+}  // namespace
+
+struct StoreReader::Impl {
+  std::string path;
+  sqlite3* db = nullptr;
+  int version = 0;
+  StringTable strings;
+  std::map<std::string, int64_t> max_duration;  // per timed table, for overlap queries
+
+  int64_t scalar(const std::string& sql) const {
+    Statement s(db, sql, path);
+    int rc = sqlite3_step(s.get());
+    if (rc == SQLITE_ROW) return s.col_int(0);
+    if (rc != SQLITE_DONE)
+      throw StoreError(path, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
+    return 0;
+  }
+  // Rows of `table` overlapping [t0, t1): start < t1 and end > t0. The index on start bounds the scan from
+  // below by t0 - (longest duration in the table).
+  template <class Row, class Conv>
+  std::vector<Row> overlapping(const std::string& table, const char* cols, int64_t t0, int64_t t1,
+                               Conv conv) {
+    auto it = max_duration.find(table);
+    if (it == max_duration.end())
+      it = max_duration.emplace(table, scalar("SELECT coalesce(max(end_ns - start_ns), 0) FROM " + table)).first;
+    int64_t lo = t0 - it->second;
+    if (lo > t0) lo = std::numeric_limits<int64_t>::min();  // overflow guard
+    std::vector<Row> out;
+    Statement s(db,
+                std::string("SELECT ") + cols + " FROM " + table +
+                    " WHERE start_ns >= ?1 AND start_ns < ?2 AND end_ns > ?3 ORDER BY start_ns",
+                path);
+    s.bind(1, lo);
+    s.bind(2, t1);
+    s.bind(3, t0);
+    while (s.step_row()) out.push_back(conv(s));
+    return out;
+  }
+};
+
+namespace {
+const char* kKernelCols =
+    "start_ns,end_ns,device,context,stream,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,registers,"
+    "shared_memory,name,graph_id,pid";
+const char* kMemcpyCols = "start_ns,end_ns,device,stream,correlation,bytes,copy_kind,src_kind,dst_kind,pid";
+const char* kMemsetCols = "start_ns,end_ns,device,stream,correlation,bytes,mem_kind,pid";
+const char* kSyncCols = "start_ns,end_ns,pid,tid,type,device,stream,correlation";
+const char* kApiCols = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code";
+const char* kRangeCols = "start_ns,end_ns,pid,tid,domain,name,depth,source,correlation";
+const char* kWaitCols = "start_ns,end_ns,pid,tid,source";
+}  // namespace
+
+StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  switch (sniff_file(path)) {
+    case FileKind::Missing: throw StoreError(path, "no such file");
+    case FileKind::Store: break;
+    case FileKind::NsysSqlite:
+      throw StoreError(path, "an Nsight Systems SQLite export, not a stepscope store (use `stepscope import`)");
+    case FileKind::OtherSqlite: throw StoreError(path, "an SQLite database, but not a stepscope store");
+    case FileKind::Gzip:
+    case FileKind::Zstd:
+    case FileKind::Json: throw StoreError(path, "a trace file, not a stepscope store (use `stepscope import`)");
+    case FileKind::Other: {
+      std::error_code ec;
+      if (std::filesystem::file_size(path, ec) == 0 && !ec) throw StoreError(path, "empty file, not a stepscope store");
+      throw StoreError(path, "not an SQLite database");
+    }
+  }
+  if (sqlite3_open_v2(path.c_str(), &impl_->db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    std::string msg = impl_->db ? sqlite3_errmsg(impl_->db) : "cannot open";
+    sqlite3_close(impl_->db);
+    impl_->db = nullptr;
+    throw StoreError(path, "cannot open: " + msg);
+  }
+  try {
+    impl_->version = int(impl_->scalar("PRAGMA user_version"));
+    if (impl_->version > kSchemaVersion)
+      throw StoreError(path, "schema version " + std::to_string(impl_->version) +
+                                 " is newer than this stepscope reads (" + std::to_string(kSchemaVersion) + ")");
+    if (impl_->version < 1) throw StoreError(path, "not a stepscope store (no schema version)");
+    each_row(impl_->db, path, "SELECT id, value FROM strings ORDER BY id", [&](const Statement& s) {
+      // Ids are dense from 0 in a store we wrote; intern in order keeps them identical.
+      int64_t id = s.col_int(0);
+      while (static_cast<int64_t>(impl_->strings.size()) < id) impl_->strings.intern("\x01missing#" + std::to_string(impl_->strings.size()));
+      if (id > 0) impl_->strings.intern(s.col_text(1));
+    });
+  } catch (const StoreError& e) {
+    sqlite3_close(impl_->db);
+    impl_->db = nullptr;
+    if (e.reason().rfind("SQLite: ", 0) == 0)
+      throw StoreError(path, "corrupt or truncated store (" + e.reason().substr(8) + ")");
+    throw;
+  }
+}
+
+StoreReader::~StoreReader() {
+  if (impl_ && impl_->db) sqlite3_close_v2(impl_->db);
+}
+
+const std::string& StoreReader::path() const { return impl_->path; }
+int StoreReader::schema_version() const { return impl_->version; }
+const StringTable& StoreReader::strings() const { return impl_->strings; }
+
+std::map<std::string, std::string> StoreReader::meta() const {
+  std::map<std::string, std::string> m;
+  each_row(impl_->db, impl_->path, "SELECT key, value FROM meta",
+           [&](const Statement& s) { m[s.col_text(0)] = s.col_text(1); });
+  return m;
+}
+
+std::vector<TableCount> StoreReader::counts() const {
+  static const char* const tables[] = {"processes", "threads", "devices", "kernels", "memcpys", "memsets",
+                                       "syncs", "api_calls", "ranges", "frames", "stacks", "samples",
+                                       "data_waits", "steps", "findings", "modules", "strings"};
+  std::vector<TableCount> out;
+  for (const char* t : tables) out.push_back({t, impl_->scalar(std::string("SELECT count(*) FROM ") + t)});
+  return out;
+}
+
+std::pair<int64_t, int64_t> StoreReader::time_span() const {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const char* t : kTimedTables) {
+    Statement s(impl_->db, std::string("SELECT min(start_ns), max(end_ns), count(*) FROM ") + t, impl_->path);
+    if (s.step_row() && s.col_int(2) > 0) {
+      lo = std::min(lo, s.col_int(0));
+      hi = std::max(hi, s.col_int(1));
+    }
+  }
+  Statement s(impl_->db, "SELECT min(time_ns), max(time_ns), count(*) FROM samples", impl_->path);
+  if (s.step_row() && s.col_int(2) > 0) {
+    lo = std::min(lo, s.col_int(0));
+    hi = std::max(hi, s.col_int(1));
+  }
+  if (lo > hi) return {0, 0};
+  return {lo, hi};
+}
+
+Trace StoreReader::load() const {
+  Trace t;
+  t.strings = impl_->strings;
+  t.meta = meta();
+  sqlite3* db = impl_->db;
+  const std::string& f = impl_->path;
+  t.processes = processes();
+  t.threads = threads();
+  t.devices = devices();
+  auto all = [](const char* cols, const char* table) {
+    return std::string("SELECT ") + cols + " FROM " + table + " ORDER BY rowid";
+  };
+  each_row(db, f, all(kKernelCols, "kernels"), [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
+  each_row(db, f, all(kMemcpyCols, "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
+  each_row(db, f, all(kMemsetCols, "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
+  each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
+  each_row(db, f, all(kApiCols, "api_calls"), [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
+  each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
+  each_row(db, f, "SELECT id, module, symbol, file, line, kind, address FROM frames ORDER BY id",
+           [&](const Statement& s) {
+             t.frames.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), int32_t(s.col_int(4)),
+                                 FrameKind(s.col_int(5)), s.col_int(6)});
+           });
+  each_row(db, f, "SELECT id, parent, frame FROM stacks ORDER BY id",
+           [&](const Statement& s) { t.stacks.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
+  each_row(db, f, "SELECT time_ns, pid, tid, stack, on_cpu FROM samples ORDER BY rowid",
+           [&](const Statement& s) { t.samples.push_back(sample_of(s)); });
+  each_row(db, f, all(kWaitCols, "data_waits"), [&](const Statement& s) { t.data_waits.push_back(wait_of(s)); });
+  each_row(db, f, "SELECT step_index, start_ns, end_ns, source, pid, tid FROM steps ORDER BY rowid",
+           [&](const Statement& s) { t.steps.push_back(step_of(s)); });
+  each_row(db, f, "SELECT rule, severity, first_step, last_step, est_savings_ns, message, evidence FROM findings",
+           [&](const Statement& s) { t.findings.push_back(finding_of(s)); });
+  each_row(db, f, "SELECT pid, path, build_id, start_address, end_address, file_offset FROM modules",
+           [&](const Statement& s) {
+             t.modules.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5)});
+           });
+  return t;
+}
+
+std::vector<Kernel> StoreReader::kernels(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<Kernel>("kernels", kKernelCols, t0, t1, kernel_of);
+}
+std::vector<Memcpy> StoreReader::memcpys(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<Memcpy>("memcpys", kMemcpyCols, t0, t1, memcpy_of);
+}
+std::vector<Memset> StoreReader::memsets(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<Memset>("memsets", kMemsetCols, t0, t1, memset_of);
+}
+std::vector<ApiCall> StoreReader::api_calls(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<ApiCall>("api_calls", kApiCols, t0, t1, api_of);
+}
+std::vector<Range> StoreReader::ranges(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<Range>("ranges", kRangeCols, t0, t1, range_of);
+}
+std::vector<DataWait> StoreReader::data_waits(int64_t t0, int64_t t1) const {
+  return impl_->overlapping<DataWait>("data_waits", kWaitCols, t0, t1, wait_of);
+}
+std::vector<Sample> StoreReader::samples(int64_t t0, int64_t t1) const {
+  std::vector<Sample> out;
+  Statement s(impl_->db,
+              "SELECT time_ns, pid, tid, stack, on_cpu FROM samples WHERE time_ns >= ?1 AND time_ns < ?2 "
+              "ORDER BY time_ns",
+              impl_->path);
+  s.bind(1, t0);
+  s.bind(2, t1);
+  while (s.step_row()) out.push_back(sample_of(s));
+  return out;
+}
+std::vector<Step> StoreReader::steps() const {
+  std::vector<Step> out;
+  each_row(impl_->db, impl_->path,
+           "SELECT step_index, start_ns, end_ns, source, pid, tid FROM steps ORDER BY step_index",
+           [&](const Statement& s) { out.push_back(step_of(s)); });
+  return out;
+}
+std::vector<Finding> StoreReader::findings() const {
+  std::vector<Finding> out;
+  each_row(impl_->db, impl_->path,
+           "SELECT rule, severity, first_step, last_step, est_savings_ns, message, evidence FROM findings",
+           [&](const Statement& s) { out.push_back(finding_of(s)); });
+  return out;
+}
+
+}  // namespace stepscope::store
+
+namespace stepscope::store {
+std::vector<Process> StoreReader::processes() const {
+  std::vector<Process> out;
+  each_row(impl_->db, impl_->path, "SELECT pid, name, parent_pid FROM processes",
+           [&](const Statement& s) { out.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
+  return out;
+}
+std::vector<Thread> StoreReader::threads() const {
+  std::vector<Thread> out;
+  each_row(impl_->db, impl_->path, "SELECT pid, tid, name FROM threads",
+           [&](const Statement& s) { out.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
+  return out;
+}
+std::vector<Device> StoreReader::devices() const {
+  std::vector<Device> out;
+  each_row(impl_->db, impl_->path, "SELECT id, name, cc_major, cc_minor, sm_count, memory_bytes, vendor FROM devices",
+           [&](const Statement& s) {
+             out.push_back({s.col_int(0), s.col_int(1), int32_t(s.col_int(2)), int32_t(s.col_int(3)),
+                            int32_t(s.col_int(4)), s.col_int(5), s.col_int(6)});
+           });
+  return out;
+}
+}  // namespace stepscope::store

@@ -1,0 +1,80 @@
+#include "stepscope/store/records.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace stepscope::store {
+
+const char* to_string(CopyKind k) {
+  switch (k) {
+    case CopyKind::HtoD: return "HtoD";
+    case CopyKind::DtoH: return "DtoH";
+    case CopyKind::DtoD: return "DtoD";
+    case CopyKind::PtoP: return "PtoP";
+    case CopyKind::HtoH: return "HtoH";
+    default: return "unknown";
+  }
+}
+const char* to_string(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::Pageable: return "pageable";
+    case MemoryKind::Pinned: return "pinned";
+    case MemoryKind::Device: return "device";
+    case MemoryKind::Managed: return "managed";
+    default: return "unknown";
+  }
+}
+const char* to_string(SyncType t) {
+  switch (t) {
+    case SyncType::Event: return "event";
+    case SyncType::StreamWaitEvent: return "stream_wait_event";
+    case SyncType::Stream: return "stream";
+    case SyncType::Context: return "context";
+    default: return "unknown";
+  }
+}
+const char* to_string(ApiKind k) { return k == ApiKind::Driver ? "driver" : "runtime"; }
+const char* to_string(RangeSource s) {
+  switch (s) {
+    case RangeSource::Nvtx: return "nvtx";
+    case RangeSource::Annotation: return "annotation";
+    case RangeSource::Op: return "op";
+    case RangeSource::Python: return "python";
+    case RangeSource::GpuAnnotation: return "gpu_annotation";
+  }
+  return "unknown";
+}
+const char* to_string(FrameKind k) { return k == FrameKind::Python ? "python" : "native"; }
+const char* to_string(Severity s) {
+  switch (s) {
+    case Severity::High: return "high";
+    case Severity::Medium: return "medium";
+    default: return "low";
+  }
+}
+
+std::pair<int64_t, int64_t> Trace::time_span() const {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  auto span = [&](const auto& rows) {
+    for (const auto& r : rows) {
+      lo = std::min(lo, r.start);
+      hi = std::max(hi, r.end);
+    }
+  };
+  span(kernels);
+  span(memcpys);
+  span(memsets);
+  span(syncs);
+  span(api_calls);
+  span(ranges);
+  span(data_waits);
+  span(steps);
+  for (const auto& s : samples) {
+    lo = std::min(lo, s.time);
+    hi = std::max(hi, s.time);
+  }
+  if (lo > hi) return {0, 0};
+  return {lo, hi};
+}
+
+}  // namespace stepscope::store

@@ -1,0 +1,244 @@
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "schema.h"
+#include "sqlite_util.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::store {
+
+using detail::Statement;
+
+namespace {
+enum Table {
+  kStrings, kMeta, kProcesses, kThreads, kDevices, kKernels, kMemcpys, kMemsets, kSyncs, kApiCalls,
+  kRanges, kFrames, kStacks, kSamples, kDataWaits, kSteps, kFindings, kModules, kTableCount
+};
+const char* const kInsertSql[kTableCount] = {
+    "INSERT INTO strings(id, value) VALUES (?,?)",
+    "INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)",
+    "INSERT INTO processes VALUES (?,?,?)",
+    "INSERT INTO threads VALUES (?,?,?)",
+    "INSERT INTO devices VALUES (?,?,?,?,?,?,?)",
+    "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO memcpys VALUES (?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO memsets VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO syncs VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO api_calls VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
+    "INSERT INTO stacks VALUES (?,?,?)",
+    "INSERT INTO samples VALUES (?,?,?,?,?)",
+    "INSERT INTO data_waits VALUES (?,?,?,?,?)",
+    "INSERT INTO steps VALUES (?,?,?,?,?,?)",
+    "INSERT INTO findings VALUES (?,?,?,?,?,?,?)",
+    "INSERT INTO modules VALUES (?,?,?,?,?,?)",
+};
+}  // namespace
+
+struct StoreWriter::Impl {
+  std::string path;
+  WriterOptions options;
+  sqlite3* db = nullptr;
+  Statement insert[kTableCount];
+  StringTable strings;
+  size_t rows_in_txn = 0;
+  bool in_txn = false;
+  int64_t max_frame_id = 0;
+  int64_t max_stack_id = 0;
+
+  void begin() {
+    if (!in_txn) {
+      detail::exec(db, "BEGIN", path);
+      in_txn = true;
+    }
+  }
+  void commit() {
+    if (in_txn) {
+      detail::exec(db, "COMMIT", path);
+      in_txn = false;
+      rows_in_txn = 0;
+    }
+  }
+  // Binds `values` in order to the table's insert statement and runs it.
+  template <class... V>
+  void row(Table t, const V&... values) {
+    begin();
+    Statement& s = insert[t];
+    int i = 0;
+    (s.bind(++i, values), ...);
+    int rc = s.run();
+    if (rc != SQLITE_DONE) throw StoreError(path, std::string("SQLite insert failed: ") + sqlite3_errmsg(db));
+    if (++rows_in_txn >= options.batch_rows) commit();
+  }
+  StringId intern(std::string_view v) {
+    size_t before = strings.size();
+    StringId id = strings.intern(v);
+    if (strings.size() != before) row(kStrings, int64_t(id), strings.get(id));
+    return id;
+  }
+};
+
+StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  impl_->options = options;
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path + "-wal", ec);
+  std::filesystem::remove(path + "-shm", ec);
+  std::filesystem::remove(path + "-journal", ec);
+  if (sqlite3_open_v2(path.c_str(), &impl_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    std::string msg = impl_->db ? sqlite3_errmsg(impl_->db) : "cannot open";
+    sqlite3_close(impl_->db);
+    impl_->db = nullptr;
+    throw StoreError(path, "cannot create store: " + msg);
+  }
+  sqlite3* db = impl_->db;
+  // Identity first, in the main file's header, so even a store killed before its first checkpoint is
+  // recognised from its first 100 bytes.
+  detail::exec(db, ("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str(), path);
+  detail::exec(db, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), path);
+  detail::exec(db, options.wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", path);
+  detail::exec(db, options.synchronous_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", path);
+  detail::exec(db, "PRAGMA cache_size=-65536", path);
+  detail::exec(db, "BEGIN", path);
+  detail::exec(db, schema::kCreateTables, path);
+  detail::exec(db, "COMMIT", path);
+  for (int t = 0; t < kTableCount; ++t) impl_->insert[t] = Statement(db, kInsertSql[t], path);
+  impl_->row(kStrings, int64_t(0), std::string());
+  set_meta("schema_version", std::to_string(kSchemaVersion));
+  set_meta("tool_version", STEPSCOPE_VERSION_STRING);
+  set_meta("clock_domain", "CLOCK_MONOTONIC");
+  flush();
+}
+
+StoreWriter::~StoreWriter() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+const std::string& StoreWriter::path() const { return impl_->path; }
+
+void StoreWriter::set_meta(const std::string& key, const std::string& value) { impl_->row(kMeta, key, value); }
+
+StringId StoreWriter::intern(std::string_view s) { return impl_->intern(s); }
+
+using I = int64_t;
+
+void StoreWriter::add(const Process& r) { impl_->row(kProcesses, r.pid, r.name, r.parent_pid); }
+void StoreWriter::add(const Thread& r) { impl_->row(kThreads, r.pid, r.tid, r.name); }
+void StoreWriter::add(const Device& r) {
+  impl_->row(kDevices, r.id, r.name, I(r.cc_major), I(r.cc_minor), I(r.sm_count), r.memory_bytes, r.vendor);
+}
+void StoreWriter::add(const Kernel& r) {
+  impl_->row(kKernels, r.start, r.end, r.device, r.context, r.stream, r.correlation, I(r.grid_x), I(r.grid_y),
+             I(r.grid_z), I(r.block_x), I(r.block_y), I(r.block_z), I(r.registers), r.shared_memory, r.name,
+             r.graph_id, r.pid);
+}
+void StoreWriter::add(const Memcpy& r) {
+  impl_->row(kMemcpys, r.start, r.end, r.device, r.stream, r.correlation, r.bytes, I(r.kind), I(r.src_kind),
+             I(r.dst_kind), r.pid);
+}
+void StoreWriter::add(const Memset& r) {
+  impl_->row(kMemsets, r.start, r.end, r.device, r.stream, r.correlation, r.bytes, I(r.mem_kind), r.pid);
+}
+void StoreWriter::add(const Sync& r) {
+  impl_->row(kSyncs, r.start, r.end, r.pid, r.tid, I(r.type), r.device, r.stream, r.correlation);
+}
+void StoreWriter::add(const ApiCall& r) {
+  impl_->row(kApiCalls, r.start, r.end, r.pid, r.tid, I(r.kind), r.name, r.correlation, I(r.return_code));
+}
+void StoreWriter::add(const Range& r) {
+  impl_->row(kRanges, r.start, r.end, r.pid, r.tid, r.domain, r.name, I(r.depth), I(r.source), r.correlation);
+}
+void StoreWriter::add(const Frame& r) {
+  impl_->row(kFrames, r.id, r.module, r.symbol, r.file, I(r.line), I(r.kind), r.address);
+  impl_->max_frame_id = std::max(impl_->max_frame_id, r.id);
+}
+void StoreWriter::add(const Stack& r) {
+  impl_->row(kStacks, r.id, r.parent, r.frame);
+  impl_->max_stack_id = std::max(impl_->max_stack_id, r.id);
+}
+void StoreWriter::add(const Sample& r) { impl_->row(kSamples, r.time, r.pid, r.tid, r.stack, I(r.on_cpu)); }
+void StoreWriter::add(const DataWait& r) { impl_->row(kDataWaits, r.start, r.end, r.pid, r.tid, r.source); }
+void StoreWriter::add(const Step& r) { impl_->row(kSteps, r.index, r.start, r.end, r.source, r.pid, r.tid); }
+void StoreWriter::add(const Finding& r) {
+  impl_->row(kFindings, r.rule, I(r.severity), r.first_step, r.last_step, r.est_savings_ns, r.message,
+             r.evidence_json);
+}
+void StoreWriter::add(const Module& r) {
+  impl_->row(kModules, r.pid, r.path, r.build_id, r.start, r.end, r.file_offset);
+}
+
+void StoreWriter::append(const Trace& t) {
+  // String ids of `t` → this writer's ids, interned on first use.
+  std::vector<StringId> map(t.strings.size(), -1);
+  auto s = [&](StringId id) -> StringId {
+    if (id <= 0 || static_cast<size_t>(id) >= map.size()) return 0;
+    if (map[id] < 0) map[id] = impl_->intern(t.strings.get(id));
+    return map[id];
+  };
+  for (const auto& [k, v] : t.meta) set_meta(k, v);
+  for (auto r : t.processes) { r.name = s(r.name); add(r); }
+  for (auto r : t.threads) { r.name = s(r.name); add(r); }
+  for (auto r : t.devices) { r.name = s(r.name); r.vendor = s(r.vendor); add(r); }
+  for (auto r : t.kernels) { r.name = s(r.name); add(r); }
+  for (const auto& r : t.memcpys) add(r);
+  for (const auto& r : t.memsets) add(r);
+  for (const auto& r : t.syncs) add(r);
+  for (auto r : t.api_calls) { r.name = s(r.name); add(r); }
+  for (auto r : t.ranges) { r.name = s(r.name); r.domain = s(r.domain); add(r); }
+  const int64_t frame_base = impl_->max_frame_id, stack_base = impl_->max_stack_id;
+  for (auto r : t.frames) {
+    r.module = s(r.module);
+    r.symbol = s(r.symbol);
+    r.file = s(r.file);
+    r.id += frame_base;
+    add(r);
+  }
+  for (auto r : t.stacks) {
+    r.id += stack_base;
+    if (r.parent) r.parent += stack_base;
+    r.frame += frame_base;
+    add(r);
+  }
+  for (auto r : t.samples) {
+    if (r.stack) r.stack += stack_base;
+    add(r);
+  }
+  for (auto r : t.data_waits) { r.source = s(r.source); add(r); }
+  for (auto r : t.steps) { r.source = s(r.source); add(r); }
+  for (auto r : t.findings) { r.rule = s(r.rule); r.message = s(r.message); add(r); }
+  for (auto r : t.modules) { r.path = s(r.path); r.build_id = s(r.build_id); add(r); }
+}
+
+void StoreWriter::replace_findings(const std::vector<Finding>& findings, const StringTable& strings) {
+  impl_->begin();
+  detail::exec(impl_->db, "DELETE FROM findings", impl_->path);
+  for (auto f : findings) {
+    f.rule = impl_->intern(strings.get(f.rule));
+    f.message = impl_->intern(strings.get(f.message));
+    add(f);
+  }
+}
+
+void StoreWriter::flush() { impl_->commit(); }
+
+void StoreWriter::close() {
+  if (!impl_ || !impl_->db) return;
+  impl_->commit();
+  detail::exec(impl_->db, schema::kCreateIndexes, impl_->path);
+  for (auto& s : impl_->insert) s = Statement();
+  // Leave a single self-contained file: readers may sit in read-only folders.
+  sqlite3_wal_checkpoint_v2(impl_->db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  detail::exec(impl_->db, "PRAGMA journal_mode=DELETE", impl_->path);
+  sqlite3_close_v2(impl_->db);
+  impl_->db = nullptr;
+}
+
+}  // namespace stepscope::store

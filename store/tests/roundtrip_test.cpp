@@ -1,0 +1,176 @@
+#include <catch2/catch.hpp>
+
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope::store;
+
+namespace {
+// One row of every kind, with distinct non-default values in every column.
+Trace sample_trace() {
+  Trace t;
+  t.meta["source_format"] = "test";
+  t.processes.push_back({100, t.intern("trainer"), 1});
+  t.threads.push_back({100, 101, t.intern("main")});
+  t.devices.push_back({0, t.intern("NVIDIA H100"), 9, 0, 132, 80LL << 30, t.intern("nvidia")});
+  Kernel k;
+  k.start = 1000; k.end = 1500; k.device = 0; k.context = 1; k.stream = 7; k.correlation = 42;
+  k.grid_x = 2; k.grid_y = 3; k.grid_z = 4; k.block_x = 128; k.block_y = 2; k.block_z = 1;
+  k.registers = 32; k.shared_memory = 4096; k.name = t.intern("ampere_sgemm_<128>"); k.graph_id = 9; k.pid = 100;
+  t.kernels.push_back(k);
+  t.memcpys.push_back({2000, 2600, 0, 7, 43, 1 << 20, CopyKind::HtoD, MemoryKind::Pageable, MemoryKind::Device, 100});
+  t.memsets.push_back({3000, 3100, 0, 8, 44, 512, MemoryKind::Device, 100});
+  t.syncs.push_back({4000, 4500, 100, 101, SyncType::Context, 0, -1, 45});
+  t.api_calls.push_back({900, 1200, 100, 101, ApiKind::Runtime, t.intern("cudaLaunchKernel"), 42, 0});
+  t.ranges.push_back({800, 5000, 100, 101, t.intern("nvtx"), t.intern("forward"), 1, RangeSource::Nvtx, 0});
+  t.frames.push_back({1, t.intern("libfoo.so"), t.intern("hot()"), t.intern("foo.cc"), 12, FrameKind::Native, 0x1234});
+  t.frames.push_back({2, t.intern("python"), t.intern("train_step"), t.intern("train.py"), 40, FrameKind::Python, 0});
+  t.stacks.push_back({1, 0, 2});
+  t.stacks.push_back({2, 1, 1});
+  t.samples.push_back({1100, 100, 101, 2, true});
+  t.samples.push_back({1200, 100, 101, 1, false});
+  t.data_waits.push_back({500, 800, 100, 101, t.intern("dataloader")});
+  t.steps.push_back({3, 500, 5000, t.intern("profiler-step"), 100, 101});
+  t.findings.push_back({t.intern("input-bound"), Severity::High, 3, 3, 250.5, t.intern("waits"), "{\"a\":1}"});
+  t.modules.push_back({100, t.intern("/usr/lib/libfoo.so"), t.intern("abcdef"), 0x400000, 0x500000, 0x1000});
+  return t;
+}
+}  // namespace
+
+TEST_CASE("every table round-trips through a store file") {
+  stepscope::test::ScratchDir dir("store_roundtrip");
+  Trace in = sample_trace();
+  write_store_atomically(in, dir.file("run.db"));
+  StoreReader r(dir.file("run.db"));
+  CHECK(r.schema_version() == 1);
+  Trace out = r.load();
+  CHECK(out.meta.at("source_format") == "test");
+  CHECK(out.meta.at("schema_version") == "1");
+  CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
+
+  REQUIRE(out.processes.size() == 1);
+  CHECK(out.processes[0].pid == 100);
+  CHECK(out.str(out.processes[0].name) == "trainer");
+  CHECK(out.processes[0].parent_pid == 1);
+  REQUIRE(out.threads.size() == 1);
+  CHECK(out.str(out.threads[0].name) == "main");
+  REQUIRE(out.devices.size() == 1);
+  CHECK(out.str(out.devices[0].name) == "NVIDIA H100");
+  CHECK(out.devices[0].sm_count == 132);
+  CHECK(out.devices[0].memory_bytes == (80LL << 30));
+  CHECK(out.str(out.devices[0].vendor) == "nvidia");
+
+  REQUIRE(out.kernels.size() == 1);
+  const Kernel& k = out.kernels[0];
+  CHECK(k.start == 1000);
+  CHECK(k.end == 1500);
+  CHECK(k.context == 1);
+  CHECK(k.stream == 7);
+  CHECK(k.correlation == 42);
+  CHECK((k.grid_x == 2 && k.grid_y == 3 && k.grid_z == 4));
+  CHECK((k.block_x == 128 && k.block_y == 2 && k.block_z == 1));
+  CHECK(k.registers == 32);
+  CHECK(k.shared_memory == 4096);
+  CHECK(out.str(k.name) == "ampere_sgemm_<128>");
+  CHECK(k.graph_id == 9);
+  CHECK(k.pid == 100);
+
+  REQUIRE(out.memcpys.size() == 1);
+  CHECK(out.memcpys[0].bytes == (1 << 20));
+  CHECK(out.memcpys[0].kind == CopyKind::HtoD);
+  CHECK(out.memcpys[0].src_kind == MemoryKind::Pageable);
+  CHECK(out.memcpys[0].dst_kind == MemoryKind::Device);
+  REQUIRE(out.memsets.size() == 1);
+  CHECK(out.memsets[0].stream == 8);
+  CHECK(out.memsets[0].mem_kind == MemoryKind::Device);
+  REQUIRE(out.syncs.size() == 1);
+  CHECK(out.syncs[0].type == SyncType::Context);
+  CHECK(out.syncs[0].stream == -1);
+  REQUIRE(out.api_calls.size() == 1);
+  CHECK(out.str(out.api_calls[0].name) == "cudaLaunchKernel");
+  CHECK(out.api_calls[0].correlation == 42);
+  REQUIRE(out.ranges.size() == 1);
+  CHECK(out.str(out.ranges[0].name) == "forward");
+  CHECK(out.str(out.ranges[0].domain) == "nvtx");
+  CHECK(out.ranges[0].depth == 1);
+  CHECK(out.ranges[0].source == RangeSource::Nvtx);
+
+  REQUIRE(out.frames.size() == 2);
+  CHECK(out.str(out.frames[0].symbol) == "hot()");
+  CHECK(out.frames[0].line == 12);
+  CHECK(out.frames[0].address == 0x1234);
+  CHECK(out.frames[1].kind == FrameKind::Python);
+  REQUIRE(out.stacks.size() == 2);
+  CHECK(out.stacks[1].parent == 1);
+  CHECK(out.stacks[1].frame == 1);
+  REQUIRE(out.samples.size() == 2);
+  CHECK(out.samples[0].stack == 2);
+  CHECK(out.samples[0].on_cpu);
+  CHECK_FALSE(out.samples[1].on_cpu);
+  REQUIRE(out.data_waits.size() == 1);
+  CHECK(out.str(out.data_waits[0].source) == "dataloader");
+  REQUIRE(out.steps.size() == 1);
+  CHECK(out.steps[0].index == 3);
+  CHECK(out.str(out.steps[0].source) == "profiler-step");
+  REQUIRE(out.findings.size() == 1);
+  CHECK(out.str(out.findings[0].rule) == "input-bound");
+  CHECK(out.findings[0].severity == Severity::High);
+  CHECK(out.findings[0].est_savings_ns == 250.5);
+  CHECK(out.findings[0].evidence_json == "{\"a\":1}");
+  REQUIRE(out.modules.size() == 1);
+  CHECK(out.str(out.modules[0].build_id) == "abcdef");
+  CHECK(out.modules[0].file_offset == 0x1000);
+
+  CHECK(r.time_span() == std::pair<int64_t, int64_t>{500, 5000});
+}
+
+TEST_CASE("range queries return rows overlapping the window") {
+  stepscope::test::ScratchDir dir("store_ranges");
+  Trace t;
+  StringId n = t.intern("k");
+  for (int i = 0; i < 1000; ++i) {
+    Kernel k;
+    k.start = i * 100;
+    k.end = i * 100 + (i == 500 ? 5000 : 50);  // one long kernel starting at 50000
+    k.name = n;
+    t.kernels.push_back(k);
+  }
+  write_store_atomically(t, dir.file("r.db"));
+  StoreReader r(dir.file("r.db"));
+  auto ks = r.kernels(52000, 52300);
+  // Kernels starting at 52000, 52100, 52200 plus the long one (50000..55000).
+  REQUIRE(ks.size() == 4);
+  CHECK(ks[0].start == 50000);
+  CHECK(ks[1].start == 52000);
+  CHECK(ks[3].start == 52200);
+  CHECK(r.kernels(-100, 0).empty());
+  CHECK(r.kernels(0, 1).size() == 1);
+}
+
+TEST_CASE("append merges traces, remapping strings, frames and stacks") {
+  stepscope::test::ScratchDir dir("store_append");
+  Trace a = sample_trace(), b = sample_trace();
+  b.processes[0].pid = 200;
+  for (auto& s : b.samples) s.pid = 200;
+  {
+    StoreWriter w(dir.file("m.db"));
+    w.append(a);
+    w.append(b);
+    w.close();
+  }
+  Trace m = StoreReader(dir.file("m.db")).load();
+  CHECK(m.kernels.size() == 2);
+  REQUIRE(m.frames.size() == 4);
+  REQUIRE(m.stacks.size() == 4);
+  REQUIRE(m.samples.size() == 4);
+  // The second trace's samples point at its own renumbered stacks, whose frames resolve to the same symbols.
+  const Sample& s = m.samples[2];
+  CHECK(s.pid == 200);
+  CHECK(s.stack == 4);
+  const Stack& st = m.stacks[3];
+  CHECK(st.parent == 3);
+  CHECK(m.str(m.frames[st.frame - 1].symbol) == "hot()");
+  // Strings are deduplicated across both.
+  CHECK(m.strings.find("cudaLaunchKernel") > 0);
+  CHECK(m.str(m.kernels[1].name) == "ampere_sgemm_<128>");
+}
