@@ -1,0 +1,220 @@
+// launch_bound: the classic eager-mode experiment. Each step applies a chain of N lightweight elementwise
+// ops (add, sin, mul, cos, relu, exp, sigmoid…) to a small tensor, one kernel per op, so the host's launch
+// cost — not the GPU — sets the pace and the step time grows linearly with N.
+//   --fused  one kernel applies the whole chain (what torch.compile/XLA fusion produces)
+//   --graph  the N-kernel chain is captured once into a CUDA graph and replayed with one launch per step
+//   --sweep  prints the whole curve: N = 1,5,10,…,30 for all three modes
+#include "sample_common.cuh"
+
+namespace {
+
+constexpr int kMaxOps = 30;
+constexpr int kPoolSize = 20;  // the op pool of the seed article's benchmark, cycled
+
+// Op `op` of the pool. Shared by the per-op kernels, the fused kernel and the CPU reference, so all
+// three apply exactly the same arithmetic.
+__host__ __device__ inline float apply_op(int op, float x) {
+  switch (op % kPoolSize) {
+    case 0: return x + 0.1f;
+    case 1: return sinf(x);
+    case 2: return x * 1.1f;
+    case 3: return cosf(x);
+    case 4: return x + 0.2f;
+    case 5: return x > 0.f ? x : 0.f;
+    case 6: return x - 0.1f;
+    case 7: return expf(x * 0.5f);
+    case 8: return x + 0.3f;
+    case 9: return 1.f / (1.f + expf(-x));
+    case 10: return x * 1.2f;
+    case 11: return sinf(x);
+    case 12: return x + 0.4f;
+    case 13: return cosf(x);
+    case 14: return x - 0.2f;
+    case 15: return x > 0.f ? x : 0.f;
+    case 16: return x + 0.5f;
+    case 17: return expf(x * 0.4f);
+    case 18: return x * 1.3f;
+    default: return 1.f / (1.f + expf(-x));
+  }
+}
+
+// One kernel per op, each its own instantiation so a profiler sees distinct kernel names per op
+// (as eager PyTorch does: add, sin, mul…).
+template <int Op>
+__global__ void op_kernel(const float* __restrict__ in, float* __restrict__ out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = apply_op(Op, in[i]);
+}
+
+__global__ void fused_chain_kernel(const float* __restrict__ in, float* __restrict__ out, int n, int ops) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = in[i];
+  for (int op = 0; op < ops; ++op) x = apply_op(op, x);
+  out[i] = x;
+}
+
+template <int... Ops>
+void launch_op_impl(int op, dim3 grid, dim3 block, cudaStream_t s, const float* in, float* out, int n,
+                    std::integer_sequence<int, Ops...>) {
+  ((op == Ops ? (op_kernel<Ops><<<grid, block, 0, s>>>(in, out, n), 0) : 0), ...);
+}
+
+void launch_op(int op, cudaStream_t s, const float* in, float* out, int n) {
+  constexpr int kBlock = 256;
+  dim3 grid((n + kBlock - 1) / kBlock);
+  launch_op_impl(op % kPoolSize, grid, dim3(kBlock), s, in, out, n, std::make_integer_sequence<int, kPoolSize>{});
+  SAMPLE_CUDA_CHECK_LAUNCH();
+}
+
+enum class Mode { kEager, kFused, kGraph };
+const char* mode_name(Mode m) { return m == Mode::kEager ? "eager" : m == Mode::kFused ? "fused" : "graph"; }
+
+// The work of one step: out = chain(in). The first op reads `in`, the rest run in place on `out`.
+void enqueue_chain(Mode mode, int ops, cudaStream_t s, const float* in, float* out, int n) {
+  if (mode == Mode::kFused) {
+    constexpr int kBlock = 256;
+    fused_chain_kernel<<<(n + kBlock - 1) / kBlock, kBlock, 0, s>>>(in, out, n, ops);
+    SAMPLE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  for (int op = 0; op < ops; ++op) launch_op(op, s, op == 0 ? in : out, out, n);
+}
+
+struct RunResult {
+  sample::StepStats gpu;   // step time on the GPU timeline (events every window)
+  double host_us_per_step;  // wall time of the whole loop / steps
+  std::vector<float> out;
+};
+
+RunResult run(Mode mode, int ops, int n, int steps, int warmup, int window, const std::vector<float>& input) {
+  float *d_in = nullptr, *d_out = nullptr;
+  SAMPLE_CUDA_CHECK(cudaMalloc(&d_in, n * sizeof(float)));
+  SAMPLE_CUDA_CHECK(cudaMalloc(&d_out, n * sizeof(float)));
+  SAMPLE_CUDA_CHECK(cudaMemcpy(d_in, input.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  cudaStream_t stream;
+  SAMPLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  cudaGraphExec_t graph_exec = nullptr;
+  if (mode == Mode::kGraph) {
+    cudaGraph_t graph;
+    SAMPLE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    enqueue_chain(Mode::kEager, ops, stream, d_in, d_out, n);
+    SAMPLE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    SAMPLE_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    SAMPLE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  auto step = [&] {
+    if (mode == Mode::kGraph)
+      SAMPLE_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
+    else
+      enqueue_chain(mode, ops, stream, d_in, d_out, n);
+  };
+
+  for (int i = 0; i < warmup; ++i) step();
+  SAMPLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  sample::WindowTimer timer(stream, steps, window);
+  auto t0 = sample::Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    timer.before_step(i);
+    stepscope_step();
+    sample::NvtxRange range("step");
+    step();
+  }
+  timer.before_step(steps);
+  stepscope_step();  // closes the last step
+  SAMPLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  RunResult r;
+  r.host_us_per_step = sample::us_since(t0) / steps;
+  r.gpu = sample::summarize(timer.per_step_us());
+  r.out.resize(n);
+  SAMPLE_CUDA_CHECK(cudaMemcpy(r.out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+
+  if (graph_exec) SAMPLE_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+  SAMPLE_CUDA_CHECK(cudaStreamDestroy(stream));
+  SAMPLE_CUDA_CHECK(cudaFree(d_in));
+  SAMPLE_CUDA_CHECK(cudaFree(d_out));
+  return r;
+}
+
+// Deterministic input in [-1, 1).
+std::vector<float> make_input(int n) {
+  std::vector<float> v(n);
+  uint32_t s = 12345u;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.f - 1.f;
+  }
+  return v;
+}
+
+// Checks `out` against the chain computed on the CPU; GPU and glibc sinf/cosf/expf differ by a few ulp.
+bool verify(const std::vector<float>& input, const std::vector<float>& out, int ops, const char* what) {
+  double max_err = 0;
+  for (size_t i = 0; i < input.size(); ++i) {
+    float x = input[i];
+    for (int op = 0; op < ops; ++op) x = apply_op(op, x);
+    double ref = x;
+    max_err = std::max(max_err, std::fabs(ref - out[i]) / std::max(1.0, std::fabs(ref)));
+  }
+  return sample::report_verification(what, max_err, 1e-4, input.size());
+}
+
+double checksum(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sample::program_name() = "launch_bound";
+  CLI::App app{"launch_bound: a chain of N tiny elementwise kernels per step (launch-overhead bound)"};
+  int ops = 30, elements = 8192, steps = 2000, warmup = 50, window = 100;
+  bool fused = false, graph = false, sweep = false;
+  app.add_option("--ops", ops, "number of elementwise ops in the chain")->check(CLI::Range(1, kMaxOps))->capture_default_str();
+  app.add_option("--elements", elements, "tensor size (floats)")->check(CLI::Range(1, 1 << 26))->capture_default_str();
+  app.add_option("--steps", steps, "timed steps")->check(CLI::Range(1, 10000000))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("--window", window, "steps per timing window (one cudaEvent each)")->check(CLI::Range(1, 100000))->capture_default_str();
+  auto* f = app.add_flag("--fused", fused, "cure: one kernel applies the whole chain");
+  auto* g = app.add_flag("--graph", graph, "cure: capture the chain once in a CUDA graph, replay it each step");
+  auto* sw = app.add_flag("--sweep", sweep, "print the curve: N = 1,5,…,30 in eager, fused and graph mode");
+  f->excludes(g);
+  sw->excludes(f)->excludes(g);
+  sample::parse_or_exit(app, argc, argv);
+  window = std::min(window, steps);
+
+  sample::require_cuda_device();
+  const std::vector<float> input = make_input(elements);
+  bool ok = true;
+
+  if (sweep) {
+    std::printf("launch_bound: sweep elements=%d steps=%d window=%d\n", elements, steps, window);
+    std::printf("time: %5s %12s %12s %12s %9s %9s\n", "ops", "eager_us", "fused_us", "graph_us", "fused_x", "graph_x");
+    for (int n_ops : {1, 5, 10, 15, 20, 25, 30}) {
+      RunResult e = run(Mode::kEager, n_ops, elements, steps, warmup, window, input);
+      RunResult fr = run(Mode::kFused, n_ops, elements, steps, warmup, window, input);
+      RunResult gr = run(Mode::kGraph, n_ops, elements, steps, warmup, window, input);
+      std::printf("time: %5d %12.2f %12.2f %12.2f %8.2fx %8.2fx\n", n_ops, e.gpu.median_us, fr.gpu.median_us,
+                  gr.gpu.median_us, e.gpu.median_us / fr.gpu.median_us, e.gpu.median_us / gr.gpu.median_us);
+      std::string tag = "ops=" + std::to_string(n_ops);
+      ok &= verify(input, e.out, n_ops, (tag + " eager").c_str());
+      ok &= verify(input, fr.out, n_ops, (tag + " fused").c_str());
+      ok &= verify(input, gr.out, n_ops, (tag + " graph").c_str());
+    }
+    return ok ? sample::kExitOk : sample::kExitVerifyFailed;
+  }
+
+  Mode mode = fused ? Mode::kFused : graph ? Mode::kGraph : Mode::kEager;
+  std::printf("launch_bound: mode=%s ops=%d elements=%d steps=%d kernels_per_step=%d\n", mode_name(mode), ops,
+              elements, steps, mode == Mode::kFused ? 1 : ops);
+  RunResult r = run(mode, ops, elements, steps, warmup, window, input);
+  sample::print_step_time(mode_name(mode), r.gpu);
+  std::printf("time: host loop %.2f us per step\n", r.host_us_per_step);
+  std::printf("checksum: %.6f\n", checksum(r.out));
+  ok = verify(input, r.out, ops, mode_name(mode));
+  return ok ? sample::kExitOk : sample::kExitVerifyFailed;
+}
