@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The main job on bundled data: installs deps, builds Release into build/, then
+#  - with a CUDA GPU: records the bundled CUDA samples with and without their cure and analyzes them;
+#  - without one: records the CPU-only samples (the input-bound Python sample shows a real finding) and
+#    analyzes them, and analyzes real GPU traces from ../shared/traces when that folder is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bash scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+ss=$root/build/cli/stepscope
+out=$root/build/demo
+mkdir -p "$out"
+
+has_gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
+
+section() { printf '\n==== %s ====\n' "$*"; }
+
+if ((has_gpu)) && [[ -x scripts/record-samples.sh ]]; then
+  section "GPU found: recording the CUDA samples with and without their cure"
+  bash scripts/record-samples.sh "$root/build" "$out"
+else
+  section "No CUDA GPU on this machine: recording the CPU-only samples instead"
+  if "$ss" --help 2>/dev/null | grep -q " record"; then
+    py=$root/samples/cpu/python_input_bound.py
+    if [[ -f $py ]]; then
+      "$ss" record -o "$out/input_bound.db" -- python3 "$py"
+      "$ss" analyze "$out/input_bound.db"
+      "$ss" record -o "$out/input_prefetch.db" -- python3 "$py" --prefetch
+      "$ss" analyze "$out/input_prefetch.db"
+    fi
+    if [[ -x $root/build/samples/cpu/hot_loop ]]; then
+      "$ss" record -o "$out/hot_loop.db" -- "$root/build/samples/cpu/hot_loop"
+      "$ss" info "$out/hot_loop.db"
+    fi
+  else
+    echo "(this build has no \`stepscope record\` yet)"
+  fi
+fi
+
+traces=${STEPSCOPE_TRACES_DIR:-$root/../shared/traces}
+if [[ -d $traces ]] && "$ss" --help 2>/dev/null | grep -q " analyze"; then
+  for t in kineto/resnet50_num_workers_0.json.gz kineto/resnet50_num_workers_4.json.gz \
+           hta/a100_rank0_many_small_kernels.json.gz tracelens/b200_eager.json.gz; do
+    [[ -f $traces/$t ]] || continue
+    section "Real trace recorded by others: $t"
+    "$ss" analyze "$traces/$t"
+  done
+  if "$ss" --help 2>/dev/null | grep -q " diff"; then
+    section "CI-style check: num_workers=4 (baseline) -> num_workers=0 (new)"
+    "$ss" diff "$traces/kineto/resnet50_num_workers_4.json.gz" "$traces/kineto/resnet50_num_workers_0.json.gz" \
+      --md "$out/diff.md" || echo "(diff exit code $?: 1 means a regression was found, as expected here)"
+  fi
+  if "$ss" --help 2>/dev/null | grep -q " report"; then
+    "$ss" report "$traces/kineto/resnet50_num_workers_0.json.gz" --format html -o "$out/resnet50_num_workers_0.html"
+    echo "HTML report: $out/resnet50_num_workers_0.html"
+  fi
+elif [[ ! -d $traces ]]; then
+  echo "(no shared traces at $traces: skipping the real-trace analysis)"
+fi
