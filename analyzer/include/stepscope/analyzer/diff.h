@@ -1,0 +1,124 @@
+// `stepscope diff`: compares the per-step distributions of two sets of runs (base and new) and gives each
+// metric a verdict — regression, improvement or unchanged — that counts a change only when it exceeds its
+// threshold AND is significant given step-to-step variation (docs/ci.md documents the method and defaults).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/store/records.h"
+
+namespace stepscope::analyzer {
+
+// Thresholds and test settings. Defaults are the documented ones; --config overrides any subset.
+struct DiffConfig {
+  // Relative change of the step-time median / p90 (0.05 = +5%) that counts.
+  double step_time_median = 0.05;
+  double step_time_p90 = 0.10;
+  // Absolute change of a share of summed step time (0.03 = 3 percentage points) that counts.
+  double gpu_busy_share = 0.03;
+  double data_wait_share = 0.02;
+  double launch_idle_share = 0.02;
+  double sync_idle_share = 0.02;
+  double alpha = 0.05;          // family-wise significance level (Holm over the tested metrics)
+  int skip_first_steps = 1;     // warm-up steps dropped from each run (only when it keeps >= 2 steps)
+  uint64_t seed = 20240601;     // bootstrap seed: same inputs, same intervals
+  int bootstrap_resamples = 2000;
+  int top_kernels = 15;         // kernel changes listed
+  // Findings that appear in NEW with at least this severity fail the diff: "none" (default), "low",
+  // "medium" or "high".
+  std::string fail_on_new_findings = "none";
+};
+
+// Reads a TOML subset (`key = value`, `[thresholds]`/`[test]`/`[report]` tables, # comments) or JSON
+// (chosen by content: a leading '{' means JSON). Unknown keys are errors. Throws store::StoreError
+// ("FILE: reason") on any problem.
+DiffConfig load_diff_config(const std::string& path);
+DiffConfig parse_diff_config(const std::string& text, const std::string& name_for_errors);
+
+// One analyzed run (a file) and its kernel time by name.
+struct DiffRun {
+  std::string file;
+  Analysis analysis;
+  std::vector<KernelStat> kernels;  // every kernel name, not only the top ones
+};
+
+// Kernel count and time by name over the whole trace, largest total first.
+std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace);
+
+enum class Verdict { Unchanged, Regression, Improvement };
+const char* to_string(Verdict v);
+
+struct MetricDiff {
+  std::string id;     // "step_time_median", "step_time_p90", "gpu_busy_share", "data_wait_share", ...
+  std::string title;  // "Step time (median)"
+  bool relative = false;        // threshold and change are relative (step time) or absolute (shares)
+  bool higher_is_worse = true;  // gpu_busy_share: lower is worse
+  double base = 0, now = 0;     // statistic on each side (µs for step time, fraction for shares)
+  double change = 0;            // relative (now/base - 1) or absolute (now - base)
+  double ci_lo = 0, ci_hi = 0;  // seeded bootstrap 95% interval of `change` (when ci_valid)
+  bool ci_valid = false;
+  double threshold = 0;
+  bool exceeds_threshold = false;
+  double p_value = 1;           // two-sided Mann–Whitney U over per-step values
+  double p_adjusted = 1;        // Holm-adjusted over the tested metrics
+  bool tested = false;          // false: too few steps for the test; threshold alone decides
+  bool significant = false;
+  Verdict verdict = Verdict::Unchanged;
+  std::string note;             // e.g. "too few steps for a significance test (3 vs 4)"
+};
+
+struct KernelDiff {
+  std::string name;
+  double base_us_per_step = 0, new_us_per_step = 0;
+  double base_count_per_step = 0, new_count_per_step = 0;
+  double delta_us_per_step() const { return new_us_per_step - base_us_per_step; }
+};
+
+struct FindingDiff {
+  std::string rule;
+  enum class Status { Appeared, Disappeared, Changed, Persisting } status = Status::Persisting;
+  bool has_base = false, has_new = false;
+  store::Severity base_severity = store::Severity::Low, new_severity = store::Severity::Low;
+  double base_share = 0, new_share = 0;  // est. saving as a share of step time
+  std::string summary;                   // the NEW one's summary when present, else the base one's
+  bool fails = false;                    // counted as a regression (config fail_on_new_findings)
+};
+const char* to_string(FindingDiff::Status s);
+
+struct DiffSide {
+  std::vector<std::string> files;
+  int64_t steps = 0;          // steps compared (after warm-up steps were dropped)
+  int64_t steps_dropped = 0;  // warm-up steps dropped
+  std::vector<std::string> step_sources;  // per file
+  bool has_gpu = false;
+};
+
+struct DiffResult {
+  DiffSide base, now;
+  DiffConfig config;
+  std::vector<MetricDiff> metrics;
+  std::vector<KernelDiff> kernel_changes;  // kernels on both sides, largest |Δ time per step| first (top N)
+  std::vector<KernelDiff> kernels_added;   // only in NEW, largest time first (top N)
+  std::vector<KernelDiff> kernels_removed; // only in BASE, largest time first (top N)
+  int64_t kernels_added_total = 0, kernels_removed_total = 0;
+  std::vector<FindingDiff> findings;       // appeared, disappeared, changed, persisting (in that order)
+  std::vector<std::string> notes;
+  bool regression = false;                 // any metric regression or failing finding
+  int exit_code() const { return regression ? 1 : 0; }
+};
+
+// Pools the steps of every run per side and compares. Runs need not have steps: a run without steps counts
+// as one window. Never throws for valid analyses.
+DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun>& now, const DiffConfig& config = {});
+
+// Renderings. JSON: "stepscope.diff/1" (docs/ci.md). JUnit: one testcase per metric, a failure per
+// regression; plus a findings testcase and a kernels testcase. Markdown: a GitHub step summary.
+std::string diff_to_json(const DiffResult& d);
+std::string diff_to_junit(const DiffResult& d);
+std::string diff_to_markdown(const DiffResult& d);
+std::string diff_to_text(const DiffResult& d);
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,33 @@
+// `stepscope report`: renders an Analysis as text, Markdown (a GitHub step summary), one self-contained
+// HTML file (inline CSS and SVG, no script, no network) or the analyzer's JSON (docs/report.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "stepscope/analyzer/analysis.h"
+
+namespace stepscope::analyzer {
+
+enum class ReportFormat { Text, Markdown, Html, Json };
+
+// "text", "md"/"markdown", "html", "json"; false when unknown.
+bool parse_report_format(std::string_view name, ReportFormat& out);
+
+std::string render_report(const Analysis& a, ReportFormat format);
+std::string render_text_report(const Analysis& a);
+std::string render_markdown_report(const Analysis& a);
+std::string render_html_report(const Analysis& a);
+
+// Escaping for names taken from traces (kernel names hold <, >, &, quotes; any byte may appear).
+// Invalid UTF-8 becomes U+FFFD in every one of them.
+std::string html_escape(std::string_view s);      // text and attribute values
+std::string xml_escape(std::string_view s);       // XML 1.0: also drops characters XML forbids
+std::string markdown_escape(std::string_view s);  // inside a GFM table cell: one line, no HTML, no markup
+std::string valid_utf8(std::string_view s);
+
+// Writes `content` to `path` through a temporary file beside it, renamed over `path` when complete; "-"
+// writes to stdout. Throws store::StoreError("PATH: reason") on failure and leaves nothing half-written.
+void write_file_atomically(const std::string& path, std::string_view content);
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,65 @@
+// Small statistics for comparing per-step distributions: quantiles, the Mann–Whitney U test with an
+// exact p-value (ties included) for small samples, Holm's step-down correction and a seeded bootstrap.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace stepscope::analyzer::stats {
+
+// Linear-interpolation quantile (type 7, as numpy's default) of `v`; q in [0,1]. NaN for empty input.
+double quantile(std::vector<double> v, double q);
+inline double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+
+struct MannWhitney {
+  double u = 0;        // U statistic of the first sample (pairs x > y, ties counted 1/2)
+  double p = 1;        // two-sided p-value
+  bool exact = false;  // exact permutation distribution (else normal approximation with tie correction)
+};
+
+// Two-sided Mann–Whitney U test (Wilcoxon rank-sum). Exact conditional distribution of the rank sum
+// given the observed ties when n+m <= kExactLimit, else the normal approximation with tie and
+// continuity correction. p = 1 when either sample is empty or every value is tied.
+inline constexpr size_t kExactLimit = 80;
+MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>& y);
+
+// Smallest two-sided p-value the test can reach for sample sizes n and m (no ties): 2 / C(n+m, n).
+double min_attainable_p(size_t n, size_t m);
+
+// Holm–Bonferroni step-down adjusted p-values (same order as the input), capped at 1.
+std::vector<double> holm_adjust(const std::vector<double>& p);
+
+// Deterministic 64-bit generator (SplitMix64), so a seed gives the same intervals on every platform.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform integer in [0, n).
+  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+  // Uniform double in [0, 1).
+  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
+  // Standard normal (Box–Muller).
+  double normal();
+
+ private:
+  uint64_t state_;
+};
+
+struct Interval {
+  double lo = 0, hi = 0;
+  bool valid = false;
+};
+
+// Percentile bootstrap interval of statistic(resampled x, resampled y), resampling each side with
+// replacement. level 0.95 gives the 2.5% and 97.5% percentiles. Invalid when a side is empty.
+Interval bootstrap_interval(const std::vector<double>& x, const std::vector<double>& y,
+                            const std::function<double(const std::vector<double>&, const std::vector<double>&)>& statistic,
+                            uint64_t seed, int resamples = 2000, double level = 0.95);
+
+}  // namespace stepscope::analyzer::stats

@@ -1,0 +1,95 @@
+// Markdown report sized for a GitHub Actions step summary: GFM tables only, no raw HTML, every trace-derived
+// name escaped so it can neither inject markup nor break a table.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/report_util.h"
+#include "stepscope/analyzer/report.h"
+
+namespace stepscope::analyzer {
+
+using namespace report_util;
+
+namespace {
+constexpr size_t kMaxMdSteps = 50;
+constexpr size_t kMdNameChars = 90;
+}  // namespace
+
+std::string render_markdown_report(const Analysis& a) {
+  std::string o;
+  const auto& sm = a.summary;
+  o += fmt::format("## stepscope report: {}\n\n", markdown_escape(a.source_file.empty() ? "(trace)" : a.source_file));
+  if (!sm.has_gpu) o += "> **No GPU activity in this trace**: the breakdown covers host time only.\n\n";
+  o += "| | |\n|---|---|\n";
+  o += fmt::format("| Steps | {} (source: `{}`) |\n", sm.steps, markdown_escape(sm.step_source));
+  o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
+  o += fmt::format("| Data wait share of step time | {} |\n", format_share(sm.data_wait_share));
+  o += fmt::format("| GPU work | {} kernels, {} memcpys, {} memsets |\n", sm.kernels, sm.memcpys, sm.memsets);
+  o += fmt::format("| GPU busy / span | {} / {} |\n", format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
+  o += fmt::format("| Findings | {} |\n\n", a.findings.size());
+
+  o += "### Findings\n\n";
+  if (a.findings.empty()) {
+    o += "No findings.\n\n";
+  } else {
+    o += "| Severity | Rule | Est. saving / step | Share of step time | Summary |\n|---|---|---:|---:|---|\n";
+    for (const auto& f : a.findings)
+      o += fmt::format("| {} | `{}` | {} | {} | {} |\n", store::to_string(f.severity), markdown_escape(f.rule),
+                       format_us(f.est_savings_us_per_step), format_share(f.share), markdown_escape(f.summary));
+    o += "\n";
+    for (const auto& f : a.findings) {
+      o += fmt::format("#### `{}` ({})\n\n{}\n\n", markdown_escape(f.rule), store::to_string(f.severity),
+                       markdown_escape(f.summary));
+      if (!f.steps.empty()) {
+        std::string steps;
+        for (size_t i = 0; i < f.steps.size() && i < 30; ++i) steps += (i ? ", " : "") + std::to_string(f.steps[i]);
+        if (f.steps.size() > 30) steps += ", …";
+        o += "Steps: " + steps + "\n\n";
+      }
+      if (!f.suggestion.empty()) {
+        std::string s = valid_utf8(f.suggestion);
+        std::string fence = code_fence_for(s);
+        o += "Suggestion:\n\n" + fence + "\n" + s + "\n" + fence + "\n\n";
+      }
+      if (!f.evidence_json.empty() && f.evidence_json != "{}") {
+        std::string e = valid_utf8(pretty_json(f.evidence_json));
+        std::string fence = code_fence_for(e);
+        o += "Evidence:\n\n" + fence + "json\n" + e + "\n" + fence + "\n\n";
+      }
+    }
+  }
+
+  if (!a.steps.empty()) {
+    o += "### Steps\n\n| Step | Duration | GPU busy | Launch idle | Data wait | Sync idle | Other idle | Bound |\n"
+         "|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    size_t shown = 0;
+    for (const auto& s : a.steps) {
+      if (shown++ == kMaxMdSteps) break;
+      o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
+                       format_us(double(s.gpu_busy_ns) / 1e3), format_us(double(s.launch_idle_ns) / 1e3),
+                       format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.sync_idle_ns) / 1e3),
+                       format_us(double(s.other_idle_ns) / 1e3), bound_name(s.bound));
+    }
+    if (a.steps.size() > kMaxMdSteps) o += fmt::format("\n… and {} more steps.\n", a.steps.size() - kMaxMdSteps);
+    o += "\n";
+  }
+
+  if (!a.top_kernels.empty()) {
+    o += "### Top kernels by time\n\n| Kernel | Total | Count | Mean |\n|---|---:|---:|---:|\n";
+    for (const auto& k : a.top_kernels)
+      o += fmt::format("| {} | {} | {} | {} |\n", markdown_escape(shorten(k.name, kMdNameChars)),
+                       format_us(double(k.total_ns) / 1e3), k.count, format_us(k.mean_ns() / 1e3));
+    o += "\n";
+  }
+  if (!a.idle_host_top.empty()) {
+    o += "### Top CPU functions while the GPU was idle\n\n| Function | Time | Samples |\n|---|---:|---:|\n";
+    for (const auto& f : a.idle_host_top)
+      o += fmt::format("| {} | {} | {} |\n", markdown_escape(shorten(f.name, kMdNameChars)),
+                       format_us(double(f.time_ns) / 1e3), f.samples);
+    o += "\n";
+  }
+  return o;
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,331 @@
+#include "report/report_util.h"
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "stepscope/analyzer/json_writer.h"
+#include "stepscope/analyzer/report.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::analyzer {
+
+namespace {
+
+// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 when invalid (overlong, surrogate, > U+10FFFF).
+size_t utf8_sequence(std::string_view s, size_t i, uint32_t& cp) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  size_t len = 0;
+  uint32_t min = 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2, cp = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3, cp = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4, cp = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+// Calls emit(code point, bytes) for each character, with U+FFFD for every invalid byte.
+template <class Emit>
+void for_each_char(std::string_view s, Emit emit) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t len = utf8_sequence(s, i, cp);
+    if (len == 0) {
+      emit(0xFFFDu, std::string_view("\xEF\xBF\xBD"));
+      i += 1;
+    } else {
+      emit(cp, s.substr(i, len));
+      i += len;
+    }
+  }
+}
+
+}  // namespace
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for_each_char(s, [&](uint32_t, std::string_view bytes) { out += bytes; });
+  return out;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      case 0: out += "\xEF\xBF\xBD"; break;  // NUL is a parse error in HTML
+      default: out += bytes;
+    }
+  });
+  return out;
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+        if (cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
+            cp >= 0x10000)
+          out += bytes;
+        else
+          out += "\xEF\xBF\xBD";
+    }
+  });
+  return out;
+}
+
+std::string markdown_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '|': out += "\\|"; break;
+      case '\n':
+      case '\r':
+      case '\t': out += ' '; break;
+      case '\\': case '`': case '*': case '_': case '[': case ']': case '#': case '~': case '!':
+        out += '\\';
+        out += static_cast<char>(cp);
+        break;
+      default:
+        if (cp < 0x20)
+          out += ' ';
+        else
+          out += bytes;
+    }
+  });
+  return out;
+}
+
+bool parse_report_format(std::string_view name, ReportFormat& out) {
+  if (name == "text" || name == "txt") out = ReportFormat::Text;
+  else if (name == "md" || name == "markdown") out = ReportFormat::Markdown;
+  else if (name == "html") out = ReportFormat::Html;
+  else if (name == "json") out = ReportFormat::Json;
+  else return false;
+  return true;
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+  if (path == "-") {
+    std::fwrite(content.data(), 1, content.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::string tmp = store::temp_path_beside(path);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw store::StoreError(path, "cannot create output file");
+    f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    f.flush();
+    if (!f) {
+      f.close();
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw store::StoreError(path, "write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ec2;
+    std::filesystem::remove(tmp, ec2);
+    throw store::StoreError(path, "cannot replace output file: " + ec.message());
+  }
+}
+
+namespace report_util {
+
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::Input: return "input";
+    case Bound::Launch: return "launch";
+    case Bound::Sync: return "sync";
+    case Bound::Host: return "host";
+    case Bound::Gpu:
+    default: return "gpu";
+  }
+}
+
+std::string format_us(double us) {
+  char buf[64];
+  double a = std::fabs(us);
+  if (!std::isfinite(us)) return "n/a";
+  if (a >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3g s", us / 1e6);
+  else if (a >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.3g ms", us / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g µs", us);
+  return buf;
+}
+
+std::string format_share(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
+  return buf;
+}
+
+std::string format_signed_percent(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", f * 100.0);
+  return buf;
+}
+
+std::string format_signed_pp(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f pp", f * 100.0);
+  return buf;
+}
+
+std::string shorten(std::string_view s, size_t max_chars) {
+  std::string v = valid_utf8(s);
+  // Character boundaries (UTF-8 lead bytes).
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < v.size(); ++i)
+    if ((static_cast<unsigned char>(v[i]) & 0xC0) != 0x80) starts.push_back(i);
+  if (starts.size() <= max_chars || max_chars < 5) return v;
+  size_t head = (max_chars - 1) * 2 / 3, tail = max_chars - 1 - head;
+  std::string out = v.substr(0, starts[head]);
+  out += "…";
+  out += v.substr(starts[starts.size() - tail]);
+  return out;
+}
+
+namespace {
+
+void pretty(const simdjson::dom::element& e, std::string& out, int indent) {
+  using simdjson::dom::element_type;
+  auto pad = [&](int n) { out.append(static_cast<size_t>(n) * 2, ' '); };
+  switch (e.type()) {
+    case element_type::OBJECT: {
+      simdjson::dom::object obj = e.get_object().value_unsafe();
+      if (obj.size() == 0) {
+        out += "{}";
+        return;
+      }
+      out += "{\n";
+      bool first = true;
+      for (auto field : obj) {
+        if (!first) out += ",\n";
+        first = false;
+        pad(indent + 1);
+        out += '"';
+        JsonWriter::escape_into(out, field.key);
+        out += "\": ";
+        pretty(field.value, out, indent + 1);
+      }
+      out += '\n';
+      pad(indent);
+      out += '}';
+      return;
+    }
+    case element_type::ARRAY: {
+      simdjson::dom::array arr = e.get_array().value_unsafe();
+      if (arr.size() == 0) {
+        out += "[]";
+        return;
+      }
+      // Short arrays of scalars stay on one line.
+      bool scalars = true;
+      for (auto v : arr)
+        if (v.is_object() || v.is_array()) scalars = false;
+      if (scalars && arr.size() <= 12) {
+        out += '[';
+        bool first = true;
+        for (auto v : arr) {
+          if (!first) out += ", ";
+          first = false;
+          pretty(v, out, indent);
+        }
+        out += ']';
+        return;
+      }
+      out += "[\n";
+      bool first = true;
+      for (auto v : arr) {
+        if (!first) out += ",\n";
+        first = false;
+        pad(indent + 1);
+        pretty(v, out, indent + 1);
+      }
+      out += '\n';
+      pad(indent);
+      out += ']';
+      return;
+    }
+    case element_type::STRING: {
+      out += '"';
+      JsonWriter::escape_into(out, e.get_string().value_unsafe());
+      out += '"';
+      return;
+    }
+    default:
+      out += simdjson::minify(e);
+  }
+}
+
+}  // namespace
+
+std::string pretty_json(std::string_view json) {
+  if (json.empty()) return std::string(json);
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (parser.parse(padded).get(root) != simdjson::SUCCESS) return std::string(json);
+  std::string out;
+  pretty(root, out, 0);
+  return out;
+}
+
+std::string code_fence_for(std::string_view content) {
+  size_t longest = 0, run = 0;
+  for (char c : content) {
+    run = (c == '`') ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return std::string(std::max<size_t>(3, longest + 1), '`');
+}
+
+}  // namespace report_util
+}  // namespace stepscope::analyzer

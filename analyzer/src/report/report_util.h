@@ -1,0 +1,28 @@
+// Formatting helpers shared by the report and diff renderers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "stepscope/analyzer/analysis.h"
+
+namespace stepscope::analyzer::report_util {
+
+const char* bound_name(Bound b);
+// 1234.5 µs → "1.23 ms"; 12.3 → "12.3 µs"; seconds above 1e6 µs.
+std::string format_us(double us);
+// 0.1234 → "12.3%"
+std::string format_share(double fraction);
+// Signed percent with one decimal: 0.052 → "+5.2%".
+std::string format_signed_percent(double fraction);
+// Signed percentage points: 0.021 → "+2.1 pp".
+std::string format_signed_pp(double fraction);
+// Keeps at most `max_chars` characters (UTF-8 aware), eliding the middle with "…".
+std::string shorten(std::string_view s, size_t max_chars);
+// Pretty-prints a JSON value with 2-space indentation; returns the input unchanged when it does not parse.
+std::string pretty_json(std::string_view json);
+// A fence for a Markdown code block that no backtick run inside `content` can close.
+std::string code_fence_for(std::string_view content);
+
+}  // namespace stepscope::analyzer::report_util

@@ -1,0 +1,146 @@
+// Text and Markdown reports, escaping helpers and atomic output files.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "report/report_util.h"
+#include "report_test_fixtures.h"
+#include "stepscope/analyzer/report.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// Unescaped '|' characters in a GFM table row (cell separators).
+size_t table_separators(const std::string& row) {
+  size_t n = 0;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] == '|' && (i == 0 || row[i - 1] != '\\')) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("markdown_escape keeps a name in one table cell with no markup") {
+  CHECK(analyzer::markdown_escape("a|b") == "a\\|b");
+  CHECK(analyzer::markdown_escape("<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;");
+  CHECK(analyzer::markdown_escape("line1\nline2") == "line1 line2");
+  CHECK(analyzer::markdown_escape("__init__ *x* `y`") == "\\_\\_init\\_\\_ \\*x\\* \\`y\\`");
+}
+
+TEST_CASE("xml_escape drops characters XML 1.0 forbids") {
+  CHECK(analyzer::xml_escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&apos;");
+  CHECK(analyzer::xml_escape(std::string("\x01\x1f\t\n", 4)) == "\xEF\xBF\xBD\xEF\xBF\xBD\t\n");
+  CHECK(analyzer::xml_escape("\xC0\xAF") == "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/' is invalid UTF-8
+}
+
+TEST_CASE("shorten elides the middle on character boundaries") {
+  using analyzer::report_util::shorten;
+  CHECK(shorten("abcdef", 10) == "abcdef");
+  CHECK(shorten("abcdefghijklmnopqrstuvwxyz", 10) == "abcdef…xyz");
+  std::string s = shorten("ééééééééééééééééé", 8);
+  CHECK(s == "éééé…ééé");
+}
+
+TEST_CASE("format helpers") {
+  using namespace analyzer::report_util;
+  CHECK(format_us(12.34) == "12.3 µs");
+  CHECK(format_us(40000) == "40 ms");
+  CHECK(format_us(2.5e6) == "2.5 s");
+  CHECK(format_share(0.4012) == "40.1%");
+  CHECK(format_signed_percent(0.052) == "+5.2%");
+  CHECK(format_signed_pp(-0.021) == "-2.1 pp");
+  CHECK(pretty_json(R"({"a":[1,2],"b":{"c":"x"}})") == "{\n  \"a\": [1, 2],\n  \"b\": {\n    \"c\": \"x\"\n  }\n}");
+  CHECK(pretty_json("not json") == "not json");
+  CHECK(code_fence_for("no ticks") == "```");
+  CHECK(code_fence_for("has ```` four") == "`````");
+}
+
+TEST_CASE("text report: step table with bars, totals, kernels, findings with evidence") {
+  std::string t = analyzer::render_text_report(test::sample_analysis());
+  CHECK(t.find("Steps: 6 (source: profiler-step); GPU busy 50.0% of step time; data wait 40.0%") != std::string::npos);
+  // Bar for a 100 ms step: 20 '#' (50 ms busy), 2 'L' (4 ms → 1.6, rounded to cumulative 21.6→22),
+  // 16 'D' (to 37.6→38), 1 'S' (40.6 → 41... capped at 40), '.' for the rest.
+  auto lines = lines_of(t);
+  bool found = false;
+  for (const auto& l : lines)
+    if (l.find("input") != std::string::npos && l.find("##########") != std::string::npos) {
+      found = true;
+      CHECK(l.find(std::string(20, '#') + "LL" + std::string(16, 'D') + "S.") != std::string::npos);
+    }
+  CHECK(found);
+  CHECK(t.find("Breakdown of 600 ms summed step time: GPU busy 50.0%, launch idle 4.0%, data wait 40.0%, sync idle 3.0%, other 3.0%") !=
+        std::string::npos);
+  CHECK(t.find("[HIGH] input-bound:") != std::string::npos);
+  CHECK(t.find("est. saving: 40 ms per step (40.0% of step time)") != std::string::npos);
+  CHECK(t.find("    \"data_wait_us_per_step\": 40000,") != std::string::npos);
+  CHECK(t.find("<script>alert(1)</script>") != std::string::npos);  // a terminal shows names as they are
+}
+
+TEST_CASE("markdown report: GFM tables whose rows keep their column count") {
+  auto a = test::sample_analysis();
+  a.top_kernels.push_back({"kernel|with|pipes", 1, 1000, 1000, 1000});
+  std::string md = analyzer::render_markdown_report(a);
+  CHECK(md.find("<script>") == std::string::npos);
+  CHECK(md.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+  CHECK(md.find("kernel\\|with\\|pipes") != std::string::npos);
+  // Every row of the kernel table has exactly 5 separators (4 columns).
+  auto lines = lines_of(md);
+  size_t in_kernels = 0;
+  bool in_table = false;
+  for (const auto& l : lines) {
+    if (l.rfind("### Top kernels", 0) == 0) in_table = true;
+    else if (l.rfind("###", 0) == 0) in_table = false;
+    if (in_table && !l.empty() && l[0] == '|') {
+      CHECK(table_separators(l) == 5);
+      ++in_kernels;
+    }
+  }
+  CHECK(in_kernels == 2 + 3);  // header, rule, 3 kernels
+  CHECK(md.find("| high | `input-bound` | 40 ms | 40.0% |") != std::string::npos);
+  CHECK(md.find("```\nDataLoader(dataset, num_workers=8, pin_memory=True,") != std::string::npos);
+  CHECK(md.find("```json\n{\n  \"data_wait_us_per_step\": 40000,") != std::string::npos);
+}
+
+TEST_CASE("report formats parse") {
+  analyzer::ReportFormat f;
+  CHECK((analyzer::parse_report_format("md", f) && f == analyzer::ReportFormat::Markdown));
+  CHECK((analyzer::parse_report_format("html", f) && f == analyzer::ReportFormat::Html));
+  CHECK((analyzer::parse_report_format("json", f) && f == analyzer::ReportFormat::Json));
+  CHECK((analyzer::parse_report_format("text", f) && f == analyzer::ReportFormat::Text));
+  CHECK_FALSE(analyzer::parse_report_format("pdf", f));
+}
+
+TEST_CASE("write_file_atomically replaces the file whole and leaves nothing behind on failure") {
+  test::ScratchDir dir("report_atomic");
+  std::string path = dir.file("out.md");
+  analyzer::write_file_atomically(path, "first");
+  analyzer::write_file_atomically(path, "second version");
+  std::ifstream f(path);
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  CHECK(content == "second version");
+  size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++files;
+  }
+  CHECK(files == 1);  // no temporary left
+  std::string bad = dir.file("no/such/dir/out.md");
+  CHECK_THROWS_AS(analyzer::write_file_atomically(bad, "x"), store::StoreError);
+  try {
+    analyzer::write_file_atomically(bad, "x");
+  } catch (const store::StoreError& e) {
+    CHECK(std::string(e.what()).rfind(bad + ": ", 0) == 0);
+  }
+}
