@@ -1,0 +1,471 @@
+// CPython frame reading; see python_frames.h and docs/python.md.
+//
+// Struct offsets below come from the public CPython headers of each minor version (Include/cpython/*.h and
+// Include/internal/pycore_frame.h, pycore_code.h), x86-64/aarch64 LP64 layout, release builds. CPython keeps
+// these layouts fixed within a minor version. The tests run the real interpreters (tests/python).
+#include "python_frames.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace stepscope::collector::python {
+namespace {
+
+enum class FrameModel { FrameObject, Cframe311, Cframe312, Current313 };
+enum class LineTable { Lnotab39, Linetable310, Locations311 };
+
+struct Layout {
+  uint32_t hex;  // 0x03MM0000
+  FrameModel model;
+  LineTable lines;
+  // thread state → frame chain
+  uint32_t tstate_frame;    // 3.9/3.10 tstate->frame, 3.11/3.12 tstate->cframe, 3.13 tstate->current_frame
+  uint32_t cframe_current;  // 3.11/3.12 _PyCFrame.current_frame
+  // frame (PyFrameObject for 3.9/3.10, _PyInterpreterFrame after)
+  uint32_t frame_code, frame_previous, frame_instr, frame_owner, frame_is_entry, frame_read;
+  // PyCodeObject
+  uint32_t code_filename, code_name, code_qualname, code_lines, code_firstlineno, code_adaptive;
+  // unicode: sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject), offsetof(PyCompactUnicodeObject, utf8)
+  uint32_t ascii_size, compact_size, compact_utf8, compact_utf8_length;
+};
+
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+constexpr uint8_t kOwnedByCstack = 3;  // FRAME_OWNED_BY_CSTACK: the shim frame an evaluator call pushes (3.12+)
+
+// clang-format off
+constexpr Layout kLayouts[] = {
+  // hex        model                    lines                    tstate cframe  code prev instr owner entry read   file name qual lines first adapt  ascii compact utf8 utf8len
+  {0x03090000, FrameModel::FrameObject, LineTable::Lnotab39,      24, kNone,     32, 24, 104, kNone, kNone, 112,  104, 112, kNone, 120, 40, kNone,  48, 72, 56, 48},
+  {0x030A0000, FrameModel::FrameObject, LineTable::Linetable310,  24, kNone,     32, 24,  96, kNone, kNone, 104,  104, 112, kNone, 120, 40, kNone,  48, 72, 56, 48},
+  {0x030B0000, FrameModel::Cframe311,   LineTable::Locations311,  56, 8,         32, 48,  56, 69, 68, 80,         112, 120, 128, 136, 72, 184,  48, 72, 56, 48},
+  {0x030C0000, FrameModel::Cframe312,   LineTable::Locations311,  56, 0,          0,  8,  56, 70, kNone, 80,      112, 120, 128, 136, 68, 192,  40, 56, 48, 40},
+  {0x030D0000, FrameModel::Current313,  LineTable::Locations311,  72, kNone,      0,  8,  56, 70, kNone, 80,      112, 120, 128, 136, 68, 200,  40, 56, 48, 40},
+};
+// clang-format on
+
+constexpr int kMaxWalk = 512;          // frames (incl. shims) walked per sample: stops cycles
+constexpr size_t kMaxString = 4096;    // characters of a name or file name
+constexpr size_t kMaxTable = 1 << 20;  // bytes of a line table
+
+using GetTstateFn = void* (*)();
+
+struct State {
+  std::atomic<bool> ready{false};
+  const Layout* layout = nullptr;
+  GetTstateFn get_tstate = nullptr;
+  uint64_t code_type = 0, unicode_type = 0, bytes_type = 0;
+  std::atomic<uint64_t> eval_lo{0}, eval_hi{0};
+  char description[200] = "CPython not looked for yet";
+};
+// Constant-initialized (no constructor runs), so init() may be called from any library constructor.
+constinit State g;
+
+void set_description(const std::string& text) {
+  std::snprintf(g.description, sizeof g.description, "%s", text.c_str());
+}
+
+bool plausible(uint64_t p) { return p >= 4096 && p < (1ull << 47) && (p & 7) == 0; }
+
+// Fault-safe read of our own memory: the kernel copies or fails with EFAULT; the target never faults.
+bool safe_read(void* dst, uint64_t addr, size_t n) {
+  if (addr < 4096 || addr + n < addr) return false;
+  iovec local{dst, n};
+  iovec remote{reinterpret_cast<void*>(addr), n};
+  const int saved = errno;
+  const long got = syscall(SYS_process_vm_readv, static_cast<pid_t>(syscall(SYS_getpid)), &local, 1ul, &remote,
+                           1ul, 0ul);
+  errno = saved;
+  return got == static_cast<long>(n);
+}
+
+template <typename T>
+T field(const unsigned char* buf, uint32_t off) {
+  T v;
+  std::memcpy(&v, buf + off, sizeof v);
+  return v;
+}
+
+void* symbol(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+// Size of a dynamic symbol (dladdr1 gives its ELF symbol entry).
+size_t symbol_size(void* addr) {
+  Dl_info info{};
+  void* entry = nullptr;
+  if (!dladdr1(addr, &info, &entry, RTLD_DL_SYMENT) || !entry) return 0;
+  return static_cast<const ElfW(Sym)*>(entry)->st_size;
+}
+
+std::string module_of(void* addr) {
+  Dl_info info{};
+  if (!dladdr(addr, &info) || !info.dli_fname || !*info.dli_fname) return "the executable";
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  return slash ? slash + 1 : info.dli_fname;
+}
+
+uint32_t detect_version() {
+  if (auto* v = static_cast<const unsigned long*>(symbol("Py_Version"))) return static_cast<uint32_t>(*v);  // 3.11+
+  using GetVersion = const char* (*)();
+  auto get = reinterpret_cast<GetVersion>(symbol("Py_GetVersion"));
+  if (!get) return 0;
+  int major = 0, minor = 0;
+  if (std::sscanf(get(), "%d.%d", &major, &minor) != 2) return 0;
+  return static_cast<uint32_t>(major) << 24 | static_cast<uint32_t>(minor) << 16;
+}
+
+// ---- line tables -------------------------------------------------------------------------------------
+
+int line_from_lnotab(const std::vector<uint8_t>& t, int first, int addr_bytes) {
+  int line = first, addr = 0;
+  for (size_t i = 0; i + 1 < t.size(); i += 2) {
+    addr += t[i];
+    if (addr > addr_bytes) break;
+    line += static_cast<int8_t>(t[i + 1]);
+  }
+  return line;
+}
+
+int line_from_linetable310(const std::vector<uint8_t>& t, int first, int addr_bytes) {
+  int computed = first, end = 0;
+  for (size_t i = 0; i + 1 < t.size(); i += 2) {
+    const int start = end;
+    end = start + t[i];
+    const int delta = static_cast<int8_t>(t[i + 1]);
+    int line = -1;
+    if (delta != -128) {
+      computed += delta;
+      line = computed;
+    }
+    if (start <= addr_bytes && addr_bytes < end) return line;
+  }
+  return -1;
+}
+
+struct Cursor {
+  const std::vector<uint8_t>& t;
+  size_t i = 0;
+  bool more() const { return i < t.size(); }
+  unsigned byte() { return i < t.size() ? t[i++] : 0; }
+  unsigned varint() {
+    unsigned b = byte(), v = b & 63, shift = 6;
+    while ((b & 64) && i < t.size() && shift < 30) {
+      b = byte();
+      v |= (b & 63) << shift;
+      shift += 6;
+    }
+    return v;
+  }
+  int svarint() {
+    const unsigned v = varint();
+    return (v & 1) ? -static_cast<int>(v >> 1) : static_cast<int>(v >> 1);
+  }
+};
+
+// 3.11+ location table (InternalDocs/locations.md): entries of (code, length in code units, line delta…).
+int line_from_locations(const std::vector<uint8_t>& t, int first, int addr_units) {
+  Cursor c{t};
+  int line = first, addr = 0;
+  while (c.more()) {
+    const unsigned head = c.byte();
+    if (!(head & 0x80)) return -1;  // not at an entry start: corrupt
+    const unsigned code = (head >> 3) & 15;
+    const int len = static_cast<int>(head & 7) + 1;
+    int entry_line = line;
+    bool has_line = true;
+    if (code == 15) {
+      has_line = false;
+    } else if (code == 14) {
+      line += c.svarint();
+      entry_line = line;
+      c.varint(), c.varint(), c.varint();
+    } else if (code == 13) {
+      line += c.svarint();
+      entry_line = line;
+    } else if (code >= 10) {
+      line += static_cast<int>(code) - 10;
+      entry_line = line;
+      c.byte(), c.byte();
+    } else {
+      c.byte();
+    }
+    if (addr <= addr_units && addr_units < addr + len) return has_line ? entry_line : -1;
+    addr += len;
+  }
+  return -1;
+}
+
+// ---- reading objects in the collector thread ---------------------------------------------------------
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 63));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 63));
+    out += static_cast<char>(0x80 | (cp & 63));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 63));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 63));
+    out += static_cast<char>(0x80 | (cp & 63));
+  }
+}
+
+bool read_unicode(uint64_t obj, std::string& out) {
+  const Layout& L = *g.layout;
+  if (!plausible(obj)) return false;
+  unsigned char head[80];
+  if (!safe_read(head, obj, L.compact_size)) return false;
+  if (field<uint64_t>(head, 8) != g.unicode_type) return false;
+  const int64_t length = field<int64_t>(head, 16);
+  const uint32_t state = field<uint32_t>(head, 32);
+  const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (length < 0 || static_cast<size_t>(length) > kMaxString) return false;
+  out.clear();
+  if (compact && ascii) {
+    out.resize(static_cast<size_t>(length));
+    return length == 0 || safe_read(out.data(), obj + L.ascii_size, out.size());
+  }
+  if (compact && (kind == 1 || kind == 2 || kind == 4)) {
+    std::vector<unsigned char> raw(static_cast<size_t>(length) * kind);
+    if (!raw.empty() && !safe_read(raw.data(), obj + L.compact_size, raw.size())) return false;
+    for (int64_t i = 0; i < length; ++i) {
+      uint32_t cp = 0;
+      std::memcpy(&cp, raw.data() + i * kind, kind);  // little-endian
+      append_utf8(out, cp);
+    }
+    return true;
+  }
+  // Legacy (non-compact) string: use its cached UTF-8 form when present.
+  const uint64_t utf8 = field<uint64_t>(head, L.compact_utf8);
+  const int64_t utf8_length = field<int64_t>(head, L.compact_utf8_length);
+  if (!utf8 || utf8_length < 0 || static_cast<size_t>(utf8_length) > kMaxString) return false;
+  out.resize(static_cast<size_t>(utf8_length));
+  return safe_read(out.data(), utf8, out.size());
+}
+
+bool read_bytes(uint64_t obj, std::vector<uint8_t>& out) {
+  if (!plausible(obj)) return false;
+  unsigned char head[32];
+  if (!safe_read(head, obj, sizeof head)) return false;
+  if (field<uint64_t>(head, 8) != g.bytes_type) return false;
+  const int64_t size = field<int64_t>(head, 16);
+  if (size < 0 || static_cast<size_t>(size) > kMaxTable) return false;
+  out.resize(static_cast<size_t>(size));
+  return size == 0 || safe_read(out.data(), obj + 32, out.size());
+}
+
+struct CodeInfo {
+  std::vector<unsigned char> header;  // the code object's fields as read; a changed header means a new object
+  std::string function, file;
+  int first_line = 0;
+  std::vector<uint8_t> table;
+  std::unordered_map<int32_t, int> lines;
+};
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, CodeInfo> codes;
+};
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: the collector may resolve during exit
+  return *c;
+}
+constexpr size_t kMaxCacheEntries = 200000;
+
+size_t code_header_size() {
+  const Layout& L = *g.layout;
+  return std::max({L.code_filename, L.code_name, L.code_lines, L.code_firstlineno,
+                   L.code_qualname == kNone ? 0u : L.code_qualname}) + 8;
+}
+
+bool load_code(uint64_t code, const std::vector<unsigned char>& header, CodeInfo& info) {
+  const Layout& L = *g.layout;
+  info.header = header;
+  const uint64_t name = field<uint64_t>(header.data(), L.code_qualname != kNone ? L.code_qualname : L.code_name);
+  if (!read_unicode(name, info.function)) return false;
+  if (!read_unicode(field<uint64_t>(header.data(), L.code_filename), info.file)) return false;
+  info.first_line = field<int32_t>(header.data(), L.code_firstlineno);
+  if (info.first_line < 0) return false;
+  if (!read_bytes(field<uint64_t>(header.data(), L.code_lines), info.table)) info.table.clear();
+  info.lines.clear();
+  (void)code;
+  return true;
+}
+
+int compute_line(const CodeInfo& info, int32_t instr) {
+  if (instr < 0) return info.first_line;
+  switch (g.layout->lines) {
+    case LineTable::Lnotab39: return line_from_lnotab(info.table, info.first_line, instr * 2);
+    case LineTable::Linetable310: return line_from_linetable310(info.table, info.first_line, instr * 2);
+    case LineTable::Locations311: return line_from_locations(info.table, info.first_line, instr);
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool init() {
+  if (g.ready.load(std::memory_order_acquire)) return true;
+  auto get_tstate = reinterpret_cast<GetTstateFn>(symbol("PyGILState_GetThisThreadState"));
+  void* eval = symbol("_PyEval_EvalFrameDefault");
+  if (!get_tstate || !eval) {
+    set_description("no CPython in this process");
+    return false;
+  }
+  const uint32_t hex = detect_version() & 0xFFFF0000u;
+  const Layout* layout = nullptr;
+  for (const Layout& l : kLayouts)
+    if (l.hex == hex) layout = &l;
+  char version[32];
+  std::snprintf(version, sizeof version, "%u.%u", hex >> 24, (hex >> 16) & 0xFF);
+  if (!layout) {
+    set_description(std::string("CPython ") + version + " is not supported (3.9–3.13 are)");
+    return false;
+  }
+  g.code_type = reinterpret_cast<uint64_t>(symbol("PyCode_Type"));
+  g.unicode_type = reinterpret_cast<uint64_t>(symbol("PyUnicode_Type"));
+  g.bytes_type = reinterpret_cast<uint64_t>(symbol("PyBytes_Type"));
+  if (!g.code_type || !g.unicode_type || !g.bytes_type) {
+    set_description(std::string("CPython ") + version + ": type objects not exported");
+    return false;
+  }
+  uint64_t probe = 0, here = 0x5354455053434F50ull;
+  if (!safe_read(&probe, reinterpret_cast<uint64_t>(&here), sizeof probe) || probe != here) {
+    set_description(std::string("CPython ") + version + ": process_vm_readv on our own pid is not permitted (" +
+                    std::strerror(errno) + "); Python frames off");
+    return false;
+  }
+  const size_t eval_size = symbol_size(eval);
+  g.eval_lo.store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
+  g.eval_hi.store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1), std::memory_order_relaxed);
+  g.layout = layout;
+  g.get_tstate = get_tstate;
+  set_description(std::string("CPython ") + version + " (" + module_of(eval) + ")");
+  g.ready.store(true, std::memory_order_release);
+  return true;
+}
+
+std::string describe() { return std::string(g.description); }
+
+uint32_t version_hex() { return g.ready.load(std::memory_order_acquire) ? g.layout->hex : 0; }
+
+bool is_eval_frame(uint64_t pc) {
+  return pc >= g.eval_lo.load(std::memory_order_relaxed) && pc < g.eval_hi.load(std::memory_order_relaxed);
+}
+
+int capture_current_thread(RawPyFrame* out, int max) {
+  if (max <= 0 || !g.ready.load(std::memory_order_acquire)) return 0;
+  const Layout& L = *g.layout;
+  // The GIL-state TLS slot (pthread_getspecific): set for every thread that runs Python, kept while the
+  // thread waits with the GIL released, read without locks. The thread is interrupted by us, so its own
+  // frame chain cannot change under us.
+  const auto tstate = reinterpret_cast<uint64_t>(g.get_tstate());
+  if (!plausible(tstate)) return 0;
+  uint64_t frame = 0;
+  if (!safe_read(&frame, tstate + L.tstate_frame, 8)) return 0;
+  if (L.cframe_current != kNone) {
+    if (!plausible(frame) || !safe_read(&frame, frame + L.cframe_current, 8)) return 0;
+  }
+  int n = 0;
+  unsigned char buf[128];
+  for (int walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
+    if (!plausible(frame) || !safe_read(buf, frame, L.frame_read)) break;
+    const uint64_t previous = field<uint64_t>(buf, L.frame_previous);
+    if (L.frame_owner != kNone && L.model != FrameModel::Cframe311 && buf[L.frame_owner] == kOwnedByCstack) {
+      // The shim an evaluator call pushes: the Python frame just above it was that call's first.
+      if (n > 0) out[n - 1].is_entry = 1;
+      frame = previous;
+      continue;
+    }
+    const uint64_t code = field<uint64_t>(buf, L.frame_code);
+    if (!plausible(code)) break;
+    int64_t instr = -1;
+    switch (L.model) {
+      case FrameModel::FrameObject: {
+        const int32_t lasti = field<int32_t>(buf, L.frame_instr);
+        instr = lasti < 0 ? -1 : (L.lines == LineTable::Lnotab39 ? lasti / 2 : lasti);
+        break;
+      }
+      default: {
+        const uint64_t ip = field<uint64_t>(buf, L.frame_instr);
+        const uint64_t base = code + L.code_adaptive;
+        instr = ip >= base ? static_cast<int64_t>((ip - base) / 2) : -1;
+        if (instr > (1 << 30)) instr = -1;
+        break;
+      }
+    }
+    RawPyFrame& f = out[n++];
+    f.code = code;
+    f.instr_offset = static_cast<int32_t>(instr);
+    f.is_entry = L.model == FrameModel::FrameObject ? 1
+                 : L.model == FrameModel::Cframe311 ? (buf[L.frame_is_entry] ? 1 : 0)
+                                                     : 0;
+    frame = previous;
+  }
+  if (n == 0) return 0;
+  // Check that every code pointer is a code object: one batched read of their type fields. The chain is
+  // cut at the first that is not (a frame torn by a concurrent interpreter change, or wrong layout).
+  constexpr int kBatch = 32;
+  for (int base = 0; base < n; base += kBatch) {
+    const int count = std::min(kBatch, n - base);
+    iovec local[kBatch], remote[kBatch];
+    uint64_t types[kBatch];
+    for (int i = 0; i < count; ++i) {
+      local[i] = {&types[i], 8};
+      remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), 8};
+    }
+    const int saved = errno;
+    const long got = syscall(SYS_process_vm_readv, static_cast<pid_t>(syscall(SYS_getpid)), local,
+                             static_cast<unsigned long>(count), remote, static_cast<unsigned long>(count), 0ul);
+    errno = saved;
+    const int ok = got < 0 ? 0 : static_cast<int>(got / 8);
+    for (int i = 0; i < count; ++i) {
+      if (i >= ok || types[i] != g.code_type) return base + i;
+    }
+  }
+  return n;
+}
+
+bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int& line) {
+  if (!g.ready.load(std::memory_order_acquire) || !plausible(f.code)) return false;
+  std::vector<unsigned char> header(code_header_size());
+  if (!safe_read(header.data(), f.code, header.size())) return false;
+  if (field<uint64_t>(header.data(), 8) != g.code_type) return false;  // freed, or reused for something else
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.codes.find(f.code);
+  if (it == c.codes.end() || it->second.header != header) {
+    if (c.codes.size() >= kMaxCacheEntries) c.codes.clear();
+    CodeInfo info;
+    if (!load_code(f.code, header, info)) {
+      c.codes.erase(f.code);
+      return false;
+    }
+    it = c.codes.insert_or_assign(f.code, std::move(info)).first;
+  }
+  CodeInfo& info = it->second;
+  auto cached = info.lines.find(f.instr_offset);
+  if (cached == info.lines.end()) cached = info.lines.emplace(f.instr_offset, compute_line(info, f.instr_offset)).first;
+  function = info.function;
+  file = info.file;
+  line = cached->second > 0 ? cached->second : 0;  // 0: the instruction has no line (compiler-made code)
+  return true;
+}
+
+}  // namespace stepscope::collector::python

@@ -1,0 +1,45 @@
+// Python frames of CPython 3.9–3.13, read from inside the process.
+//
+// The signal handler calls capture_current_thread(): it reads the interrupted thread's own frame chain with
+// fault-safe reads (process_vm_readv on our own pid: a bad pointer makes the read fail, never the target)
+// and keeps only raw code-object pointers and instruction offsets. The collector thread turns them into
+// function / file / line later with resolve(), which re-validates the code object (it may have been freed
+// since) and caches what it read. See docs/python.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace stepscope::collector::python {
+
+struct RawPyFrame {
+  uint64_t code;         // address of the PyCodeObject
+  int32_t instr_offset;  // index of the executing instruction in code units (2 bytes each); -1 unknown
+  uint8_t is_entry;      // the outermost Python frame run by one _PyEval_EvalFrameDefault call
+};
+
+// Finds CPython in the process (libpython or a python executable that exports its symbols) and picks the
+// struct layout of its version. Call in the collector thread. False when there is no supported CPython;
+// calling it again later retries (a program may load libpython after start).
+bool init();
+
+// Async-signal-safe: no locks, no allocation. Innermost frame first; returns the count written (0 when the
+// thread runs no Python or init() did not succeed).
+int capture_current_thread(RawPyFrame* out, int max);
+
+// True when pc lies inside _PyEval_EvalFrameDefault: the native frames where Python frames are spliced in
+// (each such native frame runs the Python frames up to and including the next is_entry frame).
+bool is_eval_frame(uint64_t pc);
+
+// Collector thread only. Fills qualified function name, file and line; false when the code object is gone
+// or unreadable (the frame is then shown as unknown); line 0 when the instruction has none. Results are
+// cached per code object.
+bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int& line);
+
+// "CPython 3.11 (libpython3.11.so.1.0)" once init() succeeded, else why not. For the record summary.
+std::string describe();
+
+// PY_VERSION_HEX-style major/minor of the CPython found (0x030B0000 for 3.11), 0 when none.
+uint32_t version_hex();
+
+}  // namespace stepscope::collector::python
