@@ -1,0 +1,96 @@
+"""stepscope's Python helpers: mark steps and data-pipeline waits for the stepscope collector.
+
+    import stepscope
+    for batch in loader_iter:
+        stepscope.step()                 # a new training step starts now
+        with stepscope.data_wait():      # this block waits for input
+            batch = next(loader_iter)
+
+Every call is a cheap no-op when the program does not run under `stepscope record` (the collector library
+is not loaded or not recording), so the markers can stay in production code. Times are CLOCK_MONOTONIC
+nanoseconds (time.monotonic_ns()), the collector's clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import time
+
+__all__ = ["enabled", "step", "step_at", "data_wait", "data_wait_interval"]
+
+_monotonic_ns = time.monotonic_ns
+
+
+class _Collector:
+    """The collector's exported C functions, found in the process (never loaded by us)."""
+
+    def __init__(self):
+        self.active = self.step = self.step_at = self.wait = None
+        lib = None
+        try:
+            lib = ctypes.CDLL(None)  # global scope: holds the collector when it was LD_PRELOADed
+            lib.stepscope_collector_active
+        except (OSError, AttributeError):
+            lib = None
+        path = os.environ.get("STEPSCOPE_COLLECTOR_LIB")
+        if lib is None and path:
+            try:  # loaded later (attach) without RTLD_GLOBAL: take it only if it is already there
+                lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL)
+                lib.stepscope_collector_active
+            except (OSError, AttributeError):
+                lib = None
+        if lib is None:
+            return
+        self.active = lib.stepscope_collector_active
+        self.active.restype = ctypes.c_int
+        self.active.argtypes = []
+        self.step = lib.stepscope_collector_step
+        self.step.restype = None
+        self.step.argtypes = [ctypes.c_char_p]
+        self.step_at = lib.stepscope_collector_step_at
+        self.step_at.restype = None
+        self.step_at.argtypes = [ctypes.c_int64, ctypes.c_char_p]
+        self.wait = lib.stepscope_collector_data_wait
+        self.wait.restype = None
+        self.wait.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+
+
+_c = _Collector()
+
+
+def enabled() -> bool:
+    """True when the stepscope collector is loaded and recording."""
+    return _c.active is not None and _c.active() != 0
+
+
+def step(source: str = "api") -> None:
+    """Marks the start of a training step on the calling thread."""
+    if _c.step is not None:
+        _c.step(source.encode())
+
+
+def step_at(t_ns: int, source: str = "api") -> None:
+    """Marks a step start at a CLOCK_MONOTONIC time (time.monotonic_ns())."""
+    if _c.step_at is not None:
+        _c.step_at(t_ns, source.encode())
+
+
+def data_wait_interval(start_ns: int, end_ns: int, source: str = "api") -> None:
+    """Records that the calling thread waited for input from start_ns to end_ns (time.monotonic_ns())."""
+    if _c.wait is not None:
+        _c.wait(start_ns, end_ns, source.encode())
+
+
+@contextlib.contextmanager
+def data_wait(source: str = "api"):
+    """`with stepscope.data_wait(): batch = next(it)` records the block as a data wait of this thread."""
+    if _c.wait is None:
+        yield
+        return
+    start = _monotonic_ns()
+    try:
+        yield
+    finally:
+        _c.wait(start, _monotonic_ns(), source.encode())
