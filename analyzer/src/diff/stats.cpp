@@ -84,24 +84,28 @@ MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>
       std::sort(sorted.rbegin(), sorted.rend());
       for (size_t i = 0; i < k; ++i) max_sum += sorted[i];
     }
-    // ways[c][s]: subsets of c elements with doubled-rank sum s. long double: C(80,40) ~ 1e23.
-    std::vector<std::vector<long double>> ways(k + 1, std::vector<long double>(max_sum + 1, 0.0L));
-    ways[0][0] = 1.0L;
+    // ways[c][s]: subsets of c elements with doubled-rank sum s. double: C(80,40) ~ 1e23 loses only the
+    // last bits, far below what a p-value needs.
+    std::vector<std::vector<double>> ways(k + 1, std::vector<double>(max_sum + 1, 0.0));
+    ways[0][0] = 1.0;
+    int64_t prefix = 0;  // sum of the ranks seen so far bounds every reachable sum
     for (size_t e = 0; e < N; ++e) {
       int64_t w = r.doubled_rank[e];
+      prefix += w;
+      int64_t hi = std::min(max_sum, prefix);
       size_t cmax = std::min(k, e + 1);
       for (size_t c = cmax; c >= 1; --c) {
-        auto& dst = ways[c];
-        const auto& src = ways[c - 1];
-        for (int64_t s = max_sum; s >= w; --s) dst[s] += src[s - w];
+        double* dst = ways[c].data();
+        const double* src = ways[c - 1].data();
+        for (int64_t s = hi; s >= w; --s) dst[s] += src[s - w];
       }
     }
     // E[doubled sum] = k (N + 1); two-sided: outcomes at least as far from the mean as observed.
     int64_t mean2 = static_cast<int64_t>(k) * static_cast<int64_t>(N + 1);  // exact integer
     int64_t dev = std::llabs(observed - mean2);
-    long double total = 0, extreme = 0;
+    double total = 0, extreme = 0;
     for (int64_t s = 0; s <= max_sum; ++s) {
-      long double c = ways[k][s];
+      double c = ways[k][s];
       if (c == 0) continue;
       total += c;
       if (std::llabs(s - mean2) >= dev) extreme += c;
@@ -153,19 +157,18 @@ double SplitMix64::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-Interval bootstrap_interval(const std::vector<double>& x, const std::vector<double>& y,
-                            const std::function<double(const std::vector<double>&, const std::vector<double>&)>& statistic,
-                            uint64_t seed, int resamples, double level) {
+Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed, int resamples,
+                            double level) {
   Interval out;
-  if (x.empty() || y.empty() || resamples < 10) return out;
+  if (n == 0 || m == 0 || resamples < 10) return out;
   SplitMix64 rng(seed);
   std::vector<double> values;
   values.reserve(static_cast<size_t>(resamples));
-  std::vector<double> bx(x.size()), by(y.size());
+  std::vector<size_t> ix(n), iy(m);
   for (int b = 0; b < resamples; ++b) {
-    for (auto& v : bx) v = x[rng.below(x.size())];
-    for (auto& v : by) v = y[rng.below(y.size())];
-    double s = statistic(bx, by);
+    for (auto& v : ix) v = rng.below(n);
+    for (auto& v : iy) v = rng.below(m);
+    double s = statistic(ix, iy);
     if (std::isfinite(s)) values.push_back(s);
   }
   if (values.size() < 10) return out;

@@ -56,10 +56,11 @@ struct Interval {
   bool valid = false;
 };
 
-// Percentile bootstrap interval of statistic(resampled x, resampled y), resampling each side with
-// replacement. level 0.95 gives the 2.5% and 97.5% percentiles. Invalid when a side is empty.
-Interval bootstrap_interval(const std::vector<double>& x, const std::vector<double>& y,
-                            const std::function<double(const std::vector<double>&, const std::vector<double>&)>& statistic,
-                            uint64_t seed, int resamples = 2000, double level = 0.95);
+// Percentile bootstrap interval of statistic(indexes into x, indexes into y): each call gets n and m indexes
+// drawn with replacement from [0,n) and [0,m) (so paired per-step values stay together). level 0.95 gives
+// the 2.5% and 97.5% percentiles. Invalid when a side is empty.
+using BootstrapStatistic = std::function<double(const std::vector<size_t>&, const std::vector<size_t>&)>;
+Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed,
+                            int resamples = 2000, double level = 0.95);
 
 }  // namespace stepscope::analyzer::stats

@@ -45,8 +45,12 @@ struct DiffRun {
   std::vector<KernelStat> kernels;  // every kernel name, not only the top ones
 };
 
-// Kernel count and time by name over the whole trace, largest total first.
-std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace);
+// Kernel count and time by name, largest total first. With `steps` non-empty only kernels that start inside
+// one of those steps count (so per-step figures are not diluted by warm-up before the first step).
+std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps = {});
+
+// Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()).
+DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {});
 
 enum class Verdict { Unchanged, Regression, Improvement };
 const char* to_string(Verdict v);

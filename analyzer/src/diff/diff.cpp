@@ -1,0 +1,408 @@
+// The comparison itself: pools per-step values of every run on each side, applies threshold and
+// significance per metric, lists kernel-level changes and findings that appeared or disappeared.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "diff/stats.h"
+#include "stepscope/analyzer/diff.h"
+
+namespace stepscope::analyzer {
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::Regression: return "regression";
+    case Verdict::Improvement: return "improvement";
+    case Verdict::Unchanged:
+    default: return "unchanged";
+  }
+}
+
+const char* to_string(FindingDiff::Status s) {
+  switch (s) {
+    case FindingDiff::Status::Appeared: return "appeared";
+    case FindingDiff::Status::Disappeared: return "disappeared";
+    case FindingDiff::Status::Changed: return "changed";
+    case FindingDiff::Status::Persisting:
+    default: return "persisting";
+  }
+}
+
+std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  for (const auto& s : steps)
+    if (s.dur_ns > 0) windows.emplace_back(s.start_ns, s.start_ns + s.dur_ns);
+  std::sort(windows.begin(), windows.end());
+  auto inside = [&](int64_t t) {
+    if (windows.empty()) return true;
+    auto it = std::upper_bound(windows.begin(), windows.end(), std::make_pair(t, INT64_MAX));
+    if (it == windows.begin()) return false;
+    --it;
+    return t >= it->first && t < it->second;
+  };
+  std::unordered_map<store::StringId, KernelStat> by_id;
+  for (const auto& k : trace.kernels) {
+    if (!inside(k.start)) continue;
+    int64_t d = std::max<int64_t>(0, k.end - k.start);
+    auto [it, fresh] = by_id.try_emplace(k.name);
+    KernelStat& st = it->second;
+    if (fresh) st.min_ns = d, st.max_ns = d;
+    st.count += 1;
+    st.total_ns += d;
+    st.min_ns = std::min(st.min_ns, d);
+    st.max_ns = std::max(st.max_ns, d);
+  }
+  // Different string ids may carry the same name after merges: key the result by name.
+  std::map<std::string, KernelStat> by_name;
+  for (auto& [id, st] : by_id) {
+    const std::string& name = trace.str(id);
+    auto [it, fresh] = by_name.try_emplace(name, st);
+    if (!fresh) {
+      it->second.count += st.count;
+      it->second.total_ns += st.total_ns;
+      it->second.min_ns = std::min(it->second.min_ns, st.min_ns);
+      it->second.max_ns = std::max(it->second.max_ns, st.max_ns);
+    }
+  }
+  std::vector<KernelStat> out;
+  out.reserve(by_name.size());
+  for (auto& [name, st] : by_name) {
+    st.name = name;
+    out.push_back(std::move(st));
+  }
+  std::sort(out.begin(), out.end(), [](const KernelStat& a, const KernelStat& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
+}
+
+namespace {
+
+// Per-step values of one side, pooled over its runs.
+struct StepSamples {
+  std::vector<double> dur_us, busy, launch, data, sync;  // component times in µs, paired by index
+  size_t size() const { return dur_us.size(); }
+};
+
+StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, DiffSide& side,
+                       std::vector<std::string>& notes, const char* side_name) {
+  StepSamples s;
+  for (const auto& r : runs) {
+    side.files.push_back(r.file);
+    side.step_sources.push_back(r.analysis.summary.step_source);
+    side.has_gpu = side.has_gpu || r.analysis.summary.has_gpu;
+    std::vector<const StepBreakdown*> steps;
+    for (const auto& st : r.analysis.steps)
+      if (st.dur_ns > 0) steps.push_back(&st);
+    size_t skip = 0;
+    if (cfg.skip_first_steps > 0 && steps.size() >= static_cast<size_t>(cfg.skip_first_steps) + 2)
+      skip = static_cast<size_t>(cfg.skip_first_steps);
+    side.steps_dropped += static_cast<int64_t>(skip);
+    if (steps.empty()) notes.push_back(fmt::format("{}: {} has no steps with a duration; it adds nothing to the comparison",
+                                                   side_name, r.file));
+    for (size_t i = skip; i < steps.size(); ++i) {
+      const auto* st = steps[i];
+      s.dur_us.push_back(double(st->dur_ns) / 1e3);
+      s.busy.push_back(double(st->gpu_busy_ns) / 1e3);
+      s.launch.push_back(double(st->launch_idle_ns) / 1e3);
+      s.data.push_back(double(st->data_wait_ns) / 1e3);
+      s.sync.push_back(double(st->sync_idle_ns) / 1e3);
+    }
+  }
+  side.steps = static_cast<int64_t>(s.size());
+  return s;
+}
+
+double pooled_share(const std::vector<double>& part, const std::vector<double>& dur, const std::vector<size_t>* ix) {
+  double p = 0, d = 0;
+  if (ix) {
+    for (size_t i : *ix) p += part[i], d += dur[i];
+  } else {
+    for (size_t i = 0; i < dur.size(); ++i) p += part[i], d += dur[i];
+  }
+  return d > 0 ? p / d : std::nan("");
+}
+
+std::vector<double> per_step_share(const std::vector<double>& part, const std::vector<double>& dur) {
+  std::vector<double> out(dur.size());
+  for (size_t i = 0; i < dur.size(); ++i) out[i] = dur[i] > 0 ? part[i] / dur[i] : 0.0;
+  return out;
+}
+
+std::vector<double> pick(const std::vector<double>& v, const std::vector<size_t>& ix) {
+  std::vector<double> out;
+  out.reserve(ix.size());
+  for (size_t i : ix) out.push_back(v[i]);
+  return out;
+}
+
+int severity_rank(const std::string& level) {
+  if (level == "low") return 0;
+  if (level == "medium") return 1;
+  if (level == "high") return 2;
+  return 99;  // "none": nothing fails
+}
+
+struct FindingAgg {
+  bool present = false;
+  store::Severity severity = store::Severity::Low;
+  double share = 0;
+  std::string summary;
+};
+
+std::map<std::string, FindingAgg> aggregate_findings(const std::vector<DiffRun>& runs) {
+  std::map<std::string, FindingAgg> out;
+  for (const auto& r : runs)
+    for (const auto& f : r.analysis.findings) {
+      auto& a = out[f.rule];
+      if (!a.present || int(f.severity) > int(a.severity) || (f.severity == a.severity && f.share > a.share)) {
+        a.severity = f.severity;
+        a.summary = f.summary;
+      }
+      a.share = std::max(a.share, f.share);
+      a.present = true;
+    }
+  return out;
+}
+
+}  // namespace
+
+DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun>& now, const DiffConfig& cfg) {
+  DiffResult d;
+  d.config = cfg;
+  StepSamples b = pool_steps(base, cfg, d.base, d.notes, "base");
+  StepSamples n = pool_steps(now, cfg, d.now, d.notes, "new");
+
+  // Warn when the sides found their steps differently: their per-step figures may not mean the same thing.
+  {
+    auto sources = [](const DiffSide& s) {
+      std::vector<std::string> v = s.step_sources;
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      return v;
+    };
+    auto sb = sources(d.base), sn = sources(d.now);
+    if (sb != sn && !sb.empty() && !sn.empty()) {
+      auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : "+") + x;
+        return s;
+      };
+      d.notes.push_back(fmt::format("steps were found differently (base: {}, new: {}); per-step figures may not compare",
+                                    join(sb), join(sn)));
+    }
+    if (d.base.steps_dropped + d.now.steps_dropped > 0)
+      d.notes.push_back(fmt::format("dropped the first {} step(s) of each run as warm-up ({} base, {} new); "
+                                    "set skip_first_steps = 0 to keep them",
+                                    cfg.skip_first_steps, d.base.steps_dropped, d.now.steps_dropped));
+  }
+
+  // The tests: step time, then one per share. Holm corrects over these five.
+  struct ShareDef {
+    const char* id;
+    const char* title;
+    const std::vector<double>* bpart;
+    const std::vector<double>* npart;
+    double threshold;
+    bool higher_is_worse;
+  };
+  const ShareDef shares[] = {
+      {"gpu_busy_share", "GPU busy share", &b.busy, &n.busy, cfg.gpu_busy_share, false},
+      {"data_wait_share", "Data-wait share", &b.data, &n.data, cfg.data_wait_share, true},
+      {"launch_idle_share", "Launch-idle share", &b.launch, &n.launch, cfg.launch_idle_share, true},
+      {"sync_idle_share", "Sync-idle share", &b.sync, &n.sync, cfg.sync_idle_share, true},
+  };
+  constexpr size_t kFamily = 5;
+  size_t nb = b.size(), nn = n.size();
+  bool testable = nb >= 2 && nn >= 2 && stats::min_attainable_p(nb, nn) * double(kFamily) <= cfg.alpha;
+  std::string too_few_note =
+      fmt::format("too few steps for a significance test ({} base vs {} new); the threshold alone decides", nb, nn);
+
+  std::vector<double> raw_p;
+  {
+    auto mw = stats::mann_whitney(b.dur_us, n.dur_us);
+    raw_p.push_back(mw.p);
+    for (const auto& s : shares) {
+      auto m = stats::mann_whitney(per_step_share(*s.bpart, b.dur_us), per_step_share(*s.npart, n.dur_us));
+      raw_p.push_back(m.p);
+    }
+  }
+  std::vector<double> adj = stats::holm_adjust(raw_p);
+
+  auto finish = [&](MetricDiff& m, double p, double padj) {
+    m.p_value = p;
+    m.p_adjusted = padj;
+    m.tested = testable;
+    m.exceeds_threshold = std::isfinite(m.change) && std::fabs(m.change) >= m.threshold && m.change != 0;
+    m.significant = testable && padj <= cfg.alpha;
+    if (!testable) m.note = too_few_note;
+    if (nb == 0 || nn == 0) m.note = "no steps on one side; nothing to compare";
+    bool decided = m.exceeds_threshold && (m.significant || (!testable && nb > 0 && nn > 0));
+    if (decided) {
+      bool worse = m.higher_is_worse ? m.change > 0 : m.change < 0;
+      m.verdict = worse ? Verdict::Regression : Verdict::Improvement;
+    }
+  };
+
+  uint64_t seed = cfg.seed;
+  // Step time: median and p90, relative.
+  for (int which = 0; which < 2; ++which) {
+    double q = which == 0 ? 0.5 : 0.9;
+    MetricDiff m;
+    m.id = which == 0 ? "step_time_median" : "step_time_p90";
+    m.title = which == 0 ? "Step time (median)" : "Step time (p90)";
+    m.relative = true;
+    m.higher_is_worse = true;
+    m.threshold = which == 0 ? cfg.step_time_median : cfg.step_time_p90;
+    m.base = nb ? stats::quantile(b.dur_us, q) : std::nan("");
+    m.now = nn ? stats::quantile(n.dur_us, q) : std::nan("");
+    m.change = (nb && nn && m.base > 0) ? m.now / m.base - 1.0 : std::nan("");
+    if (nb && nn && cfg.bootstrap_resamples > 0) {
+      auto ci = stats::bootstrap_interval(
+          nb, nn,
+          [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+            double qb = stats::quantile(pick(b.dur_us, ix), q);
+            return qb > 0 ? stats::quantile(pick(n.dur_us, iy), q) / qb - 1.0 : std::nan("");
+          },
+          seed + uint64_t(which), cfg.bootstrap_resamples);
+      m.ci_valid = ci.valid, m.ci_lo = ci.lo, m.ci_hi = ci.hi;
+    }
+    finish(m, raw_p[0], adj[0]);
+    d.metrics.push_back(m);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& s = shares[i];
+    MetricDiff m;
+    m.id = s.id;
+    m.title = s.title;
+    m.relative = false;
+    m.higher_is_worse = s.higher_is_worse;
+    m.threshold = s.threshold;
+    m.base = pooled_share(*s.bpart, b.dur_us, nullptr);
+    m.now = pooled_share(*s.npart, n.dur_us, nullptr);
+    m.change = m.now - m.base;
+    if (nb && nn && cfg.bootstrap_resamples > 0) {
+      auto ci = stats::bootstrap_interval(
+          nb, nn,
+          [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+            return pooled_share(*s.npart, n.dur_us, &iy) - pooled_share(*s.bpart, b.dur_us, &ix);
+          },
+          seed + 2 + i, cfg.bootstrap_resamples);
+      m.ci_valid = ci.valid, m.ci_lo = ci.lo, m.ci_hi = ci.hi;
+    }
+    finish(m, raw_p[i + 1], adj[i + 1]);
+    d.metrics.push_back(m);
+  }
+
+  // Kernel time by name, per step of each side (every step of every run, as the kernels were counted).
+  {
+    auto per_side = [](const std::vector<DiffRun>& runs, double& steps) {
+      std::map<std::string, KernelStat> agg;
+      steps = 0;
+      for (const auto& r : runs) {
+        steps += double(std::max<size_t>(1, r.analysis.steps.size()));
+        for (const auto& k : r.kernels) {
+          auto& a = agg[k.name];
+          a.name = k.name;
+          a.count += k.count;
+          a.total_ns += k.total_ns;
+        }
+      }
+      return agg;
+    };
+    double sb = 0, sn = 0;
+    auto kb = per_side(base, sb), kn = per_side(now, sn);
+    std::vector<KernelDiff> both, added, removed;
+    for (const auto& [name, k] : kb) {
+      KernelDiff kd;
+      kd.name = name;
+      kd.base_us_per_step = double(k.total_ns) / 1e3 / sb;
+      kd.base_count_per_step = double(k.count) / sb;
+      auto it = kn.find(name);
+      if (it != kn.end()) {
+        kd.new_us_per_step = double(it->second.total_ns) / 1e3 / sn;
+        kd.new_count_per_step = double(it->second.count) / sn;
+        both.push_back(kd);
+      } else {
+        removed.push_back(kd);
+      }
+    }
+    for (const auto& [name, k] : kn) {
+      if (kb.count(name)) continue;
+      KernelDiff kd;
+      kd.name = name;
+      kd.new_us_per_step = double(k.total_ns) / 1e3 / sn;
+      kd.new_count_per_step = double(k.count) / sn;
+      added.push_back(kd);
+    }
+    std::sort(both.begin(), both.end(), [](const KernelDiff& x, const KernelDiff& y) {
+      double ax = std::fabs(x.delta_us_per_step()), ay = std::fabs(y.delta_us_per_step());
+      return ax != ay ? ax > ay : x.name < y.name;
+    });
+    std::sort(added.begin(), added.end(), [](const KernelDiff& x, const KernelDiff& y) {
+      return x.new_us_per_step != y.new_us_per_step ? x.new_us_per_step > y.new_us_per_step : x.name < y.name;
+    });
+    std::sort(removed.begin(), removed.end(), [](const KernelDiff& x, const KernelDiff& y) {
+      return x.base_us_per_step != y.base_us_per_step ? x.base_us_per_step > y.base_us_per_step : x.name < y.name;
+    });
+    size_t top = static_cast<size_t>(std::max(0, cfg.top_kernels));
+    // Unchanged kernels are not "changes".
+    both.erase(std::remove_if(both.begin(), both.end(), [](const KernelDiff& k) { return k.delta_us_per_step() == 0; }),
+               both.end());
+    d.kernels_added_total = static_cast<int64_t>(added.size());
+    d.kernels_removed_total = static_cast<int64_t>(removed.size());
+    if (both.size() > top) both.resize(top);
+    if (added.size() > top) added.resize(top);
+    if (removed.size() > top) removed.resize(top);
+    d.kernel_changes = std::move(both);
+    d.kernels_added = std::move(added);
+    d.kernels_removed = std::move(removed);
+  }
+
+  // Findings by rule.
+  {
+    auto fb = aggregate_findings(base), fn = aggregate_findings(now);
+    std::map<std::string, bool> rules;
+    for (auto& [r, _] : fb) rules[r] = true;
+    for (auto& [r, _] : fn) rules[r] = true;
+    int fail_rank = severity_rank(cfg.fail_on_new_findings);
+    std::vector<FindingDiff> appeared, disappeared, changed, persisting;
+    for (auto& [rule, _] : rules) {
+      FindingDiff f;
+      f.rule = rule;
+      auto ib = fb.find(rule), in = fn.find(rule);
+      f.has_base = ib != fb.end();
+      f.has_new = in != fn.end();
+      if (f.has_base) f.base_severity = ib->second.severity, f.base_share = ib->second.share;
+      if (f.has_new) f.new_severity = in->second.severity, f.new_share = in->second.share;
+      f.summary = f.has_new ? in->second.summary : ib->second.summary;
+      if (f.has_new && !f.has_base) {
+        f.status = FindingDiff::Status::Appeared;
+        f.fails = int(f.new_severity) >= fail_rank;
+        appeared.push_back(f);
+      } else if (f.has_base && !f.has_new) {
+        f.status = FindingDiff::Status::Disappeared;
+        disappeared.push_back(f);
+      } else if (f.base_severity != f.new_severity) {
+        f.status = FindingDiff::Status::Changed;
+        f.fails = int(f.new_severity) > int(f.base_severity) && int(f.new_severity) >= fail_rank;
+        changed.push_back(f);
+      } else {
+        persisting.push_back(f);
+      }
+    }
+    for (auto* v : {&appeared, &disappeared, &changed, &persisting})
+      for (auto& f : *v) d.findings.push_back(std::move(f));
+  }
+
+  for (const auto& m : d.metrics)
+    if (m.verdict == Verdict::Regression) d.regression = true;
+  for (const auto& f : d.findings)
+    if (f.fails) d.regression = true;
+  return d;
+}
+
+}  // namespace stepscope::analyzer

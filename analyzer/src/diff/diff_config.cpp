@@ -1,0 +1,204 @@
+// --config for `stepscope diff`: a TOML subset or JSON with the same keys (docs/ci.md lists them).
+//   [thresholds] step_time_median step_time_p90 gpu_busy_share data_wait_share launch_idle_share sync_idle_share
+//   [test]       alpha skip_first_steps seed bootstrap_resamples
+//   [report]     top_kernels fail_on_new_findings
+#include <simdjson.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <variant>
+
+#include "stepscope/analyzer/diff.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::analyzer {
+
+namespace {
+
+using Value = std::variant<double, std::string, bool>;
+
+struct Setter {
+  const char* key;  // "table.key"
+  void (*apply)(DiffConfig&, const Value&, const std::string& where);
+};
+
+[[noreturn]] void fail(const std::string& where, const std::string& why) { throw store::StoreError(where, why); }
+
+double number(const Value& v, const std::string& where, const char* key) {
+  if (!std::holds_alternative<double>(v)) fail(where, std::string(key) + " must be a number");
+  return std::get<double>(v);
+}
+
+double non_negative(const Value& v, const std::string& where, const char* key) {
+  double d = number(v, where, key);
+  if (!(d >= 0) || !std::isfinite(d)) fail(where, std::string(key) + " must be a number >= 0");
+  return d;
+}
+
+int64_t integer(const Value& v, const std::string& where, const char* key, int64_t lo, int64_t hi) {
+  double d = number(v, where, key);
+  if (d != std::floor(d) || d < double(lo) || d > double(hi))
+    fail(where, std::string(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<int64_t>(d);
+}
+
+const Setter kSetters[] = {
+    {"thresholds.step_time_median", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_median = non_negative(v, w, "thresholds.step_time_median"); }},
+    {"thresholds.step_time_p90", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_p90 = non_negative(v, w, "thresholds.step_time_p90"); }},
+    {"thresholds.gpu_busy_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.gpu_busy_share = non_negative(v, w, "thresholds.gpu_busy_share"); }},
+    {"thresholds.data_wait_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.data_wait_share = non_negative(v, w, "thresholds.data_wait_share"); }},
+    {"thresholds.launch_idle_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.launch_idle_share = non_negative(v, w, "thresholds.launch_idle_share"); }},
+    {"thresholds.sync_idle_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.sync_idle_share = non_negative(v, w, "thresholds.sync_idle_share"); }},
+    {"test.alpha", [](DiffConfig& c, const Value& v, const std::string& w) {
+       double a = number(v, w, "test.alpha");
+       if (!(a > 0 && a < 1)) fail(w, "test.alpha must lie strictly between 0 and 1");
+       c.alpha = a;
+     }},
+    {"test.skip_first_steps", [](DiffConfig& c, const Value& v, const std::string& w) { c.skip_first_steps = int(integer(v, w, "test.skip_first_steps", 0, 1000000)); }},
+    {"test.seed", [](DiffConfig& c, const Value& v, const std::string& w) { c.seed = uint64_t(integer(v, w, "test.seed", 0, int64_t(1) << 52)); }},
+    {"test.bootstrap_resamples", [](DiffConfig& c, const Value& v, const std::string& w) { c.bootstrap_resamples = int(integer(v, w, "test.bootstrap_resamples", 0, 100000)); }},
+    {"report.top_kernels", [](DiffConfig& c, const Value& v, const std::string& w) { c.top_kernels = int(integer(v, w, "report.top_kernels", 0, 10000)); }},
+    {"report.fail_on_new_findings", [](DiffConfig& c, const Value& v, const std::string& w) {
+       if (!std::holds_alternative<std::string>(v)) fail(w, "report.fail_on_new_findings must be a string");
+       const auto& s = std::get<std::string>(v);
+       if (s != "none" && s != "low" && s != "medium" && s != "high")
+         fail(w, "report.fail_on_new_findings must be \"none\", \"low\", \"medium\" or \"high\"");
+       c.fail_on_new_findings = s;
+     }},
+};
+
+void apply(DiffConfig& c, const std::string& key, const Value& v, const std::string& where) {
+  for (const auto& s : kSetters)
+    if (key == s.key) {
+      s.apply(c, v, where);
+      return;
+    }
+  fail(where, "unknown setting '" + key + "'");
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t\r");
+  return s.substr(a, b - a + 1);
+}
+
+bool bare_key(const std::string& k) {
+  if (k.empty()) return false;
+  for (char c : k)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
+DiffConfig parse_toml(const std::string& text, const std::string& name) {
+  DiffConfig c;
+  std::istringstream in(text);
+  std::string line, table;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::string where = name + ":" + std::to_string(lineno);
+    // Strip a comment that is not inside a string.
+    {
+      char quote = 0;
+      for (size_t i = 0; i < line.size(); ++i) {
+        char ch = line[i];
+        if (quote) {
+          if (ch == '\\' && quote == '"') ++i;
+          else if (ch == quote) quote = 0;
+        } else if (ch == '"' || ch == '\'') {
+          quote = ch;
+        } else if (ch == '#') {
+          line.resize(i);
+          break;
+        }
+      }
+    }
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      if (line.back() != ']' || line.size() < 3 || line[1] == '[') fail(where, "expected a [table] header");
+      table = trim(line.substr(1, line.size() - 2));
+      if (table != "thresholds" && table != "test" && table != "report") fail(where, "unknown table [" + table + "]");
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) fail(where, "expected key = value");
+    std::string key = trim(line.substr(0, eq)), raw = trim(line.substr(eq + 1));
+    if (!bare_key(key)) fail(where, "bad key '" + key + "'");
+    if (raw.empty()) fail(where, "missing value for '" + key + "'");
+    Value v;
+    if (raw.front() == '"' || raw.front() == '\'') {
+      char q = raw.front();
+      if (raw.size() < 2 || raw.back() != q) fail(where, "unterminated string");
+      std::string s = raw.substr(1, raw.size() - 2);
+      if (s.find(q) != std::string::npos || s.find('\\') != std::string::npos) fail(where, "unsupported string escape");
+      v = s;
+    } else if (raw == "true" || raw == "false") {
+      v = raw == "true";
+    } else {
+      std::string digits;
+      for (char ch : raw)
+        if (ch != '_') digits += ch;
+      char* end = nullptr;
+      errno = 0;
+      double d = std::strtod(digits.c_str(), &end);
+      if (end == digits.c_str() || *end != '\0' || errno == ERANGE) fail(where, "bad value '" + raw + "' for '" + key + "'");
+      v = d;
+    }
+    std::string full = table.empty() ? key : table + "." + key;
+    apply(c, full, v, where);
+  }
+  return c;
+}
+
+DiffConfig parse_json(const std::string& text, const std::string& name) {
+  DiffConfig c;
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  auto err = parser.parse(padded).get(root);
+  if (err) fail(name, std::string("invalid JSON: ") + simdjson::error_message(err));
+  simdjson::dom::object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) fail(name, "the configuration must be a JSON object");
+  for (auto table : top) {
+    std::string tname(table.key);
+    if (tname != "thresholds" && tname != "test" && tname != "report") fail(name, "unknown table '" + tname + "'");
+    simdjson::dom::object fields;
+    if (table.value.get_object().get(fields) != simdjson::SUCCESS) fail(name, "'" + tname + "' must be an object");
+    for (auto field : fields) {
+      std::string key = tname + "." + std::string(field.key);
+      Value v;
+      simdjson::dom::element e = field.value;
+      bool b = false;
+      double dnum = 0;
+      std::string_view str;
+      if (e.get_bool().get(b) == simdjson::SUCCESS) v = b;
+      else if (e.get_double().get(dnum) == simdjson::SUCCESS) v = dnum;
+      else if (e.get_string().get(str) == simdjson::SUCCESS) v = std::string(str);
+      else fail(name, "'" + key + "' must be a number, string or boolean");
+      apply(c, key, v, name);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+DiffConfig parse_diff_config(const std::string& text, const std::string& name) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return parse_json(text, name);
+  return parse_toml(text, name);
+}
+
+DiffConfig load_diff_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw store::StoreError(path, "cannot open the configuration file");
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  return parse_diff_config(text, path);
+}
+
+}  // namespace stepscope::analyzer
