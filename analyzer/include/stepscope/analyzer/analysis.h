@@ -25,6 +25,9 @@ struct StepBreakdown {
   int64_t other_idle_ns = 0;   // the rest of the GPU idle
   Bound bound = Bound::Gpu;
   int64_t kernels = 0;         // kernels assigned to this step
+  // Time the host spent waiting for input inside the step, whether or not the GPU was busy meanwhile
+  // (TF profiler's "input" time). data_wait_ns is the part of it during which the GPU was idle too.
+  int64_t host_data_wait_ns = 0;
 };
 
 struct TimeRange {
@@ -63,9 +66,12 @@ struct AnalysisSummary {
   double gpu_span_us = 0;  // first GPU activity start to last end
   int64_t steps = 0;
   std::string step_source = "none";  // profiler-step|optimizer|dataloader|pattern|api|none
-  double data_wait_share = 0;        // summed data wait / summed step time
+  double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
   double gpu_busy_share = 0;         // summed step GPU busy / summed step time
   bool has_gpu = false;              // false: the trace holds no GPU activity (said plainly in reports)
+  // Breakdown totals over all steps (µs); data_wait_share uses host data wait (see StepBreakdown).
+  double step_time_us = 0;
+  double data_wait_idle_us = 0, launch_idle_us = 0, sync_idle_us = 0, other_idle_us = 0;
 };
 
 struct Analysis {
@@ -89,5 +95,12 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 
 // "stepscope.analysis/1" JSON.
 std::string to_json(const Analysis& a);
+
+// One finding as a JSON object (the elements of the "findings" array).
+std::string finding_to_json(const FindingResult& f);
+
+// Replaces t.findings with a's findings (rule, severity, step span, saving, summary as message; the
+// evidence_json column holds the finding's full JSON object).
+void store_findings(const Analysis& a, store::Trace& t);
 
 }  // namespace stepscope::analyzer

@@ -1,0 +1,302 @@
+// analyze(): step detection, breakdown, statistics and rules; to_json(): the stepscope.analysis/1 contract.
+#include "stepscope/analyzer/analysis.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "analysis/context.h"
+#include "analysis/names.h"
+#include "analysis/step_detector.h"
+#include "rules/rule.h"
+#include "stepscope/analyzer/json_writer.h"
+
+namespace stepscope::analyzer {
+
+const char* to_string(Bound b) {
+  switch (b) {
+    case Bound::Input: return "input";
+    case Bound::Launch: return "launch";
+    case Bound::Sync: return "sync";
+    case Bound::Host: return "host";
+    case Bound::Gpu: return "gpu";
+  }
+  return "gpu";
+}
+
+namespace {
+
+constexpr size_t kTopKernelStats = 20;
+constexpr size_t kTopHostFunctions = 15;
+constexpr size_t kUtilizationBuckets = 100;
+
+double us(int64_t ns) { return double(ns) / 1000.0; }
+
+void kernel_stats(const store::Trace& t, Analysis& a) {
+  std::unordered_map<store::StringId, KernelStat> by;
+  for (const auto& k : t.kernels) {
+    auto [it, fresh] = by.try_emplace(k.name);
+    auto& s = it->second;
+    int64_t d = k.end - k.start;
+    if (fresh) s.min_ns = s.max_ns = d;
+    s.count++, s.total_ns += d, s.min_ns = std::min(s.min_ns, d), s.max_ns = std::max(s.max_ns, d);
+  }
+  std::vector<std::pair<store::StringId, KernelStat>> v(by.begin(), by.end());
+  std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.second.total_ns > y.second.total_ns || (x.second.total_ns == y.second.total_ns && x.first < y.first); });
+  if (v.size() > kTopKernelStats) v.resize(kTopKernelStats);
+  for (auto& [n, s] : v) {
+    s.name = t.str(n);
+    a.top_kernels.push_back(std::move(s));
+  }
+}
+
+void utilization(const detail::Context& ctx, Analysis& a) {
+  if (ctx.busy.empty()) return;
+  int64_t g0 = ctx.busy.front().start, g1 = ctx.busy.back().end;
+  int64_t bucket = std::max<int64_t>(1, (g1 - g0 + int64_t(kUtilizationBuckets) - 1) / int64_t(kUtilizationBuckets));
+  a.utilization_bucket_ns = bucket;
+  std::vector<int64_t> busy(size_t((g1 - g0 + bucket - 1) / bucket), 0);
+  for (const auto& iv : ctx.busy)
+    for (int64_t s = iv.start; s < iv.end;) {
+      size_t b = size_t((s - g0) / bucket);
+      int64_t e = std::min(iv.end, g0 + int64_t(b + 1) * bucket);
+      busy[b] += e - s;
+      s = e;
+    }
+  for (auto v : busy) a.utilization.push_back(double(v) / double(bucket));
+}
+
+// Where the host was while the GPU sat idle for no data/sync/launch reason ("other" idle inside steps):
+// CPU samples by leaf function when there are samples, else the innermost op/annotation/Python range.
+void idle_host_top(const detail::Context& ctx, Analysis& a) {
+  const store::Trace& t = ctx.t();
+  std::vector<detail::Interval> other;
+  for (const auto& seg : ctx.idle)
+    if (seg.kind == detail::IdleKind::Other && ctx.step_at(seg.start) >= 0) other.push_back({seg.start, seg.end});
+  if (other.empty()) return;
+  auto inside = [&](int64_t ts) {
+    auto it = std::upper_bound(other.begin(), other.end(), ts, [](int64_t x, const detail::Interval& i) { return x < i.end; });
+    return it != other.end() && it->start <= ts;
+  };
+  std::unordered_map<std::string, HostFunctionStat> by;
+  if (!t.samples.empty()) {
+    std::unordered_map<int64_t, size_t> stack_pos, frame_pos;
+    for (size_t i = 0; i < t.stacks.size(); ++i) stack_pos[t.stacks[i].id] = i;
+    for (size_t i = 0; i < t.frames.size(); ++i) frame_pos[t.frames[i].id] = i;
+    // Sampling period estimate: span / samples per thread is not known here; use the median spacing later.
+    int64_t n = 0;
+    for (const auto& s : t.samples) {
+      if (!s.on_cpu || !inside(s.time)) continue;
+      std::string name = "[unknown]";
+      auto sp = stack_pos.find(s.stack);
+      if (sp != stack_pos.end()) {
+        auto fp = frame_pos.find(t.stacks[sp->second].frame);
+        if (fp != frame_pos.end()) name = t.str(t.frames[fp->second].symbol);
+      }
+      by[name].samples++;
+      ++n;
+    }
+    int64_t other_ns = 0;
+    for (auto& i : other) other_ns += i.end - i.start;
+    for (auto& [name, s] : by) {
+      s.name = name;
+      s.time_ns = n ? int64_t(double(other_ns) * double(s.samples) / double(n)) : 0;
+    }
+  } else {
+    // Threads that drive the GPU: those with launch calls (or the step thread).
+    std::unordered_map<int64_t, bool> launching;  // key: pid<<32 ^ tid
+    auto key = [](int64_t pid, int64_t tid) { return (pid << 32) ^ tid; };
+    for (size_t i = 0; i < t.api_calls.size(); ++i)
+      if (ctx.api_op_count[i]) launching[key(t.api_calls[i].pid, t.api_calls[i].tid)] = true;
+    for (const auto& w : ctx.windows) launching[key(w.pid, w.tid)] = true;
+    std::vector<uint32_t> rs;
+    for (uint32_t i = 0; i < t.ranges.size(); ++i) {
+      const auto& r = t.ranges[i];
+      if (r.source != store::RangeSource::GpuAnnotation && launching.count(key(r.pid, r.tid))) rs.push_back(i);
+    }
+    std::sort(rs.begin(), rs.end(), [&](uint32_t x, uint32_t y) {
+      const auto &p = t.ranges[x], &q = t.ranges[y];
+      if (p.pid != q.pid || p.tid != q.tid) return std::make_pair(p.pid, p.tid) < std::make_pair(q.pid, q.tid);
+      return p.start < q.start || (p.start == q.start && p.end > q.end);
+    });
+    // Exclusive time of each range: a stack sweep per thread.
+    std::unordered_map<store::StringId, int64_t> excl;
+    std::vector<uint32_t> stack;
+    int64_t cursor = 0;
+    auto emit = [&](uint32_t ri, int64_t s, int64_t e) {
+      if (e <= s) return;
+      auto it = std::upper_bound(other.begin(), other.end(), s, [](int64_t x, const detail::Interval& i) { return x < i.end; });
+      int64_t sum = 0;
+      for (; it != other.end() && it->start < e; ++it) sum += std::min(e, it->end) - std::max(s, it->start);
+      if (sum) excl[t.ranges[ri].name] += sum;
+    };
+    auto pop_until = [&](int64_t ts) {
+      while (!stack.empty() && t.ranges[stack.back()].end <= ts) {
+        emit(stack.back(), cursor, t.ranges[stack.back()].end);
+        cursor = t.ranges[stack.back()].end;
+        stack.pop_back();
+      }
+    };
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const auto& r = t.ranges[rs[i]];
+      if (i > 0 && (t.ranges[rs[i - 1]].pid != r.pid || t.ranges[rs[i - 1]].tid != r.tid)) {
+        pop_until(INT64_MAX);
+        stack.clear();
+      }
+      pop_until(r.start);
+      if (!stack.empty()) emit(stack.back(), std::max(cursor, t.ranges[stack.back()].start), r.start);
+      cursor = r.start;
+      stack.push_back(rs[i]);
+    }
+    pop_until(INT64_MAX);
+    for (auto& [n, ns] : excl) {
+      auto name = detail::strip_numeric_suffix(t.str(n));
+      auto& s = by[name];
+      s.name = name;
+      s.time_ns += ns;
+    }
+  }
+  std::vector<HostFunctionStat> v;
+  for (auto& [n, s] : by) v.push_back(std::move(s));
+  std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.time_ns > y.time_ns || (x.time_ns == y.time_ns && x.name < y.name); });
+  if (v.size() > kTopHostFunctions) v.resize(kTopHostFunctions);
+  a.idle_host_top = std::move(v);
+}
+
+}  // namespace
+
+Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
+  Analysis a;
+  detail::Context ctx;
+  ctx.trace = &trace;
+  auto detected = detail::StepDetector(trace).detect(options.step_regex);
+  ctx.step_source = detected.source;
+  ctx.windows = std::move(detected.windows);
+  detail::build_breakdown(ctx);
+
+  auto& s = a.summary;
+  s.kernels = int64_t(trace.kernels.size());
+  s.memcpys = int64_t(trace.memcpys.size());
+  s.memsets = int64_t(trace.memsets.size());
+  s.has_gpu = trace.gpu_event_count() > 0;
+  for (const auto& iv : ctx.busy) s.gpu_busy_us += us(iv.end - iv.start);
+  if (!ctx.busy.empty()) s.gpu_span_us = us(ctx.busy.back().end - ctx.busy.front().start);
+  s.steps = int64_t(ctx.windows.size());
+  s.step_source = ctx.step_source;
+  int64_t busy = 0, host_wait = 0;
+  for (const auto& st : ctx.steps) {
+    busy += st.gpu_busy_ns, host_wait += st.host_data_wait_ns;
+    s.data_wait_idle_us += us(st.data_wait_ns), s.launch_idle_us += us(st.launch_idle_ns);
+    s.sync_idle_us += us(st.sync_idle_ns), s.other_idle_us += us(st.other_idle_ns);
+  }
+  s.step_time_us = us(ctx.total_step_ns);
+  if (ctx.total_step_ns > 0) {
+    s.data_wait_share = double(host_wait) / double(ctx.total_step_ns);
+    s.gpu_busy_share = double(busy) / double(ctx.total_step_ns);
+  }
+
+  for (const auto& rule : rules::all_rules()) rule->run(ctx, a.findings);
+  std::stable_sort(a.findings.begin(), a.findings.end(), [](const FindingResult& x, const FindingResult& y) {
+    return x.est_savings_us_per_step * double(x.steps.size()) > y.est_savings_us_per_step * double(y.steps.size());
+  });
+  kernel_stats(trace, a);
+  utilization(ctx, a);
+  idle_host_top(ctx, a);
+  a.steps = std::move(ctx.steps);
+  return a;
+}
+
+std::string finding_to_json(const FindingResult& f) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  w.kv("rule", f.rule).kv("severity", store::to_string(f.severity));
+  w.key("steps").begin_array();
+  for (auto s : f.steps) w.value(s);
+  w.end_array();
+  w.kv("est_savings_us_per_step", f.est_savings_us_per_step).kv("share", f.share);
+  w.kv("summary", f.summary).kv("suggestion", f.suggestion);
+  w.key("ranges").begin_array();
+  for (const auto& r : f.ranges) w.begin_array().value(us(r.start_ns)).value(us(r.end_ns)).end_array();
+  w.end_array();
+  w.key("evidence").raw(f.evidence_json.empty() ? "{}" : f.evidence_json);
+  w.end_object();
+  return out;
+}
+
+std::string to_json(const Analysis& a) {
+  std::string out;
+  JsonWriter w(out);
+  const auto& s = a.summary;
+  w.begin_object();
+  w.kv("schema", "stepscope.analysis/1");
+  if (!a.source_file.empty()) w.kv("source_file", a.source_file);
+  w.key("summary").begin_object();
+  w.kv("kernels", s.kernels).kv("memcpys", s.memcpys).kv("memsets", s.memsets);
+  w.kv("gpu_busy_us", s.gpu_busy_us).kv("gpu_span_us", s.gpu_span_us);
+  w.kv("steps", s.steps).kv("step_source", s.step_source);
+  w.kv("data_wait_share", s.data_wait_share).kv("gpu_busy_share", s.gpu_busy_share);
+  w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us);
+  w.key("idle_us").begin_object();
+  w.kv("data_wait", s.data_wait_idle_us).kv("launch", s.launch_idle_us).kv("sync", s.sync_idle_us).kv("other", s.other_idle_us);
+  w.end_object();
+  w.end_object();
+  w.key("steps").begin_array();
+  for (const auto& st : a.steps)
+    w.begin_object()
+        .kv("index", st.index)
+        .kv("start_us", us(st.start_ns))
+        .kv("dur_us", us(st.dur_ns))
+        .kv("gpu_busy_us", us(st.gpu_busy_ns))
+        .kv("data_wait_us", us(st.data_wait_ns))
+        .kv("launch_idle_us", us(st.launch_idle_ns))
+        .kv("sync_idle_us", us(st.sync_idle_ns))
+        .kv("other_idle_us", us(st.other_idle_ns))
+        .kv("bound", to_string(st.bound))
+        .kv("kernels", st.kernels)
+        .kv("host_data_wait_us", us(st.host_data_wait_ns))
+        .end_object();
+  w.end_array();
+  w.key("findings").begin_array();
+  for (const auto& f : a.findings) w.raw(finding_to_json(f));
+  w.end_array();
+  w.key("top_kernels").begin_array();
+  for (const auto& k : a.top_kernels)
+    w.begin_object()
+        .kv("name", k.name)
+        .kv("count", k.count)
+        .kv("total_us", us(k.total_ns))
+        .kv("mean_us", k.mean_ns() / 1000.0)
+        .kv("min_us", us(k.min_ns))
+        .kv("max_us", us(k.max_ns))
+        .end_object();
+  w.end_array();
+  w.key("idle_host_top").begin_array();
+  for (const auto& h : a.idle_host_top)
+    w.begin_object().kv("name", h.name).kv("samples", h.samples).kv("time_us", us(h.time_ns)).end_object();
+  w.end_array();
+  w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
+  for (double u : a.utilization) w.value(u);
+  w.end_array().end_object();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+
+void store_findings(const Analysis& a, store::Trace& t) {
+  t.findings.clear();
+  for (const auto& f : a.findings) {
+    store::Finding r;
+    r.rule = t.intern(f.rule);
+    r.severity = f.severity;
+    if (!f.steps.empty()) {
+      r.first_step = *std::min_element(f.steps.begin(), f.steps.end());
+      r.last_step = *std::max_element(f.steps.begin(), f.steps.end());
+    }
+    r.est_savings_ns = f.est_savings_us_per_step * 1000.0;
+    r.message = t.intern(f.summary);
+    r.evidence_json = finding_to_json(f);
+    t.findings.push_back(std::move(r));
+  }
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,94 @@
+#include "analysis/names.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace stepscope::analyzer::detail {
+namespace {
+
+bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+bool is_sync_api(std::string_view api) {
+  // cudaStreamWaitEvent / cudaEventQuery / cudaStreamQuery never block the host.
+  return contains(api, "Synchronize");
+}
+
+bool is_sync_memcpy_api(std::string_view api) {
+  if (contains(api, "Async") || contains(api, "Peer") || contains(api, "ToSymbol") || contains(api, "FromSymbol"))
+    return false;
+  return starts_with(api, "cudaMemcpy") || starts_with(api, "cuMemcpy") || starts_with(api, "hipMemcpy");
+}
+
+bool is_blocking_op(std::string_view op) {
+  return op == "aten::item" || op == "aten::_local_scalar_dense" || op == "aten::nonzero" ||
+         op == "aten::equal" || op == "aten::is_nonzero";
+}
+
+bool is_kernel_launch_api(std::string_view api) {
+  return contains(api, "LaunchKernel") || contains(api, "LaunchCooperativeKernel") || contains(api, "GraphLaunch") ||
+         contains(api, "ModuleLaunch");
+}
+
+bool is_data_wait_range(std::string_view name) {
+  return is_dataloader_next_range(name) || contains(name, "IteratorGetNext") || starts_with(name, "tf.data");
+}
+
+bool is_profiler_step_range(std::string_view name) { return starts_with(name, "ProfilerStep#"); }
+bool is_optimizer_step_range(std::string_view name) {
+  return starts_with(name, "Optimizer.step#") || starts_with(name, "Optimizer.step");
+}
+bool is_optimizer_zero_grad_range(std::string_view name) { return starts_with(name, "Optimizer.zero_grad"); }
+bool is_dataloader_next_range(std::string_view name) {
+  return starts_with(name, "enumerate(DataLoader)") && contains(name, "__next__");
+}
+
+bool is_gemm_kernel(std::string_view kernel) {
+  std::string k = lower(kernel);
+  return contains(k, "gemm") || contains(k, "matmul") || contains(k, "nvjet") || contains(k, "gemv") ||
+         (contains(k, "cutlass") && !contains(k, "conv")) || contains(k, "cublas") || starts_with(k, "cijk_");
+}
+
+bool is_conv_kernel(std::string_view kernel) {
+  std::string k = lower(kernel);
+  return contains(k, "conv") || contains(k, "cudnn") || contains(k, "wgrad") || contains(k, "dgrad") ||
+         contains(k, "fprop") || contains(k, "miopen");
+}
+
+bool is_tensor_core_kernel(std::string_view kernel) {
+  std::string k = lower(kernel);
+  // cuBLAS/cuDNN encode the MMA shape (884, 1688, 16816) or say tensorop/xmma/hmma/gmma; Hopper/Blackwell
+  // cuBLAS kernels are nvjet_*; half/bfloat/tf32 kernels use tensor cores on Volta+.
+  static const char* markers[] = {"884",   "1688",  "16816", "tensorop", "xmma", "hmma", "gmma", "wmma", "mma_",
+                                  "nvjet", "bf16",  "fp16",  "f16f16",   "tf32", "h1688", "s1688", "sm90", "sm100",
+                                  "_h884", "hgemm", "bgemm", "mfma",   "_mi16", "_mi32", "xdl"};
+  for (const char* m : markers)
+    if (contains(k, m)) return true;
+  return false;
+}
+
+bool is_simt_fp32_kernel(std::string_view kernel) {
+  if (is_tensor_core_kernel(kernel)) return false;
+  std::string k = lower(kernel);
+  return contains(k, "sgemm") || contains(k, "scudnn") || contains(k, "cutlass_simt") || contains(k, "simt_") ||
+         contains(k, "implicit_convolve_sgemm") || contains(k, "sgemv") || contains(k, "gemmsn") ||
+         contains(k, "gemv2t") || contains(k, "gemv2n") || contains(k, "_fp32_");
+}
+
+std::string strip_numeric_suffix(std::string_view name) {
+  auto hash = name.rfind('#');
+  if (hash == std::string_view::npos || hash + 1 >= name.size()) return std::string(name);
+  for (size_t i = hash + 1; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::string(name);
+  return std::string(name.substr(0, hash));
+}
+
+}  // namespace stepscope::analyzer::detail

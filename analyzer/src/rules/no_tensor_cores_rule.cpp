@@ -1,0 +1,99 @@
+// no-tensor-cores: GEMM/convolution time is spent in fp32 SIMT kernels instead of tensor-core kernels.
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/names.h"
+#include "rules/rule.h"
+#include "stepscope/analyzer/json_writer.h"
+
+namespace stepscope::analyzer::rules {
+namespace {
+
+class NoTensorCoresRule final : public Rule {
+ public:
+  // GEMM+conv kernels must be at least this share of GPU busy time inside steps to matter...
+  static constexpr double kMinMathShareOfBusy = 0.10;
+  // ...and SIMT fp32 kernels at least this share of that GEMM+conv time.
+  static constexpr double kMinSimtShareOfMath = 0.50;
+  // High when SIMT GEMM/conv time is at least this share of step time.
+  static constexpr double kHighShare = 0.20;
+  // Conservative end-to-end speedup of GEMM/conv kernels under AMP/bf16 (peak tensor-core gain is 8-16x).
+  static constexpr double kTensorCoreSpeedup = 2.0;
+  static constexpr size_t kTopKernels = 5;
+
+  const char* id() const override { return "no-tensor-cores"; }
+
+  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
+    const store::Trace& t = ctx.t();
+    if (ctx.total_step_ns <= 0 || t.kernels.empty()) return;
+    std::unordered_map<store::StringId, int> cls;  // 0 other, 1 tensor-core math, 2 simt math, 3 unknown math
+    std::map<store::StringId, std::pair<int64_t, int64_t>> simt;  // name -> (count, ns)
+    std::map<int32_t, int64_t> simt_per_step;
+    int64_t math = 0, simt_ns = 0, busy = 0, tc_ns = 0;
+    for (const auto& s : ctx.steps) busy += s.gpu_busy_ns;
+    for (const auto& op : ctx.ops) {
+      if (op.kind != detail::GpuOpKind::Kernel || op.step < 0) continue;
+      const auto& k = t.kernels[op.index];
+      auto it = cls.find(k.name);
+      if (it == cls.end()) {
+        const auto& n = t.str(k.name);
+        int c = 0;
+        if (detail::is_gemm_kernel(n) || detail::is_conv_kernel(n))
+          c = detail::is_tensor_core_kernel(n) ? 1 : detail::is_simt_fp32_kernel(n) ? 2 : 3;
+        it = cls.emplace(k.name, c).first;
+      }
+      if (!it->second) continue;
+      int64_t d = op.end - op.start;
+      math += d;
+      if (it->second == 1) tc_ns += d;
+      if (it->second == 2) {
+        simt_ns += d;
+        auto& e = simt[k.name];
+        e.first++, e.second += d;
+        simt_per_step[op.step] += d;
+      }
+    }
+    if (busy <= 0 || math < kMinMathShareOfBusy * double(busy) || simt_ns < kMinSimtShareOfMath * double(math)) return;
+
+    FindingResult f;
+    f.rule = id();
+    double saved = 0;
+    for (auto& [s, ns] : simt_per_step) f.steps.push_back(ctx.steps[s].index), saved += double(ns) * (1.0 - 1.0 / kTensorCoreSpeedup);
+    f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
+    f.share = saved / double(ctx.total_step_ns);
+    double simt_share = double(simt_ns) / double(ctx.total_step_ns);
+    f.severity = simt_share >= kHighShare ? store::Severity::High : store::Severity::Medium;
+
+    std::vector<std::pair<int64_t, store::StringId>> top;
+    for (auto& [n, e] : simt) top.push_back({e.second, n});
+    std::sort(top.rbegin(), top.rend());
+    if (top.size() > kTopKernels) top.resize(kTopKernels);
+    std::string ev;
+    JsonWriter w(ev);
+    w.begin_object()
+        .kv("gemm_conv_us", double(math) / 1000.0)
+        .kv("simt_fp32_us", double(simt_ns) / 1000.0)
+        .kv("tensor_core_us", double(tc_ns) / 1000.0)
+        .kv("simt_share_of_gemm_conv", double(simt_ns) / double(math));
+    w.key("simt_kernels").begin_array();
+    for (auto& [ns, n] : top) w.begin_object().kv("name", t.str(n)).kv("count", simt[n].first).kv("total_us", double(ns) / 1000.0).end_object();
+    w.end_array().end_object();
+    f.evidence_json = std::move(ev);
+    f.summary = format_pct(double(simt_ns) / double(math)) + " of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (" +
+                format_pct(simt_share) + " of step time).";
+    f.suggestion =
+        "Run matmuls and convolutions in reduced precision on tensor cores, with dimensions divisible by 8:\n"
+        "  with torch.autocast('cuda', dtype=torch.bfloat16):   # or float16 with torch.cuda.amp.GradScaler\n"
+        "      loss = model(x)\n"
+        "  torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True  # Ampere+\n"
+        "  # TensorFlow: tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')";
+    out.push_back(std::move(f));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> make_no_tensor_cores_rule() { return std::make_unique<NoTensorCoresRule>(); }
+
+}  // namespace stepscope::analyzer::rules

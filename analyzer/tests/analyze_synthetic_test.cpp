@@ -1,0 +1,330 @@
+// analyze() on synthetic traces whose every figure is known by construction.
+#include <simdjson.h>
+
+#include <catch2/catch.hpp>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/store/records.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+using analyzer::Bound;
+
+namespace {
+
+constexpr int64_t US = 1000;
+
+// Builds a trace the way the importers do: ranges, launch calls and the GPU work they issued.
+struct Builder {
+  store::Trace t;
+  int64_t corr = 1;
+  int64_t pid = 100, tid = 101;
+
+  void range(const std::string& name, int64_t s, int64_t e, store::RangeSource src = store::RangeSource::Annotation,
+             int depth = 0) {
+    store::Range r;
+    r.start = s, r.end = e, r.pid = pid, r.tid = tid, r.name = t.intern(name), r.source = src, r.depth = depth;
+    t.ranges.push_back(r);
+  }
+  int64_t api(const std::string& name, int64_t s, int64_t e) {
+    store::ApiCall a;
+    a.start = s, a.end = e, a.pid = pid, a.tid = tid, a.name = t.intern(name), a.correlation = corr++;
+    t.api_calls.push_back(a);
+    return a.correlation;
+  }
+  // A kernel [ks, ke) launched by cudaLaunchKernel [ls, le).
+  void kernel(const std::string& name, int64_t ls, int64_t le, int64_t ks, int64_t ke, int grid = 1, int64_t stream = 7) {
+    store::Kernel k;
+    k.correlation = api("cudaLaunchKernel", ls, le);
+    k.start = ks, k.end = ke, k.name = t.intern(name), k.grid_x = grid, k.grid_y = 1, k.grid_z = 1, k.stream = stream;
+    k.block_x = 128, k.block_y = 1, k.block_z = 1;
+    t.kernels.push_back(k);
+  }
+  void memcpy(store::CopyKind kind, store::MemoryKind src, store::MemoryKind dst, int64_t ls, int64_t le, int64_t cs,
+              int64_t ce, int64_t bytes) {
+    store::Memcpy m;
+    m.correlation = api("cudaMemcpyAsync", ls, le);
+    m.start = cs, m.end = ce, m.kind = kind, m.src_kind = src, m.dst_kind = dst, m.bytes = bytes, m.stream = 7;
+    t.memcpys.push_back(m);
+  }
+};
+
+const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
+  for (const auto& f : a.findings)
+    if (f.rule == rule) return &f;
+  return nullptr;
+}
+
+void check_partition(const analyzer::Analysis& a) {
+  for (const auto& s : a.steps) {
+    INFO("step " << s.index);
+    CHECK(s.gpu_busy_ns + s.data_wait_ns + s.launch_idle_ns + s.sync_idle_ns + s.other_idle_ns == s.dur_ns);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other exactly") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.kernel("k_a", 50 * US, 60 * US, 100 * US, 300 * US);
+  b.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 300 * US, 600 * US, store::RangeSource::Op, 1);
+  b.kernel("k_b", 600 * US, 610 * US, 620 * US, 700 * US);
+  b.api("cudaDeviceSynchronize", 700 * US, 900 * US);
+  b.kernel("k_c", 950 * US, 955 * US, 960 * US, 1000 * US);
+  auto a = analyzer::analyze(b.t);
+
+  REQUIRE(a.summary.step_source == "profiler-step");
+  REQUIRE(a.steps.size() == 1);
+  const auto& s = a.steps[0];
+  CHECK(s.dur_ns == 1000 * US);
+  CHECK(s.gpu_busy_ns == 320 * US);
+  CHECK(s.data_wait_ns == 300 * US);     // 300..600: the loader
+  CHECK(s.sync_idle_ns == 250 * US);     // 700..900 blocked, 900..950 until the next launch
+  CHECK(s.launch_idle_ns == 80 * US);    // 50..100, 600..620, 950..960: host issuing the next launch
+  CHECK(s.other_idle_ns == 50 * US);     // 0..50: nothing known
+  CHECK(s.host_data_wait_ns == 300 * US);
+  CHECK(s.kernels == 3);
+  CHECK(s.bound == Bound::Input);
+  check_partition(a);
+  CHECK(a.summary.data_wait_share == Approx(0.30));
+  CHECK(a.summary.gpu_busy_share == Approx(0.32));
+  CHECK(a.summary.has_gpu);
+
+  auto* ib = find(a, "input-bound");
+  REQUIRE(ib);
+  CHECK(ib->severity == store::Severity::High);
+  // Prefetching hides the wait behind the step's GPU work: min(300 µs wait, 320 µs busy).
+  CHECK(ib->est_savings_us_per_step == Approx(300.0));
+  CHECK(ib->suggestion.find("num_workers") != std::string::npos);
+
+  auto* ss = find(a, "sync-stall");
+  REQUIRE(ss);
+  CHECK(ss->est_savings_us_per_step == Approx(250.0));
+  CHECK(ss->evidence_json.find("cudaDeviceSynchronize") != std::string::npos);
+  // Findings are ordered by estimated saving.
+  CHECK(a.findings.front().rule == "input-bound");
+}
+
+TEST_CASE("a long host gap without launches is host time; the launch that ends it is launch idle") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 2000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
+  b.range("aten::cpu_heavy_op", 150 * US, 1500 * US, store::RangeSource::Op, 1);
+  b.kernel("k_b", 1500 * US, 1510 * US, 1520 * US, 2000 * US);
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  const auto& s = a.steps[0];
+  CHECK(s.launch_idle_ns == 30 * US);  // 0..10 and 1500..1520
+  CHECK(s.other_idle_ns == 1400 * US);
+  CHECK(s.bound == Bound::Host);
+  check_partition(a);
+  REQUIRE(!a.idle_host_top.empty());
+  CHECK(a.idle_host_top[0].name == "aten::cpu_heavy_op");
+  CHECK(a.idle_host_top[0].time_ns == 1350 * US);
+  CHECK_FALSE(find(a, "launch-overhead"));
+}
+
+TEST_CASE("cudaEventQuery and cudaStreamWaitEvent are not host stalls") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
+  for (int i = 0; i < 50; ++i) b.api("cudaEventQuery", (110 + i * 10) * US, (112 + i * 10) * US);
+  b.api("cudaStreamWaitEvent", 700 * US, 900 * US);
+  b.kernel("k_b", 900 * US, 905 * US, 910 * US, 1000 * US);
+  auto a = analyzer::analyze(b.t);
+  CHECK(a.steps[0].sync_idle_ns == 0);
+  CHECK_FALSE(find(a, "sync-stall"));
+  check_partition(a);
+}
+
+TEST_CASE("small-gemm-loop: 32 identical small GEMMs per step") {
+  Builder b;
+  const std::string gemm = "ampere_sgemm_32x32_sliced1x4_nn";
+  for (int step = 0; step < 3; ++step) {
+    int64_t s0 = step * 2000 * US;
+    b.range("ProfilerStep#" + std::to_string(step), s0, s0 + 2000 * US);
+    b.kernel("vectorized_elementwise_kernel", s0, s0 + 4 * US, s0 + 6 * US, s0 + 20 * US);
+    for (int i = 0; i < 32; ++i) {
+      int64_t l = s0 + 30 * US + i * 8 * US;  // one launch every 8 µs, each GEMM runs 5 µs
+      b.kernel(gemm, l, l + 4 * US, l + 6 * US, l + 11 * US, 4);
+    }
+    b.kernel("reduce_kernel", s0 + 400 * US, s0 + 404 * US, s0 + 406 * US, s0 + 1900 * US);
+  }
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 3);
+  auto* f = find(a, "small-gemm-loop");
+  REQUIRE(f);
+  CHECK(f->steps == std::vector<int64_t>{0, 1, 2});
+  // 31 gaps of 3 µs per run disappear in one batched GEMM.
+  CHECK(f->est_savings_us_per_step == Approx(93.0));
+  CHECK(f->evidence_json.find(gemm) != std::string::npos);
+  CHECK(f->evidence_json.find("\"mean_run_length\":32") != std::string::npos);
+  CHECK(f->suggestion.find("einsum") != std::string::npos);
+  check_partition(a);
+
+  SECTION("a run of 7 is not a loop") {
+    Builder c;
+    c.range("ProfilerStep#0", 0, 1000 * US);
+    for (int i = 0; i < 7; ++i) c.kernel(gemm, i * 8 * US, i * 8 * US + 4 * US, i * 8 * US + 6 * US, i * 8 * US + 11 * US, 4);
+    CHECK_FALSE(find(analyzer::analyze(c.t), "small-gemm-loop"));
+  }
+}
+
+TEST_CASE("pageable-memcpy: host-to-device copies from pageable memory") {
+  Builder b;
+  for (int step = 0; step < 2; ++step) {
+    int64_t s0 = step * 1000 * US;
+    b.range("ProfilerStep#" + std::to_string(step), s0, s0 + 1000 * US);
+    b.memcpy(store::CopyKind::HtoD, store::MemoryKind::Pageable, store::MemoryKind::Device, s0, s0 + 300 * US,
+             s0 + 40 * US, s0 + 290 * US, 64 << 20);
+    b.kernel("k", s0 + 300 * US, s0 + 305 * US, s0 + 310 * US, s0 + 990 * US);
+  }
+  // A pinned copy is not reported.
+  b.memcpy(store::CopyKind::HtoD, store::MemoryKind::Pinned, store::MemoryKind::Device, 1990 * US, 1995 * US,
+           1996 * US, 1999 * US, 4096);
+  auto a = analyzer::analyze(b.t);
+  auto* f = find(a, "pageable-memcpy");
+  REQUIRE(f);
+  CHECK(f->steps == std::vector<int64_t>{0, 1});
+  CHECK(f->est_savings_us_per_step == Approx(290.0));  // 300 µs call minus a 10 µs async launch
+  CHECK(f->severity == store::Severity::High);
+  CHECK(f->evidence_json.find("\"copies\":2") != std::string::npos);
+  CHECK(f->suggestion.find("pin_memory") != std::string::npos);
+}
+
+TEST_CASE("GPU work belongs to the step that launched it") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 100 * US);
+  b.range("ProfilerStep#2", 100 * US, 200 * US);
+  b.kernel("k_late", 90 * US, 95 * US, 120 * US, 150 * US);  // launched in step 0, runs in step 1's window
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 2);
+  CHECK(a.steps[0].kernels == 1);
+  CHECK(a.steps[1].kernels == 0);
+  CHECK(a.steps[1].gpu_busy_ns == 30 * US);  // busy time is wall-time union in the window
+}
+
+TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, pattern, none") {
+  Builder b;
+  for (int i = 0; i < 4; ++i) {
+    int64_t s0 = i * 1000 * US;
+    b.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", s0, s0 + 10 * US, store::RangeSource::Op);
+    b.range("my_iter", s0 + 5 * US, s0 + 900 * US, store::RangeSource::Nvtx);
+    b.range("Optimizer.step#SGD.step", s0 + 800 * US, s0 + 850 * US, store::RangeSource::Annotation);
+    for (int k = 0; k < 4; ++k) b.kernel("k" + std::to_string(k), s0 + (20 + k * 100) * US, s0 + (25 + k * 100) * US,
+                                         s0 + (30 + k * 100) * US, s0 + (80 + k * 100) * US);
+  }
+  SECTION("regex") {
+    analyzer::AnalyzeOptions o;
+    o.step_regex = "^my_it";
+    auto a = analyzer::analyze(b.t, o);
+    CHECK(a.summary.step_source == "regex");
+    CHECK(a.summary.steps == 4);
+    CHECK(a.steps[1].start_ns == 1005 * US);
+  }
+  SECTION("optimizer: a step ends where its optimizer step ends") {
+    auto a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "optimizer");
+    REQUIRE(a.summary.steps == 4);
+    CHECK(a.steps[1].start_ns == 850 * US);
+    CHECK(a.steps[1].dur_ns == 1000 * US);
+  }
+  SECTION("dataloader") {
+    b.t.ranges.erase(std::remove_if(b.t.ranges.begin(), b.t.ranges.end(),
+                                    [&](auto& r) { return b.t.str(r.name).rfind("Optimizer", 0) == 0; }),
+                     b.t.ranges.end());
+    auto a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "dataloader");
+    REQUIRE(a.summary.steps == 4);
+    CHECK(a.steps[2].start_ns == 2000 * US);
+    CHECK(a.steps[2].dur_ns == 1000 * US);
+  }
+  SECTION("pattern: the kernel sequence repeats") {
+    b.t.ranges.clear();
+    auto a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "pattern");
+    CHECK(a.summary.steps == 4);
+    CHECK(a.steps[1].start_ns == 1020 * US);  // the anchor kernel's launch call
+  }
+  SECTION("bad regex is an error, not a crash") {
+    analyzer::AnalyzeOptions o;
+    o.step_regex = "([";
+    CHECK_THROWS(analyzer::analyze(b.t, o));
+  }
+}
+
+TEST_CASE("one window when nothing marks steps; no GPU is said plainly") {
+  Builder b;
+  b.kernel("k0", 0, 5 * US, 10 * US, 20 * US);
+  b.kernel("k1", 30 * US, 35 * US, 40 * US, 50 * US);
+  auto a = analyzer::analyze(b.t);
+  CHECK(a.summary.step_source == "none");
+  REQUIRE(a.steps.size() == 1);
+  CHECK(a.steps[0].start_ns == 0);
+  CHECK(a.steps[0].dur_ns == 50 * US);
+
+  Builder cpu;
+  cpu.range("ProfilerStep#1", 0, 100 * US);
+  cpu.range("aten::mm", 10 * US, 90 * US, store::RangeSource::Op, 1);
+  auto c = analyzer::analyze(cpu.t);
+  CHECK_FALSE(c.summary.has_gpu);
+  CHECK(c.summary.steps == 1);
+  CHECK(c.steps[0].gpu_busy_ns == 0);
+  CHECK(c.steps[0].bound == Bound::Host);
+  CHECK(c.findings.empty());
+
+  store::Trace empty;
+  auto e = analyzer::analyze(empty);
+  CHECK(e.summary.steps == 0);
+  CHECK_FALSE(e.summary.has_gpu);
+}
+
+TEST_CASE("to_json writes the stepscope.analysis/1 contract") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 500 * US, store::RangeSource::Op, 1);
+  b.kernel("k \"quoted\"", 500 * US, 505 * US, 510 * US, 1000 * US);
+  auto json = analyzer::to_json(analyzer::analyze(b.t));
+  simdjson::dom::parser p;
+  simdjson::dom::element doc = p.parse(json);
+  CHECK(std::string_view(doc["schema"]) == "stepscope.analysis/1");
+  auto s = doc["summary"];
+  CHECK(int64_t(s["kernels"]) == 1);
+  CHECK(std::string_view(s["step_source"]) == "profiler-step");
+  CHECK(double(s["data_wait_share"]) == Approx(0.5));
+  CHECK(bool(s["has_gpu"]));
+  for (const char* k : {"memcpys", "memsets", "gpu_busy_us", "gpu_span_us", "steps", "gpu_busy_share"})
+    CHECK(s[k].error() == simdjson::SUCCESS);
+  auto st = doc["steps"].at(0);
+  for (const char* k : {"index", "start_us", "dur_us", "gpu_busy_us", "data_wait_us", "launch_idle_us", "sync_idle_us",
+                        "other_idle_us", "bound"})
+    CHECK(st[k].error() == simdjson::SUCCESS);
+  CHECK(std::string_view(st["bound"]) == "input");
+  auto f = doc["findings"].at(0);
+  CHECK(std::string_view(f["rule"]) == "input-bound");
+  CHECK(std::string_view(f["severity"]) == "high");
+  for (const char* k : {"steps", "est_savings_us_per_step", "share", "summary", "suggestion", "evidence"})
+    CHECK(f[k].error() == simdjson::SUCCESS);
+  CHECK(f["evidence"].is_object());
+}
+
+TEST_CASE("findings go into a store's findings table") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 500 * US, store::RangeSource::Op, 1);
+  b.kernel("k", 500 * US, 505 * US, 510 * US, 1000 * US);
+  auto a = analyzer::analyze(b.t);
+  analyzer::store_findings(a, b.t);
+  REQUIRE(b.t.findings.size() == a.findings.size());
+  stepscope::test::ScratchDir dir("analyze_findings");
+  store::write_store_atomically(b.t, dir.file("t.stepscope"));
+  store::StoreReader r(dir.file("t.stepscope"));
+  auto fs = r.findings();
+  REQUIRE(fs.size() == a.findings.size());
+  CHECK(r.strings().get(fs[0].rule) == "input-bound");
+  CHECK(fs[0].severity == store::Severity::High);
+  CHECK(fs[0].first_step == 0);
+  CHECK(fs[0].evidence_json.find("\"rule\":\"input-bound\"") != std::string::npos);
+}
