@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
 
   Run r = c.prefetch ? run_prefetch(c, d_y, d_samples) : run_baseline(c, d_x, d_y, d_samples);
   r.samples.resize(static_cast<size_t>(c.steps) * c.samples);
-  SAMPLE_CUDA_CHECK(cudaMemcpy(r.samples.data(), d_samples, r.samples.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  sample::copy_to_host(r.samples, d_samples);
   SAMPLE_CUDA_CHECK(cudaFree(d_x));
   SAMPLE_CUDA_CHECK(cudaFree(d_y));
   SAMPLE_CUDA_CHECK(cudaFree(d_samples));

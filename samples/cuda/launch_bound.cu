@@ -91,7 +91,7 @@ RunResult run(Mode mode, int ops, int n, int steps, int warmup, int window, cons
   float *d_in = nullptr, *d_out = nullptr;
   SAMPLE_CUDA_CHECK(cudaMalloc(&d_in, n * sizeof(float)));
   SAMPLE_CUDA_CHECK(cudaMalloc(&d_out, n * sizeof(float)));
-  SAMPLE_CUDA_CHECK(cudaMemcpy(d_in, input.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  sample::copy_to_device(d_in, input);
   cudaStream_t stream;
   SAMPLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
@@ -129,7 +129,7 @@ RunResult run(Mode mode, int ops, int n, int steps, int warmup, int window, cons
   r.host_us_per_step = sample::us_since(t0) / steps;
   r.gpu = sample::summarize(timer.per_step_us());
   r.out.resize(n);
-  SAMPLE_CUDA_CHECK(cudaMemcpy(r.out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+  sample::copy_to_host(r.out, d_out);
 
   if (graph_exec) SAMPLE_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
   SAMPLE_CUDA_CHECK(cudaStreamDestroy(stream));

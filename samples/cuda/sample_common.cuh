@@ -179,6 +179,28 @@ class WindowTimer {
   std::vector<cudaEvent_t> events_;
 };
 
+// Setup and read-back copies go through pinned staging memory, so the only pageable copies a trace of a
+// sample shows are the ones the sample is about (input_bound without --prefetch).
+template <typename T>
+void copy_to_device(T* dst, const std::vector<T>& src) {
+  if (src.empty()) return;
+  T* staging = nullptr;
+  SAMPLE_CUDA_CHECK(cudaMallocHost(&staging, src.size() * sizeof(T)));
+  std::copy(src.begin(), src.end(), staging);
+  SAMPLE_CUDA_CHECK(cudaMemcpy(dst, staging, src.size() * sizeof(T), cudaMemcpyHostToDevice));
+  SAMPLE_CUDA_CHECK(cudaFreeHost(staging));
+}
+
+template <typename T>
+void copy_to_host(std::vector<T>& dst, const T* src) {
+  if (dst.empty()) return;
+  T* staging = nullptr;
+  SAMPLE_CUDA_CHECK(cudaMallocHost(&staging, dst.size() * sizeof(T)));
+  SAMPLE_CUDA_CHECK(cudaMemcpy(staging, src, dst.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  std::copy(staging, staging + dst.size(), dst.begin());
+  SAMPLE_CUDA_CHECK(cudaFreeHost(staging));
+}
+
 // Compares GPU values with a CPU reference; prints the verdict on stdout.
 inline bool report_verification(const char* what, double max_abs_err, double tolerance, size_t checked) {
   bool ok = max_abs_err <= tolerance && std::isfinite(max_abs_err);
