@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Records each CUDA sample with and without its cure under `stepscope record`, analyzes every recording
+# and prints the findings side by side, checked against what samples/README.md says each must show.
+#
+#   scripts/record-samples.sh [BUILD_DIR [OUT_DIR]]     # defaults: build, BUILD_DIR/record-samples
+#
+# Each variant is also run once without the collector, so the table shows the collector's overhead on the
+# sample's own step time (the "time: ... step median" line every sample prints).
+# Needs a CUDA GPU: without one it says so and exits 3 (scripts/demo.sh then analyzes the bundled traces).
+# Exit codes: 0 every finding as expected; 1 some recording or finding differs from the expectation;
+# 2 usage or missing build outputs; 3 no GPU on this machine.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$PWD
+build=${1:-$root/build}
+out=${2:-$build/record-samples}
+
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+
+has_gpu=0
+if [[ -e /dev/nvidia0 ]]; then has_gpu=1; fi
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then has_gpu=1; fi
+if ((!has_gpu)); then
+  echo "record-samples: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing): the CUDA samples cannot run here" >&2
+  exit 3
+fi
+
+ss=$build/cli/stepscope
+bin=$build/samples/cuda
+for f in "$ss" "$bin/launch_bound" "$bin/input_bound" "$bin/small_gemm_loop" "$bin/sync_stall"; do
+  if [[ ! -x $f ]]; then
+    echo "record-samples: $f is missing: build first (cmake --build $build)" >&2
+    exit 2
+  fi
+done
+command -v python3 >/dev/null 2>&1 || { echo "record-samples: python3 is needed to read the analysis JSON" >&2; exit 2; }
+mkdir -p "$out"
+
+# name|sample|arguments|findings that must appear (space separated)|findings that must not appear
+variants=(
+  "launch_bound|launch_bound|--ops 30 --steps 3000|launch-overhead|small-gemm-loop sync-stall input-bound"
+  "launch_bound_fused|launch_bound|--ops 30 --steps 3000 --fused||launch-overhead"
+  "launch_bound_graph|launch_bound|--ops 30 --steps 3000 --graph||launch-overhead"
+  "input_bound|input_bound|--steps 60|input-bound pageable-memcpy|"
+  "input_bound_prefetch|input_bound|--steps 60 --prefetch 8||input-bound pageable-memcpy"
+  "small_gemm_loop|small_gemm_loop|--steps 500|small-gemm-loop|"
+  "small_gemm_loop_batched|small_gemm_loop|--steps 500 --batched||small-gemm-loop"
+  "sync_stall|sync_stall|--steps 200|sync-stall|pageable-memcpy"
+  "sync_stall_async|sync_stall|--steps 200 --async||sync-stall"
+)
+
+step_median() { sed -n 's/^time: [^:]*: step median \([0-9.]*\) us.*/\1/p' "$1" | head -1; }
+
+status=0
+rows=()
+for v in "${variants[@]}"; do
+  IFS='|' read -r name sample args must mustnot <<<"$v"
+  # shellcheck disable=SC2086
+  "$bin/$sample" $args >"$out/$name.plain.log" 2>&1
+  plain_rc=$?
+  # shellcheck disable=SC2086
+  "$ss" record -o "$out/$name.db" -- "$bin/$sample" $args >"$out/$name.record.log" 2>&1
+  rec_rc=$?
+  if ((plain_rc != 0 || rec_rc != 0)); then
+    echo "record-samples: $name: plain run exited $plain_rc, recorded run exited $rec_rc (logs in $out)" >&2
+    status=1
+    continue
+  fi
+  if ! "$ss" analyze --json "$out/$name.db" >"$out/$name.json" 2>"$out/$name.analyze.err"; then
+    echo "record-samples: $name: stepscope analyze failed: $(head -1 "$out/$name.analyze.err")" >&2
+    status=1
+    continue
+  fi
+  "$ss" analyze "$out/$name.db" >"$out/$name.report.txt" 2>&1
+  row=$(python3 - "$out/$name.json" "$(step_median "$out/$name.plain.log")" \
+        "$(step_median "$out/$name.record.log")" "$must" "$mustnot" "$name" <<'EOF'
+import json, sys
+path, plain, recorded, must, mustnot, name = sys.argv[1:7]
+a = json.load(open(path))
+found = {f["rule"]: f for f in a.get("findings", [])}
+cells = [f'{r}({f.get("severity", "?")}, {100 * f.get("share", 0):.0f}%)' for r, f in found.items()] or ["-"]
+missing = [r for r in must.split() if r not in found]
+unwanted = [r for r in mustnot.split() if r in found]
+verdict = "as expected" if not missing and not unwanted else \
+    "UNEXPECTED: " + ", ".join([f"missing {r}" for r in missing] + [f"has {r}" for r in unwanted])
+over = ""
+if plain and recorded:
+    over = f"{100 * (float(recorded) / float(plain) - 1):+.1f}%"
+s = a.get("summary", {})
+print("\t".join([name, plain or "?", recorded or "?", over or "?", str(s.get("steps", "?")),
+                 s.get("step_source", "?"), " ".join(cells), verdict]))
+EOF
+  )
+  rows+=("$row")
+  [[ $row == *UNEXPECTED* ]] && status=1
+done
+
+printf '\n%-24s %12s %12s %9s %6s %-10s %s\n' variant plain_us recorded_us overhead steps source "findings (severity, share of step time) -> verdict"
+for r in "${rows[@]}"; do
+  IFS=$'\t' read -r name plain rec over steps src cells verdict <<<"$r"
+  printf '%-24s %12s %12s %9s %6s %-10s %s -> %s\n' "$name" "$plain" "$rec" "$over" "$steps" "$src" "$cells" "$verdict"
+done
+echo
+echo "Recordings, analyses (.json, .report.txt) and logs: $out"
+exit $status
