@@ -1,0 +1,51 @@
+// The launcher behind `stepscope record`: runs a command under libstepscope_collector.so, then merges the
+// per-process partial stores into one store (atomically) and symbolizes it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stepscope/store/records.h"
+
+namespace stepscope::collector {
+
+struct RecordOptions {
+  std::string output = "run.db";
+  int cpu_hz = 1000;
+  bool wall = false;
+  bool no_gpu = false;
+  double duration_s = 0;  // > 0: SIGINT the command after this long (SIGKILL 5 s later)
+  std::string data_wait_regex = "data|load|fetch|next_batch";
+  std::string step_regex;
+  std::string data_wait_func, step_func;  // for the Python hook (STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC)
+  std::vector<std::string> command;
+  bool print_summary = true;
+};
+
+struct RecordSummary {
+  int exit_code = 0;  // the command's exit status; 128+N when killed by signal N; 127 when it could not start
+  int64_t processes = 0, threads = 0, samples = 0, kernels = 0, ranges = 0;
+  int64_t dropped_samples = 0, dropped_gpu_records = 0, unsampled_threads = 0;
+  int64_t parts = 0, unreadable_parts = 0;
+  std::vector<std::string> warnings;
+};
+
+// Runs the command to completion and writes options.output. Throws store::StoreError when the output cannot
+// be written. Never throws for a failing command: its status is in the summary.
+RecordSummary record(const RecordOptions& options);
+
+// Path of libstepscope_collector.so (env STEPSCOPE_COLLECTOR_LIB, beside the binary, or the build tree).
+std::string collector_library_path();
+
+// Merges every partial store in `parts_dir` into `output` (temp file + rename), symbolizing native frames.
+// Fills the counts of `summary`.
+void merge_parts(const std::string& parts_dir, const std::string& output,
+                 const std::map<std::string, std::string>& meta, RecordSummary& summary);
+
+// Replaces unsymbolized native frames (symbol 0, module + address) by their function / file:line, expanding
+// inlined calls into frames of their own; rewrites stacks and samples to match. Uses libdw.
+void symbolize(store::Trace& trace);
+
+}  // namespace stepscope::collector

@@ -1,0 +1,25 @@
+// The CUPTI entry points the collector uses, resolved with dlopen/dlsym (see load_library()).
+#pragma once
+
+#include <cupti.h>
+
+namespace stepscope::collector::cupti {
+
+struct Api {
+  decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityEnable) enable = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityFlushPeriod) flush_period = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) dropped = nullptr;
+  decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp = nullptr;
+  decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
+  decltype(&cuptiGetResultString) result_string = nullptr;
+  decltype(&cuptiGetCallbackName) callback_name = nullptr;
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+};
+
+extern Api* api;  // set by load_library()
+
+}  // namespace stepscope::collector::cupti

@@ -1,0 +1,41 @@
+// Decoding of CUPTI activity buffers into store rows. The collector's buffer-completed callback calls
+// decode_activity_buffer(); tests call the very same function with hand-built records of cupti_activity.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "stepscope/store/records.h"
+
+namespace stepscope::collector::cupti {
+
+// Loads libcupti (dlopen; the collector does not link it so processes that never touch CUDA never load it).
+// False with `error` set when it cannot be loaded.
+bool load_library(std::string* error = nullptr);
+
+struct DecodeState {
+  int64_t pid = 0;           // process the records belong to
+  int64_t clock_offset = 0;  // added to every CUPTI timestamp (0 when CUPTI already reports CLOCK_MONOTONIC)
+  // NVTX marker ranges seen starting but not yet ending, by marker id.
+  struct OpenMarker {
+    int64_t start = 0;
+    int64_t tid = 0;
+    std::string name, domain;
+  };
+  std::unordered_map<uint32_t, OpenMarker> open_markers;
+  // Correlation id → thread of the API call, so synchronization rows get the waiting thread.
+  std::unordered_map<uint32_t, int64_t> correlation_tid;
+  uint64_t records = 0;
+  uint64_t unknown_records = 0;
+};
+
+// Walks `valid_size` bytes of `buffer` with cuptiActivityGetNextRecord and appends one row per record to `out`
+// (string ids of out.strings). Returns the number of records decoded. Requires load_library().
+size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& out, DecodeState& state);
+
+// The name of a runtime (kind Runtime) or driver API callback id, e.g. "cudaLaunchKernel".
+std::string api_name(store::ApiKind kind, uint32_t cbid);
+
+}  // namespace stepscope::collector::cupti

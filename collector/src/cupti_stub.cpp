@@ -1,0 +1,10 @@
+// Built when stepscope is configured without CUDA: no CUPTI, CPU data only.
+#include "collector_internal.h"
+
+namespace stepscope::collector::cupti {
+void start_if_possible(const char*) {
+  if (running() && !config().no_gpu) set_process_meta("cupti.status", "built without CUDA: recording CPU data only");
+}
+void flush(bool) {}
+void after_fork_child() {}
+}  // namespace stepscope::collector::cupti

@@ -1,0 +1,341 @@
+// `stepscope record`: start the command with the collector injected, survive it (whatever way it ends), then
+// merge the per-process partial stores into one store, atomically.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "stepscope/collector/launcher.h"
+#include "stepscope/store/store.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace stepscope::collector {
+namespace {
+
+std::atomic<pid_t> g_child{0};
+
+// A signal sent to the launcher by kill(1) is passed on to the command; one from the terminal already reached
+// the whole foreground process group, so it is not sent twice.
+void forward_signal(int sig, siginfo_t* si, void*) {
+  pid_t child = g_child.load();
+  if (child > 0 && si && si->si_code == SI_USER && si->si_pid != child) kill(child, sig);
+}
+
+int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string self_exe_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.parent_path().string();
+}
+
+void set_env(std::vector<std::string>& env, const std::string& key, const std::string& value) {
+  const std::string prefix = key + "=";
+  for (auto& e : env)
+    if (e.compare(0, prefix.size(), prefix) == 0) {
+      e = prefix + value;
+      return;
+    }
+  env.push_back(prefix + value);
+}
+
+std::string get_env(const std::vector<std::string>& env, const std::string& key) {
+  const std::string prefix = key + "=";
+  for (const auto& e : env)
+    if (e.compare(0, prefix.size(), prefix) == 0) return e.substr(prefix.size());
+  return {};
+}
+
+int64_t meta_int(const std::map<std::string, std::string>& m, const char* key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0 : std::atoll(it->second.c_str());
+}
+
+}  // namespace
+
+std::string collector_library_path() {
+  if (const char* p = std::getenv("STEPSCOPE_COLLECTOR_LIB"); p && *p) return p;
+  const std::string dir = self_exe_dir();
+  for (const std::string& c : {dir + "/../lib/libstepscope_collector.so", dir + "/../collector/libstepscope_collector.so",
+                               dir + "/libstepscope_collector.so"}) {
+    std::error_code ec;
+    if (fs::exists(c, ec)) return fs::canonical(c, ec).string();
+  }
+  return STEPSCOPE_COLLECTOR_BUILD_PATH;
+}
+
+void merge_parts(const std::string& parts_dir, const std::string& output,
+                 const std::map<std::string, std::string>& meta, RecordSummary& summary) {
+  std::vector<std::string> parts;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parts_dir, ec))
+    if (e.path().extension() == ".db") parts.push_back(e.path().string());
+  std::sort(parts.begin(), parts.end(), [](const std::string& a, const std::string& b) {
+    // "<pid>-<monotonic ns>.db": order by start time so an exec'd image comes after the one it replaced.
+    auto key = [](const std::string& p) {
+      std::string n = fs::path(p).stem().string();
+      auto dash = n.find('-');
+      return dash == std::string::npos ? 0LL : std::atoll(n.c_str() + dash + 1);
+    };
+    return key(a) < key(b);
+  });
+
+  std::vector<store::Trace> traces;
+  for (const auto& p : parts) {
+    try {
+      store::StoreReader reader(p);
+      traces.push_back(reader.load());
+    } catch (const std::exception& e) {
+      // A process killed before its first commit leaves a part with no schema: nothing to lose.
+      ++summary.unreadable_parts;
+      continue;
+    }
+  }
+  summary.parts = static_cast<int64_t>(parts.size());
+
+  // One process row per pid: the last image wins (exec replaces the name).
+  std::map<int64_t, store::Process> process_of;
+  std::map<int64_t, std::string> process_name;
+  for (auto& t : traces)
+    for (const auto& p : t.processes) {
+      process_name[p.pid] = t.str(p.name);
+      process_of[p.pid] = p;
+    }
+
+  const std::string tmp = store::temp_path_beside(output);
+  std::map<std::string, std::string> merged_meta = meta;
+  std::set<std::string> statuses;
+  {
+    store::StoreWriter w(tmp);
+    std::set<int64_t> written_pids;
+    std::set<std::pair<int64_t, int64_t>> written_threads;
+    for (auto& t : traces) {
+      summary.samples += static_cast<int64_t>(t.samples.size());
+      summary.kernels += static_cast<int64_t>(t.kernels.size());
+      summary.ranges += static_cast<int64_t>(t.ranges.size());
+      summary.dropped_samples += meta_int(t.meta, "collector.dropped_samples");
+      summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
+      summary.unsampled_threads += meta_int(t.meta, "collector.threads_unsampled");
+      if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
+        statuses.insert(it->second);
+      for (const char* k : {"collector.timer", "collector.signal", "cupti.clock"})
+        if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
+      std::vector<store::Process> procs;
+      for (const auto& p : t.processes)
+        if (written_pids.insert(p.pid).second) {
+          store::Process q = process_of[p.pid];
+          q.name = t.intern(process_name[p.pid]);
+          procs.push_back(q);
+        }
+      t.processes = std::move(procs);
+      std::vector<store::Thread> threads;
+      for (const auto& th : t.threads)
+        if (written_threads.insert({th.pid, th.tid}).second) threads.push_back(th);
+      t.threads = std::move(threads);
+      t.meta.clear();  // per-process counters are summed below
+      symbolize(t);
+      w.append(t);
+    }
+    summary.processes = static_cast<int64_t>(written_pids.size());
+    summary.threads = static_cast<int64_t>(written_threads.size());
+    merged_meta["clock_domain"] = "CLOCK_MONOTONIC";
+    merged_meta["collector.samples"] = std::to_string(summary.samples);
+    merged_meta["collector.dropped_samples"] = std::to_string(summary.dropped_samples);
+    merged_meta["collector.threads_unsampled"] = std::to_string(summary.unsampled_threads);
+    merged_meta["cupti.dropped_records"] = std::to_string(summary.dropped_gpu_records);
+    merged_meta["collector.processes"] = std::to_string(summary.processes);
+    merged_meta["collector.unreadable_parts"] = std::to_string(summary.unreadable_parts);
+    std::string status;
+    for (const auto& s : statuses) status += (status.empty() ? "" : "; ") + s;
+    if (!status.empty()) merged_meta["cupti.status"] = status;
+    for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
+    w.close();
+  }
+  for (const auto& s : statuses) summary.warnings.push_back(s);
+  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    fs::remove(tmp, ec);
+    throw store::StoreError(output, "cannot rename the finished store into place: " + err);
+  }
+}
+
+RecordSummary record(const RecordOptions& o) {
+  RecordSummary summary;
+  if (o.command.empty()) throw store::StoreError(o.output, "no command to record (stepscope record -- CMD ...)");
+  const std::string output = fs::absolute(o.output).lexically_normal().string();
+  const std::string parts_dir = output + ".parts";
+  std::error_code ec;
+  fs::remove_all(parts_dir, ec);
+  if (!fs::create_directories(parts_dir, ec) && ec)
+    throw store::StoreError(output, "cannot create " + parts_dir + ": " + ec.message());
+  const std::string lib = collector_library_path();
+  if (!fs::exists(lib, ec)) throw store::StoreError(lib, "collector library not found (set STEPSCOPE_COLLECTOR_LIB)");
+
+  if (!o.no_gpu) {
+    if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+      dlclose(cuda);
+    } else {
+      std::fprintf(stderr, "stepscope: warning: no CUDA driver (libcuda.so.1 not found): recording CPU data only\n");
+      summary.warnings.push_back("no CUDA driver");
+    }
+  }
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  const std::string preload = get_env(env, "LD_PRELOAD");
+  set_env(env, "LD_PRELOAD", preload.empty() ? lib : lib + ":" + preload);
+  if (!o.no_gpu) set_env(env, "CUDA_INJECTION64_PATH", lib);
+  set_env(env, "NVTX_INJECTION64_PATH", lib);
+  set_env(env, "STEPSCOPE_PARTS_DIR", parts_dir);
+  set_env(env, "STEPSCOPE_CPU_HZ", std::to_string(o.cpu_hz));
+  set_env(env, "STEPSCOPE_WALL", o.wall ? "1" : "0");
+  set_env(env, "STEPSCOPE_NO_GPU", o.no_gpu ? "1" : "0");
+  set_env(env, "STEPSCOPE_DATA_WAIT_REGEX", o.data_wait_regex);
+  set_env(env, "STEPSCOPE_STEP_REGEX", o.step_regex);
+  if (!o.data_wait_func.empty()) set_env(env, "STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func);
+  if (!o.step_func.empty()) set_env(env, "STEPSCOPE_STEP_FUNC", o.step_func);
+  // The Python helper's sitecustomize lives in the repository's python/ (or beside an installed binary).
+  std::string python_dir;
+  for (const std::string& c : {self_exe_dir() + "/../share/stepscope/python", std::string(STEPSCOPE_PYTHON_SOURCE_DIR)})
+    if (fs::is_directory(c, ec) && !fs::is_empty(c, ec)) {
+      python_dir = fs::canonical(c, ec).string();
+      break;
+    }
+  if (!python_dir.empty()) {
+    set_env(env, "STEPSCOPE_PYTHON_DIR", python_dir);
+    const std::string pp = get_env(env, "PYTHONPATH");
+    set_env(env, "PYTHONPATH", pp.empty() ? python_dir : python_dir + ":" + pp);
+  }
+
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  // Orphaned descendants (forked workers outliving the command) are re-parented to us, so we can wait for them.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction sa{}, old_int{}, old_term{}, old_hup{};
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
+
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw store::StoreError(output, "pipe: " + std::string(std::strerror(errno)));
+  pid_t child = fork();
+  if (child < 0) throw store::StoreError(output, "fork: " + std::string(std::strerror(errno)));
+  if (child == 0) {
+    close(exec_pipe[0]);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGHUP, &old_hup, nullptr);
+    execvpe(argv[0], argv.data(), envp.data());
+    int err = errno;
+    (void)!write(exec_pipe[1], &err, sizeof err);
+    _exit(127);
+  }
+  g_child.store(child);
+  close(exec_pipe[1]);
+  int exec_errno = 0;
+  if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno)
+    std::fprintf(stderr, "stepscope: cannot run %s: %s\n", o.command[0].c_str(), std::strerror(exec_errno));
+  close(exec_pipe[0]);
+
+  const int64_t t0 = mono_ns();
+  bool interrupted = false, killed = false;
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(child, &status, WNOHANG);
+    if (r == child) break;
+    if (r < 0 && errno != EINTR) break;
+    // Reap orphans re-parented to us meanwhile.
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    const double elapsed = double(mono_ns() - t0) / 1e9;
+    if (o.duration_s > 0 && !interrupted && elapsed >= o.duration_s) {
+      kill(child, SIGINT);
+      interrupted = true;
+    }
+    if (interrupted && !killed && elapsed >= o.duration_s + 5) {
+      kill(child, SIGKILL);
+      killed = true;
+    }
+    timespec ts{0, 5000000};
+    nanosleep(&ts, nullptr);
+  }
+  g_child.store(0);
+  if (exec_errno)
+    summary.exit_code = 127;
+  else if (WIFEXITED(status))
+    summary.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    summary.exit_code = 128 + WTERMSIG(status);
+
+  // Descendants still running (workers the command left behind): give them a moment to finish their stores.
+  const int64_t wait_until = mono_ns() + 3000000000LL;
+  for (;;) {
+    pid_t r = waitpid(-1, nullptr, WNOHANG);
+    if (r < 0 && errno == ECHILD) break;
+    if (r == 0 && mono_ns() > wait_until) break;
+    if (r == 0) {
+      timespec ts{0, 10000000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+
+  std::map<std::string, std::string> meta;
+  std::string cmdline;
+  for (const auto& a : o.command) cmdline += (cmdline.empty() ? "" : " ") + a;
+  meta["recorder"] = "stepscope record";
+  meta["command"] = cmdline;
+  meta["exit_code"] = std::to_string(summary.exit_code);
+  meta["collector.cpu_hz"] = std::to_string(o.cpu_hz);
+  meta["collector.mode"] = o.wall ? "wall" : "cpu";
+  merge_parts(parts_dir, output, meta, summary);
+  fs::remove_all(parts_dir, ec);
+
+  if (o.print_summary) {
+    std::fprintf(stderr,
+                 "stepscope: %lld samples (%lld threads, %lld processes), %lld kernels, %lld ranges; dropped: %lld "
+                 "samples, %lld GPU records -> %s\n",
+                 (long long)summary.samples, (long long)summary.threads, (long long)summary.processes,
+                 (long long)summary.kernels, (long long)summary.ranges, (long long)summary.dropped_samples,
+                 (long long)summary.dropped_gpu_records, o.output.c_str());
+    for (const auto& w : summary.warnings)
+      if (w != "no CUDA driver") std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
+  }
+  return summary;
+}
+
+}  // namespace stepscope::collector

@@ -1,0 +1,82 @@
+// Single-producer single-consumer byte ring for raw samples. The producer is a signal handler on the owning
+// thread (no allocation, no locks: a few atomic loads/stores); the consumer is the collector thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace stepscope::collector {
+
+class SampleRing {
+ public:
+  // `memory` of `capacity` bytes (a power of two, multiple of 8) is owned by the caller.
+  void init(void* memory, size_t capacity) {
+    data_ = static_cast<uint8_t*>(memory);
+    cap_ = capacity;
+    head_.store(0, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+  }
+  size_t capacity() const { return cap_; }
+
+  // Producer: copies `a` then `b` as one record. False (nothing written) when it does not fit.
+  bool push(const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc) {
+    const size_t len = na + nb + nc;
+    const size_t need = align8(sizeof(uint64_t) + len);
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    const uint64_t tail = tail_.load(std::memory_order_acquire);
+    size_t pos = head & (cap_ - 1);
+    size_t to_end = cap_ - pos;
+    size_t total = need;
+    if (need > to_end) total = to_end + need;  // skip the tail end with a wrap marker
+    if (head + total - tail > cap_) return false;
+    if (need > to_end) {
+      uint64_t wrap = kWrap;
+      std::memcpy(data_ + pos, &wrap, sizeof wrap);
+      head += to_end;
+      pos = 0;
+    }
+    uint64_t hdr = len;
+    uint8_t* p = data_ + pos;
+    std::memcpy(p, &hdr, sizeof hdr);
+    p += sizeof hdr;
+    if (na) std::memcpy(p, a, na);
+    if (nb) std::memcpy(p + na, b, nb);
+    if (nc) std::memcpy(p + na + nb, c, nc);
+    head_.store(head + need, std::memory_order_release);
+    return true;
+  }
+
+  // Consumer: calls f(const uint8_t* record, size_t len) for every complete record, then frees them.
+  template <class F>
+  size_t drain(F&& f) {
+    uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    size_t n = 0;
+    while (tail < head) {
+      size_t pos = tail & (cap_ - 1);
+      uint64_t hdr;
+      std::memcpy(&hdr, data_ + pos, sizeof hdr);
+      if (hdr == kWrap) {
+        tail += cap_ - pos;
+        continue;
+      }
+      f(data_ + pos + sizeof hdr, static_cast<size_t>(hdr));
+      tail += align8(sizeof hdr + hdr);
+      ++n;
+    }
+    tail_.store(tail, std::memory_order_release);
+    return n;
+  }
+
+ private:
+  static constexpr uint64_t kWrap = ~uint64_t{0};
+  static size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+  uint8_t* data_ = nullptr;
+  size_t cap_ = 0;
+  alignas(64) std::atomic<uint64_t> head_{0};
+  alignas(64) std::atomic<uint64_t> tail_{0};
+};
+
+}  // namespace stepscope::collector
