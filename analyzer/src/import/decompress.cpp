@@ -1,0 +1,375 @@
+#include "import/decompress.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "stepscope/store/store.h"
+
+#ifdef STEPSCOPE_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
+
+namespace stepscope::analyzer::import {
+
+using store::StoreError;
+
+PaddedBuffer::~PaddedBuffer() { clear(); }
+
+PaddedBuffer::PaddedBuffer(PaddedBuffer&& o) noexcept
+    : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+  o.data_ = nullptr;
+  o.size_ = o.capacity_ = 0;
+}
+
+PaddedBuffer& PaddedBuffer::operator=(PaddedBuffer&& o) noexcept {
+  if (this != &o) {
+    clear();
+    data_ = o.data_;
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    o.data_ = nullptr;
+    o.size_ = o.capacity_ = 0;
+  }
+  return *this;
+}
+
+void PaddedBuffer::clear() {
+  std::free(data_);
+  data_ = nullptr;
+  size_ = capacity_ = 0;
+}
+
+void PaddedBuffer::reserve(size_t capacity) {
+  if (capacity <= capacity_ && data_) return;
+  // realloc keeps content; malloc'd memory is only touched (and so only counted in RSS) when written.
+  char* p = static_cast<char*>(std::realloc(data_, capacity + kPadding));
+  if (!p) throw std::bad_alloc();
+  data_ = p;
+  capacity_ = capacity;
+  std::memset(data_ + capacity_, 0, kPadding);
+}
+
+void PaddedBuffer::resize(size_t n) {
+  if (n > capacity_) reserve(n);
+  size_ = n;
+  std::memset(data_ + size_, 0, kPadding);
+}
+
+Compression compression_of(std::string_view head) {
+  if (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f &&
+      static_cast<unsigned char>(head[1]) == 0x8b)
+    return Compression::Gzip;
+  if (head.size() >= 4 && static_cast<unsigned char>(head[0]) == 0x28 &&
+      static_cast<unsigned char>(head[1]) == 0xb5 && static_cast<unsigned char>(head[2]) == 0x2f &&
+      static_cast<unsigned char>(head[3]) == 0xfd)
+    return Compression::Zstd;
+  return Compression::None;
+}
+
+PaddedBuffer read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    throw StoreError(path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw StoreError(path, S_ISDIR(st.st_mode) ? "is a directory" : "cannot stat");
+  }
+  PaddedBuffer buf;
+  size_t cap = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 65536;
+  buf.reserve(cap);
+  size_t n = 0;
+  for (;;) {
+    if (n == buf.capacity()) buf.reserve(buf.capacity() * 2);
+    ssize_t r = ::read(fd, buf.data() + n, buf.capacity() - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      throw StoreError(path, std::string("read failed: ") + std::strerror(e));
+    }
+    if (r == 0) break;
+    n += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  buf.resize(n);
+  return buf;
+}
+
+namespace {
+
+constexpr const char* kBadGzip = "truncated or corrupt gzip data";
+
+// Guess of the uncompressed size of a gzip stream: the trailer's ISIZE (size mod 2^32) when plausible.
+size_t gzip_size_guess(std::string_view in) {
+  size_t guess = in.size() * 4 + 4096;
+  if (in.size() >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, in.data() + in.size() - 4, 4);  // little endian on every target we build for
+    // Deflate expands at most ~1032:1; a larger ISIZE means a truncated or odd file.
+    if (isize >= in.size() / 2 && static_cast<double>(isize) <= static_cast<double>(in.size()) * 1032.0)
+      guess = isize;
+  }
+  return guess;
+}
+
+[[maybe_unused]] PaddedBuffer gunzip_zlib(const std::string& path, std::string_view in,
+                         const std::function<void(uint64_t, uint64_t)>& progress) {
+  PaddedBuffer out;
+  out.reserve(gzip_size_guess(in));
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) throw StoreError(path, "zlib init failed");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  size_t in_left = in.size();
+  size_t produced = 0;
+  uint64_t last_report = 0;
+  int rc = Z_OK;
+  for (;;) {
+    if (produced == out.capacity()) out.reserve(out.capacity() * 2);
+    uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
+    zs.avail_in = in_chunk;
+    size_t room = std::min<size_t>(out.capacity() - produced, 1u << 30);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    zs.avail_out = static_cast<uInt>(room);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    in_left -= in_chunk - zs.avail_in;
+    produced += room - zs.avail_out;
+    if (progress && in.size() - in_left - last_report > (16u << 20)) {
+      last_report = in.size() - in_left;
+      progress(last_report, in.size());
+    }
+    if (rc == Z_STREAM_END) {
+      // Concatenated members (gzip -c a >> b): keep going while a gzip header follows.
+      if (in_left >= 2 && compression_of(std::string_view(reinterpret_cast<const char*>(zs.next_in), in_left)) ==
+                              Compression::Gzip) {
+        inflateReset(&zs);
+        continue;
+      }
+      break;
+    }
+    if (rc == Z_BUF_ERROR && in_left == 0) {
+      inflateEnd(&zs);
+      throw StoreError(path, kBadGzip);
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      inflateEnd(&zs);
+      throw StoreError(path, kBadGzip);
+    }
+  }
+  inflateEnd(&zs);
+  out.resize(produced);
+  return out;
+}
+
+#ifdef STEPSCOPE_HAVE_LIBDEFLATE
+PaddedBuffer gunzip_libdeflate(const std::string& path, std::string_view in) {
+  PaddedBuffer out;
+  out.reserve(gzip_size_guess(in));
+  libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+  if (!d) throw std::bad_alloc();
+  size_t in_pos = 0, produced = 0;
+  while (in_pos < in.size()) {
+    size_t in_used = 0, out_made = 0;
+    libdeflate_result r =
+        libdeflate_gzip_decompress_ex(d, in.data() + in_pos, in.size() - in_pos, out.data() + produced,
+                                      out.capacity() - produced, &in_used, &out_made);
+    if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      out.reserve(out.capacity() * 2);
+      continue;
+    }
+    if (r != LIBDEFLATE_SUCCESS) {
+      libdeflate_free_decompressor(d);
+      throw StoreError(path, kBadGzip);
+    }
+    in_pos += in_used;
+    produced += out_made;
+    if (in.size() - in_pos < 2 || compression_of(in.substr(in_pos)) != Compression::Gzip) break;
+    // Another member follows: make room for at least as much again.
+    out.reserve(std::max(out.capacity(), produced * 2));
+  }
+  libdeflate_free_decompressor(d);
+  out.resize(produced);
+  return out;
+}
+#endif
+
+PaddedBuffer unzstd(const std::string& path, std::string_view in) {
+  PaddedBuffer out;
+  unsigned long long sz = ZSTD_getFrameContentSize(in.data(), in.size());
+  size_t guess = in.size() * 6 + 4096;
+  if (sz != ZSTD_CONTENTSIZE_UNKNOWN && sz != ZSTD_CONTENTSIZE_ERROR &&
+      static_cast<double>(sz) < static_cast<double>(in.size()) * 40000.0)
+    guess = static_cast<size_t>(sz);
+  out.reserve(guess);
+  ZSTD_DStream* ds = ZSTD_createDStream();
+  ZSTD_initDStream(ds);
+  ZSTD_inBuffer ib{in.data(), in.size(), 0};
+  size_t produced = 0, last = 1;
+  while (ib.pos < ib.size) {
+    if (produced == out.capacity()) out.reserve(out.capacity() * 2);
+    ZSTD_outBuffer ob{out.data() + produced, out.capacity() - produced, 0};
+    last = ZSTD_decompressStream(ds, &ob, &ib);
+    produced += ob.pos;
+    if (ZSTD_isError(last)) {
+      ZSTD_freeDStream(ds);
+      throw StoreError(path, std::string("corrupt zstd data: ") + ZSTD_getErrorName(last));
+    }
+    if (ob.pos == 0 && ib.pos == ib.size) break;
+  }
+  // Drain what is buffered inside the decoder.
+  while (last != 0) {
+    if (produced == out.capacity()) out.reserve(out.capacity() * 2);
+    ZSTD_outBuffer ob{out.data() + produced, out.capacity() - produced, 0};
+    last = ZSTD_decompressStream(ds, &ob, &ib);
+    produced += ob.pos;
+    if (ZSTD_isError(last) || (ob.pos == 0 && last != 0)) {
+      ZSTD_freeDStream(ds);
+      throw StoreError(path, "truncated or corrupt zstd data");
+    }
+  }
+  ZSTD_freeDStream(ds);
+  out.resize(produced);
+  return out;
+}
+
+}  // namespace
+
+PaddedBuffer decompress(const std::string& path, std::string_view in, Compression c,
+                        const std::function<void(uint64_t, uint64_t)>& progress) {
+  switch (c) {
+    case Compression::Gzip:
+#ifdef STEPSCOPE_HAVE_LIBDEFLATE
+      (void)progress;  // one call, ~1 GB/s: no progress needed
+      return gunzip_libdeflate(path, in);
+#else
+      return gunzip_zlib(path, in, progress);
+#endif
+    case Compression::Zstd:
+      return unzstd(path, in);
+    case Compression::None:
+      break;
+  }
+  PaddedBuffer out;
+  out.resize(in.size());
+  std::memcpy(out.data(), in.data(), in.size());
+  return out;
+}
+
+void decompress_to_file(const std::string& path, std::string_view in, Compression c,
+                        const std::string& out_path) {
+  FILE* f = std::fopen(out_path.c_str(), "wb");
+  if (!f) throw StoreError(out_path, std::string("cannot create: ") + std::strerror(errno));
+  std::string chunk(1 << 20, '\0');
+  auto write = [&](const char* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f) != n) {
+      std::fclose(f);
+      std::remove(out_path.c_str());
+      throw StoreError(out_path, "write failed (disk full?)");
+    }
+  };
+  auto fail = [&](const std::string& why) {
+    std::fclose(f);
+    std::remove(out_path.c_str());
+    throw StoreError(path, why);
+  };
+  if (c == Compression::Gzip) {
+    z_stream zs{};
+    inflateInit2(&zs, 15 + 32);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(in.size());  // SQLite exports over 4 GiB compressed are not expected
+    for (;;) {
+      zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
+      zs.avail_out = static_cast<uInt>(chunk.size());
+      int rc = inflate(&zs, Z_NO_FLUSH);
+      write(chunk.data(), chunk.size() - zs.avail_out);
+      if (rc == Z_STREAM_END) {
+        if (zs.avail_in >= 2 && compression_of(std::string_view(reinterpret_cast<const char*>(zs.next_in),
+                                                                zs.avail_in)) == Compression::Gzip) {
+          inflateReset(&zs);
+          continue;
+        }
+        break;
+      }
+      if (rc != Z_OK && !(rc == Z_BUF_ERROR && zs.avail_in > 0)) {
+        inflateEnd(&zs);
+        fail(kBadGzip);
+      }
+    }
+    inflateEnd(&zs);
+  } else if (c == Compression::Zstd) {
+    ZSTD_DStream* ds = ZSTD_createDStream();
+    ZSTD_initDStream(ds);
+    ZSTD_inBuffer ib{in.data(), in.size(), 0};
+    size_t last = 1;
+    for (;;) {
+      ZSTD_outBuffer ob{chunk.data(), chunk.size(), 0};
+      last = ZSTD_decompressStream(ds, &ob, &ib);
+      if (ZSTD_isError(last)) {
+        ZSTD_freeDStream(ds);
+        fail("corrupt zstd data");
+      }
+      write(chunk.data(), ob.pos);
+      if (ib.pos == ib.size && ob.pos < ob.size) break;
+    }
+    ZSTD_freeDStream(ds);
+    if (last != 0) fail("truncated zstd data");
+  } else {
+    write(in.data(), in.size());
+  }
+  if (std::fclose(f) != 0) {
+    std::remove(out_path.c_str());
+    throw StoreError(out_path, "write failed");
+  }
+}
+
+}  // namespace stepscope::analyzer::import
+
+namespace stepscope::analyzer::import {
+
+std::string peek_decompressed(std::string_view in, Compression c, size_t n) {
+  std::string out(n, '\0');
+  if (c == Compression::Gzip) {
+    z_stream zs{};
+    if (inflateInit2(&zs, 15 + 32) != Z_OK) return {};
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), 1u << 20));
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(n);
+    int rc = inflate(&zs, Z_SYNC_FLUSH);
+    size_t got = n - zs.avail_out;
+    inflateEnd(&zs);
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) return {};
+    out.resize(got);
+    return out;
+  }
+  if (c == Compression::Zstd) {
+    ZSTD_DStream* ds = ZSTD_createDStream();
+    ZSTD_initDStream(ds);
+    ZSTD_inBuffer ib{in.data(), std::min<size_t>(in.size(), 1u << 20), 0};
+    ZSTD_outBuffer ob{out.data(), n, 0};
+    while (ob.pos < n && ib.pos < ib.size) {
+      size_t r = ZSTD_decompressStream(ds, &ob, &ib);
+      if (ZSTD_isError(r)) break;
+      if (r == 0) break;
+    }
+    ZSTD_freeDStream(ds);
+    out.resize(ob.pos);
+    return out;
+  }
+  out.assign(in.substr(0, n));
+  return out;
+}
+
+}  // namespace stepscope::analyzer::import

@@ -1,0 +1,108 @@
+// Exact parsing of JSON number text. Kineto writes µs timestamps like 1712195495505583.125; a double holds
+// only ~16 significant digits, so converting through double would lose nanoseconds. We read the text.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace stepscope::analyzer::import {
+
+// Parses a decimal number and returns round(value * 10^scale_digits) (half away from zero).
+// Handles sign, fraction and exponent; falls back to double for numbers too long for int64.
+inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
+  size_t i = 0, n = s.size();
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  bool neg = false;
+  if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+  // Collect up to 19 significant digits as an integer mantissa with a decimal exponent.
+  uint64_t mant = 0;
+  int digits = 0, exp10 = 0;
+  bool any = false, round_up = false, dropped = false;
+  auto take = [&](char c, bool frac) {
+    any = true;
+    if (digits < 18) {
+      if (mant != 0 || c != '0') ++digits;
+      mant = mant * 10 + static_cast<uint64_t>(c - '0');
+      if (frac) --exp10;
+    } else {
+      if (!dropped) round_up = c >= '5';
+      dropped = true;
+      if (!frac) ++exp10;
+    }
+  };
+  while (i < n && s[i] >= '0' && s[i] <= '9') take(s[i++], false);
+  if (i < n && s[i] == '.') {
+    ++i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') take(s[i++], true);
+  }
+  if (!any) return false;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    bool eneg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+')) eneg = s[i++] == '-';
+    int e = 0;
+    bool edig = false;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+      edig = true;
+      if (e < 10000) e = e * 10 + (s[i] - '0');
+      ++i;
+    }
+    if (!edig) return false;
+    exp10 += eneg ? -e : e;
+  }
+  if (round_up) ++mant;
+  exp10 += scale_digits;
+  // value = mant * 10^exp10
+  if (exp10 >= 0) {
+    for (int k = 0; k < exp10; ++k) {
+      if (mant > static_cast<uint64_t>(INT64_MAX) / 10) return false;
+      mant *= 10;
+    }
+  } else {
+    int drop = -exp10;
+    if (drop > 19) {
+      mant = 0;
+    } else {
+      uint64_t p = 1;
+      for (int k = 0; k < drop - 1; ++k) p *= 10;
+      uint64_t q = mant / p;  // one extra digit kept for rounding
+      mant = q / 10 + ((q % 10) >= 5 ? 1 : 0);
+    }
+  }
+  if (mant > static_cast<uint64_t>(INT64_MAX)) return false;
+  out = neg ? -static_cast<int64_t>(mant) : static_cast<int64_t>(mant);
+  return true;
+}
+
+// µs text → integer ns.
+inline int64_t us_text_to_ns(std::string_view s) {
+  int64_t v = 0;
+  if (parse_scaled(s, 3, v)) return v;
+  return static_cast<int64_t>(std::llround(std::strtod(std::string(s).c_str(), nullptr) * 1000.0));
+}
+
+// Integer text (fractions rounded).
+inline int64_t int_text(std::string_view s) {
+  int64_t v = 0;
+  if (parse_scaled(s, 0, v)) return v;
+  return static_cast<int64_t>(std::llround(std::strtod(std::string(s).c_str(), nullptr)));
+}
+
+// The last run of digits in a label such as "stream 7", "Device 0", "CUDA API Thread 169"; -1 when none.
+inline int64_t trailing_number(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0 && !(s[end - 1] >= '0' && s[end - 1] <= '9')) --end;
+  if (end == 0) return -1;
+  size_t b = end;
+  while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') --b;
+  if (end - b > 18) return -1;
+  int64_t v = 0;
+  for (size_t k = b; k < end; ++k) v = v * 10 + (s[k] - '0');
+  if (b > 0 && s[b - 1] == '-' && b == 1) v = -v;
+  return v;
+}
+
+}  // namespace stepscope::analyzer::import

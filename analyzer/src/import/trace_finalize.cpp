@@ -1,0 +1,171 @@
+#include "import/trace_finalize.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+namespace stepscope::analyzer::import {
+
+using namespace stepscope::store;
+
+std::string_view strip_api_version(std::string_view name) {
+  size_t p = name.rfind("_v");
+  if (p == std::string_view::npos || p + 2 >= name.size() || p == 0) return name;
+  for (size_t i = p + 2; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return name;
+  return name.substr(0, p);
+}
+
+MemoryKind parse_memory_kind(std::string_view w) {
+  auto has = [&](std::string_view s) { return w.find(s) != std::string_view::npos; };
+  if (has("Pageable")) return MemoryKind::Pageable;
+  if (has("Pinned")) return MemoryKind::Pinned;
+  if (has("Managed")) return MemoryKind::Managed;
+  if (has("Device")) return MemoryKind::Device;
+  return MemoryKind::Unknown;
+}
+
+void parse_memcpy_name(std::string_view name, CopyKind& kind, MemoryKind& src, MemoryKind& dst) {
+  auto has = [&](std::string_view s) { return name.find(s) != std::string_view::npos; };
+  if (has("HtoD") || has("Host-to-Device")) kind = CopyKind::HtoD;
+  else if (has("DtoH") || has("Device-to-Host")) kind = CopyKind::DtoH;
+  else if (has("DtoD") || has("Device-to-Device")) kind = CopyKind::DtoD;
+  else if (has("PtoP") || has("Peer-to-Peer")) kind = CopyKind::PtoP;
+  else if (has("HtoH") || has("Host-to-Host")) kind = CopyKind::HtoH;
+  size_t open = name.find('(');
+  size_t arrow = name.find("->", open == std::string_view::npos ? 0 : open);
+  if (open != std::string_view::npos && arrow != std::string_view::npos) {
+    src = parse_memory_kind(name.substr(open, arrow - open));
+    dst = parse_memory_kind(name.substr(arrow));
+  }
+}
+
+void compute_range_depths(Trace& t) {
+  auto& r = t.ranges;
+  std::vector<uint32_t> idx(r.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+    const Range &x = r[a], &y = r[b];
+    if (x.pid != y.pid) return x.pid < y.pid;
+    if (x.tid != y.tid) return x.tid < y.tid;
+    bool gx = x.source == RangeSource::GpuAnnotation, gy = y.source == RangeSource::GpuAnnotation;
+    if (gx != gy) return gx < gy;  // GPU annotations nest among themselves
+    if (x.start != y.start) return x.start < y.start;
+    return x.end > y.end;  // the enclosing range first
+  });
+  std::vector<int64_t> stack_end;
+  const Range* prev = nullptr;
+  for (uint32_t i : idx) {
+    Range& x = r[i];
+    if (!prev || prev->pid != x.pid || prev->tid != x.tid ||
+        (prev->source == RangeSource::GpuAnnotation) != (x.source == RangeSource::GpuAnnotation))
+      stack_end.clear();
+    while (!stack_end.empty() && stack_end.back() <= x.start) stack_end.pop_back();
+    x.depth = static_cast<int32_t>(stack_end.size());
+    stack_end.push_back(x.end);
+    prev = &x;
+  }
+}
+
+namespace {
+template <class V>
+void sort_by_start(V& v) {
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+}
+}  // namespace
+
+void finalize_trace(Trace& t, const NameHints& names) {
+  compute_range_depths(t);
+  sort_by_start(t.kernels);
+  sort_by_start(t.memcpys);
+  sort_by_start(t.memsets);
+  sort_by_start(t.syncs);
+  sort_by_start(t.api_calls);
+  sort_by_start(t.ranges);
+  sort_by_start(t.data_waits);
+  sort_by_start(t.steps);
+  std::stable_sort(t.samples.begin(), t.samples.end(),
+                   [](const Sample& a, const Sample& b) { return a.time < b.time; });
+
+  // Host processes and threads: wherever CPU-side rows live.
+  std::set<int64_t> pids;
+  std::set<std::pair<int64_t, int64_t>> tids;
+  auto see = [&](int64_t pid, int64_t tid) {
+    pids.insert(pid);
+    tids.insert({pid, tid});
+  };
+  for (const auto& a : t.api_calls) see(a.pid, a.tid);
+  for (const auto& x : t.ranges)
+    if (x.source != RangeSource::GpuAnnotation) see(x.pid, x.tid);
+  for (const auto& x : t.data_waits) see(x.pid, x.tid);
+  for (const auto& x : t.steps)
+    if (x.pid || x.tid) see(x.pid, x.tid);
+  for (const auto& x : t.samples) see(x.pid, x.tid);
+
+  std::set<int64_t> have_p;
+  for (const auto& p : t.processes) have_p.insert(p.pid);
+  for (int64_t pid : pids) {
+    if (have_p.count(pid)) continue;
+    Process p;
+    p.pid = pid;
+    auto it = names.process_names.find(pid);
+    if (it != names.process_names.end()) p.name = t.intern(it->second);
+    t.processes.push_back(p);
+  }
+  std::set<std::pair<int64_t, int64_t>> have_t;
+  for (const auto& th : t.threads) have_t.insert({th.pid, th.tid});
+  for (const auto& key : tids) {
+    if (have_t.count(key)) continue;
+    Thread th;
+    th.pid = key.first;
+    th.tid = key.second;
+    auto it = names.thread_names.find(key);
+    if (it != names.thread_names.end()) th.name = t.intern(it->second);
+    t.threads.push_back(th);
+  }
+
+  // GPU work → launching process through the correlation id; syncs → the host thread that waited.
+  std::unordered_map<int64_t, uint32_t> by_corr;
+  by_corr.reserve(t.api_calls.size());
+  for (uint32_t i = 0; i < t.api_calls.size(); ++i)
+    if (t.api_calls[i].correlation) by_corr.emplace(t.api_calls[i].correlation, i);
+  int64_t only_pid = pids.size() == 1 ? *pids.begin() : 0;
+  auto owner = [&](int64_t corr) -> int64_t {
+    if (corr) {
+      auto it = by_corr.find(corr);
+      if (it != by_corr.end()) return t.api_calls[it->second].pid;
+    }
+    return only_pid;
+  };
+  for (auto& k : t.kernels)
+    if (!k.pid) k.pid = owner(k.correlation);
+  for (auto& m : t.memcpys)
+    if (!m.pid) m.pid = owner(m.correlation);
+  for (auto& m : t.memsets)
+    if (!m.pid) m.pid = owner(m.correlation);
+  for (auto& s : t.syncs) {
+    auto it = s.correlation ? by_corr.find(s.correlation) : by_corr.end();
+    if (it != by_corr.end()) {
+      s.pid = t.api_calls[it->second].pid;
+      s.tid = t.api_calls[it->second].tid;
+    }
+  }
+
+  std::set<int64_t> have_d;
+  for (const auto& d : t.devices) have_d.insert(d.id);
+  std::set<int64_t> used;
+  for (const auto& k : t.kernels) used.insert(k.device);
+  for (const auto& m : t.memcpys) used.insert(m.device);
+  for (const auto& m : t.memsets) used.insert(m.device);
+  for (int64_t d : used)
+    if (!have_d.count(d)) {
+      Device dev;
+      dev.id = d;
+      t.devices.push_back(dev);
+    }
+  std::sort(t.devices.begin(), t.devices.end(), [](const Device& a, const Device& b) { return a.id < b.id; });
+}
+
+}  // namespace stepscope::analyzer::import

@@ -1,0 +1,218 @@
+// load_trace(): any input stepscope understands → store::Trace, detected by content.
+#include "stepscope/analyzer/load.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+#include "import/decompress.h"
+#include "import/kineto_importer.h"
+#include "import/nsys_sqlite_importer.h"
+
+namespace stepscope::analyzer {
+
+using store::StoreError;
+using store::Trace;
+
+namespace {
+
+// A decompressed SQLite file in the temp folder, removed when this goes out of scope.
+class TempFile {
+ public:
+  TempFile() {
+    std::string dir = std::filesystem::temp_directory_path().string();
+    std::string tmpl = dir + "/stepscope-import-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    int fd = ::mkstemp(buf.data());
+    if (fd < 0) throw StoreError(dir, "cannot create a temporary file");
+    ::close(fd);
+    path_ = buf.data();
+  }
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+Trace load_sqlite(const std::string& db_path, const std::string& shown) {
+  switch (store::sniff_file(db_path)) {
+    case store::FileKind::Store: {
+      Trace t = store::StoreReader(db_path).load();
+      return t;
+    }
+    case store::FileKind::NsysSqlite:
+      return import::NsysSqliteImporter(db_path, shown).import();
+    default:
+      throw StoreError(shown, "an SQLite database that is neither a stepscope store nor an Nsight Systems export");
+  }
+}
+
+bool looks_like_json(std::string_view s) {
+  size_t i = 0;
+  if (s.size() >= 3 && static_cast<unsigned char>(s[0]) == 0xef && static_cast<unsigned char>(s[1]) == 0xbb &&
+      static_cast<unsigned char>(s[2]) == 0xbf)
+    i = 3;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) ++i;
+  return i < s.size() && (s[i] == '{' || s[i] == '[');
+}
+
+constexpr const char* kUnknownFormat =
+    "unrecognized format (expected a stepscope store, Kineto/Chrome trace JSON or an Nsight Systems SQLite "
+    "export; plain, .gz or .zst)";
+
+}  // namespace
+
+Trace load_trace(const std::string& path, const LoadOptions& options) {
+  store::FileKind kind = store::sniff_file(path);
+  std::error_code ec;
+  if (kind == store::FileKind::Missing) {
+    if (std::filesystem::is_directory(path, ec)) throw StoreError(path, "is a directory");
+    if (!std::filesystem::exists(path, ec)) throw StoreError(path, "no such file");
+    throw StoreError(path, "cannot read");
+  }
+  if (kind == store::FileKind::Store || kind == store::FileKind::NsysSqlite || kind == store::FileKind::OtherSqlite)
+    return load_sqlite(path, path);
+
+  import::PaddedBuffer raw = import::read_file(path);
+  if (raw.size() == 0) throw StoreError(path, "empty file");
+  import::Compression comp = import::compression_of(raw.view());
+  import::PaddedBuffer json;
+  if (comp != import::Compression::None) {
+    std::string head = import::peek_decompressed(raw.view(), comp, 16);
+    if (head.size() >= 16 && std::memcmp(head.data(), "SQLite format 3", 16) == 0) {
+      TempFile tmp;
+      import::decompress_to_file(path, raw.view(), comp, tmp.path());
+      raw.clear();
+      return load_sqlite(tmp.path(), path);
+    }
+    json = import::decompress(path, raw.view(), comp, options.progress);
+    raw.clear();
+  } else {
+    json = std::move(raw);
+  }
+  if (!looks_like_json(json.view().substr(0, 4096))) throw StoreError(path, kUnknownFormat);
+  import::KinetoImporter importer(path);
+  if (options.progress) importer.set_progress(options.progress);
+  return importer.import(json.data(), json.size());
+}
+
+void merge_into(Trace& into, const Trace& from) {
+  // String ids of `from` → ids in `into`, interned lazily.
+  std::vector<store::StringId> map(from.strings.size(), -1);
+  auto s = [&](store::StringId id) -> store::StringId {
+    if (id <= 0 || static_cast<size_t>(id) >= map.size()) return 0;
+    if (map[id] < 0) map[id] = into.intern(from.str(id));
+    return map[id];
+  };
+  for (const auto& [k, v] : from.meta)
+    if (!into.meta.count(k)) into.meta[k] = v;
+  for (auto r : from.processes) {
+    r.name = s(r.name);
+    into.processes.push_back(r);
+  }
+  for (auto r : from.threads) {
+    r.name = s(r.name);
+    into.threads.push_back(r);
+  }
+  for (auto r : from.devices) {
+    r.name = s(r.name);
+    r.vendor = s(r.vendor);
+    into.devices.push_back(r);
+  }
+  for (auto r : from.kernels) {
+    r.name = s(r.name);
+    into.kernels.push_back(r);
+  }
+  into.memcpys.insert(into.memcpys.end(), from.memcpys.begin(), from.memcpys.end());
+  into.memsets.insert(into.memsets.end(), from.memsets.begin(), from.memsets.end());
+  into.syncs.insert(into.syncs.end(), from.syncs.begin(), from.syncs.end());
+  for (auto r : from.api_calls) {
+    r.name = s(r.name);
+    into.api_calls.push_back(r);
+  }
+  for (auto r : from.ranges) {
+    r.name = s(r.name);
+    r.domain = s(r.domain);
+    into.ranges.push_back(r);
+  }
+  int64_t frame_base = 0, stack_base = 0;
+  for (const auto& f : into.frames) frame_base = std::max(frame_base, f.id);
+  for (const auto& st : into.stacks) stack_base = std::max(stack_base, st.id);
+  for (auto r : from.frames) {
+    r.id += frame_base;
+    r.module = s(r.module);
+    r.symbol = s(r.symbol);
+    r.file = s(r.file);
+    into.frames.push_back(r);
+  }
+  for (auto r : from.stacks) {
+    r.id += stack_base;
+    if (r.parent) r.parent += stack_base;
+    if (r.frame) r.frame += frame_base;
+    into.stacks.push_back(r);
+  }
+  for (auto r : from.samples) {
+    if (r.stack) r.stack += stack_base;
+    into.samples.push_back(r);
+  }
+  for (auto r : from.data_waits) {
+    r.source = s(r.source);
+    into.data_waits.push_back(r);
+  }
+  for (auto r : from.steps) {
+    r.source = s(r.source);
+    into.steps.push_back(r);
+  }
+  for (auto r : from.findings) {
+    r.rule = s(r.rule);
+    r.message = s(r.message);
+    into.findings.push_back(r);
+  }
+  for (auto r : from.modules) {
+    r.path = s(r.path);
+    r.build_id = s(r.build_id);
+    into.modules.push_back(r);
+  }
+}
+
+Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& options) {
+  if (paths.size() == 1) return load_trace(paths[0], options);
+  Trace all;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Trace t = load_trace(paths[i], options);
+    if (i == 0) {
+      all = std::move(t);
+      continue;
+    }
+    merge_into(all, t);
+  }
+  if (paths.size() > 1) {
+    std::string files;
+    for (const auto& p : paths) files += (files.empty() ? "" : ";") + p;
+    all.meta["source_file"] = files;
+  }
+  auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
+  std::stable_sort(all.kernels.begin(), all.kernels.end(), by_start);
+  std::stable_sort(all.memcpys.begin(), all.memcpys.end(), by_start);
+  std::stable_sort(all.memsets.begin(), all.memsets.end(), by_start);
+  std::stable_sort(all.syncs.begin(), all.syncs.end(), by_start);
+  std::stable_sort(all.api_calls.begin(), all.api_calls.end(), by_start);
+  std::stable_sort(all.ranges.begin(), all.ranges.end(), by_start);
+  std::stable_sort(all.data_waits.begin(), all.data_waits.end(), by_start);
+  std::stable_sort(all.steps.begin(), all.steps.end(), by_start);
+  std::stable_sort(all.samples.begin(), all.samples.end(),
+                   [](const auto& a, const auto& b) { return a.time < b.time; });
+  return all;
+}
+
+}  // namespace stepscope::analyzer
