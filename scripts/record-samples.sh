@@ -46,8 +46,8 @@ variants=(
   "launch_bound_graph|launch_bound|--ops 30 --steps 3000 --graph||launch-overhead"
   "input_bound|input_bound|--steps 60|input-bound pageable-memcpy|"
   "input_bound_prefetch|input_bound|--steps 60 --prefetch 8||input-bound pageable-memcpy"
-  "small_gemm_loop|small_gemm_loop|--steps 500|small-gemm-loop|"
-  "small_gemm_loop_batched|small_gemm_loop|--steps 500 --batched||small-gemm-loop"
+  "small_gemm_loop|small_gemm_loop|--steps 300|small-gemm-loop|"
+  "small_gemm_loop_batched|small_gemm_loop|--steps 300 --batched||small-gemm-loop"
   "sync_stall|sync_stall|--steps 200|sync-stall|pageable-memcpy"
   "sync_stall_async|sync_stall|--steps 200 --async||sync-stall"
 )
