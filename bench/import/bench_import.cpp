@@ -1,0 +1,172 @@
+// Import speed and peak RSS for the largest JSON trace in the shared traces folder, beside
+// `python3 -c 'import json,gzip; json.load(gzip.open(F))'` on the same file in the same run.
+// Each measurement runs in a fresh child process so its peak RSS is its own.
+//
+// Usage: bench_import [TRACE] [--runs N]
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stepscope/analyzer/load.h"
+#include "stepscope/store/store.h"
+
+namespace fs = std::filesystem;
+using namespace stepscope;
+
+namespace {
+
+struct Result {
+  double seconds = 0;
+  double peak_mb = 0;
+  bool ok = false;
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs `work` in a child; returns its wall time (measured inside) and peak RSS.
+Result in_child(const std::function<void()>& work) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double t0 = now();
+    try {
+      work();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_import: %s\n", e.what());
+      _exit(1);
+    }
+    double dt = now() - t0;
+    if (write(fds[1], &dt, sizeof dt) != sizeof dt) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  Result r;
+  double dt = 0;
+  ssize_t n = read(fds[0], &dt, sizeof dt);
+  close(fds[0]);
+  int status = 0;
+  struct rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  r.ok = n == sizeof dt && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  r.seconds = dt;
+  r.peak_mb = double(ru.ru_maxrss) / 1024.0;
+  return r;
+}
+
+Result python_json_load(const std::string& file) {
+  double t0 = now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("python3", "python3", "-c", "import json,gzip,sys; json.load(gzip.open(sys.argv[1]))", file.c_str(),
+           (char*)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  Result r;
+  r.seconds = now() - t0;
+  r.peak_mb = double(ru.ru_maxrss) / 1024.0;
+  r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return r;
+}
+
+uint64_t gunzipped_size(const std::string& file) {
+  gzFile f = gzopen(file.c_str(), "rb");
+  if (!f) return 0;
+  std::vector<char> buf(1 << 20);
+  uint64_t n = 0;
+  int r;
+  while ((r = gzread(f, buf.data(), unsigned(buf.size()))) > 0) n += uint64_t(r);
+  gzclose(f);
+  return n;
+}
+
+Result best_of(int runs, const std::function<Result()>& f) {
+  Result best;
+  for (int i = 0; i < runs; ++i) {
+    Result r = f();
+    if (!r.ok) return r;
+    if (!best.ok || r.seconds < best.seconds) best.seconds = r.seconds;
+    best.peak_mb = std::max(best.peak_mb, r.peak_mb);
+    best.ok = true;
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string file;
+  int runs = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    else file = argv[i];
+  }
+  if (file.empty()) {
+    // The largest .json.gz under the shared traces folder.
+    std::error_code ec;
+    uintmax_t best = 0;
+    for (auto& e : fs::recursive_directory_iterator(STEPSCOPE_TRACES_DIR, ec)) {
+      std::string p = e.path().string();
+      if (p.size() > 8 && p.compare(p.size() - 8, 8, ".json.gz") == 0 && e.file_size() > best) {
+        best = e.file_size();
+        file = p;
+      }
+    }
+  }
+  if (file.empty()) {
+    std::fprintf(stderr, "bench_import: no trace given and none found under %s\n", STEPSCOPE_TRACES_DIR);
+    return 2;
+  }
+  double mb = double(gunzipped_size(file)) / 1e6;
+  std::string db = (fs::temp_directory_path() / ("bench_import_" + std::to_string(getpid()) + ".db")).string();
+
+  Result py = best_of(runs, [&] { return python_json_load(file); });
+  Result load = best_of(runs, [&] {
+    return in_child([&] {
+      store::Trace t = analyzer::load_trace(file);
+      if (t.kernels.empty() && t.ranges.empty()) throw std::runtime_error("empty trace");
+    });
+  });
+  Result full = best_of(runs, [&] {
+    return in_child([&] {
+      store::Trace t = analyzer::load_trace(file);
+      store::write_store_atomically(t, db);
+    });
+  });
+  fs::remove(db);
+
+  std::printf("bench_import: %s (%.1f MB uncompressed JSON), best of %d runs\n\n", file.c_str(), mb, runs);
+  std::printf("%-44s %9s %9s %10s %9s %8s\n", "", "seconds", "MB/s", "peak RSS", "RSS/size", "speedup");
+  auto row = [&](const char* name, const Result& r) {
+    if (!r.ok) {
+      std::printf("%-44s   failed\n", name);
+      return;
+    }
+    std::printf("%-44s %9.3f %9.1f %8.0f MB %9.2f %7.1fx\n", name, r.seconds, mb / r.seconds, r.peak_mb,
+                r.peak_mb / mb, py.ok ? py.seconds / r.seconds : 0.0);
+  };
+  row("python3 json.load(gzip.open(F)) (peer)", py);
+  row("(a) stepscope load into trace model", load);
+  row("(b) stepscope import into a store", full);
+  std::printf("\ngoals: (a) >= 10x python, (b) >= 4x python, peak RSS <= 3x the uncompressed size\n");
+  bool pass = py.ok && load.ok && full.ok && py.seconds / load.seconds >= 10 && py.seconds / full.seconds >= 4 &&
+              load.peak_mb <= 3 * mb && full.peak_mb <= 3 * mb;
+  std::printf("%s\n", pass ? "all goals met" : "GOALS NOT MET");
+  return 0;
+}
