@@ -6,6 +6,7 @@
 #include <libunwind.h>
 #include <signal.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdio>
@@ -27,13 +28,22 @@ struct Sample {
 Sample g_samples[kMaxSamples];
 std::atomic<int> g_next{0};
 std::atomic<bool> g_on{false};
+std::atomic<int64_t> g_capture_ns{0}, g_captures{0};
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 void on_prof(int, siginfo_t*, void*) {
   if (!g_on.load(std::memory_order_relaxed)) return;
   const int i = g_next.fetch_add(1, std::memory_order_relaxed);
   if (i >= kMaxSamples) return;
   Sample& s = g_samples[i];
+  const int64_t t0 = now_ns();
   s.count = py::capture_current_thread(s.frames, kMaxFrames);
+  if (s.count > 0) g_capture_ns += now_ns() - t0, ++g_captures;
   void* pcs[256];
   const int depth = unw_backtrace(pcs, 256);
   s.native_eval = 0;
@@ -66,6 +76,7 @@ extern "C" __attribute__((visibility("default"))) int stepscope_probe_dump(const
   FILE* f = std::fopen(path, "w");
   if (!f) return -1;
   std::fprintf(f, "version %s\n", py::describe().c_str());
+  std::fprintf(f, "capture_us %.2f\n", g_captures ? g_capture_ns.load() / 1000.0 / g_captures.load() : 0.0);
   const int n = std::min(g_next.load(), kMaxSamples);
   for (int i = 0; i < n; ++i) {
     const Sample& s = g_samples[i];

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -79,16 +80,31 @@ void set_description(const std::string& text) {
 
 bool plausible(uint64_t p) { return p >= 4096 && p < (1ull << 47) && (p & 7) == 0; }
 
+// Our pid, refreshed in forked children (pthread_atfork): a stale pid would read the parent's memory.
+std::atomic<pid_t> g_pid{0};
+pid_t own_pid() {
+  pid_t p = g_pid.load(std::memory_order_relaxed);
+  if (p == 0) {
+    p = static_cast<pid_t>(syscall(SYS_getpid));
+    g_pid.store(p, std::memory_order_relaxed);
+  }
+  return p;
+}
+void forget_pid() { g_pid.store(0, std::memory_order_relaxed); }
+
+long vm_read(const iovec* local, unsigned long nl, const iovec* remote, unsigned long nr) {
+  const int saved = errno;
+  const long got = syscall(SYS_process_vm_readv, own_pid(), local, nl, remote, nr, 0ul);
+  errno = saved;
+  return got;
+}
+
 // Fault-safe read of our own memory: the kernel copies or fails with EFAULT; the target never faults.
 bool safe_read(void* dst, uint64_t addr, size_t n) {
   if (addr < 4096 || addr + n < addr) return false;
   iovec local{dst, n};
   iovec remote{reinterpret_cast<void*>(addr), n};
-  const int saved = errno;
-  const long got = syscall(SYS_process_vm_readv, static_cast<pid_t>(syscall(SYS_getpid)), &local, 1ul, &remote,
-                           1ul, 0ul);
-  errno = saved;
-  return got == static_cast<long>(n);
+  return vm_read(&local, 1, &remote, 1) == static_cast<long>(n);
 }
 
 template <typename T>
@@ -318,6 +334,41 @@ int compute_line(const CodeInfo& info, int32_t instr) {
   return -1;
 }
 
+// Frames of 3.11+ live in the thread's data stack: contiguous, older frames at lower addresses. A syscall
+// costs ~10 µs in some VMs (measured here), so one read fetches a window below the current frame and the
+// chain is walked in it; a frame outside the window starts a new one. Pages are read top-down in separate
+// iovecs, so an unmapped page below the data-stack chunk only shortens the window.
+class FrameWindow {
+ public:
+  const unsigned char* get(uint64_t frame, uint32_t size) {
+    if (frame >= valid_lo_ && frame + size <= hi_) return buf_ + (frame - base_);
+    const uint64_t hi = frame + size;
+    const uint64_t base = hi > sizeof buf_ ? hi - sizeof buf_ : 0;
+    iovec local[4], remote[4];
+    unsigned long n = 0;
+    for (uint64_t top = hi; top > base && n < 4;) {
+      const uint64_t bottom = std::max(base, (top - 1) & ~uint64_t{4095});
+      remote[n] = {reinterpret_cast<void*>(bottom), top - bottom};
+      local[n] = {buf_ + (bottom - base), top - bottom};
+      ++n;
+      top = bottom;
+    }
+    const long got = vm_read(local, n, remote, n);
+    if (got < static_cast<long>(size)) {
+      valid_lo_ = hi_ = 0;
+      return nullptr;
+    }
+    base_ = base;
+    hi_ = hi;
+    valid_lo_ = hi - static_cast<uint64_t>(got);  // pages are read top-down: [hi - got, hi) is valid
+    return buf_ + (frame - base_);
+  }
+
+ private:
+  unsigned char buf_[8192];
+  uint64_t base_ = 0, valid_lo_ = 0, hi_ = 0;
+};
+
 }  // namespace
 
 bool init() {
@@ -354,6 +405,8 @@ bool init() {
   const size_t eval_size = symbol_size(eval);
   g.eval_lo.store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
   g.eval_hi.store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1), std::memory_order_relaxed);
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
   g.layout = layout;
   g.get_tstate = get_tstate;
   set_description(std::string("CPython ") + version + " (" + module_of(eval) + ")");
@@ -383,9 +436,18 @@ int capture_current_thread(RawPyFrame* out, int max) {
     if (!plausible(frame) || !safe_read(&frame, frame + L.cframe_current, 8)) return 0;
   }
   int n = 0;
-  unsigned char buf[128];
+  unsigned char small[128];
+  FrameWindow window;  // 3.11+: frames are contiguous in the thread's data stack
+  const bool contiguous = L.model != FrameModel::FrameObject;
   for (int walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
-    if (!plausible(frame) || !safe_read(buf, frame, L.frame_read)) break;
+    if (!plausible(frame)) break;
+    const unsigned char* buf = small;
+    if (contiguous) {
+      buf = window.get(frame, L.frame_read);
+      if (!buf) break;
+    } else if (!safe_read(small, frame, L.frame_read)) {
+      break;
+    }
     const uint64_t previous = field<uint64_t>(buf, L.frame_previous);
     if (L.frame_owner != kNone && L.model != FrameModel::Cframe311 && buf[L.frame_owner] == kOwnedByCstack) {
       // The shim an evaluator call pushes: the Python frame just above it was that call's first.
@@ -430,10 +492,7 @@ int capture_current_thread(RawPyFrame* out, int max) {
       local[i] = {&types[i], 8};
       remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), 8};
     }
-    const int saved = errno;
-    const long got = syscall(SYS_process_vm_readv, static_cast<pid_t>(syscall(SYS_getpid)), local,
-                             static_cast<unsigned long>(count), remote, static_cast<unsigned long>(count), 0ul);
-    errno = saved;
+    const long got = vm_read(local, static_cast<unsigned long>(count), remote, static_cast<unsigned long>(count));
     const int ok = got < 0 ? 0 : static_cast<int>(got / 8);
     for (int i = 0; i < count; ++i) {
       if (i >= ok || types[i] != g.code_type) return base + i;
