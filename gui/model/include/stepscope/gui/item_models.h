@@ -1,0 +1,68 @@
+// Qt item models over the timeline data (QtCore only, no widgets): findings, kernel statistics of a
+// range and a call tree. Every model gives Qt::DisplayRole text and a numeric SortRole for sorting proxies.
+#pragma once
+
+#include <QAbstractItemModel>
+#include <QAbstractTableModel>
+#include <memory>
+
+#include "stepscope/gui/range_stats.h"
+#include "stepscope/gui/timeline_model.h"
+
+namespace stepscope::gui {
+
+inline constexpr int SortRole = Qt::UserRole + 1;
+
+class FindingsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { Severity, Rule, Steps, Saving, Share, Summary, ColumnCount };
+  explicit FindingsModel(QObject* parent = nullptr);
+  void set_model(std::shared_ptr<const TimelineModel> model);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ private:
+  std::shared_ptr<const TimelineModel> model_;
+};
+
+class KernelStatsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { Name, Count, Total, Mean, Min, Max, Share, ColumnCount };
+  explicit KernelStatsModel(QObject* parent = nullptr);
+  void set_stats(std::vector<KernelStat> stats, int64_t range_ns);
+  const std::vector<KernelStat>& stats() const { return stats_; }
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ private:
+  std::vector<KernelStat> stats_;
+  int64_t range_ns_ = 0;
+};
+
+class CallTreeModel : public QAbstractItemModel {
+  Q_OBJECT
+ public:
+  enum Column { Function, Self, Total, ColumnCount };
+  explicit CallTreeModel(QObject* parent = nullptr);
+  void set_tree(CallTree tree);
+  const CallTree& tree() const { return tree_; }
+  QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
+  QModelIndex parent(const QModelIndex& child) const override;
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ private:
+  int32_t node_of(const QModelIndex& index) const;
+  QString weight(double w) const;
+  CallTree tree_;
+};
+
+}  // namespace stepscope::gui

@@ -1,0 +1,62 @@
+// What happened in a selected time range: a call tree of the CPU samples (or, for traces without samples,
+// of the host ranges weighted by time) and per-kernel statistics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stepscope/gui/timeline_model.h"
+
+namespace stepscope::gui {
+
+class CallTree {
+ public:
+  enum class Direction { TopDown, BottomUp };
+  struct Node {
+    int32_t name = -1;    // index into names(); -1 for the root
+    int32_t parent = -1;
+    std::vector<int32_t> children;  // sorted by total, largest first
+    double self = 0, total = 0;
+  };
+
+  // From the CPU samples in [t0, t1): weight = sample count. Top-down roots are threads.
+  static CallTree from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
+  // From host ranges and API calls overlapping [t0, t1): weight = time in the window (ns).
+  static CallTree from_ranges(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
+  // Samples when the window has any, else ranges.
+  static CallTree for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
+
+  const std::vector<Node>& nodes() const { return nodes_; }  // nodes()[0] is the root
+  const std::string& name(const Node& n) const;
+  const std::vector<std::string>& names() const { return names_; }
+  bool weighted_by_time() const { return by_time_; }  // false: sample counts
+  Direction direction() const { return dir_; }
+  // The bottom-up view of a top-down tree: each node's self weight re-inserted along its reversed path.
+  CallTree inverted() const;
+
+ private:
+  int32_t child(int32_t parent, int32_t name);
+  int32_t intern(const std::string& s);
+  void finish(bool totals_from_self);
+
+  std::vector<Node> nodes_{Node{}};
+  std::vector<std::string> names_;
+  std::unordered_map<uint64_t, int32_t> child_map_;  // (parent << 32 | name) → node
+  std::unordered_map<std::string, int32_t> name_map_;
+  bool by_time_ = false;
+  Direction dir_ = Direction::TopDown;
+};
+
+struct KernelStat {
+  std::string name;
+  int64_t count = 0;
+  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+  double mean_ns() const { return count ? double(total_ns) / double(count) : 0.0; }
+};
+
+// GPU activities (kernels, copies, memsets) starting in [t0, t1), grouped by name; largest total first.
+std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int64_t t1);
+
+}  // namespace stepscope::gui

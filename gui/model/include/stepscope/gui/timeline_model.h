@@ -1,0 +1,165 @@
+// The timeline's data model, free of any widget code: tracks grouped by process and device, each holding
+// lanes (one per nesting depth) of events sorted by start time. Built once from a store::Trace (and the
+// analyzer's result when there is one); every later query (level of detail, hit-testing, details) reads it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/store/records.h"
+
+namespace stepscope::gui {
+
+// What table of the trace an event row comes from.
+enum class EventKind : uint8_t { Kernel, Memcpy, Memset, ApiCall, Range, Sync, DataWait, Step, Finding };
+const char* to_string(EventKind k);
+
+struct EventRef {
+  EventKind kind = EventKind::Kernel;
+  uint32_t row = 0;  // index into the trace table for `kind` (steps/findings: index into the model's lists)
+  bool operator==(const EventRef&) const = default;
+};
+
+// One row of non-overlapping-by-construction events, sorted by start. Stored column-wise: a binary search
+// over `starts` touches only the times.
+struct Lane {
+  std::vector<int64_t> starts, ends;
+  std::vector<uint32_t> rows;
+  std::vector<EventKind> kinds;
+  // Prefix maximum of `ends`; empty when `ends` is already non-decreasing (the usual case), so the first
+  // event ending after t is one binary search either way.
+  std::vector<int64_t> max_end;
+
+  size_t size() const { return starts.size(); }
+  int64_t max_end_at(size_t i) const { return max_end.empty() ? ends[i] : max_end[i]; }
+  EventRef ref(size_t i) const { return {kinds[i], rows[i]}; }
+  // First index whose event (or an earlier one) ends after t.
+  size_t first_ending_after(int64_t t) const;
+  // First index whose start is >= t, searching from `from`.
+  size_t first_starting_at_or_after(int64_t t, size_t from = 0) const;
+};
+
+enum class TrackKind : uint8_t { Steps, Findings, CpuSamples, CpuRanges, DataWaits, GpuStream };
+const char* to_string(TrackKind k);
+
+struct Track {
+  TrackKind kind = TrackKind::CpuRanges;
+  std::string group;  // "Process 1234 python", "GPU 0 NVIDIA A100", "Analysis"
+  std::string title;  // "Thread 1234 python", "Stream 7", "Steps"
+  int64_t pid = 0, tid = 0, device = -1, stream = -1;
+  std::vector<Lane> lanes;
+  // CpuSamples only: sample times (sorted) and their rows in trace.samples.
+  std::vector<int64_t> sample_times;
+  std::vector<uint32_t> sample_rows;
+  int lane_count() const { return kind == TrackKind::CpuSamples ? 1 : static_cast<int>(lanes.size()); }
+};
+
+// A step as the timeline shows it (the analyzer's breakdown when present, else the stored step).
+struct StepInfo {
+  int64_t index = 0, start = 0, end = 0;
+  std::string bound;  // "input", "launch", "sync", "host", "gpu" or "" when not analyzed
+};
+
+// A finding as the timeline shows it (the analyzer's result when present, else the stored finding).
+struct FindingInfo {
+  std::string rule, severity, summary, suggestion, evidence_json;
+  std::vector<int64_t> steps;                       // step indexes
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // evidence time ranges
+  double est_savings_us_per_step = 0, share = 0;
+  int64_t start = 0, end = 0;  // extent: the union of its steps and ranges
+};
+
+const char* bound_name(analyzer::Bound b);
+
+class TimelineModel {
+ public:
+  // Takes shared ownership: draw lists built on worker threads keep the data alive.
+  static std::shared_ptr<const TimelineModel> build(std::shared_ptr<const store::Trace> trace,
+                                                    std::shared_ptr<const analyzer::Analysis> analysis = {});
+
+  const store::Trace& trace() const { return *trace_; }
+  const analyzer::Analysis* analysis() const { return analysis_.get(); }
+  const std::vector<Track>& tracks() const { return tracks_; }
+  const std::vector<StepInfo>& steps() const { return steps_; }
+  const std::vector<FindingInfo>& findings() const { return findings_; }
+  int64_t begin() const { return begin_; }  // earliest event
+  int64_t end() const { return end_; }      // latest event end (> begin)
+  size_t event_count() const { return event_count_; }
+
+  int64_t start_of(EventRef e) const;
+  int64_t end_of(EventRef e) const;
+  std::string name_of(EventRef e) const;
+  // Names the event's colour: a string id for named events (same name → same colour), or one of the
+  // fixed keys below; the widget maps keys to palette colours.
+  uint32_t colour_key(EventRef e) const;
+  static constexpr uint32_t kMemcpyKey = 0xFFFF0000u;  // | CopyKind
+  static constexpr uint32_t kMemsetKey = 0xFFFE0000u;
+  static constexpr uint32_t kDataWaitKey = 0xFFFD0000u;
+  static constexpr uint32_t kSyncKey = 0xFFFC0000u;
+  static constexpr uint32_t kStepKey = 0xFFFB0000u;     // | bound code (bound_code())
+  static constexpr uint32_t kFindingKey = 0xFFFA0000u;  // | Severity
+  static constexpr uint32_t kSpecialMask = 0xFFF00000u;
+  // 0 input, 1 launch, 2 sync, 3 host, 4 gpu, 5 unknown.
+  static uint32_t bound_code(const std::string& bound);
+
+  // Index of the step with this index value, or -1.
+  int step_position(int64_t step_index) const;
+  // Time extent of a finding (its steps and evidence ranges); nullopt when it has none.
+  std::optional<std::pair<int64_t, int64_t>> finding_extent(size_t finding) const;
+
+  // Flow between host and device: the API call that launched a GPU activity (correlation id) and back.
+  std::optional<uint32_t> launching_api_call(EventRef gpu_event) const;
+  std::vector<EventRef> launched_by(uint32_t api_row) const;
+  // Where an event sits on the timeline (track, lane, position), for arrows and selection.
+  struct Location {
+    int track = -1, lane = -1;
+    size_t index = 0;
+  };
+  std::optional<Location> locate(EventRef e) const;
+  // The CPU sample on the same thread nearest to `t` within `window` ns (trace.samples row), or nullopt.
+  std::optional<uint32_t> sample_near(int64_t pid, int64_t tid, int64_t t, int64_t window) const;
+  // Frames of a stack, leaf first (trace.frames rows).
+  std::vector<uint32_t> stack_frames(int64_t stack_id) const;
+  std::string frame_name(uint32_t frame_row) const;
+  // Host events (ranges, API calls) on the same thread enclosing [start, end), outermost first.
+  std::vector<EventRef> enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const;
+
+  // Samples in [t0, t1) in time order (trace.samples rows).
+  std::vector<uint32_t> samples_in(int64_t t0, int64_t t1) const;
+
+ private:
+  TimelineModel() = default;
+  void build_tracks();
+  void build_steps_and_findings();
+
+  std::shared_ptr<const store::Trace> trace_;
+  std::shared_ptr<const analyzer::Analysis> analysis_;
+  std::vector<Track> tracks_;
+  std::vector<StepInfo> steps_;
+  std::vector<FindingInfo> findings_;
+  int64_t begin_ = 0, end_ = 1;
+  size_t event_count_ = 0;
+  std::unordered_map<int64_t, uint32_t> api_by_correlation_;
+  std::unordered_map<int64_t, std::vector<EventRef>> gpu_by_correlation_;
+  struct PairHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& p) const {
+      return std::hash<int64_t>()(p.first * 0x9E3779B97F4A7C15LL ^ p.second);
+    }
+  };
+  using PairMap = std::unordered_map<std::pair<int64_t, int64_t>, int, PairHash>;
+  PairMap gpu_track_;     // (device, stream) → GpuStream track
+  PairMap ranges_track_;  // (pid, tid) → CpuRanges track
+  PairMap waits_track_;   // (pid, tid) → DataWaits track
+  PairMap samples_track_;  // (pid, tid) → CpuSamples track
+  int steps_track_ = -1, findings_track_ = -1;
+  std::vector<uint32_t> samples_by_time_;        // trace.samples rows sorted by time
+  std::unordered_map<int64_t, uint32_t> stack_row_;  // stack id → trace.stacks row
+  std::unordered_map<int64_t, uint32_t> frame_row_;  // frame id → trace.frames row
+};
+
+}  // namespace stepscope::gui

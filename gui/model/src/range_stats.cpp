@@ -1,0 +1,195 @@
+#include "stepscope/gui/range_stats.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace stepscope::gui {
+
+const std::string& CallTree::name(const Node& n) const {
+  static const std::string root = "(all)";
+  return n.name < 0 ? root : names_[n.name];
+}
+
+int32_t CallTree::intern(const std::string& s) {
+  auto [it, inserted] = name_map_.emplace(s, static_cast<int32_t>(names_.size()));
+  if (inserted) names_.push_back(s);
+  return it->second;
+}
+
+int32_t CallTree::child(int32_t parent, int32_t name) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) | static_cast<uint32_t>(name);
+  auto it = child_map_.find(key);
+  if (it != child_map_.end()) return it->second;
+  const int32_t id = static_cast<int32_t>(nodes_.size());
+  Node n;
+  n.name = name;
+  n.parent = parent;
+  nodes_.push_back(n);
+  nodes_[parent].children.push_back(id);
+  child_map_.emplace(key, id);
+  return id;
+}
+
+// totals_from_self: total = self + Σ children totals. Otherwise `total` already holds each node's own
+// weight and self = total − Σ children totals.
+void CallTree::finish(bool totals_from_self) {
+  // Children always have larger ids than their parent, so a reverse sweep is a post-order.
+  if (totals_from_self) {
+    for (auto& n : nodes_) n.total = n.self;
+    for (size_t i = nodes_.size(); i-- > 1;) nodes_[nodes_[i].parent].total += nodes_[i].total;
+  } else {
+    for (auto& n : nodes_) n.self = n.total;
+    for (size_t i = nodes_.size(); i-- > 1;) nodes_[nodes_[i].parent].self -= nodes_[i].total;
+    double root = 0;
+    for (int32_t c : nodes_[0].children) root += nodes_[c].total;
+    nodes_[0].total = root;
+    nodes_[0].self = 0;
+    for (auto& n : nodes_) n.self = std::max(0.0, n.self);
+  }
+  for (auto& n : nodes_)
+    std::stable_sort(n.children.begin(), n.children.end(),
+                     [&](int32_t a, int32_t b) { return nodes_[a].total > nodes_[b].total; });
+}
+
+CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
+  CallTree tree;
+  tree.by_time_ = false;
+  const store::Trace& t = model.trace();
+  std::unordered_map<int64_t, std::vector<int32_t>> path_cache;  // stack id → names, root first
+  std::vector<int32_t> path;
+  for (uint32_t row : model.samples_in(t0, t1)) {
+    const store::Sample& s = t.samples[row];
+    auto it = path_cache.find(s.stack);
+    if (it == path_cache.end()) {
+      std::vector<int32_t> names;
+      auto frames = model.stack_frames(s.stack);
+      for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(tree.intern(model.frame_name(*f)));
+      if (names.empty()) names.push_back(tree.intern("(no stack)"));
+      it = path_cache.emplace(s.stack, std::move(names)).first;
+    }
+    path.clear();
+    std::string thread = "Thread " + std::to_string(s.tid);
+    path.push_back(tree.intern(thread));
+    path.insert(path.end(), it->second.begin(), it->second.end());
+    int32_t node = 0;
+    for (int32_t n : path) node = tree.child(node, n);
+    tree.nodes_[node].self += 1;
+  }
+  tree.finish(true);
+  return dir == Direction::TopDown ? tree : tree.inverted();
+}
+
+CallTree CallTree::from_ranges(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
+  CallTree tree;
+  tree.by_time_ = true;
+  constexpr size_t kMaxEvents = 500000;  // a window this busy is summarized by its first half-million events
+  size_t visited = 0;
+  std::vector<int32_t> stack_names;
+  std::vector<int64_t> stack_ends;
+  for (const Track& tr : model.tracks()) {
+    if (tr.kind != TrackKind::CpuRanges) continue;
+    const int32_t thread = tree.intern("Thread " + std::to_string(tr.tid));
+    // Walk every lane's visible events in start order (a k-way merge over depth lanes), keeping the
+    // stack of enclosing events, so each event's path is its enclosing events on that thread.
+    std::vector<size_t> pos(tr.lanes.size());
+    for (size_t li = 0; li < tr.lanes.size(); ++li) pos[li] = tr.lanes[li].first_ending_after(t0);
+    std::vector<int32_t> node_stack{tree.child(0, thread)};
+    stack_ends.assign(1, INT64_MAX);
+    for (;;) {
+      int best = -1;
+      for (size_t li = 0; li < tr.lanes.size(); ++li) {
+        const Lane& l = tr.lanes[li];
+        if (pos[li] >= l.size() || l.starts[pos[li]] >= t1) continue;
+        if (best < 0 || l.starts[pos[li]] < tr.lanes[best].starts[pos[best]] ||
+            (l.starts[pos[li]] == tr.lanes[best].starts[pos[best]] && static_cast<int>(li) < best))
+          best = static_cast<int>(li);
+      }
+      if (best < 0 || ++visited > kMaxEvents) break;
+      const Lane& l = tr.lanes[best];
+      const size_t i = pos[best]++;
+      const int64_t s = l.starts[i], e = l.ends[i];
+      while (stack_ends.size() > 1 && stack_ends.back() <= s) {
+        stack_ends.pop_back();
+        node_stack.pop_back();
+      }
+      const int32_t node = tree.child(node_stack.back(), tree.intern(model.name_of(l.ref(i))));
+      tree.nodes_[node].total += static_cast<double>(std::min(e, t1) - std::max(s, t0));
+      node_stack.push_back(node);
+      stack_ends.push_back(e);
+    }
+  }
+  tree.finish(false);
+  return dir == Direction::TopDown ? tree : tree.inverted();
+}
+
+CallTree CallTree::for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
+  if (!model.samples_in(t0, t1).empty()) return from_samples(model, t0, t1, dir);
+  return from_ranges(model, t0, t1, dir);
+}
+
+CallTree CallTree::inverted() const {
+  CallTree out;
+  out.by_time_ = by_time_;
+  out.dir_ = dir_ == Direction::TopDown ? Direction::BottomUp : Direction::TopDown;
+  std::vector<int32_t> path;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.self <= 0) continue;
+    // Reversed path, leaf first; the thread (top-down root level) is left out of bottom-up paths.
+    path.clear();
+    for (int32_t k = static_cast<int32_t>(i); k > 0 && nodes_[k].parent > 0; k = nodes_[k].parent)
+      path.push_back(out.intern(names_[nodes_[k].name]));
+    if (path.empty()) path.push_back(out.intern(names_[n.name]));
+    int32_t node = 0;
+    for (int32_t name : path) {
+      node = out.child(node, name);
+      out.nodes_[node].total += n.self;
+    }
+    // A root-level node of a bottom-up tree is a function; its self weight is the time spent in it.
+    out.nodes_[out.child(0, path.front())].self += n.self;
+  }
+  double root = 0;
+  for (int32_t c : out.nodes_[0].children) root += out.nodes_[c].total;
+  out.nodes_[0].total = root;
+  for (auto& n : out.nodes_)
+    std::stable_sort(n.children.begin(), n.children.end(),
+                     [&](int32_t a, int32_t b) { return out.nodes_[a].total > out.nodes_[b].total; });
+  return out;
+}
+
+std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int64_t t1) {
+  std::unordered_map<std::string, KernelStat> by_name;
+  std::unordered_map<uint64_t, KernelStat*> by_key;  // kernel name id (or kind | colour key)
+  for (const Track& tr : model.tracks()) {
+    if (tr.kind != TrackKind::GpuStream) continue;
+    for (const Lane& l : tr.lanes) {
+      size_t i = l.first_starting_at_or_after(t0);
+      for (; i < l.size() && l.starts[i] < t1; ++i) {
+        const EventRef ref = l.ref(i);
+        const uint64_t key = ref.kind == EventKind::Kernel
+                                 ? static_cast<uint64_t>(model.trace().kernels[ref.row].name)
+                                 : (static_cast<uint64_t>(ref.kind) << 56) | model.colour_key(ref);
+        KernelStat*& st = by_key[key];
+        if (!st) {
+          std::string name = model.name_of(ref);
+          st = &by_name[name];
+          st->name = name;
+        }
+        const int64_t d = l.ends[i] - l.starts[i];
+        if (st->count == 0 || d < st->min_ns) st->min_ns = d;
+        if (st->count == 0 || d > st->max_ns) st->max_ns = d;
+        st->count += 1;
+        st->total_ns += d;
+      }
+    }
+  }
+  std::vector<KernelStat> out;
+  out.reserve(by_name.size());
+  for (auto& [k, v] : by_name) out.push_back(std::move(v));
+  std::sort(out.begin(), out.end(), [](const KernelStat& a, const KernelStat& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return out;
+}
+
+}  // namespace stepscope::gui

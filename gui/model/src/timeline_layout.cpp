@@ -1,0 +1,268 @@
+#include "stepscope/gui/timeline_layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace stepscope::gui {
+
+void Viewport::zoom_about(double x, double factor, double min_span) {
+  const double anchor = time_at(x);
+  double span = (t1 - t0) * factor;
+  if (span < min_span) span = min_span;
+  const double frac = x / (width > 0 ? width : 1);
+  t0 = anchor - span * frac;
+  t1 = t0 + span;
+}
+
+void Viewport::pan_px(double dx) {
+  const double d = dx * ns_per_px();
+  t0 += d;
+  t1 += d;
+}
+
+void Viewport::clamp_to(double lo, double hi) {
+  // Allow a margin of 5% of the trace on each side, so edge events are not glued to the border.
+  const double margin = (hi - lo) * 0.05;
+  lo -= margin;
+  hi += margin;
+  double span = t1 - t0;
+  if (span > hi - lo) {
+    t0 = lo;
+    t1 = hi;
+    return;
+  }
+  if (t0 < lo) {
+    t0 = lo;
+    t1 = lo + span;
+  }
+  if (t1 > hi) {
+    t1 = hi;
+    t0 = hi - span;
+  }
+}
+
+TimelineLayout::TimelineLayout(const TimelineModel& model, LayoutMetrics metrics) : metrics_(metrics) {
+  const auto& tracks = model.tracks();
+  row_of_track_.assign(tracks.size(), -1);
+  int y = 0;
+  std::string group;
+  for (size_t i = 0; i < tracks.size(); ++i) {
+    const Track& tr = tracks[i];
+    if (i == 0 || tr.group != group) {
+      group = tr.group;
+      rows_.push_back({-1, group, y, metrics_.group_header_height});
+      y += metrics_.group_header_height;
+    }
+    int h = tr.kind == TrackKind::CpuSamples ? metrics_.samples_height
+                                               : std::max(1, tr.lane_count()) * metrics_.lane_height;
+    row_of_track_[i] = static_cast<int>(rows_.size());
+    rows_.push_back({static_cast<int>(i), group, y, h});
+    y += h + metrics_.track_gap;
+  }
+  total_height_ = y;
+}
+
+const TimelineLayout::Row* TimelineLayout::row_of_track(int track) const {
+  if (track < 0 || static_cast<size_t>(track) >= row_of_track_.size()) return nullptr;
+  return &rows_[row_of_track_[track]];
+}
+
+const TimelineLayout::Row* TimelineLayout::row_at(int y) const {
+  auto it = std::upper_bound(rows_.begin(), rows_.end(), y, [](int v, const Row& r) { return v < r.y; });
+  if (it == rows_.begin()) return nullptr;
+  --it;
+  return y < it->y + it->height ? &*it : nullptr;
+}
+
+int TimelineLayout::lane_y(int track, int lane) const {
+  const Row* r = row_of_track(track);
+  return r ? r->y + lane * metrics_.lane_height : 0;
+}
+
+std::vector<int> TimelineLayout::tracks_in(int y0, int y1) const {
+  std::vector<int> out;
+  for (const Row& r : rows_)
+    if (r.track >= 0 && r.y < y1 && r.y + r.height > y0) out.push_back(r.track);
+  return out;
+}
+
+namespace {
+
+void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_index, const Viewport& vp,
+              const LodOptions& opt, DrawList& out) {
+  const size_t n = lane.size();
+  if (!n) return;
+  const double npp = vp.ns_per_px();
+  const double merge_ns = opt.merge_px * npp;
+  const int64_t t0 = static_cast<int64_t>(std::floor(vp.t0));
+  const int64_t t1 = static_cast<int64_t>(std::ceil(vp.t1));
+  size_t i = lane.first_ending_after(t0);
+  while (i < n && lane.starts[i] < t1) {
+    ++out.events_visited;
+    const int64_t s = lane.starts[i];
+    int64_t e = lane.ends[i];
+    DrawItem item;
+    item.track = track;
+    item.lane = static_cast<int16_t>(lane_index);
+    item.index = static_cast<uint32_t>(i);
+    item.colour = model.colour_key(lane.ref(i));
+    size_t next = i + 1;
+    if (static_cast<double>(e - s) < merge_ns) {
+      // Sub-pixel: absorb every event starting less than a pixel after the block's end, until a gap of at
+      // least one pixel or a wide event (which gets its own rectangle and label). The end advances by at
+      // least a pixel every two rounds, so a block costs O(its width in pixels) binary searches.
+      for (;;) {
+        const int64_t boundary = e + static_cast<int64_t>(std::ceil(npp));
+        size_t j = lane.first_starting_at_or_after(std::max(boundary, lane.starts[next - 1] + 1), next);
+        // Lanes hold non-overlapping events, so only the last absorbed one can be wide.
+        if (j > next && static_cast<double>(lane.ends[j - 1] - lane.starts[j - 1]) >= merge_ns) --j;
+        if (j <= next) break;
+        e = std::max(e, lane.max_end_at(j - 1));
+        next = j;
+        ++out.events_visited;
+      }
+    }
+    item.start = static_cast<double>(s);
+    item.end = static_cast<double>(e);
+    item.count = static_cast<uint32_t>(next - i);
+    out.items.push_back(item);
+    i = next;
+  }
+}
+
+void density(const Track& tr, int track, const Viewport& vp, const LodOptions& opt, DrawList& out) {
+  DensityStrip strip;
+  strip.track = track;
+  strip.t0 = vp.t0;
+  strip.bucket_ns = vp.ns_per_px() * opt.density_bucket_px;
+  const int buckets = (vp.width + opt.density_bucket_px - 1) / opt.density_bucket_px;
+  strip.counts.resize(buckets);
+  strip.values.resize(buckets);
+  const auto& v = tr.sample_times;
+  auto lo = std::lower_bound(v.begin(), v.end(), static_cast<int64_t>(std::floor(vp.t0)));
+  uint32_t peak = 0;
+  for (int b = 0; b < buckets; ++b) {
+    const int64_t edge = static_cast<int64_t>(std::floor(vp.t0 + (b + 1) * strip.bucket_ns));
+    auto hi = std::lower_bound(lo, v.end(), edge);
+    strip.counts[b] = static_cast<uint32_t>(hi - lo);
+    peak = std::max(peak, strip.counts[b]);
+    out.events_visited += 1;
+    lo = hi;
+  }
+  for (int b = 0; b < buckets; ++b) strip.values[b] = peak ? float(strip.counts[b]) / float(peak) : 0.f;
+  out.density.push_back(std::move(strip));
+}
+
+}  // namespace
+
+DrawList build_draw_list(const TimelineModel& model, const Viewport& vp, const std::vector<int>& tracks,
+                         const LodOptions& options) {
+  DrawList out;
+  out.viewport = vp;
+  out.tracks = tracks;
+  for (int ti : tracks) {
+    if (ti < 0 || static_cast<size_t>(ti) >= model.tracks().size()) continue;
+    const Track& tr = model.tracks()[ti];
+    if (tr.kind == TrackKind::CpuSamples) {
+      density(tr, ti, vp, options, out);
+      continue;
+    }
+    for (size_t li = 0; li < tr.lanes.size(); ++li) lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, out);
+  }
+  return out;
+}
+
+std::optional<Hit> hit_test(const TimelineModel& model, const TimelineLayout& layout, const Viewport& vp, double x,
+                            int y, double tolerance_px) {
+  const TimelineLayout::Row* row = layout.row_at(y);
+  if (!row || row->track < 0) return std::nullopt;
+  const Track& tr = model.tracks()[row->track];
+  const double t = vp.time_at(x);
+  const double tol = tolerance_px * vp.ns_per_px();
+  if (tr.kind == TrackKind::CpuSamples) {
+    const auto& v = tr.sample_times;
+    if (v.empty()) return std::nullopt;
+    size_t i = static_cast<size_t>(std::lower_bound(v.begin(), v.end(), static_cast<int64_t>(t)) - v.begin());
+    size_t best = v.size();
+    double best_d = tol + 1;
+    for (size_t k : {i, i - 1}) {
+      if (k >= v.size()) continue;
+      double d = std::abs(static_cast<double>(v[k]) - t);
+      if (d < best_d) {
+        best_d = d;
+        best = k;
+      }
+    }
+    if (best == v.size() || best_d > tol) return std::nullopt;
+    Hit h;
+    h.track = row->track;
+    h.lane = 0;
+    h.index = best;
+    h.sample_row = tr.sample_rows[best];
+    return h;
+  }
+  const int lane = (y - row->y) / layout.metrics().lane_height;
+  if (lane < 0 || static_cast<size_t>(lane) >= tr.lanes.size()) return std::nullopt;
+  const Lane& l = tr.lanes[lane];
+  if (!l.size()) return std::nullopt;
+  // Candidates: events overlapping [t - tol, t + tol].
+  size_t i = l.first_ending_after(static_cast<int64_t>(std::floor(t - tol)));
+  size_t best = l.size();
+  double best_d = 0;
+  for (; i < l.size() && static_cast<double>(l.starts[i]) <= t + tol; ++i) {
+    const double s = static_cast<double>(l.starts[i]), e = static_cast<double>(l.ends[i]);
+    if (e < t - tol) continue;  // only possible in overlapping lanes
+    const double d = t < s ? s - t : (t > e ? t - e : 0.0);
+    // Prefer containment; among containing events the shortest (the most specific).
+    if (best == l.size() || d < best_d || (d == 0 && best_d == 0 && e - s < double(l.ends[best] - l.starts[best]))) {
+      best = i;
+      best_d = d;
+    }
+  }
+  if (best == l.size()) return std::nullopt;
+  Hit h;
+  h.track = row->track;
+  h.lane = lane;
+  h.index = best;
+  h.event = l.ref(best);
+  return h;
+}
+
+std::string format_duration(double ns, int significant) {
+  const double a = std::abs(ns);
+  const char* unit = "ns";
+  double v = ns;
+  if (a >= 1e9) {
+    v = ns / 1e9;
+    unit = "s";
+  } else if (a >= 1e6) {
+    v = ns / 1e6;
+    unit = "ms";
+  } else if (a >= 1e3) {
+    v = ns / 1e3;
+    unit = "µs";
+  }
+  char buf[64];
+  if (unit[0] == 'n' && unit[1] == 's') {
+    std::snprintf(buf, sizeof buf, "%.0f ns", v);
+  } else {
+    // Keep `significant` digits without trailing noise: 12.5 ms, 830 µs, 1.20 s.
+    const double av = std::abs(v);
+    int decimals = av >= 100 ? 0 : av >= 10 ? 1 : 2;
+    decimals = std::max(0, decimals - (3 - significant));
+    std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v, unit);
+  }
+  return buf;
+}
+
+double ruler_step(const Viewport& vp, double target_px) {
+  const double raw = vp.ns_per_px() * target_px;
+  if (raw <= 1) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+}  // namespace stepscope::gui

@@ -1,0 +1,598 @@
+#include "stepscope/gui/timeline_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace stepscope::gui {
+
+const char* to_string(EventKind k) {
+  switch (k) {
+    case EventKind::Kernel: return "kernel";
+    case EventKind::Memcpy: return "memcpy";
+    case EventKind::Memset: return "memset";
+    case EventKind::ApiCall: return "API call";
+    case EventKind::Range: return "range";
+    case EventKind::Sync: return "sync";
+    case EventKind::DataWait: return "data wait";
+    case EventKind::Step: return "step";
+    case EventKind::Finding: return "finding";
+  }
+  return "event";
+}
+
+const char* to_string(TrackKind k) {
+  switch (k) {
+    case TrackKind::Steps: return "steps";
+    case TrackKind::Findings: return "findings";
+    case TrackKind::CpuSamples: return "cpu samples";
+    case TrackKind::CpuRanges: return "cpu ranges";
+    case TrackKind::DataWaits: return "data waits";
+    case TrackKind::GpuStream: return "gpu stream";
+  }
+  return "track";
+}
+
+const char* bound_name(analyzer::Bound b) {
+  switch (b) {
+    case analyzer::Bound::Input: return "input";
+    case analyzer::Bound::Launch: return "launch";
+    case analyzer::Bound::Sync: return "sync";
+    case analyzer::Bound::Host: return "host";
+    case analyzer::Bound::Gpu: return "gpu";
+  }
+  return "";
+}
+
+uint32_t TimelineModel::bound_code(const std::string& b) {
+  if (b == "input") return 0;
+  if (b == "launch") return 1;
+  if (b == "sync") return 2;
+  if (b == "host") return 3;
+  if (b == "gpu") return 4;
+  return 5;
+}
+
+size_t Lane::first_ending_after(int64_t t) const {
+  const auto& v = max_end.empty() ? ends : max_end;
+  return static_cast<size_t>(std::upper_bound(v.begin(), v.end(), t) - v.begin());
+}
+
+size_t Lane::first_starting_at_or_after(int64_t t, size_t from) const {
+  return static_cast<size_t>(std::lower_bound(starts.begin() + static_cast<ptrdiff_t>(from), starts.end(), t) -
+                             starts.begin());
+}
+
+namespace {
+
+struct Item {
+  int64_t start, end;
+  uint32_t row;
+  EventKind kind;
+};
+
+// Limits pathological overlap (e.g. a trace with thousands of concurrent async ranges) to a bounded number
+// of lanes; the last lane then may overlap, which Lane::max_end accounts for.
+constexpr size_t kMaxLanes = 48;
+
+// Stacks events into lanes: first lane whose last event has ended. For properly nested ranges sorted by
+// (start, longest first) this is exactly their nesting depth; for a GPU stream it is one lane unless the
+// trace has overlapping activities on that stream.
+std::vector<Lane> stack_into_lanes(std::vector<Item>& items) {
+  auto before = [](const Item& a, const Item& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  };
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+  std::vector<Lane> lanes;
+  std::vector<int64_t> last_end;
+  for (const Item& it : items) {
+    size_t lane = 0;
+    while (lane < last_end.size() && last_end[lane] > it.start) ++lane;
+    if (lane >= kMaxLanes) lane = kMaxLanes - 1;
+    if (lane >= lanes.size()) {
+      lanes.emplace_back();
+      last_end.push_back(std::numeric_limits<int64_t>::min());
+    }
+    Lane& l = lanes[lane];
+    l.starts.push_back(it.start);
+    l.ends.push_back(it.end);
+    l.rows.push_back(it.row);
+    l.kinds.push_back(it.kind);
+    last_end[lane] = std::max(last_end[lane], it.end);
+  }
+  for (Lane& l : lanes) {
+    if (!std::is_sorted(l.ends.begin(), l.ends.end())) {
+      l.max_end.resize(l.ends.size());
+      int64_t m = std::numeric_limits<int64_t>::min();
+      for (size_t i = 0; i < l.ends.size(); ++i) l.max_end[i] = m = std::max(m, l.ends[i]);
+    }
+    l.starts.shrink_to_fit();
+    l.ends.shrink_to_fit();
+    l.rows.shrink_to_fit();
+    l.kinds.shrink_to_fit();
+  }
+  items.clear();
+  items.shrink_to_fit();
+  return lanes;
+}
+
+template <class Row>
+Item item_of(const Row& r, uint32_t row, EventKind kind) {
+  return Item{r.start, std::max(r.start, r.end), row, kind};
+}
+
+}  // namespace
+
+std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const store::Trace> trace,
+                                                          std::shared_ptr<const analyzer::Analysis> analysis) {
+  std::shared_ptr<TimelineModel> m(new TimelineModel());
+  m->trace_ = trace ? std::move(trace) : std::make_shared<store::Trace>();
+  m->analysis_ = std::move(analysis);
+  m->build_steps_and_findings();
+  m->build_tracks();
+  return m;
+}
+
+void TimelineModel::build_steps_and_findings() {
+  const store::Trace& t = *trace_;
+  if (analysis_ && !analysis_->steps.empty()) {
+    for (const auto& s : analysis_->steps)
+      steps_.push_back({s.index, s.start_ns, s.start_ns + std::max<int64_t>(0, s.dur_ns), bound_name(s.bound)});
+  } else {
+    for (const auto& s : t.steps) steps_.push_back({s.index, s.start, std::max(s.start, s.end), ""});
+  }
+  std::sort(steps_.begin(), steps_.end(), [](const StepInfo& a, const StepInfo& b) { return a.start < b.start; });
+
+  if (analysis_) {
+    for (const auto& f : analysis_->findings) {
+      FindingInfo fi;
+      fi.rule = f.rule;
+      fi.severity = store::to_string(f.severity);
+      fi.summary = f.summary;
+      fi.suggestion = f.suggestion;
+      fi.evidence_json = f.evidence_json;
+      fi.steps = f.steps;
+      for (const auto& r : f.ranges) fi.ranges.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
+      fi.est_savings_us_per_step = f.est_savings_us_per_step;
+      fi.share = f.share;
+      findings_.push_back(std::move(fi));
+    }
+  } else {
+    for (const auto& f : t.findings) {
+      FindingInfo fi;
+      fi.rule = t.str(f.rule);
+      fi.severity = store::to_string(f.severity);
+      fi.summary = t.str(f.message);
+      fi.evidence_json = f.evidence_json;
+      for (int64_t s = f.first_step; s >= 0 && s <= f.last_step; ++s) fi.steps.push_back(s);
+      fi.est_savings_us_per_step = f.est_savings_ns / 1000.0;
+      findings_.push_back(std::move(fi));
+    }
+  }
+  for (size_t i = 0; i < findings_.size(); ++i) {
+    auto ext = finding_extent(i);
+    if (ext) {
+      findings_[i].start = ext->first;
+      findings_[i].end = ext->second;
+    }
+  }
+}
+
+int TimelineModel::step_position(int64_t step_index) const {
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].index == step_index) return static_cast<int>(i);
+  return -1;
+}
+
+std::optional<std::pair<int64_t, int64_t>> TimelineModel::finding_extent(size_t finding) const {
+  if (finding >= findings_.size()) return std::nullopt;
+  const FindingInfo& f = findings_[finding];
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (int64_t s : f.steps) {
+    int p = step_position(s);
+    if (p < 0) continue;
+    lo = std::min(lo, steps_[p].start);
+    hi = std::max(hi, steps_[p].end);
+  }
+  if (lo > hi) {  // no steps: fall back to the evidence ranges
+    for (const auto& r : f.ranges) {
+      lo = std::min(lo, r.first);
+      hi = std::max(hi, r.second);
+    }
+  }
+  if (lo > hi) return std::nullopt;
+  return std::make_pair(lo, hi);
+}
+
+void TimelineModel::build_tracks() {
+  const store::Trace& t = *trace_;
+  std::map<int64_t, std::string> process_names;
+  for (const auto& p : t.processes) process_names[p.pid] = t.str(p.name);
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
+  for (const auto& th : t.threads) thread_names[{th.pid, th.tid}] = t.str(th.name);
+  std::map<int64_t, std::string> device_names;
+  for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
+
+  // Gather items per (pid, tid) and per (device, stream), ordered for a stable layout.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Item>> host, waits;
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, uint32_t>>> samples;
+  std::map<std::pair<int64_t, int64_t>, std::vector<Item>> gpu;
+  auto add_gpu = [&](const auto& rows, EventKind kind) {
+    std::vector<Item>* cur = nullptr;
+    std::pair<int64_t, int64_t> cur_key{std::numeric_limits<int64_t>::min(), 0};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::pair<int64_t, int64_t> key{rows[i].device, rows[i].stream};
+      if (!cur || key != cur_key) {
+        cur = &gpu[key];
+        cur_key = key;
+      }
+      cur->push_back(item_of(rows[i], static_cast<uint32_t>(i), kind));
+    }
+  };
+  add_gpu(t.kernels, EventKind::Kernel);
+  add_gpu(t.memcpys, EventKind::Memcpy);
+  add_gpu(t.memsets, EventKind::Memset);
+  auto add_host = [&](const auto& rows, EventKind kind, auto& into) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      into[{rows[i].pid, rows[i].tid}].push_back(item_of(rows[i], static_cast<uint32_t>(i), kind));
+  };
+  add_host(t.api_calls, EventKind::ApiCall, host);
+  add_host(t.ranges, EventKind::Range, host);
+  add_host(t.syncs, EventKind::Sync, host);
+  add_host(t.data_waits, EventKind::DataWait, waits);
+  for (size_t i = 0; i < t.samples.size(); ++i)
+    samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
+
+  auto process_label = [&](int64_t pid) {
+    std::string s = "Process " + std::to_string(pid);
+    auto it = process_names.find(pid);
+    if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
+    return s;
+  };
+  auto thread_label = [&](int64_t pid, int64_t tid) {
+    std::string s = "Thread " + std::to_string(tid);
+    auto it = thread_names.find({pid, tid});
+    if (it != thread_names.end() && !it->second.empty()) s += " " + it->second;
+    return s;
+  };
+
+  if (!steps_.empty()) {
+    Track tr;
+    tr.kind = TrackKind::Steps;
+    tr.group = "Analysis";
+    tr.title = "Steps";
+    std::vector<Item> items;
+    for (size_t i = 0; i < steps_.size(); ++i)
+      items.push_back({steps_[i].start, steps_[i].end, static_cast<uint32_t>(i), EventKind::Step});
+    tr.lanes = stack_into_lanes(items);
+    steps_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  if (!findings_.empty()) {
+    Track tr;
+    tr.kind = TrackKind::Findings;
+    tr.group = "Analysis";
+    tr.title = "Findings";
+    std::vector<Item> items;
+    for (size_t i = 0; i < findings_.size(); ++i) {
+      const FindingInfo& f = findings_[i];
+      bool any = false;
+      for (int64_t s : f.steps) {
+        int p = step_position(s);
+        if (p < 0) continue;
+        items.push_back({steps_[p].start, steps_[p].end, static_cast<uint32_t>(i), EventKind::Finding});
+        any = true;
+      }
+      if (!any)
+        for (const auto& r : f.ranges) items.push_back({r.first, r.second, static_cast<uint32_t>(i), EventKind::Finding});
+    }
+    tr.lanes = stack_into_lanes(items);
+    findings_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+
+  // Processes in pid order; in each, threads in tid order.
+  std::set<std::pair<int64_t, int64_t>> threads;
+  for (const auto& [k, v] : host) threads.insert(k);
+  for (const auto& [k, v] : waits) threads.insert(k);
+  for (const auto& [k, v] : samples) threads.insert(k);
+  for (const auto& key : threads) {
+    auto [pid, tid] = key;
+    std::string group = process_label(pid);
+    if (auto it = samples.find(key); it != samples.end()) {
+      Track tr;
+      tr.kind = TrackKind::CpuSamples;
+      tr.group = group;
+      tr.title = thread_label(pid, tid) + " · samples";
+      tr.pid = pid;
+      tr.tid = tid;
+      auto& v = it->second;
+      std::sort(v.begin(), v.end());
+      for (auto& [time, row] : v) {
+        tr.sample_times.push_back(time);
+        tr.sample_rows.push_back(row);
+      }
+      samples_track_[key] = static_cast<int>(tracks_.size());
+      tracks_.push_back(std::move(tr));
+    }
+    if (auto it = host.find(key); it != host.end()) {
+      Track tr;
+      tr.kind = TrackKind::CpuRanges;
+      tr.group = group;
+      tr.title = thread_label(pid, tid);
+      tr.pid = pid;
+      tr.tid = tid;
+      tr.lanes = stack_into_lanes(it->second);
+      ranges_track_[key] = static_cast<int>(tracks_.size());
+      tracks_.push_back(std::move(tr));
+    }
+    if (auto it = waits.find(key); it != waits.end()) {
+      Track tr;
+      tr.kind = TrackKind::DataWaits;
+      tr.group = group;
+      tr.title = thread_label(pid, tid) + " · data waits";
+      tr.pid = pid;
+      tr.tid = tid;
+      tr.lanes = stack_into_lanes(it->second);
+      waits_track_[key] = static_cast<int>(tracks_.size());
+      tracks_.push_back(std::move(tr));
+    }
+  }
+  for (auto& [key, items] : gpu) {
+    auto [device, stream] = key;
+    Track tr;
+    tr.kind = TrackKind::GpuStream;
+    tr.group = "GPU " + std::to_string(device);
+    if (auto it = device_names.find(device); it != device_names.end() && !it->second.empty())
+      tr.group += " " + it->second;
+    tr.title = "Stream " + std::to_string(stream);
+    tr.device = device;
+    tr.stream = stream;
+    tr.lanes = stack_into_lanes(items);
+    gpu_track_[key] = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+
+  // Extent and counts.
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const Track& tr : tracks_) {
+    for (const Lane& l : tr.lanes) {
+      event_count_ += l.size();
+      if (l.size()) {
+        lo = std::min(lo, l.starts.front());
+        hi = std::max(hi, l.max_end_at(l.size() - 1));
+      }
+    }
+    if (!tr.sample_times.empty()) {
+      event_count_ += tr.sample_times.size();
+      lo = std::min(lo, tr.sample_times.front());
+      hi = std::max(hi, tr.sample_times.back());
+    }
+  }
+  if (lo > hi) lo = hi = 0;
+  begin_ = lo;
+  end_ = std::max(hi, lo + 1);
+
+  // Lookups for details: correlation flows, sample order, stacks and frames.
+  for (size_t i = 0; i < t.api_calls.size(); ++i)
+    if (t.api_calls[i].correlation) api_by_correlation_.emplace(t.api_calls[i].correlation, static_cast<uint32_t>(i));
+  auto add_flow = [&](const auto& rows, EventKind kind) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].correlation)
+        gpu_by_correlation_[rows[i].correlation].push_back({kind, static_cast<uint32_t>(i)});
+  };
+  // Only the launch side needs the reverse map when a trace has few API calls; build it lazily would need a
+  // mutex, so it is built here but skipped for GPU rows without a matching API call.
+  if (!api_by_correlation_.empty()) {
+    add_flow(t.kernels, EventKind::Kernel);
+    add_flow(t.memcpys, EventKind::Memcpy);
+    add_flow(t.memsets, EventKind::Memset);
+    for (auto it = gpu_by_correlation_.begin(); it != gpu_by_correlation_.end();)
+      it = api_by_correlation_.count(it->first) ? std::next(it) : gpu_by_correlation_.erase(it);
+  }
+  samples_by_time_.resize(t.samples.size());
+  for (size_t i = 0; i < t.samples.size(); ++i) samples_by_time_[i] = static_cast<uint32_t>(i);
+  std::stable_sort(samples_by_time_.begin(), samples_by_time_.end(),
+                   [&](uint32_t a, uint32_t b) { return t.samples[a].time < t.samples[b].time; });
+  for (size_t i = 0; i < t.stacks.size(); ++i) stack_row_[t.stacks[i].id] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < t.frames.size(); ++i) frame_row_[t.frames[i].id] = static_cast<uint32_t>(i);
+}
+
+int64_t TimelineModel::start_of(EventRef e) const {
+  const store::Trace& t = *trace_;
+  switch (e.kind) {
+    case EventKind::Kernel: return t.kernels[e.row].start;
+    case EventKind::Memcpy: return t.memcpys[e.row].start;
+    case EventKind::Memset: return t.memsets[e.row].start;
+    case EventKind::ApiCall: return t.api_calls[e.row].start;
+    case EventKind::Range: return t.ranges[e.row].start;
+    case EventKind::Sync: return t.syncs[e.row].start;
+    case EventKind::DataWait: return t.data_waits[e.row].start;
+    case EventKind::Step: return steps_[e.row].start;
+    case EventKind::Finding: return findings_[e.row].start;
+  }
+  return 0;
+}
+
+int64_t TimelineModel::end_of(EventRef e) const {
+  const store::Trace& t = *trace_;
+  int64_t end = 0;
+  switch (e.kind) {
+    case EventKind::Kernel: end = t.kernels[e.row].end; break;
+    case EventKind::Memcpy: end = t.memcpys[e.row].end; break;
+    case EventKind::Memset: end = t.memsets[e.row].end; break;
+    case EventKind::ApiCall: end = t.api_calls[e.row].end; break;
+    case EventKind::Range: end = t.ranges[e.row].end; break;
+    case EventKind::Sync: end = t.syncs[e.row].end; break;
+    case EventKind::DataWait: end = t.data_waits[e.row].end; break;
+    case EventKind::Step: end = steps_[e.row].end; break;
+    case EventKind::Finding: end = findings_[e.row].end; break;
+  }
+  return std::max(end, start_of(e));
+}
+
+std::string TimelineModel::name_of(EventRef e) const {
+  const store::Trace& t = *trace_;
+  switch (e.kind) {
+    case EventKind::Kernel: return t.str(t.kernels[e.row].name);
+    case EventKind::Memcpy: {
+      const auto& m = t.memcpys[e.row];
+      return std::string("Memcpy ") + store::to_string(m.kind);
+    }
+    case EventKind::Memset: return "Memset";
+    case EventKind::ApiCall: return t.str(t.api_calls[e.row].name);
+    case EventKind::Range: return t.str(t.ranges[e.row].name);
+    case EventKind::Sync: return std::string("Sync (") + store::to_string(t.syncs[e.row].type) + ")";
+    case EventKind::DataWait: {
+      std::string src = t.str(t.data_waits[e.row].source);
+      return src.empty() ? "Data wait" : "Data wait (" + src + ")";
+    }
+    case EventKind::Step: {
+      const StepInfo& s = steps_[e.row];
+      std::string n = "Step " + std::to_string(s.index);
+      if (!s.bound.empty()) n += " · " + s.bound + "-bound";
+      return n;
+    }
+    case EventKind::Finding: return findings_[e.row].rule;
+  }
+  return {};
+}
+
+uint32_t TimelineModel::colour_key(EventRef e) const {
+  const store::Trace& t = *trace_;
+  switch (e.kind) {
+    case EventKind::Kernel: return static_cast<uint32_t>(t.kernels[e.row].name) & ~kSpecialMask;
+    case EventKind::ApiCall: return static_cast<uint32_t>(t.api_calls[e.row].name) & ~kSpecialMask;
+    case EventKind::Range: return static_cast<uint32_t>(t.ranges[e.row].name) & ~kSpecialMask;
+    case EventKind::Memcpy: return kMemcpyKey | static_cast<uint32_t>(t.memcpys[e.row].kind);
+    case EventKind::Memset: return kMemsetKey;
+    case EventKind::Sync: return kSyncKey;
+    case EventKind::DataWait: return kDataWaitKey;
+    case EventKind::Step: return kStepKey | bound_code(steps_[e.row].bound);
+    case EventKind::Finding: {
+      const std::string& s = findings_[e.row].severity;
+      return kFindingKey | (s == "high" ? 2u : s == "medium" ? 1u : 0u);
+    }
+  }
+  return 0;
+}
+
+std::optional<uint32_t> TimelineModel::launching_api_call(EventRef e) const {
+  int64_t corr = 0;
+  const store::Trace& t = *trace_;
+  if (e.kind == EventKind::Kernel) corr = t.kernels[e.row].correlation;
+  else if (e.kind == EventKind::Memcpy) corr = t.memcpys[e.row].correlation;
+  else if (e.kind == EventKind::Memset) corr = t.memsets[e.row].correlation;
+  if (!corr) return std::nullopt;
+  auto it = api_by_correlation_.find(corr);
+  if (it == api_by_correlation_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<EventRef> TimelineModel::launched_by(uint32_t api_row) const {
+  const auto& a = trace_->api_calls.at(api_row);
+  if (!a.correlation) return {};
+  auto it = gpu_by_correlation_.find(a.correlation);
+  return it == gpu_by_correlation_.end() ? std::vector<EventRef>{} : it->second;
+}
+
+std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
+  const store::Trace& t = *trace_;
+  int track = -1;
+  auto find = [](const PairMap& m, int64_t a, int64_t b) {
+    auto it = m.find({a, b});
+    return it == m.end() ? -1 : it->second;
+  };
+  switch (e.kind) {
+    case EventKind::Kernel: track = find(gpu_track_, t.kernels[e.row].device, t.kernels[e.row].stream); break;
+    case EventKind::Memcpy: track = find(gpu_track_, t.memcpys[e.row].device, t.memcpys[e.row].stream); break;
+    case EventKind::Memset: track = find(gpu_track_, t.memsets[e.row].device, t.memsets[e.row].stream); break;
+    case EventKind::ApiCall: track = find(ranges_track_, t.api_calls[e.row].pid, t.api_calls[e.row].tid); break;
+    case EventKind::Range: track = find(ranges_track_, t.ranges[e.row].pid, t.ranges[e.row].tid); break;
+    case EventKind::Sync: track = find(ranges_track_, t.syncs[e.row].pid, t.syncs[e.row].tid); break;
+    case EventKind::DataWait: track = find(waits_track_, t.data_waits[e.row].pid, t.data_waits[e.row].tid); break;
+    case EventKind::Step: track = steps_track_; break;
+    case EventKind::Finding: track = findings_track_; break;
+  }
+  if (track < 0) return std::nullopt;
+  const int64_t start = start_of(e);
+  const Track& tr = tracks_[track];
+  for (size_t li = 0; li < tr.lanes.size(); ++li) {
+    const Lane& l = tr.lanes[li];
+    for (size_t i = l.first_starting_at_or_after(start); i < l.size() && l.starts[i] == start; ++i)
+      if (l.rows[i] == e.row && l.kinds[i] == e.kind) return Location{track, static_cast<int>(li), i};
+  }
+  return std::nullopt;
+}
+
+std::optional<uint32_t> TimelineModel::sample_near(int64_t pid, int64_t tid, int64_t at, int64_t window) const {
+  auto it = samples_track_.find({pid, tid});
+  if (it == samples_track_.end()) return std::nullopt;
+  const Track& tr = tracks_[it->second];
+  const auto& v = tr.sample_times;
+  size_t i = static_cast<size_t>(std::lower_bound(v.begin(), v.end(), at) - v.begin());
+  std::optional<uint32_t> best;
+  int64_t best_d = window + 1;
+  for (size_t k : {i, i - 1}) {
+    if (k >= v.size()) continue;  // i - 1 wraps when i == 0
+    int64_t d = v[k] > at ? v[k] - at : at - v[k];
+    if (d < best_d) {
+      best_d = d;
+      best = tr.sample_rows[k];
+    }
+  }
+  return best;
+}
+
+std::vector<uint32_t> TimelineModel::stack_frames(int64_t stack_id) const {
+  std::vector<uint32_t> out;
+  const store::Trace& t = *trace_;
+  for (int guard = 0; stack_id != 0 && guard < 4096; ++guard) {
+    auto it = stack_row_.find(stack_id);
+    if (it == stack_row_.end()) break;
+    const store::Stack& s = t.stacks[it->second];
+    auto f = frame_row_.find(s.frame);
+    if (f != frame_row_.end()) out.push_back(f->second);
+    stack_id = s.parent;
+  }
+  return out;
+}
+
+std::string TimelineModel::frame_name(uint32_t frame_row) const {
+  const store::Trace& t = *trace_;
+  const store::Frame& f = t.frames.at(frame_row);
+  std::string sym = t.str(f.symbol);
+  if (sym.empty()) {
+    std::string mod = t.str(f.module);
+    auto slash = mod.rfind('/');
+    if (slash != std::string::npos) mod = mod.substr(slash + 1);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(f.address));
+    return (mod.empty() ? std::string("??") : mod) + buf;
+  }
+  return sym;
+}
+
+std::vector<EventRef> TimelineModel::enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const {
+  std::vector<EventRef> out;
+  auto it = ranges_track_.find({pid, tid});
+  if (it == ranges_track_.end()) return out;
+  for (const Lane& l : tracks_[it->second].lanes) {
+    size_t k = l.first_starting_at_or_after(start + 1);
+    if (k == 0) continue;
+    --k;
+    if (l.ends[k] >= end) out.push_back(l.ref(k));
+  }
+  return out;
+}
+
+std::vector<uint32_t> TimelineModel::samples_in(int64_t t0, int64_t t1) const {
+  const auto& s = trace_->samples;
+  auto lo = std::lower_bound(samples_by_time_.begin(), samples_by_time_.end(), t0,
+                             [&](uint32_t r, int64_t v) { return s[r].time < v; });
+  auto hi = std::lower_bound(lo, samples_by_time_.end(), t1, [&](uint32_t r, int64_t v) { return s[r].time < v; });
+  return std::vector<uint32_t>(lo, hi);
+}
+
+}  // namespace stepscope::gui

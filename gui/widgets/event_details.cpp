@@ -1,0 +1,157 @@
+#include "event_details.h"
+
+#include "stepscope/gui/timeline_layout.h"
+
+namespace stepscope::gui {
+
+namespace {
+
+QString h(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+QString dur(double ns) { return QString::fromStdString(format_duration(ns)); }
+
+QString row(const QString& k, const QString& v) { return "<tr><td><b>" + k + "</b></td><td>" + v + "</td></tr>"; }
+
+QString bytes(int64_t b) {
+  const double v = double(b);
+  if (v >= 1 << 30) return QString::number(v / (1 << 30), 'f', 2) + " GiB";
+  if (v >= 1 << 20) return QString::number(v / (1 << 20), 'f', 2) + " MiB";
+  if (v >= 1 << 10) return QString::number(v / (1 << 10), 'f', 1) + " KiB";
+  return QString::number(b) + " B";
+}
+
+// The launching call, the ops around it and the CPU stack nearest to it.
+QString host_side(const TimelineModel& m, uint32_t api_row) {
+  const auto& a = m.trace().api_calls[api_row];
+  QString out = "<h4>Launched by</h4><table>";
+  out += row("API call", h(m.trace().str(a.name)) + " (" + store::to_string(a.kind) + ")");
+  out += row("at", dur(double(a.start - m.begin())) + ", " + dur(double(a.end - a.start)));
+  out += row("thread", QString("%1 / %2").arg(a.pid).arg(a.tid));
+  out += "</table>";
+  auto encl = m.enclosing_ranges(a.pid, a.tid, a.start, a.end);
+  if (!encl.empty()) {
+    out += "<h4>Inside</h4><ol>";
+    for (EventRef e : encl)
+      if (!(e.kind == EventKind::ApiCall && e.row == api_row)) out += "<li>" + h(m.name_of(e)) + "</li>";
+    out += "</ol>";
+  }
+  if (auto s = m.sample_near(a.pid, a.tid, (a.start + a.end) / 2, std::max<int64_t>(5'000'000, a.end - a.start))) {
+    const auto& sample = m.trace().samples[*s];
+    out += QString("<h4>CPU stack</h4><p><i>sample %1 from the call</i></p><ol>")
+               .arg(dur(double(std::abs(sample.time - (a.start + a.end) / 2))));
+    for (uint32_t f : m.stack_frames(sample.stack)) out += "<li><code>" + h(m.frame_name(f)) + "</code></li>";
+    out += "</ol>";
+  }
+  return out;
+}
+
+}  // namespace
+
+QString event_details_html(const TimelineModel& m, EventRef e) {
+  const store::Trace& t = m.trace();
+  const int64_t s = m.start_of(e), en = m.end_of(e);
+  QString out = "<h3>" + h(m.name_of(e)) + "</h3><table>";
+  out += row("kind", to_string(e.kind));
+  out += row("start", dur(double(s - m.begin())) + QString(" (%1 ns)").arg(s));
+  out += row("duration", dur(double(en - s)));
+  std::optional<uint32_t> api;
+  switch (e.kind) {
+    case EventKind::Kernel: {
+      const auto& k = t.kernels[e.row];
+      out += row("device / stream", QString("%1 / %2").arg(k.device).arg(k.stream));
+      out += row("grid", QString("%1 × %2 × %3").arg(k.grid_x).arg(k.grid_y).arg(k.grid_z));
+      out += row("block", QString("%1 × %2 × %3").arg(k.block_x).arg(k.block_y).arg(k.block_z));
+      if (k.registers) out += row("registers", QString::number(k.registers));
+      if (k.shared_memory) out += row("shared memory", bytes(k.shared_memory));
+      out += row("correlation", QString::number(k.correlation));
+      if (k.graph_id) out += row("graph", QString::number(k.graph_id));
+      api = m.launching_api_call(e);
+      break;
+    }
+    case EventKind::Memcpy: {
+      const auto& c = t.memcpys[e.row];
+      out += row("device / stream", QString("%1 / %2").arg(c.device).arg(c.stream));
+      out += row("bytes", bytes(c.bytes));
+      if (en > s) out += row("bandwidth", QString::number(double(c.bytes) / double(en - s), 'f', 2) + " GB/s");
+      out += row("memory", QString("%1 → %2").arg(store::to_string(c.src_kind), store::to_string(c.dst_kind)));
+      out += row("correlation", QString::number(c.correlation));
+      api = m.launching_api_call(e);
+      break;
+    }
+    case EventKind::Memset: {
+      const auto& c = t.memsets[e.row];
+      out += row("device / stream", QString("%1 / %2").arg(c.device).arg(c.stream));
+      out += row("bytes", bytes(c.bytes));
+      out += row("correlation", QString::number(c.correlation));
+      api = m.launching_api_call(e);
+      break;
+    }
+    case EventKind::ApiCall: {
+      const auto& a = t.api_calls[e.row];
+      out += row("thread", QString("%1 / %2").arg(a.pid).arg(a.tid));
+      out += row("correlation", QString::number(a.correlation));
+      if (a.return_code) out += row("return code", QString::number(a.return_code));
+      auto launched = m.launched_by(e.row);
+      for (EventRef g : launched)
+        out += row("launched", h(m.name_of(g)) + " at " + dur(double(m.start_of(g) - m.begin())) + QString(" (+%1 after the call)").arg(dur(double(m.start_of(g) - a.start))));
+      break;
+    }
+    case EventKind::Range: {
+      const auto& r = t.ranges[e.row];
+      out += row("source", store::to_string(r.source));
+      if (!t.str(r.domain).empty()) out += row("domain", h(t.str(r.domain)));
+      out += row("thread", QString("%1 / %2").arg(r.pid).arg(r.tid));
+      if (r.correlation) out += row("correlation", QString::number(r.correlation));
+      break;
+    }
+    case EventKind::Sync: {
+      const auto& y = t.syncs[e.row];
+      out += row("type", store::to_string(y.type));
+      out += row("thread", QString("%1 / %2").arg(y.pid).arg(y.tid));
+      if (y.stream >= 0) out += row("stream", QString::number(y.stream));
+      break;
+    }
+    case EventKind::DataWait: {
+      const auto& w = t.data_waits[e.row];
+      out += row("source", h(t.str(w.source)));
+      out += row("thread", QString("%1 / %2").arg(w.pid).arg(w.tid));
+      break;
+    }
+    case EventKind::Step: {
+      const StepInfo& st = m.steps()[e.row];
+      out += row("bound", st.bound.empty() ? QString("not analyzed") : h(st.bound));
+      if (m.analysis()) {
+        for (const auto& b : m.analysis()->steps)
+          if (b.index == st.index && b.dur_ns > 0) {
+            auto pct = [&](int64_t v) { return dur(double(v)) + QString(" (%1 %)").arg(100.0 * v / b.dur_ns, 0, 'f', 1); };
+            out += row("GPU busy", pct(b.gpu_busy_ns));
+            out += row("data wait", pct(b.data_wait_ns));
+            out += row("launch idle", pct(b.launch_idle_ns));
+            out += row("sync idle", pct(b.sync_idle_ns));
+            out += row("other idle", pct(b.other_idle_ns));
+            out += row("kernels", QString::number(b.kernels));
+          }
+      }
+      break;
+    }
+    case EventKind::Finding: out += "</table>" + finding_details_html(m, e.row) + "<table>"; break;
+  }
+  out += "</table>";
+  if (api) out += host_side(m, *api);
+  return out;
+}
+
+QString finding_details_html(const TimelineModel& m, size_t i) {
+  const FindingInfo& f = m.findings().at(i);
+  QString out = "<h3>" + h(f.rule) + " <small>(" + h(f.severity) + ")</small></h3>";
+  out += "<p>" + h(f.summary) + "</p>";
+  if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre>" + h(f.suggestion) + "</pre>";
+  out += "<table>";
+  out += row("steps", QString::number(f.steps.size()));
+  out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");
+  out += "</table>";
+  if (!f.evidence_json.empty() && f.evidence_json != "{}")
+    out += "<p><b>Evidence</b></p><pre>" + h(f.evidence_json.substr(0, 4000)) + "</pre>";
+  return out;
+}
+
+}  // namespace stepscope::gui

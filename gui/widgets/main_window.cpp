@@ -1,0 +1,309 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QToolBar>
+#include <QTreeView>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrent>
+
+#include "event_details.h"
+#include "flame_graph.h"
+#include "stepscope/gui/timeline_layout.h"
+#include "timeline_view.h"
+
+namespace stepscope::gui {
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle("stepscope");
+  setAcceptDrops(true);
+  loader_ = new TraceLoader(this);
+  range_watcher_ = new QFutureWatcher<std::shared_ptr<RangeResult>>(this);
+  connect(range_watcher_, &QFutureWatcherBase::finished, this, [this] { apply_range(range_watcher_->result()); });
+  build_ui();
+  connect(loader_, &TraceLoader::progress, this, [this](int permille, const QString& stage) {
+    progress_->setVisible(true);
+    progress_->setValue(permille);
+    status_->setText(stage);
+  });
+  connect(loader_, &TraceLoader::loaded, this, &MainWindow::on_loaded);
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/state").toByteArray());
+}
+
+MainWindow::~MainWindow() { range_watcher_->waitForFinished(); }
+
+void MainWindow::build_ui() {
+  timeline_ = new TimelineView(this);
+  setCentralWidget(timeline_);
+  resize(1400, 900);
+
+  // Menus and tool bar.
+  auto* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open trace"), {},
+                                                      tr("Traces (*.db *.stepscope *.json *.json.gz *.json.zst *.sqlite *.sqlite.gz);;All files (*)"));
+    if (!path.isEmpty()) open_file(path);
+  });
+  open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  auto* view = menuBar()->addMenu(tr("&View"));
+  QAction* all = view->addAction(tr("Zoom to &all"), this, [this] { timeline_->zoom_to_all(); });
+  all->setShortcut(QKeySequence(Qt::Key_0));
+  all->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  QAction* sel = view->addAction(tr("Zoom to &selection (F)"), this, [this] { timeline_->zoom_to_selection(); });
+
+  auto* tb = addToolBar(tr("Timeline"));
+  tb->setObjectName("toolbar");
+  tb->addAction(open);
+  tb->addAction(all);
+  tb->addAction(sel);
+  tb->addSeparator();
+  search_ = new QLineEdit(this);
+  search_->setPlaceholderText(tr("Search event names…"));
+  search_->setClearButtonEnabled(true);
+  search_->setMaximumWidth(320);
+  tb->addWidget(search_);
+  search_count_ = new QLabel(this);
+  tb->addWidget(search_count_);
+  connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    const size_t n = timeline_->set_search(text);
+    search_count_->setText(text.isEmpty() ? QString() : tr(" %n match(es) ", nullptr, int(std::min<size_t>(n, INT32_MAX))));
+  });
+  connect(search_, &QLineEdit::returnPressed, this, [this] {
+    timeline_->next_match(QApplication::keyboardModifiers() & Qt::ShiftModifier);
+  });
+  view->addSeparator();
+
+  auto dock = [&](const QString& title, const char* name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    addDockWidget(area, d);
+    view->addAction(d->toggleViewAction());
+    return d;
+  };
+
+  // Findings.
+  findings_ = new FindingsModel(this);
+  findings_proxy_ = new QSortFilterProxyModel(this);
+  findings_proxy_->setSourceModel(findings_);
+  findings_proxy_->setSortRole(SortRole);
+  findings_view_ = new QTableView(this);
+  findings_view_->setModel(findings_proxy_);
+  findings_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  findings_view_->setSelectionMode(QAbstractItemView::SingleSelection);
+  findings_view_->setSortingEnabled(true);
+  findings_view_->verticalHeader()->hide();
+  findings_view_->horizontalHeader()->setStretchLastSection(true);
+  connect(findings_view_, &QAbstractItemView::clicked, this,
+          [this](const QModelIndex& i) { select_finding(findings_proxy_->mapToSource(i).row()); });
+  connect(findings_view_, &QAbstractItemView::activated, this,
+          [this](const QModelIndex& i) { select_finding(findings_proxy_->mapToSource(i).row()); });
+  QDockWidget* findings_dock = dock(tr("Findings"), "findings", findings_view_, Qt::BottomDockWidgetArea);
+
+  // Details.
+  details_ = new QTextBrowser(this);
+  details_->setOpenExternalLinks(false);
+  dock(tr("Details"), "details", details_, Qt::RightDockWidgetArea);
+
+  // Call tree with its direction switch.
+  auto* tree_box = new QWidget(this);
+  auto* tree_layout = new QVBoxLayout(tree_box);
+  tree_layout->setContentsMargins(0, 0, 0, 0);
+  tree_direction_ = new QComboBox(tree_box);
+  tree_direction_->addItems({tr("Top-down"), tr("Bottom-up")});
+  range_label_ = new QLabel(tree_box);
+  auto* tree_head = new QHBoxLayout();
+  tree_head->addWidget(tree_direction_);
+  tree_head->addWidget(range_label_, 1);
+  tree_layout->addLayout(tree_head);
+  call_tree_ = new CallTreeModel(this);
+  tree_view_ = new QTreeView(tree_box);
+  tree_view_->setModel(call_tree_);
+  tree_view_->setUniformRowHeights(true);
+  tree_view_->header()->setStretchLastSection(false);
+  tree_view_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  tree_layout->addWidget(tree_view_);
+  connect(tree_direction_, &QComboBox::currentIndexChanged, this, [this] { update_call_tree_direction(); });
+  QDockWidget* tree_dock = dock(tr("Call tree"), "calltree", tree_box, Qt::BottomDockWidgetArea);
+
+  flame_ = new FlameGraphWidget(this);
+  QDockWidget* flame_dock = dock(tr("Flame graph"), "flamegraph", flame_, Qt::BottomDockWidgetArea);
+
+  // Kernel statistics, sortable and filterable.
+  auto* kbox = new QWidget(this);
+  auto* klayout = new QVBoxLayout(kbox);
+  klayout->setContentsMargins(0, 0, 0, 0);
+  kernels_filter_ = new QLineEdit(kbox);
+  kernels_filter_->setPlaceholderText(tr("Filter kernels…"));
+  kernels_filter_->setClearButtonEnabled(true);
+  klayout->addWidget(kernels_filter_);
+  kernel_stats_ = new KernelStatsModel(this);
+  kernels_proxy_ = new QSortFilterProxyModel(this);
+  kernels_proxy_->setSourceModel(kernel_stats_);
+  kernels_proxy_->setSortRole(SortRole);
+  kernels_proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  kernels_proxy_->setFilterKeyColumn(KernelStatsModel::Name);
+  kernels_view_ = new QTableView(kbox);
+  kernels_view_->setModel(kernels_proxy_);
+  kernels_view_->setSortingEnabled(true);
+  kernels_view_->sortByColumn(KernelStatsModel::Total, Qt::DescendingOrder);
+  kernels_view_->verticalHeader()->hide();
+  kernels_view_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  kernels_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  klayout->addWidget(kernels_view_);
+  connect(kernels_filter_, &QLineEdit::textChanged, kernels_proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  QDockWidget* kernels_dock = dock(tr("Kernels"), "kernels", kbox, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(findings_dock, tree_dock);
+  tabifyDockWidget(tree_dock, flame_dock);
+  tabifyDockWidget(flame_dock, kernels_dock);
+  findings_dock->raise();
+
+  // Status bar.
+  status_ = new QLabel(this);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1000);
+  progress_->setMaximumWidth(240);
+  progress_->setVisible(false);
+  statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(progress_);
+
+  connect(timeline_, &TimelineView::event_selected, this, &MainWindow::on_event_selected);
+  connect(timeline_, &TimelineView::time_range_selected, this, [this](qint64 t0, qint64 t1) { on_range(t0, t1); });
+}
+
+void MainWindow::set_synchronous(bool on) {
+  synchronous_ = on;
+  timeline_->set_synchronous(on);
+}
+
+void MainWindow::open_file(const QString& path) {
+  status_->setText(tr("Loading %1…").arg(path));
+  progress_->setValue(0);
+  progress_->setVisible(true);
+  loader_->load(path);
+}
+
+void MainWindow::on_loaded(const LoadResult& r) {
+  progress_->setVisible(false);
+  if (!r.model) {
+    status_->setText(r.error);
+    if (!synchronous_) QMessageBox::warning(this, tr("Cannot open"), r.error);
+    emit model_loaded(false);
+    return;
+  }
+  set_model(r.model, QFileInfo(r.path).fileName());
+  status_->setText(tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
+                       .arg(r.path)
+                       .arg(r.model->event_count())
+                       .arg(r.model->tracks().size())
+                       .arg(r.load_s, 0, 'f', 2)
+                       .arg(r.analyze_s, 0, 'f', 2)
+                       .arg(r.build_s, 0, 'f', 2));
+  emit model_loaded(true);
+}
+
+void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QString& title) {
+  range_watcher_->waitForFinished();
+  model_ = std::move(model);
+  timeline_->set_model(model_);
+  findings_->set_model(model_);
+  findings_view_->resizeColumnsToContents();
+  details_->clear();
+  if (!title.isEmpty()) setWindowTitle(title + " — stepscope");
+  if (model_) on_range(model_->begin(), model_->end());
+}
+
+void MainWindow::select_finding(int row) {
+  if (!model_ || row < 0 || static_cast<size_t>(row) >= model_->findings().size()) return;
+  const FindingInfo& f = model_->findings()[row];
+  std::vector<std::pair<int64_t, int64_t>> bands;
+  for (int64_t s : f.steps)
+    if (int p = model_->step_position(s); p >= 0) bands.emplace_back(model_->steps()[p].start, model_->steps()[p].end);
+  for (const auto& r : f.ranges) bands.push_back(r);
+  timeline_->set_highlights(bands);
+  if (auto ext = model_->finding_extent(row)) timeline_->zoom_to(double(ext->first), double(ext->second));
+  timeline_->select_event(EventRef{EventKind::Finding, static_cast<uint32_t>(row)});
+  details_->setHtml(finding_details_html(*model_, row));
+}
+
+void MainWindow::on_event_selected(std::optional<EventRef> e) {
+  if (!model_) return;
+  if (!e) return;
+  if (e->kind == EventKind::Finding) return;  // select_finding fills the panel
+  details_->setHtml(event_details_html(*model_, *e));
+}
+
+void MainWindow::on_range(int64_t t0, int64_t t1) {
+  if (!model_) return;
+  range_label_->setText(tr("%1 from %2")
+                            .arg(QString::fromStdString(format_duration(double(t1 - t0))),
+                                 QString::fromStdString(format_duration(double(t0 - model_->begin())))));
+  auto model = model_;
+  auto work = [model, t0, t1]() {
+    auto r = std::make_shared<RangeResult>();
+    r->t0 = t0;
+    r->t1 = t1;
+    r->top_down = CallTree::for_range(*model, t0, t1, CallTree::Direction::TopDown);
+    r->bottom_up = r->top_down.inverted();
+    r->stats = kernel_stats(*model, t0, t1);
+    return r;
+  };
+  if (synchronous_) {
+    apply_range(work());
+    return;
+  }
+  range_watcher_->waitForFinished();  // the previous range's summary is short-lived work
+  range_watcher_->setFuture(QtConcurrent::run(work));
+}
+
+void MainWindow::apply_range(std::shared_ptr<RangeResult> r) {
+  if (!r) return;
+  range_result_ = r;
+  kernel_stats_->set_stats(r->stats, r->t1 - r->t0);
+  flame_->set_tree(r->top_down);
+  update_call_tree_direction();
+}
+
+void MainWindow::update_call_tree_direction() {
+  if (!range_result_) return;
+  call_tree_->set_tree(tree_direction_->currentIndex() == 0 ? range_result_->top_down : range_result_->bottom_up);
+  tree_view_->expandToDepth(tree_direction_->currentIndex() == 0 ? 2 : 0);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  QMainWindow::closeEvent(e);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  const auto urls = e->mimeData()->urls();
+  if (!urls.isEmpty() && urls.first().isLocalFile()) open_file(urls.first().toLocalFile());
+}
+
+}  // namespace stepscope::gui

@@ -1,0 +1,99 @@
+// The stepscope-gui window: the timeline in the middle; findings, details, call tree, flame graph and kernel
+// statistics in dock panels; search in the tool bar; loading in the background with progress.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QMainWindow>
+#include <memory>
+
+#include "stepscope/gui/item_models.h"
+#include "stepscope/gui/timeline_model.h"
+#include "trace_loader.h"
+
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QSortFilterProxyModel;
+class QTableView;
+class QTextBrowser;
+class QTreeView;
+class QComboBox;
+
+namespace stepscope::gui {
+
+class TimelineView;
+class FlameGraphWidget;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  void open_file(const QString& path);
+  void set_model(std::shared_ptr<const TimelineModel> model, const QString& title = {});
+  // Tests and screenshots: compute panels and draw lists on the GUI thread.
+  void set_synchronous(bool on);
+
+  TimelineView* timeline() const { return timeline_; }
+  QTableView* findings_view() const { return findings_view_; }
+  QTableView* kernels_view() const { return kernels_view_; }
+  QTreeView* call_tree_view() const { return tree_view_; }
+  FlameGraphWidget* flame_graph() const { return flame_; }
+  QTextBrowser* details() const { return details_; }
+  QLineEdit* search_box() const { return search_; }
+  const KernelStatsModel& kernel_stats_model() const { return *kernel_stats_; }
+  const CallTreeModel& call_tree_model() const { return *call_tree_; }
+  TraceLoader& loader() { return *loader_; }
+
+  // Selects finding `row` (of the findings model): zooms to its steps and highlights its evidence.
+  void select_finding(int row);
+
+ signals:
+  void model_loaded(bool ok);
+
+ protected:
+  void closeEvent(QCloseEvent*) override;
+  void dragEnterEvent(QDragEnterEvent*) override;
+  void dropEvent(QDropEvent*) override;
+
+ private:
+  void build_ui();
+  void on_loaded(const LoadResult& r);
+  void on_event_selected(std::optional<EventRef> e);
+  void on_range(int64_t t0, int64_t t1);
+  void update_call_tree_direction();
+
+  std::shared_ptr<const TimelineModel> model_;
+  TimelineView* timeline_ = nullptr;
+  TraceLoader* loader_ = nullptr;
+  FindingsModel* findings_ = nullptr;
+  QSortFilterProxyModel* findings_proxy_ = nullptr;
+  QTableView* findings_view_ = nullptr;
+  KernelStatsModel* kernel_stats_ = nullptr;
+  QSortFilterProxyModel* kernels_proxy_ = nullptr;
+  QTableView* kernels_view_ = nullptr;
+  QLineEdit* kernels_filter_ = nullptr;
+  CallTreeModel* call_tree_ = nullptr;
+  QTreeView* tree_view_ = nullptr;
+  QComboBox* tree_direction_ = nullptr;
+  FlameGraphWidget* flame_ = nullptr;
+  QTextBrowser* details_ = nullptr;
+  QLineEdit* search_ = nullptr;
+  QLabel* search_count_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* status_ = nullptr;
+  QLabel* range_label_ = nullptr;
+  bool synchronous_ = false;
+
+  struct RangeResult {
+    CallTree top_down, bottom_up;
+    std::vector<KernelStat> stats;
+    int64_t t0 = 0, t1 = 0;
+  };
+  QFutureWatcher<std::shared_ptr<RangeResult>>* range_watcher_ = nullptr;
+  std::shared_ptr<RangeResult> range_result_;
+  void apply_range(std::shared_ptr<RangeResult> r);
+};
+
+}  // namespace stepscope::gui

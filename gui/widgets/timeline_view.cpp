@@ -1,0 +1,622 @@
+#include "timeline_view.h"
+
+#include <QApplication>
+#include <QKeyEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QScrollBar>
+#include <QToolTip>
+#include <QtConcurrent/QtConcurrent>
+#include <algorithm>
+#include <cmath>
+
+namespace stepscope::gui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// A ruler label for an offset from the trace start, with as many decimals as the tick step needs.
+QString ruler_label(double offset_ns, double step_ns) {
+  struct Unit {
+    double ns;
+    const char* name;
+  };
+  static const Unit units[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}, {1, "ns"}};
+  const double a = std::max(std::abs(offset_ns), step_ns);
+  const Unit* u = &units[3];
+  for (const Unit& c : units)
+    if (a >= c.ns) {
+      u = &c;
+      break;
+    }
+  int decimals = 0;
+  for (double s = step_ns / u->ns; s < 0.999 && decimals < 9; s *= 10) ++decimals;
+  return QString::number(offset_ns / u->ns, 'f', decimals) + " " + u->name;
+}
+
+}  // namespace
+
+TimelineView::TimelineView(QWidget* parent) : QAbstractScrollArea(parent) {
+  setMouseTracking(true);
+  viewport()->setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  setViewportMargins(0, kRulerHeight, 0, 0);
+  colours_ = TimelinePalette::from(QApplication::palette());
+  ruler_ = new PaintForwarder(this, [this](QPainter& p) { paint_ruler(p); });
+  ruler_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  watcher_ = new QFutureWatcher<std::shared_ptr<const DrawList>>(this);
+  connect(watcher_, &QFutureWatcherBase::finished, this, &TimelineView::on_draw_list_ready);
+}
+
+TimelineView::~TimelineView() { watcher_->waitForFinished(); }
+
+void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
+  watcher_->waitForFinished();
+  model_ = std::move(model);
+  layout_ = model_ ? TimelineLayout(*model_) : TimelineLayout();
+  current_.reset();
+  selected_.reset();
+  time_selection_.reset();
+  highlights_.clear();
+  search_names_.clear();
+  search_hits_.clear();
+  search_active_ = false;
+  update_scrollbar();
+  verticalScrollBar()->setValue(0);
+  zoom_to_all();
+}
+
+int TimelineView::content_width() const { return std::max(1, viewport()->width() - kGutterWidth); }
+int TimelineView::scroll_y() const { return verticalScrollBar()->value(); }
+
+void TimelineView::update_scrollbar() {
+  const int h = layout_.total_height();
+  verticalScrollBar()->setRange(0, std::max(0, h - viewport()->height()));
+  verticalScrollBar()->setPageStep(viewport()->height());
+  verticalScrollBar()->setSingleStep(layout_.metrics().lane_height);
+}
+
+void TimelineView::zoom_to(double t0, double t1, double padding) {
+  if (t1 <= t0) t1 = t0 + 1000;
+  const double pad = (t1 - t0) * padding;
+  vp_.t0 = t0 - pad;
+  vp_.t1 = t1 + pad;
+  view_changed();
+}
+
+void TimelineView::zoom_to_all() {
+  if (!model_) {
+    vp_ = Viewport{0, 1e6, content_width()};
+    view_changed();
+    return;
+  }
+  zoom_to(double(model_->begin()), double(model_->end()));
+}
+
+void TimelineView::zoom_to_selection() {
+  if (time_selection_) {
+    zoom_to(double(time_selection_->first), double(time_selection_->second));
+  } else if (selected_ && model_) {
+    zoom_to(double(model_->start_of(*selected_)), double(model_->end_of(*selected_)), 0.25);
+  }
+}
+
+void TimelineView::clamp_viewport() {
+  vp_.width = content_width();
+  if (model_) vp_.clamp_to(double(model_->begin()), double(model_->end()));
+}
+
+void TimelineView::view_changed() {
+  clamp_viewport();
+  request_draw_list();
+  viewport()->update();
+  emit viewport_changed();
+}
+
+std::vector<int> TimelineView::visible_tracks() const {
+  // A screen of margin above and below, so small vertical scrolls reuse the list.
+  const int h = viewport()->height();
+  return layout_.tracks_in(scroll_y() - h, scroll_y() + 2 * h);
+}
+
+void TimelineView::request_draw_list() {
+  if (!model_) return;
+  if (synchronous_ || !current_) {
+    rebuild_now();
+    return;
+  }
+  if (watcher_->isRunning()) {
+    rebuild_pending_ = true;
+    return;
+  }
+  auto model = model_;
+  Viewport vp = vp_;
+  auto tracks = visible_tracks();
+  watcher_->setFuture(QtConcurrent::run([model, vp, tracks]() {
+    return std::shared_ptr<const DrawList>(std::make_shared<DrawList>(build_draw_list(*model, vp, tracks)));
+  }));
+}
+
+const DrawList& TimelineView::rebuild_now() {
+  static const DrawList empty;
+  if (!model_) return empty;
+  vp_.width = content_width();
+  current_ = std::make_shared<DrawList>(build_draw_list(*model_, vp_, visible_tracks()));
+  return *current_;
+}
+
+void TimelineView::on_draw_list_ready() {
+  auto result = watcher_->result();
+  if (result && model_) current_ = result;
+  viewport()->update();
+  if (rebuild_pending_) {
+    rebuild_pending_ = false;
+    request_draw_list();
+  }
+}
+
+void TimelineView::scrollContentsBy(int, int) {
+  request_draw_list();
+  viewport()->update();
+}
+
+void TimelineView::resizeEvent(QResizeEvent* e) {
+  QAbstractScrollArea::resizeEvent(e);
+  const QRect vr = viewport()->geometry();
+  ruler_->setGeometry(vr.x(), vr.y() - kRulerHeight, vr.width(), kRulerHeight);
+  update_scrollbar();
+  if (model_) {
+    // Keep the time range; more pixels show more detail.
+    vp_.width = content_width();
+    request_draw_list();
+  }
+}
+
+void TimelineView::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::PaletteChange || e->type() == QEvent::ApplicationPaletteChange) {
+    colours_ = TimelinePalette::from(QApplication::palette());
+    viewport()->update();
+  }
+  QAbstractScrollArea::changeEvent(e);
+}
+
+// ---- painting
+
+void TimelineView::paintEvent(QPaintEvent*) {
+  QPainter p(viewport());
+  p.fillRect(viewport()->rect(), colours_.background);
+  if (!model_) {
+    p.setPen(colours_.muted_text);
+    p.drawText(viewport()->rect(), Qt::AlignCenter, tr("Open a trace or store: File → Open, or drop a file here"));
+    return;
+  }
+  if (synchronous_ && (!current_ || !(current_->viewport == vp_) || current_->tracks != visible_tracks()))
+    rebuild_now();
+  if (current_) paint_tracks(p, *current_);
+  paint_flow(p);
+  ruler_->update();
+}
+
+QRectF TimelineView::rect_of(EventRef e) const {
+  if (!model_) return {};
+  auto loc = model_->locate(e);
+  if (!loc) return {};
+  const double x0 = kGutterWidth + vp_.x_of(double(model_->start_of(e)));
+  const double x1 = std::max(x0 + 1, kGutterWidth + vp_.x_of(double(model_->end_of(e))));
+  const int y = layout_.lane_y(loc->track, loc->lane) - scroll_y();
+  return QRectF(x0, y, x1 - x0, layout_.metrics().lane_height - 2);
+}
+
+bool TimelineView::matches_search(EventRef e) const {
+  const store::Trace& t = model_->trace();
+  int64_t id = -1;
+  if (e.kind == EventKind::Kernel) id = t.kernels[e.row].name;
+  else if (e.kind == EventKind::ApiCall) id = t.api_calls[e.row].name;
+  else if (e.kind == EventKind::Range) id = t.ranges[e.row].name;
+  if (id >= 0) return static_cast<size_t>(id) < search_names_.size() && search_names_[id];
+  return false;
+}
+
+void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
+  const int w = viewport()->width(), h = viewport()->height();
+  const int sy = scroll_y();
+  const int lane_h = layout_.metrics().lane_height;
+  const auto& tracks = model_->tracks();
+  QFont small = font();
+  small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1));
+  p.setFont(small);
+  const QFontMetrics fm(small);
+
+  // Row backgrounds and grid lines under the events.
+  for (const auto& row : layout_.rows()) {
+    const int y = row.y - sy;
+    if (y + row.height < 0 || y > h) continue;
+    if (row.track < 0) continue;
+    p.fillRect(QRect(kGutterWidth, y, w - kGutterWidth, row.height), (row.track % 2) ? colours_.alternate : colours_.background);
+  }
+  const double step = ruler_step(vp_);
+  p.setPen(colours_.grid);
+  for (double t = std::ceil(vp_.t0 / step) * step; t < vp_.t1; t += step) {
+    const int x = kGutterWidth + int(std::lround(vp_.x_of(t)));
+    p.drawLine(x, 0, x, h);
+  }
+  for (const auto& [a, b] : highlights_) {
+    const double x0 = std::max(0.0, vp_.x_of(double(a))), x1 = std::min(double(w), vp_.x_of(double(b)));
+    if (x1 > x0) p.fillRect(QRectF(kGutterWidth + x0, 0, std::max(1.0, x1 - x0), h), colours_.highlight);
+  }
+
+  p.setClipRect(QRect(kGutterWidth, 0, w - kGutterWidth, h));
+  for (const DrawItem& it : dl.items) {
+    const Track& track = tracks[it.track];
+    const double x0 = std::max(-2.0, vp_.x_of(it.start));
+    const double x1 = std::min(double(w) + 2, std::max(vp_.x_of(it.start) + 1.0, vp_.x_of(it.end)));
+    if (x1 < 0 || x0 > w - kGutterWidth) continue;
+    const int y = layout_.lane_y(it.track, it.lane) - sy;
+    if (y + lane_h < 0 || y > h) continue;
+    const EventRef ref = track.lanes[it.lane].ref(it.index);
+    QColor fill = colours_.event_colour(it.colour, it.count > 1);
+    if (search_active_ && (it.count > 1 || !matches_search(ref))) fill.setAlpha(60);
+    const QRectF r(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2);
+    p.fillRect(r, fill);
+    if (r.width() > 28) {
+      QString label = it.count > 1 ? tr("%1 events").arg(it.count) : qs(model_->name_of(ref));
+      if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
+        label += "  " + qs(format_duration(double(model_->end_of(ref) - model_->start_of(ref))));
+      p.setPen(colours_.text_on(fill));
+      const QRectF text_rect = r.adjusted(3, 0, -2, 0).intersected(QRectF(kGutterWidth, 0, w - kGutterWidth, h));
+      p.drawText(text_rect, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(label, Qt::ElideRight, int(text_rect.width())));
+    }
+  }
+  for (const DensityStrip& d : dl.density) {
+    const auto* row = layout_.row_of_track(d.track);
+    if (!row) continue;
+    const int y = row->y - sy;
+    if (y + row->height < 0 || y > h) continue;
+    QColor c = colours_.dark ? QColor(0x5d, 0xad, 0xe2) : QColor(0x21, 0x75, 0xb8);
+    for (size_t b = 0; b < d.values.size(); ++b) {
+      if (!d.counts[b]) continue;
+      const double x0 = vp_.x_of(d.t0 + double(b) * d.bucket_ns);
+      const double bh = std::max(1.0, double(d.values[b]) * (row->height - 3));
+      p.fillRect(QRectF(kGutterWidth + x0, y + row->height - 1 - bh, std::max(1.0, d.bucket_ns / vp_.ns_per_px()), bh), c);
+    }
+  }
+  if (time_selection_) {
+    const double x0 = vp_.x_of(double(time_selection_->first)), x1 = vp_.x_of(double(time_selection_->second));
+    p.fillRect(QRectF(kGutterWidth + x0, 0, std::max(1.0, x1 - x0), h), colours_.time_selection);
+  }
+  if (selected_) {
+    QRectF r = rect_of(*selected_);
+    if (!r.isNull()) {
+      p.setPen(QPen(colours_.selection, 2));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(r.adjusted(-1, 0, 1, 0));
+    }
+  }
+  p.setClipping(false);
+
+  // Gutter: group headers and track titles.
+  p.fillRect(QRect(0, 0, kGutterWidth, h), colours_.gutter);
+  QFont bold = font();
+  bold.setBold(true);
+  for (const auto& row : layout_.rows()) {
+    const int y = row.y - sy;
+    if (y + row.height < 0 || y > h) continue;
+    if (row.track < 0) {
+      p.fillRect(QRect(0, y, w, row.height), colours_.group_header);
+      p.setFont(bold);
+      p.setPen(colours_.text);
+      p.drawText(QRect(6, y, w - 12, row.height), Qt::AlignVCenter | Qt::AlignLeft, qs(row.group));
+      continue;
+    }
+    p.setFont(small);
+    p.setPen(colours_.text);
+    const QString title = qs(tracks[row.track].title);
+    p.drawText(QRect(14, y, kGutterWidth - 18, std::min(row.height, lane_h)), Qt::AlignVCenter | Qt::AlignLeft,
+               fm.elidedText(title, Qt::ElideMiddle, kGutterWidth - 18));
+  }
+  p.setPen(colours_.grid);
+  p.drawLine(kGutterWidth - 1, 0, kGutterWidth - 1, h);
+}
+
+void TimelineView::paint_flow(QPainter& p) {
+  if (!selected_ || !model_) return;
+  std::vector<std::pair<EventRef, EventRef>> flows;  // API call → GPU activity
+  if (auto api = model_->launching_api_call(*selected_)) flows.push_back({{EventKind::ApiCall, *api}, *selected_});
+  if (selected_->kind == EventKind::ApiCall)
+    for (EventRef g : model_->launched_by(selected_->row)) flows.push_back({*selected_, g});
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setClipRect(QRect(kGutterWidth, 0, viewport()->width() - kGutterWidth, viewport()->height()));
+  for (const auto& [from, to] : flows) {
+    const QRectF a = rect_of(from), b = rect_of(to);
+    if (a.isNull() || b.isNull()) continue;
+    const QPointF s(a.right(), a.center().y()), e(b.left(), b.center().y());
+    QPainterPath path(s);
+    const double dx = std::max(20.0, std::abs(e.x() - s.x()) / 2);
+    path.cubicTo(s + QPointF(dx, 0), e - QPointF(dx, 0), e);
+    p.setPen(QPen(colours_.flow, 1.6));
+    p.setBrush(Qt::NoBrush);
+    p.drawPath(path);
+    QPolygonF head;
+    head << e << e + QPointF(-7, -4) << e + QPointF(-7, 4);
+    p.setBrush(colours_.flow);
+    p.drawPolygon(head);
+  }
+  p.setClipping(false);
+  p.setRenderHint(QPainter::Antialiasing, false);
+}
+
+void TimelineView::paint_ruler(QPainter& p) {
+  const int w = ruler_->width();
+  p.fillRect(QRect(0, 0, w, kRulerHeight), colours_.gutter);
+  p.setPen(colours_.grid);
+  p.drawLine(0, kRulerHeight - 1, w, kRulerHeight - 1);
+  if (!model_) return;
+  QFont small = font();
+  small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1));
+  p.setFont(small);
+  const double step = ruler_step(vp_);
+  const double origin = double(model_->begin());
+  p.setClipRect(QRect(kGutterWidth, 0, w - kGutterWidth, kRulerHeight));
+  for (double t = std::ceil(vp_.t0 / step) * step; t < vp_.t1; t += step) {
+    const int x = kGutterWidth + int(std::lround(vp_.x_of(t)));
+    p.setPen(colours_.muted_text);
+    p.drawLine(x, kRulerHeight - 8, x, kRulerHeight - 1);
+    for (int k = 1; k < 5; ++k) {
+      const int xm = kGutterWidth + int(std::lround(vp_.x_of(t + step * k / 5)));
+      p.drawLine(xm, kRulerHeight - 4, xm, kRulerHeight - 1);
+    }
+    p.setPen(colours_.text);
+    p.drawText(QRect(x + 3, 2, 160, kRulerHeight - 10), Qt::AlignLeft | Qt::AlignVCenter, ruler_label(t - origin, step));
+  }
+  if (time_selection_) {
+    const double x0 = kGutterWidth + vp_.x_of(double(time_selection_->first));
+    const double x1 = kGutterWidth + vp_.x_of(double(time_selection_->second));
+    p.fillRect(QRectF(x0, 0, std::max(1.0, x1 - x0), kRulerHeight), colours_.time_selection);
+    const QString d = qs(format_duration(double(time_selection_->second - time_selection_->first)));
+    p.setPen(colours_.text);
+    p.drawText(QRectF(x0, 0, std::max(80.0, x1 - x0), kRulerHeight - 8), Qt::AlignCenter, d);
+  }
+  p.setClipping(false);
+  p.setPen(colours_.muted_text);
+  p.drawText(QRect(6, 0, kGutterWidth - 12, kRulerHeight), Qt::AlignVCenter | Qt::AlignLeft,
+             tr("span %1").arg(qs(format_duration(vp_.t1 - vp_.t0))));
+}
+
+// ---- geometry for tests and clicks
+
+QPoint TimelineView::point_for(double t, int track, int lane) const {
+  const int y = layout_.lane_y(track, lane) - scroll_y() + layout_.metrics().lane_height / 2;
+  return QPoint(kGutterWidth + int(std::lround(vp_.x_of(t))), y);
+}
+
+std::optional<Hit> TimelineView::hit_at(QPoint v) const {
+  if (!model_) return std::nullopt;
+  if (v.x() < kGutterWidth || v.y() < 0) return std::nullopt;
+  return hit_test(*model_, layout_, vp_, v.x() - kGutterWidth, v.y() + scroll_y());
+}
+
+QString TimelineView::tooltip_at(QPoint vpos) const {
+  if (!model_ || vpos.x() < kGutterWidth) return {};
+  auto hit = hit_test(*model_, layout_, vp_, vpos.x() - kGutterWidth, vpos.y() + scroll_y());
+  if (hit && hit->sample_row) {
+    const auto& s = model_->trace().samples[*hit->sample_row];
+    QString tip = tr("CPU sample at %1").arg(qs(format_duration(double(s.time - model_->begin()))));
+    auto frames = model_->stack_frames(s.stack);
+    for (size_t i = 0; i < frames.size() && i < 12; ++i) tip += "\n  " + qs(model_->frame_name(frames[i]));
+    return tip;
+  }
+  if (hit) {
+    // Inside a merged block the hit is one of many: say so.
+    if (current_) {
+      const double t = vp_.time_at(vpos.x() - kGutterWidth);
+      for (const DrawItem& it : current_->items)
+        if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end)
+          return tr("%1 events merged (%2) — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
+    }
+    const EventRef e = hit->event;
+    const double d = double(model_->end_of(e) - model_->start_of(e));
+    return QString("<b>%1</b><br>%2 · %3 · at %4")
+        .arg(qs(model_->name_of(e)).toHtmlEscaped(), to_string(e.kind), qs(format_duration(d)),
+             qs(format_duration(double(model_->start_of(e) - model_->begin()))));
+  }
+  return {};
+}
+
+// ---- interaction
+
+void TimelineView::wheelEvent(QWheelEvent* e) {
+  if (!model_) return;
+  const QPoint pos = e->position().toPoint();
+  const QPoint delta = e->angleDelta();
+  if (e->modifiers() & Qt::ShiftModifier) {
+    verticalScrollBar()->setValue(verticalScrollBar()->value() - delta.y() / 2);
+  } else if (delta.x() != 0 && std::abs(delta.x()) > std::abs(delta.y())) {
+    vp_.pan_px(-delta.x() / 4.0);
+    view_changed();
+  } else if (delta.y() != 0) {
+    const double x = std::clamp(double(pos.x() - kGutterWidth), 0.0, double(content_width()));
+    vp_.zoom_about(x, std::pow(0.8, delta.y() / 120.0));
+    view_changed();
+  }
+  e->accept();
+}
+
+void TimelineView::mousePressEvent(QMouseEvent* e) {
+  press_pos_ = last_pos_ = e->pos();
+  moved_ = false;
+  const bool select = e->button() == Qt::RightButton ||
+                      (e->button() == Qt::LeftButton && (e->modifiers() & Qt::ShiftModifier));
+  if (select) {
+    drag_ = Drag::Select;
+    select_anchor_ = vp_.time_at(e->pos().x() - kGutterWidth);
+  } else if (e->button() == Qt::LeftButton) {
+    drag_ = Drag::Pan;
+    setCursor(Qt::ClosedHandCursor);
+  }
+}
+
+void TimelineView::mouseMoveEvent(QMouseEvent* e) {
+  if ((e->pos() - press_pos_).manhattanLength() > 3) moved_ = true;
+  if (drag_ == Drag::Pan && moved_) {
+    const QPoint d = e->pos() - last_pos_;
+    vp_.pan_px(-d.x());
+    verticalScrollBar()->setValue(verticalScrollBar()->value() - d.y());
+    view_changed();
+  } else if (drag_ == Drag::Select && moved_) {
+    const double t = vp_.time_at(e->pos().x() - kGutterWidth);
+    time_selection_ = std::make_pair(int64_t(std::min(t, select_anchor_)), int64_t(std::max(t, select_anchor_)));
+    viewport()->update();
+    ruler_->update();
+  }
+  last_pos_ = e->pos();
+}
+
+void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
+  const Drag was = drag_;
+  drag_ = Drag::None;
+  unsetCursor();
+  if (was == Drag::Select && moved_ && time_selection_) {
+    emit time_range_selected(time_selection_->first, time_selection_->second);
+    return;
+  }
+  if (!moved_ && e->button() == Qt::LeftButton && model_) {
+    auto hit = hit_at(e->pos());
+    if (hit && !hit->sample_row) {
+      select_event(hit->event);
+    } else {
+      select_event(std::nullopt);
+    }
+  }
+}
+
+void TimelineView::mouseDoubleClickEvent(QMouseEvent* e) {
+  auto hit = hit_at(e->pos());
+  if (hit && !hit->sample_row && model_)
+    zoom_to(double(model_->start_of(hit->event)), double(model_->end_of(hit->event)), 0.25);
+}
+
+void TimelineView::keyPressEvent(QKeyEvent* e) {
+  if (!model_) return QAbstractScrollArea::keyPressEvent(e);
+  const QPoint cursor = viewport()->mapFromGlobal(QCursor::pos());
+  const double anchor = (cursor.x() >= kGutterWidth && cursor.x() < viewport()->width())
+                            ? double(cursor.x() - kGutterWidth)
+                            : content_width() / 2.0;
+  switch (e->key()) {
+    case Qt::Key_W: vp_.zoom_about(anchor, 0.8); break;
+    case Qt::Key_S: vp_.zoom_about(anchor, 1.25); break;
+    case Qt::Key_A: vp_.pan_px(-content_width() * 0.1); break;
+    case Qt::Key_D: vp_.pan_px(content_width() * 0.1); break;
+    case Qt::Key_F: zoom_to_selection(); return;
+    case Qt::Key_0:
+    case Qt::Key_Home: zoom_to_all(); return;
+    case Qt::Key_Escape:
+      time_selection_.reset();
+      select_event(std::nullopt);
+      viewport()->update();
+      update();
+      return;
+    default: return QAbstractScrollArea::keyPressEvent(e);
+  }
+  view_changed();
+}
+
+bool TimelineView::viewportEvent(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* he = static_cast<QHelpEvent*>(e);
+    const QString tip = tooltip_at(he->pos());
+    if (tip.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(he->globalPos(), tip, viewport());
+    return true;
+  }
+  return QAbstractScrollArea::viewportEvent(e);
+}
+
+// ---- selection and search
+
+void TimelineView::select_event(std::optional<EventRef> e, bool scroll_into_view) {
+  selected_ = e;
+  if (e && scroll_into_view && model_) {
+    if (auto loc = model_->locate(*e)) {
+      const int y = layout_.lane_y(loc->track, loc->lane);
+      if (y < scroll_y() || y > scroll_y() + viewport()->height() - layout_.metrics().lane_height)
+        verticalScrollBar()->setValue(y - viewport()->height() / 3);
+    }
+    const double s = double(model_->start_of(*e)), en = double(model_->end_of(*e));
+    if (en < vp_.t0 || s > vp_.t1) {
+      const double span = vp_.t1 - vp_.t0;
+      vp_.t0 = (s + en) / 2 - span / 2;
+      vp_.t1 = vp_.t0 + span;
+      view_changed();
+    }
+  }
+  viewport()->update();
+  emit event_selected(e);
+}
+
+void TimelineView::set_time_selection(std::optional<std::pair<int64_t, int64_t>> range) {
+  time_selection_ = range;
+  viewport()->update();
+  ruler_->update();
+  if (range) emit time_range_selected(range->first, range->second);
+}
+
+void TimelineView::set_highlights(std::vector<std::pair<int64_t, int64_t>> ranges) {
+  highlights_ = std::move(ranges);
+  viewport()->update();
+}
+
+size_t TimelineView::set_search(const QString& text) {
+  search_hits_.clear();
+  search_names_.clear();
+  search_active_ = !text.isEmpty() && model_;
+  if (!search_active_) {
+    viewport()->update();
+    return 0;
+  }
+  const store::Trace& t = model_->trace();
+  const std::string needle = text.toLower().toStdString();
+  search_names_.assign(t.strings.size(), 0);
+  for (size_t i = 1; i < t.strings.size(); ++i) {
+    std::string s = t.strings.get(static_cast<store::StringId>(i));
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    search_names_[i] = s.find(needle) != std::string::npos;
+  }
+  constexpr size_t kMaxHits = 1'000'000;
+  for (const Track& tr : model_->tracks())
+    for (const Lane& l : tr.lanes)
+      for (size_t i = 0; i < l.size() && search_hits_.size() < kMaxHits; ++i)
+        if (matches_search(l.ref(i))) search_hits_.push_back(l.ref(i));
+  std::sort(search_hits_.begin(), search_hits_.end(),
+            [&](EventRef a, EventRef b) { return model_->start_of(a) < model_->start_of(b); });
+  viewport()->update();
+  return search_hits_.size();
+}
+
+bool TimelineView::next_match(bool backwards) {
+  if (search_hits_.empty() || !model_) return false;
+  const int64_t from = selected_ ? model_->start_of(*selected_) : int64_t(vp_.t0);
+  auto less = [&](EventRef a, int64_t t) { return model_->start_of(a) < t; };
+  size_t i;
+  if (!backwards) {
+    i = static_cast<size_t>(std::lower_bound(search_hits_.begin(), search_hits_.end(), from + (selected_ ? 1 : 0), less) -
+                            search_hits_.begin());
+    if (i >= search_hits_.size()) i = 0;
+  } else {
+    i = static_cast<size_t>(std::lower_bound(search_hits_.begin(), search_hits_.end(), from, less) - search_hits_.begin());
+    i = i == 0 ? search_hits_.size() - 1 : i - 1;
+  }
+  select_event(search_hits_[i], true);
+  return true;
+}
+
+}  // namespace stepscope::gui
+
+namespace stepscope::gui {
+void PaintForwarder::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  paint_(p);
+}
+}  // namespace stepscope::gui

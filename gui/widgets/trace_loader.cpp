@@ -1,0 +1,76 @@
+#include "trace_loader.h"
+
+#include <QElapsedTimer>
+#include <QMetaObject>
+#include <QtConcurrent/QtConcurrent>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/load.h"
+
+namespace stepscope::gui {
+
+LoadResult load_timeline(const QString& path, const std::function<void(int, const QString&)>& progress) {
+  LoadResult r;
+  r.path = path;
+  auto say = [&](int permille, const QString& stage) {
+    if (progress) progress(permille, stage);
+  };
+  try {
+    QElapsedTimer timer;
+    timer.start();
+    say(0, QObject::tr("Loading %1").arg(path));
+    analyzer::LoadOptions options;
+    options.progress = [&](uint64_t done, uint64_t total) {
+      if (total) say(int(std::min<uint64_t>(700, done * 700 / total)), QObject::tr("Loading"));
+    };
+    auto trace = std::make_shared<store::Trace>(analyzer::load_trace(path.toStdString(), options));
+    r.load_s = timer.nsecsElapsed() / 1e9;
+    timer.restart();
+    say(700, QObject::tr("Analyzing"));
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace));
+    r.analyze_s = timer.nsecsElapsed() / 1e9;
+    timer.restart();
+    say(850, QObject::tr("Building timeline"));
+    r.model = TimelineModel::build(trace, analysis);
+    r.build_s = timer.nsecsElapsed() / 1e9;
+    say(1000, QObject::tr("Done"));
+  } catch (const store::StoreError& e) {
+    r.error = QString::fromStdString(e.what());
+  } catch (const std::exception& e) {
+    r.error = path + ": " + QString::fromStdString(e.what());
+  }
+  return r;
+}
+
+TraceLoader::TraceLoader(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<LoadResult>();
+  connect(&watcher_, &QFutureWatcherBase::finished, this, [this] {
+    LoadResult r = watcher_.result();
+    if (started_generation_ == generation_->load()) emit loaded(r);
+  });
+}
+
+TraceLoader::~TraceLoader() {
+  *generation_ = -1;
+  watcher_.waitForFinished();
+}
+
+void TraceLoader::wait() { watcher_.waitForFinished(); }
+
+void TraceLoader::load(const QString& path) {
+  // A load in flight finishes on its own; its result is dropped.
+  // A load in flight runs to its end in the pool; its progress and result are dropped.
+  started_generation_ = ++*generation_;
+  const int gen = started_generation_;
+  auto generation = generation_;
+  TraceLoader* target = this;
+  watcher_.setFuture(QtConcurrent::run([path, gen, generation, target]() {
+    return load_timeline(path, [&](int permille, const QString& stage) {
+      if (generation->load() != gen) return;
+      QMetaObject::invokeMethod(target, [target, permille, stage] { emit target->progress(permille, stage); },
+                                Qt::QueuedConnection);
+    });
+  }));
+}
+
+}  // namespace stepscope::gui
