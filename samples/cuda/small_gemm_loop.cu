@@ -33,7 +33,7 @@ std::vector<float> make_matrix(size_t count, uint32_t seed) {
 int main(int argc, char** argv) {
   sample::program_name() = "small_gemm_loop";
   CLI::App app{"small_gemm_loop: B small cuBLAS GEMMs per step in a loop (vs one strided-batched GEMM)"};
-  int batch = 64, m = 64, n = 64, k = 64, steps = 500, warmup = 20, window = 50;
+  int batch = 256, m = 128, n = 128, k = 128, steps = 300, warmup = 20, window = 50;
   bool batched = false;
   app.add_option("--batch", batch, "GEMMs per step (B)")->check(CLI::Range(1, 65536))->capture_default_str();
   app.add_option("--m", m, "rows of each A_i and C_i")->check(CLI::Range(1, 8192))->capture_default_str();

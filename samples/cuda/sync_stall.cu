@@ -67,7 +67,7 @@ uint64_t host_bookkeeping(double us, uint64_t acc) {
 int main(int argc, char** argv) {
   sample::program_name() = "sync_stall";
   CLI::App app{"sync_stall: a per-step cudaDeviceSynchronize and scalar device-to-host copy (host blocks on the GPU)"};
-  int steps = 200, n = 1 << 20, iters = 4096;
+  int steps = 200, n = 1 << 20, iters = 8192;
   double host_us = 100;
   bool async = false;
   app.add_option("--steps", steps, "training steps")->check(CLI::Range(1, 1000000))->capture_default_str();
