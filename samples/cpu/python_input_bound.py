@@ -5,7 +5,7 @@ training loop waits for batches and prints that share, to compare with what step
     stepscope record --data-wait-func 'Loader.__next__' --step-func train_step -- python3 python_input_bound.py
     python3 python_input_bound.py --prefetch      # background thread + queue: waits mostly vanish
 
-Output (stdout): `steps N`, `wait_share S` (0..1), `checksum C` (deterministic).
+Output (stdout): `steps N`, `wait_share S` (0..1), `loop_s T`, `checksum C` (deterministic).
 """
 import argparse
 import queue
@@ -90,6 +90,7 @@ def main():
     total = time.monotonic_ns() - start
     print(f"steps {steps}")
     print(f"wait_share {waited / total:.4f}")
+    print(f"loop_s {total / 1e9:.4f}")
     print(f"checksum {checksum:.3f}")
 
 
