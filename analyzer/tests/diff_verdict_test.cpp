@@ -187,6 +187,29 @@ TEST_CASE("share metrics: more data wait and less GPU busy are regressions") {
   CHECK_FALSE(back.regression);
 }
 
+TEST_CASE("a share that rises only because the step got shorter is not a regression") {
+  // Faster GPU work (e.g. AMP): 100 ms steps with 60 ms busy, 10 ms data wait become 70 ms steps with 30 ms
+  // busy and the same 10 ms data wait. Data-wait share 10% → 14%, GPU busy share 60% → 43%.
+  RunSpec base, faster;
+  base.share_jitter = faster.share_jitter = 0.002;
+  faster.step_ms = 70;
+  faster.busy_share = 30.0 / 70;
+  faster.data_share = 10.0 / 70;
+  faster.launch_share = 3.5 / 70;  // 5 ms → 3.5 ms
+  faster.sync_share = 1.4 / 70;
+  auto d = analyzer::diff_runs({synth_run(base, 1)}, {synth_run(faster, 2)});
+  CHECK(metric(d, "step_time_median").verdict == Verdict::Improvement);
+  const auto& dw = metric(d, "data_wait_share");
+  CHECK(dw.change > 0.03);
+  CHECK(std::fabs(dw.time_change) < 0.01);
+  CHECK(dw.verdict == Verdict::Unchanged);
+  CHECK(dw.note.find("the step length changed, not this component") != std::string::npos);
+  const auto& busy = metric(d, "gpu_busy_share");
+  CHECK(busy.change < -0.15);
+  CHECK(busy.verdict == Verdict::Unchanged);  // GPU idle per step did not grow
+  CHECK_FALSE(d.regression);
+}
+
 TEST_CASE("a run against itself is unchanged everywhere") {
   auto r = synth_run(RunSpec{}, 9);
   auto d = analyzer::diff_runs({r}, {r});

@@ -236,9 +236,22 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     m.p_value = p;
     m.p_adjusted = padj;
     m.tested = testable;
-    m.exceeds_threshold = std::isfinite(m.change) && std::fabs(m.change) >= m.threshold && m.change != 0;
     m.significant = testable && padj <= cfg.alpha;
-    if (!testable) m.note = too_few_note;
+    bool moved = std::isfinite(m.change) && std::fabs(m.change) >= m.threshold && m.change != 0;
+    if (moved && !m.relative) {
+      // The share and the time per step must move past the threshold in the same direction.
+      // time_change follows the share's direction (for GPU busy it is the idle time with its sign flipped).
+      bool same_way = std::isfinite(m.time_change) && (m.change > 0) == (m.time_change > 0);
+      if (!(same_way && std::fabs(m.time_change) >= m.threshold)) {
+        moved = false;
+        m.note = fmt::format("the share moved {:+.1f} pp but the {} per step only {:+.1f} pp of the base step: the "
+                             "step length changed, not this component",
+                             m.change * 100, m.higher_is_worse ? "time" : "GPU idle time (sign flipped)",
+                             m.time_change * 100);
+      }
+    }
+    m.exceeds_threshold = moved;
+    if (!testable) m.note = too_few_note + (m.note.empty() ? "" : "; " + m.note);
     if (nb == 0 || nn == 0) m.note = "no steps on one side; nothing to compare";
     bool decided = m.exceeds_threshold && (m.significant || (!testable && nb > 0 && nn > 0));
     if (decided) {
@@ -284,6 +297,24 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     m.base = pooled_share(*s.bpart, b.dur_us, nullptr);
     m.now = pooled_share(*s.npart, n.dur_us, nullptr);
     m.change = m.now - m.base;
+    {
+      // Component time per step (for GPU busy: the idle time, sign flipped to follow the share) relative to
+      // the base mean step time.
+      double bsum = 0, nsum = 0, bdur = 0, ndur = 0;
+      for (size_t k = 0; k < nb; ++k) bsum += (*s.bpart)[k], bdur += b.dur_us[k];
+      for (size_t k = 0; k < nn; ++k) nsum += (*s.npart)[k], ndur += n.dur_us[k];
+      if (nb && nn && bdur > 0) {
+        double bmean = bsum / double(nb), nmean = nsum / double(nn), bstep = bdur / double(nb), nstep = ndur / double(nn);
+        if (!s.higher_is_worse) {  // busy share: judge the idle time; more idle = lower share
+          double bidle = bstep - bmean, nidle = nstep - nmean;
+          m.time_change = -(nidle - bidle) / bstep;
+        } else {
+          m.time_change = (nmean - bmean) / bstep;
+        }
+      } else {
+        m.time_change = std::nan("");
+      }
+    }
     if (nb && nn && cfg.bootstrap_resamples > 0) {
       auto ci = stats::bootstrap_interval(
           nb, nn,

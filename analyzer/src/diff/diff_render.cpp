@@ -1,6 +1,7 @@
 // Renderings of a DiffResult: JSON ("stepscope.diff/1"), JUnit XML, Markdown (GitHub step summary) and text.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "report/report_util.h"
@@ -115,6 +116,7 @@ std::string diff_to_json(const DiffResult& d) {
     } else {
       w.null();
     }
+    if (!m.relative) w.kv("time_change", m.time_change);
     w.kv("threshold", m.threshold).kv("exceeds_threshold", m.exceeds_threshold);
     w.kv("higher_is_worse", m.higher_is_worse);
     w.kv("tested", m.tested).kv("p_value", m.p_value).kv("p_adjusted", m.p_adjusted).kv("significant", m.significant);
@@ -239,6 +241,9 @@ std::string diff_to_markdown(const DiffResult& d) {
                      change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m), icon, to_string(m.verdict));
   }
   o += "\n";
+  for (const auto& m : d.metrics)
+    if (!m.note.empty()) o += "- " + m.title + ": " + markdown_escape(m.note) + "\n";
+  if (std::any_of(d.metrics.begin(), d.metrics.end(), [](const MetricDiff& m) { return !m.note.empty(); })) o += "\n";
   for (const auto& n : d.notes) o += "> " + markdown_escape(n) + "\n>\n";
   if (!d.notes.empty()) o += "\n";
 
@@ -294,6 +299,8 @@ std::string diff_to_text(const DiffResult& d) {
     o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", m.title, value_str(m, m.base),
                      value_str(m, m.now), change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m),
                      to_string(m.verdict));
+  for (const auto& m : d.metrics)
+    if (!m.note.empty()) o += "note (" + m.title + "): " + m.note + "\n";
   for (const auto& n : d.notes) o += "note: " + valid_utf8(n) + "\n";
   if (!d.findings.empty()) {
     o += "\nFindings\n";

@@ -65,6 +65,10 @@ struct MetricDiff {
   double ci_lo = 0, ci_hi = 0;  // seeded bootstrap 95% interval of `change` (when ci_valid)
   bool ci_valid = false;
   double threshold = 0;
+  // Shares only: the change of the component's time per step (GPU idle for gpu_busy_share) as a fraction of
+  // the base mean step time. A share counts as changed only when this moved past the threshold the same way,
+  // so a share that rises merely because the step got shorter (another bottleneck went away) is no regression.
+  double time_change = 0;
   bool exceeds_threshold = false;
   double p_value = 1;           // two-sided Mann–Whitney U over per-step values
   double p_adjusted = 1;        // Holm-adjusted over the tested metrics

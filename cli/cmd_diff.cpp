@@ -1,0 +1,77 @@
+// `stepscope diff BASE NEW` or `stepscope diff --base A --base B --new C ...`: compares per-step
+// distributions and exits 1 on a regression (0 otherwise, 2 on bad input), for CI gates.
+#include <fmt/format.h>
+
+#include "command.h"
+#include "stepscope/analyzer/diff.h"
+#include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/report.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::cli {
+namespace {
+
+struct DiffArgs {
+  std::vector<std::string> positional, base, now;
+  std::string config, junit, md, json, format = "text", step_regex;
+};
+
+int run_diff(const DiffArgs& a) {
+  std::vector<std::string> base = a.base, now = a.now;
+  if (base.empty() && now.empty()) {
+    if (a.positional.size() != 2)
+      throw CLI::ValidationError("FILES", "give BASE NEW, or --base FILE... --new FILE... for several runs per side");
+    base = {a.positional[0]};
+    now = {a.positional[1]};
+  } else {
+    if (!a.positional.empty())
+      throw CLI::ValidationError("FILES", "positional files cannot be mixed with --base/--new");
+    if (base.empty() || now.empty()) throw CLI::ValidationError("FILES", "--base and --new both need at least one file");
+  }
+  if (a.format != "text" && a.format != "md" && a.format != "json")
+    throw CLI::ValidationError("--format", "unknown format '" + a.format + "' (text, md, json)");
+
+  analyzer::DiffConfig config;
+  if (!a.config.empty()) config = analyzer::load_diff_config(a.config);
+  analyzer::AnalyzeOptions options;
+  options.step_regex = a.step_regex;
+  auto load_side = [&](const std::vector<std::string>& files) {
+    std::vector<analyzer::DiffRun> runs;
+    for (const auto& f : files) {
+      store::Trace t = analyzer::load_trace(f);  // throws StoreError("FILE: reason") → exit 2
+      runs.push_back(analyzer::make_diff_run(f, t, options));
+    }
+    return runs;
+  };
+  auto base_runs = load_side(base);
+  auto new_runs = load_side(now);
+  analyzer::DiffResult d = analyzer::diff_runs(base_runs, new_runs, config);
+
+  if (!a.junit.empty()) analyzer::write_file_atomically(a.junit, analyzer::diff_to_junit(d));
+  if (!a.md.empty()) analyzer::write_file_atomically(a.md, analyzer::diff_to_markdown(d));
+  if (!a.json.empty()) analyzer::write_file_atomically(a.json, analyzer::diff_to_json(d));
+  std::string out = a.format == "md" ? analyzer::diff_to_markdown(d)
+                    : a.format == "json" ? analyzer::diff_to_json(d)
+                                         : analyzer::diff_to_text(d);
+  analyzer::write_file_atomically("-", out);
+  return d.exit_code();
+}
+
+CommandRegistration diff_command(50, [](CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand(
+      "diff", "Compare runs step by step (BASE NEW, or --base/--new for repeated runs); exit 1 on a regression");
+  auto args = std::make_shared<DiffArgs>();
+  sub->add_option("FILES", args->positional, "BASE NEW: two stores or traces");
+  sub->add_option("--base", args->base, "A base run (repeat for several runs; their steps pool)")->allow_extra_args(false);
+  sub->add_option("--new", args->now, "A new run (repeat for several runs; their steps pool)")->allow_extra_args(false);
+  sub->add_option("--config", args->config, "Thresholds and test settings (TOML or JSON; see docs/ci.md)");
+  sub->add_option("--junit", args->junit, "Write JUnit XML here: one testcase per metric, failures for regressions");
+  sub->add_option("--md", args->md, "Write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)");
+  sub->add_option("--json", args->json, "Write the stepscope.diff/1 JSON here");
+  sub->add_option("--format", args->format, "What to print on stdout: text (default), md or json");
+  sub->add_option("--step-regex", args->step_regex, "NVTX/annotation ranges whose names match this regex are steps");
+  sub->callback([&exit_code, args] { exit_code = run_diff(*args); });
+});
+
+}  // namespace
+}  // namespace stepscope::cli
