@@ -90,7 +90,7 @@ class WidgetsTest : public QObject {
     // And the picture is not blank: a kernel's colour is where the kernel is.
     const QPoint k = view.point_for(double(kernel_start(0, 2) + kKernelDur / 2), track_of(*view.model(), TrackKind::GpuStream), 0);
     const QColor c = actual.pixelColor(view.viewport()->mapTo(&view, k));
-    QCOMPARE(c, view.palette_colours().event_colour(view.model()->colour_key({EventKind::Kernel, 2}), false));
+    QCOMPARE(c.rgb(), view.palette_colours().event_colour(view.model()->colour_key({EventKind::Kernel, 2}), false).rgb());
   }
 
   void clickSelectsEventAndShowsDetails() {
