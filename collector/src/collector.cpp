@@ -30,6 +30,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -996,6 +997,10 @@ void atfork_child() {
   g->pending.mu.unlock();
   g->reg_mu.unlock();
   g->io_mu.unlock();
+  // The parent's collector thread may have been waiting on the condition variable (or holding its mutex) at
+  // the fork: the child's copy would wait for a waiter that does not exist here. Start both afresh.
+  new (&g->wake_mu) std::mutex();
+  new (&g->wake_cv) std::condition_variable();
   g->pid = getpid();
   g_drainer->abandon_after_fork();
   g_drainer = new Drainer(g->config.parts_dir);  // the parent's (copied) tables are leaked, not freed
