@@ -1,0 +1,208 @@
+// Real CUPTI activity records (the structs of CUDA 13's cupti_activity.h), laid out in a buffer as CUPTI does
+// and walked by libcupti's own cuptiActivityGetNextRecord through decode_activity_buffer() — the function the
+// collector's buffer-completed callback calls. The rows are written to a real store and read back.
+#include <cupti.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "cupti_decode.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+
+namespace {
+
+struct Buffer {
+  alignas(8) std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 16, 0);
+  size_t used = 0;
+  template <class T>
+  T& add() {
+    used = (used + 7) & ~size_t{7};
+    T* p = reinterpret_cast<T*>(bytes.data() + used);
+    std::memset(static_cast<void*>(p), 0, sizeof(T));
+    used += sizeof(T);
+    return *p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("CUPTI records decode into the exact store rows") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+
+  Buffer b;
+  auto& k = b.add<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1000;
+  k.end = 3500;
+  k.deviceId = 0;
+  k.contextId = 1;
+  k.streamId = 7;
+  k.gridX = 128, k.gridY = 2, k.gridZ = 1;
+  k.blockX = 256, k.blockY = 1, k.blockZ = 1;
+  k.registersPerThread = 32;
+  k.staticSharedMemory = 1024;
+  k.dynamicSharedMemory = 2048;
+  k.correlationId = 42;
+  k.graphId = 0;
+  k.name = "_Z6vecAddPfS_S_i";
+
+  auto& m = b.add<CUpti_ActivityMemcpy6>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.bytes = 1 << 20;
+  m.start = 500;
+  m.end = 900;
+  m.deviceId = 0;
+  m.streamId = 7;
+  m.correlationId = 41;
+
+  auto& s = b.add<CUpti_ActivityMemset4>();
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 4096;
+  s.start = 950;
+  s.end = 990;
+  s.streamId = 7;
+  s.correlationId = 40;
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+
+  auto& rt = b.add<CUpti_ActivityAPI>();
+  rt.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  rt.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  rt.start = 800;
+  rt.end = 840;
+  rt.processId = 1234;
+  rt.threadId = 1235;
+  rt.correlationId = 42;
+  rt.returnValue = 0;
+
+  auto& drv = b.add<CUpti_ActivityAPI>();
+  drv.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  drv.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  drv.start = 810;
+  drv.end = 830;
+  drv.processId = 1234;
+  drv.threadId = 1235;
+  drv.correlationId = 43;
+
+  auto& sy = b.add<CUpti_ActivitySynchronization2>();
+  sy.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sy.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sy.start = 3600;
+  sy.end = 5000;
+  sy.correlationId = 42;
+  sy.contextId = 1;
+  sy.streamId = 7;
+
+  auto& mk1 = b.add<CUpti_ActivityMarker2>();
+  mk1.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  mk1.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  mk1.timestamp = 700;
+  mk1.id = 9;
+  mk1.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  mk1.objectId.pt.processId = 1234;
+  mk1.objectId.pt.threadId = 1235;
+  mk1.name = "forward";
+  mk1.domain = "trainer";
+  auto& mk2 = b.add<CUpti_ActivityMarker2>();
+  mk2.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  mk2.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  mk2.timestamp = 5100;
+  mk2.id = 9;
+  mk2.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+
+  collector::cupti::DecodeState st;
+  st.pid = 1234;
+  store::Trace rows;
+  size_t n = collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st);
+  REQUIRE(n == 8);
+
+  // Through a real store and back.
+  test::ScratchDir dir("collector_cupti");
+  const std::string db = dir.file("cupti.db");
+  {
+    store::StoreWriter w(db);
+    w.append(rows);
+    w.close();
+  }
+  store::Trace t = store::StoreReader(db).load();
+
+  REQUIRE(t.kernels.size() == 1);
+  const auto& kr = t.kernels[0];
+  CHECK(kr.start == 1000);
+  CHECK(kr.end == 3500);
+  CHECK(kr.stream == 7);
+  CHECK(kr.context == 1);
+  CHECK(kr.correlation == 42);
+  CHECK(kr.grid_x == 128);
+  CHECK(kr.grid_y == 2);
+  CHECK(kr.block_x == 256);
+  CHECK(kr.registers == 32);
+  CHECK(kr.shared_memory == 3072);
+  CHECK(kr.pid == 1234);
+  CHECK(t.str(kr.name) == "_Z6vecAddPfS_S_i");
+
+  REQUIRE(t.memcpys.size() == 1);
+  CHECK(t.memcpys[0].start == 500);
+  CHECK(t.memcpys[0].end == 900);
+  CHECK(t.memcpys[0].bytes == (1 << 20));
+  CHECK(t.memcpys[0].kind == store::CopyKind::HtoD);
+  CHECK(t.memcpys[0].src_kind == store::MemoryKind::Pageable);
+  CHECK(t.memcpys[0].dst_kind == store::MemoryKind::Device);
+  CHECK(t.memcpys[0].correlation == 41);
+
+  REQUIRE(t.memsets.size() == 1);
+  CHECK(t.memsets[0].bytes == 4096);
+  CHECK(t.memsets[0].mem_kind == store::MemoryKind::Device);
+  CHECK(t.memsets[0].correlation == 40);
+
+  REQUIRE(t.api_calls.size() == 2);
+  const auto& a0 = t.api_calls[0].kind == store::ApiKind::Runtime ? t.api_calls[0] : t.api_calls[1];
+  const auto& a1 = t.api_calls[0].kind == store::ApiKind::Runtime ? t.api_calls[1] : t.api_calls[0];
+  CHECK(t.str(a0.name) == "cudaLaunchKernel");
+  CHECK(a0.correlation == 42);
+  CHECK(a0.pid == 1234);
+  CHECK(a0.tid == 1235);
+  CHECK(a0.start == 800);
+  CHECK(a0.end == 840);
+  CHECK(a1.kind == store::ApiKind::Driver);
+  CHECK(t.str(a1.name) == "cuLaunchKernel");
+
+  REQUIRE(t.syncs.size() == 1);
+  CHECK(t.syncs[0].type == store::SyncType::Stream);
+  CHECK(t.syncs[0].stream == 7);
+  CHECK(t.syncs[0].tid == 1235);  // from the API call with the same correlation id
+  CHECK(t.syncs[0].start == 3600);
+  CHECK(t.syncs[0].end == 5000);
+
+  REQUIRE(t.ranges.size() == 1);
+  CHECK(t.str(t.ranges[0].name) == "forward");
+  CHECK(t.str(t.ranges[0].domain) == "trainer");
+  CHECK(t.ranges[0].start == 700);
+  CHECK(t.ranges[0].end == 5100);
+  CHECK(t.ranges[0].tid == 1235);
+  CHECK(t.ranges[0].source == store::RangeSource::Nvtx);
+}
+
+TEST_CASE("a clock offset from the fallback calibration shifts every timestamp") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  Buffer b;
+  auto& k = b.add<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 100;
+  k.end = 200;
+  k.name = "k";
+  collector::cupti::DecodeState st;
+  st.clock_offset = -50;
+  store::Trace rows;
+  REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st) == 1);
+  CHECK(rows.kernels[0].start == 50);
+  CHECK(rows.kernels[0].end == 150);
+}
