@@ -86,6 +86,13 @@ TEST_CASE("text report: step table with bars, totals, kernels, findings with evi
   CHECK(t.find("est. saving: 40 ms per step (40.0% of step time)") != std::string::npos);
   CHECK(t.find("    \"data_wait_us_per_step\": 40000,") != std::string::npos);
   CHECK(t.find("<script>alert(1)</script>") != std::string::npos);  // a terminal shows names as they are
+  // ... except control characters: a name cannot send escape sequences to the terminal.
+  auto a = test::sample_analysis();
+  a.top_kernels[0].name = "evil\x1b[2J\x1b]0;title\x07kernel";
+  std::string t2 = analyzer::render_text_report(a);
+  CHECK(t2.find('\x1b') == std::string::npos);
+  CHECK(t2.find('\x07') == std::string::npos);
+  CHECK(t2.find("evil\xEF\xBF\xBD[2J") != std::string::npos);
 }
 
 TEST_CASE("markdown report: GFM tables whose rows keep their column count") {

@@ -291,8 +291,8 @@ std::string diff_to_markdown(const DiffResult& d) {
 std::string diff_to_text(const DiffResult& d) {
   std::string o;
   o += fmt::format("stepscope diff: {}\n", d.regression ? "REGRESSION" : "no regression");
-  o += fmt::format("  base: {} ({} steps compared)\n  new:  {} ({} steps compared)\n\n", valid_utf8(files_str(d.base)),
-                   d.base.steps, valid_utf8(files_str(d.now)), d.now.steps);
+  o += fmt::format("  base: {} ({} steps compared)\n  new:  {} ({} steps compared)\n\n", printable(files_str(d.base)),
+                   d.base.steps, printable(files_str(d.now)), d.now.steps);
   o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", "metric", "base", "new", "change", "95% CI",
                    "threshold", "test", "verdict");
   for (const auto& m : d.metrics)
@@ -301,23 +301,23 @@ std::string diff_to_text(const DiffResult& d) {
                      to_string(m.verdict));
   for (const auto& m : d.metrics)
     if (!m.note.empty()) o += "note (" + m.title + "): " + m.note + "\n";
-  for (const auto& n : d.notes) o += "note: " + valid_utf8(n) + "\n";
+  for (const auto& n : d.notes) o += "note: " + printable(n) + "\n";
   if (!d.findings.empty()) {
     o += "\nFindings\n";
     for (const auto& f : d.findings)
       o += fmt::format("  {:<12} {:<18} {:>6} → {:<6} {}{}\n", to_string(f.status), f.rule,
                        severity_or_dash(f.has_base, f.base_severity), severity_or_dash(f.has_new, f.new_severity),
-                       valid_utf8(shorten(f.summary, 100)), f.fails ? "  [fails]" : "");
+                       printable(shorten(f.summary, 100)), f.fails ? "  [fails]" : "");
   }
   if (!d.kernel_changes.empty() || !d.kernels_added.empty() || !d.kernels_removed.empty()) {
     o += "\nKernel time per step\n";
     for (const auto& k : d.kernel_changes)
       o += fmt::format("  changed {:>10} ({} → {})  {}\n", signed_us(k.delta_us_per_step()), format_us(k.base_us_per_step),
-                       format_us(k.new_us_per_step), shorten(k.name, kNameChars));
+                       format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)));
     for (const auto& k : d.kernels_added)
-      o += fmt::format("  added   {:>10}  {}\n", format_us(k.new_us_per_step), shorten(k.name, kNameChars));
+      o += fmt::format("  added   {:>10}  {}\n", format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)));
     for (const auto& k : d.kernels_removed)
-      o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), shorten(k.name, kNameChars));
+      o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), printable(shorten(k.name, kNameChars)));
     if (d.kernels_added_total > int64_t(d.kernels_added.size()) || d.kernels_removed_total > int64_t(d.kernels_removed.size()))
       o += fmt::format("  ({} kernels added and {} removed in all)\n", d.kernels_added_total, d.kernels_removed_total);
   }

@@ -46,7 +46,7 @@ std::string indent_lines(const std::string& text, const std::string& prefix) {
 std::string render_text_report(const Analysis& a) {
   std::string o;
   const auto& sm = a.summary;
-  o += fmt::format("stepscope report: {}\n", valid_utf8(a.source_file.empty() ? "(trace)" : a.source_file));
+  o += fmt::format("stepscope report: {}\n", printable(a.source_file.empty() ? "(trace)" : a.source_file));
   if (!sm.has_gpu) o += "No GPU activity in this trace: the breakdown below covers host time only.\n";
   o += fmt::format("GPU work: {} kernels, {} memcpys, {} memsets; busy {} over a span of {}\n", sm.kernels, sm.memcpys,
                    sm.memsets, format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
@@ -88,14 +88,14 @@ std::string render_text_report(const Analysis& a) {
     o += fmt::format("{:>10} {:>8} {:>10}  {}\n", "total", "count", "mean", "kernel");
     for (const auto& k : a.top_kernels)
       o += fmt::format("{:>10} {:>8} {:>10}  {}\n", format_us(double(k.total_ns) / 1e3), k.count,
-                       format_us(k.mean_ns() / 1e3), shorten(k.name, 100));
+                       format_us(k.mean_ns() / 1e3), printable(shorten(k.name, 100)));
   }
 
   if (!a.idle_host_top.empty()) {
     o += "\nTop CPU functions while the GPU was idle\n";
     for (const auto& f : a.idle_host_top)
       o += fmt::format("{:>10} {:>8}  {}\n", format_us(double(f.time_ns) / 1e3),
-                       f.samples ? fmt::format("{} smp", f.samples) : std::string("-"), shorten(f.name, 100));
+                       f.samples ? fmt::format("{} smp", f.samples) : std::string("-"), printable(shorten(f.name, 100)));
   }
 
   o += "\nFindings";
@@ -106,15 +106,15 @@ std::string render_text_report(const Analysis& a) {
     for (const auto& f : a.findings) {
       std::string sev = store::to_string(f.severity);
       std::transform(sev.begin(), sev.end(), sev.begin(), [](unsigned char c) { return char(std::toupper(c)); });
-      o += fmt::format("\n[{}] {}: {}\n", sev, f.rule, valid_utf8(f.summary));
+      o += fmt::format("\n[{}] {}: {}\n", sev, printable(f.rule), printable(f.summary));
       std::string steps;
       for (size_t i = 0; i < f.steps.size() && i < 20; ++i) steps += (i ? "," : "") + std::to_string(f.steps[i]);
       if (f.steps.size() > 20) steps += ",…";
       o += fmt::format("  steps: {}   est. saving: {} per step ({} of step time)\n", steps.empty() ? "-" : steps,
                        format_us(f.est_savings_us_per_step), format_share(f.share));
-      if (!f.suggestion.empty()) o += "  suggestion:\n" + indent_lines(valid_utf8(f.suggestion), "    ") + "\n";
+      if (!f.suggestion.empty()) o += "  suggestion:\n" + indent_lines(printable(f.suggestion, true), "    ") + "\n";
       if (!f.evidence_json.empty() && f.evidence_json != "{}")
-        o += "  evidence:\n" + indent_lines(valid_utf8(pretty_json(f.evidence_json)), "    ") + "\n";
+        o += "  evidence:\n" + indent_lines(printable(pretty_json(f.evidence_json), true), "    ") + "\n";
     }
   }
   return o;

@@ -218,6 +218,19 @@ std::string format_signed_pp(double f) {
   return buf;
 }
 
+std::string printable(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
+    bool control = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0);
+    if (control && !(keep_newlines && (cp == '\n' || cp == '\t')))
+      out += "\xEF\xBF\xBD";
+    else
+      out += bytes;
+  });
+  return out;
+}
+
 std::string shorten(std::string_view s, size_t max_chars) {
   std::string v = valid_utf8(s);
   // Character boundaries (UTF-8 lead bytes).

@@ -20,6 +20,9 @@ std::string format_signed_percent(double fraction);
 std::string format_signed_pp(double fraction);
 // Keeps at most `max_chars` characters (UTF-8 aware), eliding the middle with "…".
 std::string shorten(std::string_view s, size_t max_chars);
+// For a terminal: valid UTF-8 with control characters (escape sequences included) replaced by U+FFFD;
+// newlines and tabs stay when keep_newlines.
+std::string printable(std::string_view s, bool keep_newlines = false);
 // Pretty-prints a JSON value with 2-space indentation; returns the input unchanged when it does not parse.
 std::string pretty_json(std::string_view json);
 // A fence for a Markdown code block that no backtick run inside `content` can close.
