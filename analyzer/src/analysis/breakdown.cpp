@@ -272,7 +272,7 @@ void build_breakdown(Context& ctx) {
   if (span0 < span1 && !ctx.busy.empty()) {
     size_t di = 0, si = 0;
     std::vector<int64_t> cuts;
-    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t launch_start) {
+    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t launch_start, bool after_idle) {
       cuts.assign({a, b});
       while (di < ctx.data_waits.size() && ctx.data_waits[di].end <= a) ++di;
       while (si < sync.size() && sync[si].end <= a) ++si;
@@ -293,7 +293,10 @@ void build_breakdown(Context& ctx) {
         } else {
           for (size_t j = si; j < sync.size() && sync[j].start < e; ++j)
             if (sync[j].start <= s && sync[j].end >= e) seg.kind = IdleKind::Sync, seg.cause = sync[j].cause;
-          if (seg.kind != IdleKind::Sync && (gap_len <= kLaunchGapMaxNs || s >= launch_start)) seg.kind = IdleKind::Launch;
+          // Launch idle: a short gap, or the tail of a long one after the host began issuing the work that
+          // ends it (only when that launch came after the GPU went idle: HTA's "host wait").
+          if (seg.kind != IdleKind::Sync && (gap_len <= kLaunchGapMaxNs || (after_idle && s >= launch_start)))
+            seg.kind = IdleKind::Launch;
         }
         if (!ctx.idle.empty() && ctx.idle.back().end == s && ctx.idle.back().kind == seg.kind && ctx.idle.back().cause == seg.cause)
           ctx.idle.back().end = e;
@@ -309,7 +312,7 @@ void build_breakdown(Context& ctx) {
         // Gaps open at either end of the GPU activity are never "within a launch latency".
         int64_t gap_len = (have_prev && p < ctx.busy.size()) ? next_start - prev_end : INT64_MAX;
         int64_t launch = p < ctx.busy.size() ? piece_launch[p] : INT64_MAX;
-        classify(prev_end, next_start, gap_len, launch);
+        classify(prev_end, next_start, gap_len, launch, !have_prev || launch > prev_end);
       }
       if (p < ctx.busy.size()) {
         prev_end = std::max(prev_end, ctx.busy[p].end);

@@ -13,8 +13,6 @@ class PageableMemcpyRule final : public Rule {
   // Severity by estimated saving as a share of step time.
   static constexpr double kHighShare = 0.05;
   static constexpr double kMediumShare = 0.01;
-  // Host cost of an asynchronous copy from pinned memory (a launch).
-  static constexpr int64_t kPinnedCallNs = 10'000;
   // Pinned transfers run about this much faster than pageable ones (no staging copy); used when the
   // copy's API call is unknown.
   static constexpr double kPinnedSpeedup = 2.0;
@@ -40,8 +38,14 @@ class PageableMemcpyRule final : public Rule {
       if (m.kind != store::CopyKind::HtoD && m.kind != store::CopyKind::DtoH) continue;
       ++total;
       int64_t call = op.api >= 0 ? t.api_calls[op.api].end - t.api_calls[op.api].start : 0;
-      int64_t saved = op.api >= 0 ? std::max<int64_t>(0, call - kPinnedCallNs)
-                                  : int64_t(double(m.end - m.start) * (1.0 - 1.0 / kPinnedSpeedup));
+      // The host waits for the transfer itself (an async copy from pinned memory would let it run on), and
+      // the staged transfer is slower. Time the call spends waiting for earlier GPU work is sync-stall's.
+      int64_t held = 0;
+      if (op.api >= 0) {
+        const auto& a = t.api_calls[op.api];
+        held = std::max<int64_t>(0, std::min(a.end, m.end) - std::max(a.start, m.start));
+      }
+      int64_t saved = std::max(held, int64_t(double(m.end - m.start) * (1.0 - 1.0 / kPinnedSpeedup)));
       std::string key = std::string(store::to_string(m.kind)) + " " + store::to_string(m.src_kind) + " -> " +
                         store::to_string(m.dst_kind);
       auto& g = groups[key];

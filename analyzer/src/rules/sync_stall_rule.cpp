@@ -137,8 +137,14 @@ class SyncStallRule final : public Rule {
       if (!g->op.empty() && g->op != g->api) who += " in " + g->op;
       if (!g->annotation.empty()) who += " under " + g->annotation;
     }
+    std::string outside;
+    for (auto* g : sorted)
+      if (!g->in_steps && g->idle_ns > 0) {
+        outside = "; outside the steps " + g->api + " leaves the GPU idle " + format_us(double(g->idle_ns));
+        break;
+      }
     f.summary = "The GPU idles " + format_us(per_step) + " per step (" + format_pct(share) +
-                ") while the host blocks on the device" + (who.empty() ? "" : ": " + who) + ".";
+                ") while the host blocks on the device" + (who.empty() ? "" : ": " + who) + outside + ".";
     f.suggestion =
         "Keep the host from waiting on the GPU inside the step: drop per-step .item()/.cpu()/print of tensors\n"
         "(accumulate on the GPU, read once per N steps), copy with non_blocking=True into pinned buffers, and\n"

@@ -1,0 +1,191 @@
+// analyze() on the real traces in shared/traces, checked against the trace facts and the independent
+// computation in analyzer/tests/reference (independent_figures.py -> expected.json).
+#include <simdjson.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/load.h"
+#include "test_support.h"
+
+using namespace stepscope;
+
+namespace {
+
+// Each trace is loaded and analysed once per test executable.
+const analyzer::Analysis& analysis_of(const std::string& rel) {
+  static std::map<std::string, analyzer::Analysis> cache;
+  auto it = cache.find(rel);
+  if (it == cache.end()) {
+    store::Trace t = analyzer::load_trace(test::trace_path(rel));
+    it = cache.emplace(rel, analyzer::analyze(t)).first;
+    it->second.source_file = rel;
+  }
+  return it->second;
+}
+
+// A figure from the independent computation.
+double reference(const std::string& rel, const char* key) {
+  static simdjson::dom::parser parser;
+  static simdjson::dom::element doc = parser.load(test::source_dir() + "/analyzer/tests/reference/expected.json");
+  return double(doc[rel][key]);
+}
+
+const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
+  for (const auto& f : a.findings)
+    if (f.rule == rule) return &f;
+  return nullptr;
+}
+
+bool mentions(const analyzer::FindingResult* f, const std::string& what) {
+  return f && f->evidence_json.find(what) != std::string::npos;
+}
+
+double share(const analyzer::Analysis& a, int64_t analyzer::StepBreakdown::*field) {
+  int64_t part = 0, total = 0;
+  for (const auto& s : a.steps) part += s.*field, total += s.dur_ns;
+  return total ? double(part) / double(total) : 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("resnet50 num_workers=0 is input-bound; its data wait share matches the independent computation") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const std::string rel = "kineto/resnet50_num_workers_0.json.gz";
+  const auto& a = analysis_of(rel);
+  CHECK(a.summary.step_source == "profiler-step");
+  CHECK(a.summary.steps == 6);
+  CHECK(std::abs(a.summary.data_wait_share - reference(rel, "data_wait_share")) < 0.005);
+  CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
+  auto* f = find(a, "input-bound");
+  REQUIRE(f);
+  CHECK(f->severity == store::Severity::High);
+  CHECK(a.findings.front().rule == "input-bound");
+  CHECK(mentions(f, "_SingleProcessDataLoaderIter"));
+  CHECK(f->suggestion.find("num_workers") != std::string::npos);
+  for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Input);
+}
+
+TEST_CASE("resnet50 num_workers=4 is not input-bound") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const std::string rel = "kineto/resnet50_num_workers_4.json.gz";
+  const auto& a = analysis_of(rel);
+  CHECK(std::abs(a.summary.data_wait_share - reference(rel, "data_wait_share")) < 0.005);
+  CHECK_FALSE(find(a, "input-bound"));
+}
+
+TEST_CASE("eager B200 and BERT-small inference are launch-overhead bound") {
+  STEPSCOPE_REQUIRE_TRACES();
+  for (std::string rel : {"tracelens/b200_eager.json.gz", "tracelens/h100_bert_small_inference.json.gz"}) {
+    INFO(rel);
+    // The premise, from the independent computation: most idle in 10-200 µs gaps, most kernels short.
+    REQUIRE(reference(rel, "gap_share_10_200us") > 0.5);
+    REQUIRE(reference(rel, "short_kernel_fraction") > 0.5);
+    const auto& a = analysis_of(rel);
+    auto* f = find(a, "launch-overhead");
+    REQUIRE(f);
+    CHECK(f->severity == store::Severity::High);
+    CHECK(a.findings.front().rule == "launch-overhead");
+    CHECK(mentions(f, "fusion_candidates"));
+    CHECK(share(a, &analyzer::StepBreakdown::launch_idle_ns) > 0.5);
+    CHECK(f->suggestion.find("torch.compile") != std::string::npos);
+  }
+  // No ProfilerStep in the B200 trace: steps come from the repeating kernel sequence.
+  CHECK(analysis_of("tracelens/b200_eager.json.gz").summary.step_source == "pattern");
+}
+
+TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, every step gpu") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const std::string rel = "hta/v100_resnet_gpu_bound_ns.json.gz";
+  const auto& a = analysis_of(rel);
+  CHECK_FALSE(find(a, "launch-overhead"));
+  CHECK_FALSE(find(a, "input-bound"));
+  REQUIRE(a.steps.size() == 5);
+  for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Gpu);
+  CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
+}
+
+TEST_CASE("the many-small-kernels trap: idle is host-side blocking, not launch overhead") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const std::string rel = "hta/a100_rank0_many_small_kernels.json.gz";
+  const auto& a = analysis_of(rel);
+  CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
+  REQUIRE(!a.findings.empty());
+  CHECK(a.findings.front().rule == "sync-stall");
+  auto* lo = find(a, "launch-overhead");
+  CHECK((lo == nullptr || lo != &a.findings.front()));
+  auto* f = find(a, "sync-stall");
+  REQUIRE(f);
+  CHECK(f->severity == store::Severity::High);
+  CHECK(mentions(f, "aten::copy_"));
+  CHECK(mentions(f, "## sparse_data_dist ##"));
+  CHECK(mentions(f, "cudaDeviceSynchronize"));
+  CHECK(mentions(f, "DtoH"));
+  // Most of the in-step GPU idle is sync idle; launch idle is small.
+  double idle = 1.0 - a.summary.gpu_busy_share;
+  CHECK(share(a, &analyzer::StepBreakdown::sync_idle_ns) > 0.6 * idle);
+  CHECK(share(a, &analyzer::StepBreakdown::launch_idle_ns) < 0.1 * idle);
+  for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Sync);
+}
+
+TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall; multi-stream event waits are not") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto& a = analysis_of("hta/cuda_event_sync.json.gz");
+  auto* f = find(a, "sync-stall");
+  REQUIRE(f);
+  for (const char* api : {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "device -> pageable"}) {
+    INFO(api);
+    CHECK(mentions(f, api));
+  }
+
+  const auto& m = analysis_of("hta/cuda_event_sync_multi_stream.json.gz");
+  auto* g = find(m, "sync-stall");
+  if (g) {
+    simdjson::dom::parser p;
+    auto ev = p.parse(g->evidence_json);
+    for (auto call : ev["blocking_calls"].get_array()) {
+      std::string_view api = call["api"];
+      CHECK(api.find("EventQuery") == std::string_view::npos);
+      CHECK(api.find("StreamWaitEvent") == std::string_view::npos);
+    }
+  }
+  CHECK(share(m, &analyzer::StepBreakdown::sync_idle_ns) < 0.01);
+}
+
+TEST_CASE("every shared trace analyzes; the breakdown partitions each step; no GPU is said plainly") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const char* all[] = {"hta/a100_rank0_many_small_kernels.json.gz", "hta/alexnet_a100.json.gz", "hta/cpu_only.json.gz",
+                       "hta/cuda_event_sync.json.gz", "hta/cuda_event_sync_multi_stream.json.gz",
+                       "hta/gpu_user_annotation_steps.json.gz", "hta/legacy_categories_tiny.json.gz",
+                       "hta/rank_non_gpu.json.gz", "hta/trace_diff_control_a100.json.gz",
+                       "hta/trace_diff_test_v100.json.gz", "hta/triton_driver_launch.json.gz",
+                       "hta/v100_resnet_gpu_bound_ns.json.gz", "kineto/resnet50_num_workers_0.json.gz",
+                       "kineto/resnet50_num_workers_4.json.gz", "nsys/cloverleaf_a100.sqlite.gz",
+                       "nsys/nsys_chrome_dialect_vllm.json.gz", "param/dlrm_8gpu_worker0.json.gz",
+                       "tracelens/amd_vllm_decode_graph.json.gz", "tracelens/b200_eager.json.gz",
+                       "tracelens/h100_bert_small_inference.json.gz", "tracelens/mi300x_ddp_resnet18.json.gz"};
+  for (const char* rel : all) {
+    INFO(rel);
+    const auto& a = analysis_of(rel);
+    CHECK(a.summary.steps >= 1);
+    for (const auto& s : a.steps)
+      CHECK(s.gpu_busy_ns + s.data_wait_ns + s.launch_idle_ns + s.sync_idle_ns + s.other_idle_ns == s.dur_ns);
+    for (size_t i = 1; i < a.findings.size(); ++i)
+      CHECK(a.findings[i - 1].est_savings_us_per_step * double(a.findings[i - 1].steps.size()) >=
+            a.findings[i].est_savings_us_per_step * double(a.findings[i].steps.size()));
+    std::string json = analyzer::to_json(a);
+    simdjson::dom::parser p;
+    simdjson::dom::element doc;
+    REQUIRE(p.parse(json).get(doc) == simdjson::SUCCESS);
+    CHECK(bool(doc["summary"]["has_gpu"]) == (a.summary.kernels + a.summary.memcpys + a.summary.memsets > 0));
+  }
+  for (const char* rel : {"hta/cpu_only.json.gz", "hta/rank_non_gpu.json.gz"}) {
+    INFO(rel);
+    const auto& a = analysis_of(rel);
+    CHECK_FALSE(a.summary.has_gpu);
+    CHECK(a.summary.gpu_busy_us == 0);
+    for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Host);
+  }
+}

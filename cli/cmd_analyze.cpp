@@ -1,0 +1,150 @@
+// `stepscope analyze FILE [--json] [--step-regex R] [--write-findings]`: where each step's time went and what
+// to change. FILE is a store or any trace the importers read. Exit 0 whatever is found; 2 on bad input.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "command.h"
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/load.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::cli {
+namespace {
+
+struct AnalyzeArgs {
+  std::string file, step_regex;
+  bool json = false, write_findings = false;
+};
+
+constexpr int kBarWidth = 40;
+constexpr size_t kMaxStepRows = 40;
+
+double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
+
+std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
+
+// One character per 1/kBarWidth of the step: # GPU busy, D data wait, S sync, L launch, . other.
+std::string stacked_bar(const analyzer::StepBreakdown& s) {
+  std::string bar;
+  if (s.dur_ns <= 0) return bar;
+  const std::pair<int64_t, char> parts[] = {{s.gpu_busy_ns, '#'}, {s.data_wait_ns, 'D'}, {s.sync_idle_ns, 'S'},
+                                            {s.launch_idle_ns, 'L'}, {s.other_idle_ns, '.'}};
+  double acc = 0;
+  for (auto [ns, c] : parts) {
+    acc += double(ns);
+    int upto = int(acc / double(s.dur_ns) * kBarWidth + 0.5);
+    while (int(bar.size()) < upto) bar += c;
+  }
+  bar.resize(kBarWidth, '.');
+  return bar;
+}
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out = pad;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += pad;
+  }
+  return out;
+}
+
+void print_text(const analyzer::Analysis& a) {
+  const auto& s = a.summary;
+  fmt::print("{}\n", a.source_file);
+  fmt::print("{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source, s.kernels, s.memcpys,
+             s.memsets);
+  if (!s.has_gpu) {
+    fmt::print("No GPU activity in this trace: there is no GPU to keep busy; the steps below are host time only.\n");
+  } else {
+    fmt::print("GPU busy {} ms over a {} ms GPU span; {:.1f}% of step time busy; input wait {:.1f}% of step time\n",
+               ms(s.gpu_busy_us), ms(s.gpu_span_us), 100.0 * s.gpu_busy_share, 100.0 * s.data_wait_share);
+  }
+  if (!a.steps.empty()) {
+    fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
+               "sync%", "launch", "other%", "kernels", "bound", "# busy  D data  S sync  L launch  . other");
+    size_t shown = 0;
+    for (const auto& st : a.steps) {
+      if (shown++ == kMaxStepRows) {
+        fmt::print("  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
+        break;
+      }
+      fmt::print("{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {:<6}  |{}|\n", st.index,
+                 ms(double(st.dur_ns) / 1000.0), pct(st.gpu_busy_ns, st.dur_ns), pct(st.data_wait_ns, st.dur_ns),
+                 pct(st.sync_idle_ns, st.dur_ns), pct(st.launch_idle_ns, st.dur_ns), pct(st.other_idle_ns, st.dur_ns),
+                 st.kernels, analyzer::to_string(st.bound), stacked_bar(st));
+    }
+    double total = s.step_time_us;
+    auto share = [&](double us) { return total > 0 ? 100.0 * us / total : 0.0; };
+    double busy_us = s.gpu_busy_share * total;
+    fmt::print("\nBreakdown over {} ms of steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data {} ms ({:.1f}%), "
+               "after syncs {} ms ({:.1f}%), between launches {} ms ({:.1f}%), other host time {} ms ({:.1f}%)\n",
+               ms(total), ms(busy_us), share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
+               ms(s.sync_idle_us), share(s.sync_idle_us), ms(s.launch_idle_us), share(s.launch_idle_us),
+               ms(s.other_idle_us), share(s.other_idle_us));
+  }
+  if (!a.idle_host_top.empty()) {
+    fmt::print("\nHost activity while the GPU idled for other reasons:\n");
+    for (size_t i = 0; i < a.idle_host_top.size() && i < 5; ++i)
+      fmt::print("  {:>10} ms  {}\n", ms(double(a.idle_host_top[i].time_ns) / 1000.0), a.idle_host_top[i].name);
+  }
+  if (a.findings.empty()) {
+    fmt::print("\nNo findings.\n");
+    return;
+  }
+  fmt::print("\nFindings, largest estimated saving first:\n");
+  int n = 0;
+  for (const auto& f : a.findings) {
+    fmt::print("\n{}. [{}] {}: {}\n", ++n, store::to_string(f.severity), f.rule, f.summary);
+    std::string steps;
+    if (!f.steps.empty())
+      steps = f.steps.size() == 1 ? fmt::format("step {}", f.steps.front())
+                                  : fmt::format("{} steps ({}..{})", f.steps.size(), f.steps.front(), f.steps.back());
+    fmt::print("   est. saving {} ms per step ({:.1f}% of step time){}\n", ms(f.est_savings_us_per_step),
+               100.0 * f.share, steps.empty() ? "" : ", " + steps);
+    fmt::print("{}\n", indent(f.suggestion, "   "));
+  }
+}
+
+int run_analyze(const AnalyzeArgs& args) {
+  store::Trace trace = analyzer::load_trace(args.file);
+  analyzer::AnalyzeOptions options;
+  options.step_regex = args.step_regex;
+  analyzer::Analysis a;
+  try {
+    a = analyzer::analyze(trace, options);
+  } catch (const std::invalid_argument& e) {  // a bad --step-regex
+    throw store::StoreError(args.file, e.what());
+  }
+  if (a.source_file.empty()) a.source_file = args.file;
+  if (args.write_findings) {
+    // A store is rewritten whole, atomically (temporary file beside it, renamed over it): a reader never sees
+    // a half-updated findings table, and the writer's own schema code stays the only one writing stores.
+    if (store::sniff_file(args.file) != store::FileKind::Store)
+      throw store::StoreError(args.file, "--write-findings needs a stepscope store (import the trace first)");
+    analyzer::store_findings(a, trace);
+    store::write_store_atomically(trace, args.file);
+  }
+  if (args.json) fmt::print("{}", analyzer::to_json(a));
+  else print_text(a);
+  if (args.write_findings && !args.json) fmt::print("\nwrote {} finding(s) into {}\n", a.findings.size(), args.file);
+  return 0;
+}
+
+CommandRegistration analyze_command(30, [](CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("analyze", "Find the steps, break each one down (GPU busy, data wait, sync, launch, "
+                                            "host) and report bottlenecks with fixes and estimated savings");
+  auto args = std::make_shared<AnalyzeArgs>();
+  sub->add_option("FILE", args->file, "A stepscope store, Kineto/Chrome trace JSON (.json, .gz, .zst) or Nsight "
+                                      "Systems SQLite export")
+      ->required();
+  sub->add_flag("--json", args->json, "Print the stepscope.analysis/1 JSON (docs/analysis-json.md)");
+  sub->add_option("--step-regex", args->step_regex, "Ranges (NVTX/annotations) whose names match this regex are the steps");
+  sub->add_flag("--write-findings", args->write_findings,
+                "Replace the findings table of FILE (a store) with these findings; the store is rewritten atomically");
+  sub->callback([&exit_code, args] { exit_code = run_analyze(*args); });
+});
+
+}  // namespace
+}  // namespace stepscope::cli
