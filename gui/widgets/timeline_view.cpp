@@ -264,7 +264,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (r.width() > 28) {
       QString label = it.count > 1 ? tr("%1 events").arg(it.count) : qs(model_->name_of(ref));
       if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
-        label += "  " + qs(format_duration(double(model_->end_of(ref) - model_->start_of(ref))));
+        label += "  " + qs(format_duration(it.end - it.start));
       p.setPen(colours_.text_on(fill));
       const QRectF text_rect = r.adjusted(3, 0, -2, 0).intersected(QRectF(kGutterWidth, 0, w - kGutterWidth, h));
       p.drawText(text_rect, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(label, Qt::ElideRight, int(text_rect.width())));

@@ -1,0 +1,181 @@
+// bench_gui_frame [--kernels N] [--ranges N] [--open-events N]: renders the real TimelineView offscreen for
+// a synthetic trace (N kernels on 8 streams + ranges on 4 threads) at full zoom-out, mid and deep zoom and
+// prints ms per frame, the open time of a store with --open-events events, and memory, beside the goals.
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QPainter>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "stepscope/analyzer/load.h"
+#include "stepscope/gui/timeline_layout.h"
+#include "stepscope/gui/timeline_model.h"
+#include "stepscope/store/store.h"
+#include "timeline_view.h"
+
+using namespace stepscope;
+
+namespace {
+
+long status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(std::strlen(key)));
+  return 0;
+}
+
+// Kernels of 2–40 µs with 0.5–20 µs gaps, round-robin over 8 streams; ranges nested 3 deep on 4 threads.
+std::shared_ptr<store::Trace> synthetic(int64_t kernels, int64_t ranges) {
+  auto t = std::make_shared<store::Trace>();
+  std::mt19937_64 rng(42);
+  std::vector<store::StringId> names;
+  for (int i = 0; i < 200; ++i) names.push_back(t->intern("kernel_" + std::to_string(i) + "_sm80_xmma_gemm"));
+  t->kernels.reserve(kernels);
+  std::vector<int64_t> cursor(8, 0);
+  for (int64_t i = 0; i < kernels; ++i) {
+    const int s = int(i % 8);
+    store::Kernel k;
+    k.start = cursor[s] + 500 + int64_t(rng() % 19500);
+    k.end = k.start + 2000 + int64_t(rng() % 38000);
+    cursor[s] = k.end;
+    k.stream = 7 + s;
+    k.correlation = i + 1;
+    k.name = names[rng() % names.size()];
+    t->kernels.push_back(k);
+  }
+  const int64_t span = *std::max_element(cursor.begin(), cursor.end());
+  std::vector<store::StringId> rnames;
+  for (int i = 0; i < 50; ++i) rnames.push_back(t->intern("aten::op_" + std::to_string(i)));
+  t->ranges.reserve(ranges);
+  const int64_t per_thread = ranges / 4 / 3;  // triples: outer, middle, inner
+  for (int th = 0; th < 4; ++th) {
+    const int64_t step = std::max<int64_t>(1, span / std::max<int64_t>(1, per_thread));
+    for (int64_t i = 0; i < per_thread; ++i) {
+      const int64_t s = i * step;
+      for (int d = 0; d < 3; ++d) {
+        store::Range r;
+        r.start = s + d * step / 10;
+        r.end = s + step - d * step / 10 - 1;
+        r.pid = 1;
+        r.tid = 10 + th;
+        r.depth = d;
+        r.name = rnames[rng() % rnames.size()];
+        r.source = store::RangeSource::Op;
+        t->ranges.push_back(r);
+      }
+    }
+  }
+  return t;
+}
+
+struct FrameStats {
+  double mean_ms = 0, max_ms = 0;
+  size_t items = 0, visited = 0;
+};
+
+// Renders `frames` frames, panning one pixel per frame so each builds a new draw list.
+FrameStats render(gui::TimelineView& view, QImage& img, double t0, double t1, int frames) {
+  FrameStats st;
+  view.zoom_to(t0, t1, 0);
+  double total = 0;
+  for (int f = 0; f < frames; ++f) {
+    const double d = (t1 - t0) / img.width() * f;
+    view.zoom_to(t0 + d, t1 + d, 0);
+    QElapsedTimer timer;
+    timer.start();
+    {
+      QPainter p(&img);
+      view.render(&p);
+    }
+    const double ms = timer.nsecsElapsed() / 1e6;
+    total += ms;
+    st.max_ms = std::max(st.max_ms, ms);
+  }
+  const gui::DrawList& dl = view.rebuild_now();
+  st.items = dl.items.size();
+  st.visited = dl.events_visited;
+  st.mean_ms = total / frames;
+  return st;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t kernels = 10'000'000, ranges = 1'000'000, open_events = 1'000'000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--kernels")) kernels = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--ranges")) ranges = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--open-events")) open_events = std::stoll(argv[i + 1]);
+  }
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+
+  // Open time: a store file of `open_events` events through load_trace and the timeline model.
+  double open_load_s = 0, open_build_s = 0;
+  {
+    auto small = synthetic(open_events * 9 / 10, open_events / 10);
+    const std::string path = (std::filesystem::temp_directory_path() / "bench_gui_frame.stepscope").string();
+    store::write_store_atomically(*small, path);
+    small.reset();
+    QElapsedTimer timer;
+    timer.start();
+    auto trace = std::make_shared<store::Trace>(analyzer::load_trace(path));
+    open_load_s = timer.nsecsElapsed() / 1e9;
+    timer.restart();
+    auto m = gui::TimelineModel::build(trace);
+    open_build_s = timer.nsecsElapsed() / 1e9;
+    std::filesystem::remove(path);
+  }
+
+  const long rss0 = status_kb("VmRSS:");
+  QElapsedTimer timer;
+  timer.start();
+  auto trace = synthetic(kernels, ranges);
+  const double gen_s = timer.nsecsElapsed() / 1e9;
+  const long rss_trace = status_kb("VmRSS:");
+  timer.restart();
+  auto model = gui::TimelineModel::build(trace);
+  const double build_s = timer.nsecsElapsed() / 1e9;
+  trace.reset();  // the model keeps it
+  const long rss_model = status_kb("VmRSS:");
+
+  gui::TimelineView view;
+  view.set_synchronous(true);
+  view.resize(1600, 1000);
+  view.set_model(model);
+  QImage img(view.size(), QImage::Format_ARGB32_Premultiplied);
+  const double b = double(model->begin()), e = double(model->end()), span = e - b;
+  const double mid = b + span / 2;
+  struct Level {
+    const char* name;
+    double t0, t1;
+  } levels[] = {{"full zoom-out", b, e},
+                {"mid (1/1000 of span)", mid, mid + span / 1000},
+                {"deep (100 µs)", mid, mid + 100'000}};
+  std::printf("bench_gui_frame: %lld kernels on 8 streams + %lld ranges on 4 threads, %zu events, %zu tracks, "
+              "view 1600x1000 (%d px of time)\n",
+              (long long)kernels, (long long)ranges, model->event_count(), model->tracks().size(),
+              view.viewport_range().width);
+  std::printf("%-22s %10s %10s %10s %12s %8s\n", "zoom", "ms/frame", "max ms", "blocks", "lane steps", "goal");
+  for (const Level& l : levels) {
+    FrameStats st = render(view, img, l.t0, l.t1, 20);
+    std::printf("%-22s %10.2f %10.2f %10zu %12zu %8s\n", l.name, st.mean_ms, st.max_ms, st.items, st.visited, "≤ 16");
+  }
+  std::printf("\n%-44s %10s %10s\n", "", "measured", "goal");
+  std::printf("%-44s %9.2f s %10s\n", "open 1M-event store (load_trace + model)", open_load_s + open_build_s, "≤ 2 s");
+  std::printf("%-44s %9.2f s\n", "  of which load_trace", open_load_s);
+  std::printf("%-44s %9.2f s\n", "  of which timeline model build", open_build_s);
+  std::printf("%-44s %9.2f s\n", "timeline model build, big trace", build_s);
+  std::printf("%-44s %9.2f s\n", "(synthetic trace generation)", gen_s);
+  std::printf("%-44s %8.0f MB\n", "trace rows in memory", (rss_trace - rss0) / 1024.0);
+  std::printf("%-44s %8.0f MB\n", "timeline model (lanes) on top", (rss_model - rss_trace) / 1024.0);
+  std::printf("%-44s %8.0f MB %10s\n", "process peak RSS", status_kb("VmHWM:") / 1024.0, "≤ 1536 MB");
+  return 0;
+}
