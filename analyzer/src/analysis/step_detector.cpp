@@ -207,6 +207,19 @@ bool StepDetector::from_pattern(DetectedSteps& out) const {
       }
       return k.start;
     };
+    // The repeats must explain the whole run: kernels before the first repeat or after the last one may
+    // only be kernels that also occur inside the repeats (a partial step). This rejects the layers of a
+    // single forward pass, which repeat between a one-off prologue (embedding) and epilogue (head).
+    {
+      bool tail_is_step = double(tail) >= (1.0 - kPatternLengthTolerance) * double(*mn);
+      size_t inner_end = tail_is_step ? order.size() : pos.back();
+      std::unordered_map<store::StringId, bool> inside;
+      for (size_t p = pos.front(); p < inner_end; ++p) inside[ks[order[p]].name] = true;
+      size_t foreign = 0;
+      for (size_t p = 0; p < pos.front(); ++p) foreign += inside.count(ks[order[p]].name) ? 0 : 1;
+      for (size_t p = inner_end; p < order.size(); ++p) foreign += inside.count(ks[order[p]].name) ? 0 : 1;
+      if (double(foreign) > kPatternForeignShare * double(*mn)) continue;
+    }
     std::vector<int64_t> bounds;
     for (size_t p : pos) bounds.push_back(host_time(p));
     // The tail after the last anchor is a full step only if it is as long as the others.

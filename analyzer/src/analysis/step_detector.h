@@ -24,6 +24,8 @@ class StepDetector {
   static constexpr int kMinPatternKernels = 3;
   // Pattern segments may differ in kernel count by at most this fraction.
   static constexpr double kPatternLengthTolerance = 0.10;
+  // Kernels outside the repeats whose names never occur inside them: at most this share of one repeat.
+  static constexpr double kPatternForeignShare = 0.05;
 
   explicit StepDetector(const store::Trace& trace) : t_(trace) {}
   DetectedSteps detect(const std::string& step_regex) const;
