@@ -112,7 +112,8 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
       // Sub-pixel: absorb every event starting less than a pixel after the block's end, until a gap of at
       // least one pixel or a wide event (which gets its own rectangle and label). The end advances by at
       // least a pixel every two rounds, so a block costs O(its width in pixels) binary searches.
-      for (;;) {
+      // A block reaching past the window's end stops there: nothing beyond is visible.
+      while (e < t1) {
         const int64_t boundary = e + static_cast<int64_t>(std::ceil(npp));
         size_t j = lane.first_starting_at_or_after(std::max(boundary, lane.starts[next - 1] + 1), next);
         // Lanes hold non-overlapping events, so only the last absorbed one can be wide.
