@@ -113,11 +113,12 @@ void idle_host_top(const detail::Context& ctx, Analysis& a) {
       const auto& r = t.ranges[i];
       if (r.source != store::RangeSource::GpuAnnotation && launching.count(key(r.pid, r.tid))) rs.push_back(i);
     }
-    std::sort(rs.begin(), rs.end(), [&](uint32_t x, uint32_t y) {
+    auto thread_then_time = [&](uint32_t x, uint32_t y) {
       const auto &p = t.ranges[x], &q = t.ranges[y];
       if (p.pid != q.pid || p.tid != q.tid) return std::make_pair(p.pid, p.tid) < std::make_pair(q.pid, q.tid);
       return p.start < q.start || (p.start == q.start && p.end > q.end);
-    });
+    };
+    if (!std::is_sorted(rs.begin(), rs.end(), thread_then_time)) std::sort(rs.begin(), rs.end(), thread_then_time);
     // Exclusive time of each range: a stack sweep per thread.
     std::unordered_map<store::StringId, int64_t> excl;
     std::vector<uint32_t> stack;

@@ -38,7 +38,7 @@ class ApiIndex {
     by_corr_.reserve(t.api_calls.size());
     for (uint32_t i = 0; i < t.api_calls.size(); ++i)
       if (t.api_calls[i].correlation) by_corr_.push_back({t.api_calls[i].correlation, i});
-    std::sort(by_corr_.begin(), by_corr_.end());
+    if (!std::is_sorted(by_corr_.begin(), by_corr_.end())) std::sort(by_corr_.begin(), by_corr_.end());
   }
   // pid disambiguates merged ranks whose correlation ids collide; 0 = unknown.
   int64_t find(int64_t corr, int64_t pid) const {
@@ -161,7 +161,14 @@ void build_breakdown(Context& ctx) {
     add_op(t.memcpys[i].start, t.memcpys[i].end, i, GpuOpKind::Memcpy, t.memcpys[i].correlation, t.memcpys[i].pid);
   for (uint32_t i = 0; i < t.memsets.size(); ++i)
     add_op(t.memsets[i].start, t.memsets[i].end, i, GpuOpKind::Memset, t.memsets[i].correlation, t.memsets[i].pid);
-  std::sort(ctx.ops.begin(), ctx.ops.end(), [](const GpuOp& a, const GpuOp& b) { return a.start < b.start || (a.start == b.start && a.end < b.end); });
+  // Each table is usually in time order already: sort the three runs only if needed, then merge them.
+  auto by_time = [](const GpuOp& a, const GpuOp& b) { return a.start < b.start || (a.start == b.start && a.end < b.end); };
+  auto k_end = ctx.ops.begin() + int64_t(t.kernels.size());
+  auto c_end = k_end + int64_t(t.memcpys.size());
+  for (auto [b, e] : {std::pair{ctx.ops.begin(), k_end}, std::pair{k_end, c_end}, std::pair{c_end, ctx.ops.end()}})
+    if (!std::is_sorted(b, e, by_time)) std::sort(b, e, by_time);
+  std::inplace_merge(ctx.ops.begin(), k_end, c_end, by_time);
+  std::inplace_merge(ctx.ops.begin(), c_end, ctx.ops.end(), by_time);
 
   // Steps own the work they launched; work without a known launch belongs to the step it ran in.
   ctx.steps.assign(ctx.windows.size(), {});
@@ -249,7 +256,8 @@ void build_breakdown(Context& ctx) {
     std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> launches;
     for (size_t i = 0; i < t.api_calls.size(); ++i)
       if (ctx.api_op_count[i]) launches[{t.api_calls[i].pid, t.api_calls[i].tid}].push_back(t.api_calls[i].start);
-    for (auto& [k, v] : launches) std::sort(v.begin(), v.end());
+    for (auto& [k, v] : launches)
+      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
     for (auto& b : ctx.blocking) {
       int64_t next = b.end;
       auto it = launches.find({b.pid, b.tid});
