@@ -17,13 +17,13 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
   while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
   bool neg = false;
   if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
-  // Collect up to 19 significant digits as an integer mantissa with a decimal exponent.
+  // Collect up to 19 significant digits (epoch ns need 19) as an integer mantissa with a decimal exponent.
   uint64_t mant = 0;
   int digits = 0, exp10 = 0;
   bool any = false, round_up = false, dropped = false;
   auto take = [&](char c, bool frac) {
     any = true;
-    if (digits < 18) {
+    if (digits < 19) {  // 19 digits always fit in uint64
       if (mant != 0 || c != '0') ++digits;
       mant = mant * 10 + static_cast<uint64_t>(c - '0');
       if (frac) --exp10;

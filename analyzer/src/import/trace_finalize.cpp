@@ -53,7 +53,8 @@ void compute_range_depths(Trace& t) {
     bool gx = x.source == RangeSource::GpuAnnotation, gy = y.source == RangeSource::GpuAnnotation;
     if (gx != gy) return gx < gy;  // GPU annotations nest among themselves
     if (x.start != y.start) return x.start < y.start;
-    return x.end > y.end;  // the enclosing range first
+    if (x.end != y.end) return x.end > y.end;  // the enclosing range first
+    return a < b;  // identical intervals: the first in the file encloses the later ones
   });
   std::vector<int64_t> stack_end;
   const Range* prev = nullptr;

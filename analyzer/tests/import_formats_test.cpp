@@ -1,0 +1,316 @@
+// What the importers take from each dialect, checked against facts read from the real traces themselves,
+// Nsight Systems exports against SELECT count(*), and bad input.
+#include <catch2/catch.hpp>
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "import/numbers.h"
+#include "stepscope/analyzer/load.h"
+#include "test_support.h"
+
+using namespace stepscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Each trace is loaded once per executable.
+const store::Trace& trace(const std::string& rel) {
+  static std::map<std::string, store::Trace> cache;
+  auto it = cache.find(rel);
+  if (it == cache.end()) it = cache.emplace(rel, analyzer::load_trace(test::trace_path(rel))).first;
+  return it->second;
+}
+
+size_t count_api(const store::Trace& t, const std::string& name) {
+  return size_t(std::count_if(t.api_calls.begin(), t.api_calls.end(),
+                              [&](const store::ApiCall& a) { return t.str(a.name) == name; }));
+}
+
+std::string gunzip_to(const std::string& gz, const std::string& out) {
+  gzFile in = gzopen(gz.c_str(), "rb");
+  std::ofstream o(out, std::ios::binary);
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(in, buf, sizeof buf)) > 0) o.write(buf, n);
+  gzclose(in);
+  return out;
+}
+
+int64_t scalar(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+std::string text(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  std::string v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return v;
+}
+
+std::set<std::string> temp_imports() {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(fs::temp_directory_path(), ec))
+    if (e.path().filename().string().rfind("stepscope-import-", 0) == 0) out.insert(e.path().string());
+  return out;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    analyzer::load_trace(path);
+  } catch (const store::StoreError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("µs text becomes exact integer ns") {
+  using analyzer::import::us_text_to_ns;
+  CHECK(us_text_to_ns("1712195495505583.0") == 1712195495505583000);
+  CHECK(us_text_to_ns("1712195495505583.2") == 1712195495505583200);
+  CHECK(us_text_to_ns("4.928") == 4928);
+  CHECK(us_text_to_ns("0.0005") == 1);    // half away from zero
+  CHECK(us_text_to_ns("0.00049") == 0);
+  CHECK(us_text_to_ns("-2.5") == -2500);
+  CHECK(us_text_to_ns("1.5e3") == 1500000);
+  CHECK(us_text_to_ns("21.200001") == 21200);
+  CHECK(us_text_to_ns("1623142623460111") == 1623142623460111000);
+  CHECK(analyzer::import::trailing_number("stream 7") == 7);
+  CHECK(analyzer::import::trailing_number("CUDA API Thread 169") == 169);
+}
+
+TEST_CASE("Nsight Systems SQLite: counts equal SELECT count(*), names resolve through StringIds") {
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("import_nsys");
+  auto before = temp_imports();
+  const store::Trace& t = trace("nsys/cloverleaf_a100.sqlite.gz");
+  CHECK(temp_imports() == before);  // the decompressed temporary is gone
+
+  std::string plain = gunzip_to(test::trace_path("nsys/cloverleaf_a100.sqlite.gz"), dir.file("clover.sqlite"));
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(plain.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  CHECK(int64_t(t.kernels.size()) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"));
+  CHECK(int64_t(t.memcpys.size()) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
+  CHECK(int64_t(t.api_calls.size()) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"));
+  CHECK(int64_t(t.syncs.size()) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"));
+  CHECK(int64_t(t.samples.size()) == scalar(db, "SELECT count(*) FROM COMPOSITE_EVENTS"));
+  std::string first = text(db,
+                           "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+                           "ORDER BY k.start LIMIT 1");
+  REQUIRE(!t.kernels.empty());
+  CHECK(t.str(t.kernels.front().name) == first);
+  CHECK(t.kernels.front().start == scalar(db, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"));
+  CHECK(int64_t(count_api(t, "cudaLaunchKernel")) ==
+        scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                   "WHERE s.value LIKE 'cudaLaunchKernel%'"));
+  // globalTid decoding: every launch comes from the cloverleaf process.
+  int64_t pid = scalar(db, "SELECT pid FROM PROCESSES WHERE name = 'cuda-cloverleaf'");
+  for (const auto& k : t.kernels) REQUIRE(k.pid == pid);
+  CHECK(std::count_if(t.memcpys.begin(), t.memcpys.end(), [](const store::Memcpy& m) {
+          return m.kind == store::CopyKind::HtoD && m.src_kind == store::MemoryKind::Pageable &&
+                 m.dst_kind == store::MemoryKind::Device;
+        }) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND srcKind = 0"));
+  // Sync types keep CUPTI's numbering (1 = event sync, the only kind this file has); each sync is joined to
+  // the host process that waited.
+  CHECK(std::count_if(t.syncs.begin(), t.syncs.end(), [](const store::Sync& s) {
+          return s.type == store::SyncType::Event;
+        }) == scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType = 1"));
+  CHECK(std::all_of(t.syncs.begin(), t.syncs.end(), [&](const store::Sync& s) { return s.pid == pid; }));
+  // Samples carry stacks: leaf frames resolve to symbols.
+  size_t with_stack = 0;
+  for (const auto& s : t.samples) with_stack += s.stack != 0;
+  CHECK(with_stack == size_t(scalar(db, "SELECT count(DISTINCT id) FROM SAMPLING_CALLCHAINS")));
+  CHECK(t.meta.at("source_format") == "nsys-sqlite");
+  CHECK(t.meta.at("nsys.schema_version") == "3.13.2");
+  REQUIRE(!t.devices.empty());
+  CHECK(t.str(t.devices[0].name) == "NVIDIA A100-SXM4-80GB");
+  sqlite3_close(db);
+
+  // The plain SQLite file gives the same trace.
+  store::Trace p = analyzer::load_trace(plain);
+  CHECK(p.kernels.size() == t.kernels.size());
+  CHECK(p.samples.size() == t.samples.size());
+}
+
+TEST_CASE("legacy Kineto categories (Kernel, Runtime, Operator, string tids)") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const store::Trace& t = trace("kineto/resnet50_num_workers_0.json.gz");
+  CHECK(t.meta.at("source_format") == "kineto-json");
+  CHECK(t.meta.at("chrome_dialect") == "kineto-legacy");
+  CHECK(t.meta.at("clock_domain") == "realtime");
+  REQUIRE(t.steps.size() == 6);
+  for (size_t i = 1; i < t.steps.size(); ++i) CHECK(t.steps[i].index == t.steps[i - 1].index + 1);
+  CHECK(t.data_waits.size() == 6);
+  // "tid": "stream 7" and args.stream agree.
+  CHECK(std::all_of(t.kernels.begin(), t.kernels.end(), [](const store::Kernel& k) { return k.stream == 7; }));
+  CHECK(std::all_of(t.kernels.begin(), t.kernels.end(), [](const store::Kernel& k) { return k.correlation > 0; }));
+  CHECK(count_api(t, "cudaLaunchKernel") > 8000);
+  CHECK(std::count_if(t.memcpys.begin(), t.memcpys.end(), [](const store::Memcpy& m) {
+          return m.kind == store::CopyKind::HtoD && m.src_kind == store::MemoryKind::Pageable;
+        }) > 0);
+  // Kernels are linked to the launching process (pid 25738 in the file).
+  CHECK(t.kernels.front().pid == 25738);
+  // Ranges nest: a ProfilerStep range is outermost, ops inside it deeper.
+  bool step_at_0 = false, deeper = false;
+  for (const auto& r : t.ranges) {
+    if (t.str(r.name).rfind("ProfilerStep#", 0) == 0 && r.depth == 0) step_at_0 = true;
+    if (r.source == store::RangeSource::Op && r.depth >= 2) deeper = true;
+  }
+  CHECK(step_at_0);
+  CHECK(deeper);
+  REQUIRE(!t.devices.empty());
+  CHECK(t.str(t.devices[0].name) == "Tesla V100-DGXS-32GB");
+  CHECK(t.devices[0].cc_major == 7);
+}
+
+TEST_CASE("timestamps: ns-resolution fractions and baseTimeNanoseconds are exact") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const store::Trace& v = trace("hta/v100_resnet_gpu_bound_ns.json.gz");
+  // First kernel in the file: "ts": 1712195495505582.988, "dur": 4.928 (through a double, the ts would
+  // read 1712195495505583.0: 12 ns off).
+  bool found = std::any_of(v.kernels.begin(), v.kernels.end(), [](const store::Kernel& k) {
+    return k.start == 1712195495505582988 && k.end - k.start == 4928 && k.correlation == 135071;
+  });
+  CHECK(found);
+  const store::Trace& b = trace("tracelens/b200_eager.json.gz");
+  // First memcpy: "ts": 1365627865398.728 (µs after baseTimeNanoseconds 1767189312000000000), "dur": 1.6.
+  int64_t want = 1767189312000000000 + 1365627865398728;
+  bool got = std::any_of(b.memcpys.begin(), b.memcpys.end(), [&](const store::Memcpy& m) {
+    return m.start == want && m.end - m.start == 1600 && m.bytes == 2048 && m.kind == store::CopyKind::HtoD &&
+           m.src_kind == store::MemoryKind::Pinned;
+  });
+  CHECK(got);
+  CHECK(b.meta.at("baseTimeNanoseconds") == "1767189312000000000");
+  CHECK(count_api(b, "cuLaunchKernelEx") > 0);
+}
+
+TEST_CASE("cuda_sync events become syncs of the right type") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const store::Trace& a = trace("hta/alexnet_a100.json.gz");
+  CHECK(a.syncs.size() == 41);
+  const store::Trace& m = trace("hta/cuda_event_sync_multi_stream.json.gz");
+  std::map<store::SyncType, int> types;
+  for (const auto& s : m.syncs) types[s.type]++;
+  CHECK(types[store::SyncType::Event] > 0);
+  CHECK(types[store::SyncType::StreamWaitEvent] > 0);
+  CHECK(types[store::SyncType::Context] > 0);
+  // A stream-wait sync names its stream; event syncs are not stream-specific (-1 in the file).
+  for (const auto& s : m.syncs) {
+    if (s.type == store::SyncType::StreamWaitEvent) CHECK(s.stream == 24);
+    if (s.type == store::SyncType::Event) CHECK(s.stream == -1);
+  }
+  // Syncs are joined to the host call that waited.
+  CHECK(std::any_of(m.syncs.begin(), m.syncs.end(), [](const store::Sync& s) { return s.pid > 0; }));
+}
+
+TEST_CASE("driver-API launches, HIP traces, distributedInfo and the nsys Chrome dialect") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const store::Trace& tr = trace("hta/triton_driver_launch.json.gz");
+  REQUIRE(tr.kernels.size() == 1);
+  auto launch = std::find_if(tr.api_calls.begin(), tr.api_calls.end(),
+                             [&](const store::ApiCall& a) { return tr.str(a.name) == "cuLaunchKernel"; });
+  REQUIRE(launch != tr.api_calls.end());
+  CHECK(launch->kind == store::ApiKind::Driver);
+  CHECK(launch->correlation == tr.kernels[0].correlation);
+
+  const store::Trace& amd = trace("tracelens/mi300x_ddp_resnet18.json.gz");
+  CHECK(amd.meta.at("gpu_vendor") == "amd");
+  CHECK(amd.meta.at("chrome_dialect") == "kineto-hip");
+  CHECK(count_api(amd, "hipLaunchKernel") + count_api(amd, "hipExtModuleLaunchKernel") > 0);
+  REQUIRE(!amd.devices.empty());
+  CHECK(amd.str(amd.devices[0].vendor) == "amd");
+
+  const store::Trace& r0 = trace("hta/a100_rank0_many_small_kernels.json.gz");
+  CHECK(r0.meta.at("rank") == "0");
+  CHECK(r0.meta.at("world_size") == "16");
+  CHECK(r0.meta.at("backend") == "nccl");
+
+  const store::Trace& ns = trace("nsys/nsys_chrome_dialect_vllm.json.gz");
+  CHECK(ns.meta.at("chrome_dialect") == "nsys-chrome");
+  CHECK(ns.meta.at("source_format") == "chrome-json");
+  CHECK(count_api(ns, "cudaMemcpyAsync") > 0);  // "_v3020" suffix stripped
+  CHECK(std::all_of(ns.api_calls.begin(), ns.api_calls.end(),
+                    [](const store::ApiCall& a) { return a.pid == 169 && a.tid == 169; }));  // raw_pid / raw_tid
+  CHECK(std::all_of(ns.kernels.begin(), ns.kernels.end(),
+                    [](const store::Kernel& k) { return k.device == 0 && k.stream == 7 && k.correlation > 0; }));
+  CHECK(std::any_of(ns.ranges.begin(), ns.ranges.end(),
+                    [](const store::Range& r) { return r.source == store::RangeSource::GpuAnnotation; }));
+
+  const store::Trace& cpu = trace("hta/cpu_only.json.gz");
+  CHECK(cpu.gpu_event_count() == 0);
+  CHECK(cpu.steps.size() == 5);
+  CHECK(cpu.ranges.size() > 7000);
+}
+
+TEST_CASE("several ranks load into one trace") {
+  STEPSCOPE_REQUIRE_TRACES();
+  std::vector<std::string> files;
+  size_t kernels = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::string rel = "param/dlrm_8gpu_worker" + std::to_string(i) + ".json.gz";
+    files.push_back(test::trace_path(rel));
+    kernels += trace(rel).kernels.size();
+  }
+  store::Trace all = analyzer::load_traces(files);
+  CHECK(all.kernels.size() == kernels);
+  CHECK(all.steps.size() == 8);
+  CHECK(std::is_sorted(all.kernels.begin(), all.kernels.end(),
+                       [](const store::Kernel& a, const store::Kernel& b) { return a.start < b.start; }));
+  // Names survive the string-table merge.
+  for (const auto& k : all.kernels) REQUIRE(!all.str(k.name).empty());
+}
+
+TEST_CASE("bad input: one-line errors naming the file and the reason, no temporaries left") {
+  test::ScratchDir dir("import_bad");
+  auto before = temp_imports();
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir.file(name), std::ios::binary) << bytes;
+    return dir.file(name);
+  };
+  auto check = [](const std::string& path, const std::string& reason) {
+    std::string e = load_error(path);
+    INFO(e);
+    CHECK(e.rfind(path + ": ", 0) == 0);
+    CHECK(e.find(reason) != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+  };
+  check(dir.file("missing.json"), "no such file");
+  check(write("invalid.json", "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\""), "invalid JSON");
+  check(write("notrace.json", "{\"hello\": [1, 2, 3]}"), "not a trace");
+  check(write("numbers.json", "[1, 2, 3]"), "not a trace");
+  check(write("text.txt", "hello world\n"), "unrecognized format");
+  check(write("empty.json", ""), "empty file");
+  if (test::have_traces()) {
+    // A gzip stream cut in the middle (JSON and SQLite inside).
+    for (const char* rel : {"hta/alexnet_a100.json.gz", "nsys/cloverleaf_a100.sqlite.gz"}) {
+      std::ifstream in(test::trace_path(rel), std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      check(write(std::string("cut_") + fs::path(rel).filename().string(), bytes.substr(0, bytes.size() / 2)),
+            "truncated or corrupt gzip data");
+    }
+  }
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("other.sqlite").c_str(), &db) == SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    check(dir.file("other.sqlite"), "neither a stepscope store nor an Nsight Systems export");
+  }
+  CHECK(temp_imports() == before);
+}
