@@ -100,6 +100,7 @@ struct Counters {
   std::atomic<uint64_t> in_loader{0};
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};
+  std::atomic<uint64_t> handler_hist[64] = {};  // handler duration, 100 ns buckets (last: >= 6.3 us)
 };
 
 enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };
@@ -183,6 +184,7 @@ ThreadState* lookup(int32_t tid) {
 
 void on_sample_signal(int, siginfo_t*, void* ucv) {
   const int saved_errno = errno;
+  const int64_t t_enter = clock_ns(CLOCK_MONOTONIC);
   if (g->state.load(std::memory_order_relaxed) != kRunning) {
     errno = saved_errno;
     return;
@@ -226,7 +228,7 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
   if (n_py < 0) n_py = 0;
 #endif
   SampleHeader h{};
-  h.time = clock_ns(CLOCK_MONOTONIC);
+  h.time = t_enter;
   h.tid = tid;
   h.n_pcs = static_cast<uint16_t>(n);
   h.n_py = static_cast<uint16_t>(n_py);
@@ -241,6 +243,8 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
     g->counters.samples.fetch_add(1, std::memory_order_relaxed);
   else
     g->counters.dropped_ring_full.fetch_add(1, std::memory_order_relaxed);
+  const int64_t bucket = std::min<int64_t>((clock_ns(CLOCK_MONOTONIC) - t_enter) / 100, 63);
+  g->counters.handler_hist[bucket].fetch_add(1, std::memory_order_relaxed);
   errno = saved_errno;
 }
 
@@ -733,6 +737,15 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.in_loader_samples"] = std::to_string(c.in_loader.load());
   m["collector.threads"] = std::to_string(c.threads_seen.load());
   m["collector.threads_unsampled"] = std::to_string(c.threads_unsampled.load());
+  uint64_t total = 0, seen = 0;
+  for (auto& b : c.handler_hist) total += b.load();
+  for (int i = 0; i < 64 && total; ++i) {
+    seen += c.handler_hist[i].load();
+    if (seen * 2 >= total) {
+      m["collector.handler_ns_median"] = std::to_string(i * 100 + 50);  // bucket midpoint
+      break;
+    }
+  }
   const char* timer = "none";
   switch (g->timer_kind) {
     case TimerKind::PerfEvent: timer = "perf_event task-clock"; break;
@@ -1030,6 +1043,7 @@ void atfork_child() {
   for (auto* a : {&c.samples, &c.dropped_ring_full, &c.unknown_thread, &c.unwind_failed, &c.in_loader,
                   &c.threads_seen, &c.threads_unsampled})
     a->store(0);
+  for (auto& b : c.handler_hist) b.store(0);
   cupti::after_fork_child();
   register_current_thread();
   start_collector_thread();

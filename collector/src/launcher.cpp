@@ -142,7 +142,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       summary.unsampled_threads += meta_int(t.meta, "collector.threads_unsampled");
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
-      for (const char* k : {"collector.timer", "collector.signal", "cupti.clock"})
+      for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median"})
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
