@@ -1,0 +1,193 @@
+// Acceptance diffs on real traces recorded by others (../shared/traces), through the library and through the
+// `stepscope diff` command (exit codes, output files, JUnit parsed by an independent XML parser).
+#include <catch2/catch.hpp>
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "report_test_fixtures.h"
+#include "stepscope/analyzer/diff.h"
+#include "stepscope/analyzer/load.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+using analyzer::Verdict;
+
+namespace {
+
+const std::string kW4 = "kineto/resnet50_num_workers_4.json.gz";
+const std::string kW0 = "kineto/resnet50_num_workers_0.json.gz";
+const std::string kA100 = "hta/trace_diff_control_a100.json.gz";
+const std::string kV100 = "hta/trace_diff_test_v100.json.gz";
+
+analyzer::DiffRun run_of(const std::string& rel) {
+  std::string path = test::trace_path(rel);
+  return analyzer::make_diff_run(path, analyzer::load_trace(path));
+}
+
+const analyzer::MetricDiff& metric(const analyzer::DiffResult& d, const std::string& id) {
+  for (const auto& m : d.metrics)
+    if (m.id == id) return m;
+  FAIL("no metric " << id);
+  throw 0;
+}
+
+const analyzer::FindingDiff* finding(const analyzer::DiffResult& d, const std::string& rule) {
+  for (const auto& f : d.findings)
+    if (f.rule == rule) return &f;
+  return nullptr;
+}
+
+std::string stepscope_binary() { return test::binary_dir() + "/cli/stepscope"; }
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+}  // namespace
+
+TEST_CASE("resnet50 num_workers 4 -> 0: step time and data wait regress, input-bound appears") {
+  STEPSCOPE_REQUIRE_TRACES();
+  auto d = analyzer::diff_runs({run_of(kW4)}, {run_of(kW0)});
+  const auto& st = metric(d, "step_time_median");
+  CHECK(st.verdict == Verdict::Regression);
+  // ProfilerStep medians over steps 6-10 (ms): 126.3 → 176.5, computed from the JSON.
+  CHECK_THAT(st.change, Catch::Matchers::WithinAbs(176.5 / 126.3 - 1, 0.03));
+  CHECK(st.tested);
+  CHECK(st.significant);
+  CHECK(metric(d, "data_wait_share").verdict == Verdict::Regression);
+  CHECK(metric(d, "data_wait_share").change > 0.25);
+  CHECK(metric(d, "gpu_busy_share").verdict == Verdict::Regression);
+  const auto* f = finding(d, "input-bound");
+  REQUIRE(f);
+  CHECK(f->status == analyzer::FindingDiff::Status::Appeared);
+  CHECK(f->new_severity == store::Severity::High);
+  CHECK(d.exit_code() == 1);
+}
+
+TEST_CASE("resnet50 num_workers 0 -> 4: improvements, exit 0") {
+  STEPSCOPE_REQUIRE_TRACES();
+  auto d = analyzer::diff_runs({run_of(kW0)}, {run_of(kW4)});
+  CHECK(metric(d, "step_time_median").verdict == Verdict::Improvement);
+  CHECK(metric(d, "data_wait_share").verdict == Verdict::Improvement);
+  CHECK(metric(d, "gpu_busy_share").verdict == Verdict::Improvement);
+  for (const auto& m : d.metrics) CHECK(m.verdict != Verdict::Regression);
+  const auto* f = finding(d, "input-bound");
+  REQUIRE(f);
+  CHECK(f->status == analyzer::FindingDiff::Status::Disappeared);
+  CHECK(d.exit_code() == 0);
+}
+
+TEST_CASE("a trace against itself is unchanged everywhere") {
+  STEPSCOPE_REQUIRE_TRACES();
+  auto r = run_of(kW0);
+  auto d = analyzer::diff_runs({r}, {r});
+  for (const auto& m : d.metrics) {
+    CHECK(m.verdict == Verdict::Unchanged);
+    CHECK(m.change == 0);
+  }
+  CHECK(d.kernel_changes.empty());
+  CHECK(d.kernels_added.empty());
+  CHECK(d.kernels_removed.empty());
+  for (const auto& f : d.findings) CHECK(f.status == analyzer::FindingDiff::Status::Persisting);
+  CHECK(d.exit_code() == 0);
+}
+
+TEST_CASE("hta trace_diff A100 -> V100: kernel-level changes match an independent count") {
+  STEPSCOPE_REQUIRE_TRACES();
+  auto d = analyzer::diff_runs({run_of(kA100)}, {run_of(kV100)});
+  // Counted in Python from the JSON: kernels starting inside ProfilerStep ranges, by name, per step.
+  CHECK(d.kernels_added_total == 27);
+  CHECK(d.kernels_removed_total == 66);
+  REQUIRE_FALSE(d.kernels_added.empty());
+  CHECK(d.kernels_added[0].name.rfind("void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1", 0) == 0);
+  CHECK_THAT(d.kernels_added[0].new_us_per_step, Catch::Matchers::WithinRel(10022.3, 0.01));
+  REQUIRE_FALSE(d.kernels_removed.empty());
+  CHECK_THAT(d.kernels_removed[0].base_us_per_step, Catch::Matchers::WithinRel(6030.0, 0.01));
+  REQUIRE_FALSE(d.kernel_changes.empty());
+  CHECK(d.kernel_changes[0].name == "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)");
+  CHECK_THAT(d.kernel_changes[0].delta_us_per_step(), Catch::Matchers::WithinRel(9867.0, 0.01));
+  // V100 GEMMs are volta_* kernels, A100's ampere_*/cutlass_80 ones.
+  bool volta_added = false;
+  for (const auto& k : d.kernels_added) volta_added = volta_added || k.name.rfind("volta_sgemm", 0) == 0;
+  CHECK(volta_added);
+  std::string md = analyzer::diff_to_markdown(d);
+  CHECK(md.find("Added kernels (27 in all, largest shown)") != std::string::npos);
+  CHECK(md.find("Removed kernels (66 in all, largest shown)") != std::string::npos);
+}
+
+TEST_CASE("several files per side pool their steps") {
+  STEPSCOPE_REQUIRE_TRACES();
+  auto w4 = run_of(kW4);
+  auto w0 = run_of(kW0);
+  auto d = analyzer::diff_runs({w4, w4}, {w0, w0, w0});
+  CHECK(d.base.steps == 10);  // 6 ProfilerSteps per run, first dropped as warm-up
+  CHECK(d.now.steps == 15);
+  CHECK(d.base.files.size() == 2);
+  CHECK(metric(d, "step_time_median").verdict == Verdict::Regression);
+  CHECK(d.exit_code() == 1);
+}
+
+TEST_CASE("stepscope diff: exit codes, output files, JUnit read by Python's XML parser") {
+  STEPSCOPE_REQUIRE_TRACES();
+  if (!std::filesystem::exists(stepscope_binary())) STEPSCOPE_SKIP("stepscope binary not built");
+  test::ScratchDir dir("diff_cli");
+  std::string bin = test::shell_quote(stepscope_binary());
+  std::string w4 = test::shell_quote(test::trace_path(kW4)), w0 = test::shell_quote(test::trace_path(kW0));
+  std::string junit = dir.file("junit.xml"), md = dir.file("summary.md"), json = dir.file("diff.json");
+
+  auto r = test::run_command(bin + " diff " + w4 + " " + w0 + " --junit " + test::shell_quote(junit) + " --md " +
+                             test::shell_quote(md) + " --json " + test::shell_quote(json));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("stepscope diff: REGRESSION") != std::string::npos);
+  CHECK(read_all(md).find("## stepscope diff: ❌ regression") != std::string::npos);
+  simdjson::dom::parser p;
+  simdjson::dom::element root;
+  std::string js = read_all(json);
+  REQUIRE(p.parse(js).get(root) == simdjson::SUCCESS);
+  CHECK(std::string_view(root["verdict"]) == "regression");
+  if (test::have_program("python3")) {
+    auto x = test::run_command(
+        "python3 -c \"import sys, xml.etree.ElementTree as ET; s = ET.parse(sys.argv[1]).getroot().find('testsuite'); "
+        "print(s.get('tests'), s.get('failures'), ' '.join(c.get('name') for c in s.findall('testcase') if c.find('failure') is not None))\" " +
+        test::shell_quote(junit));
+    INFO(x.output);
+    CHECK(x.exit_code == 0);
+    CHECK(x.output.rfind("8 4 step_time_median step_time_p90 gpu_busy_share data_wait_share", 0) == 0);
+  }
+
+  // Reverse and self: exit 0. Repeated runs with --base/--new pool.
+  CHECK(test::run_command(bin + " diff " + w0 + " " + w4).exit_code == 0);
+  CHECK(test::run_command(bin + " diff " + w0 + " " + w0).exit_code == 0);
+  auto pooled = test::run_command(bin + " diff --base " + w4 + " --base " + w4 + " --new " + w0 + " --format json");
+  CHECK(pooled.exit_code == 1);
+  CHECK(pooled.output.find("\"steps\":10") != std::string::npos);
+
+  // Bad input: exit 2, one line naming the file, no output files left behind.
+  std::string bad = dir.file("bad.json");
+  std::ofstream(bad) << "{\"traceEvents\": [ {\"ph\": ";
+  std::string junit2 = dir.file("junit2.xml");
+  auto e = test::run_command(bin + " diff " + test::shell_quote(bad) + " " + w0 + " --junit " + test::shell_quote(junit2));
+  INFO(e.output);
+  CHECK(e.exit_code == 2);
+  CHECK(e.output.find("stepscope: " + bad + ":") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(junit2));
+  CHECK(test::run_command(bin + " diff " + test::shell_quote(dir.file("missing.db")) + " " + w0).exit_code == 2);
+  std::string cfg = dir.file("bad.toml");
+  std::ofstream(cfg) << "[thresholds]\nstep_time = 0.1\n";
+  auto c = test::run_command(bin + " diff " + w0 + " " + w0 + " --config " + test::shell_quote(cfg));
+  CHECK(c.exit_code == 2);
+  CHECK(c.output.find(cfg + ":2: unknown setting 'thresholds.step_time'") != std::string::npos);
+  CHECK(test::run_command(bin + " diff " + w0).exit_code == 2);  // one file only
+  // A config that loosens the step-time thresholds past +40% and ignores shares keeps the build green.
+  std::string loose = dir.file("loose.json");
+  std::ofstream(loose) << R"({"thresholds":{"step_time_median":0.5,"step_time_p90":0.5,"gpu_busy_share":1,"data_wait_share":1,
+                              "launch_idle_share":1,"sync_idle_share":1}})";
+  CHECK(test::run_command(bin + " diff " + w4 + " " + w0 + " --config " + test::shell_quote(loose)).exit_code == 0);
+}
