@@ -107,7 +107,7 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other 
   CHECK(a.findings.front().rule == "input-bound");
 }
 
-TEST_CASE("a long host gap without launches is host time; the launch that ends it is launch idle") {
+TEST_CASE("a long host gap without launches is host time - the launch that ends it is launch idle") {
   Builder b;
   b.range("ProfilerStep#1", 0, 2000 * US);
   b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
@@ -255,7 +255,7 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
   }
 }
 
-TEST_CASE("one window when nothing marks steps; no GPU is said plainly") {
+TEST_CASE("one window when nothing marks steps - no GPU is said plainly") {
   Builder b;
   b.kernel("k0", 0, 5 * US, 10 * US, 20 * US);
   b.kernel("k1", 30 * US, 35 * US, 40 * US, 50 * US);

@@ -51,7 +51,7 @@ double share(const analyzer::Analysis& a, int64_t analyzer::StepBreakdown::*fiel
 
 }  // namespace
 
-TEST_CASE("resnet50 num_workers=0 is input-bound; its data wait share matches the independent computation") {
+TEST_CASE("resnet50 num_workers=0 is input-bound - its data wait share matches the independent computation") {
   STEPSCOPE_REQUIRE_TRACES();
   const std::string rel = "kineto/resnet50_num_workers_0.json.gz";
   const auto& a = analysis_of(rel);
@@ -132,7 +132,7 @@ TEST_CASE("the many-small-kernels trap: idle is host-side blocking, not launch o
   for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Sync);
 }
 
-TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall; multi-stream event waits are not") {
+TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall - multi-stream event waits are not") {
   STEPSCOPE_REQUIRE_TRACES();
   const auto& a = analysis_of("hta/cuda_event_sync.json.gz");
   auto* f = find(a, "sync-stall");
@@ -156,7 +156,7 @@ TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall; multi-stream ev
   CHECK(share(m, &analyzer::StepBreakdown::sync_idle_ns) < 0.01);
 }
 
-TEST_CASE("every shared trace analyzes; the breakdown partitions each step; no GPU is said plainly") {
+TEST_CASE("every shared trace analyzes - the breakdown partitions each step - no GPU is said plainly") {
   STEPSCOPE_REQUIRE_TRACES();
   const char* all[] = {"hta/a100_rank0_many_small_kernels.json.gz", "hta/alexnet_a100.json.gz", "hta/cpu_only.json.gz",
                        "hta/cuda_event_sync.json.gz", "hta/cuda_event_sync_multi_stream.json.gz",
