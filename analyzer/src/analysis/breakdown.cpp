@@ -252,7 +252,8 @@ void build_breakdown(Context& ctx) {
       if (it == op_blocks.end()) it = op_blocks.emplace(r.name, is_blocking_op(t.str(r.name))).first;
       if (it->second) ctx.blocking.push_back({r.start, r.end, r.end, r.pid, r.tid, t.str(r.name), "", -1, i, -1, 0});
     }
-    // Tail: until the thread's next launch, at most kSyncTailMaxNs.
+    // Tail: until the thread's next launch, at most kSyncTailMaxNs -- only when the call waited for GPU work
+    // (the GPU was busy during it): then it drained the queue. A sync on an already idle GPU drains nothing.
     std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> launches;
     for (size_t i = 0; i < t.api_calls.size(); ++i)
       if (ctx.api_op_count[i]) launches[{t.api_calls[i].pid, t.api_calls[i].tid}].push_back(t.api_calls[i].start);
@@ -265,7 +266,8 @@ void build_breakdown(Context& ctx) {
         auto l = std::lower_bound(it->second.begin(), it->second.end(), b.end);
         if (l != it->second.end()) next = *l;
       }
-      b.tail_end = std::max(b.end, std::min(next, b.end + kSyncTailMaxNs));
+      bool drained = overlap(ctx.busy, b.start, b.end) > 0;
+      b.tail_end = drained ? std::max(b.end, std::min(next, b.end + kSyncTailMaxNs)) : b.end;
       b.step = ctx.step_at(b.start);
     }
     std::sort(ctx.blocking.begin(), ctx.blocking.end(), [](const BlockingCall& x, const BlockingCall& y) { return x.start < y.start; });

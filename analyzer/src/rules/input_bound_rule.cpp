@@ -1,6 +1,7 @@
 // input-bound: the training thread waits for the next batch for a large share of the step.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "analysis/names.h"
 #include "rules/rule.h"
@@ -51,8 +52,11 @@ class InputBoundRule final : public Rule {
       e.first++, e.second += r.end - r.start;
       if (f.ranges.size() < kMaxRangesPerFinding) f.ranges.push_back({r.start, r.end});
     }
+    std::set<std::pair<int64_t, int64_t>> seen;  // importers may record a loader range in both places
+    for (const auto& r : t.ranges)
+      if (r.source != store::RangeSource::GpuAnnotation && detail::is_data_wait_range(t.str(r.name))) seen.insert({r.start, r.end});
     for (const auto& d : t.data_waits) {
-      if (ctx.step_at(d.start) < 0) continue;
+      if (ctx.step_at(d.start) < 0 || seen.count({d.start, d.end})) continue;
       auto& e = sources["data_waits:" + t.str(d.source)];
       e.first++, e.second += d.end - d.start;
       if (f.ranges.size() < kMaxRangesPerFinding) f.ranges.push_back({d.start, d.end});
