@@ -314,3 +314,67 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
   }
   CHECK(temp_imports() == before);
 }
+
+TEST_CASE("Nsight Systems schema 2.9 (nsys 2022.2): a database built from its DDL imports") {
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("import_nsys29");
+  std::ifstream in(test::trace_path("nsys/schemas/nsys-2022.2-schema-2.9.sql"));
+  REQUIRE(in.good());
+  std::string ddl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string path = dir.file("v29.sqlite");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  REQUIRE(sqlite3_exec(db, ddl.c_str(), nullptr, nullptr, &err) == SQLITE_OK);
+  // One process (pid 4242, tid 4243): globalTid = pid << 24 | tid. Two launches, a copy, a memset, a sync,
+  // an NVTX push/pop range.
+  const int64_t gtid = (int64_t(4242) << 24) | 4243, gpid = int64_t(4242) << 24;
+  std::string rows =
+      "INSERT INTO StringIds VALUES (1,'cudaLaunchKernel_v7000'),(2,'my_kernel(float*)'),(3,'my_kernel'),"
+      "(4,'cudaMemcpyAsync_v3020'),(5,'train step'),(6,'cuLaunchKernel');"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start,end,eventClass,globalTid,correlationId,nameId,returnValue) VALUES "
+      "(100,110,0," + std::to_string(gtid) + ",1,1,0),(120,130,0," + std::to_string(gtid) + ",2,1,0),"
+      "(140,150,0," + std::to_string(gtid) + ",3,4,0),(160,170,1," + std::to_string(gtid) + ",5,6,0);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start,end,deviceId,contextId,streamId,correlationId,globalPid,"
+      "demangledName,shortName,registersPerThread,gridX,gridY,gridZ,blockX,blockY,blockZ,staticSharedMemory,"
+      "dynamicSharedMemory,localMemoryPerThread,localMemoryTotal,gridId) VALUES "
+      "(200,300,0,1,7,1," + std::to_string(gpid) + ",2,3,32,4,1,1,128,1,1,16,48,0,0,1),"
+      "(300,450,0,1,7,2," + std::to_string(gpid) + ",2,3,32,4,1,1,128,1,1,16,48,0,0,2);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,correlationId,globalPid,bytes,"
+      "copyKind,srcKind,dstKind) VALUES (500,600,0,1,7,3," + std::to_string(gpid) + ",4096,2,2,0);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start,end,deviceId,contextId,streamId,correlationId,globalPid,value,"
+      "bytes,memKind) VALUES (610,620,0,1,7,0," + std::to_string(gpid) + ",0,256,2);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (650,700,0,1,4294967295,3," + std::to_string(gpid) +
+      ",3,0);"
+      "INSERT INTO NVTX_EVENTS (start,end,eventType,text,globalTid) VALUES (90,710,59,'train step'," +
+      std::to_string(gtid) + ");";
+  REQUIRE(sqlite3_exec(db, rows.c_str(), nullptr, nullptr, &err) == SQLITE_OK);
+  sqlite3_close(db);
+
+  store::Trace t = analyzer::load_trace(path);
+  REQUIRE(t.kernels.size() == 2);
+  CHECK(t.str(t.kernels[0].name) == "my_kernel(float*)");
+  CHECK(t.kernels[0].pid == 4242);
+  CHECK(t.kernels[0].stream == 7);
+  CHECK(t.kernels[0].shared_memory == 64);
+  CHECK(t.kernels[1].end == 450);
+  REQUIRE(t.api_calls.size() == 4);
+  CHECK(count_api(t, "cudaLaunchKernel") == 2);
+  CHECK(t.api_calls[0].pid == 4242);
+  CHECK(t.api_calls[0].tid == 4243);
+  CHECK(t.api_calls[3].kind == store::ApiKind::Driver);  // cuLaunchKernel
+  REQUIRE(t.memcpys.size() == 1);
+  // Without ENUM tables in the file, the documented default numbering applies: 2 DtoH, 2 device → 0 pageable.
+  CHECK(t.memcpys[0].kind == store::CopyKind::DtoH);
+  CHECK(t.memcpys[0].src_kind == store::MemoryKind::Device);
+  CHECK(t.memcpys[0].dst_kind == store::MemoryKind::Pageable);
+  REQUIRE(t.memsets.size() == 1);
+  CHECK(t.memsets[0].bytes == 256);
+  REQUIRE(t.syncs.size() == 1);
+  CHECK(t.syncs[0].type == store::SyncType::Stream);
+  CHECK(t.syncs[0].stream == -1);
+  CHECK(t.syncs[0].tid == 4243);
+  REQUIRE(t.ranges.size() == 1);
+  CHECK(t.ranges[0].source == store::RangeSource::Nvtx);
+  CHECK(t.str(t.ranges[0].name) == "train step");
+}
