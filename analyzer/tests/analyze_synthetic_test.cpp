@@ -71,7 +71,7 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other 
   b.kernel("k_a", 50 * US, 60 * US, 100 * US, 300 * US);
   b.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 300 * US, 600 * US, store::RangeSource::Op, 1);
   b.kernel("k_b", 600 * US, 610 * US, 620 * US, 700 * US);
-  b.api("cudaDeviceSynchronize", 700 * US, 900 * US);
+  b.api("cudaDeviceSynchronize", 650 * US, 900 * US);  // waits for k_b, then the queue is empty
   b.kernel("k_c", 950 * US, 955 * US, 960 * US, 1000 * US);
   auto a = analyzer::analyze(b.t);
 
@@ -81,7 +81,7 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other 
   CHECK(s.dur_ns == 1000 * US);
   CHECK(s.gpu_busy_ns == 320 * US);
   CHECK(s.data_wait_ns == 300 * US);     // 300..600: the loader
-  CHECK(s.sync_idle_ns == 250 * US);     // 700..900 blocked, 900..950 until the next launch
+  CHECK(s.sync_idle_ns == 250 * US);     // 700..900 blocked on a drained GPU, 900..950 until the next launch
   CHECK(s.launch_idle_ns == 80 * US);    // 50..100, 600..620, 950..960: host issuing the next launch
   CHECK(s.other_idle_ns == 50 * US);     // 0..50: nothing known
   CHECK(s.host_data_wait_ns == 300 * US);
@@ -136,6 +136,18 @@ TEST_CASE("cudaEventQuery and cudaStreamWaitEvent are not host stalls") {
   auto a = analyzer::analyze(b.t);
   CHECK(a.steps[0].sync_idle_ns == 0);
   CHECK_FALSE(find(a, "sync-stall"));
+  check_partition(a);
+}
+
+TEST_CASE("a sync on an already idle GPU drains nothing: no tail of sync idle after it") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
+  b.api("cudaStreamSynchronize", 500 * US, 510 * US);  // the GPU has been idle since 100
+  b.kernel("k_b", 600 * US, 605 * US, 610 * US, 1000 * US);
+  auto a = analyzer::analyze(b.t);
+  CHECK(a.steps[0].sync_idle_ns == 10 * US);  // only while the host was blocked
+  CHECK(a.steps[0].launch_idle_ns == 20 * US);  // 0..10 and 600..610
   check_partition(a);
 }
 
@@ -204,6 +216,20 @@ TEST_CASE("GPU work belongs to the step that launched it") {
   CHECK(a.steps[0].kernels == 1);
   CHECK(a.steps[1].kernels == 0);
   CHECK(a.steps[1].gpu_busy_ns == 30 * US);  // busy time is wall-time union in the window
+  CHECK(a.steps[1].device_busy_ns.empty());    // one device: no per-device split
+}
+
+TEST_CASE("busy is the union over devices, with each device's own busy time beside it") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 100 * US);
+  b.kernel("k0", 0, 5 * US, 10 * US, 50 * US);
+  b.kernel("k1", 5 * US, 9 * US, 30 * US, 70 * US);
+  b.t.kernels.back().device = 1;
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  CHECK(a.steps[0].gpu_busy_ns == 60 * US);
+  CHECK(a.steps[0].device_busy_ns == std::vector<std::pair<int64_t, int64_t>>{{0, 40 * US}, {1, 40 * US}});
+  CHECK(analyzer::to_json(a).find("\"devices\":[{\"device\":0,\"gpu_busy_us\":40}") != std::string::npos);
 }
 
 TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, pattern, none") {

@@ -2,6 +2,7 @@
 #include "stepscope/analyzer/analysis.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include "analysis/context.h"
@@ -163,6 +164,31 @@ void idle_host_top(const detail::Context& ctx, Analysis& a) {
   a.idle_host_top = std::move(v);
 }
 
+// Busy time per device inside each step, for traces with several devices.
+void per_device_busy(const detail::Context& ctx, std::vector<StepBreakdown>& steps) {
+  const store::Trace& t = ctx.t();
+  std::map<int64_t, std::vector<detail::Interval>> unions;  // ops are in start order: extend or append
+  for (const auto& op : ctx.ops) {
+    int64_t dev = op.kind == detail::GpuOpKind::Kernel   ? t.kernels[op.index].device
+                  : op.kind == detail::GpuOpKind::Memcpy ? t.memcpys[op.index].device
+                                                         : t.memsets[op.index].device;
+    auto& u = unions[dev];
+    if (op.end <= op.start) continue;
+    if (!u.empty() && op.start <= u.back().end) u.back().end = std::max(u.back().end, op.end);
+    else u.push_back({op.start, op.end});
+  }
+  if (unions.size() < 2) return;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    int64_t a = ctx.windows[i].start, b = ctx.windows[i].end;
+    for (const auto& [dev, u] : unions) {
+      auto it = std::upper_bound(u.begin(), u.end(), a, [](int64_t x, const detail::Interval& p) { return x < p.end; });
+      int64_t sum = 0;
+      for (; it != u.end() && it->start < b; ++it) sum += std::min(b, it->end) - std::max(a, it->start);
+      steps[i].device_busy_ns.push_back({dev, sum});
+    }
+  }
+}
+
 }  // namespace
 
 Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
@@ -202,6 +228,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   kernel_stats(trace, a);
   utilization(ctx, a);
   idle_host_top(ctx, a);
+  per_device_busy(ctx, ctx.steps);
   a.steps = std::move(ctx.steps);
   return a;
 }
@@ -242,7 +269,7 @@ std::string to_json(const Analysis& a) {
   w.end_object();
   w.end_object();
   w.key("steps").begin_array();
-  for (const auto& st : a.steps)
+  for (const auto& st : a.steps) {
     w.begin_object()
         .kv("index", st.index)
         .kv("start_us", us(st.start_ns))
@@ -254,8 +281,14 @@ std::string to_json(const Analysis& a) {
         .kv("other_idle_us", us(st.other_idle_ns))
         .kv("bound", to_string(st.bound))
         .kv("kernels", st.kernels)
-        .kv("host_data_wait_us", us(st.host_data_wait_ns))
-        .end_object();
+        .kv("host_data_wait_us", us(st.host_data_wait_ns));
+    if (!st.device_busy_ns.empty()) {
+      w.key("devices").begin_array();
+      for (auto [dev, ns] : st.device_busy_ns) w.begin_object().kv("device", dev).kv("gpu_busy_us", us(ns)).end_object();
+      w.end_array();
+    }
+    w.end_object();
+  }
   w.end_array();
   w.key("findings").begin_array();
   for (const auto& f : a.findings) w.raw(finding_to_json(f));

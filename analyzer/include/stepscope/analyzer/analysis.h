@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stepscope/store/records.h"
@@ -28,6 +29,8 @@ struct StepBreakdown {
   // Time the host spent waiting for input inside the step, whether or not the GPU was busy meanwhile
   // (TF profiler's "input" time). data_wait_ns is the part of it during which the GPU was idle too.
   int64_t host_data_wait_ns = 0;
+  // GPU busy per device (device id, ns), when the trace has more than one device; gpu_busy_ns is their union.
+  std::vector<std::pair<int64_t, int64_t>> device_busy_ns;
 };
 
 struct TimeRange {
