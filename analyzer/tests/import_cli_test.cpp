@@ -1,0 +1,90 @@
+// `stepscope import` / `stepscope export` as a user runs them: exit codes, one-line errors, atomic output.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "stepscope/analyzer/load.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cli() { return test::binary_dir() + "/cli/stepscope"; }
+
+struct Run {
+  int code = -1;
+  std::string err;
+};
+
+Run run(const std::string& args, const test::ScratchDir& dir) {
+  std::string err_file = dir.file("stderr.txt");
+  int status = std::system((cli() + " " + args + " >/dev/null 2>" + err_file).c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  fs::remove(err_file);
+  return r;
+}
+
+size_t files_in(const fs::path& dir) {
+  size_t n = 0;
+  for (auto& e : fs::directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("stepscope import: bad input exits 2 with one line naming the file, leaves nothing") {
+  if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
+  test::ScratchDir dir("import_cli_bad");
+  std::ofstream(dir.file("bad.json")) << "{\"traceEvents\": [ {\"ph\": ";
+  std::ofstream(dir.file("notrace.json")) << "{\"x\": 1}";
+  for (const char* name : {"bad.json", "notrace.json", "missing.json"}) {
+    std::string in = dir.file(name);
+    Run r = run("import " + in + " -o " + dir.file("out.db"), dir);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind("stepscope: " + in + ": ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(!fs::exists(dir.file("out.db")));
+  }
+  CHECK(files_in(dir.path()) == 2);  // only the two inputs
+}
+
+TEST_CASE("stepscope import then export: counts survive, output written atomically") {
+  if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("import_cli_good");
+  std::string src = test::trace_path("hta/alexnet_a100.json.gz");
+  Run r = run("import " + src + " -o " + dir.file("run.db"), dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  store::Trace direct = analyzer::load_trace(src);
+  store::Trace stored = store::StoreReader(dir.file("run.db")).load();
+  CHECK(stored.kernels.size() == direct.kernels.size());
+  CHECK(stored.syncs.size() == direct.syncs.size());
+  CHECK(stored.meta.at("source_format") == "kineto-json");
+
+  r = run("export " + dir.file("run.db") + " --format chrome -o " + dir.file("trace.json.gz"), dir);
+  REQUIRE(r.code == 0);
+  store::Trace back = analyzer::load_trace(dir.file("trace.json.gz"));
+  CHECK(back.kernels.size() == direct.kernels.size());
+  CHECK(back.api_calls.size() == direct.api_calls.size());
+  CHECK(files_in(dir.path()) == 2);  // run.db and trace.json.gz, no temporaries
+
+  r = run("export " + dir.file("run.db") + " --format svg -o " + dir.file("x.svg"), dir);
+  CHECK(r.code == 2);
+  CHECK(!fs::exists(dir.file("x.svg")));
+}
