@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -377,4 +378,25 @@ TEST_CASE("Nsight Systems schema 2.9 (nsys 2022.2): a database built from its DD
   REQUIRE(t.ranges.size() == 1);
   CHECK(t.ranges[0].source == store::RangeSource::Nvtx);
   CHECK(t.str(t.ranges[0].name) == "train step");
+}
+
+TEST_CASE("zstd-compressed and plain JSON load the same as gzip") {
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("import_zstd");
+  const store::Trace& gz = trace("hta/alexnet_a100.json.gz");
+  std::string plain = gunzip_to(test::trace_path("hta/alexnet_a100.json.gz"), dir.file("alexnet.json"));
+  std::ifstream in(plain, std::ios::binary);
+  std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string z(ZSTD_compressBound(json.size()), '\0');
+  size_t n = ZSTD_compress(z.data(), z.size(), json.data(), json.size(), 3);
+  REQUIRE(!ZSTD_isError(n));
+  std::ofstream(dir.file("alexnet.json.zst"), std::ios::binary).write(z.data(), std::streamsize(n));
+  for (const std::string& f : {plain, dir.file("alexnet.json.zst")}) {
+    INFO(f);
+    store::Trace t = analyzer::load_trace(f);
+    CHECK(t.kernels.size() == gz.kernels.size());
+    CHECK(t.syncs.size() == gz.syncs.size());
+    CHECK(t.ranges.size() == gz.ranges.size());
+    CHECK(t.kernels.front().start == gz.kernels.front().start);
+  }
 }
