@@ -2,7 +2,7 @@
 #  - no GPU on this machine (decided independently of the sample: no /dev/nvidia0 and no `nvidia-smi -L`
 #    listing): the sample must exit 3 and print "no CUDA device";
 #  - a GPU present: a brief run must exit 0 and print "verification: PASS" for every verified result;
-#  - MODE=bad_option: an unknown option must exit 2 with a message, GPU or not.
+#  - MODE=bad_option: an unknown option must exit 2 with a message and --help exit 0, GPU or not.
 if(NOT DEFINED MODE)
   set(MODE run)
 endif()
@@ -12,7 +12,11 @@ if(MODE STREQUAL "bad_option")
   if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "no-such-option")
     message(FATAL_ERROR "expected exit 2 naming --no-such-option, got ${rc}:\n${out}${err}")
   endif()
-  message(STATUS "bad option: exit 2 as documented")
+  execute_process(COMMAND "${SAMPLE}" --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "Usage:")
+    message(FATAL_ERROR "expected --help to print the usage and exit 0, got ${rc}:\n${out}${err}")
+  endif()
+  message(STATUS "bad option: exit 2 as documented; --help: exit 0")
   return()
 endif()
 

@@ -64,7 +64,7 @@ inline const char*& program_name() {
 inline void parse_or_exit(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all
     std::exit(app.exit(e));
   } catch (const CLI::ParseError& e) {
     app.exit(e);

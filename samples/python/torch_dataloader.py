@@ -13,12 +13,30 @@ The data, the model's initialization and the batch order are seeded, so the prin
 with and without the cure (on CPU exactly; on a GPU up to nondeterministic kernels): the cure changes the
 speed, not the training. Each item is a 3x32x32 image of noise with a bright 8x8 patch whose position is
 its class (10 classes), so the loss visibly falls.
+Each step is marked with stepscope.step() and its wait for the batch with stepscope.data_wait() (no-ops
+outside `stepscope record`), and on a GPU also with NVTX ranges "step" and "next_batch".
 Exit codes: 0 ok, 1 the loss did not fall, 2 bad arguments or torch missing.
 """
 import argparse
 import statistics
 import sys
 import time
+
+
+try:  # on PYTHONPATH under `stepscope record`; every call is a no-op without the collector
+    import stepscope
+except ImportError:  # run outside stepscope: markers do nothing
+    class _NoStepscope:
+        @staticmethod
+        def step(source="api"):
+            pass
+
+        @staticmethod
+        def data_wait(source="api"):
+            import contextlib
+            return contextlib.nullcontext()
+
+    stepscope = _NoStepscope()
 
 IMAGE = 32
 CLASSES = 10
@@ -124,11 +142,13 @@ def main(argv=None):
     it = iter(loader)
     for step in range(a.steps):
         mark()
+        stepscope.step()
         if cuda:
             torch.cuda.nvtx.range_push("step")
             torch.cuda.nvtx.range_push("next_batch")
         t0 = time.perf_counter()
-        x, y = next(it)
+        with stepscope.data_wait():
+            x, y = next(it)
         wait_s.append(time.perf_counter() - t0)
         if cuda:
             torch.cuda.nvtx.range_pop()
@@ -141,6 +161,7 @@ def main(argv=None):
         if cuda:
             torch.cuda.nvtx.range_pop()
     mark()
+    stepscope.step()  # closes the last step
     if cuda:
         torch.cuda.synchronize()
         step_s = [marks[i - 1].elapsed_time(marks[i]) / 1e3 for i in range(1, len(marks))]

@@ -12,8 +12,10 @@ shapes vary call to call). Runs on CUDA when available, otherwise on CPU (there 
 per-op dispatch and the fused code is Inductor's C++ loop: the same shape of curve, other numbers).
 
   python torch_fusion.py                       # full curve, all modes
-  python torch_fusion.py --ops 30 --modes eager --calls 2000   # one point, e.g. under `stepscope record`
+  python torch_fusion.py --ops 30 --modes eager --repeats 30   # one point: 30 steps, e.g. under `stepscope record`
 
+Each timed batch of calls is one step for stepscope (stepscope.step(), a no-op outside `stepscope record`;
+with --nvtx also an NVTX range "step").
 Prints per-call latency (us) per chain length and checks that every compiled chain computes what eager does.
 Exit codes: 0 ok, 1 a compiled result differs from eager, 2 bad arguments or torch missing.
 """
@@ -22,6 +24,22 @@ import statistics
 import sys
 import time
 import warnings
+
+
+try:  # on PYTHONPATH under `stepscope record`; every call is a no-op without the collector
+    import stepscope
+except ImportError:  # run outside stepscope: markers do nothing
+    class _NoStepscope:
+        @staticmethod
+        def step(source="api"):
+            pass
+
+        @staticmethod
+        def data_wait(source="api"):
+            import contextlib
+            return contextlib.nullcontext()
+
+    stepscope = _NoStepscope()
 
 # The seed's op pool, cycled for chains longer than 20.
 OPS_POOL = [
@@ -77,6 +95,7 @@ def per_call_us(timer, fn, inputs, calls, repeats, nvtx):
     results = []
     for r in range(repeats):
         batch = [inputs[(r * calls + i) % len(inputs)] for i in range(calls)]
+        stepscope.step()
         if nvtx:
             torch.cuda.nvtx.range_push("step")
         results.append(timer.time_batch(fn, batch))
@@ -161,6 +180,7 @@ def main(argv=None):
         cells = [f"{n:>10d}"] + [f"{row[m]:>10.2f}" for m in a.modes]
         cells += [f"{row['eager'] / row[m]:>9.2f}x" for m in speedups]
         print("  ".join(cells), flush=True)
+    stepscope.step()  # closes the last timed batch
     print("verification: " + ("FAIL" if failed else "PASS") + " (compiled chains match eager)")
     return 1 if failed else 0
 
