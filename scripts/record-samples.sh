@@ -5,7 +5,8 @@
 #   scripts/record-samples.sh [BUILD_DIR [OUT_DIR]]     # defaults: build, BUILD_DIR/record-samples
 #
 # Each variant is also run once without the collector, so the table shows the collector's overhead on the
-# sample's own step time (the "time: ... step median" line every sample prints).
+# sample's own step time (the "time: ... step median" line every CUDA sample prints). The PyTorch samples
+# join in when the venv of scripts/python-env.sh has a torch that sees the GPU.
 # Needs a CUDA GPU: without one it says so and exits 3 (scripts/demo.sh then analyzes the bundled traces).
 # Exit codes: 0 every finding as expected; 1 some recording or finding differs from the expectation;
 # 2 usage or missing build outputs; 3 no GPU on this machine.
@@ -16,7 +17,7 @@ build=${1:-$root/build}
 out=${2:-$build/record-samples}
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -51,6 +52,18 @@ variants=(
   "sync_stall|sync_stall|--steps 200|sync-stall|pageable-memcpy"
   "sync_stall_async|sync_stall|--steps 200 --async||sync-stall"
 )
+# The PyTorch samples too, where the venv (scripts/python-env.sh) has a torch that sees the GPU.
+venv=${STEPSCOPE_PYTHON_VENV:-$HOME/.cache/stepscope/venv}
+if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  variants+=(
+    "torch_fusion_eager|py:torch_fusion.py|--ops 30 --modes eager --repeats 30 --nvtx|launch-overhead|"
+    "torch_fusion_static|py:torch_fusion.py|--ops 30 --modes static --repeats 30 --nvtx||launch-overhead"
+    "torch_dataloader|py:torch_dataloader.py|--steps 40|input-bound|"
+    "torch_dataloader_workers|py:torch_dataloader.py|--steps 40 --workers 4 --pin-memory||input-bound pageable-memcpy"
+  )
+else
+  echo "record-samples: no torch with CUDA in $venv: skipping the PyTorch samples" >&2
+fi
 
 step_median() { sed -n 's/^time: [^:]*: step median \([0-9.]*\) us.*/\1/p' "$1" | head -1; }
 
@@ -58,11 +71,16 @@ status=0
 rows=()
 for v in "${variants[@]}"; do
   IFS='|' read -r name sample args must mustnot <<<"$v"
+  if [[ $sample == py:* ]]; then
+    cmd=("$venv/bin/python" "$root/samples/python/${sample#py:}")
+  else
+    cmd=("$bin/$sample")
+  fi
   # shellcheck disable=SC2086
-  "$bin/$sample" $args >"$out/$name.plain.log" 2>&1
+  "${cmd[@]}" $args >"$out/$name.plain.log" 2>&1
   plain_rc=$?
   # shellcheck disable=SC2086
-  "$ss" record -o "$out/$name.db" -- "$bin/$sample" $args >"$out/$name.record.log" 2>&1
+  "$ss" record -o "$out/$name.db" -- "${cmd[@]}" $args >"$out/$name.record.log" 2>&1
   rec_rc=$?
   if ((plain_rc != 0 || rec_rc != 0)); then
     echo "record-samples: $name: plain run exited $plain_rc, recorded run exited $rec_rc (logs in $out)" >&2
