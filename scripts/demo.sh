@@ -24,14 +24,25 @@ if ((has_gpu)) && [[ -x scripts/record-samples.sh ]]; then
 else
   section "No CUDA GPU on this machine: recording the CPU-only samples instead"
   if "$ss" --help 2>/dev/null | grep -q " record"; then
-    py=$root/samples/cpu/python_input_bound.py
-    if [[ -f $py ]]; then
-      "$ss" record -o "$out/input_bound.db" -- python3 "$py"
+    # An interpreter with numpy: the cached venv (scripts/python-env.sh), else Debian's python3 (python3-numpy).
+    python=""
+    for p in "${STEPSCOPE_PYTHON_VENV:-$HOME/.cache/stepscope/venv}/bin/python" /usr/bin/python3 python3; do
+      if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then python=$p; break; fi
+    done
+    sample=$root/samples/cpu/python_input_bound.py
+    if [[ -n $python && -f $sample ]]; then
+      hooks=(--data-wait-func 'Loader\.__next__$' --step-func 'train_step$')
+      section "Input-bound Python trainer (slow loader, no prefetch)"
+      "$ss" record -o "$out/input_bound.db" "${hooks[@]}" -- "$python" "$sample"
       "$ss" analyze "$out/input_bound.db"
-      "$ss" record -o "$out/input_prefetch.db" -- python3 "$py" --prefetch
+      section "The cure: the same trainer with --prefetch (background thread + queue)"
+      "$ss" record -o "$out/input_prefetch.db" "${hooks[@]}" -- "$python" "$sample" --prefetch
       "$ss" analyze "$out/input_prefetch.db"
+    else
+      echo "(no Python with numpy found: skipping the input-bound Python sample)"
     fi
     if [[ -x $root/build/samples/cpu/hot_loop ]]; then
+      section "CPU sampling: a native program with one hot function"
       "$ss" record -o "$out/hot_loop.db" -- "$root/build/samples/cpu/hot_loop"
       "$ss" info "$out/hot_loop.db"
     fi
