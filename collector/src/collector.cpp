@@ -65,6 +65,7 @@ constexpr int kMaxLiveThreads = 2048;      // bounded memory: threads beyond thi
 constexpr int kDrainPeriodMs = 20;
 constexpr int kCommitPeriodMs = 250;
 constexpr int kTaskPollPeriodMs = 100;
+constexpr size_t kMaxRawStacks = 65536;
 
 struct SampleHeader {
   int64_t time;
@@ -135,6 +136,11 @@ struct Globals {
 
 Globals* g = nullptr;
 
+// The calling thread's state when it registered itself (pthread_create wrapper, start, fork child): the handler
+// finds it without a gettid() system call. Initial-exec: no lazy TLS allocation can happen in the handler.
+// Threads found by /proc/self/task polling are looked up by tid instead.
+__thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
+
 using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 pthread_create_fn real_pthread_create = nullptr;
 
@@ -189,8 +195,9 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
     errno = saved_errno;
     return;
   }
-  const int32_t tid = sys_gettid();
-  ThreadState* ts = lookup(tid);
+  ThreadState* ts = t_state;
+  const int32_t tid = ts ? ts->tid.load(std::memory_order_relaxed) : sys_gettid();
+  if (!ts) ts = lookup(tid);
   if (!ts) {
     g->counters.unknown_thread.fetch_add(1, std::memory_order_relaxed);
     errno = saved_errno;
@@ -398,14 +405,21 @@ void free_thread_state(ThreadState* ts) {
 
 void on_thread_exit(void* p) {
   auto* ts = static_cast<ThreadState*>(p);
+  t_state = nullptr;  // before retiring: the drain frees retired states, and a late signal must not use it
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (!g || !ts) return;
   std::lock_guard<std::mutex> lk(g->reg_mu);
   if (std::find(g->live.begin(), g->live.end(), ts) != g->live.end()) retire_locked(ts);
 }
 
 void register_current_thread() {
+  t_state = nullptr;
   ThreadState* ts = register_thread(sys_gettid(), true);
-  if (ts) pthread_setspecific(g->key, ts);
+  if (ts) {
+    pthread_setspecific(g->key, ts);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t_state = ts;
+  }
 }
 
 struct StartArgs {
@@ -487,20 +501,20 @@ struct PairHash {
 
 class Drainer {
  public:
-  explicit Drainer(std::string parts_dir) : parts_dir_(std::move(parts_dir)) {}
+  explicit Drainer(std::string parts_dir) : parts_dir_(std::move(parts_dir)), pid_(getpid()) {}
 
   // Opens the part lazily: a process that forks and execs at once leaves no empty part behind.
   store::StoreWriter& writer() {
     if (!writer_) {
       char name[128];
-      std::snprintf(name, sizeof name, "/%d-%lld.db", int(getpid()), (long long)clock_ns(CLOCK_MONOTONIC));
+      std::snprintf(name, sizeof name, "/%d-%lld.db", int(pid_), (long long)clock_ns(CLOCK_MONOTONIC));
       store::WriterOptions opt;
       opt.batch_rows = 1 << 20;  // we commit on our own cadence
       writer_ = std::make_unique<store::StoreWriter>(parts_dir_ + name, opt);
       writer_->set_meta("clock_domain", "CLOCK_MONOTONIC");
       writer_->set_meta("source", "stepscope-collector");
       store::Process p;
-      p.pid = getpid();
+      p.pid = pid_;
       std::string exe = self_exe();
       std::string comm = read_small_file("/proc/self/comm");
       p.name = writer_->intern(exe.empty() ? comm : exe.substr(exe.rfind('/') + 1));
@@ -535,7 +549,7 @@ class Drainer {
             c->ranges.push_back({lo, hi, info->dlpi_addr, index});
             if (fresh) {
               store::Module m;
-              m.pid = getpid();
+              m.pid = c->self->pid_;
               m.path = c->self->writer().intern(path);
               m.build_id = c->self->writer().intern(build_id);
               m.start = static_cast<int64_t>(lo);
@@ -550,6 +564,7 @@ class Drainer {
     std::sort(ctx.ranges.begin(), ctx.ranges.end(),
               [](const ModuleRange& a, const ModuleRange& b) { return a.lo < b.lo; });
     ranges_ = std::move(ctx.ranges);
+    raw_stacks_.clear();  // a library may have been replaced at the same addresses
     last_refresh_ns_ = clock_ns(CLOCK_MONOTONIC);
   }
 
@@ -636,53 +651,69 @@ class Drainer {
     if (len < sizeof(SampleHeader)) return;
     SampleHeader h;
     std::memcpy(&h, rec, sizeof h);
-    if (sizeof h + h.n_pcs * sizeof(void*) + h.n_py * sizeof(python::RawPyFrame) > len) return;
-    std::vector<uintptr_t> pcs(h.n_pcs);
-    std::memcpy(pcs.data(), rec + sizeof h, h.n_pcs * sizeof(void*));
-    std::vector<python::RawPyFrame> py(h.n_py);
-    std::memcpy(static_cast<void*>(py.data()), rec + sizeof h + h.n_pcs * sizeof(void*),
-                h.n_py * sizeof(python::RawPyFrame));
+    const size_t n_pc_bytes = h.n_pcs * sizeof(void*), n_py_bytes = h.n_py * sizeof(python::RawPyFrame);
+    if (sizeof h + n_pc_bytes + n_py_bytes > len) return;
     if (!ranges_.size()) refresh_modules();
 
-    // Frames innermost first, Python frames spliced in place of each evaluator frame up to its entry frame.
-    frame_ids_.clear();
-    size_t py_i = 0;
-    bool spliced = false;
-    for (size_t i = 0; i < pcs.size(); ++i) {
-      if (py_i < py.size() && is_eval_frame(pcs[i])) {
-        while (py_i < py.size()) {
-          const auto& pf = py[py_i++];
-          frame_ids_.push_back(python_frame(pf));
-          spliced = true;
-          if (pf.is_entry) break;
-        }
-        continue;
-      }
-      frame_ids_.push_back(native_frame(pcs[i], i == 0));
+    // Most samples repeat a stack seen before: look the raw PCs (and raw Python frames) up first, and only
+    // map PCs to modules and walk the prefix tree for a stack not seen yet.
+    raw_key_.assign(reinterpret_cast<const char*>(rec + sizeof h), n_pc_bytes + n_py_bytes);
+    int64_t node;
+    if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) {
+      node = it->second;
+    } else {
+      node = intern_stack(rec + sizeof h, h.n_pcs, rec + sizeof h + n_pc_bytes, h.n_py);
+      if (raw_stacks_.size() >= kMaxRawStacks) raw_stacks_.clear();  // bounded memory (Python's varied stacks)
+      raw_stacks_.emplace(raw_key_, node);
     }
-    if (!spliced && !py.empty()) {  // no evaluator frame found natively: Python frames as the leaf
-      std::vector<int64_t> with_py;
-      for (const auto& pf : py) with_py.push_back(python_frame(pf));
-      with_py.insert(with_py.end(), frame_ids_.begin(), frame_ids_.end());
-      frame_ids_.swap(with_py);
-    }
-    int64_t node = 0;
-    for (auto it = frame_ids_.rbegin(); it != frame_ids_.rend(); ++it) node = stack_node(node, *it);
 
     if (threads_named_.insert(h.tid).second) {
       store::Thread t;
-      t.pid = getpid();
+      t.pid = pid_;
       t.tid = h.tid;
       t.name = writer().intern(read_small_file("/proc/self/task/" + std::to_string(h.tid) + "/comm"));
       writer().add(t);
     }
     store::Sample s;
     s.time = h.time;
-    s.pid = getpid();
+    s.pid = pid_;
     s.tid = h.tid;
     s.stack = node;
     s.on_cpu = h.on_cpu != 0;
     writer().add(s);
+  }
+
+  // The prefix-tree node of one raw stack (PCs innermost first, then the raw Python frames).
+  int64_t intern_stack(const uint8_t* pc_bytes, size_t n_pcs, const uint8_t* py_bytes, size_t n_py) {
+    pcs_.resize(n_pcs);
+    std::memcpy(pcs_.data(), pc_bytes, n_pcs * sizeof(void*));
+    py_.resize(n_py);
+    std::memcpy(static_cast<void*>(py_.data()), py_bytes, n_py * sizeof(python::RawPyFrame));
+    // Frames innermost first, Python frames spliced in place of each evaluator frame up to its entry frame.
+    frame_ids_.clear();
+    size_t py_i = 0;
+    bool spliced = false;
+    for (size_t i = 0; i < pcs_.size(); ++i) {
+      if (py_i < py_.size() && is_eval_frame(pcs_[i])) {
+        while (py_i < py_.size()) {
+          const auto& pf = py_[py_i++];
+          frame_ids_.push_back(python_frame(pf));
+          spliced = true;
+          if (pf.is_entry) break;
+        }
+        continue;
+      }
+      frame_ids_.push_back(native_frame(pcs_[i], i == 0));
+    }
+    if (!spliced && !py_.empty()) {  // no evaluator frame found natively: Python frames as the leaf
+      std::vector<int64_t> with_py;
+      for (const auto& pf : py_) with_py.push_back(python_frame(pf));
+      with_py.insert(with_py.end(), frame_ids_.begin(), frame_ids_.end());
+      frame_ids_.swap(with_py);
+    }
+    int64_t node = 0;
+    for (auto it = frame_ids_.rbegin(); it != frame_ids_.rend(); ++it) node = stack_node(node, *it);
+    return node;
   }
 
   void append_pending(store::Trace& rows) {
@@ -714,6 +745,7 @@ class Drainer {
   }
 
   std::string parts_dir_;
+  int32_t pid_;
   std::unique_ptr<store::StoreWriter> writer_;
   std::vector<ModuleRange> ranges_;
   std::vector<std::string> module_paths_;
@@ -724,6 +756,10 @@ class Drainer {
   int64_t last_frame_ = 0, last_stack_ = 0;
   std::unordered_set<int32_t> threads_named_;
   std::vector<int64_t> frame_ids_;
+  std::vector<uintptr_t> pcs_;
+  std::vector<python::RawPyFrame> py_;
+  std::string raw_key_;
+  std::unordered_map<std::string, int64_t> raw_stacks_;  // raw PCs + raw Python frames → stack node
 };
 
 Drainer* g_drainer = nullptr;
@@ -1015,6 +1051,7 @@ void atfork_child() {
   new (&g->wake_mu) std::mutex();
   new (&g->wake_cv) std::condition_variable();
   g->pid = getpid();
+  t_state = nullptr;  // the parent's state of this thread is freed below
   g_drainer->abandon_after_fork();
   g_drainer = new Drainer(g->config.parts_dir);  // the parent's (copied) tables are leaked, not freed
   {
@@ -1032,8 +1069,7 @@ void atfork_child() {
   {
     std::lock_guard<std::mutex> lk(g->pending.mu);
     g->pending.rows = store::Trace();
-    g->pending.step_index = 0;
-    g->pending.last_step_boundary = -1;
+    g->pending.step_sequences.clear();
   }
   {
     std::lock_guard<std::mutex> lk(g->meta_mu);
@@ -1079,19 +1115,20 @@ void set_process_meta(const std::string& key, const std::string& value) {
 void add_step_boundary(int64_t t, int32_t tid, const char* source) {
   if (!running()) return;
   auto& p = g->pending;
+  const char* name = source && *source ? source : "api";
   std::lock_guard<std::mutex> lk(p.mu);
-  if (p.last_step_boundary >= 0 && t > p.last_step_boundary) {
+  PendingRows::StepSequence& seq = p.step_sequences[name];
+  if (seq.last_boundary >= 0 && t > seq.last_boundary) {
     store::Step s;
-    s.index = p.step_index++;
-    s.start = p.last_step_boundary;
+    s.index = seq.next_index++;
+    s.start = seq.last_boundary;
     s.end = t;
-    s.source = p.rows.intern(source && *source ? source : "api");
+    s.source = p.rows.intern(name);
     s.pid = getpid();
     s.tid = tid;
     p.rows.steps.push_back(s);
   }
-  p.last_step_boundary = t;
-  p.last_step_tid = tid;
+  seq.last_boundary = t;
 }
 
 }  // namespace stepscope::collector

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -32,9 +33,13 @@ int32_t current_tid();
 struct PendingRows {
   std::mutex mu;
   store::Trace rows;
-  int64_t step_index = 0;
-  int64_t last_step_boundary = -1;
-  int32_t last_step_tid = 0;
+  // Step boundaries come from several sources at once (stepscope.step(), the DataLoader and optimizer hooks,
+  // NVTX): each source keeps its own sequence, so one source's marks never cut another's steps short.
+  struct StepSequence {
+    int64_t next_index = 0;
+    int64_t last_boundary = -1;
+  };
+  std::map<std::string, StepSequence> step_sequences;
 };
 PendingRows& pending();
 
