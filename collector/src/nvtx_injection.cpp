@@ -86,7 +86,7 @@ void emit(const OpenRange& r, int64_t end, int32_t tid, int32_t depth) {
   }
   if (is_step) {
     store::Step s;
-    s.index = p.step_index++;
+    s.index = p.step_sequences["nvtx"].next_index++;
     s.start = r.start;
     s.end = end;
     s.source = p.rows.intern("nvtx");
