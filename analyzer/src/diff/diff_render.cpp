@@ -241,11 +241,14 @@ std::string diff_to_markdown(const DiffResult& d) {
                      change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m), icon, to_string(m.verdict));
   }
   o += "\n";
+  bool any_note = !d.notes.empty();
   for (const auto& m : d.metrics)
-    if (!m.note.empty()) o += "- " + m.title + ": " + markdown_escape(m.note) + "\n";
-  if (std::any_of(d.metrics.begin(), d.metrics.end(), [](const MetricDiff& m) { return !m.note.empty(); })) o += "\n";
-  for (const auto& n : d.notes) o += "> " + markdown_escape(n) + "\n>\n";
-  if (!d.notes.empty()) o += "\n";
+    if (!m.note.empty()) {
+      o += "- " + m.title + ": " + markdown_escape(m.note) + "\n";
+      any_note = true;
+    }
+  for (const auto& n : d.notes) o += "- Note: " + markdown_escape(n) + "\n";
+  if (any_note) o += "\n";
 
   o += "### Findings\n\n";
   if (d.findings.empty()) {
