@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <memory>
+#include <unistd.h>
 
 #include "diff/stats.h"
 #include "stepscope/analyzer/diff.h"
@@ -25,9 +28,36 @@ struct StoreSpec {
   int kernels = 12;
 };
 
+// Stores go to tmpfs when there is one: 200 SQLite files with fsync on a shared disk cost seconds, and
+// the durability of these throwaway files is not what is tested.
+class FastDir {
+ public:
+  explicit FastDir(const std::string& name) {
+    std::error_code ec;
+    if (std::filesystem::is_directory("/dev/shm", ec)) {
+      path_ = std::filesystem::path("/dev/shm") / ("stepscope-" + name + "-" + std::to_string(::getpid()));
+      std::filesystem::remove_all(path_, ec);
+      if (!std::filesystem::create_directories(path_, ec) || ec) path_.clear();
+    }
+    if (path_.empty()) {
+      fallback_ = std::make_unique<test::ScratchDir>(name);
+      path_ = fallback_->path();
+    }
+  }
+  ~FastDir() {
+    std::error_code ec;
+    if (!fallback_) std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+  std::unique_ptr<test::ScratchDir> fallback_;
+};
+
 // A recorded-looking store: per step a ProfilerStep range, a data wait (the data_waits table, as the collector
 // writes it), then back-to-back kernels each launched by a cudaLaunchKernel call shortly before it starts.
-std::string write_store(const test::ScratchDir& dir, const std::string& name, const StoreSpec& s, uint64_t seed) {
+std::string write_store(const FastDir& dir, const std::string& name, const StoreSpec& s, uint64_t seed) {
   analyzer::stats::SplitMix64 rng(seed);
   store::Trace t;
   t.meta["clock_domain"] = "monotonic";
@@ -83,7 +113,7 @@ analyzer::DiffRun run_from_store(const std::string& path) {
 }  // namespace
 
 TEST_CASE("synthetic stores from one distribution: no regression in at least 95 of 100 seeded pairs") {
-  test::ScratchDir dir("diff_store_null");
+  FastDir dir("diff_store_null");
   StoreSpec spec;
   int regressions = 0;
   for (uint64_t pair = 0; pair < 100; ++pair) {
@@ -104,7 +134,7 @@ TEST_CASE("synthetic stores from one distribution: no regression in at least 95 
 }
 
 TEST_CASE("synthetic stores: a +10% step-time shift with low variance is caught") {
-  test::ScratchDir dir("diff_store_shift");
+  FastDir dir("diff_store_shift");
   StoreSpec base, slow;
   base.cv = slow.cv = 0.01;
   slow.compute_us = base.compute_us * 1.1;
