@@ -20,6 +20,7 @@ constexpr int kMarginLeft = 64, kMarginRight = 36, kMarginTop = 12, kMarginBotto
 constexpr size_t kMaxBars = 400;        // more steps than this are averaged into buckets
 constexpr size_t kMaxStepRows = 500;    // step table rows
 constexpr size_t kHtmlNameChars = 160;  // kernel names are shortened in cells, full in a tooltip
+constexpr size_t kOpenEvidenceLines = 30;  // longer evidence starts folded
 
 struct Component {
   const char* key;
@@ -57,6 +58,7 @@ td.name{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-br
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;color:#fff;background:var(--low);vertical-align:middle}
 .badge.high{background:var(--high)}.badge.medium{background:var(--medium)}
 .meta{color:var(--muted)}
+pre.evidence{max-height:420px}
 pre{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px 10px;overflow:auto;font-size:12px;white-space:pre-wrap;word-break:break-word}
 .legend{display:flex;flex-wrap:wrap;gap:14px;margin:6px 0;font-size:12px}
 .legend span{display:inline-flex;align-items:center;gap:5px}
@@ -281,9 +283,14 @@ std::string render_html_report(const Analysis& a) {
     }
     o += "</p>\n";
     if (!f.suggestion.empty()) o += "<h4>Suggestion</h4>\n<pre><code>" + html_escape(f.suggestion) + "</code></pre>\n";
-    if (!f.evidence_json.empty() && f.evidence_json != "{}")
-      o += "<details open><summary>Evidence</summary><pre><code>" + html_escape(pretty_json(f.evidence_json)) +
+    if (!f.evidence_json.empty() && f.evidence_json != "{}") {
+      // Long evidence (stacks of every blocking call) starts folded so the findings stay readable.
+      std::string ev = pretty_json(f.evidence_json);
+      size_t lines = size_t(std::count(ev.begin(), ev.end(), '\n')) + 1;
+      o += std::string(lines <= kOpenEvidenceLines ? "<details open>" : "<details>") +
+           fmt::format("<summary>Evidence ({} lines)</summary><pre class=\"evidence\"><code>", lines) + html_escape(ev) +
            "</code></pre></details>\n";
+    }
     o += "</article>\n";
   }
   o += "</section>\n";
