@@ -274,6 +274,28 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
     CHECK(a.summary.steps == 4);
     CHECK(a.steps[1].start_ns == 1020 * US);  // the anchor kernel's launch call
   }
+  SECTION("steps the collector recorded come first, by source: api, then ranges, nvtx, optimizer, dataloader") {
+    auto add = [&](const char* src, int64_t s0, int64_t e0) {
+      store::Step st;
+      st.start = s0, st.end = e0, st.source = b.t.intern(src), st.pid = b.pid, st.tid = b.tid;
+      b.t.steps.push_back(st);
+    };
+    add("dataloader", 0, 2000 * US);
+    add("dataloader", 2000 * US, 4000 * US);
+    auto a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "optimizer");  // Optimizer.step ranges outrank collector dataloader steps
+    b.t.ranges.clear();
+    a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "dataloader");
+    CHECK(a.summary.steps == 2);
+    CHECK(a.steps[1].start_ns == 2000 * US);
+    add("optimizer", 100 * US, 1100 * US);
+    CHECK(analyzer::analyze(b.t).summary.step_source == "optimizer");
+    add("api", 10 * US, 20 * US);
+    a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "api");
+    CHECK(a.summary.steps == 1);
+  }
   SECTION("bad regex is an error, not a crash") {
     analyzer::AnalyzeOptions o;
     o.step_regex = "([";

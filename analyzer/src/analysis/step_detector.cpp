@@ -35,10 +35,12 @@ std::vector<StepWindow> top_level_on_busiest_thread(std::vector<StepWindow> w) {
 DetectedSteps StepDetector::detect(const std::string& step_regex) const {
   DetectedSteps out;
   if (!step_regex.empty() && from_regex(step_regex, out)) return out;
-  if (from_api_steps(out)) return out;
+  // Steps the collector recorded (store `steps` table, by source) come before the same kind found in ranges.
+  if (from_store_steps("api", out)) return out;
   if (from_ranges(&is_profiler_step_range, "profiler-step", out)) return out;
-  if (from_optimizer(out)) return out;
-  if (from_dataloader(out)) return out;
+  if (from_store_steps("nvtx", out)) return out;
+  if (from_store_steps("optimizer", out) || from_optimizer(out)) return out;
+  if (from_store_steps("dataloader", out) || from_dataloader(out)) return out;
   if (from_pattern(out)) return out;
   whole_run(out);
   return out;
@@ -64,12 +66,12 @@ bool StepDetector::from_regex(const std::string& re, DetectedSteps& out) const {
   return !out.windows.empty();
 }
 
-bool StepDetector::from_api_steps(DetectedSteps& out) const {
+bool StepDetector::from_store_steps(const char* source, DetectedSteps& out) const {
   std::vector<StepWindow> w;
   for (const auto& s : t_.steps)
-    if (t_.str(s.source) == "api") w.push_back({s.start, s.end, s.pid, s.tid});
+    if (t_.str(s.source) == source) w.push_back({s.start, s.end, s.pid, s.tid});
   out.windows = top_level_on_busiest_thread(std::move(w));
-  out.source = "api";
+  out.source = source;
   return !out.windows.empty();
 }
 

@@ -12,7 +12,7 @@
 namespace stepscope::analyzer::detail {
 
 struct DetectedSteps {
-  std::string source = "none";  // regex|api|profiler-step|optimizer|dataloader|pattern|none
+  std::string source = "none";  // regex|api|profiler-step|nvtx|optimizer|dataloader|pattern|none
   std::vector<StepWindow> windows;  // sorted by start, non-overlapping
 };
 
@@ -32,7 +32,8 @@ class StepDetector {
 
  private:
   bool from_regex(const std::string& re, DetectedSteps& out) const;
-  bool from_api_steps(DetectedSteps& out) const;
+  // Rows of the store's `steps` table with this source (the collector's api/nvtx/optimizer/dataloader).
+  bool from_store_steps(const char* source, DetectedSteps& out) const;
   bool from_ranges(bool (*match)(std::string_view), const char* source, DetectedSteps& out) const;
   bool from_optimizer(DetectedSteps& out) const;
   bool from_dataloader(DetectedSteps& out) const;
