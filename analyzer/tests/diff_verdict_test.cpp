@@ -245,7 +245,8 @@ TEST_CASE("too few steps: said plainly, and the threshold alone decides") {
   auto d = analyzer::diff_runs({synth_run(base, 1)}, {synth_run(slow, 2)});
   const auto& m = metric(d, "step_time_median");
   CHECK_FALSE(m.tested);
-  CHECK(m.note.find("too few steps for a significance test (2 base vs 2 new)") != std::string::npos);
+  REQUIRE_FALSE(d.notes.empty());
+  CHECK(d.notes.front() == "too few steps for a significance test (2 base vs 2 new); the threshold alone decides");
   CHECK(m.verdict == Verdict::Regression);
   CHECK(d.exit_code() == 1);
   CHECK(analyzer::diff_to_markdown(d).find("too few steps") != std::string::npos);

@@ -221,6 +221,8 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
   std::string too_few_note =
       fmt::format("too few steps for a significance test ({} base vs {} new); the threshold alone decides", nb, nn);
 
+  if (!testable && nb > 0 && nn > 0) d.notes.insert(d.notes.begin(), too_few_note);
+
   std::vector<double> raw_p;
   {
     auto mw = stats::mann_whitney(b.dur_us, n.dur_us);
@@ -251,7 +253,6 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
       }
     }
     m.exceeds_threshold = moved;
-    if (!testable) m.note = too_few_note + (m.note.empty() ? "" : "; " + m.note);
     if (nb == 0 || nn == 0) m.note = "no steps on one side; nothing to compare";
     bool decided = m.exceeds_threshold && (m.significant || (!testable && nb > 0 && nn > 0));
     if (decided) {
