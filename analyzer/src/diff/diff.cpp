@@ -108,7 +108,9 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
       s.dur_us.push_back(double(st->dur_ns) / 1e3);
       s.busy.push_back(double(st->gpu_busy_ns) / 1e3);
       s.launch.push_back(double(st->launch_idle_ns) / 1e3);
-      s.data.push_back(double(st->data_wait_ns) / 1e3);
+      // As the analyzer's summary.data_wait_share: all host time waiting for input (TF profiler's "input"),
+      // of which data_wait_ns is the part with the GPU idle too.
+      s.data.push_back(double(std::max(st->host_data_wait_ns, st->data_wait_ns)) / 1e3);
       s.sync.push_back(double(st->sync_idle_ns) / 1e3);
     }
   }
