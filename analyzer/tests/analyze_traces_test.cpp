@@ -98,6 +98,13 @@ TEST_CASE("eager B200 and BERT-small inference are launch-overhead bound") {
   CHECK(analysis_of("tracelens/b200_eager.json.gz").summary.steps == 1);
 }
 
+TEST_CASE("graph replay (vLLM decode on AMD) is not launch overhead") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto& a = analysis_of("tracelens/amd_vllm_decode_graph.json.gz");
+  CHECK(a.summary.kernels == 425);
+  CHECK_FALSE(find(a, "launch-overhead"));
+}
+
 TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, every step gpu") {
   STEPSCOPE_REQUIRE_TRACES();
   const std::string rel = "hta/v100_resnet_gpu_bound_ns.json.gz";

@@ -15,6 +15,8 @@ class LaunchOverheadRule final : public Rule {
   static constexpr double kMinShareOfIdle = 0.50;
   // At least this fraction of kernels must run shorter than their launch call (HTA "short kernels").
   static constexpr double kMinShortKernelFraction = 0.50;
+  // No finding when at least this share of the kernels was replayed from CUDA/HIP graphs.
+  static constexpr double kMaxGraphKernelShare = 0.50;
   // TensorFlow profiler's kernel-launch thresholds, as a share of step time: >= 15% high, >= 3% medium.
   static constexpr double kHighShare = 0.15;
   static constexpr double kMediumShare = 0.03;
@@ -37,19 +39,32 @@ class LaunchOverheadRule final : public Rule {
     if (share_of_idle < kMinShareOfIdle || share < kMediumShare) return;
 
     // Short kernels and launch-call cost, over kernels launched inside steps.
-    int64_t kernels = 0, with_api = 0, shorter = 0, api_ns = 0, kern_ns = 0;
+    int64_t kernels = 0, with_api = 0, shorter = 0, api_ns = 0, kern_ns = 0, from_graphs = 0;
+    std::unordered_map<store::StringId, bool> graph_api;
     std::vector<const detail::GpuOp*> seq;  // kernels in start order, per step
     for (const auto& op : ctx.ops) {
       if (op.kind != detail::GpuOpKind::Kernel || op.step < 0) continue;
       ++kernels;
       seq.push_back(&op);
       kern_ns += op.end - op.start;
+      if (t.kernels[op.index].graph_id != 0) {
+        ++from_graphs;
+        continue;
+      }
       if (op.api < 0) continue;
       const auto& a = t.api_calls[op.api];
+      auto g = graph_api.find(a.name);
+      if (g == graph_api.end()) g = graph_api.emplace(a.name, t.str(a.name).find("GraphLaunch") != std::string::npos).first;
+      if (g->second) {
+        ++from_graphs;
+        continue;
+      }
       ++with_api;
       api_ns += a.end - a.start;
       if (op.end - op.start < a.end - a.start) ++shorter;
     }
+    // Kernels replayed from CUDA/HIP graphs are already launched in batches: fusion/graphs is no advice there.
+    if (double(from_graphs) >= kMaxGraphKernelShare * double(kernels)) return;
     double short_frac = with_api ? double(shorter) / double(with_api) : 0.0;
     if (with_api == 0 || short_frac < kMinShortKernelFraction) return;
 
