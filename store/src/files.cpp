@@ -73,7 +73,10 @@ std::string temp_path_beside(const std::string& path) {
 void write_store_atomically(const Trace& t, const std::string& path) {
   std::string tmp = temp_path_beside(path);
   try {
-    StoreWriter w(tmp);
+    WriterOptions bulk;
+    bulk.durable = false;  // the rename below is what makes the result durable and whole
+    bulk.batch_rows = 1 << 20;
+    StoreWriter w(tmp, bulk);
     w.append(t);
     w.close();
   } catch (...) {

@@ -101,8 +101,13 @@ StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_
   // recognised from its first 100 bytes.
   detail::exec(db, ("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str(), path);
   detail::exec(db, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), path);
-  detail::exec(db, options.wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", path);
-  detail::exec(db, options.synchronous_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", path);
+  if (!options.durable) {
+    detail::exec(db, "PRAGMA journal_mode=OFF", path);
+    detail::exec(db, "PRAGMA synchronous=OFF", path);
+  } else {
+    detail::exec(db, options.wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", path);
+    detail::exec(db, options.synchronous_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", path);
+  }
   detail::exec(db, "PRAGMA cache_size=-65536", path);
   detail::exec(db, "BEGIN", path);
   detail::exec(db, schema::kCreateTables, path);
@@ -235,7 +240,7 @@ void StoreWriter::close() {
   detail::exec(impl_->db, schema::kCreateIndexes, impl_->path);
   for (auto& s : impl_->insert) s = Statement();
   // Leave a single self-contained file: readers may sit in read-only folders.
-  sqlite3_wal_checkpoint_v2(impl_->db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  if (impl_->options.durable) sqlite3_wal_checkpoint_v2(impl_->db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   detail::exec(impl_->db, "PRAGMA journal_mode=DELETE", impl_->path);
   sqlite3_close_v2(impl_->db);
   impl_->db = nullptr;

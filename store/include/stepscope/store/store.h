@@ -37,6 +37,9 @@ struct WriterOptions {
   bool wal = true;             // WAL while writing; close() checkpoints and switches back to DELETE
   size_t batch_rows = 65536;   // rows per transaction for add_*() before an automatic commit
   bool synchronous_normal = true;
+  // false: no journal and no syncs — for a temporary file that is renamed into place only when complete
+  // (write_store_atomically); a crash then leaves only the temporary file, never a half-written store.
+  bool durable = true;
 };
 
 // Writes a store. Rows added with add_*() use this writer's string ids (intern()). append() takes a whole
