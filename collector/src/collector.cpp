@@ -84,7 +84,6 @@ struct ThreadState {
   TimerKind timer_kind = TimerKind::None;
   int perf_fd = -1;
   timer_t timer{};
-  int64_t last_cpu_ns = -1, last_wall_ns = -1;
   SampleRing ring;
   void* pcs[kMaxPcs + 16];
   python::RawPyFrame py[kMaxPy];
@@ -130,6 +129,9 @@ struct Globals {
   bool stop_requested = false;
   bool stopped = false;
   std::atomic<bool> python_ready{false};
+  std::atomic<int> flush_signal{0};   // a termination signal asked for the final flush (0: none)
+  std::atomic<bool> final_done{false};  // the collector thread finished its final pass
+  int64_t start_ns = 0;                  // wall time start() took
   pthread_key_t key{};
   int32_t pid = 0;
 };
@@ -188,6 +190,20 @@ ThreadState* lookup(int32_t tid) {
 // ---------------------------------------------------------------------------------------------------------
 // The signal handler: capture only.
 
+// True when the thread was blocked in a system call when the signal came: the kernel either rewound the
+// instruction pointer onto the `syscall` instruction to restart it (SA_RESTART) or made it return -EINTR.
+// A thread that is merely waiting for a CPU (preempted in user code) counts as on-CPU.
+bool interrupted_in_syscall(const ucontext_t* uc) {
+  const uintptr_t ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  const long ax = static_cast<long>(uc->uc_mcontext.gregs[REG_RAX]);
+  const auto* p = reinterpret_cast<const volatile uint8_t*>(ip);
+  // 0x0f starts a two-byte opcode, so p[1] is mapped whenever p[0] is 0x0f.
+  if (p[0] == 0x0f && p[1] == 0x05) return true;
+  // The two bytes before ip: only within ip's own (mapped) page.
+  if ((ip & 4095) >= 2 && ax == -EINTR && p[-2] == 0x0f && p[-1] == 0x05) return true;
+  return false;
+}
+
 void on_sample_signal(int, siginfo_t*, void* ucv) {
   const int saved_errno = errno;
   const int64_t t_enter = clock_ns(CLOCK_MONOTONIC);
@@ -240,12 +256,7 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
   h.n_pcs = static_cast<uint16_t>(n);
   h.n_py = static_cast<uint16_t>(n_py);
   h.on_cpu = 1;
-  if (ts->timer_kind == TimerKind::WallTimer) {
-    const int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (ts->last_cpu_ns >= 0) h.on_cpu = (cpu - ts->last_cpu_ns) * 2 >= (h.time - ts->last_wall_ns) ? 1 : 0;
-    ts->last_cpu_ns = cpu;
-    ts->last_wall_ns = h.time;
-  }
+  if (ts->timer_kind == TimerKind::WallTimer && interrupted_in_syscall(uc)) h.on_cpu = 0;
   if (ts->ring.push(&h, sizeof h, pcs, sizeof(void*) * n, ts->py, sizeof(python::RawPyFrame) * n_py))
     g->counters.samples.fetch_add(1, std::memory_order_relaxed);
   else
@@ -790,6 +801,14 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
     default: break;
   }
   m["collector.timer"] = timer;
+  // The collector's own cost in this process: its thread's CPU time (drain, dedup, SQLite) and how long
+  // start() took on the thread that loaded it.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", double(clock_ns(CLOCK_THREAD_CPUTIME_ID)) / 1e9);
+  m["collector.thread_cpu_s"] = buf;
+  std::snprintf(buf, sizeof buf, "%.6f", double(g->start_ns) / 1e9);
+  m["collector.start_s"] = buf;
+  if (const int sig = g->flush_signal.load()) m["collector.end"] = std::string("signal ") + std::to_string(sig);
   m["collector.cpu_hz"] = std::to_string(g->config.cpu_hz);
   m["collector.signal"] = std::to_string(g->signo);
 }
@@ -863,8 +882,9 @@ void* collector_main(void*) {
   while (!final_pass) {
     {
       std::unique_lock<std::mutex> lk(g->wake_mu);
-      g->wake_cv.wait_for(lk, std::chrono::milliseconds(kDrainPeriodMs), [] { return g->stop_requested; });
-      final_pass = g->stop_requested;
+      g->wake_cv.wait_for(lk, std::chrono::milliseconds(kDrainPeriodMs),
+                          [] { return g->stop_requested || g->flush_signal.load() != 0; });
+      final_pass = g->stop_requested || g->flush_signal.load() != 0;
     }
     try {
       if (final_pass) cupti::flush(true);
@@ -876,6 +896,7 @@ void* collector_main(void*) {
       }
       drain_once();
       if (final_pass || now - last_meta >= 1000000000LL) {
+        if (final_pass && !g->flush_signal.load()) set_process_meta("collector.end", "exit");
         if (g_drainer->has_writer() || final_pass) write_status_meta();
         last_meta = now;
       }
@@ -883,7 +904,8 @@ void* collector_main(void*) {
         g_drainer->commit();
         last_commit = now;
       }
-      if (final_pass) g_drainer->close();
+      // No close(): the part is only read back by the launcher, so the target does not wait for index
+      // creation and a WAL checkpoint at exit; the committed WAL is read like a killed process's part.
     } catch (const std::exception& e) {
       // The collector never takes the target down: report once and stop recording.
       std::fprintf(stderr, "stepscope: collector stopped in pid %d: %s\n", int(getpid()), e.what());
@@ -891,6 +913,7 @@ void* collector_main(void*) {
       break;
     }
   }
+  g->final_done.store(true);
   {
     std::lock_guard<std::mutex> lk(g->wake_mu);
     g->stopped = true;
@@ -938,6 +961,7 @@ void find_loader_range() {
 }
 
 void atfork_prepare();
+void install_termination_standins();
 void atfork_parent();
 void atfork_child();
 
@@ -968,6 +992,7 @@ void load_config(Config& c) {
 // running process): existing threads are found through /proc/self/task.
 void start() {
   if (g && g->state.load() != kOff) return;
+  const int64_t t0 = clock_ns(CLOCK_MONOTONIC);
   if (!g) {
     g = new Globals();
     for (auto& s : g->table) s.store(nullptr, std::memory_order_relaxed);
@@ -1004,7 +1029,69 @@ void start() {
   g->state.store(kRunning);
   register_current_thread();
   start_collector_thread();
+  install_termination_standins();
+  g->start_ns = clock_ns(CLOCK_MONOTONIC) - t0;
   if (!g->config.no_gpu) cupti::start_if_possible("start");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Termination signals. SIGINT, SIGTERM and SIGHUP with the default action would end the process without the
+// final drain that exit() gets. Where the program left them at SIG_DFL, a stand-in handler asks the collector
+// thread for its final pass, waits for it (bounded), restores SIG_DFL and re-raises: the process still dies of
+// the same signal. sigaction()/signal() are interposed so the program never sees the stand-in: it reads
+// SIG_DFL, and installing its own handler replaces the stand-in as it would replace SIG_DFL (CPython only
+// installs its KeyboardInterrupt handler over SIG_DFL, so it must see SIG_DFL).
+
+using sigaction_fn = int (*)(int, const struct sigaction*, struct sigaction*);
+sigaction_fn real_sigaction_fn = nullptr;
+constexpr int kTerminationSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kMaxSignal = 65;
+std::atomic<bool> g_standin[kMaxSignal];  // the stand-in is installed for this signal
+constexpr int kFlushWaitMs = 2000;
+
+sigaction_fn real_sigaction() {
+  if (!real_sigaction_fn) real_sigaction_fn = reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction"));
+  return real_sigaction_fn;
+}
+
+void on_termination_signal(int sig, siginfo_t*, void*) {
+  const int saved_errno = errno;
+  if (g && g->state.load() == kRunning) {
+    int expected = 0;
+    g->flush_signal.compare_exchange_strong(expected, sig);
+    g->state.store(kStopping);  // sample handlers capture no more; the final pass drains what they captured
+  }
+  if (g && g->flush_signal.load() != 0) {
+    // The collector thread looks at flush_signal at least every kDrainPeriodMs. Bounded: a thread frozen here
+    // may hold a lock the collector needs (then the process ends with what was committed).
+    for (int waited = 0; waited < kFlushWaitMs && !g->final_done.load(); waited += 2) {
+      timespec ts{0, 2000000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  real_sigaction_fn(sig, &dfl, nullptr);
+  g_standin[sig].store(false);
+  // `sig` is blocked while this handler runs: the re-raised signal is delivered, with the default action, as
+  // soon as it returns.
+  raise(sig);
+  errno = saved_errno;
+}
+
+void install_termination_standins() {
+  if (!real_sigaction()) return;
+  for (int sig : kTerminationSignals) {
+    struct sigaction cur{};
+    if (real_sigaction_fn(sig, nullptr, &cur) != 0 || cur.sa_handler != SIG_DFL) continue;  // program's own, or SIG_IGN
+    struct sigaction sa{};
+    sa.sa_sigaction = on_termination_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int other : kTerminationSignals) sigaddset(&sa.sa_mask, other);
+    if (real_sigaction_fn(sig, &sa, nullptr) == 0) g_standin[sig].store(true);
+  }
 }
 
 // Stops recording: no more signals, a final drain and commit. Bounded wait so exit never hangs.
@@ -1050,6 +1137,8 @@ void atfork_child() {
   // the fork: the child's copy would wait for a waiter that does not exist here. Start both afresh.
   new (&g->wake_mu) std::mutex();
   new (&g->wake_cv) std::condition_variable();
+  g->flush_signal.store(0);
+  g->final_done.store(false);
   g->pid = getpid();
   t_state = nullptr;  // the parent's state of this thread is freed below
   g_drainer->abandon_after_fork();
@@ -1155,6 +1244,48 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* thread, con
   int rc = real_pthread_create(thread, attr, thread_trampoline, a);
   if (rc != 0) std::free(a);
   return rc;
+}
+
+// While the stand-in handler replaces SIG_DFL (see install_termination_standins), the program sees SIG_DFL.
+__attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  sigaction_fn real = real_sigaction();
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (sig <= 0 || sig >= kMaxSignal || !g_standin[sig].load()) return real(sig, act, old);
+  struct sigaction prev{};
+  int rc;
+  if (act && act->sa_handler == SIG_DFL) {
+    rc = real(sig, nullptr, &prev);  // "back to the default": the stand-in stays (it ends the same way)
+  } else {
+    rc = real(sig, act, &prev);
+    if (rc == 0 && act) g_standin[sig].store(false);
+  }
+  if (rc == 0 && old) {
+    *old = prev;
+    if (prev.sa_sigaction == on_termination_signal) {
+      *old = {};
+      old->sa_handler = SIG_DFL;
+      sigemptyset(&old->sa_mask);
+    }
+  }
+  return rc;
+}
+
+__attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) {
+  using signal_fn = sighandler_t (*)(int, sighandler_t);
+  static signal_fn real_signal = reinterpret_cast<signal_fn>(dlsym(RTLD_NEXT, "signal"));
+  if (sig <= 0 || sig >= kMaxSignal || !g_standin[sig].load())
+    return real_signal ? real_signal(sig, handler) : SIG_ERR;
+  // glibc's signal(): BSD semantics.
+  struct sigaction act{}, old{};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  sigaddset(&act.sa_mask, sig);
+  act.sa_flags = SA_RESTART;
+  if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
 }
 
 __attribute__((visibility("default"))) int stepscope_collector_active(void) { return running() ? 1 : 0; }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +105,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     return key(a) < key(b);
   });
 
+  const int64_t t_load = mono_ns();
   std::vector<store::Trace> traces;
   for (const auto& p : parts) {
     try {
@@ -128,7 +130,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
 
   const std::string tmp = store::temp_path_beside(output);
   std::map<std::string, std::string> merged_meta = meta;
-  std::set<std::string> statuses;
+  std::set<std::string> statuses, endings;
+  int64_t captured = 0, symbolize_ns = 0;
+  double collector_cpu = 0, start_max = 0;
+  const int64_t load_ns = mono_ns() - t_load;
+  Symbolizer symbolizer;
   {
     store::StoreWriter w(tmp);
     std::set<int64_t> written_pids;
@@ -140,6 +146,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       summary.dropped_samples += meta_int(t.meta, "collector.dropped_samples");
       summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
       summary.unsampled_threads += meta_int(t.meta, "collector.threads_unsampled");
+      captured += meta_int(t.meta, "collector.samples");
+      if (auto it = t.meta.find("collector.thread_cpu_s"); it != t.meta.end()) collector_cpu += std::atof(it->second.c_str());
+      if (auto it = t.meta.find("collector.start_s"); it != t.meta.end())
+        start_max = std::max(start_max, std::atof(it->second.c_str()));
+      if (auto it = t.meta.find("collector.end"); it != t.meta.end()) endings.insert(it->second);
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
       for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median"})
@@ -157,13 +168,32 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
         if (written_threads.insert({th.pid, th.tid}).second) threads.push_back(th);
       t.threads = std::move(threads);
       t.meta.clear();  // per-process counters are summed below
-      symbolize(t);
+      const int64_t t_sym = mono_ns();
+      symbolizer.symbolize(t);
+      symbolize_ns += mono_ns() - t_sym;
       w.append(t);
     }
     summary.processes = static_cast<int64_t>(written_pids.size());
     summary.threads = static_cast<int64_t>(written_threads.size());
     merged_meta["clock_domain"] = "CLOCK_MONOTONIC";
     merged_meta["collector.samples"] = std::to_string(summary.samples);
+    // Samples the handlers captured, by the processes' own final counts: equal to collector.samples when every
+    // process ended through a final flush (exit, or SIGINT/SIGTERM/SIGHUP with the default action).
+    merged_meta["collector.captured_samples"] = std::to_string(captured);
+    std::string ending;
+    for (const auto& e : endings) ending += (ending.empty() ? "" : "; ") + e;
+    if (!ending.empty()) merged_meta["collector.end"] = ending;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6f", collector_cpu);
+    merged_meta["collector.thread_cpu_s"] = buf;  // all processes' collector threads together
+    std::snprintf(buf, sizeof buf, "%.6f", start_max);
+    merged_meta["collector.start_s"] = buf;  // the slowest process's start()
+    std::snprintf(buf, sizeof buf, "%.6f", double(load_ns) / 1e9);
+    merged_meta["record.load_parts_s"] = buf;
+    std::snprintf(buf, sizeof buf, "%.6f", double(symbolize_ns) / 1e9);
+    merged_meta["record.symbolize_s"] = buf;
+    merged_meta["record.symbolized_modules"] = std::to_string(symbolizer.modules_opened());
+    merged_meta["record.symbolized_addresses"] = std::to_string(symbolizer.addresses_looked_up());
     merged_meta["collector.dropped_samples"] = std::to_string(summary.dropped_samples);
     merged_meta["collector.threads_unsampled"] = std::to_string(summary.unsampled_threads);
     merged_meta["cupti.dropped_records"] = std::to_string(summary.dropped_gpu_records);
@@ -247,9 +277,16 @@ RecordSummary record(const RecordOptions& o) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGHUP, &sa, &old_hup);
+  // SIGCHLD stays blocked so the launcher sleeps in sigtimedwait() until a child changes state, instead of
+  // polling (it shares the CPUs with the command it measures).
+  sigset_t chld, old_mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, &old_mask);
 
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw store::StoreError(output, "pipe: " + std::string(std::strerror(errno)));
+  const int64_t t_start = mono_ns();
   pid_t child = fork();
   if (child < 0) throw store::StoreError(output, "fork: " + std::string(std::strerror(errno)));
   if (child == 0) {
@@ -257,6 +294,7 @@ RecordSummary record(const RecordOptions& o) {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGHUP, &old_hup, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     execvpe(argv[0], argv.data(), envp.data());
     int err = errno;
     (void)!write(exec_pipe[1], &err, sizeof err);
@@ -269,28 +307,49 @@ RecordSummary record(const RecordOptions& o) {
     std::fprintf(stderr, "stepscope: cannot run %s: %s\n", o.command[0].c_str(), std::strerror(exec_errno));
   close(exec_pipe[0]);
 
-  const int64_t t0 = mono_ns();
+  // Reaps every exited child that is not `keep` (orphans re-parented to us); true when `keep` has exited too
+  // (it is left for wait4 so its status and rusage are not lost).
+  auto reap_others = [](pid_t keep) {
+    for (;;) {
+      siginfo_t si{};
+      if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return false;
+      if (si.si_pid == keep) return true;
+      waitpid(si.si_pid, nullptr, 0);
+    }
+  };
+  auto sleep_for_child = [&](int64_t max_ns) {
+    timespec ts{static_cast<time_t>(max_ns / 1000000000), static_cast<long>(max_ns % 1000000000)};
+    sigtimedwait(&chld, nullptr, &ts);  // EINTR (a forwarded signal) or EAGAIN (timeout): just look again
+  };
+
   bool interrupted = false, killed = false;
   int status = 0;
+  rusage ru{};
+  int64_t t_exit = 0;
   for (;;) {
-    pid_t r = waitpid(child, &status, WNOHANG);
-    if (r == child) break;
-    if (r < 0 && errno != EINTR) break;
-    // Reap orphans re-parented to us meanwhile.
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    pid_t r = wait4(child, &status, WNOHANG, &ru);
+    if (r == child) {
+      t_exit = mono_ns();
+      break;
     }
-    const double elapsed = double(mono_ns() - t0) / 1e9;
-    if (o.duration_s > 0 && !interrupted && elapsed >= o.duration_s) {
+    if (r < 0 && errno != EINTR) break;
+    reap_others(child);
+    const int64_t elapsed = mono_ns() - t_start;
+    const int64_t duration = static_cast<int64_t>(o.duration_s * 1e9);
+    if (duration > 0 && !interrupted && elapsed >= duration) {
       kill(child, SIGINT);
       interrupted = true;
     }
-    if (interrupted && !killed && elapsed >= o.duration_s + 5) {
+    if (interrupted && !killed && elapsed >= duration + 5000000000LL) {
       kill(child, SIGKILL);
       killed = true;
     }
-    timespec ts{0, 5000000};
-    nanosleep(&ts, nullptr);
+    int64_t wait = 200000000;  // a periodic look even without SIGCHLD (orphans, missed signals)
+    if (duration > 0 && !interrupted) wait = std::min(wait, std::max<int64_t>(duration - elapsed, 1000000));
+    if (interrupted && !killed) wait = std::min(wait, std::max<int64_t>(duration + 5000000000LL - elapsed, 1000000));
+    sleep_for_child(wait);
   }
+  if (!t_exit) t_exit = mono_ns();
   g_child.store(0);
   if (exec_errno)
     summary.exit_code = 127;
@@ -302,17 +361,18 @@ RecordSummary record(const RecordOptions& o) {
   // Descendants still running (workers the command left behind): give them a moment to finish their stores.
   const int64_t wait_until = mono_ns() + 3000000000LL;
   for (;;) {
-    pid_t r = waitpid(-1, nullptr, WNOHANG);
-    if (r < 0 && errno == ECHILD) break;
-    if (r == 0 && mono_ns() > wait_until) break;
-    if (r == 0) {
-      timespec ts{0, 10000000};
-      nanosleep(&ts, nullptr);
-    }
+    reap_others(0);
+    siginfo_t si{};
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD) break;
+    const int64_t left = wait_until - mono_ns();
+    if (left <= 0) break;
+    sleep_for_child(std::min<int64_t>(left, 100000000));
   }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
+  const int64_t t_finalize = mono_ns();
 
   std::map<std::string, std::string> meta;
   std::string cmdline;
@@ -322,16 +382,28 @@ RecordSummary record(const RecordOptions& o) {
   meta["exit_code"] = std::to_string(summary.exit_code);
   meta["collector.cpu_hz"] = std::to_string(o.cpu_hz);
   meta["collector.mode"] = o.wall ? "wall" : "cpu";
+  // How long the command ran (exec, collector start-up and its final flush included) and the CPU it used:
+  // the figures bench/overhead compares with the plain run.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", double(t_exit - t_start) / 1e9);
+  meta["record.command_wall_s"] = buf;
+  std::snprintf(buf, sizeof buf, "%.6f",
+                ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+  meta["record.command_cpu_s"] = buf;
+  meta["record.command_start_ns"] = std::to_string(t_start);
+  meta["record.command_end_ns"] = std::to_string(t_exit);
   merge_parts(parts_dir, output, meta, summary);
   fs::remove_all(parts_dir, ec);
+  summary.command_wall_s = double(t_exit - t_start) / 1e9;
+  summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
 
   if (o.print_summary) {
     std::fprintf(stderr,
                  "stepscope: %lld samples (%lld threads, %lld processes), %lld kernels, %lld ranges; dropped: %lld "
-                 "samples, %lld GPU records -> %s\n",
+                 "samples, %lld GPU records -> %s (finalized in %.2f s)\n",
                  (long long)summary.samples, (long long)summary.threads, (long long)summary.processes,
                  (long long)summary.kernels, (long long)summary.ranges, (long long)summary.dropped_samples,
-                 (long long)summary.dropped_gpu_records, o.output.c_str());
+                 (long long)summary.dropped_gpu_records, o.output.c_str(), summary.finalize_s);
     for (const auto& w : summary.warnings)
       if (w != "no CUDA driver") std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }

@@ -1,12 +1,19 @@
 // Offline symbolization with elfutils libdwfl: function, file:line and inlined frames, demangled. Runs in the
-// launcher after the target has exited, never in the target.
+// launcher after the target has exited, never in the target. Results are memoized per address and kept on disk
+// per build-id (docs/collector.md, "Symbolization"), so a module's debug information is only read for
+// addresses no earlier run has resolved.
 #include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -50,18 +57,14 @@ std::string die_function_name(Dwarf_Die* die) {
 
 class ModuleSymbolizer {
  public:
-  explicit ModuleSymbolizer(const std::string& path) {
-    static char* debuginfo_path = nullptr;
-    callbacks_.find_elf = dwfl_build_id_find_elf;
-    callbacks_.find_debuginfo = dwfl_standard_find_debuginfo;
-    callbacks_.section_address = dwfl_offline_section_address;
-    callbacks_.debuginfo_path = &debuginfo_path;
-    dwfl_ = dwfl_begin(&callbacks_);
-    if (!dwfl_) return;
-    dwfl_report_begin(dwfl_);
-    // Base 0: module addresses are the ELF's own virtual addresses, which is what the collector records.
-    mod_ = dwfl_report_elf(dwfl_, path.c_str(), path.c_str(), -1, 0, false);
-    dwfl_report_end(dwfl_, nullptr, nullptr);
+  // `build_id`: the one recorded with the module (hex), empty when unknown. `cache_dir`: where results are kept
+  // per build-id; empty = no persistent cache.
+  ModuleSymbolizer(std::string path, std::string build_id, const std::string& cache_dir)
+      : path_(std::move(path)), build_id_(std::move(build_id)) {
+    if (!cache_dir.empty() && build_id_.size() >= 8 && build_id_.find('/') == std::string::npos) {
+      cache_file_ = cache_dir + "/" + build_id_;
+      load_cache();
+    }
   }
   ~ModuleSymbolizer() {
     if (dwfl_) dwfl_end(dwfl_);
@@ -69,8 +72,102 @@ class ModuleSymbolizer {
   ModuleSymbolizer(const ModuleSymbolizer&) = delete;
   ModuleSymbolizer& operator=(const ModuleSymbolizer&) = delete;
 
-  // Outermost first; the last element is the function the address is in (after inlining).
-  std::vector<Sym> lookup(Dwarf_Addr addr) {
+  // Outermost first; the last element is the function the address is in (after inlining). Empty: unresolved.
+  const std::vector<Sym>& lookup(Dwarf_Addr addr) {
+    auto [it, fresh] = memo_.try_emplace(addr);
+    if (fresh) {
+      if (auto c = cached_.find(addr); c != cached_.end()) {
+        it->second = c->second;
+      } else {
+        it->second = open() ? lookup_uncached(addr) : std::vector<Sym>();
+        if (!mismatch_) {
+          cached_.emplace(addr, it->second);
+          dirty_ = true;
+        }
+      }
+    }
+    return it->second;
+  }
+  size_t lookups() const { return memo_.size(); }
+  bool opened() const { return dwfl_ != nullptr; }
+
+  // Writes the persistent cache (temp file + rename; a concurrent run may win, which only costs a lookup).
+  void save() {
+    if (!dirty_ || cache_file_.empty()) return;
+    const std::string tmp = cache_file_ + ".tmp" + std::to_string(getpid());
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      if (!f) return;
+      f << kCacheHeader << '\n';
+      for (const auto& [addr, syms] : cached_) {
+        f << std::hex << addr << std::dec;
+        for (const auto& s : syms) f << '\t' << s.function << '\t' << s.file << '\t' << s.line;
+        f << '\n';
+      }
+      if (!f) {
+        std::remove(tmp.c_str());
+        return;
+      }
+    }
+    if (std::rename(tmp.c_str(), cache_file_.c_str()) != 0) std::remove(tmp.c_str());
+    dirty_ = false;
+  }
+
+ private:
+  static constexpr const char* kCacheHeader = "stepscope-symbols 1";
+
+  void load_cache() {
+    std::ifstream f(cache_file_);
+    std::string line;
+    if (!std::getline(f, line) || line != kCacheHeader) return;
+    while (std::getline(f, line)) {
+      std::vector<std::string> fields;
+      std::string field;
+      std::istringstream ls(line);
+      while (std::getline(ls, field, '\t')) fields.push_back(field);
+      if (fields.empty() || (fields.size() - 1) % 3 != 0) continue;
+      std::vector<Sym> syms;
+      for (size_t i = 1; i + 2 < fields.size(); i += 3)
+        syms.push_back({fields[i], fields[i + 1], std::atoi(fields[i + 2].c_str())});
+      cached_[std::strtoull(fields[0].c_str(), nullptr, 16)] = std::move(syms);
+    }
+  }
+
+  // Opens the module on the first address the cache cannot answer. False when it cannot be read or is no
+  // longer the file that was recorded (rebuilt since: its build-id differs).
+  bool open() {
+    if (tried_) return mod_ != nullptr;
+    tried_ = true;
+    static char* debuginfo_path = nullptr;
+    callbacks_.find_elf = dwfl_build_id_find_elf;
+    callbacks_.find_debuginfo = dwfl_standard_find_debuginfo;
+    callbacks_.section_address = dwfl_offline_section_address;
+    callbacks_.debuginfo_path = &debuginfo_path;
+    dwfl_ = dwfl_begin(&callbacks_);
+    if (!dwfl_) return false;
+    dwfl_report_begin(dwfl_);
+    // Base 0: module addresses are the ELF's own virtual addresses, which is what the collector records.
+    mod_ = dwfl_report_elf(dwfl_, path_.c_str(), path_.c_str(), -1, 0, false);
+    dwfl_report_end(dwfl_, nullptr, nullptr);
+    if (mod_ && !build_id_.empty()) {
+      const unsigned char* bits = nullptr;
+      GElf_Addr vaddr = 0;
+      int n = dwfl_module_build_id(mod_, &bits, &vaddr);
+      static const char* d = "0123456789abcdef";
+      std::string hex;
+      for (int i = 0; i < n; ++i) {
+        hex += d[bits[i] >> 4];
+        hex += d[bits[i] & 15];
+      }
+      if (n > 0 && hex != build_id_) {
+        mismatch_ = true;
+        mod_ = nullptr;
+      }
+    }
+    return mod_ != nullptr;
+  }
+
+  std::vector<Sym> lookup_uncached(Dwarf_Addr addr) {
     std::vector<Sym> out;
     if (!mod_) return out;
     GElf_Off off = 0;
@@ -82,12 +179,19 @@ class ModuleSymbolizer {
     int leaf_line = 0;
     if (Dwfl_Line* line = dwfl_module_getsrc(mod_, addr)) {
       int lineno = 0;
-      if (const char* f = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) leaf_file = f;
-      leaf_line = lineno;
+      Dwarf_Addr row = 0;
+      const char* f = dwfl_lineinfo(line, &row, &lineno, nullptr, nullptr, nullptr);
+      // The nearest line row at or below the address may belong to code before this function when the
+      // function itself has no line information (e.g. _start from crt1.o): then there is no file:line.
+      if (f && (!symname || row >= addr - off)) {
+        leaf_file = f;
+        leaf_line = lineno;
+      }
     }
 
     Dwarf_Addr bias = 0;
     Dwarf_Die* cudie = dwfl_module_addrdie(mod_, addr, &bias);
+
     Dwarf_Die* scopes = nullptr;
     int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
     // Innermost first: each inlined_subroutine's call site is a location in the next outer function.
@@ -97,33 +201,57 @@ class ModuleSymbolizer {
     Dwarf_Files* files = nullptr;
     size_t nfiles = 0;
     if (cudie) dwarf_getsrcfiles(cudie, &files, &nfiles);
-    for (int i = 0; i < nscopes; ++i) {
-      Dwarf_Die* d = &scopes[i];
-      int tag = dwarf_tag(d);
-      if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
-      std::string name = die_function_name(d);
+    bool found_subprogram = false;
+    for (int i = 0; i < nscopes && inner_first.size() < 64;) {
+      Dwarf_Die d = scopes[i];
+      int tag = dwarf_tag(&d);
+      if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) {
+        ++i;
+        continue;
+      }
+      std::string name = die_function_name(&d);
       if (tag == DW_TAG_subprogram && !symtab_name.empty() && (name.empty() || name.find('(') == std::string::npos))
         name = symtab_name;  // the symbol table's demangled name carries the namespace and signature
       inner_first.push_back({name.empty() ? symtab_name : name, file, line});
-      if (tag == DW_TAG_subprogram) break;
+      if (tag == DW_TAG_subprogram) {
+        found_subprogram = true;
+        break;
+      }
       Dwarf_Attribute attr;
       Dwarf_Word call_file = 0, call_line = 0;
-      if (dwarf_attr(d, DW_AT_call_file, &attr)) dwarf_formudata(&attr, &call_file);
-      if (dwarf_attr(d, DW_AT_call_line, &attr)) dwarf_formudata(&attr, &call_line);
+      if (dwarf_attr(&d, DW_AT_call_file, &attr)) dwarf_formudata(&attr, &call_file);
+      if (dwarf_attr(&d, DW_AT_call_line, &attr)) dwarf_formudata(&attr, &call_line);
       const char* f = files && call_file < nfiles ? dwarf_filesrc(files, call_file, nullptr, nullptr) : nullptr;
       file = f ? f : "";
       line = static_cast<int>(call_line);
+      // Past an inlined instance, dwarf_getscopes() goes on with the scopes of the inlined function's
+      // abstract definition (its namespace), not with the function it was inlined into: take the scopes
+      // that contain this very DIE instead (element 0 is the DIE itself).
+      Dwarf_Die* outer = nullptr;
+      int nouter = dwarf_getscopes_die(&d, &outer);
+      std::free(scopes);
+      scopes = outer;
+      nscopes = nouter;
+      i = 1;
     }
     std::free(scopes);
+    // Inlined frames but no enclosing subprogram DIE: the symbol table names the function.
+    if (!inner_first.empty() && !found_subprogram && !symtab_name.empty()) inner_first.push_back({symtab_name, file, line});
     if (inner_first.empty()) inner_first.push_back({symtab_name, leaf_file, leaf_line});
     out.assign(inner_first.rbegin(), inner_first.rend());
+    // Tabs and newlines cannot occur in these names; if they did, the cache line format would break.
+    for (auto& s : out)
+      for (std::string* str : {&s.function, &s.file})
+        std::replace_if(str->begin(), str->end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
     return out;
   }
 
- private:
+  std::string path_, build_id_, cache_file_;
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* mod_ = nullptr;
+  bool tried_ = false, mismatch_ = false, dirty_ = false;
+  std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_, cached_;
 };
 
 std::string base_name(const std::string& p) {
@@ -133,12 +261,59 @@ std::string base_name(const std::string& p) {
 
 }  // namespace
 
+std::string symbol_cache_dir() {
+  if (const char* e = std::getenv("STEPSCOPE_SYMBOL_CACHE")) {
+    const std::string v = e;
+    return v == "0" || v == "off" ? std::string() : v;
+  }
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/stepscope/symbols";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/stepscope/symbols";
+  return {};
+}
+
+struct Symbolizer::Impl {
+  std::string cache_dir = symbol_cache_dir();
+  // By path and build-id: parts of one run share their modules' files (a fork's child maps the same
+  // libraries), and an exec'd rebuilt binary at the same path is a different module.
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<ModuleSymbolizer>> modules;
+};
+
+Symbolizer::Symbolizer() : impl_(new Impl) {
+  if (!impl_->cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(impl_->cache_dir, ec);
+    if (ec) impl_->cache_dir.clear();
+  }
+}
+Symbolizer::~Symbolizer() {
+  for (auto& [key, m] : impl_->modules) m->save();
+  delete impl_;
+}
+int64_t Symbolizer::modules_opened() const {
+  int64_t n = 0;
+  for (const auto& [key, m] : impl_->modules) n += m->opened() ? 1 : 0;
+  return n;
+}
+int64_t Symbolizer::addresses_looked_up() const {
+  int64_t n = 0;
+  for (const auto& [key, m] : impl_->modules) n += static_cast<int64_t>(m->lookups());
+  return n;
+}
+
 void symbolize(store::Trace& t) {
-  std::unordered_map<std::string, std::unique_ptr<ModuleSymbolizer>> modules;
+  Symbolizer s;
+  s.symbolize(t);
+}
+
+void Symbolizer::symbolize(store::Trace& t) {
+  std::map<std::string, std::string> build_id_of;  // module path → recorded build-id
+  for (const auto& m : t.modules) build_id_of.emplace(t.str(m.path), t.str(m.build_id));
   auto module_for = [&](const std::string& path) -> ModuleSymbolizer* {
     if (path.empty() || path[0] != '/') return nullptr;  // [unknown], [vdso], python
-    auto& m = modules[path];
-    if (!m) m = std::make_unique<ModuleSymbolizer>(path);
+    auto b = build_id_of.find(path);
+    const std::string build_id = b == build_id_of.end() ? std::string() : b->second;
+    auto& m = impl_->modules[{path, build_id}];
+    if (!m) m = std::make_unique<ModuleSymbolizer>(path, build_id, impl_->cache_dir);
     return m.get();
   };
 
@@ -146,27 +321,26 @@ void symbolize(store::Trace& t) {
   std::unordered_map<int64_t, std::vector<int64_t>> chains;
   std::vector<store::Frame> frames;
   int64_t next_frame = 0;
+  static const std::vector<Sym> kNone;
   for (const auto& f : t.frames) {
     std::vector<int64_t> chain;
     ModuleSymbolizer* ms = (f.kind == store::FrameKind::Native && f.symbol == 0) ? module_for(t.str(f.module)) : nullptr;
-    std::vector<Sym> syms;
-    if (ms) syms = ms->lookup(static_cast<Dwarf_Addr>(f.address));
+    const std::vector<Sym>& syms = ms ? ms->lookup(static_cast<Dwarf_Addr>(f.address)) : kNone;
+    char fallback[300];
+    std::snprintf(fallback, sizeof fallback, "%s+0x%llx", base_name(t.str(f.module)).c_str(),
+                  static_cast<unsigned long long>(f.address));
     if (syms.empty()) {
       store::Frame nf = f;
       nf.id = ++next_frame;
-      if (nf.kind == store::FrameKind::Native && nf.symbol == 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%s+0x%llx", base_name(t.str(f.module)).c_str(),
-                      static_cast<unsigned long long>(f.address));
-        nf.symbol = t.intern(buf);
-      }
+      if (nf.kind == store::FrameKind::Native && nf.symbol == 0) nf.symbol = t.intern(fallback);
       frames.push_back(nf);
       chain.push_back(nf.id);
     } else {
       for (const auto& s : syms) {
         store::Frame nf = f;
         nf.id = ++next_frame;
-        nf.symbol = t.intern(s.function.empty() ? "[unknown]" : s.function);
+        // No name even in the symbol table (a stripped library's local function): module+offset says more.
+        nf.symbol = t.intern(s.function.empty() ? fallback : s.function);
         nf.file = t.intern(s.file);
         nf.line = s.line;
         frames.push_back(nf);

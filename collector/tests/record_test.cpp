@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <tuple>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -114,7 +117,7 @@ std::pair<int, int> hot_lines() {
 
 }  // namespace
 
-TEST_CASE("one hot function gets most samples, with symbol and file:line; stepscope.h steps and waits") {
+TEST_CASE("one hot function gets most samples, with symbol and file:line, stepscope.h steps and waits") {
   test::ScratchDir dir("collector_hot");
   const std::string db = dir.file("hot.db");
   auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "250000000", "--steps", "4"}), dir);
@@ -230,7 +233,7 @@ TEST_CASE("SIGKILL of the target mid-run leaves a store with samples") {
   CHECK(t.meta["exit_code"] == "137");
 }
 
-TEST_CASE("SIGTERM sent to stepscope reaches the command and the store stays readable") {
+TEST_CASE("SIGTERM sent to stepscope reaches the command, which flushes its last samples and dies of it") {
   test::ScratchDir dir("collector_term");
   const std::string db = dir.file("term.db");
   auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "3000000000"}), dir, [](pid_t pid) {
@@ -240,7 +243,180 @@ TEST_CASE("SIGTERM sent to stepscope reaches the command and the store stays rea
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGTERM);
   store::Trace t = store::StoreReader(db).load();
-  CHECK(t.samples.size() > 0);
+  REQUIRE(t.samples.size() > 0);
+  // The stand-in handler ran the final pass: every captured sample is stored (without it the samples of the
+  // last commit period are lost and the process's last counter write is up to a second old).
+  CHECK(t.meta["collector.end"] == "signal 15");
+  CHECK(t.meta["collector.captured_samples"] == std::to_string(t.samples.size()));
+}
+
+// The last sample's distance from the command's end, as the launcher saw it (same clock).
+int64_t gap_to_end_ns(store::Trace& t) {
+  int64_t last = 0;
+  for (const auto& s : t.samples) last = std::max(last, s.time);
+  return std::atoll(t.meta["record.command_end_ns"].c_str()) - last;
+}
+
+TEST_CASE("record with a duration stops the command after S seconds and the store is complete") {
+  test::ScratchDir dir("collector_duration");
+  const std::string db = dir.file("duration.db");
+  const auto t0 = std::chrono::steady_clock::now();
+  // Far more work than 1 s: only --duration ends it.
+  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "50000000000"}, {"--duration", "1"}), dir);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.err);
+  CHECK(r.exit_code == 128 + SIGINT);
+  CHECK(elapsed < 8);  // SIGINT at 1 s (SIGKILL would come at 6 s)
+  store::Trace t = store::StoreReader(db).load();
+  CHECK(t.meta["exit_code"] == "130");
+  const double command_s = std::atof(t.meta["record.command_wall_s"].c_str());
+  CHECK(command_s >= 1.0);
+  CHECK(command_s < 3.0);
+  REQUIRE(t.samples.size() > 0);
+  CHECK(t.meta["collector.end"] == "signal 2");
+  CHECK(t.meta["collector.captured_samples"] == std::to_string(t.samples.size()));
+  // Sampled up to the end: the last sample precedes the end by the final pass (one drain period and a commit),
+  // far less than the 250 ms commit period whose samples a default-action SIGINT used to lose.
+  CHECK(gap_to_end_ns(t) < 200000000);
+  std::set<std::string> symbols;
+  for (const auto& [tid, li] : leaves(t)) symbols.insert(li.symbol);
+  CHECK(symbols.count("(anonymous namespace)::hot_function(unsigned long, unsigned long)") +
+            symbols.count("(anonymous namespace)::cold_function(unsigned long, unsigned long)") >= 1);
+}
+
+TEST_CASE("a program sees SIG_DFL for SIGINT/SIGTERM and its own handlers work (CPython)") {
+  test::ScratchDir dir("collector_python_signals");
+  // CPython installs its KeyboardInterrupt handler only over SIG_DFL; SIGTERM keeps the default action.
+  const std::string script =
+      "import os, signal, time\n"
+      "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,"
+      " signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True)\n"
+      "try:\n"
+      "    os.kill(os.getpid(), signal.SIGINT)\n"
+      "    time.sleep(2)\n"
+      "except KeyboardInterrupt:\n"
+      "    print('KeyboardInterrupt', flush=True)\n"
+      "t = time.time()\n"
+      "while time.time() - t < 0.3:\n"
+      "    pass\n"
+      "os.kill(os.getpid(), signal.SIGTERM)\n"
+      "time.sleep(5)\n"
+      "print('not reached', flush=True)\n";
+  const std::vector<std::string> cmd{"/usr/bin/python3", "-c", script};
+  if (access(cmd[0].c_str(), X_OK) != 0) STEPSCOPE_SKIP("no /usr/bin/python3");
+  auto plain = run(cmd, dir);
+  CHECK(plain.exit_code == 128 + SIGTERM);
+  const std::string db = dir.file("py.db");
+  auto r = run(record_cmd(db, cmd), dir);
+  INFO(r.err);
+  CHECK(r.out == "True True\nKeyboardInterrupt\n");
+  CHECK(r.out == plain.out);
+  CHECK(r.exit_code == 128 + SIGTERM);
+  store::Trace t = store::StoreReader(db).load();
+  CHECK(t.meta["collector.end"] == "signal 15");
+  CHECK(t.samples.size() > 50);
+  CHECK(t.meta["collector.captured_samples"] == std::to_string(t.samples.size()));
+}
+
+TEST_CASE("wall-clock sampling samples blocked threads off-CPU, CPU-time sampling does not sample them") {
+  test::ScratchDir dir("collector_wall");
+  // Per thread: samples, off-CPU samples, and whether its stacks pass through a function of interest.
+  struct PerThread {
+    int samples = 0, off_cpu = 0;
+    std::string role;
+  };
+  auto per_thread = [](const store::Trace& t) {
+    std::map<int64_t, const store::Stack*> stacks;
+    for (const auto& s : t.stacks) stacks[s.id] = &s;
+    std::map<int64_t, const store::Frame*> frames;
+    for (const auto& f : t.frames) frames[f.id] = &f;
+    std::map<int64_t, PerThread> out;
+    for (const auto& s : t.samples) {
+      PerThread& p = out[s.tid];
+      ++p.samples;
+      if (!s.on_cpu) ++p.off_cpu;
+      for (int64_t id = s.stack; id != 0 && stacks.count(id); id = stacks[id]->parent) {
+        const std::string sym = t.str(frames[stacks[id]->frame]->symbol);
+        for (const char* role : {"blocked_reader", "sleeping_waiter", "spin_function"})
+          if (sym.find(role) != std::string::npos) p.role = role;
+      }
+    }
+    std::map<std::string, PerThread> by_role;
+    for (const auto& [tid, p] : out) {
+      auto& q = by_role[p.role];
+      q.samples += p.samples;
+      q.off_cpu += p.off_cpu;
+    }
+    return by_role;
+  };
+
+  const std::string wall_db = dir.file("wall.db");
+  auto r = run(record_cmd(wall_db, {sample("blocking_threads"), "--iterations", "300000000"}, {"--wall"}), dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("reader: k sleeper: 1") != std::string::npos);  // read() was never cut short
+  store::Trace t = store::StoreReader(wall_db).load();
+  CHECK(t.meta["collector.mode"] == "wall");
+  CHECK(t.meta["collector.timer"] == "timer_create CLOCK_MONOTONIC (wall)");
+  auto roles = per_thread(t);
+  // Both waiting threads are sampled for the whole run (~1 kHz of wall time), and off-CPU.
+  for (const char* role : {"blocked_reader", "sleeping_waiter"}) {
+    INFO(role);
+    CHECK(roles[role].samples >= 100);
+    CHECK(roles[role].off_cpu >= roles[role].samples * 95 / 100);
+  }
+  // The computing thread is on-CPU (running, or waiting for a CPU on this shared machine).
+  CHECK(roles["spin_function"].samples >= 100);
+  CHECK(roles["spin_function"].off_cpu <= roles["spin_function"].samples * 5 / 100);
+
+  const std::string cpu_db = dir.file("cpu.db");
+  auto c = run(record_cmd(cpu_db, {sample("blocking_threads"), "--iterations", "100000000"}), dir);
+  REQUIRE(c.exit_code == 0);
+  store::Trace tc = store::StoreReader(cpu_db).load();
+  auto cpu_roles = per_thread(tc);
+  CHECK(cpu_roles["spin_function"].samples > 20);
+  CHECK(cpu_roles["blocked_reader"].samples == 0);
+  CHECK(cpu_roles["spin_function"].off_cpu == 0);
+}
+
+TEST_CASE("symbolization results are reused from the per-build-id cache with identical frames") {
+  test::ScratchDir dir("collector_symcache");
+  const std::string cache = dir.file("symbols");
+  setenv("STEPSCOPE_SYMBOL_CACHE", cache.c_str(), 1);
+  std::vector<store::Trace> traces;
+  for (int i = 0; i < 2; ++i) {
+    const std::string db = dir.file("sym" + std::to_string(i) + ".db");
+    auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "60000000", "--threads", "2"}), dir);
+    REQUIRE(r.exit_code == 0);
+    traces.push_back(store::StoreReader(db).load());
+  }
+  unsetenv("STEPSCOPE_SYMBOL_CACHE");
+  // First run: modules opened with libdw; second: every address answered from the cache.
+  CHECK(std::atoi(traces[0].meta["record.symbolized_modules"].c_str()) >= 1);
+  CHECK(traces[1].meta["record.symbolized_modules"] == "0");
+  CHECK(std::atoi(traces[1].meta["record.symbolized_addresses"].c_str()) > 0);
+  size_t cache_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache)) cache_files += e.path().filename().string().size() == 40;
+  CHECK(cache_files >= 2);  // hot_loop and libc at least
+  auto frame_set = [](const store::Trace& t) {
+    std::set<std::tuple<std::string, std::string, int, int64_t>> out;
+    for (const auto& f : t.frames) out.insert({t.str(f.symbol), t.str(f.file), f.line, f.address});
+    return out;
+  };
+  // Same program, same addresses mostly; every frame the second run shares with the first is identical.
+  auto a = frame_set(traces[0]), b = frame_set(traces[1]);
+  std::map<int64_t, std::tuple<std::string, std::string, int, int64_t>> first_by_addr;
+  for (const auto& f : a) first_by_addr[std::get<3>(f)] = f;
+  size_t shared = 0;
+  for (const auto& f : b)
+    if (auto it = first_by_addr.find(std::get<3>(f)); it != first_by_addr.end() && std::get<0>(it->second) == std::get<0>(f)) {
+      ++shared;
+      CHECK(it->second == f);
+    }
+  CHECK(shared >= 5);
+  // No frame claims a file:line it does not have: _start (crt1.o, no debug info) has none.
+  for (const auto& f : b)
+    if (std::get<0>(f) == "_start") CHECK(std::get<1>(f).empty());
 }
 
 TEST_CASE("exit() from a non-main thread keeps the status and the data") {

@@ -1,7 +1,10 @@
 // hot_loop: one dominant function at the bottom of a ~30-deep call chain; with --threads N, N threads each hot
 // in a function of its own (worker_0 .. worker_7). Work is counted in iterations, so stdout is deterministic.
-//   hot_loop [--iterations N] [--threads N] [--depth D] [--steps K] [--exit-from-thread] [--self-kill]
+//   hot_loop [--iterations N] [--threads N] [--depth D] [--steps K] [--exit-from-thread] [--self-kill] [--time]
+// --time prints the compute time (first to last instruction of main's work, CLOCK_MONOTONIC) and the process's
+// CPU time to stderr: what bench/overhead compares, free of process start-up and of any profiler's post-run work.
 #include <signal.h>
+#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -63,7 +66,7 @@ __attribute__((noinline)) uint64_t descend(int depth, WorkerFn fn, uint64_t iter
 int main(int argc, char** argv) {
   uint64_t iterations = 200000000;
   int threads = 0, depth = 30, steps = 1;
-  bool exit_from_thread = false, self_kill = false;
+  bool exit_from_thread = false, self_kill = false, print_time = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&] { return i + 1 < argc ? argv[++i] : (char*)"0"; };
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::strtoull(next(), nullptr, 10);
@@ -72,11 +75,18 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(next());
     else if (!std::strcmp(argv[i], "--exit-from-thread")) exit_from_thread = true;
     else if (!std::strcmp(argv[i], "--self-kill")) self_kill = true;
+    else if (!std::strcmp(argv[i], "--time")) print_time = true;
     else {
       std::fprintf(stderr, "hot_loop: unknown option %s\n", argv[i]);
       return 2;
     }
   }
+  auto clock_s = [](clockid_t c) {
+    timespec ts;
+    clock_gettime(c, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+  };
+  const double wall0 = clock_s(CLOCK_MONOTONIC), cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
   uint64_t total = 0;
   if (threads > 0) {
     std::vector<uint64_t> results(threads);
@@ -110,6 +120,9 @@ int main(int argc, char** argv) {
     }
   }
   g_sink = total;
+  if (print_time)
+    std::fprintf(stderr, "hot_loop: compute_wall_s=%.6f compute_cpu_s=%.6f\n", clock_s(CLOCK_MONOTONIC) - wall0,
+                 clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
   std::printf("hot_loop: %llu\n", (unsigned long long)total);
   return 0;
 }

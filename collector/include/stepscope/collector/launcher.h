@@ -29,6 +29,8 @@ struct RecordSummary {
   int64_t processes = 0, threads = 0, samples = 0, kernels = 0, ranges = 0;
   int64_t dropped_samples = 0, dropped_gpu_records = 0, unsampled_threads = 0;
   int64_t parts = 0, unreadable_parts = 0;
+  double command_wall_s = 0;  // fork of the command to its exit (start-up and the collector's final flush included)
+  double finalize_s = 0;      // after the command ended: merge parts, symbolize, write the store
   std::vector<std::string> warnings;
 };
 
@@ -45,7 +47,28 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                  const std::map<std::string, std::string>& meta, RecordSummary& summary);
 
 // Replaces unsymbolized native frames (symbol 0, module + address) by their function / file:line, expanding
-// inlined calls into frames of their own; rewrites stacks and samples to match. Uses libdw.
+// inlined calls into frames of their own; rewrites stacks and samples to match. Uses libdw. Each module is
+// opened once and each address looked up once per Symbolizer, so one Symbolizer serves all parts of a run;
+// results persist per build-id in symbol_cache_dir() (written when the Symbolizer is destroyed), so a later
+// run opens a module's debug information only for addresses not resolved before.
+class Symbolizer {
+ public:
+  Symbolizer();
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+  void symbolize(store::Trace& trace);
+  int64_t modules_opened() const;
+  int64_t addresses_looked_up() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
 void symbolize(store::Trace& trace);
+
+// Where symbolization results are kept per build-id: $STEPSCOPE_SYMBOL_CACHE ("0" or "off": nowhere), else
+// $XDG_CACHE_HOME/stepscope/symbols, else ~/.cache/stepscope/symbols. Empty: no persistent cache.
+std::string symbol_cache_dir();
 
 }  // namespace stepscope::collector
