@@ -329,6 +329,83 @@ TEST_CASE("one window when nothing marks steps - no GPU is said plainly") {
   CHECK_FALSE(e.summary.has_gpu);
 }
 
+TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the breakdown, input-bound by share") {
+  // What `stepscope record --step-func train_step --data-wait-func ...` stores for a loop of 10 steps of
+  // 100 ms whose first 30 ms wait for the batch: step rows of the explicit source and data_waits rows, and
+  // hook boundaries of lower-priority sources that must not win. No GPU events.
+  store::Trace t;
+  const int64_t pid = 7, MS = 1000 * US;  // the training thread is tid 7 (step()/wait() default)
+  auto step = [&](const char* src, int64_t s, int64_t e, int64_t th = 7) {
+    store::Step st;
+    st.start = s, st.end = e, st.source = t.intern(src), st.pid = pid, st.tid = th;
+    t.steps.push_back(st);
+  };
+  auto wait = [&](const char* src, int64_t s, int64_t e, int64_t th = 7) {
+    store::DataWait w;
+    w.start = s, w.end = e, w.source = t.intern(src), w.pid = pid, w.tid = th;
+    t.data_waits.push_back(w);
+  };
+  for (int i = 0; i < 10; ++i) {
+    const int64_t s0 = 1000 * MS + i * 100 * MS;
+    step("step-func", s0, s0 + 100 * MS);
+    step("dataloader", s0 + 1 * MS, s0 + 101 * MS);
+    wait("data-wait-func", s0, s0 + 30 * MS);
+    wait("api", s0 + 5 * MS, s0 + 25 * MS);             // the same wait marked again, nested: a union
+    wait("dataloader", s0 + 40 * MS, s0 + 90 * MS, 8);  // a prefetch thread's waits do not stall this one
+  }
+  for (int i = 0; i < 3; ++i) step("api", 900 * MS + i * 10 * MS, 910 * MS + i * 10 * MS);
+  SECTION("--step-func steps outrank stepscope.step() and the hooks; the waits are the step thread's union") {
+    auto a = analyzer::analyze(t);
+    CHECK(a.summary.step_source == "step-func");
+    REQUIRE(a.summary.steps == 10);
+    CHECK_FALSE(a.summary.has_gpu);
+    check_partition(a);
+    for (const auto& s : a.steps) {
+      INFO("step " << s.index);
+      CHECK(s.host_data_wait_ns == 30 * MS);
+      CHECK(s.data_wait_ns == 30 * MS);  // no GPU: the host's own wait is the step's data wait
+      CHECK(s.other_idle_ns == 70 * MS);
+      CHECK(s.bound == Bound::Input);
+    }
+    CHECK(a.summary.data_wait_share == Approx(0.30));
+    CHECK(a.summary.data_wait_idle_us == Approx(10 * 30 * 1000.0));
+    auto* f = find(a, "input-bound");
+    REQUIRE(f);
+    CHECK(f->severity == store::Severity::High);
+    CHECK(f->steps.size() == 10);
+    CHECK(f->est_savings_us_per_step == Approx(30 * 1000.0));  // hidden behind 70 ms of host compute
+  }
+  SECTION("without --step-func rows, stepscope.step() (api) steps come next") {
+    t.steps.erase(std::remove_if(t.steps.begin(), t.steps.end(), [&](auto& s) { return t.str(s.source) == "step-func"; }),
+                  t.steps.end());
+    auto a = analyzer::analyze(t);
+    CHECK(a.summary.step_source == "api");
+    CHECK(a.summary.steps == 3);
+  }
+  SECTION("a short wait is host time: medium below 20%, nothing below 5%") {
+    for (auto& w : t.data_waits) w.end = w.start + (t.str(w.source) == "data-wait-func" ? 10 * MS : 1 * MS);
+    auto a = analyzer::analyze(t);
+    CHECK(a.summary.data_wait_share == Approx(0.10));
+    for (const auto& s : a.steps) CHECK(s.bound == Bound::Host);
+    auto* f = find(a, "input-bound");
+    REQUIRE(f);
+    CHECK(f->severity == store::Severity::Medium);
+    for (auto& w : t.data_waits) w.end = w.start + (t.str(w.source) == "api" ? 0 : 4 * MS);
+    a = analyzer::analyze(t);
+    CHECK(a.summary.data_wait_share == Approx(0.04));
+    CHECK_FALSE(find(a, "input-bound"));
+  }
+  SECTION("steps without a thread (one window over the run) take every thread's waits, still as a union") {
+    t.steps.clear();
+    auto a = analyzer::analyze(t);
+    CHECK(a.summary.step_source == "none");
+    REQUIRE(a.summary.steps == 1);
+    // Per 100 ms: thread 7 waits [0, 30), thread 8 [40, 90): union 80 ms; the run spans 9.9 s + the tail.
+    CHECK(a.steps[0].host_data_wait_ns == 10 * 80 * MS);
+    check_partition(a);
+  }
+}
+
 TEST_CASE("to_json writes the stepscope.analysis/1 contract") {
   Builder b;
   b.range("ProfilerStep#1", 0, 1000 * US);

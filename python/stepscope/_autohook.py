@@ -7,7 +7,8 @@ Mechanisms (docs/python.md says why and how precise each is):
   "optimizer" at its end, through torch's global optimizer step post-hook), tf.data's OwnedIterator.__next__/get_next (data wait "tf.data"). The wrapper reads
   time.monotonic_ns() on entry and exit on the calling thread, so a wait blocked off-CPU (DataLoader worker
   queues) is measured exactly.
-- STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC (regexes over qualified names "module.Class.func"): on
+- STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC (regexes over qualified names "module.Class.func"; data wait
+  source "data-wait-func", step source "step-func", an explicit marker like stepscope.step()'s "api"): on
   3.12+ sys.monitoring PY_START/PY_RESUME/PY_RETURN/PY_YIELD/PY_UNWIND events, with every non-matching code
   object disabled after its first call; before 3.12 a sys.setprofile/threading.setprofile filter.
 Only the outermost wait of a thread is recorded: nested matches never count twice.
@@ -249,7 +250,7 @@ class _RegexHooks:
     # A per-thread stack of (code, start, outer) for the open waits of matched code.
     def enter(self, code, kind):
         if kind == "step":
-            _sink.step(_now(), "pattern")
+            _sink.step(_now(), "step-func")
             return
         stack = getattr(_tls, "regex_stack", None)
         if stack is None:
@@ -260,7 +261,7 @@ class _RegexHooks:
         stack = getattr(_tls, "regex_stack", None)
         if stack and stack[-1][0] is code:
             _, start, outer = stack.pop()
-            _end_wait(start, "python", outer)
+            _end_wait(start, "data-wait-func", outer)
 
 
 def _install_monitoring(hooks):

@@ -195,18 +195,29 @@ void build_breakdown(Context& ctx) {
     }
   }
 
-  // Host-side data waits: the data_waits table and data-loader ranges (importers may provide either).
+  // Host-side data waits: the data_waits table and data-loader ranges (importers may provide either). The
+  // same wait may be recorded twice (a `with stepscope.data_wait()` around a hooked DataLoader call, or a
+  // loader range and its data_waits row): waits are a union, never a sum. When the steps were driven by one
+  // thread that waited, only that thread's waits count: another thread's (a prefetcher's) do not stall it.
   {
-    std::vector<Interval> dw;
-    for (const auto& d : t.data_waits) dw.push_back({d.start, d.end});
+    bool one_thread = !ctx.windows.empty();
+    for (const auto& w : ctx.windows)
+      one_thread = one_thread && (w.pid || w.tid) && w.pid == ctx.windows.front().pid && w.tid == ctx.windows.front().tid;
+    const int64_t spid = one_thread ? ctx.windows.front().pid : 0, stid = one_thread ? ctx.windows.front().tid : 0;
+    std::vector<Interval> all, own;
+    auto add = [&](int64_t s, int64_t e, int64_t pid, int64_t tid) {
+      all.push_back({s, e});
+      if (one_thread && pid == spid && tid == stid) own.push_back({s, e});
+    };
+    for (const auto& d : t.data_waits) add(d.start, d.end, d.pid, d.tid);
     std::unordered_map<store::StringId, bool> is_dw;
     for (const auto& r : t.ranges) {
       if (r.source == store::RangeSource::GpuAnnotation) continue;
       auto it = is_dw.find(r.name);
       if (it == is_dw.end()) it = is_dw.emplace(r.name, is_data_wait_range(t.str(r.name))).first;
-      if (it->second) dw.push_back({r.start, r.end});
+      if (it->second) add(r.start, r.end, r.pid, r.tid);
     }
-    ctx.data_waits = union_of(std::move(dw));
+    ctx.data_waits = union_of(own.empty() ? std::move(all) : std::move(own));
   }
 
   // Blocking host calls.
@@ -330,7 +341,17 @@ void build_breakdown(Context& ctx) {
       }
     }
   } else if (span0 < span1) {
-    ctx.idle.push_back({span0, span1, IdleKind::Other, -1});
+    // No GPU: the host's own time, split into its data waits and the rest.
+    int64_t cur = span0;
+    auto it = std::upper_bound(ctx.data_waits.begin(), ctx.data_waits.end(), span0,
+                               [](int64_t x, const Interval& i) { return x < i.end; });
+    for (; it != ctx.data_waits.end() && it->start < span1; ++it) {
+      int64_t s = std::max(span0, it->start), e = std::min(span1, it->end);
+      if (s > cur) ctx.idle.push_back({cur, s, IdleKind::Other, -1});
+      ctx.idle.push_back({s, e, IdleKind::Data, -1});
+      cur = e;
+    }
+    if (span1 > cur) ctx.idle.push_back({cur, span1, IdleKind::Other, -1});
   }
 
   // Per step.
@@ -363,7 +384,9 @@ void build_breakdown(Context& ctx) {
     ctx.total_gpu_idle_ns += st.dur_ns - st.gpu_busy_ns;
     // Label: `gpu` when the GPU is busy for kGpuBoundBusyShare of the step, else the largest idle cause.
     if (ctx.busy.empty()) {
-      st.bound = Bound::Host;
+      // Host-only trace: the step waits for input, or computes.
+      st.bound = st.dur_ns > 0 && double(st.data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input
+                                                                                                       : Bound::Host;
     } else if (st.dur_ns > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(st.dur_ns)) {
       st.bound = Bound::Gpu;
     } else {

@@ -18,6 +18,9 @@ inline constexpr int64_t kLaunchGapMaxNs = 200'000;
 inline constexpr int64_t kSyncTailMaxNs = 200'000;
 // A step is labelled `gpu` when the GPU is busy for at least this share of it.
 inline constexpr double kGpuBoundBusyShare = 0.80;
+// Without GPU activity, a step whose host data wait is at least this share of it is labelled `input`
+// (the input-bound rule's "high" share), else `host`.
+inline constexpr double kHostInputBoundShare = 0.20;
 // An async copy call lasting at least this long and returning after its copy ended blocked the host.
 inline constexpr int64_t kBlockingCopyMinNs = 20'000;
 

@@ -36,6 +36,8 @@ DetectedSteps StepDetector::detect(const std::string& step_regex) const {
   DetectedSteps out;
   if (!step_regex.empty() && from_regex(step_regex, out)) return out;
   // Steps the collector recorded (store `steps` table, by source) come before the same kind found in ranges.
+  // Explicit markers first: `record --step-func` (chosen for this run) before stepscope.step() in the code.
+  if (from_store_steps("step-func", out)) return out;
   if (from_store_steps("api", out)) return out;
   if (from_ranges(&is_profiler_step_range, "profiler-step", out)) return out;
   if (from_store_steps("nvtx", out)) return out;

@@ -1,5 +1,5 @@
 // Finds training/inference steps, trying sources in a fixed order (docs/analysis-json.md, "Steps"):
-// explicit markers (--step-regex, stepscope API steps, ProfilerStep#N), optimizer markers, data-loader
+// explicit markers (--step-regex, `record --step-func`, stepscope API steps, ProfilerStep#N, NVTX), optimizer markers, data-loader
 // boundaries, periodicity of the kernel-name sequence, and otherwise one window over the whole run.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace stepscope::analyzer::detail {
 
 struct DetectedSteps {
-  std::string source = "none";  // regex|api|profiler-step|nvtx|optimizer|dataloader|pattern|none
+  std::string source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|pattern|none
   std::vector<StepWindow> windows;  // sorted by start, non-overlapping
 };
 
@@ -32,7 +32,7 @@ class StepDetector {
 
  private:
   bool from_regex(const std::string& re, DetectedSteps& out) const;
-  // Rows of the store's `steps` table with this source (the collector's api/nvtx/optimizer/dataloader).
+  // Rows of the store's `steps` table with this source (the collector's step-func/api/nvtx/optimizer/dataloader).
   bool from_store_steps(const char* source, DetectedSteps& out) const;
   bool from_ranges(bool (*match)(std::string_view), const char* source, DetectedSteps& out) const;
   bool from_optimizer(DetectedSteps& out) const;
