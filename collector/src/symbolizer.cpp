@@ -164,15 +164,51 @@ class ModuleSymbolizer {
         mod_ = nullptr;
       }
     }
+    if (mod_) build_symbol_table();
     return mod_ != nullptr;
+  }
+
+  // dwfl_module_addrinfo() scans the whole symbol table on every call: with libtorch's ~10^5-10^6 symbols and
+  // thousands of addresses that took most of a minute. One pass here, then a binary search per address.
+  void build_symbol_table() {
+    const int n = dwfl_module_getsymtab(mod_);
+    for (int i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      GElf_Addr value = 0;
+      GElf_Word shndx = 0;
+      const char* name = dwfl_module_getsym_info(mod_, i, &sym, &value, &shndx, nullptr, nullptr);
+      const int type = GELF_ST_TYPE(sym.st_info);
+      if (!name || !*name || shndx == SHN_UNDEF || value == 0) continue;
+      if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
+      const int bind = GELF_ST_BIND(sym.st_info);
+      // Among aliases at one address prefer a sized, global one.
+      const int rank = (sym.st_size > 0 ? 4 : 0) + (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0);
+      symbols_.push_back({value, sym.st_size, rank, name});
+    }
+    std::sort(symbols_.begin(), symbols_.end(), [](const SymbolEntry& a, const SymbolEntry& b) {
+      return a.addr != b.addr ? a.addr < b.addr : a.rank > b.rank;
+    });
+    symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
+                               [](const SymbolEntry& a, const SymbolEntry& b) { return a.addr == b.addr; }),
+                   symbols_.end());
+  }
+
+  // The function symbol containing addr (sized: within its size; unsized: before the next symbol).
+  const char* find_symbol(Dwarf_Addr addr, GElf_Off& off) const {
+    auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
+                               [](Dwarf_Addr a, const SymbolEntry& e) { return a < e.addr; });
+    if (it == symbols_.begin()) return nullptr;
+    const SymbolEntry& e = *std::prev(it);
+    if (e.size > 0 ? addr >= e.addr + e.size : it == symbols_.end()) return nullptr;
+    off = addr - e.addr;
+    return e.name;
   }
 
   std::vector<Sym> lookup_uncached(Dwarf_Addr addr) {
     std::vector<Sym> out;
     if (!mod_) return out;
     GElf_Off off = 0;
-    GElf_Sym sym;
-    const char* symname = dwfl_module_addrinfo(mod_, addr, &off, &sym, nullptr, nullptr, nullptr);
+    const char* symname = find_symbol(addr, off);
     std::string symtab_name = demangle(symname);
 
     std::string leaf_file;
@@ -251,6 +287,13 @@ class ModuleSymbolizer {
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* mod_ = nullptr;
   bool tried_ = false, mismatch_ = false, dirty_ = false;
+  struct SymbolEntry {
+    GElf_Addr addr;
+    GElf_Xword size;
+    int rank;
+    const char* name;  // in the ELF's string table, alive as long as dwfl_
+  };
+  std::vector<SymbolEntry> symbols_;
   std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_, cached_;
 };
 
