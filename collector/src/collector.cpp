@@ -375,7 +375,12 @@ ThreadState* register_thread(int32_t tid, bool own) {
   }
   std::lock_guard<std::mutex> lk(g->reg_mu);
   if (g->state.load() != kRunning) return nullptr;
-  if (ThreadState* old = lookup(tid)) retire_locked(old);  // tid reused
+  if (ThreadState* old = lookup(tid)) {
+    // /proc/self/task polling can see a thread that has just registered itself: keep that state (the
+    // thread's t_state points to it). A thread registering itself replaces a polled or stale (tid reuse) one.
+    if (!own) return old;
+    retire_locked(old);
+  }
   if (static_cast<int>(g->live.size()) >= kMaxLiveThreads) {
     g->counters.threads_unsampled.fetch_add(1);
     return nullptr;
