@@ -194,6 +194,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     merged_meta["record.symbolize_s"] = buf;
     merged_meta["record.symbolized_modules"] = std::to_string(symbolizer.modules_opened());
     merged_meta["record.symbolized_addresses"] = std::to_string(symbolizer.addresses_looked_up());
+    merged_meta["record.symbol_cache_hits"] = std::to_string(symbolizer.cache_hits());
     merged_meta["collector.dropped_samples"] = std::to_string(summary.dropped_samples);
     merged_meta["collector.threads_unsampled"] = std::to_string(summary.unsampled_threads);
     merged_meta["cupti.dropped_records"] = std::to_string(summary.dropped_gpu_records);

@@ -78,6 +78,7 @@ class ModuleSymbolizer {
     if (fresh) {
       if (auto c = cached_.find(addr); c != cached_.end()) {
         it->second = c->second;
+        ++cache_hits_;
       } else {
         it->second = open() ? lookup_uncached(addr) : std::vector<Sym>();
         if (!mismatch_) {
@@ -89,6 +90,7 @@ class ModuleSymbolizer {
     return it->second;
   }
   size_t lookups() const { return memo_.size(); }
+  size_t cache_hits() const { return cache_hits_; }
   bool opened() const { return dwfl_ != nullptr; }
 
   // Writes the persistent cache (temp file + rename; a concurrent run may win, which only costs a lookup).
@@ -287,6 +289,7 @@ class ModuleSymbolizer {
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* mod_ = nullptr;
   bool tried_ = false, mismatch_ = false, dirty_ = false;
+  size_t cache_hits_ = 0;
   struct SymbolEntry {
     GElf_Addr addr;
     GElf_Xword size;
@@ -335,6 +338,11 @@ Symbolizer::~Symbolizer() {
 int64_t Symbolizer::modules_opened() const {
   int64_t n = 0;
   for (const auto& [key, m] : impl_->modules) n += m->opened() ? 1 : 0;
+  return n;
+}
+int64_t Symbolizer::cache_hits() const {
+  int64_t n = 0;
+  for (const auto& [key, m] : impl_->modules) n += static_cast<int64_t>(m->cache_hits());
   return n;
 }
 int64_t Symbolizer::addresses_looked_up() const {

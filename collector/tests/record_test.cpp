@@ -391,10 +391,13 @@ TEST_CASE("symbolization results are reused from the per-build-id cache with ide
     traces.push_back(store::StoreReader(db).load());
   }
   unsetenv("STEPSCOPE_SYMBOL_CACHE");
-  // First run: modules opened with libdw; second: every address answered from the cache.
+  // First run: modules opened with libdw, nothing from the cache; second: the addresses both runs sampled
+  // (nearly all: the same program) are answered from the cache.
   CHECK(std::atoi(traces[0].meta["record.symbolized_modules"].c_str()) >= 1);
-  CHECK(traces[1].meta["record.symbolized_modules"] == "0");
-  CHECK(std::atoi(traces[1].meta["record.symbolized_addresses"].c_str()) > 0);
+  CHECK(traces[0].meta["record.symbol_cache_hits"] == "0");
+  const int addresses = std::atoi(traces[1].meta["record.symbolized_addresses"].c_str());
+  CHECK(addresses > 0);
+  CHECK(std::atoi(traces[1].meta["record.symbol_cache_hits"].c_str()) >= addresses * 3 / 4);
   size_t cache_files = 0;
   for (const auto& e : std::filesystem::directory_iterator(cache)) cache_files += e.path().filename().string().size() == 40;
   CHECK(cache_files >= 2);  // hot_loop and libc at least

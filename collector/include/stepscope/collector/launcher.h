@@ -60,6 +60,7 @@ class Symbolizer {
   void symbolize(store::Trace& trace);
   int64_t modules_opened() const;
   int64_t addresses_looked_up() const;
+  int64_t cache_hits() const;  // addresses answered from the persistent cache
 
  private:
   struct Impl;
