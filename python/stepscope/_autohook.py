@@ -4,7 +4,8 @@ Mechanisms (docs/python.md says why and how precise each is):
 - Known framework entry points are wrapped when their module is first imported (an import hook; nothing is
   imported by us): torch.utils.data.dataloader._BaseDataLoaderIter.__next__ (data wait "dataloader", and a
   step boundary at each call until Optimizer.step marks exist), torch.optim.Optimizer.step (step boundary
-  "optimizer" at its end, through torch's global optimizer step post-hook), tf.data's OwnedIterator.__next__/get_next (data wait "tf.data"). The wrapper reads
+  "optimizer" at its end, through torch's global optimizer step post-hook), tf.data's OwnedIterator.__next__/get_next
+  (data wait "tf.data", and a step boundary "dataloader" at each call). The wrapper reads
   time.monotonic_ns() on entry and exit on the calling thread, so a wait blocked off-CPU (DataLoader worker
   queues) is measured exactly.
 - STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC (regexes over qualified names "module.Class.func"; data wait
@@ -88,6 +89,8 @@ def _end_wait(start, source, outer):
 # ---- wrappers for known framework functions --------------------------------------------------------------
 
 def _wrap_data_wait(fn, source, marks_step):
+    """Each outermost call is a data wait of `source`; with marks_step it also starts a step (step source
+    "dataloader": the data-loader boundary level of the analyzer's step sources) until optimizer steps exist."""
     if getattr(fn, "__stepscope_wrapped__", False):
         return fn
 
@@ -95,7 +98,7 @@ def _wrap_data_wait(fn, source, marks_step):
     def wrapper(*args, **kwargs):
         start = _now()
         if marks_step and not _optimizer_seen and _wait_depth() == 0:
-            _sink.step(start, source)
+            _sink.step(start, "dataloader")
         outer = _begin_wait()
         try:
             return fn(*args, **kwargs)
@@ -164,7 +167,7 @@ def _patch_tf_iterator(module):
             continue
         for meth in ("__next__", "get_next", "get_next_as_optional"):
             if meth in cls.__dict__:
-                setattr(cls, meth, _wrap_data_wait(cls.__dict__[meth], "tf.data", marks_step=False))
+                setattr(cls, meth, _wrap_data_wait(cls.__dict__[meth], "tf.data", marks_step=True))
 
 
 _TARGETS = {

@@ -67,7 +67,7 @@ TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's
     const Marks m = read_marks(log);
     CHECK(m.steps == 40);
     CHECK(m.waits == 41);  // 40 batches and the final StopIteration
-    CHECK(m.sources == "python pattern ");
+    CHECK(m.sources == "data-wait-func step-func ");
     // Both shares over the script's own loop time.
     const double loop_ns = value_after(run.output, "loop_s") * 1e9;
     REQUIRE(loop_ns > 0);
