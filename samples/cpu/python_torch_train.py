@@ -31,16 +31,17 @@ class SlowImages(Dataset):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--decode-ms", type=float, default=1.0)
+    ap.add_argument("--decode-ms", type=float, default=2.0, help="per item")
     ap.add_argument("--kineto", default="")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(8), nn.Flatten(), nn.Linear(32 * 64, 10))
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(8), nn.Flatten(), nn.Linear(64 * 64, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loader = DataLoader(SlowImages(a.steps * a.batch, a.decode_ms), batch_size=a.batch,
                         num_workers=a.workers,
