@@ -419,16 +419,51 @@ void free_thread_state(ThreadState* ts) {
   munmap(ts, bytes);
 }
 
+// The sampling signal runs on an alternate stack (SA_ONSTACK) on threads that register themselves: JIT code
+// that keeps live data below its stack pointer past the 128-byte red zone (oneDNN's sgemm kernels inside
+// TensorFlow do) would otherwise have it overwritten by the signal frame — the target then corrupts its heap.
+// gperftools' SIGPROF crashes the same TensorFlow program that way; with the alternate stack it runs clean.
+constexpr size_t kAltStackBytes = 64 * 1024;
+__thread void* t_alt_stack __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void install_alt_stack() {
+  stack_t cur{};
+  if (sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;  // keep the program's own
+  void* mem = mmap(nullptr, kAltStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return;
+  stack_t st{};
+  st.ss_sp = mem;
+  st.ss_size = kAltStackBytes;
+  if (sigaltstack(&st, nullptr) != 0) {
+    munmap(mem, kAltStackBytes);
+    return;
+  }
+  t_alt_stack = mem;
+}
+
+void remove_alt_stack() {
+  if (!t_alt_stack) return;
+  stack_t cur{};
+  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == t_alt_stack && !(cur.ss_flags & SS_ONSTACK)) {
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    if (sigaltstack(&off, nullptr) == 0) munmap(t_alt_stack, kAltStackBytes);
+  }
+  t_alt_stack = nullptr;
+}
+
 void on_thread_exit(void* p) {
   auto* ts = static_cast<ThreadState*>(p);
   t_state = nullptr;  // before retiring: the drain frees retired states, and a late signal must not use it
   std::atomic_signal_fence(std::memory_order_seq_cst);
+  remove_alt_stack();
   if (!g || !ts) return;
   std::lock_guard<std::mutex> lk(g->reg_mu);
   if (std::find(g->live.begin(), g->live.end(), ts) != g->live.end()) retire_locked(ts);
 }
 
 void register_current_thread() {
+  install_alt_stack();
   t_state = nullptr;
   ThreadState* ts = register_thread(sys_gettid(), true);
   if (ts) {
@@ -1021,7 +1056,7 @@ void start() {
   }
   struct sigaction sa{};
   sa.sa_sigaction = on_sample_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   sigaction(g->signo, &sa, nullptr);
   pthread_key_create(&g->key, on_thread_exit);
