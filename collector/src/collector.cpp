@@ -561,6 +561,7 @@ class Drainer {
       std::snprintf(name, sizeof name, "/%d-%lld.db", int(pid_), (long long)clock_ns(CLOCK_MONOTONIC));
       store::WriterOptions opt;
       opt.batch_rows = 1 << 20;  // we commit on our own cadence
+      opt.fsync = false;         // a part must survive this process dying, not the machine: no disk syncs
       writer_ = std::make_unique<store::StoreWriter>(parts_dir_ + name, opt);
       writer_->set_meta("clock_domain", "CLOCK_MONOTONIC");
       writer_->set_meta("source", "stepscope-collector");

@@ -106,7 +106,10 @@ StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_
     detail::exec(db, "PRAGMA synchronous=OFF", path);
   } else {
     detail::exec(db, options.wal ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", path);
-    detail::exec(db, options.synchronous_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", path);
+    detail::exec(db, !options.fsync                ? "PRAGMA synchronous=OFF"
+                     : options.synchronous_normal ? "PRAGMA synchronous=NORMAL"
+                                                  : "PRAGMA synchronous=FULL",
+                 path);
   }
   detail::exec(db, "PRAGMA cache_size=-65536", path);
   detail::exec(db, "BEGIN", path);

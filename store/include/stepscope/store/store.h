@@ -40,6 +40,9 @@ struct WriterOptions {
   // false: no journal and no syncs — for a temporary file that is renamed into place only when complete
   // (write_store_atomically); a crash then leaves only the temporary file, never a half-written store.
   bool durable = true;
+  // false: keep WAL (rows survive the writing process being killed) but never fsync: for scratch stores
+  // that need not survive a machine crash, such as the collector's per-process parts.
+  bool fsync = true;
 };
 
 // Writes a store. Rows added with add_*() use this writer's string ids (intern()). append() takes a whole
