@@ -181,8 +181,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %9.2f s\n", "  of which timeline model build", open_build_s);
   std::printf("%-44s %9.2f s\n", "timeline model build, big trace", build_s);
   std::printf("%-44s %9.2f s\n", "(synthetic trace generation)", gen_s);
+  std::printf("%-44s %8.0f MB\n", "process RSS before the big trace (Qt, 1M test)", rss0 / 1024.0);
   std::printf("%-44s %8.0f MB\n", "trace rows in memory", (rss_trace - rss0) / 1024.0);
   std::printf("%-44s %8.0f MB\n", "timeline model (lanes) on top", (rss_model - rss_trace) / 1024.0);
+  std::printf("%-44s %8.0f MB\n", "  of which lane columns (counted)", model->lane_bytes() / 1048576.0);
   std::printf("%-44s %8.0f MB %10s\n", "process peak RSS", status_kb("VmHWM:") / 1024.0, "≤ 1536 MB");
   return 0;
 }

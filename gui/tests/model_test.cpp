@@ -89,6 +89,81 @@ class ModelTest : public QObject {
     QCOMPARE(tr.lanes[1].starts[0], 50);
   }
 
+  void compactLanesKeepLongDurationsAndKinds() {
+    auto t = std::make_shared<store::Trace>();
+    auto n = t->intern("op");
+    const int64_t kHour = 3'600'000'000'000;  // far beyond a 32-bit duration (4.29 s)
+    // One thread: a 1 h range enclosing a 5 s API call and a 10 ns one; both of the latter share lane 1.
+    store::Range outer;
+    outer.start = 1000;
+    outer.end = 1000 + kHour;
+    outer.pid = 1;
+    outer.tid = 2;
+    outer.name = n;
+    t->ranges.push_back(outer);
+    store::ApiCall a;
+    a.pid = 1;
+    a.tid = 2;
+    a.name = n;
+    a.start = 2000;
+    a.end = 2000 + 5'000'000'000;
+    t->api_calls.push_back(a);
+    a.start = 5'000'010'000;
+    a.end = 5'000'010'010;
+    t->api_calls.push_back(a);
+    // A stream whose single lane is all kernels, exactly 2^32 - 1 ns long (the sentinel value itself).
+    t->kernels.push_back({0, 0xFFFFFFFFll, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, n, 0, 0});
+    auto m = TimelineModel::build(t);
+    const Track& host = m->tracks()[track_of(*m, TrackKind::CpuRanges)];
+    QCOMPARE(host.lanes.size(), size_t(2));
+    const Lane& l0 = host.lanes[0];
+    const Lane& l1 = host.lanes[1];
+    QCOMPARE(l0.end(0), 1000 + kHour);
+    QCOMPARE(l0.ref(0), (EventRef{EventKind::Range, 0}));
+    QCOMPARE(l1.size(), size_t(2));
+    QCOMPARE(l1.end(0), int64_t(2000 + 5'000'000'000));
+    QCOMPARE(l1.dur(1), int64_t(10));
+    QCOMPARE(l1.kind(1), EventKind::ApiCall);
+    QCOMPARE(l1.first_ending_after(5'000'001'999), size_t(0));
+    QCOMPARE(l1.first_ending_after(5'000'002'000), size_t(1));
+    QCOMPARE(l1.first_ending_after(5'000'010'010), size_t(2));
+    QCOMPARE(m->end(), 1000 + kHour);
+    QCOMPARE(m->end_of(l1.ref(0)), int64_t(2000 + 5'000'000'000));
+    // The innermost range enclosing the short call: the 1 h range, then the call itself.
+    const auto enc = m->enclosing_ranges(1, 2, 5'000'010'000, 5'000'010'010);
+    QCOMPARE(enc.size(), size_t(2));
+    QCOMPARE(enc[0], (EventRef{EventKind::Range, 0}));
+    const Track& gpu = m->tracks()[track_of(*m, TrackKind::GpuStream)];
+    QCOMPARE(gpu.lanes[0].end(0), int64_t(0xFFFFFFFFll));
+    QVERIFY(gpu.lanes[0].kinds.empty());  // one kind: stored once
+    QCOMPARE(gpu.lanes[0].kind(0), EventKind::Kernel);
+  }
+
+  void overlappingLaneKeepsPrefixMaxEnd() {
+    auto t = std::make_shared<store::Trace>();
+    auto n = t->intern("r");
+    // 60 concurrent ranges on one thread: lanes are capped, so the last lane overlaps and its ends are not
+    // sorted; first_ending_after must still find the long event that started first.
+    for (int i = 0; i < 60; ++i) {
+      store::Range r;
+      r.start = i;
+      r.end = i == 59 ? 100 : 10'000 - i;
+      r.tid = 1;
+      r.name = n;
+      t->ranges.push_back(r);
+    }
+    auto m = TimelineModel::build(t);
+    const Track& tr = m->tracks()[0];
+    QCOMPARE(tr.lanes.size(), size_t(48));
+    const Lane& last = tr.lanes.back();
+    QCOMPARE(last.size(), size_t(13));
+    QVERIFY(!last.max_end.empty());
+    QCOMPARE(last.end(12), int64_t(100));
+    QCOMPARE(last.max_end_at(12), int64_t(10'000 - 47));
+    QCOMPARE(last.first_ending_after(5000), size_t(0));
+    QCOMPARE(last.first_ending_after(10'000 - 47), size_t(13));
+  }
+
   void lodBoundsWorkByPixels() {
     const int n = 200000;
     auto m = dense_model(n);

@@ -82,7 +82,7 @@ class TracesTest : public QObject {
       if (t.kind == TrackKind::GpuStream) {
         ++gpu_tracks;
         for (const Lane& l : t.lanes)
-          for (size_t k = 0; k < l.size(); ++k) kernels_on_tracks += l.kinds[k] == EventKind::Kernel;
+          for (size_t k = 0; k < l.size(); ++k) kernels_on_tracks += l.kind(k) == EventKind::Kernel;
       }
       if (t.kind == TrackKind::Steps) steps_track = int(i);
     }

@@ -107,7 +107,7 @@ CallTree CallTree::from_ranges(const TimelineModel& model, int64_t t0, int64_t t
       if (best < 0 || ++visited > kMaxEvents) break;
       const Lane& l = tr.lanes[best];
       const size_t i = pos[best]++;
-      const int64_t s = l.starts[i], e = l.ends[i];
+      const int64_t s = l.starts[i], e = l.end(i);
       while (stack_ends.size() > 1 && stack_ends.back() <= s) {
         stack_ends.pop_back();
         node_stack.pop_back();
@@ -175,7 +175,7 @@ std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int
           st = &by_name[name];
           st->name = name;
         }
-        const int64_t d = l.ends[i] - l.starts[i];
+        const int64_t d = l.dur(i);
         if (st->count == 0 || d < st->min_ns) st->min_ns = d;
         if (st->count == 0 || d > st->max_ns) st->max_ns = d;
         st->count += 1;

@@ -101,7 +101,7 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
   while (i < n && lane.starts[i] < t1) {
     ++out.events_visited;
     const int64_t s = lane.starts[i];
-    int64_t e = lane.ends[i];
+    int64_t e = lane.end(i);
     DrawItem item;
     item.track = track;
     item.lane = static_cast<int16_t>(lane_index);
@@ -117,7 +117,7 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
         const int64_t boundary = e + static_cast<int64_t>(std::ceil(npp));
         size_t j = lane.first_starting_at_or_after(std::max(boundary, lane.starts[next - 1] + 1), next);
         // Lanes hold non-overlapping events, so only the last absorbed one can be wide.
-        if (j > next && static_cast<double>(lane.ends[j - 1] - lane.starts[j - 1]) >= merge_ns) --j;
+        if (j > next && static_cast<double>(lane.dur(j - 1)) >= merge_ns) --j;
         if (j <= next) break;
         e = std::max(e, lane.max_end_at(j - 1));
         next = j;
@@ -212,11 +212,11 @@ std::optional<Hit> hit_test(const TimelineModel& model, const TimelineLayout& la
   size_t best = l.size();
   double best_d = 0;
   for (; i < l.size() && static_cast<double>(l.starts[i]) <= t + tol; ++i) {
-    const double s = static_cast<double>(l.starts[i]), e = static_cast<double>(l.ends[i]);
+    const double s = static_cast<double>(l.starts[i]), e = static_cast<double>(l.end(i));
     if (e < t - tol) continue;  // only possible in overlapping lanes
     const double d = t < s ? s - t : (t > e ? t - e : 0.0);
     // Prefer containment; among containing events the shortest (the most specific).
-    if (best == l.size() || d < best_d || (d == 0 && best_d == 0 && e - s < double(l.ends[best] - l.starts[best]))) {
+    if (best == l.size() || d < best_d || (d == 0 && best_d == 0 && e - s < double(l.dur(best)))) {
       best = i;
       best_d = d;
     }

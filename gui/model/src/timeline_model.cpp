@@ -55,13 +55,41 @@ uint32_t TimelineModel::bound_code(const std::string& b) {
 }
 
 size_t Lane::first_ending_after(int64_t t) const {
-  const auto& v = max_end.empty() ? ends : max_end;
-  return static_cast<size_t>(std::upper_bound(v.begin(), v.end(), t) - v.begin());
+  if (!max_end.empty())
+    return static_cast<size_t>(std::upper_bound(max_end.begin(), max_end.end(), t) - max_end.begin());
+  size_t lo = 0, hi = size();  // ends are non-decreasing: first i with end(i) > t
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (end(mid) <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 size_t Lane::first_starting_at_or_after(int64_t t, size_t from) const {
   return static_cast<size_t>(std::lower_bound(starts.begin() + static_cast<ptrdiff_t>(from), starts.end(), t) -
                              starts.begin());
+}
+
+int64_t Lane::long_dur(size_t i) const {
+  auto it = std::lower_bound(long_durs.begin(), long_durs.end(), static_cast<uint32_t>(i),
+                             [](const std::pair<uint32_t, int64_t>& p, uint32_t v) { return p.first < v; });
+  return it != long_durs.end() && it->first == i ? it->second : int64_t(kLongDur);
+}
+
+size_t Lane::bytes() const {
+  return starts.capacity() * sizeof(int64_t) + durs.capacity() * sizeof(uint32_t) +
+         rows.capacity() * sizeof(uint32_t) + kinds.capacity() * sizeof(EventKind) +
+         long_durs.capacity() * sizeof(long_durs[0]) + max_end.capacity() * sizeof(int64_t);
+}
+
+size_t TimelineModel::lane_bytes() const {
+  size_t n = 0;
+  for (const Track& tr : tracks_) {
+    for (const Lane& l : tr.lanes) n += l.bytes();
+    n += tr.sample_times.capacity() * sizeof(int64_t) + tr.sample_rows.capacity() * sizeof(uint32_t);
+  }
+  return n;
 }
 
 namespace {
@@ -78,44 +106,74 @@ constexpr size_t kMaxLanes = 48;
 
 // Stacks events into lanes: first lane whose last event has ended. For properly nested ranges sorted by
 // (start, longest first) this is exactly their nesting depth; for a GPU stream it is one lane unless the
-// trace has overlapping activities on that stream.
-std::vector<Lane> stack_into_lanes(std::vector<Item>& items) {
-  auto before = [](const Item& a, const Item& b) {
-    return a.start != b.start ? a.start < b.start : a.end > b.end;
+// trace has overlapping activities on that stream. `span_of(item)` gives an Item; items are released.
+// Two passes (assign lanes, then fill columns reserved to their exact size) so building never holds grown,
+// half-empty vectors: the peak memory is what the lanes keep plus one byte per event.
+template <class T, class SpanOf>
+std::vector<Lane> stack_into_lanes(std::vector<T>& items, const SpanOf& span_of) {
+  auto before = [&](const T& a, const T& b) {
+    const Item x = span_of(a), y = span_of(b);
+    return x.start != y.start ? x.start < y.start : x.end > y.end;
   };
   if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
-  std::vector<Lane> lanes;
-  std::vector<int64_t> last_end;
-  for (const Item& it : items) {
+  struct LaneInfo {
+    size_t count = 0, longs = 0;
+    int64_t last_end = std::numeric_limits<int64_t>::min();  // running maximum
+    bool ends_sorted = true, mixed = false;
+    EventKind kind = EventKind::Kernel;
+  };
+  std::vector<LaneInfo> info;
+  std::vector<uint8_t> lane_of(items.size());
+  static_assert(kMaxLanes <= 256);
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item it = span_of(items[k]);
     size_t lane = 0;
-    while (lane < last_end.size() && last_end[lane] > it.start) ++lane;
+    while (lane < info.size() && info[lane].last_end > it.start) ++lane;
     if (lane >= kMaxLanes) lane = kMaxLanes - 1;
-    if (lane >= lanes.size()) {
-      lanes.emplace_back();
-      last_end.push_back(std::numeric_limits<int64_t>::min());
+    if (lane >= info.size()) {
+      info.emplace_back();
+      info.back().kind = it.kind;
     }
-    Lane& l = lanes[lane];
+    LaneInfo& li = info[lane];
+    if (it.end < li.last_end) li.ends_sorted = false;
+    li.mixed |= it.kind != li.kind;
+    li.longs += static_cast<uint64_t>(it.end - it.start) >= Lane::kLongDur;
+    li.last_end = std::max(li.last_end, it.end);
+    ++li.count;
+    lane_of[k] = static_cast<uint8_t>(lane);
+  }
+  std::vector<Lane> lanes(info.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    Lane& l = lanes[i];
+    l.starts.reserve(info[i].count);
+    l.durs.reserve(info[i].count);
+    l.rows.reserve(info[i].count);
+    if (info[i].mixed) l.kinds.reserve(info[i].count);
+    l.kind_all = info[i].kind;
+    l.long_durs.reserve(info[i].longs);
+  }
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item it = span_of(items[k]);
+    Lane& l = lanes[lane_of[k]];
+    const uint64_t d = static_cast<uint64_t>(it.end - it.start);
+    if (d >= Lane::kLongDur) l.long_durs.emplace_back(static_cast<uint32_t>(l.size()), static_cast<int64_t>(d));
+    l.durs.push_back(d >= Lane::kLongDur ? Lane::kLongDur : static_cast<uint32_t>(d));
     l.starts.push_back(it.start);
-    l.ends.push_back(it.end);
     l.rows.push_back(it.row);
-    l.kinds.push_back(it.kind);
-    last_end[lane] = std::max(last_end[lane], it.end);
+    if (info[lane_of[k]].mixed) l.kinds.push_back(it.kind);
   }
-  for (Lane& l : lanes) {
-    if (!std::is_sorted(l.ends.begin(), l.ends.end())) {
-      l.max_end.resize(l.ends.size());
-      int64_t m = std::numeric_limits<int64_t>::min();
-      for (size_t i = 0; i < l.ends.size(); ++i) l.max_end[i] = m = std::max(m, l.ends[i]);
-    }
-    l.starts.shrink_to_fit();
-    l.ends.shrink_to_fit();
-    l.rows.shrink_to_fit();
-    l.kinds.shrink_to_fit();
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (info[i].ends_sorted) continue;
+    Lane& l = lanes[i];
+    l.max_end.resize(l.size());
+    int64_t m = std::numeric_limits<int64_t>::min();
+    for (size_t j = 0; j < l.size(); ++j) l.max_end[j] = m = std::max(m, l.end(j));
   }
-  items.clear();
-  items.shrink_to_fit();
+  std::vector<T>().swap(items);
   return lanes;
 }
+
+Item same(const Item& it) { return it; }
 
 template <class Row>
 Item item_of(const Row& r, uint32_t row, EventKind kind) {
@@ -215,32 +273,64 @@ void TimelineModel::build_tracks() {
   for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
 
   // Gather items per (pid, tid) and per (device, stream), ordered for a stable layout.
-  std::map<std::pair<int64_t, int64_t>, std::vector<Item>> host, waits;
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, uint32_t>>> samples;
-  std::map<std::pair<int64_t, int64_t>, std::vector<Item>> gpu;
-  auto add_gpu = [&](const auto& rows, EventKind kind) {
-    std::vector<Item>* cur = nullptr;
-    std::pair<int64_t, int64_t> cur_key{std::numeric_limits<int64_t>::min(), 0};
+  // Events are gathered per track as 8-byte references (not copies of their times), counted first so each
+  // list is allocated once at its exact size.
+  using Key = std::pair<int64_t, int64_t>;
+  using Refs = std::map<Key, std::vector<EventRef>>;
+  Refs host, waits, gpu;
+  std::map<Key, std::vector<std::pair<int64_t, uint32_t>>> samples;
+  auto gpu_key = [](const auto& r) { return Key{r.device, r.stream}; };
+  auto thread_key = [](const auto& r) { return Key{r.pid, r.tid}; };
+  // Calls f(row index, key) with a cached map slot: consecutive rows usually share a key.
+  auto gather = [](const auto& rows, const auto& key_of, auto& map, const auto& f) {
+    using Slot = typename std::remove_reference_t<decltype(map)>::mapped_type;
+    Slot* cur = nullptr;
+    Key cur_key{};
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::pair<int64_t, int64_t> key{rows[i].device, rows[i].stream};
+      const Key key = key_of(rows[i]);
       if (!cur || key != cur_key) {
-        cur = &gpu[key];
+        cur = &map[key];
         cur_key = key;
       }
-      cur->push_back(item_of(rows[i], static_cast<uint32_t>(i), kind));
+      f(*cur, static_cast<uint32_t>(i));
     }
   };
-  add_gpu(t.kernels, EventKind::Kernel);
-  add_gpu(t.memcpys, EventKind::Memcpy);
-  add_gpu(t.memsets, EventKind::Memset);
-  auto add_host = [&](const auto& rows, EventKind kind, auto& into) {
-    for (size_t i = 0; i < rows.size(); ++i)
-      into[{rows[i].pid, rows[i].tid}].push_back(item_of(rows[i], static_cast<uint32_t>(i), kind));
+  std::map<Key, size_t> gpu_n, host_n, waits_n;
+  auto count = [](size_t& n, uint32_t) { ++n; };
+  gather(t.kernels, gpu_key, gpu_n, count);
+  gather(t.memcpys, gpu_key, gpu_n, count);
+  gather(t.memsets, gpu_key, gpu_n, count);
+  gather(t.api_calls, thread_key, host_n, count);
+  gather(t.ranges, thread_key, host_n, count);
+  gather(t.syncs, thread_key, host_n, count);
+  gather(t.data_waits, thread_key, waits_n, count);
+  for (const auto& [k, n] : gpu_n) gpu[k].reserve(n);
+  for (const auto& [k, n] : host_n) host[k].reserve(n);
+  for (const auto& [k, n] : waits_n) waits[k].reserve(n);
+  auto add = [](EventKind kind) {
+    return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
   };
-  add_host(t.api_calls, EventKind::ApiCall, host);
-  add_host(t.ranges, EventKind::Range, host);
-  add_host(t.syncs, EventKind::Sync, host);
-  add_host(t.data_waits, EventKind::DataWait, waits);
+  gather(t.kernels, gpu_key, gpu, add(EventKind::Kernel));
+  gather(t.memcpys, gpu_key, gpu, add(EventKind::Memcpy));
+  gather(t.memsets, gpu_key, gpu, add(EventKind::Memset));
+  gather(t.api_calls, thread_key, host, add(EventKind::ApiCall));
+  gather(t.ranges, thread_key, host, add(EventKind::Range));
+  gather(t.syncs, thread_key, host, add(EventKind::Sync));
+  gather(t.data_waits, thread_key, waits, add(EventKind::DataWait));
+  auto span_of = [&t](EventRef e) -> Item {
+    switch (e.kind) {
+      case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
+      case EventKind::Memcpy: return item_of(t.memcpys[e.row], e.row, e.kind);
+      case EventKind::Memset: return item_of(t.memsets[e.row], e.row, e.kind);
+      case EventKind::ApiCall: return item_of(t.api_calls[e.row], e.row, e.kind);
+      case EventKind::Range: return item_of(t.ranges[e.row], e.row, e.kind);
+      case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
+      case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);
+      case EventKind::Step:
+      case EventKind::Finding: break;
+    }
+    return Item{0, 0, e.row, e.kind};
+  };
   for (size_t i = 0; i < t.samples.size(); ++i)
     samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
 
@@ -265,7 +355,7 @@ void TimelineModel::build_tracks() {
     std::vector<Item> items;
     for (size_t i = 0; i < steps_.size(); ++i)
       items.push_back({steps_[i].start, steps_[i].end, static_cast<uint32_t>(i), EventKind::Step});
-    tr.lanes = stack_into_lanes(items);
+    tr.lanes = stack_into_lanes(items, same);
     steps_track_ = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
@@ -287,7 +377,7 @@ void TimelineModel::build_tracks() {
       if (!any)
         for (const auto& r : f.ranges) items.push_back({r.first, r.second, static_cast<uint32_t>(i), EventKind::Finding});
     }
-    tr.lanes = stack_into_lanes(items);
+    tr.lanes = stack_into_lanes(items, same);
     findings_track_ = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
@@ -323,7 +413,7 @@ void TimelineModel::build_tracks() {
       tr.title = thread_label(pid, tid);
       tr.pid = pid;
       tr.tid = tid;
-      tr.lanes = stack_into_lanes(it->second);
+      tr.lanes = stack_into_lanes(it->second, span_of);
       ranges_track_[key] = static_cast<int>(tracks_.size());
       tracks_.push_back(std::move(tr));
     }
@@ -334,7 +424,7 @@ void TimelineModel::build_tracks() {
       tr.title = thread_label(pid, tid) + " · data waits";
       tr.pid = pid;
       tr.tid = tid;
-      tr.lanes = stack_into_lanes(it->second);
+      tr.lanes = stack_into_lanes(it->second, span_of);
       waits_track_[key] = static_cast<int>(tracks_.size());
       tracks_.push_back(std::move(tr));
     }
@@ -349,7 +439,7 @@ void TimelineModel::build_tracks() {
     tr.title = "Stream " + std::to_string(stream);
     tr.device = device;
     tr.stream = stream;
-    tr.lanes = stack_into_lanes(items);
+    tr.lanes = stack_into_lanes(items, span_of);
     gpu_track_[key] = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
@@ -521,7 +611,7 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
   for (size_t li = 0; li < tr.lanes.size(); ++li) {
     const Lane& l = tr.lanes[li];
     for (size_t i = l.first_starting_at_or_after(start); i < l.size() && l.starts[i] == start; ++i)
-      if (l.rows[i] == e.row && l.kinds[i] == e.kind) return Location{track, static_cast<int>(li), i};
+      if (l.rows[i] == e.row && l.kind(i) == e.kind) return Location{track, static_cast<int>(li), i};
   }
   return std::nullopt;
 }
@@ -582,7 +672,7 @@ std::vector<EventRef> TimelineModel::enclosing_ranges(int64_t pid, int64_t tid, 
     size_t k = l.first_starting_at_or_after(start + 1);
     if (k == 0) continue;
     --k;
-    if (l.ends[k] >= end) out.push_back(l.ref(k));
+    if (l.end(k) >= end) out.push_back(l.ref(k));
   }
   return out;
 }
