@@ -240,6 +240,37 @@ class ModelTest : public QObject {
     QVERIFY(!hit_test(*m, layout, vp, 10, 2).has_value());
   }
 
+  void flowsJoinOutOfOrderCorrelations() {
+    auto t = std::make_shared<store::Trace>();
+    auto n = t->intern("cudaLaunchKernel");
+    for (int64_t corr : {5, 3, 5}) {  // out of order; the second call with id 5 is a duplicate
+      store::ApiCall a;
+      a.start = 10 * corr;
+      a.end = a.start + 5;
+      a.tid = 1;
+      a.name = n;
+      a.correlation = corr;
+      t->api_calls.push_back(a);
+    }
+    for (int64_t corr : {5, 9, 3}) t->kernels.push_back({100 * corr, 100 * corr + 50, 0, 0, 1, corr, 1, 1, 1, 1, 1, 1, 0, 0, n, 0, 0});
+    store::Memcpy c;
+    c.start = 1000;
+    c.end = 1100;
+    c.stream = 1;
+    c.correlation = 5;
+    t->memcpys.push_back(c);
+    auto m = TimelineModel::build(t);
+    QCOMPARE(m->launching_api_call({EventKind::Kernel, 0}), std::optional<uint32_t>(0u));
+    QCOMPARE(m->launching_api_call({EventKind::Kernel, 2}), std::optional<uint32_t>(1u));
+    QVERIFY(!m->launching_api_call({EventKind::Kernel, 1}).has_value());  // id 9 has no launch in the trace
+    QCOMPARE(m->launching_api_call({EventKind::Memcpy, 0}), std::optional<uint32_t>(0u));
+    const auto five = m->launched_by(0);
+    QCOMPARE(five.size(), size_t(2));
+    QCOMPARE(five[0], (EventRef{EventKind::Kernel, 0}));
+    QCOMPARE(five[1], (EventRef{EventKind::Memcpy, 0}));
+    QCOMPARE(m->launched_by(1), (std::vector<EventRef>{{EventKind::Kernel, 2}}));
+  }
+
   void flowsAndStacks() {
     auto m = TimelineModel::build(synthetic_trace(), synthetic_analysis());
     const EventRef kernel{EventKind::Kernel, 7};

@@ -465,21 +465,51 @@ void TimelineModel::build_tracks() {
   end_ = std::max(hi, lo + 1);
 
   // Lookups for details: correlation flows, sample order, stacks and frames.
-  for (size_t i = 0; i < t.api_calls.size(); ++i)
-    if (t.api_calls[i].correlation) api_by_correlation_.emplace(t.api_calls[i].correlation, static_cast<uint32_t>(i));
-  auto add_flow = [&](const auto& rows, EventKind kind) {
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i].correlation)
-        gpu_by_correlation_[rows[i].correlation].push_back({kind, static_cast<uint32_t>(i)});
-  };
-  // Only the launch side needs the reverse map when a trace has few API calls; build it lazily would need a
-  // mutex, so it is built here but skipped for GPU rows without a matching API call.
+  {
+    size_t n = 0;
+    for (const auto& a : t.api_calls) n += a.correlation != 0;
+    api_by_correlation_.reserve(n);
+    for (size_t i = 0; i < t.api_calls.size(); ++i)
+      if (t.api_calls[i].correlation) api_by_correlation_.emplace_back(t.api_calls[i].correlation, static_cast<uint32_t>(i));
+    // The first call with a correlation id is its launch (as ids are unique per process, duplicates are rare).
+    if (!std::is_sorted(api_by_correlation_.begin(), api_by_correlation_.end()))
+      std::sort(api_by_correlation_.begin(), api_by_correlation_.end());
+    api_by_correlation_.erase(std::unique(api_by_correlation_.begin(), api_by_correlation_.end(),
+                                          [](const auto& a, const auto& b) { return a.first == b.first; }),
+                              api_by_correlation_.end());
+  }
+  // Traces without API calls (or without correlation ids) have no flows: skip the GPU side entirely.
   if (!api_by_correlation_.empty()) {
+    size_t n = 0;
+    for (const auto& k : t.kernels) n += k.correlation != 0;
+    for (const auto& k : t.memcpys) n += k.correlation != 0;
+    for (const auto& k : t.memsets) n += k.correlation != 0;
+    gpu_by_correlation_.reserve(n);
+    auto add_flow = [&](const auto& rows, EventKind kind) {
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].correlation) gpu_by_correlation_.push_back({rows[i].correlation, {kind, static_cast<uint32_t>(i)}});
+    };
     add_flow(t.kernels, EventKind::Kernel);
     add_flow(t.memcpys, EventKind::Memcpy);
     add_flow(t.memsets, EventKind::Memset);
-    for (auto it = gpu_by_correlation_.begin(); it != gpu_by_correlation_.end();)
-      it = api_by_correlation_.count(it->first) ? std::next(it) : gpu_by_correlation_.erase(it);
+    // Order by correlation, then kind and row (the order launched_by lists them in).
+    auto before = [](const std::pair<int64_t, EventRef>& a, const std::pair<int64_t, EventRef>& b) {
+      if (a.first != b.first) return a.first < b.first;
+      if (a.second.kind != b.second.kind) return a.second.kind < b.second.kind;
+      return a.second.row < b.second.row;
+    };
+    if (!std::is_sorted(gpu_by_correlation_.begin(), gpu_by_correlation_.end(), before))
+      std::sort(gpu_by_correlation_.begin(), gpu_by_correlation_.end(), before);
+    // Keep only GPU events whose launch is in the trace: one merge walk over both sorted arrays.
+    size_t out = 0, a = 0;
+    for (size_t i = 0; i < gpu_by_correlation_.size(); ++i) {
+      const int64_t c = gpu_by_correlation_[i].first;
+      while (a < api_by_correlation_.size() && api_by_correlation_[a].first < c) ++a;
+      if (a < api_by_correlation_.size() && api_by_correlation_[a].first == c)
+        gpu_by_correlation_[out++] = gpu_by_correlation_[i];
+    }
+    gpu_by_correlation_.resize(out);
+    if (out < gpu_by_correlation_.capacity() / 2) gpu_by_correlation_.shrink_to_fit();
   }
   samples_by_time_.resize(t.samples.size());
   for (size_t i = 0; i < t.samples.size(); ++i) samples_by_time_[i] = static_cast<uint32_t>(i);
@@ -575,16 +605,20 @@ std::optional<uint32_t> TimelineModel::launching_api_call(EventRef e) const {
   else if (e.kind == EventKind::Memcpy) corr = t.memcpys[e.row].correlation;
   else if (e.kind == EventKind::Memset) corr = t.memsets[e.row].correlation;
   if (!corr) return std::nullopt;
-  auto it = api_by_correlation_.find(corr);
-  if (it == api_by_correlation_.end()) return std::nullopt;
+  auto it = std::lower_bound(api_by_correlation_.begin(), api_by_correlation_.end(), corr,
+                             [](const std::pair<int64_t, uint32_t>& p, int64_t v) { return p.first < v; });
+  if (it == api_by_correlation_.end() || it->first != corr) return std::nullopt;
   return it->second;
 }
 
 std::vector<EventRef> TimelineModel::launched_by(uint32_t api_row) const {
   const auto& a = trace_->api_calls.at(api_row);
   if (!a.correlation) return {};
-  auto it = gpu_by_correlation_.find(a.correlation);
-  return it == gpu_by_correlation_.end() ? std::vector<EventRef>{} : it->second;
+  auto it = std::lower_bound(gpu_by_correlation_.begin(), gpu_by_correlation_.end(), a.correlation,
+                             [](const std::pair<int64_t, EventRef>& p, int64_t v) { return p.first < v; });
+  std::vector<EventRef> out;
+  for (; it != gpu_by_correlation_.end() && it->first == a.correlation; ++it) out.push_back(it->second);
+  return out;
 }
 
 std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {

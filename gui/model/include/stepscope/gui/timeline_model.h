@@ -160,8 +160,9 @@ class TimelineModel {
   std::vector<FindingInfo> findings_;
   int64_t begin_ = 0, end_ = 1;
   size_t event_count_ = 0;
-  std::unordered_map<int64_t, uint32_t> api_by_correlation_;
-  std::unordered_map<int64_t, std::vector<EventRef>> gpu_by_correlation_;
+  // Flows as sorted arrays (16 bytes an entry, against ~90 for a hash map of vectors): 10M launches fit.
+  std::vector<std::pair<int64_t, uint32_t>> api_by_correlation_;  // (correlation, api row), unique
+  std::vector<std::pair<int64_t, EventRef>> gpu_by_correlation_;  // (correlation, GPU event) with a launch
   struct PairHash {
     size_t operator()(const std::pair<int64_t, int64_t>& p) const {
       return std::hash<int64_t>()(p.first * 0x9E3779B97F4A7C15LL ^ p.second);
