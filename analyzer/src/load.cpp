@@ -116,73 +116,10 @@ void merge_into(Trace& into, const Trace& from) {
   };
   for (const auto& [k, v] : from.meta)
     if (!into.meta.count(k)) into.meta[k] = v;
-  for (auto r : from.processes) {
-    r.name = s(r.name);
-    into.processes.push_back(r);
-  }
-  for (auto r : from.threads) {
-    r.name = s(r.name);
-    into.threads.push_back(r);
-  }
-  for (auto r : from.devices) {
-    r.name = s(r.name);
-    r.vendor = s(r.vendor);
-    into.devices.push_back(r);
-  }
-  for (auto r : from.kernels) {
-    r.name = s(r.name);
-    into.kernels.push_back(r);
-  }
-  into.memcpys.insert(into.memcpys.end(), from.memcpys.begin(), from.memcpys.end());
-  into.memsets.insert(into.memsets.end(), from.memsets.begin(), from.memsets.end());
-  into.syncs.insert(into.syncs.end(), from.syncs.begin(), from.syncs.end());
-  for (auto r : from.api_calls) {
-    r.name = s(r.name);
-    into.api_calls.push_back(r);
-  }
-  for (auto r : from.ranges) {
-    r.name = s(r.name);
-    r.domain = s(r.domain);
-    into.ranges.push_back(r);
-  }
   int64_t frame_base = 0, stack_base = 0;
   for (const auto& f : into.frames) frame_base = std::max(frame_base, f.id);
   for (const auto& st : into.stacks) stack_base = std::max(stack_base, st.id);
-  for (auto r : from.frames) {
-    r.id += frame_base;
-    r.module = s(r.module);
-    r.symbol = s(r.symbol);
-    r.file = s(r.file);
-    into.frames.push_back(r);
-  }
-  for (auto r : from.stacks) {
-    r.id += stack_base;
-    if (r.parent) r.parent += stack_base;
-    if (r.frame) r.frame += frame_base;
-    into.stacks.push_back(r);
-  }
-  for (auto r : from.samples) {
-    if (r.stack) r.stack += stack_base;
-    into.samples.push_back(r);
-  }
-  for (auto r : from.data_waits) {
-    r.source = s(r.source);
-    into.data_waits.push_back(r);
-  }
-  for (auto r : from.steps) {
-    r.source = s(r.source);
-    into.steps.push_back(r);
-  }
-  for (auto r : from.findings) {
-    r.rule = s(r.rule);
-    r.message = s(r.message);
-    into.findings.push_back(r);
-  }
-  for (auto r : from.modules) {
-    r.path = s(r.path);
-    r.build_id = s(r.build_id);
-    into.modules.push_back(r);
-  }
+  store::visit_remapped(from, s, frame_base, stack_base, [&into](const auto& row) { into.add(row); });
 }
 
 Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& options) {

@@ -192,37 +192,7 @@ void StoreWriter::append(const Trace& t) {
     return map[id];
   };
   for (const auto& [k, v] : t.meta) set_meta(k, v);
-  for (auto r : t.processes) { r.name = s(r.name); add(r); }
-  for (auto r : t.threads) { r.name = s(r.name); add(r); }
-  for (auto r : t.devices) { r.name = s(r.name); r.vendor = s(r.vendor); add(r); }
-  for (auto r : t.kernels) { r.name = s(r.name); add(r); }
-  for (const auto& r : t.memcpys) add(r);
-  for (const auto& r : t.memsets) add(r);
-  for (const auto& r : t.syncs) add(r);
-  for (auto r : t.api_calls) { r.name = s(r.name); add(r); }
-  for (auto r : t.ranges) { r.name = s(r.name); r.domain = s(r.domain); add(r); }
-  const int64_t frame_base = impl_->max_frame_id, stack_base = impl_->max_stack_id;
-  for (auto r : t.frames) {
-    r.module = s(r.module);
-    r.symbol = s(r.symbol);
-    r.file = s(r.file);
-    r.id += frame_base;
-    add(r);
-  }
-  for (auto r : t.stacks) {
-    r.id += stack_base;
-    if (r.parent) r.parent += stack_base;
-    r.frame += frame_base;
-    add(r);
-  }
-  for (auto r : t.samples) {
-    if (r.stack) r.stack += stack_base;
-    add(r);
-  }
-  for (auto r : t.data_waits) { r.source = s(r.source); add(r); }
-  for (auto r : t.steps) { r.source = s(r.source); add(r); }
-  for (auto r : t.findings) { r.rule = s(r.rule); r.message = s(r.message); add(r); }
-  for (auto r : t.modules) { r.path = s(r.path); r.build_id = s(r.build_id); add(r); }
+  visit_remapped(t, s, impl_->max_frame_id, impl_->max_stack_id, [this](const auto& row) { add(row); });
 }
 
 void StoreWriter::replace_findings(const std::vector<Finding>& findings, const StringTable& strings) {

@@ -245,10 +245,63 @@ struct Trace {
 
   const std::string& str(StringId id) const { return strings.get(id); }
   StringId intern(std::string_view s) { return strings.intern(s); }
+
+  void add(const Process& r) { processes.push_back(r); }
+  void add(const Thread& r) { threads.push_back(r); }
+  void add(const Device& r) { devices.push_back(r); }
+  void add(const Kernel& r) { kernels.push_back(r); }
+  void add(const Memcpy& r) { memcpys.push_back(r); }
+  void add(const Memset& r) { memsets.push_back(r); }
+  void add(const Sync& r) { syncs.push_back(r); }
+  void add(const ApiCall& r) { api_calls.push_back(r); }
+  void add(const Range& r) { ranges.push_back(r); }
+  void add(const Frame& r) { frames.push_back(r); }
+  void add(const Stack& r) { stacks.push_back(r); }
+  void add(const Sample& r) { samples.push_back(r); }
+  void add(const DataWait& r) { data_waits.push_back(r); }
+  void add(const Step& r) { steps.push_back(r); }
+  void add(const Finding& r) { findings.push_back(r); }
+  void add(const Module& r) { modules.push_back(r); }
   // Number of GPU activities (kernels + memcpys + memsets).
   size_t gpu_event_count() const { return kernels.size() + memcpys.size() + memsets.size(); }
   // [min start, max end] over every timed row; {0,0} when empty.
   std::pair<int64_t, int64_t> time_span() const;
 };
+
+// Hands every row of `from` (meta aside) to `sink(row)`, its string ids mapped through `str(id)` and its frame
+// and stack ids shifted past `frame_base` / `stack_base` — how one trace's rows join another trace or a store.
+template <class StrMap, class Sink>
+void visit_remapped(const Trace& from, StrMap&& str, int64_t frame_base, int64_t stack_base, Sink&& sink) {
+  for (auto r : from.processes) { r.name = str(r.name); sink(r); }
+  for (auto r : from.threads) { r.name = str(r.name); sink(r); }
+  for (auto r : from.devices) { r.name = str(r.name); r.vendor = str(r.vendor); sink(r); }
+  for (auto r : from.kernels) { r.name = str(r.name); sink(r); }
+  for (const auto& r : from.memcpys) sink(r);
+  for (const auto& r : from.memsets) sink(r);
+  for (const auto& r : from.syncs) sink(r);
+  for (auto r : from.api_calls) { r.name = str(r.name); sink(r); }
+  for (auto r : from.ranges) { r.name = str(r.name); r.domain = str(r.domain); sink(r); }
+  for (auto r : from.frames) {
+    r.id += frame_base;
+    r.module = str(r.module);
+    r.symbol = str(r.symbol);
+    r.file = str(r.file);
+    sink(r);
+  }
+  for (auto r : from.stacks) {
+    r.id += stack_base;
+    if (r.parent) r.parent += stack_base;
+    if (r.frame) r.frame += frame_base;
+    sink(r);
+  }
+  for (auto r : from.samples) {
+    if (r.stack) r.stack += stack_base;
+    sink(r);
+  }
+  for (auto r : from.data_waits) { r.source = str(r.source); sink(r); }
+  for (auto r : from.steps) { r.source = str(r.source); sink(r); }
+  for (auto r : from.findings) { r.rule = str(r.rule); r.message = str(r.message); sink(r); }
+  for (auto r : from.modules) { r.path = str(r.path); r.build_id = str(r.build_id); sink(r); }
+}
 
 }  // namespace stepscope::store
