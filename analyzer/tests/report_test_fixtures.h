@@ -1,12 +1,10 @@
 // Hand-built Analysis objects for the report and diff tests (the renderers need no trace).
 #pragma once
 
-#include <array>
-#include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
 #include "stepscope/analyzer/analysis.h"
+#include "test_support.h"
 
 namespace stepscope::test {
 
@@ -68,26 +66,8 @@ struct ProcessResult {
 
 // Runs a shell command, capturing stdout+stderr.
 inline ProcessResult run_command(const std::string& cmd) {
-  ProcessResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-inline std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
+  CommandResult r = run_shell(cmd + " 2>&1");
+  return {r.status, std::move(r.output)};
 }
 
 inline bool have_program(const std::string& name) {

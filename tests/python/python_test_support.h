@@ -11,31 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
+
 namespace stepscope::test {
-
-struct CommandResult {
-  int status = -1;  // exit code, or 128 + signal
-  std::string output;
-};
-
-// Runs `sh -c command`, capturing stdout (add 2>&1 to also get stderr).
-inline CommandResult run_shell(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-  return r;
-}
-
-inline std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

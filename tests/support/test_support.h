@@ -1,6 +1,9 @@
 // Paths and skips shared by the tests.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -12,6 +15,31 @@ inline std::string trace_path(const std::string& rel) { return traces_dir() + "/
 inline bool have_traces() { return std::filesystem::is_directory(traces_dir()); }
 inline std::string source_dir() { return STEPSCOPE_SOURCE_DIR; }
 inline std::string binary_dir() { return STEPSCOPE_BINARY_DIR; }
+
+struct CommandResult {
+  int status = -1;  // exit code, or 128 + signal
+  std::string output;
+};
+
+// Runs `sh -c command`, capturing stdout (add 2>&1 to also get stderr).
+inline CommandResult run_shell(const std::string& command) {
+  CommandResult r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+  return r;
+}
+
+// `s` as one single-quoted shell word.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
 // A fresh scratch directory under the build tree, removed at scope end.
 class ScratchDir {
