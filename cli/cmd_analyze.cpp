@@ -3,18 +3,24 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "command.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
+#include "stepscope/analyzer/report.h"
 #include "stepscope/store/store.h"
 
 namespace stepscope::cli {
 namespace {
 
 struct AnalyzeArgs {
+  std::vector<std::string> files;  // several files or a directory: the ranks of one job (docs/multi-rank.md)
   std::string file, step_regex;
+  std::string rank_csv, job = "job";  // --rank-csv DIR: per-rank tables for a query engine (docs/scale.md)
   bool json = false, write_findings = false;
 };
 
@@ -25,12 +31,14 @@ double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part
 
 std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
 
-// One character per 1/kBarWidth of the step: # GPU busy, D data wait, S sync, L launch, . other.
+// One character per 1/kBarWidth of the step: # GPU busy, D data wait, S sync, L launch, H host code between
+// launches, . other, P the profiler's own cost.
 std::string stacked_bar(const analyzer::StepBreakdown& s) {
   std::string bar;
   if (s.dur_ns <= 0) return bar;
-  const std::pair<int64_t, char> parts[] = {{s.gpu_busy_ns, '#'}, {s.data_wait_ns, 'D'}, {s.sync_idle_ns, 'S'},
-                                            {s.launch_idle_ns, 'L'}, {s.other_idle_ns, '.'}};
+  const std::pair<int64_t, char> parts[] = {{s.gpu_busy_ns, '#'},    {s.data_wait_ns, 'D'}, {s.sync_idle_ns, 'S'},
+                                            {s.launch_idle_ns, 'L'}, {s.host_idle_ns, 'H'}, {s.other_idle_ns, '.'},
+                                            {s.profiler_ns, 'P'}};
   double acc = 0;
   for (auto [ns, c] : parts) {
     acc += double(ns);
@@ -58,36 +66,56 @@ void print_text(const analyzer::Analysis& a) {
   if (!s.has_gpu) {
     fmt::print("No GPU activity in this trace: there is no GPU to keep busy; the steps below are host time only.\n");
   } else {
-    fmt::print("GPU busy {} ms over a {} ms GPU span; {:.1f}% of step time busy; input wait {:.1f}% of step time\n",
-               ms(s.gpu_busy_us), ms(s.gpu_span_us), 100.0 * s.gpu_busy_share, 100.0 * s.data_wait_share);
+    // Every share below is of the same summed step time, and busy + the idle parts add up to it. The host's own
+    // wait for input is said apart from the GPU idle it caused: a wait overlapped by queued GPU work costs nothing.
+    fmt::print("GPU busy {} ms over a {} ms GPU span; {:.1f}% of step time busy; GPU idle waiting for input {:.1f}% "
+               "(the training loop waited {:.1f}%, the rest hidden behind queued GPU work)\n",
+               ms(s.gpu_busy_us), ms(s.gpu_span_us), 100.0 * s.gpu_busy_share, 100.0 * s.input_idle_share,
+               100.0 * s.data_wait_share);
+    if (auto note = analyzer::gpu_window_note(s); !note.empty()) fmt::print("{}\n", note);
+    if (auto note = analyzer::host_ahead_note(s); !note.empty()) fmt::print("{}\n", note);
+    if (s.profiler.applied && s.profiler.removed_us > 0)
+      fmt::print("Profiler cost removed: {:.2f} us per launch x {} launches = {} ms; median step {} ms recorded, "
+                 "~{} ms without the profiler ({})\n",
+                 s.profiler.cost_ns_per_launch / 1000.0, s.profiler.launches, ms(s.profiler.removed_us),
+                 ms(s.profiler.step_median_us), ms(s.profiler.corrected_step_median_us), s.profiler.source);
   }
+  if (s.step_source == "periodic")
+    fmt::print("Steps found from the repeating unit of the trace (confidence {:.0f}%).\n", 100.0 * s.step_confidence);
+  else if (s.step_source == "none" && s.step_confidence == 0.0)
+    fmt::print("No step markers and no repeating unit found: the run is analyzed as one window.\n");
   if (!a.steps.empty()) {
-    fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
-               "sync%", "launch", "other%", "kernels", "bound", "# busy  D data  S sync  L launch  . other");
+    fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
+               "sync%", "launch", "host%", "other%", "kernels", "bound",
+               "# busy  D data  S sync  L launch  H host  . other  P profiler");
     size_t shown = 0;
     for (const auto& st : a.steps) {
       if (shown++ == kMaxStepRows) {
         fmt::print("  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
         break;
       }
-      fmt::print("{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {:<6}  |{}|\n", st.index,
+      fmt::print("{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {:<6}  |{}|\n", st.index,
                  ms(double(st.dur_ns) / 1000.0), pct(st.gpu_busy_ns, st.dur_ns), pct(st.data_wait_ns, st.dur_ns),
-                 pct(st.sync_idle_ns, st.dur_ns), pct(st.launch_idle_ns, st.dur_ns), pct(st.other_idle_ns, st.dur_ns),
-                 st.kernels, analyzer::to_string(st.bound), stacked_bar(st));
+                 pct(st.sync_idle_ns, st.dur_ns), pct(st.launch_idle_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
+                 pct(st.other_idle_ns, st.dur_ns), st.kernels, analyzer::to_string(st.bound), stacked_bar(st));
     }
     double total = s.step_time_us;
     auto share = [&](double us) { return total > 0 ? 100.0 * us / total : 0.0; };
     double busy_us = s.gpu_busy_share * total;
     fmt::print("\nBreakdown over {} ms of steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data {} ms ({:.1f}%), "
-               "after syncs {} ms ({:.1f}%), between launches {} ms ({:.1f}%), other host time {} ms ({:.1f}%)\n",
+               "after syncs {} ms ({:.1f}%), in launch calls {} ms ({:.1f}%), host code between launches {} ms ({:.1f}%), "
+               "other {} ms ({:.1f}%), profiler's own cost {} ms ({:.1f}%)\n",
                ms(total), ms(busy_us), share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
                ms(s.sync_idle_us), share(s.sync_idle_us), ms(s.launch_idle_us), share(s.launch_idle_us),
-               ms(s.other_idle_us), share(s.other_idle_us));
+               ms(s.host_idle_us), share(s.host_idle_us), ms(s.other_idle_us), share(s.other_idle_us),
+               ms(s.profiler_us), share(s.profiler_us));
   }
+  fmt::print("{}", analyzer::render_slow_steps_text(a));
   if (!a.idle_host_top.empty()) {
-    fmt::print("\nHost activity while the GPU idled for other reasons:\n");
+    fmt::print("\nHost activity while the GPU waited for the host (full names: --json):\n");
     for (size_t i = 0; i < a.idle_host_top.size() && i < 5; ++i)
-      fmt::print("  {:>10} ms  {}\n", ms(double(a.idle_host_top[i].time_ns) / 1000.0), a.idle_host_top[i].name);
+      fmt::print("  {:>10} ms  {}\n", ms(double(a.idle_host_top[i].time_ns) / 1000.0),
+                 analyzer::short_symbol(a.idle_host_top[i].name));
   }
   if (a.findings.empty()) {
     fmt::print("\nNo findings.\n");
@@ -107,7 +135,28 @@ void print_text(const analyzer::Analysis& a) {
   }
 }
 
-int run_analyze(const AnalyzeArgs& args) {
+int run_analyze_ranks(const AnalyzeArgs& args) {
+  analyzer::MultiRankOptions options;
+  options.analyze.step_regex = args.step_regex;
+  if (args.write_findings) throw CLI::ValidationError("--write-findings", "takes one store, not several ranks");
+  auto m = analyzer::analyze_ranks(analyzer::expand_rank_inputs(args.files), options);
+  if (!args.rank_csv.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(args.rank_csv, ec);
+    if (ec) throw store::StoreError(args.rank_csv, "cannot create the directory: " + ec.message());
+    analyzer::write_file_atomically(args.rank_csv + "/rank_steps.csv", analyzer::rank_steps_csv(m.ranks, args.job));
+    analyzer::write_file_atomically(args.rank_csv + "/rank_collectives.csv",
+                                    analyzer::rank_collectives_csv(m.ranks, args.job));
+  }
+  fmt::print("{}", analyzer::render_multirank_report(m, args.json ? analyzer::ReportFormat::Json
+                                                                   : analyzer::ReportFormat::Text));
+  return 0;
+}
+
+int run_analyze(AnalyzeArgs& args) {
+  if (args.files.size() > 1 || std::filesystem::is_directory(args.files.front()) || !args.rank_csv.empty())
+    return run_analyze_ranks(args);
+  args.file = args.files.front();
   store::Trace trace = analyzer::load_trace(args.file);
   analyzer::AnalyzeOptions options;
   options.step_regex = args.step_regex;
@@ -136,11 +185,14 @@ CommandRegistration analyze_command(30, [](CLI::App& app, int& exit_code) {
   auto* sub = app.add_subcommand("analyze", "Find the steps, break each one down (GPU busy, data wait, sync, launch, "
                                             "host) and report bottlenecks with fixes and estimated savings");
   auto args = std::make_shared<AnalyzeArgs>();
-  sub->add_option("FILE", args->file, "A stepscope store, Kineto/Chrome trace JSON (.json, .gz, .zst) or Nsight "
-                                      "Systems SQLite export")
+  sub->add_option("FILE", args->files, "A stepscope store, Kineto/Chrome trace JSON (.json, .gz, .zst) or Nsight "
+                                       "Systems SQLite export; several files or a directory: the ranks of one job")
       ->required();
   sub->add_flag("--json", args->json, "Print the stepscope.analysis/1 JSON (docs/analysis-json.md)");
   sub->add_option("--step-regex", args->step_regex, "Ranges (NVTX/annotations) whose names match this regex are the steps");
+  sub->add_option("--rank-csv", args->rank_csv, "Also write the per-rank tables rank_steps.csv and "
+                                                "rank_collectives.csv into this directory (docs/scale.md)");
+  sub->add_option("--job", args->job, "Job name written in the --rank-csv rows")->capture_default_str();
   sub->add_flag("--write-findings", args->write_findings,
                 "Replace the findings table of FILE (a store) with these findings; the store is rewritten atomically");
   sub->callback([&exit_code, args] { exit_code = run_analyze(*args); });

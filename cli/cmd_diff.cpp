@@ -2,9 +2,12 @@
 // distributions and exits 1 on a regression (0 otherwise, 2 on bad input), for CI gates.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "command.h"
 #include "stepscope/analyzer/diff.h"
 #include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/analyzer/report.h"
 #include "stepscope/store/store.h"
 
@@ -18,11 +21,14 @@ struct DiffArgs {
 
 int run_diff(const DiffArgs& a) {
   std::vector<std::string> base = a.base, now = a.now;
+  bool ranks = false;  // BASE_DIR NEW_DIR: the ranks of two jobs; their steps pool, plus a per-rank section
   if (base.empty() && now.empty()) {
     if (a.positional.size() != 2)
       throw CLI::ValidationError("FILES", "give BASE NEW, or --base FILE... --new FILE... for several runs per side");
     base = {a.positional[0]};
     now = {a.positional[1]};
+    ranks = std::filesystem::is_directory(base[0]) && std::filesystem::is_directory(now[0]);
+    if (ranks) base = analyzer::expand_rank_inputs(base), now = analyzer::expand_rank_inputs(now);
   } else {
     if (!a.positional.empty())
       throw CLI::ValidationError("FILES", "positional files cannot be mixed with --base/--new");
@@ -53,6 +59,12 @@ int run_diff(const DiffArgs& a) {
   std::string out = a.format == "md" ? analyzer::diff_to_markdown(d)
                     : a.format == "json" ? analyzer::diff_to_json(d)
                                          : analyzer::diff_to_text(d);
+  if (ranks && a.format != "json") {  // the JSON keeps its stepscope.diff/1 shape
+    analyzer::MultiRankOptions mo;
+    mo.analyze = options;
+    out += analyzer::render_multirank_diff(analyzer::analyze_ranks(base, mo), analyzer::analyze_ranks(now, mo),
+                                           a.format == "md");
+  }
   analyzer::write_file_atomically("-", out);
   return d.exit_code();
 }
@@ -61,7 +73,7 @@ CommandRegistration diff_command(50, [](CLI::App& app, int& exit_code) {
   auto* sub = app.add_subcommand(
       "diff", "Compare runs step by step (BASE NEW, or --base/--new for repeated runs); exit 1 on a regression");
   auto args = std::make_shared<DiffArgs>();
-  sub->add_option("FILES", args->positional, "BASE NEW: two stores or traces");
+  sub->add_option("FILES", args->positional, "BASE NEW: two stores or traces, or two directories of rank files");
   sub->add_option("--base", args->base, "A base run (repeat for several runs; their steps pool)")->allow_extra_args(false);
   sub->add_option("--new", args->now, "A new run (repeat for several runs; their steps pool)")->allow_extra_args(false);
   sub->add_option("--config", args->config, "Thresholds and test settings (TOML or JSON; see docs/ci.md)");

@@ -17,6 +17,7 @@ int run_info(const std::string& file, bool json) {
   small.strings = r.strings();
   small.devices = r.devices();
   small.processes = r.processes();
+  const auto breaks = r.invariant_breaks();
   if (json) {
     std::string out;
     analyzer::JsonWriter w(out);
@@ -33,6 +34,11 @@ int run_info(const std::string& file, bool json) {
     w.end_array();
     w.key("processes").begin_array();
     for (const auto& p : small.processes) w.begin_object().kv("pid", p.pid).kv("name", small.str(p.name)).end_object();
+    w.end_array();
+    w.key("invariant_breaks").begin_array();
+    for (const auto& b : breaks)
+      w.begin_object().kv("table", b.table).kv("problem", b.problem).kv("rows", b.rows)
+          .kv("example_pid", b.example_pid).kv("example_tid", b.example_tid).end_object();
     w.end_array();
     w.key("meta").begin_object();
     for (const auto& [k, v] : meta) w.kv(k, v);
@@ -53,6 +59,15 @@ int run_info(const std::string& file, bool json) {
   if (!small.processes.empty()) {
     fmt::print("\nprocesses:\n");
     for (const auto& p : small.processes) fmt::print("  {} {}\n", p.pid, small.str(p.name));
+  }
+  // docs/schema.md "Invariant": older stores (schema v1 recordings) break it.
+  if (breaks.empty()) {
+    fmt::print("\ninvariant: every pid and thread in processes / threads: ok\n");
+  } else {
+    fmt::print("\ninvariant broken: rows naming a pid or thread that processes / threads lack\n");
+    for (const auto& b : breaks)
+      fmt::print("  {}: {} rows, {} (e.g. pid {} tid {})\n", b.table, b.rows, b.problem, b.example_pid,
+                 b.example_tid);
   }
   fmt::print("\nmeta:\n");
   for (const auto& [k, v] : meta) fmt::print("  {} = {}\n", k, v);

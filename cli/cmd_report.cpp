@@ -7,6 +7,7 @@
 #include "command.h"
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/analyzer/report.h"
 #include "stepscope/store/store.h"
 
@@ -14,6 +15,7 @@ namespace stepscope::cli {
 namespace {
 
 struct ReportArgs {
+  std::vector<std::string> files;  // several files or a directory: the ranks of one job (docs/multi-rank.md)
   std::string file, format, out, step_regex;
 };
 
@@ -32,8 +34,17 @@ analyzer::ReportFormat pick_format(const ReportArgs& a) {
   return f;
 }
 
-int run_report(const ReportArgs& a) {
+int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
+  if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front())) {
+    analyzer::MultiRankOptions options;
+    options.analyze.step_regex = a.step_regex;
+    auto m = analyzer::analyze_ranks(analyzer::expand_rank_inputs(a.files), options);
+    analyzer::write_file_atomically(a.out.empty() ? "-" : a.out, analyzer::render_multirank_report(m, format));
+    if (!a.out.empty()) fmt::print(stderr, "stepscope: wrote {}\n", a.out);
+    return 0;
+  }
+  a.file = a.files.front();
   store::Trace trace = analyzer::load_trace(a.file);
   analyzer::AnalyzeOptions options;
   options.step_regex = a.step_regex;
@@ -49,7 +60,8 @@ CommandRegistration report_command(40, [](CLI::App& app, int& exit_code) {
   auto* sub = app.add_subcommand("report", "Report one store or trace as text, Markdown (CI step summary), "
                                            "self-contained HTML or JSON");
   auto args = std::make_shared<ReportArgs>();
-  sub->add_option("FILE", args->file, "A stepscope store or any importable trace (Kineto JSON, Nsight Systems SQLite)")
+  sub->add_option("FILE", args->files, "A stepscope store or any importable trace (Kineto JSON, Nsight Systems "
+                                       "SQLite); several files or a directory: the ranks of one job")
       ->required();
   sub->add_option("--format,-f", args->format, "text, md, html or json (default: from -o's extension, else text)");
   sub->add_option("-o,--output", args->out, "Write here (atomically) instead of stdout");

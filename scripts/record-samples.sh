@@ -5,8 +5,10 @@
 #   scripts/record-samples.sh [BUILD_DIR [OUT_DIR]]     # defaults: build, BUILD_DIR/record-samples
 #
 # Each variant is also run once without the collector, so the table shows the collector's overhead on the
-# sample's own step time (the "time: ... step median" line every CUDA sample prints). The PyTorch samples
-# join in when the venv of scripts/python-env.sh has a torch that sees the GPU.
+# sample's own step time (the "time: ... step median" line every sample prints, CUDA and PyTorch). The PyTorch
+# samples join in when the venv of scripts/python-env.sh has a torch that sees the GPU. input_bound and
+# torch_dataloader size themselves to the machine (their "sizing:" lines are printed after the table); the
+# recorded run is given the plain run's sizing (--gpu-passes, --decode-us; --width, --decode-ms).
 # Needs a CUDA GPU: without one it says so and exits 3 (scripts/demo.sh then analyzes the bundled traces).
 # Exit codes: 0 every finding as expected; 1 some recording or finding differs from the expectation;
 # 2 usage or missing build outputs; 3 no GPU on this machine.
@@ -17,7 +19,7 @@ build=${1:-$root/build}
 out=${2:-$build/record-samples}
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
@@ -79,8 +81,18 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   "${cmd[@]}" $args >"$out/$name.plain.log" 2>&1
   plain_rc=$?
+  # The self-sizing samples: the recorded run does the plain run's work, so the overhead column compares like
+  # with like (sizing under the collector would measure a slower step and choose other work).
+  sized=()
+  case $sample in
+    input_bound) p=$(sed -n 's/^sizing: [a-z]*: [0-9]* decode workers\{0,1\}, \([0-9]*\) GPU passes per step$/\1/p' "$out/$name.plain.log")
+      d=$(sed -n 's/^time: decode [0-9]* rounds x [0-9.]* us = ~\([0-9.]*\) us per batch.*/\1/p' "$out/$name.plain.log")
+      [[ -n $p && -n $d ]] && sized=(--gpu-passes "$p" --decode-us "$d") ;;
+    py:torch_dataloader.py) d=$(sed -n 's/^torch_dataloader: .* width=\([0-9]*\) decode_ms=\([0-9.]*\)$/\1 \2/p' "$out/$name.plain.log")
+      [[ -n $d ]] && sized=(--width "${d% *}" --decode-ms "${d#* }") ;;
+  esac
   # shellcheck disable=SC2086
-  "$ss" record -o "$out/$name.db" -- "${cmd[@]}" $args >"$out/$name.record.log" 2>&1
+  "$ss" record -o "$out/$name.db" -- "${cmd[@]}" $args "${sized[@]}" >"$out/$name.record.log" 2>&1
   rec_rc=$?
   if ((plain_rc != 0 || rec_rc != 0)); then
     echo "record-samples: $name: plain run exited $plain_rc, recorded run exited $rec_rc (logs in $out)" >&2
@@ -120,6 +132,11 @@ printf '\n%-24s %12s %12s %9s %6s %-10s %s\n' variant plain_us recorded_us overh
 for r in "${rows[@]}"; do
   IFS=$'\t' read -r name plain rec over steps src cells verdict <<<"$r"
   printf '%-24s %12s %12s %9s %6s %-10s %s -> %s\n' "$name" "$plain" "$rec" "$over" "$steps" "$src" "$cells" "$verdict"
+done
+echo
+# What the self-sizing samples measured and chose on this machine (from the plain runs).
+for name in input_bound input_bound_prefetch torch_dataloader torch_dataloader_workers; do
+  [[ -f $out/$name.plain.log ]] && sed -n "s/^sizing: /$name: /p" "$out/$name.plain.log"
 done
 echo
 echo "Recordings, analyses (.json, .report.txt) and logs: $out"

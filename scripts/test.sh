@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Builds everything into build-test/ and runs the whole suite (the README's test command; CI runs this).
+#   scripts/test.sh --sanitize   instead: the whole suite built with ASan + UBSan (build-asan/), the collector's
+#                                ring/drain test with TSan (build-tsan/), and each libFuzzer target for
+#                                STEPSCOPE_FUZZ_RUNS (20000) executions (build-fuzz/); see docs/reliability.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+sanitize=0
+[[ ${1:-} == --sanitize ]] && sanitize=1
 
 if [[ $(id -u) -eq 0 ]]; then
   bash scripts/install-deps.sh
@@ -16,6 +21,28 @@ if [[ -x scripts/python-env.sh ]]; then
 fi
 
 jobs=$(nproc)
+if [[ $sanitize == 1 ]]; then
+  # The collector library is injected into arbitrary programs (python, sh): a sanitizer runtime cannot be
+  # preloaded into them, so `stepscope record` in the sanitized suite injects the plain build's library, and
+  # its concurrency is proven by the TSan ring test below.
+  cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake --build build-test -j"$jobs" --target stepscope_collector stepscope
+  # -O1: the usual sanitizer setting (fast enough to run, short stack traces stay exact).
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=address,undefined \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG"
+  cmake --build build-asan -j"$jobs"
+  (cd build-asan &&
+    STEPSCOPE_COLLECTOR_LIB="$root/build-test/collector/libstepscope_collector.so" \
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0" \
+    LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    ctest --output-on-failure -j"$jobs" --timeout 1200)
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
+  cmake --build build-tsan -j"$jobs" --target collector_ring_test
+  TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
+  STEPSCOPE_CLI="$root/build-test/cli/stepscope" bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
+  exit 0
+fi
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test -j"$jobs"
 cd build-test

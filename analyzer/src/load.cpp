@@ -44,10 +44,29 @@ class TempFile {
   std::string path_;
 };
 
+// Stores of the 0.1 collector wrote each synchronization with thread 0: it belongs to the thread of the API call
+// with its correlation id (what the collector does now), so a blocking wait joins the stack that blocked.
+void give_syncs_their_threads(Trace& t) {
+  std::unordered_map<int64_t, size_t> api_of;
+  for (const auto& y : t.syncs)
+    if (y.tid == 0 && y.correlation) api_of.emplace(y.correlation, SIZE_MAX);
+  if (api_of.empty()) return;
+  for (size_t i = 0; i < t.api_calls.size(); ++i)
+    if (auto it = api_of.find(t.api_calls[i].correlation); it != api_of.end()) it->second = i;
+  for (auto& y : t.syncs) {
+    if (y.tid != 0 || !y.correlation) continue;
+    if (auto it = api_of.find(y.correlation); it != api_of.end() && it->second != SIZE_MAX) {
+      y.pid = t.api_calls[it->second].pid;
+      y.tid = t.api_calls[it->second].tid;
+    }
+  }
+}
+
 Trace load_sqlite(const std::string& db_path, const std::string& shown) {
   switch (store::sniff_file(db_path)) {
     case store::FileKind::Store: {
       Trace t = store::StoreReader(db_path).load();
+      give_syncs_their_threads(t);
       return t;
     }
     case store::FileKind::NsysSqlite:
@@ -138,6 +157,11 @@ Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& opti
     for (const auto& p : paths) files += (files.empty() ? "" : ";") + p;
     all.meta["source_file"] = files;
   }
+  sort_by_time(all);
+  return all;
+}
+
+void sort_by_time(store::Trace& all) {
   auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
   std::stable_sort(all.kernels.begin(), all.kernels.end(), by_start);
   std::stable_sort(all.memcpys.begin(), all.memcpys.end(), by_start);
@@ -149,7 +173,6 @@ Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& opti
   std::stable_sort(all.steps.begin(), all.steps.end(), by_start);
   std::stable_sort(all.samples.begin(), all.samples.end(),
                    [](const auto& a, const auto& b) { return a.time < b.time; });
-  return all;
 }
 
 }  // namespace stepscope::analyzer

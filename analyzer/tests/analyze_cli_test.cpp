@@ -110,6 +110,8 @@ TEST_CASE("analyze: real traces, terminal report and the plain no-GPU message") 
   CHECK(r.out.find("input-bound") != std::string::npos);
   CHECK(r.out.find("|####") != std::string::npos);  // stacked bars
   CHECK(r.out.find("num_workers") != std::string::npos);
+  // The steps are held against their median, as in every report.
+  CHECK(r.out.find("\nSlow steps: 0 of 6 steps exceed the median step (176 ms)") != std::string::npos);
 
   r = run(dir, "'" + test::trace_path("hta/cpu_only.json.gz") + "'");
   REQUIRE(r.rc == 0);

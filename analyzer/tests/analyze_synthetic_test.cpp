@@ -6,49 +6,15 @@
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/store/records.h"
 #include "stepscope/store/store.h"
+#include "synthetic_builder.h"
 #include "test_support.h"
 
 using namespace stepscope;
 using analyzer::Bound;
+using test::Builder;
+using test::US;
 
 namespace {
-
-constexpr int64_t US = 1000;
-
-// Builds a trace the way the importers do: ranges, launch calls and the GPU work they issued.
-struct Builder {
-  store::Trace t;
-  int64_t corr = 1;
-  int64_t pid = 100, tid = 101;
-
-  void range(const std::string& name, int64_t s, int64_t e, store::RangeSource src = store::RangeSource::Annotation,
-             int depth = 0) {
-    store::Range r;
-    r.start = s, r.end = e, r.pid = pid, r.tid = tid, r.name = t.intern(name), r.source = src, r.depth = depth;
-    t.ranges.push_back(r);
-  }
-  int64_t api(const std::string& name, int64_t s, int64_t e) {
-    store::ApiCall a;
-    a.start = s, a.end = e, a.pid = pid, a.tid = tid, a.name = t.intern(name), a.correlation = corr++;
-    t.api_calls.push_back(a);
-    return a.correlation;
-  }
-  // A kernel [ks, ke) launched by cudaLaunchKernel [ls, le).
-  void kernel(const std::string& name, int64_t ls, int64_t le, int64_t ks, int64_t ke, int grid = 1, int64_t stream = 7) {
-    store::Kernel k;
-    k.correlation = api("cudaLaunchKernel", ls, le);
-    k.start = ks, k.end = ke, k.name = t.intern(name), k.grid_x = grid, k.grid_y = 1, k.grid_z = 1, k.stream = stream;
-    k.block_x = 128, k.block_y = 1, k.block_z = 1;
-    t.kernels.push_back(k);
-  }
-  void memcpy(store::CopyKind kind, store::MemoryKind src, store::MemoryKind dst, int64_t ls, int64_t le, int64_t cs,
-              int64_t ce, int64_t bytes) {
-    store::Memcpy m;
-    m.correlation = api("cudaMemcpyAsync", ls, le);
-    m.start = cs, m.end = ce, m.kind = kind, m.src_kind = src, m.dst_kind = dst, m.bytes = bytes, m.stream = 7;
-    t.memcpys.push_back(m);
-  }
-};
 
 const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
   for (const auto& f : a.findings)
@@ -59,13 +25,15 @@ const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::stri
 void check_partition(const analyzer::Analysis& a) {
   for (const auto& s : a.steps) {
     INFO("step " << s.index);
-    CHECK(s.gpu_busy_ns + s.data_wait_ns + s.launch_idle_ns + s.sync_idle_ns + s.other_idle_ns == s.dur_ns);
+    CHECK(s.gpu_busy_ns + s.data_wait_ns + s.launch_idle_ns + s.sync_idle_ns + s.host_idle_ns + s.other_idle_ns +
+              s.profiler_ns ==
+          s.dur_ns);
   }
 }
 
 }  // namespace
 
-TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other exactly") {
+TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync, host and other exactly") {
   Builder b;
   b.range("ProfilerStep#1", 0, 1000 * US);
   b.kernel("k_a", 50 * US, 60 * US, 100 * US, 300 * US);
@@ -82,8 +50,9 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other 
   CHECK(s.gpu_busy_ns == 320 * US);
   CHECK(s.data_wait_ns == 300 * US);     // 300..600: the loader
   CHECK(s.sync_idle_ns == 250 * US);     // 700..900 blocked on a drained GPU, 900..950 until the next launch
-  CHECK(s.launch_idle_ns == 80 * US);    // 50..100, 600..620, 950..960: host issuing the next launch
-  CHECK(s.other_idle_ns == 50 * US);     // 0..50: nothing known
+  CHECK(s.launch_idle_ns == 80 * US);    // 50..100, 600..620, 950..960: inside the launch call of the next work
+  CHECK(s.host_idle_ns == 50 * US);      // 0..50: the GPU's queue is empty, the host has not begun the launch
+  CHECK(s.other_idle_ns == 0);
   CHECK(s.host_data_wait_ns == 300 * US);
   CHECK(s.kernels == 3);
   CHECK(s.bound == Bound::Input);
@@ -107,7 +76,7 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync and other 
   CHECK(a.findings.front().rule == "input-bound");
 }
 
-TEST_CASE("a long host gap without launches is host time - the launch that ends it is launch idle") {
+TEST_CASE("a long host gap without launches is host idle - the launch that ends it is launch idle") {
   Builder b;
   b.range("ProfilerStep#1", 0, 2000 * US);
   b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
@@ -117,13 +86,35 @@ TEST_CASE("a long host gap without launches is host time - the launch that ends 
   REQUIRE(a.steps.size() == 1);
   const auto& s = a.steps[0];
   CHECK(s.launch_idle_ns == 30 * US);  // 0..10 and 1500..1520
-  CHECK(s.other_idle_ns == 1400 * US);
+  CHECK(s.host_idle_ns == 1400 * US);  // the queue was empty and the launching thread ran aten::cpu_heavy_op
+  CHECK(s.other_idle_ns == 0);
   CHECK(s.bound == Bound::Host);
   check_partition(a);
   REQUIRE(!a.idle_host_top.empty());
   CHECK(a.idle_host_top[0].name == "aten::cpu_heavy_op");
   CHECK(a.idle_host_top[0].time_ns == 1350 * US);
   CHECK_FALSE(find(a, "launch-overhead"));
+}
+
+TEST_CASE("host activity while the GPU idled leaves out the collector's own threads") {
+  Builder b;
+  b.range("ProfilerStep#1", 0, 2000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
+  b.kernel("k_b", 1500 * US, 1510 * US, 1520 * US, 2000 * US);
+  b.t.frames.push_back({1, b.t.intern("app"), b.t.intern("preprocess"), 0, 0, store::FrameKind::Native, 0});
+  b.t.frames.push_back({2, b.t.intern("libstepscope_collector.so"), b.t.intern("drain_once"), 0, 0,
+                        store::FrameKind::Native, 0});
+  b.t.stacks.push_back({1, 0, 1});
+  b.t.stacks.push_back({2, 0, 2});
+  b.t.threads.push_back({100, 101, b.t.intern("python"), false});
+  b.t.threads.push_back({100, 102, b.t.intern("stepscope"), true});
+  // In the idle gap 100..1500 us: 3 samples of the program, 5 of the collector thread.
+  for (int i = 0; i < 3; ++i) b.t.samples.push_back({(200 + 100 * i) * US, 100, 101, 1, true});
+  for (int i = 0; i < 5; ++i) b.t.samples.push_back({(210 + 100 * i) * US, 100, 102, 2, true});
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.idle_host_top.size() == 1);
+  CHECK(a.idle_host_top[0].name == "preprocess");
+  CHECK(a.idle_host_top[0].samples == 3);
 }
 
 TEST_CASE("cudaEventQuery and cudaStreamWaitEvent are not host stalls") {
@@ -232,7 +223,7 @@ TEST_CASE("busy is the union over devices, with each device's own busy time besi
   CHECK(analyzer::to_json(a).find("\"devices\":[{\"device\":0,\"gpu_busy_us\":40}") != std::string::npos);
 }
 
-TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, pattern, none") {
+TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, periodic, none") {
   Builder b;
   for (int i = 0; i < 4; ++i) {
     int64_t s0 = i * 1000 * US;
@@ -267,10 +258,11 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
     CHECK(a.steps[2].start_ns == 2000 * US);
     CHECK(a.steps[2].dur_ns == 1000 * US);
   }
-  SECTION("pattern: the kernel sequence repeats") {
+  SECTION("periodic: the kernel sequence repeats") {
     b.t.ranges.clear();
     auto a = analyzer::analyze(b.t);
-    CHECK(a.summary.step_source == "pattern");
+    CHECK(a.summary.step_source == "periodic");
+    CHECK(a.summary.step_confidence == Approx(1.0));
     CHECK(a.summary.steps == 4);
     CHECK(a.steps[1].start_ns == 1020 * US);  // the anchor kernel's launch call
   }

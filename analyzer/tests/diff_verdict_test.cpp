@@ -130,7 +130,7 @@ TEST_CASE("same distribution with high variance: thresholds are crossed by noise
   CHECK(regressions <= 5);
 }
 
-TEST_CASE("a +10% step-time shift with low variance is caught; the reverse is an improvement") {
+TEST_CASE("a +10% step-time shift with low variance is caught — the reverse is an improvement") {
   RunSpec base, slow;
   base.cv = slow.cv = 0.02;
   slow.step_ms = 110;
@@ -221,7 +221,7 @@ TEST_CASE("a run against itself is unchanged everywhere") {
   CHECK(d.exit_code() == 0);
 }
 
-TEST_CASE("several runs per side pool their steps; warm-up steps are dropped per run") {
+TEST_CASE("several runs per side pool their steps — warm-up steps are dropped per run") {
   RunSpec spec;
   spec.steps = 4;
   auto d = analyzer::diff_runs({synth_run(spec, 1), synth_run(spec, 2), synth_run(spec, 3)},

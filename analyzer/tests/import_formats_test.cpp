@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -62,6 +63,27 @@ std::string text(sqlite3* db, const std::string& sql) {
   return v;
 }
 
+// Points TMPDIR at a folder of this test's own while it lives: other tests running at the same time
+// decompress traces into the shared temp folder, and their temporaries must not count as ours.
+class PrivateTempDir {
+ public:
+  explicit PrivateTempDir(const std::string& name) : dir_(name) {
+    if (const char* t = std::getenv("TMPDIR")) saved_ = t, had_ = true;
+    ::setenv("TMPDIR", dir_.path().c_str(), 1);
+  }
+  ~PrivateTempDir() {
+    if (had_)
+      ::setenv("TMPDIR", saved_.c_str(), 1);
+    else
+      ::unsetenv("TMPDIR");
+  }
+
+ private:
+  test::ScratchDir dir_;
+  std::string saved_;
+  bool had_ = false;
+};
+
 std::set<std::string> temp_imports() {
   std::set<std::string> out;
   std::error_code ec;
@@ -99,6 +121,7 @@ TEST_CASE("µs text becomes exact integer ns") {
 TEST_CASE("Nsight Systems SQLite: counts equal SELECT count(*), names resolve through StringIds") {
   STEPSCOPE_REQUIRE_TRACES();
   test::ScratchDir dir("import_nsys");
+  PrivateTempDir tmp("import_nsys_tmp");
   auto before = temp_imports();
   const store::Trace& t = trace("nsys/cloverleaf_a100.sqlite.gz");
   CHECK(temp_imports() == before);  // the decompressed temporary is gone
@@ -279,6 +302,7 @@ TEST_CASE("several ranks load into one trace") {
 
 TEST_CASE("bad input: one-line errors naming the file and the reason, no temporaries left") {
   test::ScratchDir dir("import_bad");
+  PrivateTempDir tmp("import_bad_tmp");
   auto before = temp_imports();
   auto write = [&](const std::string& name, const std::string& bytes) {
     std::ofstream(dir.file(name), std::ios::binary) << bytes;

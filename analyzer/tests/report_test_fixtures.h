@@ -21,6 +21,7 @@ inline analyzer::Analysis sample_analysis() {
   a.summary.steps = 6;
   a.summary.step_source = "profiler-step";
   a.summary.data_wait_share = 0.4;
+  a.summary.input_idle_share = 0.4;
   a.summary.gpu_busy_share = 0.5;
   a.summary.has_gpu = true;
   for (int i = 0; i < 6; ++i) {

@@ -69,7 +69,8 @@ TEST_CASE("format helpers") {
 
 TEST_CASE("text report: step table with bars, totals, kernels, findings with evidence") {
   std::string t = analyzer::render_text_report(test::sample_analysis());
-  CHECK(t.find("Steps: 6 (source: profiler-step); GPU busy 50.0% of step time; data wait 40.0%") != std::string::npos);
+  CHECK(t.find("Steps: 6 (source: profiler-step); GPU busy 50.0% of step time; GPU idle waiting for input 40.0% (the "
+               "training loop waited 40.0%)") != std::string::npos);
   // Bar for a 100 ms step: 20 '#' (50 ms busy), 2 'L' (4 ms → 1.6, rounded to cumulative 21.6→22),
   // 16 'D' (to 37.6→38), 1 'S' (40.6 → 41... capped at 40), '.' for the rest.
   auto lines = lines_of(t);
@@ -80,11 +81,14 @@ TEST_CASE("text report: step table with bars, totals, kernels, findings with evi
       CHECK(l.find(std::string(20, '#') + "LL" + std::string(16, 'D') + "S.") != std::string::npos);
     }
   CHECK(found);
-  CHECK(t.find("Breakdown of 600 ms summed step time: GPU busy 50.0%, launch idle 4.0%, data wait 40.0%, sync idle 3.0%, other 3.0%") !=
-        std::string::npos);
+  CHECK(t.find("Breakdown of 600 ms summed step time: GPU busy 50.0%, launch idle 4.0%, host code between launches 0.0%, "
+               "data wait 40.0%, sync idle 3.0%, other 3.0%, profiler cost 0.0%") != std::string::npos);
   CHECK(t.find("[HIGH] input-bound:") != std::string::npos);
   CHECK(t.find("est. saving: 40 ms per step (40.0% of step time)") != std::string::npos);
-  CHECK(t.find("    \"data_wait_us_per_step\": 40000,") != std::string::npos);
+  // Evidence reads as labelled lines with units, not JSON.
+  CHECK(t.find("  evidence:\n    data wait per step  40 ms\n    source              dataloader\n"
+               "    ranges              enumerate(DataLoader)#<x>\n") != std::string::npos);
+  CHECK(t.find("\"data_wait_us_per_step\"") == std::string::npos);
   CHECK(t.find("<script>alert(1)</script>") != std::string::npos);  // a terminal shows names as they are
   // ... except control characters: a name cannot send escape sequences to the terminal.
   auto a = test::sample_analysis();
@@ -117,7 +121,27 @@ TEST_CASE("markdown report: GFM tables whose rows keep their column count") {
   CHECK(in_kernels == 2 + 3);  // header, rule, 3 kernels
   CHECK(md.find("| high | `input-bound` | 40 ms | 40.0% |") != std::string::npos);
   CHECK(md.find("```\nDataLoader(dataset, num_workers=8, pin_memory=True,") != std::string::npos);
-  CHECK(md.find("```json\n{\n  \"data_wait_us_per_step\": 40000,") != std::string::npos);
+  CHECK(md.find("Evidence:\n\n- data wait per step: 40 ms\n- source: dataloader\n- ranges: enumerate(DataLoader)\\#&lt;x&gt;\n") !=
+        std::string::npos);
+  CHECK(md.find("\"data_wait_us_per_step\"") == std::string::npos);
+}
+
+TEST_CASE("evidence in text and Markdown: aligned tables, names in code spans that GFM shows as they are") {
+  const std::string ev =
+      R"J({"gpu_idle_share":0.25,"kernels":[{"name":"my_kernel|v2","count":3,"total_us":1500},)J"
+      R"J({"name":"void op_kernel<7>(float*)","count":12,"total_us":20}]})J";
+  const std::string md = analyzer::render_evidence_markdown(ev);
+  CHECK(md.find("- GPU idle share: 25.0%\n") != std::string::npos);
+  // Backslashes are literal inside a code span: underscores stay bare, a table cell's pipe is "\|".
+  CHECK(md.find("| `my_kernel\\|v2` | 3 | 1.5 ms |") != std::string::npos);
+  CHECK(md.find("| `op_kernel<7>(…)` | 12 | 20 µs |") != std::string::npos);
+  const std::string text = analyzer::render_evidence_text(ev, "  ");
+  CHECK(text ==
+        "  GPU idle share  25.0%\n"
+        "  kernels:\n"
+        "    name             count   total\n"
+        "    my_kernel|v2         3  1.5 ms\n"
+        "    op_kernel<7>(…)     12   20 µs\n");
 }
 
 TEST_CASE("report formats parse") {
@@ -150,4 +174,16 @@ TEST_CASE("write_file_atomically replaces the file whole and leaves nothing behi
   } catch (const store::StoreError& e) {
     CHECK(std::string(e.what()).rfind(bad + ": ", 0) == 0);
   }
+}
+
+TEST_CASE("reports show C++ kernel names folded, the HTML keeps the full name in the title") {
+  const auto a = test::sample_analysis();
+  const std::string folded = "at::native::vectorized_elementwise_kernel<…>(…)";
+  CHECK(render_text_report(a).find(folded) != std::string::npos);
+  const std::string escaped = "at::native::vectorized_elementwise_kernel&lt;…&gt;(…)";
+  CHECK(render_markdown_report(a).find(analyzer::markdown_escape(folded)) != std::string::npos);
+  const std::string html = render_html_report(a);
+  CHECK(html.find(">" + escaped + "<") != std::string::npos);
+  CHECK(html.find("title=\"void at::native::vectorized_elementwise_kernel&lt;4, at::native::FillFunctor&lt;float&gt;") !=
+        std::string::npos);
 }

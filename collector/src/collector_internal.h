@@ -6,6 +6,7 @@
 #include <mutex>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "stepscope/store/records.h"
 
@@ -19,6 +20,12 @@ struct Config {
   std::regex data_wait_regex{"data|load|fetch|next_batch", std::regex::icase | std::regex::optimize};
   std::regex step_regex;  // empty pattern = no NVTX steps
   bool has_step_regex = false;
+  // CUDA API records: false = lean (the classes of cupti_api_classes.h), true = every runtime and driver call.
+  bool cuda_api_all = false;
+  // GPU windows: CUDA activity traced for gpu_window_n steps out of every gpu_window_m (0/0 = the whole run).
+  int gpu_window_n = 20, gpu_window_m = 200;
+  int cuda_stacks_per_s = 200;  // stacks captured at blocking CUDA calls per second and process (0 = none)
+  bool calibrate = true;        // measure the per-launch cost of CUPTI tracing at start
 };
 
 // True once the collector is recording in this process.
@@ -40,8 +47,25 @@ struct PendingRows {
     int64_t last_boundary = -1;
   };
   std::map<std::string, StepSequence> step_sequences;
+  // Stacks captured at blocking CUDA calls, by correlation id, waiting for the collector thread to resolve them
+  // (raw: the PCs then the raw Python frames, as in a sample ring record).
+  struct CallStack {
+    int64_t correlation = 0;
+    int32_t tid = 0;
+    uint16_t n_pcs = 0, n_py = 0;
+    std::string raw;
+  };
+  std::vector<CallStack> call_stacks;
+  std::vector<store::GpuWindow> gpu_windows;
 };
 PendingRows& pending();
+
+// Captures the calling thread's native + Python stack for the API call `correlation` (rate-limited to
+// Config::cuda_stacks_per_s; drops when over). Called from CUPTI's API-enter callback.
+void capture_call_stack(int64_t correlation);
+
+// Marks `tid` as one of the collector's own threads (its samples are the profiler's work).
+void mark_collector_thread(int32_t tid);
 
 // A metadata key for this process's store (e.g. "cupti.status"); written at the next commit.
 void set_process_meta(const std::string& key, const std::string& value);
@@ -54,7 +78,13 @@ namespace cupti {
 // Starts CUPTI activity recording when libcuda is present/initialized. Safe to call more than once.
 void start_if_possible(const char* why);
 void flush(bool final_flush);
+// Flushes and disables every activity kind (the end of an attach window); start_if_possible enables them again.
+void stop();
 void after_fork_child();
+// A step boundary was recorded (its source's step count `steps`): switches GPU windows.
+void on_step(const char* source, int64_t steps);
+// On the collector thread, once CUDA is up: measures the per-launch cost of tracing (meta cupti.launch_cost_ns).
+void calibrate_if_due();
 }  // namespace cupti
 
 }  // namespace stepscope::collector

@@ -18,6 +18,12 @@ struct Api {
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
   decltype(&cuptiSubscribe) subscribe = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
+  decltype(&cuptiActivityDisable) disable = nullptr;
+  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
+  // Fine-grained API records (CUPTI 12.x+); null in older libraries: lean tracing then falls back to all APIs.
+  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
+  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
 };
 
 extern Api* api;  // set by load_library()

@@ -7,6 +7,7 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cupti_decode.h"
 #include "cupti_api.h"
@@ -101,6 +102,11 @@ bool load_library(std::string* error) {
   STEPSCOPE_LOAD(callback_name, cuptiGetCallbackName);
   STEPSCOPE_LOAD(subscribe, cuptiSubscribe);
   STEPSCOPE_LOAD(unsubscribe, cuptiUnsubscribe);
+  STEPSCOPE_LOAD(enable_callback, cuptiEnableCallback);
+  STEPSCOPE_LOAD(disable, cuptiActivityDisable);
+  STEPSCOPE_LOAD(set_thread_id_type, cuptiSetThreadIdType);
+  STEPSCOPE_LOAD(enable_runtime_api, cuptiActivityEnableRuntimeApi);
+  STEPSCOPE_LOAD(enable_driver_api, cuptiActivityEnableDriverApi);
 #undef STEPSCOPE_LOAD
   if (!a->get_next_record || !a->register_callbacks || !a->enable || !a->flush_all) {
     if (error) *error = "libcupti lacks the activity API";
@@ -131,6 +137,7 @@ std::string api_name(store::ApiKind kind, uint32_t cbid) {
 size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& out, DecodeState& st) {
   size_t n = 0;
   CUpti_Activity* record = nullptr;
+  std::vector<size_t> unresolved_syncs;  // indices into out.syncs whose API record may follow
   const int64_t off = st.clock_offset;
   auto t = [off](uint64_t v) { return static_cast<int64_t>(v) + off; };
   while (api->get_next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
@@ -151,6 +158,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.block_x = k->blockX, r.block_y = k->blockY, r.block_z = k->blockZ;
         r.registers = k->registersPerThread;
         r.shared_memory = int64_t(k->staticSharedMemory) + k->dynamicSharedMemory;
+        if (k->name && !st.skip_kernel.empty() && st.skip_kernel == k->name) break;  // the collector's own calibration kernel
         r.name = out.intern(k->name ? k->name : "");
         r.graph_id = k->graphId;
         r.pid = st.pid;
@@ -190,6 +198,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        if (st.skip_tid && int64_t(a->threadId) == st.skip_tid) break;  // the collector's own calibration
         store::ApiCall r;
         r.start = t(a->start);
         r.end = t(a->end);
@@ -212,6 +221,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.pid = st.pid;
         auto it = st.correlation_tid.find(s->correlationId);
         r.tid = it == st.correlation_tid.end() ? 0 : it->second;
+        if (!r.tid) unresolved_syncs.push_back(out.syncs.size());
         r.type = sync_type(s->type);
         r.device = 0;
         r.stream = s->streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? -1 : int64_t(s->streamId);
@@ -295,6 +305,10 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         ++st.unknown_records;
         break;
     }
+  }
+  for (size_t i : unresolved_syncs) {
+    auto it = st.correlation_tid.find(uint32_t(out.syncs[i].correlation));
+    if (it != st.correlation_tid.end()) out.syncs[i].tid = it->second;
   }
   return n;
 }

@@ -27,6 +27,10 @@ struct DecodeState {
   std::unordered_map<uint32_t, OpenMarker> open_markers;
   // Correlation id → thread of the API call, so synchronization rows get the waiting thread.
   std::unordered_map<uint32_t, int64_t> correlation_tid;
+  // Rows of the collector's own launch-cost calibration are not the program's: kernels of this name and API
+  // records of this thread are dropped.
+  std::string skip_kernel;
+  int64_t skip_tid = 0;
   uint64_t records = 0;
   uint64_t unknown_records = 0;
 };

@@ -6,5 +6,8 @@ void start_if_possible(const char*) {
   if (running() && !config().no_gpu) set_process_meta("cupti.status", "built without CUDA: recording CPU data only");
 }
 void flush(bool) {}
+void stop() {}
 void after_fork_child() {}
+void on_step(const char*, int64_t) {}
+void calibrate_if_due() {}
 }  // namespace stepscope::collector::cupti

@@ -20,9 +20,12 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
+#include "rank_env.h"
+#include "rank_outputs.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 
@@ -76,7 +79,55 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const char* key) {
   return it == m.end() ? 0 : std::atoll(it->second.c_str());
 }
 
+// One part's rows made to keep the invariant of docs/schema.md: a sync without its thread gets the thread of
+// the API call with the same correlation id; the collector's own threads are marked; every (pid, tid) a row
+// names gets a threads row (named "" when the collector could not read its comm in time).
+void complete_threads(store::Trace& t) {
+  std::unordered_map<int64_t, int64_t> tid_of;
+  for (const auto& a : t.api_calls) tid_of.emplace(a.correlation, a.tid);
+  for (auto& s : t.syncs)
+    if (!s.tid)
+      if (auto it = tid_of.find(s.correlation); it != tid_of.end()) s.tid = it->second;
+  std::set<int64_t> own;
+  if (auto it = t.meta.find("collector.own_tids"); it != t.meta.end()) {
+    std::string list = it->second;
+    for (size_t i = 0; i < list.size();) {
+      size_t j = list.find(',', i);
+      if (j == std::string::npos) j = list.size();
+      own.insert(std::atoll(list.substr(i, j - i).c_str()));
+      i = j + 1;
+    }
+  }
+  std::set<std::pair<int64_t, int64_t>> known;
+  for (auto& th : t.threads) {
+    if (own.count(th.tid)) th.collector = true;
+    known.insert({th.pid, th.tid});
+  }
+  auto need = [&](int64_t pid, int64_t tid) {
+    if (tid && known.insert({pid, tid}).second) {
+      store::Thread th;
+      th.pid = pid;
+      th.tid = tid;
+      th.collector = own.count(tid) > 0;
+      t.threads.push_back(th);
+    }
+  };
+  for (const auto& r : t.samples) need(r.pid, r.tid);
+  for (const auto& r : t.api_calls) need(r.pid, r.tid);
+  for (const auto& r : t.syncs) need(r.pid, r.tid);
+  for (const auto& r : t.ranges) need(r.pid, r.tid);
+  for (const auto& r : t.data_waits) need(r.pid, r.tid);
+  for (const auto& r : t.steps) need(r.pid, r.tid);
+}
+
 }  // namespace
+
+bool valid_gpu_window(const std::string& spec) {
+  if (spec == "all") return true;
+  int n = 0, m = 0;
+  char tail = 0;
+  return std::sscanf(spec.c_str(), "%d/%d%c", &n, &m, &tail) == 2 && n > 0 && m > n;
+}
 
 std::string collector_library_path() {
   if (const char* p = std::getenv("STEPSCOPE_COLLECTOR_LIB"); p && *p) return p;
@@ -87,6 +138,47 @@ std::string collector_library_path() {
     if (fs::exists(c, ec)) return fs::canonical(c, ec).string();
   }
   return STEPSCOPE_COLLECTOR_BUILD_PATH;
+}
+
+// The file `command` runs (PATH searched like execvp), or "" when not found.
+static std::string resolve_command(const std::string& command) {
+  if (command.find('/') != std::string::npos) return command;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/" + command;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+// True for an ELF executable with no program interpreter (PT_INTERP): the dynamic loader never runs, so
+// LD_PRELOAD cannot inject the collector. Scripts and unreadable files are not called static.
+static bool statically_linked(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char h[64] = {};
+  bool is_static = false;
+  if (::pread(fd, h, sizeof h, 0) == ssize_t(sizeof h) && std::memcmp(h, "\x7f" "ELF", 4) == 0 && h[4] == 2 &&
+      h[5] == 1) {  // 64-bit little-endian
+    uint64_t phoff;
+    uint16_t phentsize, phnum;
+    std::memcpy(&phoff, h + 32, 8);
+    std::memcpy(&phentsize, h + 54, 2);
+    std::memcpy(&phnum, h + 56, 2);
+    is_static = phnum > 0 && phentsize >= 4;
+    for (uint16_t i = 0; is_static && i < phnum; ++i) {
+      uint32_t type = 0;
+      if (::pread(fd, &type, 4, off_t(phoff + uint64_t(i) * phentsize)) != 4) is_static = false;
+      if (type == 3) is_static = false;  // PT_INTERP
+    }
+  }
+  ::close(fd);
+  return is_static;
 }
 
 void merge_parts(const std::string& parts_dir, const std::string& output,
@@ -131,7 +223,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   const std::string tmp = store::temp_path_beside(output);
   std::map<std::string, std::string> merged_meta = meta;
   std::set<std::string> statuses, endings;
-  int64_t captured = 0, symbolize_ns = 0;
+  int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
+  std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
   double collector_cpu = 0, start_max = 0;
   const int64_t load_ns = mono_ns() - t_load;
   Symbolizer symbolizer;
@@ -153,8 +246,15 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       if (auto it = t.meta.find("collector.end"); it != t.meta.end()) endings.insert(it->second);
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
-      for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median"})
+      for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median",
+                            "cupti.api_tracing", "cupti.thread_ids", "cupti.stack_callback_ids", "gpu.window",
+                            "gpu.window_requested", "cupti.launch_cost_ns", "cupti.launch_cost_method",
+                            "cupti.calibration"})
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
+      for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
+        if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
+      call_stacks += meta_int(t.meta, "collector.call_stacks");
+      complete_threads(t);
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
         if (written_pids.insert(p.pid).second) {
@@ -186,6 +286,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.6f", collector_cpu);
     merged_meta["collector.thread_cpu_s"] = buf;  // all processes' collector threads together
+    for (const auto& [k, v] : own_cpu) {
+      std::snprintf(buf, sizeof buf, "%.6f", v);
+      merged_meta[k] = buf;
+    }
+    merged_meta["collector.call_stacks"] = std::to_string(call_stacks);
     std::snprintf(buf, sizeof buf, "%.6f", start_max);
     merged_meta["collector.start_s"] = buf;  // the slowest process's start()
     std::snprintf(buf, sizeof buf, "%.6f", double(load_ns) / 1e9);
@@ -217,12 +322,23 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
 RecordSummary record(const RecordOptions& o) {
   RecordSummary summary;
   if (o.command.empty()) throw store::StoreError(o.output, "no command to record (stepscope record -- CMD ...)");
-  const std::string output = fs::absolute(o.output).lexically_normal().string();
+  // -o may hold %r (rank), %p (pid), %h (host): docs/collector.md, "Several ranks". A launcher started as one
+  // rank (srun/mpirun run `stepscope record` once per rank) knows its rank now; under torchrun only the
+  // processes it starts do, and their parts are grouped by rank after the run.
+  const auto own_rank = rank_from_env();
+  const std::string host = host_name(), launcher_pid = std::to_string(getpid());
+  const std::string rank_now = own_rank.count("rank") ? own_rank.at("rank") : std::string();
+  const bool per_rank = rank_now.empty() && o.output.find("%r") != std::string::npos;
+  const std::string pattern = rank_now.empty() ? o.output : expand_output(o.output, &rank_now, nullptr, nullptr);
+  const std::string output = fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
   const std::string parts_dir = output + ".parts";
   std::error_code ec;
   fs::remove_all(parts_dir, ec);
   if (!fs::create_directories(parts_dir, ec) && ec)
     throw store::StoreError(output, "cannot create " + parts_dir + ": " + ec.message());
+  // Part files hold the same private data as the store: only the owner may list or read them.
+  fs::permissions(parts_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec) throw store::StoreError(output, "cannot make " + parts_dir + " private: " + ec.message());
   const std::string lib = collector_library_path();
   if (!fs::exists(lib, ec)) throw store::StoreError(lib, "collector library not found (set STEPSCOPE_COLLECTOR_LIB)");
 
@@ -235,6 +351,14 @@ RecordSummary record(const RecordOptions& o) {
     }
   }
 
+  if (const std::string file = resolve_command(o.command[0]); !file.empty() && statically_linked(file)) {
+    std::fprintf(stderr,
+                 "stepscope: warning: %s is statically linked: the collector cannot be injected (LD_PRELOAD needs "
+                 "the dynamic loader); the command runs unchanged and nothing of it is sampled\n",
+                 file.c_str());
+    summary.warnings.push_back("statically linked command");
+  }
+
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   const std::string preload = get_env(env, "LD_PRELOAD");
@@ -245,8 +369,12 @@ RecordSummary record(const RecordOptions& o) {
   set_env(env, "STEPSCOPE_CPU_HZ", std::to_string(o.cpu_hz));
   set_env(env, "STEPSCOPE_WALL", o.wall ? "1" : "0");
   set_env(env, "STEPSCOPE_NO_GPU", o.no_gpu ? "1" : "0");
+  set_env(env, "STEPSCOPE_PAUSED", o.paused ? "1" : "0");
   set_env(env, "STEPSCOPE_DATA_WAIT_REGEX", o.data_wait_regex);
   set_env(env, "STEPSCOPE_STEP_REGEX", o.step_regex);
+  set_env(env, "STEPSCOPE_CUDA_API", o.cuda_api);
+  set_env(env, "STEPSCOPE_GPU_WINDOW", o.gpu_window);
+  set_env(env, "STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s));
   if (!o.data_wait_func.empty()) set_env(env, "STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func);
   if (!o.step_func.empty()) set_env(env, "STEPSCOPE_STEP_FUNC", o.step_func);
   // The Python helper's sitecustomize lives in the repository's python/ (or beside an installed binary).
@@ -393,7 +521,17 @@ RecordSummary record(const RecordOptions& o) {
   meta["record.command_cpu_s"] = buf;
   meta["record.command_start_ns"] = std::to_string(t_start);
   meta["record.command_end_ns"] = std::to_string(t_exit);
-  merge_parts(parts_dir, output, meta, summary);
+  meta["host"] = host;
+  for (const auto& [k, v] : own_rank) meta[k] = v;
+  if (per_rank) {
+    merge_parts_by_rank(parts_dir, pattern, host, meta, summary);
+  } else {
+    const std::string zero = "0", child_pid = std::to_string(child);
+    const std::string final_output =
+        fs::absolute(expand_output(pattern, &zero, &child_pid, &host)).lexically_normal().string();
+    merge_parts(parts_dir, final_output, meta, summary);
+    summary.outputs.push_back(final_output);
+  }
   fs::remove_all(parts_dir, ec);
   summary.command_wall_s = double(t_exit - t_start) / 1e9;
   summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
@@ -404,7 +542,10 @@ RecordSummary record(const RecordOptions& o) {
                  "samples, %lld GPU records -> %s (finalized in %.2f s)\n",
                  (long long)summary.samples, (long long)summary.threads, (long long)summary.processes,
                  (long long)summary.kernels, (long long)summary.ranges, (long long)summary.dropped_samples,
-                 (long long)summary.dropped_gpu_records, o.output.c_str(), summary.finalize_s);
+                 (long long)summary.dropped_gpu_records, summary.outputs.size() == 1 ? summary.outputs[0].c_str()
+                 : (std::to_string(summary.outputs.size()) + " stores").c_str(), summary.finalize_s);
+    if (summary.outputs.size() > 1)
+      for (const auto& out : summary.outputs) std::fprintf(stderr, "stepscope: wrote %s\n", out.c_str());
     for (const auto& w : summary.warnings)
       if (w != "no CUDA driver") std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }

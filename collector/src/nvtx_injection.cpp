@@ -64,36 +64,42 @@ void emit(const OpenRange& r, int64_t end, int32_t tid, int32_t depth) {
   const bool is_wait = std::regex_search(*r.name, cfg.data_wait_regex);
   const bool is_step = cfg.has_step_regex && std::regex_search(*r.name, cfg.step_regex);
   auto& p = pending();
-  std::lock_guard<std::mutex> lk(p.mu);
-  store::Range row;
-  row.start = r.start;
-  row.end = end;
-  row.pid = getpid();
-  row.tid = tid;
-  row.domain = p.rows.intern(*r.domain);
-  row.name = p.rows.intern(*r.name);
-  row.depth = depth;
-  row.source = store::RangeSource::Nvtx;
-  p.rows.ranges.push_back(row);
-  if (is_wait) {
-    store::DataWait w;
-    w.start = r.start;
-    w.end = end;
-    w.pid = row.pid;
-    w.tid = tid;
-    w.source = p.rows.intern("nvtx");
-    p.rows.data_waits.push_back(w);
+  int64_t steps = -1;
+  {
+    std::lock_guard<std::mutex> lk(p.mu);
+    store::Range row;
+    row.start = r.start;
+    row.end = end;
+    row.pid = getpid();
+    row.tid = tid;
+    row.domain = p.rows.intern(*r.domain);
+    row.name = p.rows.intern(*r.name);
+    row.depth = depth;
+    row.source = store::RangeSource::Nvtx;
+    p.rows.ranges.push_back(row);
+    if (is_wait) {
+      store::DataWait w;
+      w.start = r.start;
+      w.end = end;
+      w.pid = row.pid;
+      w.tid = tid;
+      w.source = p.rows.intern("nvtx");
+      p.rows.data_waits.push_back(w);
+    }
+    if (is_step) {
+      store::Step s;
+      s.index = p.step_sequences["nvtx"].next_index++;
+      steps = s.index + 1;
+      s.start = r.start;
+      s.end = end;
+      s.source = p.rows.intern("nvtx");
+      s.pid = row.pid;
+      s.tid = tid;
+      p.rows.steps.push_back(s);
+    }
   }
-  if (is_step) {
-    store::Step s;
-    s.index = p.step_sequences["nvtx"].next_index++;
-    s.start = r.start;
-    s.end = end;
-    s.source = p.rows.intern("nvtx");
-    s.pid = row.pid;
-    s.tid = tid;
-    p.rows.steps.push_back(s);
-  }
+  // Outside the lock: switching GPU windows flushes CUPTI, whose callback takes it.
+  if (steps >= 0) cupti::on_step("nvtx", steps);
 }
 
 int push(const std::string* name, const std::string* domain) {

@@ -6,6 +6,8 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -98,6 +100,12 @@ class ModuleSymbolizer {
     if (!dirty_ || cache_file_.empty()) return;
     const std::string tmp = cache_file_ + ".tmp" + std::to_string(getpid());
     {
+      // Created 0600 before the stream opens it, whatever the umask.
+      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, S_IRUSR | S_IWUSR);
+      if (fd < 0) return;
+      const bool private_mode = ::fchmod(fd, S_IRUSR | S_IWUSR) == 0;
+      ::close(fd);
+      if (!private_mode) return;
       std::ofstream f(tmp, std::ios::trunc);
       if (!f) return;
       f << kCacheHeader << '\n';
@@ -328,6 +336,10 @@ Symbolizer::Symbolizer() : impl_(new Impl) {
   if (!impl_->cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(impl_->cache_dir, ec);
+    // Cached symbols name the user's source files: keep the folder the owner's alone (0700).
+    if (!ec)
+      std::filesystem::permissions(impl_->cache_dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
     if (ec) impl_->cache_dir.clear();
   }
 }
@@ -440,6 +452,7 @@ void Symbolizer::symbolize(store::Trace& t) {
   };
   for (const auto& s : old) resolve(s.id);
   for (auto& s : t.samples) s.stack = s.stack ? resolve(s.stack) : 0;
+  for (auto& a : t.api_calls) a.stack = a.stack ? resolve(a.stack) : 0;
   t.frames = std::move(frames);
   t.stacks = std::move(stacks);
 }

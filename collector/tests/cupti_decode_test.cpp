@@ -2,12 +2,17 @@
 // and walked by libcupti's own cuptiActivityGetNextRecord through decode_activity_buffer() — the function the
 // collector's buffer-completed callback calls. The rows are written to a real store and read back.
 #include <cupti.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "cupti_api_classes.h"
 #include "cupti_decode.h"
+#include "gpu_window.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
@@ -205,4 +210,159 @@ TEST_CASE("a clock offset from the fallback calibration shifts every timestamp")
   REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st) == 1);
   CHECK(rows.kernels[0].start == 50);
   CHECK(rows.kernels[0].end == 150);
+}
+
+TEST_CASE("system thread ids: a sync before its API call in the buffer gets the calling OS thread") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  // With cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) CUPTI writes gettid() values: use this
+  // process's real pid and thread, the ids samples carry.
+  const uint32_t pid = uint32_t(getpid()), tid = uint32_t(syscall(SYS_gettid));
+  Buffer b;
+  auto& sy = b.add<CUpti_ActivitySynchronization2>();  // CUPTI may emit it first: the call ends after the wait
+  sy.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sy.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+  sy.start = 2000;
+  sy.end = 9000;
+  sy.correlationId = 77;
+  sy.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  auto& rt = b.add<CUpti_ActivityAPI>();
+  rt.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  rt.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020;
+  rt.start = 1990;
+  rt.end = 9010;
+  rt.processId = pid;
+  rt.threadId = tid;
+  rt.correlationId = 77;
+  auto& mk = b.add<CUpti_ActivityMarker2>();
+  mk.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  mk.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+  mk.timestamp = 1500;
+  mk.id = 3;
+  mk.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  mk.objectId.pt.processId = pid;
+  mk.objectId.pt.threadId = tid;
+  mk.name = "mark";
+
+  collector::cupti::DecodeState st;
+  st.pid = pid;
+  store::Trace t;
+  REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, t, st) == 3);
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.api_calls[0].pid == pid);
+  CHECK(t.api_calls[0].tid == tid);
+  CHECK(t.str(t.api_calls[0].name) == "cudaDeviceSynchronize");
+  REQUIRE(t.syncs.size() == 1);
+  CHECK(t.syncs[0].pid == pid);
+  CHECK(t.syncs[0].tid == tid);  // resolved after the walk, from the API record that followed it
+  CHECK(t.syncs[0].stream == -1);
+  REQUIRE(t.ranges.size() == 1);
+  CHECK(t.ranges[0].tid == tid);
+}
+
+TEST_CASE("the collector's calibration kernels and its thread's API records are dropped") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  Buffer b;
+  auto& k1 = b.add<CUpti_ActivityKernel10>();
+  k1.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k1.name = "stepscope_calibration_empty";
+  k1.start = 10, k1.end = 11;
+  auto& k2 = b.add<CUpti_ActivityKernel10>();
+  k2.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k2.name = "user_kernel";
+  k2.start = 20, k2.end = 21;
+  auto& a1 = b.add<CUpti_ActivityAPI>();
+  a1.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a1.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  a1.threadId = 555;  // the collector thread
+  auto& a2 = b.add<CUpti_ActivityAPI>();
+  a2.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a2.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  a2.threadId = 556;
+  collector::cupti::DecodeState st;
+  st.skip_kernel = "stepscope_calibration_empty";
+  st.skip_tid = 555;
+  store::Trace t;
+  collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, t, st);
+  REQUIRE(t.kernels.size() == 1);
+  CHECK(t.str(t.kernels[0].name) == "user_kernel");
+  REQUIRE(t.api_calls.size() == 1);
+  CHECK(t.api_calls[0].tid == 556);
+}
+
+TEST_CASE("lean API tracing: the callback ids recorded by default, from the real CUPTI names") {
+  using collector::cupti::ApiClass;
+  using collector::cupti::classify_api;
+  using store::ApiKind;
+  // Names as CUPTI gives them, with version and per-thread-stream suffixes.
+  CHECK(classify_api(ApiKind::Runtime, "cudaLaunchKernel_v7000").cls == ApiClass::Launch);
+  CHECK(classify_api(ApiKind::Runtime, "cudaGraphLaunch_ptsz_v10000").cls == ApiClass::Launch);
+  CHECK(classify_api(ApiKind::Driver, "cuLaunchKernelEx").cls == ApiClass::Launch);
+  CHECK(classify_api(ApiKind::Driver, "cuGraphLaunch_ptsz").cls == ApiClass::Launch);
+  auto copy = classify_api(ApiKind::Runtime, "cudaMemcpy_v3020");
+  CHECK((copy.cls == ApiClass::Copy && copy.blocking));
+  auto async = classify_api(ApiKind::Runtime, "cudaMemcpyAsync_ptsz_v7000");
+  CHECK((async.cls == ApiClass::Copy && !async.blocking));
+  auto dsync = classify_api(ApiKind::Runtime, "cudaDeviceSynchronize_v3020");
+  CHECK((dsync.cls == ApiClass::Sync && dsync.blocking));
+  auto wait = classify_api(ApiKind::Runtime, "cudaStreamWaitEvent_v3020");
+  CHECK((wait.cls == ApiClass::Sync && !wait.blocking));
+  CHECK(classify_api(ApiKind::Driver, "cuStreamSynchronize").blocking);
+  CHECK(classify_api(ApiKind::Runtime, "cudaEventQuery_v3020").cls == ApiClass::Query);
+  CHECK(classify_api(ApiKind::Runtime, "cudaHostAlloc_v3020").cls == ApiClass::PinnedAlloc);
+  CHECK(classify_api(ApiKind::Driver, "cuMemHostAlloc").cls == ApiClass::PinnedAlloc);
+  CHECK(classify_api(ApiKind::Driver, "cuMemsetD8Async").cls == ApiClass::Memset);
+  CHECK(classify_api(ApiKind::Runtime, "cudaGetDevice_v3020").cls == ApiClass::Other);
+  CHECK(classify_api(ApiKind::Runtime, "cudaGetLastError_v3020").cls == ApiClass::Other);
+  CHECK(classify_api(ApiKind::Driver, "cuCtxGetCurrent").cls == ApiClass::Other);
+  CHECK(classify_api(ApiKind::Driver, "cuMemAlloc_v2").cls == ApiClass::Other);
+
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  auto has = [](const std::vector<uint32_t>& ids, uint32_t id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  const auto rt = collector::cupti::lean_callback_ids(ApiKind::Runtime, false);
+  const auto drv = collector::cupti::lean_callback_ids(ApiKind::Driver, false);
+  const auto rt_block = collector::cupti::lean_callback_ids(ApiKind::Runtime, true);
+  const auto drv_block = collector::cupti::lean_callback_ids(ApiKind::Driver, true);
+  CHECK(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  CHECK(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000));
+  CHECK(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020));
+  CHECK(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000));
+  CHECK(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020));
+  CHECK_FALSE(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020));
+  CHECK_FALSE(has(rt, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020));
+  CHECK(has(drv, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  CHECK(has(drv, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx));
+  CHECK(has(drv, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
+  CHECK_FALSE(has(drv, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent));
+  CHECK(has(rt_block, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020));
+  CHECK(has(rt_block, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020));
+  CHECK_FALSE(has(rt_block, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020));
+  CHECK_FALSE(has(rt_block, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  CHECK(has(drv_block, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize));
+  // A small fraction of the ~520 runtime and ~800 driver entry points.
+  INFO("lean: " << rt.size() << " runtime, " << drv.size() << " driver; blocking: " << rt_block.size() << " + "
+                << drv_block.size());
+  CHECK(rt.size() < 120);
+  CHECK(drv.size() < 160);
+  CHECK(rt.size() > 30);
+}
+
+TEST_CASE("GPU windows switch tracing off after N steps and on again every M") {
+  using collector::cupti::WindowSwitch;
+  using collector::cupti::window_switch;
+  std::string seq;
+  for (int64_t steps = 1; steps <= 12; ++steps) {
+    auto w = window_switch(steps, 2, 5);
+    seq += w == WindowSwitch::Off ? 'x' : w == WindowSwitch::On ? 'o' : '.';
+  }
+  // Steps 0-1 traced, off at the end of step 1; on again when step 5 starts; off after step 6; ...
+  CHECK(seq == ".x..o.x..o.x");
+  for (int64_t steps = 1; steps <= 400; ++steps) CHECK(window_switch(steps, 0, 0) == WindowSwitch::None);  // all
+  CHECK(window_switch(20, 20, 200) == WindowSwitch::Off);
+  CHECK(window_switch(200, 20, 200) == WindowSwitch::On);
+  CHECK(window_switch(19, 20, 200) == WindowSwitch::None);
 }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
@@ -103,6 +104,13 @@ std::vector<std::pair<int64_t, LeafInfo>> leaves(const store::Trace& t) {
   return out;
 }
 
+// docs/schema.md "Invariant": every pid / thread a row names is in processes / threads.
+void check_invariant(const store::StoreReader& reader) {
+  for (const auto& b : reader.invariant_breaks())
+    FAIL_CHECK(b.table << ": " << b.rows << " rows, " << b.problem << " (pid " << b.example_pid << " tid "
+                       << b.example_tid << ")");
+}
+
 std::pair<int, int> hot_lines() {
   std::ifstream f(HOT_LOOP_SOURCE);
   std::string line;
@@ -124,8 +132,24 @@ TEST_CASE("one hot function gets most samples, with symbol and file:line, stepsc
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   store::StoreReader reader(db);
+  check_invariant(reader);
   store::Trace t = reader.load();
   REQUIRE(t.samples.size() >= 50);
+  // The collector's own thread is marked, and its CPU time is in meta.
+  int collector_threads = 0;
+  for (const auto& th : t.threads) {
+    if (!th.collector) continue;
+    ++collector_threads;
+    CHECK(t.str(th.name) == "stepscope");
+  }
+  CHECK(collector_threads == 1);
+  for (const auto& sm : t.samples)
+    for (const auto& th : t.threads)
+      if (th.tid == sm.tid) CHECK_FALSE(th.collector);  // the collector thread takes no sampling signals
+  REQUIRE(t.meta.count("collector.cpu_s"));
+  CHECK(std::atof(t.meta["collector.cpu_s"].c_str()) > 0);
+  CHECK(std::atof(t.meta["collector.handler_cpu_s_estimate"].c_str()) > 0);
+  CHECK(std::atof(t.meta["collector.own_threads_cpu_s"].c_str()) > 0);
   auto [begin, end] = hot_lines();
   REQUIRE(begin > 0);
   size_t hot = 0, deep = 0;
@@ -162,6 +186,7 @@ TEST_CASE("eight threads each hot in their own function are each attributed") {
   auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "160000000", "--threads", "8"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
+  check_invariant(store::StoreReader(db));
   store::Trace t = store::StoreReader(db).load();
   std::map<int64_t, std::map<std::string, int>> by_tid;
   for (const auto& [tid, li] : leaves(t)) ++by_tid[tid][li.symbol];
@@ -183,6 +208,7 @@ TEST_CASE("1000 short-lived threads run to completion with unchanged output") {
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == plain.out);
+  check_invariant(store::StoreReader(db));
   store::Trace t = store::StoreReader(db).load();
   CHECK(t.processes.size() == 1);
   CHECK(t.samples.size() > 0);
@@ -200,6 +226,7 @@ TEST_CASE("50 forked children are all recorded under their own pid") {
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == plain.out);
+  check_invariant(store::StoreReader(db));
   store::Trace t = store::StoreReader(db).load();
   REQUIRE(t.processes.size() == 51);
   int64_t parent = 0;
@@ -432,6 +459,21 @@ TEST_CASE("exit() from a non-main thread keeps the status and the data") {
   CHECK(t.samples.size() > 10);
 }
 
+TEST_CASE("a program that ends with _exit (dash, os._exit) keeps its last samples and its status") {
+  // dash ends every script with _exit: no atexit, no destructors. The loop is ~0.3 s of CPU after the last
+  // periodic commit could have caught much of it; before the _exit stand-in this store held 0 samples.
+  test::ScratchDir dir("collector_underscore_exit");
+  const std::string db = dir.file("exit.db");
+  auto r = run(record_cmd(db, {"/bin/sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exit 5"},
+                          {"--cpu-hz", "1000"}),
+               dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 5);
+  store::Trace t = store::StoreReader(db).load();
+  CHECK(t.samples.size() > 100);
+  CHECK(t.meta["collector.end"] == "_exit");
+}
+
 TEST_CASE("the target's stdout is byte-identical with and without the collector") {
   test::ScratchDir dir("collector_stdout");
   std::vector<std::string> cmd{sample("hot_loop"), "--iterations", "60000000", "--threads", "2"};
@@ -470,6 +512,7 @@ TEST_CASE("NVTX ranges are captured by the collector's own NVTX injection") {
   auto r = run(record_cmd(db, {bin("collector/tests/nvtx_sample")}, {"--step-regex", "^train_step$"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
+  check_invariant(store::StoreReader(db));
   store::Trace t = store::StoreReader(db).load();
   std::map<std::string, int> count;
   std::map<std::string, int> depth;
@@ -488,4 +531,37 @@ TEST_CASE("NVTX ranges are captured by the collector's own NVTX injection") {
   for (const auto& w : t.data_waits) CHECK(t.str(w.source) == "nvtx");
   REQUIRE(t.steps.size() == 4);
   for (const auto& s : t.steps) CHECK(t.str(s.source) == "nvtx");
+}
+
+TEST_CASE("merging parts gives each sync its API call's thread, a threads row to every tid, and marks the collector's") {
+  test::ScratchDir dir("collector_merge_threads");
+  const std::string parts = dir.file("parts");
+  std::filesystem::create_directories(parts);
+  {
+    // One process's part as the collector leaves it when CUPTI delivered the sync in an earlier buffer than its
+    // API call, and the API call's thread had ended before the collector could name it.
+    store::Trace t;
+    t.processes.push_back({900, t.intern("trainer"), 1});
+    t.threads.push_back({900, 900, t.intern("trainer")});
+    t.threads.push_back({900, 903, t.intern("cupti-worker")});
+    t.samples.push_back({100, 900, 900, 0, true});
+    t.samples.push_back({110, 900, 903, 0, true});
+    t.api_calls.push_back({200, 900, 900, 901, store::ApiKind::Runtime, t.intern("cudaDeviceSynchronize"), 55, 0});
+    t.syncs.push_back({210, 890, 900, 0, store::SyncType::Context, 0, -1, 55});
+    t.meta["collector.own_tids"] = "902,903";
+    store::write_store_atomically(t, parts + "/900-1.db");
+  }
+  collector::RecordSummary summary;
+  collector::merge_parts(parts, dir.file("merged.db"), {}, summary);
+  store::StoreReader reader(dir.file("merged.db"));
+  check_invariant(reader);
+  store::Trace m = reader.load();
+  REQUIRE(m.syncs.size() == 1);
+  CHECK(m.syncs[0].tid == 901);
+  std::map<int64_t, bool> collector_of;
+  for (const auto& th : m.threads) collector_of[th.tid] = th.collector;
+  CHECK(collector_of.size() == 3);
+  CHECK(collector_of.at(901) == false);  // added for the API call's thread
+  CHECK(collector_of.at(903) == true);   // one of the collector's own threads
+  CHECK(collector_of.at(900) == false);
 }

@@ -3,6 +3,8 @@
 #include <QSortFilterProxyModel>
 #include <QtTest>
 
+#include "slow_steps_trace.h"
+#include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/item_models.h"
 #include "stepscope/gui/range_stats.h"
 #include "stepscope/gui/timeline_layout.h"
@@ -49,22 +51,73 @@ class ModelTest : public QObject {
       kinds << to_string(t.kind);
       groups << QString::fromStdString(t.group);
     }
-    QCOMPARE(kinds, (QStringList{"steps", "findings", "cpu samples", "cpu ranges", "data waits", "gpu stream",
-                                 "gpu stream"}));
+    // Analysis, then the GPU (busiest stream first), then the process's threads.
+    QCOMPARE(kinds, (QStringList{"steps", "findings", "gpu stream", "gpu stream", "cpu samples", "cpu ranges",
+                                 "data waits"}));
     QCOMPARE(groups[0], QString("Analysis"));
-    QCOMPARE(groups[2], QString("Process 100 python train.py"));
-    QCOMPARE(groups[5], QString("GPU 0 Test GPU"));
-    QCOMPARE(m->tracks()[5].stream, 7);
-    QCOMPARE(m->tracks()[6].stream, 13);
+    QCOMPARE(groups[2], QString("GPU 0 Test GPU"));
+    QCOMPARE(groups[4], QString("Process 100 python train.py"));
+    QCOMPARE(m->tracks()[2].stream, 7);  // kernels: busier than the copy stream
+    QCOMPARE(m->tracks()[3].stream, 13);
+    QVERIFY(m->tracks()[2].busy_ns > m->tracks()[3].busy_ns);
     QCOMPARE(m->begin(), kBase);
     QCOMPARE(m->end(), kBase + kSteps * 10 * kMs);
     // Host ranges nest by time: step range, op, launch call.
-    const Track& host = m->tracks()[3];
+    const Track& host = m->tracks()[5];
+    QVERIFY(!host.folded);  // it launches GPU work
     QCOMPARE(host.lanes.size(), size_t(3));
     QCOMPARE(QString::fromStdString(m->name_of(host.lanes[0].ref(0))), QString("ProfilerStep#0"));
     QCOMPARE(QString::fromStdString(m->name_of(host.lanes[2].ref(0))), QString("cudaLaunchKernel"));
     QCOMPARE(m->tracks()[0].lanes[0].size(), size_t(kSteps));
     QCOMPARE(QString::fromStdString(m->name_of({EventKind::Step, 0})), QString("Step 0 · input-bound"));
+  }
+
+  void idleThreadsFoldAndGroupsCollapse() {
+    auto t = synthetic_trace();
+    for (int64_t tid : {201, 202, 203}) {  // idle worker threads: samples only
+      t->threads.push_back({100, tid, t->intern("pt_worker")});
+      t->samples.push_back({kBase + tid, 100, tid, 1, false});
+    }
+    auto m = TimelineModel::build(t, synthetic_analysis());
+    std::vector<int> folded;
+    for (size_t i = 0; i < m->tracks().size(); ++i)
+      if (m->tracks()[i].folded) folded.push_back(int(i));
+    QCOMPARE(folded.size(), size_t(3));
+    QCOMPARE(QString::fromStdString(m->tracks()[folded[0]].title), QString("pt_worker 201 · samples"));
+    QCOMPARE(QString::fromStdString(m->tracks()[5].title), QString("main 100"));
+    const std::string process = "Process 100 python train.py", gpu = "GPU 0 Test GPU";
+
+    TimelineLayout folded_layout(*m);
+    int others_rows = 0;
+    for (const auto& r : folded_layout.rows())
+      if (r.kind == TimelineLayout::RowKind::Others) {
+        ++others_rows;
+        QCOMPARE(r.others, 3);
+        QCOMPARE(r.group, process);
+        QVERIFY(!r.open);
+      }
+    QCOMPARE(others_rows, 1);
+    for (int i : folded) QVERIFY(folded_layout.row_of_track(i) == nullptr);
+    QVERIFY(folded_layout.tracks_in(0, 1 << 30).size() == m->tracks().size() - 3);
+
+    LayoutState open;
+    open.expanded_others.insert(process);
+    TimelineLayout open_layout(*m, {}, open);
+    for (int i : folded) QVERIFY(open_layout.row_of_track(i) != nullptr);
+    QVERIFY(open_layout.total_height() > folded_layout.total_height());
+
+    LayoutState collapsed;
+    collapsed.collapsed.insert(gpu);
+    TimelineLayout gpu_closed(*m, {}, collapsed);
+    QVERIFY(gpu_closed.row_of_track(2) == nullptr && gpu_closed.row_of_track(3) == nullptr);
+    int headers = 0;
+    for (const auto& r : gpu_closed.rows())
+      if (r.kind == TimelineLayout::RowKind::Header && r.group == gpu) {
+        ++headers;
+        QVERIFY(!r.open);
+      }
+    QCOMPARE(headers, 1);
+    QVERIFY(gpu_closed.row_of_track(5) != nullptr);
   }
 
   void storedStepsWithoutAnalysis() {
@@ -331,6 +384,69 @@ class ModelTest : public QObject {
     QCOMPARE(QString::fromStdString(bu.name(bu.nodes()[nb.children.at(0)])), QString("train"));
   }
 
+  void callTreeLeavesOutTheCollectorsOwnThreads() {
+    auto t = synthetic_trace();
+    store::Thread own;
+    own.pid = 100, own.tid = 300, own.name = t->intern("stepscope-drain"), own.collector = true;
+    t->threads.push_back(own);
+    for (int i = 0; i < 5; ++i) t->samples.push_back({kBase + 1000 * (i + 1), 100, 300, 1, true});
+    std::sort(t->samples.begin(), t->samples.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+    auto m = TimelineModel::build(t);
+    auto threads = [](const CallTree& c) {
+      QStringList names;
+      for (int32_t n : c.nodes()[0].children) names << QString::fromStdString(c.name(c.nodes()[n]));
+      return names;
+    };
+    const CallTree user = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown);
+    QCOMPARE(user.nodes()[0].total, 20.0);  // the program's 20 samples only
+    QVERIFY(!threads(user).contains("Thread 300"));
+    const CallTree all = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown, true);
+    QCOMPARE(all.nodes()[0].total, 25.0);
+    QVERIFY(threads(all).contains("Thread 300"));
+  }
+
+  // Two overloads fold to one short name; they stay two nodes, each with its full name as the tooltip.
+  void callTreeKeepsFunctionsThatShareAShortName() {
+    auto t = synthetic_trace();
+    int64_t frame_id = 0, stack_id = 0;
+    for (const auto& f : t->frames) frame_id = std::max(frame_id, f.id);
+    for (const auto& st : t->stacks) stack_id = std::max(stack_id, st.id);
+    const std::string full_a = "at::native::add_out(at::Tensor const&, at::Tensor const&)";
+    const std::string full_b = "at::native::add_out(at::Tensor const&, c10::Scalar const&)";
+    for (const std::string& full : {full_a, full_b}) {
+      store::Frame f;
+      f.id = ++frame_id, f.module = t->intern("libtorch_cpu.so"), f.symbol = t->intern(full);
+      t->frames.push_back(f);
+      t->stacks.push_back({++stack_id, 0, f.id});
+      for (int i = 0; i < 3; ++i) t->samples.push_back({kBase + 30 * kMs + 1000 * (i + 1) + (full == full_b ? 500 : 0), 100, 777, stack_id, true});
+    }
+    std::sort(t->samples.begin(), t->samples.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+    auto m = TimelineModel::build(t);
+    const CallTree td = CallTree::for_range(*m, kBase + 30 * kMs, kBase + 31 * kMs, CallTree::Direction::TopDown);
+    int32_t thread_node = -1;
+    for (int32_t c : td.nodes()[0].children)
+      if (td.name(td.nodes()[c]) == "Thread 777") thread_node = c;
+    QVERIFY(thread_node > 0);
+    const auto& thread = td.nodes()[thread_node];
+    QCOMPARE(thread.children.size(), size_t(2));
+    QStringList shown, full;
+    for (int32_t c : thread.children) {
+      shown << QString::fromStdString(td.name(td.nodes()[c]));
+      full << QString::fromStdString(td.full_name(td.nodes()[c]));
+    }
+    QCOMPARE(shown, QStringList({"at::native::add_out(…)", "at::native::add_out(…)"}));
+    full.sort();
+    QCOMPARE(full, QStringList({QString::fromStdString(full_a), QString::fromStdString(full_b)}));
+    CallTreeModel model;
+    model.set_tree(td);
+    QModelIndex thread_index;
+    for (int r = 0; r < model.rowCount(); ++r)
+      if (model.index(r, CallTreeModel::Function).data().toString() == "Thread 777") thread_index = model.index(r, 0);
+    QVERIFY(thread_index.isValid());
+    const QModelIndex first = model.index(0, CallTreeModel::Function, thread_index);
+    QVERIFY(full.contains(model.data(first, Qt::ToolTipRole).toString()));
+  }
+
   void callTreeFromRangesWhenNoSamples() {
     auto t = synthetic_trace();
     t->samples.clear();
@@ -359,6 +475,78 @@ class ModelTest : public QObject {
     QCOMPARE(stats[0].min_ns, kKernelDur);
     QCOMPARE(QString::fromStdString(stats[1].name), QString("Memcpy HtoD"));
     QCOMPARE(stats[1].count, 2);
+  }
+
+  void stepsModelFlagsAndExplainsSlowSteps() {
+    auto trace = std::make_shared<store::Trace>(stepscope::test::slow_steps_trace());
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace));
+    auto m = TimelineModel::build(trace, analysis);
+    StepsModel steps;
+    QAbstractItemModelTester tester(&steps, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    steps.set_model(m);
+    QCOMPARE(steps.rowCount(), 12);
+    QCOMPARE(steps.columnCount(), 3 + int(analyzer::step_categories().size()) + 2);
+    QCOMPARE(steps.headerData(StepsModel::FirstCategory, Qt::Horizontal).toString(), QString("GPU busy"));
+    QSortFilterProxyModel proxy;
+    QAbstractItemModelTester proxy_tester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    proxy.setSourceModel(&steps);
+    proxy.setSortRole(SortRole);
+    proxy.sort(StepsModel::Duration, Qt::DescendingOrder);
+    // The two slow steps sort first, flagged, each with its one-line explanation.
+    QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("8 ▲"));
+    QCOMPARE(proxy.data(proxy.index(1, StepsModel::Step)).toString(), QString("4 ▲"));
+    QCOMPARE(proxy.data(proxy.index(2, StepsModel::Step)).toString().contains("▲"), false);
+    const int first = proxy.mapToSource(proxy.index(0, 0)).row(), second = proxy.mapToSource(proxy.index(1, 0)).row();
+    QVERIFY(steps.is_slow(first) && steps.is_slow(second));
+    QVERIFY(steps.explanation(first).contains("GPU busy"));
+    QVERIFY(steps.explanation(first).contains("kernel at::native::vectorized_elementwise_kernel<…>(…)"));
+    QVERIFY(steps.explanation(second).contains("data wait"));
+    QCOMPARE(proxy.data(proxy.index(0, steps.explanation_column())).toString(), steps.explanation(first));
+    QVERIFY(proxy.data(proxy.index(0, StepsModel::OverMedian)).toString().startsWith("+9."));
+    QCOMPARE(steps.step_position(first), m->step_position(8));
+    // Sorting by a category column orders by its time: the long data wait first.
+    proxy.sort(StepsModel::FirstCategory + 1, Qt::DescendingOrder);
+    QCOMPARE(proxy.headerData(StepsModel::FirstCategory + 1, Qt::Horizontal).toString(), QString("data wait"));
+    QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("4 ▲"));
+  }
+
+  void rangeBreakdownMeasuresGpuBusyAndProratesIdle() {
+    auto a = synthetic_analysis();
+    a->steps[0].data_wait_ns = 4 * kMs;  // step 0: [kBase, kBase + 10 ms)
+    a->steps[0].other_idle_ns = 2 * kMs;
+    auto m = TimelineModel::build(synthetic_trace(), a);
+    // GPU busy: the union of the step's kernels and copies, computed here from the trace rows.
+    std::vector<std::pair<int64_t, int64_t>> iv;
+    for (const auto& k : m->trace().kernels)
+      if (k.start < kBase + 10 * kMs && k.end > kBase) iv.emplace_back(std::max(k.start, kBase), std::min(k.end, kBase + 10 * kMs));
+    for (const auto& c : m->trace().memcpys)
+      if (c.start < kBase + 10 * kMs && c.end > kBase) iv.emplace_back(std::max(c.start, kBase), std::min(c.end, kBase + 10 * kMs));
+    std::sort(iv.begin(), iv.end());
+    int64_t busy = 0, s = 0, e = INT64_MIN;
+    for (auto [x, y] : iv) {
+      if (x > e) {
+        if (e > s) busy += e - s;
+        s = x, e = y;
+      } else {
+        e = std::max(e, y);
+      }
+    }
+    if (e > s) busy += e - s;
+    QVERIFY(busy > 0);
+    const RangeBreakdown whole = range_breakdown(*m, kBase, kBase + 10 * kMs);
+    QCOMPARE(whole.gpu_busy_ns, busy);
+    QCOMPARE(whole.in_steps_ns, 10 * kMs);
+    QCOMPARE(whole.idle.size(), analyzer::step_categories().size() - 1);  // every category but GPU busy
+    QCOMPARE(whole.idle[0].first, std::string("data wait"));
+    QCOMPARE(whole.idle[0].second, 4 * kMs);
+    // Half the step: half its idle, prorated.
+    const RangeBreakdown half = range_breakdown(*m, kBase, kBase + 5 * kMs);
+    QCOMPARE(half.idle[0].second, 2 * kMs);
+    const auto other = std::find_if(half.idle.begin(), half.idle.end(), [](const auto& c) { return c.first == "other idle"; });
+    QVERIFY(other != half.idle.end());
+    QCOMPARE(other->second, 1 * kMs);
+    QCOMPARE(half.idle.back().first, std::string("profiler's own cost"));  // none in this trace
+    QCOMPARE(half.idle.back().second, int64_t(0));
   }
 
   void itemModelsPassTheTester() {

@@ -1,5 +1,7 @@
 #include "event_details.h"
 
+#include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
 
 namespace stepscope::gui {
@@ -50,6 +52,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   const store::Trace& t = m.trace();
   const int64_t s = m.start_of(e), en = m.end_of(e);
   QString out = "<h3>" + h(m.name_of(e)) + "</h3><table>";
+  if (const std::string full = m.full_name_of(e); full != m.name_of(e)) out += row("full name", "<code>" + h(full) + "</code>");
   out += row("kind", to_string(e.kind));
   out += row("start", dur(double(s - m.begin())) + QString(" (%1 ns)").arg(s));
   out += row("duration", dur(double(en - s)));
@@ -123,12 +126,27 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
         for (const auto& b : m.analysis()->steps)
           if (b.index == st.index && b.dur_ns > 0) {
             auto pct = [&](int64_t v) { return dur(double(v)) + QString(" (%1 %)").arg(100.0 * v / b.dur_ns, 0, 'f', 1); };
-            out += row("GPU busy", pct(b.gpu_busy_ns));
-            out += row("data wait", pct(b.data_wait_ns));
-            out += row("launch idle", pct(b.launch_idle_ns));
-            out += row("sync idle", pct(b.sync_idle_ns));
-            out += row("other idle", pct(b.other_idle_ns));
+            const auto& o = m.analysis()->step_outliers;
+            for (const auto& c : analyzer::step_categories()) {
+              QString v = pct(b.*(c.field));
+              if (o.median_ns > 0) {  // the median step's figure beside it
+                std::vector<int64_t> all;
+                for (const auto& x : m.analysis()->steps) all.push_back(x.*(c.field));
+                std::nth_element(all.begin(), all.begin() + ptrdiff_t(all.size() / 2), all.end());
+                v += " · median " + dur(double(all[all.size() / 2]));
+              }
+              out += row(c.label, v);
+            }
             out += row("kernels", QString::number(b.kernels));
+            if (o.median_ns > 0) {
+              out += row("vs median step", QString("%1%2 (median %3; slow above +%4)")
+                                               .arg(b.dur_ns >= o.median_ns ? "+" : "−")
+                                               .arg(dur(double(std::llabs(b.dur_ns - o.median_ns))))
+                                               .arg(dur(double(o.median_ns)))
+                                               .arg(dur(double(o.threshold_ns))));
+              for (const auto& slow : o.slow)
+                if (slow.index == b.index) out += row("<b>slow</b>", h(slow.explanation));
+            }
           }
       }
       break;
@@ -149,8 +167,44 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   out += row("steps", QString::number(f.steps.size()));
   out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");
   out += "</table>";
+  // Labelled rows and small tables; a kernel or call name is a link that highlights its occurrences.
   if (!f.evidence_json.empty() && f.evidence_json != "{}")
-    out += "<p><b>Evidence</b></p><pre>" + h(f.evidence_json.substr(0, 4000)) + "</pre>";
+    out += "<p><b>Evidence</b></p>" + QString::fromStdString(analyzer::render_evidence_html(f.evidence_json, kHighlightScheme));
+  return out;
+}
+
+QString range_details_html(const TimelineModel& m, const RangeBreakdown& b, const std::vector<KernelStat>& kernels,
+                           const CallTree& bottom_up) {
+  constexpr size_t kTop = 5;
+  const double span = double(std::max<int64_t>(1, b.t1 - b.t0));
+  auto pct = [&](int64_t ns) { return dur(double(ns)) + QString(" (%1 %)").arg(100.0 * double(ns) / span, 0, 'f', 1); };
+  QString out = "<h3>Selection " + dur(span) + "</h3><table>";
+  out += row("from", dur(double(b.t0 - m.begin())) + " to " + dur(double(b.t1 - m.begin())));
+  out += row("GPU busy", pct(b.gpu_busy_ns));
+  for (const auto& [label, ns] : b.idle) out += row(QString::fromStdString(label), pct(ns));
+  if (!b.idle.empty() && b.in_steps_ns < b.t1 - b.t0)
+    out += row("outside steps", dur(double(b.t1 - b.t0 - b.in_steps_ns)) + " (not split)");
+  out += "</table>";
+  if (!kernels.empty()) {
+    out += "<p><b>Top kernels</b></p><table border=\"1\" cellspacing=\"0\" cellpadding=\"2\"><tr><th>kernel</th><th>count</th><th>total</th></tr>";
+    for (size_t i = 0; i < kernels.size() && i < kTop; ++i)
+      out += QString("<tr><td>%1</td><td align=\"right\">%2</td><td align=\"right\">%3</td></tr>")
+                 .arg(h(kernels[i].name))
+                 .arg(kernels[i].count)
+                 .arg(dur(double(kernels[i].total_ns)));
+    out += "</table>";
+  }
+  const auto& root = bottom_up.nodes().front();
+  if (!root.children.empty()) {
+    out += QString("<p><b>Top host functions</b> <small>(%1)</small></p><table border=\"1\" cellspacing=\"0\" cellpadding=\"2\">")
+               .arg(bottom_up.weighted_by_time() ? "time in host ranges" : "CPU samples");
+    for (size_t i = 0; i < root.children.size() && i < kTop; ++i) {
+      const auto& n = bottom_up.nodes()[root.children[i]];
+      const QString w = bottom_up.weighted_by_time() ? dur(n.total) : QString::number(n.total, 'f', 0);
+      out += QString("<tr><td>%1</td><td align=\"right\">%2</td></tr>").arg(h(bottom_up.name(n)), w);
+    }
+    out += "</table>";
+  }
   return out;
 }
 

@@ -4,11 +4,19 @@
 
 #include <QString>
 
+#include "stepscope/gui/range_stats.h"
 #include "stepscope/gui/timeline_model.h"
 
 namespace stepscope::gui {
 
+// Links in the details whose target is a name to highlight on the timeline: "highlight:<percent-encoded name>".
+inline constexpr const char* kHighlightScheme = "highlight:";
+
 QString event_details_html(const TimelineModel& model, EventRef e);
 QString finding_details_html(const TimelineModel& model, size_t finding);
+// A selected time range: its breakdown (GPU busy, each idle category), top kernels and top host functions
+// (`bottom_up`: the range's bottom-up call tree, whose first level is the functions by self weight).
+QString range_details_html(const TimelineModel& model, const RangeBreakdown& b, const std::vector<KernelStat>& kernels,
+                           const CallTree& bottom_up);
 
 }  // namespace stepscope::gui

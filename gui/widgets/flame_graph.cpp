@@ -116,7 +116,7 @@ bool FlameGraphWidget::event(QEvent* e) {
     };
     QToolTip::showText(he->globalPos(),
                        tr("%1\ntotal %2 (%3 %)\nself %4")
-                           .arg(QString::fromStdString(tree_.name(node)), w(node.total))
+                           .arg(QString::fromStdString(tree_.full_name(node)), w(node.total))
                            .arg(root > 0 ? node.total / root * 100 : 0, 0, 'f', 1)
                            .arg(w(node.self)),
                        this);

@@ -15,6 +15,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QSettings>
+#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
 #include <QTableView>
@@ -23,6 +24,8 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
+
+#include <cstring>
 
 #include "event_details.h"
 #include "flame_graph.h"
@@ -47,6 +50,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QSettings settings;
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
+  LayoutState tracks;
+  for (const QString& g : settings.value("timeline/collapsed").toStringList()) tracks.collapsed.insert(g.toStdString());
+  for (const QString& g : settings.value("timeline/expanded_others").toStringList())
+    tracks.expanded_others.insert(g.toStdString());
+  timeline_->set_layout_state(std::move(tracks));
 }
 
 MainWindow::~MainWindow() { range_watcher_->waitForFinished(); }
@@ -70,6 +78,15 @@ void MainWindow::build_ui() {
   all->setShortcut(QKeySequence(Qt::Key_0));
   all->setShortcutContext(Qt::WidgetWithChildrenShortcut);
   QAction* sel = view->addAction(tr("Zoom to &selection (F)"), this, [this] { timeline_->zoom_to_selection(); });
+  // The collector's own threads (its drain thread, CUPTI's buffer thread) are hidden from the call tree and the
+  // flame graph unless asked for: they are the profiler's cost, not the program's.
+  QAction* own = view->addAction(tr("Show stepscope's own &threads in call trees"));
+  own->setObjectName("showCollectorThreads");
+  own->setCheckable(true);
+  connect(own, &QAction::toggled, this, [this](bool on) {
+    show_collector_threads_ = on;
+    if (range_result_) on_range(range_result_->t0, range_result_->t1, range_result_->selected);
+  });
 
   auto* tb = addToolBar(tr("Timeline"));
   tb->setObjectName("toolbar");
@@ -123,6 +140,13 @@ void MainWindow::build_ui() {
   // Details.
   details_ = new QTextBrowser(this);
   details_->setOpenExternalLinks(false);
+  details_->setOpenLinks(false);
+  // A kernel or call name in the evidence highlights its occurrences (the search box does the highlighting).
+  connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    const QString s = url.toString(QUrl::FullyEncoded);
+    if (s.startsWith(kHighlightScheme))
+      search_->setText(QUrl::fromPercentEncoding(s.mid(int(std::strlen(kHighlightScheme))).toUtf8()));
+  });
   dock(tr("Details"), "details", details_, Qt::RightDockWidgetArea);
 
   // Call tree with its direction switch.
@@ -146,8 +170,14 @@ void MainWindow::build_ui() {
   connect(tree_direction_, &QComboBox::currentIndexChanged, this, [this] { update_call_tree_direction(); });
   QDockWidget* tree_dock = dock(tr("Call tree"), "calltree", tree_box, Qt::BottomDockWidgetArea);
 
+  // Deep stacks make the graph taller than any screen: it scrolls inside its dock instead of growing the window.
   flame_ = new FlameGraphWidget(this);
-  QDockWidget* flame_dock = dock(tr("Flame graph"), "flamegraph", flame_, Qt::BottomDockWidgetArea);
+  auto* flame_scroll = new QScrollArea(this);
+  flame_scroll->setWidgetResizable(true);
+  flame_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  flame_scroll->setFrameShape(QFrame::NoFrame);
+  flame_scroll->setWidget(flame_);
+  QDockWidget* flame_dock = dock(tr("Flame graph"), "flamegraph", flame_scroll, Qt::BottomDockWidgetArea);
 
   // Kernel statistics, sortable and filterable.
   auto* kbox = new QWidget(this);
@@ -173,10 +203,32 @@ void MainWindow::build_ui() {
   klayout->addWidget(kernels_view_);
   connect(kernels_filter_, &QLineEdit::textChanged, kernels_proxy_, &QSortFilterProxyModel::setFilterFixedString);
   QDockWidget* kernels_dock = dock(tr("Kernels"), "kernels", kbox, Qt::BottomDockWidgetArea);
-  tabifyDockWidget(findings_dock, tree_dock);
+
+  // Steps: every step's duration and breakdown, sortable; slow ones flagged (▲) with what grew.
+  steps_ = new StepsModel(this);
+  steps_proxy_ = new QSortFilterProxyModel(this);
+  steps_proxy_->setSourceModel(steps_);
+  steps_proxy_->setSortRole(SortRole);
+  steps_view_ = new QTableView(this);
+  steps_view_->setModel(steps_proxy_);
+  steps_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  steps_view_->setSelectionMode(QAbstractItemView::SingleSelection);
+  steps_view_->setSortingEnabled(true);
+  steps_view_->sortByColumn(StepsModel::Step, Qt::AscendingOrder);  // in run order until the user sorts
+  steps_view_->verticalHeader()->hide();
+  steps_view_->horizontalHeader()->setStretchLastSection(true);
+  connect(steps_view_, &QAbstractItemView::clicked, this,
+          [this](const QModelIndex& i) { select_step(steps_proxy_->mapToSource(i).row()); });
+  connect(steps_view_, &QAbstractItemView::activated, this,
+          [this](const QModelIndex& i) { select_step(steps_proxy_->mapToSource(i).row()); });
+  QDockWidget* steps_dock = dock(tr("Steps"), "steps", steps_view_, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(findings_dock, steps_dock);
+  tabifyDockWidget(steps_dock, tree_dock);
   tabifyDockWidget(tree_dock, flame_dock);
   tabifyDockWidget(flame_dock, kernels_dock);
   findings_dock->raise();
+  // The timeline leads: the bottom panels start at under a third of the window (a saved layout replaces this).
+  resizeDocks({findings_dock}, {height() * 3 / 10}, Qt::Vertical);
 
   // Status bar.
   status_ = new QLabel(this);
@@ -228,9 +280,11 @@ void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QSt
   timeline_->set_model(model_);
   findings_->set_model(model_);
   findings_view_->resizeColumnsToContents();
+  steps_->set_model(model_);
+  steps_view_->resizeColumnsToContents();
   details_->clear();
   if (!title.isEmpty()) setWindowTitle(title + " — stepscope");
-  if (model_) on_range(model_->begin(), model_->end());
+  if (model_) on_range(model_->begin(), model_->end(), false);
 }
 
 void MainWindow::select_finding(int row) {
@@ -246,6 +300,17 @@ void MainWindow::select_finding(int row) {
   details_->setHtml(finding_details_html(*model_, row));
 }
 
+void MainWindow::select_step(int row) {
+  const int pos = steps_->step_position(row);
+  if (!model_ || pos < 0) return;
+  const StepInfo& st = model_->steps()[pos];
+  if (auto* d = qobject_cast<QDockWidget*>(steps_view_->parentWidget())) d->raise();
+  steps_view_->selectRow(steps_proxy_->mapFromSource(steps_->index(row, 0)).row());
+  timeline_->set_highlights({{st.start, st.end}});
+  timeline_->zoom_to(double(st.start), double(st.end));
+  timeline_->select_event(EventRef{EventKind::Step, static_cast<uint32_t>(pos)});
+}
+
 void MainWindow::on_event_selected(std::optional<EventRef> e) {
   if (!model_) return;
   if (!e) return;
@@ -253,19 +318,22 @@ void MainWindow::on_event_selected(std::optional<EventRef> e) {
   details_->setHtml(event_details_html(*model_, *e));
 }
 
-void MainWindow::on_range(int64_t t0, int64_t t1) {
+void MainWindow::on_range(int64_t t0, int64_t t1, bool selected) {
   if (!model_) return;
   range_label_->setText(tr("%1 from %2")
                             .arg(QString::fromStdString(format_duration(double(t1 - t0))),
                                  QString::fromStdString(format_duration(double(t0 - model_->begin())))));
   auto model = model_;
-  auto work = [model, t0, t1]() {
+  const bool own = show_collector_threads_;
+  auto work = [model, t0, t1, selected, own]() {
     auto r = std::make_shared<RangeResult>();
     r->t0 = t0;
     r->t1 = t1;
-    r->top_down = CallTree::for_range(*model, t0, t1, CallTree::Direction::TopDown);
+    r->top_down = CallTree::for_range(*model, t0, t1, CallTree::Direction::TopDown, own);
     r->bottom_up = r->top_down.inverted();
     r->stats = kernel_stats(*model, t0, t1);
+    r->breakdown = range_breakdown(*model, t0, t1);
+    r->selected = selected;
     return r;
   };
   if (synchronous_) {
@@ -280,6 +348,22 @@ void MainWindow::apply_range(std::shared_ptr<RangeResult> r) {
   if (!r) return;
   range_result_ = r;
   kernel_stats_->set_stats(r->stats, r->t1 - r->t0);
+  // The range's breakdown on the status line; a selected range's also in the details, with what ran in it.
+  const RangeBreakdown& b = r->breakdown;
+  const double span = double(std::max<int64_t>(1, r->t1 - r->t0));
+  auto pct = [&](int64_t ns) { return QString::number(100.0 * double(ns) / span, 'f', 1) + " %"; };
+  QString line = tr("%1 from %2 · GPU busy %3")
+                     .arg(QString::fromStdString(format_duration(double(r->t1 - r->t0))),
+                          QString::fromStdString(format_duration(double(r->t0 - model_->begin()))), pct(b.gpu_busy_ns));
+  for (const auto& [label, ns] : b.idle)
+    if (ns > 0) line += QString(" · %1 %2").arg(QString::fromStdString(label), pct(ns));
+  range_label_->setText(tr("%1 from %2")
+                            .arg(QString::fromStdString(format_duration(double(r->t1 - r->t0))),
+                                 QString::fromStdString(format_duration(double(r->t0 - model_->begin())))));
+  if (r->selected) {
+    status_->setText(tr("Selection: ") + line);
+    details_->setHtml(range_details_html(*model_, b, r->stats, r->bottom_up));
+  }
   flame_->set_tree(r->top_down);
   update_call_tree_direction();
 }
@@ -294,6 +378,11 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());
   settings.setValue("window/state", saveState());
+  QStringList collapsed, expanded;
+  for (const auto& g : timeline_->layout_state().collapsed) collapsed << QString::fromStdString(g);
+  for (const auto& g : timeline_->layout_state().expanded_others) expanded << QString::fromStdString(g);
+  settings.setValue("timeline/collapsed", collapsed);
+  settings.setValue("timeline/expanded_others", expanded);
   QMainWindow::closeEvent(e);
 }
 

@@ -38,6 +38,8 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline() const { return timeline_; }
   QTableView* findings_view() const { return findings_view_; }
   QTableView* kernels_view() const { return kernels_view_; }
+  QTableView* steps_view() const { return steps_view_; }
+  const StepsModel& steps_model() const { return *steps_; }
   QTreeView* call_tree_view() const { return tree_view_; }
   FlameGraphWidget* flame_graph() const { return flame_; }
   QTextBrowser* details() const { return details_; }
@@ -48,6 +50,8 @@ class MainWindow : public QMainWindow {
 
   // Selects finding `row` (of the findings model): zooms to its steps and highlights its evidence.
   void select_finding(int row);
+  // Selects step `row` (of the steps model): zooms to it, shades it and shows its breakdown and explanation.
+  void select_step(int row);
 
  signals:
   void model_loaded(bool ok);
@@ -61,7 +65,7 @@ class MainWindow : public QMainWindow {
   void build_ui();
   void on_loaded(const LoadResult& r);
   void on_event_selected(std::optional<EventRef> e);
-  void on_range(int64_t t0, int64_t t1);
+  void on_range(int64_t t0, int64_t t1, bool selected = true);
   void update_call_tree_direction();
 
   std::shared_ptr<const TimelineModel> model_;
@@ -70,6 +74,9 @@ class MainWindow : public QMainWindow {
   FindingsModel* findings_ = nullptr;
   QSortFilterProxyModel* findings_proxy_ = nullptr;
   QTableView* findings_view_ = nullptr;
+  StepsModel* steps_ = nullptr;
+  QSortFilterProxyModel* steps_proxy_ = nullptr;
+  QTableView* steps_view_ = nullptr;
   KernelStatsModel* kernel_stats_ = nullptr;
   QSortFilterProxyModel* kernels_proxy_ = nullptr;
   QTableView* kernels_view_ = nullptr;
@@ -85,11 +92,14 @@ class MainWindow : public QMainWindow {
   QLabel* status_ = nullptr;
   QLabel* range_label_ = nullptr;
   bool synchronous_ = false;
+  bool show_collector_threads_ = false;
 
   struct RangeResult {
     CallTree top_down, bottom_up;
     std::vector<KernelStat> stats;
+    RangeBreakdown breakdown;
     int64_t t0 = 0, t1 = 0;
+    bool selected = false;  // a range the user selected (not the whole trace at load)
   };
   QFutureWatcher<std::shared_ptr<RangeResult>>* range_watcher_ = nullptr;
   std::shared_ptr<RangeResult> range_result_;

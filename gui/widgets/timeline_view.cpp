@@ -46,7 +46,7 @@ TimelineView::TimelineView(QWidget* parent) : QAbstractScrollArea(parent) {
   setViewportMargins(0, kRulerHeight, 0, 0);
   colours_ = TimelinePalette::from(QApplication::palette());
   ruler_ = new PaintForwarder(this, [this](QPainter& p) { paint_ruler(p); });
-  ruler_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  ruler_->installEventFilter(this);  // a drag on the ruler selects a range
   watcher_ = new QFutureWatcher<std::shared_ptr<const DrawList>>(this);
   connect(watcher_, &QFutureWatcherBase::finished, this, &TimelineView::on_draw_list_ready);
 }
@@ -56,7 +56,7 @@ TimelineView::~TimelineView() { watcher_->waitForFinished(); }
 void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   watcher_->waitForFinished();
   model_ = std::move(model);
-  layout_ = model_ ? TimelineLayout(*model_) : TimelineLayout();
+  layout_ = model_ ? TimelineLayout(*model_, {}, layout_state_) : TimelineLayout();
   current_.reset();
   selected_.reset();
   time_selection_.reset();
@@ -67,6 +67,32 @@ void TimelineView::set_model(std::shared_ptr<const TimelineModel> model) {
   update_scrollbar();
   verticalScrollBar()->setValue(0);
   zoom_to_all();
+}
+
+void TimelineView::set_layout_state(LayoutState state) {
+  layout_state_ = std::move(state);
+  relayout();
+}
+
+void TimelineView::relayout() {
+  watcher_->waitForFinished();
+  layout_ = model_ ? TimelineLayout(*model_, {}, layout_state_) : TimelineLayout();
+  current_.reset();
+  update_scrollbar();
+  request_draw_list();
+  viewport()->update();
+}
+
+void TimelineView::toggle_group(const std::string& group) {
+  if (!layout_state_.collapsed.erase(group)) layout_state_.collapsed.insert(group);
+  relayout();
+  emit layout_state_changed();
+}
+
+void TimelineView::toggle_others(const std::string& group) {
+  if (!layout_state_.expanded_others.erase(group)) layout_state_.expanded_others.insert(group);
+  relayout();
+  emit layout_state_changed();
 }
 
 int TimelineView::content_width() const { return std::max(1, viewport()->width() - kGutterWidth); }
@@ -203,7 +229,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
 QRectF TimelineView::rect_of(EventRef e) const {
   if (!model_) return {};
   auto loc = model_->locate(e);
-  if (!loc) return {};
+  if (!loc || !layout_.row_of_track(loc->track)) return {};  // folded away
   const double x0 = kGutterWidth + vp_.x_of(double(model_->start_of(e)));
   const double x1 = std::max(x0 + 1, kGutterWidth + vp_.x_of(double(model_->end_of(e))));
   const int y = layout_.lane_y(loc->track, loc->lane) - scroll_y();
@@ -304,11 +330,19 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   for (const auto& row : layout_.rows()) {
     const int y = row.y - sy;
     if (y + row.height < 0 || y > h) continue;
-    if (row.track < 0) {
+    if (row.kind == TimelineLayout::RowKind::Header) {
       p.fillRect(QRect(0, y, w, row.height), colours_.group_header);
       p.setFont(bold);
       p.setPen(colours_.text);
-      p.drawText(QRect(6, y, w - 12, row.height), Qt::AlignVCenter | Qt::AlignLeft, qs(row.group));
+      p.drawText(QRect(6, y, w - 12, row.height), Qt::AlignVCenter | Qt::AlignLeft,
+                 QString(row.open ? "▾ " : "▸ ") + qs(row.group));
+      continue;
+    }
+    if (row.kind == TimelineLayout::RowKind::Others) {
+      p.setFont(small);
+      p.setPen(colours_.text);
+      p.drawText(QRect(6, y, kGutterWidth - 10, row.height), Qt::AlignVCenter | Qt::AlignLeft,
+                 (row.open ? "▾ " : "▸ ") + (row.others == 1 ? tr("1 other thread") : tr("%1 other threads").arg(row.others)));
       continue;
     }
     p.setFont(small);
@@ -418,9 +452,12 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
     }
     const EventRef e = hit->event;
     const double d = double(model_->end_of(e) - model_->start_of(e));
-    return QString("<b>%1</b><br>%2 · %3 · at %4")
-        .arg(qs(model_->name_of(e)).toHtmlEscaped(), to_string(e.kind), qs(format_duration(d)),
-             qs(format_duration(double(model_->start_of(e) - model_->begin()))));
+    const std::string shown = model_->name_of(e), full = model_->full_name_of(e);
+    QString tip = QString("<b>%1</b><br>%2 · %3 · at %4")
+                      .arg(qs(shown).toHtmlEscaped(), to_string(e.kind), qs(format_duration(d)),
+                           qs(format_duration(double(model_->start_of(e) - model_->begin()))));
+    if (full != shown) tip += "<br><small>" + qs(full).toHtmlEscaped() + "</small>";
+    return tip;
   }
   return {};
 }
@@ -483,6 +520,15 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
     return;
   }
   if (!moved_ && e->button() == Qt::LeftButton && model_) {
+    const auto* row = layout_.row_at(e->pos().y() + scroll_y());
+    if (row && row->kind == TimelineLayout::RowKind::Header) {
+      toggle_group(std::string(row->group));
+      return;
+    }
+    if (row && row->kind == TimelineLayout::RowKind::Others) {
+      toggle_others(std::string(row->group));
+      return;
+    }
     auto hit = hit_at(e->pos());
     if (hit && !hit->sample_row) {
       select_event(hit->event);
@@ -523,6 +569,32 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
   view_changed();
 }
 
+bool TimelineView::eventFilter(QObject* watched, QEvent* e) {
+  if (watched != ruler_ || !model_) return QAbstractScrollArea::eventFilter(watched, e);
+  const auto type = e->type();
+  if (type != QEvent::MouseButtonPress && type != QEvent::MouseMove && type != QEvent::MouseButtonRelease)
+    return QAbstractScrollArea::eventFilter(watched, e);
+  auto* me = static_cast<QMouseEvent*>(e);
+  const double t = vp_.time_at(me->position().x() - kGutterWidth);  // the ruler and the viewport share x
+  if (type == QEvent::MouseButtonPress && me->button() == Qt::LeftButton) {
+    drag_ = Drag::Select;
+    select_anchor_ = t;
+    press_pos_ = me->pos();
+    moved_ = false;
+  } else if (type == QEvent::MouseMove && drag_ == Drag::Select) {
+    if ((me->pos() - press_pos_).manhattanLength() > 3) moved_ = true;
+    if (moved_) {
+      time_selection_ = std::make_pair(int64_t(std::min(t, select_anchor_)), int64_t(std::max(t, select_anchor_)));
+      viewport()->update();
+      ruler_->update();
+    }
+  } else if (type == QEvent::MouseButtonRelease && drag_ == Drag::Select) {
+    drag_ = Drag::None;
+    if (moved_ && time_selection_) emit time_range_selected(time_selection_->first, time_selection_->second);
+  }
+  return true;
+}
+
 bool TimelineView::viewportEvent(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* he = static_cast<QHelpEvent*>(e);
@@ -540,6 +612,13 @@ void TimelineView::select_event(std::optional<EventRef> e, bool scroll_into_view
   selected_ = e;
   if (e && scroll_into_view && model_) {
     if (auto loc = model_->locate(*e)) {
+      const Track& tr = model_->tracks()[loc->track];
+      if (!layout_.row_of_track(loc->track)) {  // show what was folded away
+        layout_state_.collapsed.erase(tr.group);
+        if (tr.folded) layout_state_.expanded_others.insert(tr.group);
+        relayout();
+        emit layout_state_changed();
+      }
       const int y = layout_.lane_y(loc->track, loc->lane);
       if (y < scroll_y() || y > scroll_y() + viewport()->height() - layout_.metrics().lane_height)
         verticalScrollBar()->setValue(y - viewport()->height() / 3);

@@ -39,6 +39,12 @@ class TimelineView : public QAbstractScrollArea {
   void set_model(std::shared_ptr<const TimelineModel> model);
   const std::shared_ptr<const TimelineModel>& model() const { return model_; }
   const TimelineLayout& layout() const { return layout_; }
+  // Collapsed groups and opened "other threads" rows; kept across models (keyed by group title).
+  const LayoutState& layout_state() const { return layout_state_; }
+  void set_layout_state(LayoutState state);
+  // What a click on a group header or an "N other threads" row does.
+  void toggle_group(const std::string& group);
+  void toggle_others(const std::string& group);
   const Viewport& viewport_range() const { return vp_; }
 
   // Shows [t0, t1] with `padding` of the span added on each side.
@@ -66,6 +72,8 @@ class TimelineView : public QAbstractScrollArea {
   // The event under a viewport() position, as a click would find it.
   std::optional<Hit> hit_at(QPoint viewport_pos) const;
   const TimelinePalette& palette_colours() const { return colours_; }
+  // The ruler above the tracks: a left drag on it selects a time range.
+  QWidget* ruler() const { return ruler_; }
   // Builds and records the draw list for the current viewport now (benchmark hook); returns it.
   const DrawList& rebuild_now();
 
@@ -73,6 +81,7 @@ class TimelineView : public QAbstractScrollArea {
   void event_selected(std::optional<stepscope::gui::EventRef> event);
   void time_range_selected(qint64 t0, qint64 t1);
   void viewport_changed();
+  void layout_state_changed();
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -84,6 +93,7 @@ class TimelineView : public QAbstractScrollArea {
   void mouseDoubleClickEvent(QMouseEvent*) override;
   void keyPressEvent(QKeyEvent*) override;
   bool viewportEvent(QEvent*) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
   void changeEvent(QEvent*) override;
   void scrollContentsBy(int dx, int dy) override;
 
@@ -96,6 +106,7 @@ class TimelineView : public QAbstractScrollArea {
   void on_draw_list_ready();
   void clamp_viewport();
   void update_scrollbar();
+  void relayout();
   void paint_ruler(QPainter& p);
   void paint_tracks(QPainter& p, const DrawList& dl);
   void paint_flow(QPainter& p);
@@ -105,6 +116,7 @@ class TimelineView : public QAbstractScrollArea {
 
   std::shared_ptr<const TimelineModel> model_;
   TimelineLayout layout_;
+  LayoutState layout_state_;
   Viewport vp_;
   TimelinePalette colours_;
   std::optional<EventRef> selected_;

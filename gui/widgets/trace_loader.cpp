@@ -1,11 +1,13 @@
 #include "trace_loader.h"
 
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QMetaObject>
 #include <QtConcurrent/QtConcurrent>
 
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
 
 namespace stepscope::gui {
 
@@ -23,7 +25,11 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     options.progress = [&](uint64_t done, uint64_t total) {
       if (total) say(int(std::min<uint64_t>(700, done * 700 / total)), QObject::tr("Loading"));
     };
-    auto trace = std::make_shared<store::Trace>(analyzer::load_trace(path.toStdString(), options));
+    // A directory: the ranks of one job, one group per rank, aligned at step starts (docs/multi-rank.md).
+    auto trace = std::make_shared<store::Trace>(
+        QFileInfo(path).isDir()
+            ? analyzer::merge_ranks_for_timeline(analyzer::expand_rank_inputs({path.toStdString()}))
+            : analyzer::load_trace(path.toStdString(), options));
     r.load_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(700, QObject::tr("Analyzing"));

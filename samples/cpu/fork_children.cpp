@@ -1,5 +1,6 @@
 // fork_children: forks 50 children that each compute a little and exit with status 0; the parent waits for
 // them all. Deterministic stdout (children print nothing; the parent prints after all have exited).
+//   fork_children [N] [ITERATIONS]   ITERATIONS per child (default 3000000; more: long-lived workers)
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+uint64_t g_child_iterations = 3000000;
+
 __attribute__((noinline)) uint64_t child_work(uint64_t seed) {
   uint64_t x = seed | 1;
-  for (int i = 0; i < 3000000; ++i) {
+  for (uint64_t i = 0; i < g_child_iterations; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
@@ -17,10 +20,17 @@ __attribute__((noinline)) uint64_t child_work(uint64_t seed) {
   return x;
 }
 
-__attribute__((noinline)) uint64_t parent_work(uint64_t seed) { return child_work(seed * 31); }
+__attribute__((noinline)) uint64_t parent_work(uint64_t seed) {
+  const uint64_t saved = g_child_iterations;
+  g_child_iterations = 3000000;  // the parent's result does not depend on ITERATIONS
+  const uint64_t r = child_work(seed * 31);
+  g_child_iterations = saved;
+  return r;
+}
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 50;
+  if (argc > 2) g_child_iterations = std::strtoull(argv[2], nullptr, 10);
   std::fflush(stdout);
   int ok = 0;
   uint64_t parent = parent_work(7);

@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--autotune", action="store_true")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--decode-ms", type=float, default=4.0, help="per item")
+    ap.add_argument("--decode-ms", type=float, default=2.5, help="per item")
     ap.add_argument("--work", type=int, default=150, help="elementwise passes over a 512x512 tensor per step (the step's compute)")
     a = ap.parse_args()
     global DECODE_S

@@ -40,8 +40,8 @@ def main():
     torch.set_num_threads(1)
     model = nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(8), nn.Flatten(), nn.Linear(64 * 64, 10))
+        nn.MaxPool2d(2), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv2d(128, 128, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(8), nn.Flatten(), nn.Linear(128 * 64, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loader = DataLoader(SlowImages(a.steps * a.batch, a.decode_ms), batch_size=a.batch,
                         num_workers=a.workers,

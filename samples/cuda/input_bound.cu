@@ -2,8 +2,12 @@
 // of configurable cost) into pageable memory; the training loop waits for it and copies it with a
 // synchronous cudaMemcpy from pageable memory, then runs the step's kernels. Decode is slower than the
 // step's GPU work, so the GPU idles while the loop waits for data.
-//   --prefetch K  K pinned buffers, a pool of decode workers (--workers, default K) and asynchronous copies
-//                 on a side stream: decode overlaps compute and copies, the GPU no longer waits.
+//   --prefetch K  K pinned buffers, a pool of decode workers (--workers) and asynchronous copies on a side
+//                 stream: decode overlaps compute and copies, the GPU no longer waits.
+// Sized to the machine at start (lines "sizing:"): the decode is calibrated on one core, the throughput of the
+// cure's worker pool and the time of one GPU pass are measured, and the step's GPU work (passes of the same
+// kernel) is set to 1.5x the pool's period per batch. So the cure keeps up on any GPU and CPU, while the
+// baseline's single producer, several times slower than the pool, still leaves the GPU waiting.
 #include "sample_common.cuh"
 
 #include <atomic>
@@ -72,7 +76,14 @@ int calibrate_decode_rounds(int n, double target_us, double* round_us_out) {
 
 struct Config {
   int steps = 60, n = 1 << 20, iters = 16384, samples = 32, prefetch = 0, workers = 0, rounds = 1;
+  int passes = 1;  // train_kernel launches per step: each rewrites the same outputs, so results do not depend on it
 };
+
+// The cure must keep up with the GPU with this much room: the step's GPU work is sized to kCureMargin times
+// the period at which the worker pool delivers a batch (jitter is absorbed by the K buffers).
+constexpr double kCureMargin = 1.5;
+// Below this expected baseline wait share the contrast is too weak to show (the input-bound rule's "high" is 20%).
+constexpr double kMinBaselineWaitShare = 0.3;
 
 struct Run {
   std::vector<double> data_wait_us;  // host time blocked waiting for each batch
@@ -84,7 +95,8 @@ struct Run {
 // GPU experiences it (it includes the time the GPU sat idle waiting for the host).
 struct StepEvents {
   explicit StepEvents(int steps) : ev(steps + 1) {
-    for (auto& e : ev) SAMPLE_CUDA_CHECK(cudaEventCreate(&e));
+    // Blocking sync: the prefetch loop waits on these, and a spinning wait would take a core from the decoders.
+    for (auto& e : ev) SAMPLE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventBlockingSync));
   }
   ~StepEvents() {
     for (auto& e : ev) cudaEventDestroy(e);
@@ -102,8 +114,10 @@ struct StepEvents {
 };
 
 void launch_step_kernels(const Config& c, cudaStream_t s, const float* d_x, float* d_y, float* d_samples, int step) {
-  train_kernel<<<1024, 256, 0, s>>>(d_x, d_y, c.n, c.iters);
-  SAMPLE_CUDA_CHECK_LAUNCH();
+  for (int p = 0; p < c.passes; ++p) {
+    train_kernel<<<1024, 256, 0, s>>>(d_x, d_y, c.n, c.iters);
+    SAMPLE_CUDA_CHECK_LAUNCH();
+  }
   gather_kernel<<<(c.samples + 127) / 128, 128, 0, s>>>(d_y, d_samples, c.n, step, c.samples);
   SAMPLE_CUDA_CHECK_LAUNCH();
 }
@@ -237,6 +251,10 @@ Run run_prefetch(const Config& c, float* d_y, float* d_samples) {
     SAMPLE_CUDA_CHECK(cudaEventRecord(events.ev[step], compute_stream));
     stepscope_step();
     sample::NvtxRange range("step");
+    // Run at most two steps ahead of the GPU, as a trainer that reads its loss does. Without it the loop runs
+    // ahead until the slots run out and then waits for batches whose slots the GPU has not yet freed: a
+    // GPU-bound run would look input-bound.
+    if (step >= 2) SAMPLE_CUDA_CHECK(cudaEventSynchronize(events.ev[step - 1]));
     {
       sample::DataWait wait;
       auto t0 = sample::Clock::now();
@@ -272,6 +290,81 @@ Run run_prefetch(const Config& c, float* d_y, float* d_samples) {
   return r;
 }
 
+// Microseconds per batch at which `workers` threads decoding at once deliver batches (memory bandwidth and
+// shared cores make this more than round_us / workers).
+double measure_pool_period_us(const Config& c, int workers) {
+  constexpr int kBatchesEach = 2;
+  std::vector<std::vector<float>> bufs(workers, std::vector<float>(c.n));
+  std::vector<std::thread> pool;
+  auto t0 = sample::Clock::now();
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (int b = 0; b < kBatchesEach; ++b) decode_batch(static_cast<uint64_t>(w * kBatchesEach + b), bufs[w].data(), c.n, c.rounds);
+    });
+  for (auto& t : pool) t.join();
+  return sample::us_since(t0) / (workers * kBatchesEach);
+}
+
+// Median GPU time of one train_kernel pass (kernels already loaded).
+double measure_pass_us(const Config& c, const float* d_x, float* d_y) {
+  cudaEvent_t a, b;
+  SAMPLE_CUDA_CHECK(cudaEventCreate(&a));
+  SAMPLE_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> us;
+  for (int t = 0; t < 5; ++t) {
+    SAMPLE_CUDA_CHECK(cudaEventRecord(a, 0));
+    train_kernel<<<1024, 256>>>(d_x, d_y, c.n, c.iters);
+    SAMPLE_CUDA_CHECK_LAUNCH();
+    SAMPLE_CUDA_CHECK(cudaEventRecord(b, 0));
+    SAMPLE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    SAMPLE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.0);
+  }
+  SAMPLE_CUDA_CHECK(cudaEventDestroy(a));
+  SAMPLE_CUDA_CHECK(cudaEventDestroy(b));
+  return sample::summarize(us).median_us;
+}
+
+// The decode workers the cure uses by default: up to 8, leaving two hardware threads to the training loop and
+// the CUDA driver. Both modes size the GPU work for this pool, so baseline and cure run the same step.
+int default_cure_workers() {
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(hw - 2, 1, 8);
+}
+
+// Sets c.passes (unless --gpu-passes fixed it) so the step's GPU work is kCureMargin x the pool's period, and
+// prints what was measured and chosen.
+void size_gpu_work(Config& c, double round_us, int fixed_passes, const float* d_x, float* d_y) {
+  const int pool = default_cure_workers();
+  double decode_us = c.rounds * round_us;
+  double period_us = measure_pool_period_us(c, pool);
+  const double pass_us = std::max(1.0, measure_pass_us(c, d_x, d_y));  // event resolution is ~0.5 us
+  c.passes = fixed_passes > 0 ? fixed_passes
+                              : std::max(1, static_cast<int>(std::ceil(kCureMargin * period_us / pass_us)));
+  if (fixed_passes == 0 && c.passes == 1 && pass_us > 0.5 * decode_us) {
+    // A slow GPU: one pass already outlasts half the decode, so the baseline would hardly wait. Decode longer
+    // (more rounds rewrite the same values: the data do not change) until it is twice the pass.
+    c.rounds = static_cast<int>(std::ceil(c.rounds * 2.0 * pass_us / decode_us));
+    decode_us = c.rounds * round_us;
+    period_us = measure_pool_period_us(c, pool);
+    std::printf("sizing: one GPU pass (%.0f us) outlasts half the decode: decode raised to %d rounds (~%.0f us per "
+                "batch)\n", pass_us, c.rounds, decode_us);
+  }
+  const double gpu_us = c.passes * pass_us;
+  std::printf("sizing: %d decode workers (%u hardware threads) deliver a batch every %.0f us; one GPU pass %.1f us -> "
+              "%d passes = ~%.0f us of GPU work per step%s\n",
+              pool, std::thread::hardware_concurrency(), period_us, pass_us, c.passes, gpu_us,
+              fixed_passes > 0 ? " (--gpu-passes)" : " (1.5x the pool's period)");
+  const double baseline_wait = decode_us > gpu_us ? 1.0 - gpu_us / decode_us : 0.0;
+  std::printf("sizing: expected: the baseline's one producer (%.0f us per batch) leaves the GPU waiting ~%.0f%% of the "
+              "step; --prefetch with %d workers keeps up (%.0f us per batch against %.0f us of GPU work)\n",
+              decode_us, 100.0 * baseline_wait, pool, period_us, gpu_us);
+  if (baseline_wait < kMinBaselineWaitShare || gpu_us < period_us)
+    std::printf("sizing: warning: on this machine baseline and cure will not differ clearly (too few cores for the "
+                "decode, or a slow GPU pass): raise --decode-us, lower --compute-iters or set --gpu-passes\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,21 +377,21 @@ int main(int argc, char** argv) {
   app.add_option("--decode-us", decode_us, "CPU cost of decoding one batch on one core, microseconds")->check(CLI::Range(0.0, 1e7))->capture_default_str();
   app.add_option("--compute-iters", c.iters, "GPU work per element per step (dependent FMAs)")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--prefetch", c.prefetch, "cure: K pinned buffers, a decode worker pool and async copies on a side stream (0: off)")->check(CLI::Range(0, 64))->capture_default_str();
-  app.add_option("--workers", c.workers, "decode workers with --prefetch (default: K)")->check(CLI::Range(1, 256));
+  app.add_option("--workers", c.workers, "decode workers with --prefetch (default: the hardware threads less 2, at most 8)")->check(CLI::Range(1, 256));
+  int fixed_passes = 0;
+  app.add_option("--gpu-passes", fixed_passes, "GPU passes per step (default 0: sized to this machine, see sizing: lines)")->check(CLI::Range(0, 100000))->capture_default_str();
   sample::parse_or_exit(app, argc, argv);
   if (c.workers > 0 && c.prefetch == 0) {
     std::fprintf(stderr, "input_bound: --workers needs --prefetch K\n");
     return sample::kExitUsage;
   }
-  if (c.prefetch > 0 && c.workers == 0) c.workers = c.prefetch;
+  if (c.prefetch > 0 && c.workers == 0) c.workers = default_cure_workers();
 
   sample::require_cuda_device();
   double round_us = 0;
   c.rounds = calibrate_decode_rounds(c.n, decode_us, &round_us);
-  std::printf("input_bound: mode=%s prefetch=%d workers=%d steps=%d batch_elements=%d compute_iters=%d\n",
-              c.prefetch ? "prefetch" : "baseline", c.prefetch, c.prefetch ? c.workers : 1, c.steps, c.n, c.iters);
-  std::printf("time: decode %d rounds x %.0f us = ~%.0f us per batch on one core\n", c.rounds, round_us,
-              c.rounds * round_us);
+  std::printf("input_bound: mode=%s prefetch=%d steps=%d batch_elements=%d compute_iters=%d\n",
+              c.prefetch ? "prefetch" : "baseline", c.prefetch, c.steps, c.n, c.iters);
 
   float *d_x = nullptr, *d_y = nullptr, *d_samples = nullptr;
   SAMPLE_CUDA_CHECK(cudaMalloc(&d_x, c.n * sizeof(float)));
@@ -308,6 +401,12 @@ int main(int argc, char** argv) {
   SAMPLE_CUDA_CHECK(cudaMemset(d_x, 0, c.n * sizeof(float)));
   launch_step_kernels(c, 0, d_x, d_y, d_samples, 0);
   SAMPLE_CUDA_CHECK(cudaDeviceSynchronize());
+  size_gpu_work(c, round_us, fixed_passes, d_x, d_y);
+  std::printf("time: decode %d rounds x %.0f us = ~%.0f us per batch on one core\n", c.rounds, round_us,
+              c.rounds * round_us);
+  const int decoders = c.prefetch ? c.workers : 1;
+  std::printf("sizing: %s: %d decode worker%s, %d GPU passes per step\n", c.prefetch ? "prefetch" : "baseline",
+              decoders, decoders == 1 ? "" : "s", c.passes);
 
   Run r = c.prefetch ? run_prefetch(c, d_y, d_samples) : run_baseline(c, d_x, d_y, d_samples);
   r.samples.resize(static_cast<size_t>(c.steps) * c.samples);

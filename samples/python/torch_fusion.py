@@ -16,7 +16,9 @@ per-op dispatch and the fused code is Inductor's C++ loop: the same shape of cur
 
 Each timed batch of calls is one step for stepscope (stepscope.step(), a no-op outside `stepscope record`;
 with --nvtx also an NVTX range "step").
-Prints per-call latency (us) per chain length and checks that every compiled chain computes what eager does.
+Prints per-call latency (us) per chain length, then for each point the step time (a step is one timed batch
+of --calls calls) as `time: MODE ops=N (C calls per step): step median ... us, ...` like the CUDA samples, and
+checks that every compiled chain computes what eager does.
 Exit codes: 0 ok, 1 a compiled result differs from eager, 2 bad arguments or torch missing.
 """
 import argparse
@@ -86,7 +88,7 @@ class Timer:
 
 
 def per_call_us(timer, fn, inputs, calls, repeats, nvtx):
-    """Median over `repeats` batches of `calls` calls of the mean per-call latency."""
+    """Mean per-call latency of each of `repeats` batches of `calls` calls (one batch is one step)."""
     torch = timer.torch
     for x in inputs[:20]:  # warm-up (and compilation)
         fn(x)
@@ -101,7 +103,14 @@ def per_call_us(timer, fn, inputs, calls, repeats, nvtx):
         results.append(timer.time_batch(fn, batch))
         if nvtx:
             torch.cuda.nvtx.range_pop()
-    return statistics.median(results)
+    return results
+
+
+def time_line(label, step_us):
+    """The line every sample prints (samples/cuda/sample_common.cuh): scripts/record-samples.sh reads it."""
+    s = sorted(step_us)
+    return (f"time: {label}: step median {statistics.median(s):.2f} us, mean {statistics.mean(s):.2f} us, "
+            f"min {s[0]:.2f} us, max {s[-1]:.2f} us ({len(s)} samples)")
 
 
 def parse_args(argv):
@@ -158,6 +167,7 @@ def main(argv=None):
     header += [f"{m}_x" for m in speedups]
     print("  ".join(f"{h:>10}" for h in header))
     failed = False
+    time_lines = []
     for n in a.ops:
         torch._dynamo.reset()  # every chain length compiles afresh
         chain = make_chain(torch, n)
@@ -169,7 +179,9 @@ def main(argv=None):
                 fn, inputs = torch.compile(chain, dynamic=False), fixed
             else:
                 fn, inputs = torch.compile(chain, dynamic=True), variable
-            row[mode] = per_call_us(timer, fn, inputs, a.calls, a.repeats, a.nvtx)
+            per_call = per_call_us(timer, fn, inputs, a.calls, a.repeats, a.nvtx)
+            row[mode] = statistics.median(per_call)
+            time_lines.append(time_line(f"{mode} ops={n} ({a.calls} calls per step)", [us * a.calls for us in per_call]))
             if mode != "eager":  # the fused chain must compute what eager computes
                 for x in (inputs[0], inputs[7]):
                     want, got = chain(x), fn(x)
@@ -181,6 +193,8 @@ def main(argv=None):
         cells += [f"{row['eager'] / row[m]:>9.2f}x" for m in speedups]
         print("  ".join(cells), flush=True)
     stepscope.step()  # closes the last timed batch
+    for line in time_lines:
+        print(line)
     print("verification: " + ("FAIL" if failed else "PASS") + " (compiled chains match eager)")
     return 1 if failed else 0
 

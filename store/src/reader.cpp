@@ -96,6 +96,7 @@ ApiCall api_of(const Statement& s) {
   a.name = s.col_int(5);
   a.correlation = s.col_int(6);
   a.return_code = int32_t(s.col_int(7));
+  a.stack = s.col_int(8);
   return a;
 }
 Range range_of(const Statement& s) {
@@ -141,6 +142,8 @@ struct StoreReader::Impl {
   StringTable strings;
   std::map<std::string, int64_t> max_duration;  // per timed table, for overlap queries
 
+  const char* api_cols() const;
+
   int64_t scalar(const std::string& sql) const {
     Statement s(db, sql, path);
     int rc = sqlite3_step(s.get());
@@ -157,8 +160,8 @@ struct StoreReader::Impl {
     auto it = max_duration.find(table);
     if (it == max_duration.end())
       it = max_duration.emplace(table, scalar("SELECT coalesce(max(end_ns - start_ns), 0) FROM " + table)).first;
-    int64_t lo = t0 - it->second;
-    if (lo > t0) lo = std::numeric_limits<int64_t>::min();  // overflow guard
+    int64_t lo;
+    if (__builtin_sub_overflow(t0, it->second, &lo)) lo = std::numeric_limits<int64_t>::min();
     std::vector<Row> out;
     Statement s(db,
                 std::string("SELECT ") + cols + " FROM " + table +
@@ -179,10 +182,14 @@ const char* kKernelCols =
 const char* kMemcpyCols = "start_ns,end_ns,device,stream,correlation,bytes,copy_kind,src_kind,dst_kind,pid";
 const char* kMemsetCols = "start_ns,end_ns,device,stream,correlation,bytes,mem_kind,pid";
 const char* kSyncCols = "start_ns,end_ns,pid,tid,type,device,stream,correlation";
-const char* kApiCols = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code";
+// v1 stores have no api_calls.stack: it reads as 0.
+const char* kApiCols = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code,stack";
+const char* kApiColsV1 = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code,0";
 const char* kRangeCols = "start_ns,end_ns,pid,tid,domain,name,depth,source,correlation";
 const char* kWaitCols = "start_ns,end_ns,pid,tid,source";
 }  // namespace
+
+const char* StoreReader::Impl::api_cols() const { return version >= 2 ? kApiCols : kApiColsV1; }
 
 StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
@@ -213,9 +220,15 @@ StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>
       throw StoreError(path, "schema version " + std::to_string(impl_->version) +
                                  " is newer than this stepscope reads (" + std::to_string(kSchemaVersion) + ")");
     if (impl_->version < 1) throw StoreError(path, "not a stepscope store (no schema version)");
+    // Ids are dense from 0 in a store we wrote: an id past the row count is damage, and padding up to it
+    // would allocate without bound.
+    const int64_t string_rows = impl_->scalar("SELECT count(*) FROM strings");
     each_row(impl_->db, path, "SELECT id, value FROM strings ORDER BY id", [&](const Statement& s) {
-      // Ids are dense from 0 in a store we wrote; intern in order keeps them identical.
+      // Intern in order keeps the ids identical.
       int64_t id = s.col_int(0);
+      if (id < 0 || id >= string_rows)
+        throw StoreError(path, "corrupt store: string id " + std::to_string(id) + " outside 0.." +
+                                   std::to_string(string_rows - 1));
       while (static_cast<int64_t>(impl_->strings.size()) < id) impl_->strings.intern("\x01missing#" + std::to_string(impl_->strings.size()));
       if (id > 0) impl_->strings.intern(s.col_text(1));
     });
@@ -246,9 +259,12 @@ std::map<std::string, std::string> StoreReader::meta() const {
 std::vector<TableCount> StoreReader::counts() const {
   static const char* const tables[] = {"processes", "threads", "devices", "kernels", "memcpys", "memsets",
                                        "syncs", "api_calls", "ranges", "frames", "stacks", "samples",
-                                       "data_waits", "steps", "findings", "modules", "strings"};
+                                       "data_waits", "steps", "findings", "modules", "gpu_windows", "strings"};
   std::vector<TableCount> out;
-  for (const char* t : tables) out.push_back({t, impl_->scalar(std::string("SELECT count(*) FROM ") + t)});
+  for (const char* t : tables) {
+    if (impl_->version < 2 && std::string_view(t) == "gpu_windows") continue;
+    out.push_back({t, impl_->scalar(std::string("SELECT count(*) FROM ") + t)});
+  }
   return out;
 }
 
@@ -286,7 +302,7 @@ Trace StoreReader::load() const {
   each_row(db, f, all(kMemcpyCols, "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
   each_row(db, f, all(kMemsetCols, "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
   each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
-  each_row(db, f, all(kApiCols, "api_calls"), [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
+  each_row(db, f, all(impl_->api_cols(), "api_calls"), [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
   each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
   each_row(db, f, "SELECT id, module, symbol, file, line, kind, address FROM frames ORDER BY id",
            [&](const Statement& s) {
@@ -306,6 +322,7 @@ Trace StoreReader::load() const {
            [&](const Statement& s) {
              t.modules.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5)});
            });
+  t.gpu_windows = gpu_windows();
   return t;
 }
 
@@ -319,7 +336,7 @@ std::vector<Memset> StoreReader::memsets(int64_t t0, int64_t t1) const {
   return impl_->overlapping<Memset>("memsets", kMemsetCols, t0, t1, memset_of);
 }
 std::vector<ApiCall> StoreReader::api_calls(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<ApiCall>("api_calls", kApiCols, t0, t1, api_of);
+  return impl_->overlapping<ApiCall>("api_calls", impl_->api_cols(), t0, t1, api_of);
 }
 std::vector<Range> StoreReader::ranges(int64_t t0, int64_t t1) const {
   return impl_->overlapping<Range>("ranges", kRangeCols, t0, t1, range_of);
@@ -364,7 +381,47 @@ std::vector<Process> StoreReader::processes() const {
 }
 std::vector<Thread> StoreReader::threads() const {
   std::vector<Thread> out;
-  each_row(impl_->db, impl_->path, "SELECT pid, tid, name FROM threads",
+  each_row(impl_->db, impl_->path,
+           impl_->version >= 2 ? "SELECT pid, tid, name, collector FROM threads" : "SELECT pid, tid, name, 0 FROM threads",
+           [&](const Statement& s) { out.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3) != 0}); });
+  return out;
+}
+std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
+  struct Check {
+    const char* table;
+    bool has_tid;
+    bool tid_required;
+  };
+  std::vector<Check> checks = {{"samples", true, false},   {"api_calls", true, true}, {"syncs", true, true},
+                               {"ranges", true, false},    {"data_waits", true, false}, {"steps", true, false},
+                               {"kernels", false, false},  {"memcpys", false, false}, {"memsets", false, false},
+                               {"threads", false, false},  {"modules", false, false}};
+  if (impl_->version >= 2) checks.push_back({"gpu_windows", false, false});
+  std::vector<InvariantBreak> out;
+  auto run = [&](const std::string& table, const std::string& problem, const std::string& where) {
+    Statement s(impl_->db, "SELECT count(*), min(pid), min(" + std::string(problem == "pid not in processes" ? "pid" : "tid") +
+                               ") FROM " + table + " x WHERE " + where,
+                impl_->path);
+    if (s.step_row() && s.col_int(0) > 0) {
+      InvariantBreak b{table, problem, s.col_int(0), s.col_int(1), 0};
+      if (problem != "pid not in processes") b.example_tid = s.col_int(2);
+      out.push_back(b);
+    }
+  };
+  for (const auto& c : checks) {
+    run(c.table, "pid not in processes", "x.pid != 0 AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.pid = x.pid)");
+    if (c.has_tid)
+      run(c.table, "(pid, tid) not in threads",
+          "x.tid != 0 AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.pid = x.pid AND t.tid = x.tid)");
+    if (c.tid_required) run(c.table, "tid 0", "x.tid = 0");
+  }
+  return out;
+}
+
+std::vector<GpuWindow> StoreReader::gpu_windows() const {
+  std::vector<GpuWindow> out;
+  if (impl_->version < 2) return out;
+  each_row(impl_->db, impl_->path, "SELECT start_ns, end_ns, pid FROM gpu_windows ORDER BY start_ns",
            [&](const Statement& s) { out.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
   return out;
 }

@@ -7,7 +7,8 @@ const char* const kCreateTables = R"SQL(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE strings(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE processes(pid INTEGER NOT NULL, name INTEGER NOT NULL, parent_pid INTEGER NOT NULL);
-CREATE TABLE threads(pid INTEGER NOT NULL, tid INTEGER NOT NULL, name INTEGER NOT NULL);
+CREATE TABLE threads(pid INTEGER NOT NULL, tid INTEGER NOT NULL, name INTEGER NOT NULL,
+  collector INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE devices(id INTEGER NOT NULL, name INTEGER NOT NULL, cc_major INTEGER NOT NULL, cc_minor INTEGER NOT NULL,
   sm_count INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, vendor INTEGER NOT NULL);
 CREATE TABLE kernels(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device INTEGER NOT NULL,
@@ -26,7 +27,7 @@ CREATE TABLE syncs(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEG
   type INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER NOT NULL, correlation INTEGER NOT NULL);
 CREATE TABLE api_calls(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL,
   tid INTEGER NOT NULL, kind INTEGER NOT NULL, name INTEGER NOT NULL, correlation INTEGER NOT NULL,
-  return_code INTEGER NOT NULL);
+  return_code INTEGER NOT NULL, stack INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE ranges(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,
   domain INTEGER NOT NULL, name INTEGER NOT NULL, depth INTEGER NOT NULL, source INTEGER NOT NULL,
   correlation INTEGER NOT NULL);
@@ -43,6 +44,7 @@ CREATE TABLE findings(rule INTEGER NOT NULL, severity INTEGER NOT NULL, first_st
   last_step INTEGER NOT NULL, est_savings_ns REAL NOT NULL, message INTEGER NOT NULL, evidence TEXT NOT NULL);
 CREATE TABLE modules(pid INTEGER NOT NULL, path INTEGER NOT NULL, build_id INTEGER NOT NULL,
   start_address INTEGER NOT NULL, end_address INTEGER NOT NULL, file_offset INTEGER NOT NULL);
+CREATE TABLE gpu_windows(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL);
 
 CREATE VIEW kernels_v AS SELECT k.*, s.value AS name_text FROM kernels k JOIN strings s ON s.id = k.name;
 CREATE VIEW api_calls_v AS SELECT a.*, s.value AS name_text FROM api_calls a JOIN strings s ON s.id = a.name;

@@ -1,4 +1,4 @@
-// Schema v1 DDL and column lists shared by writer and reader.
+// Current schema (v2) DDL and column lists shared by writer and reader.
 #pragma once
 
 namespace stepscope::store::schema {

@@ -1,7 +1,11 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "schema.h"
@@ -15,19 +19,19 @@ using detail::Statement;
 namespace {
 enum Table {
   kStrings, kMeta, kProcesses, kThreads, kDevices, kKernels, kMemcpys, kMemsets, kSyncs, kApiCalls,
-  kRanges, kFrames, kStacks, kSamples, kDataWaits, kSteps, kFindings, kModules, kTableCount
+  kRanges, kFrames, kStacks, kSamples, kDataWaits, kSteps, kFindings, kModules, kGpuWindows, kTableCount
 };
 const char* const kInsertSql[kTableCount] = {
     "INSERT INTO strings(id, value) VALUES (?,?)",
     "INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)",
     "INSERT INTO processes VALUES (?,?,?)",
-    "INSERT INTO threads VALUES (?,?,?)",
+    "INSERT INTO threads VALUES (?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO memcpys VALUES (?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO memsets VALUES (?,?,?,?,?,?,?,?)",
     "INSERT INTO syncs VALUES (?,?,?,?,?,?,?,?)",
-    "INSERT INTO api_calls VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO api_calls VALUES (?,?,?,?,?,?,?,?,?)",
     "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?)",
@@ -36,6 +40,7 @@ const char* const kInsertSql[kTableCount] = {
     "INSERT INTO steps VALUES (?,?,?,?,?,?)",
     "INSERT INTO findings VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO modules VALUES (?,?,?,?,?,?)",
+    "INSERT INTO gpu_windows VALUES (?,?,?)",
 };
 }  // namespace
 
@@ -90,6 +95,17 @@ StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_
   std::filesystem::remove(path + "-wal", ec);
   std::filesystem::remove(path + "-shm", ec);
   std::filesystem::remove(path + "-journal", ec);
+  // Stores hold command lines, paths and source lines: create the file 0600 whatever the umask (SQLite then
+  // gives its -wal/-shm/-journal files the main file's mode), so only the owner can read a recording.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd < 0) throw StoreError(path, std::string("cannot create store: ") + std::strerror(errno));
+  const bool private_mode = ::fchmod(fd, S_IRUSR | S_IWUSR) == 0;
+  const int saved_errno = errno;
+  ::close(fd);
+  if (!private_mode) {
+    std::filesystem::remove(path, ec);
+    throw StoreError(path, std::string("cannot make the store private (chmod 0600): ") + std::strerror(saved_errno));
+  }
   if (sqlite3_open_v2(path.c_str(), &impl_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
     std::string msg = impl_->db ? sqlite3_errmsg(impl_->db) : "cannot open";
     sqlite3_close(impl_->db);
@@ -139,7 +155,7 @@ StringId StoreWriter::intern(std::string_view s) { return impl_->intern(s); }
 using I = int64_t;
 
 void StoreWriter::add(const Process& r) { impl_->row(kProcesses, r.pid, r.name, r.parent_pid); }
-void StoreWriter::add(const Thread& r) { impl_->row(kThreads, r.pid, r.tid, r.name); }
+void StoreWriter::add(const Thread& r) { impl_->row(kThreads, r.pid, r.tid, r.name, I(r.collector)); }
 void StoreWriter::add(const Device& r) {
   impl_->row(kDevices, r.id, r.name, I(r.cc_major), I(r.cc_minor), I(r.sm_count), r.memory_bytes, r.vendor);
 }
@@ -159,7 +175,8 @@ void StoreWriter::add(const Sync& r) {
   impl_->row(kSyncs, r.start, r.end, r.pid, r.tid, I(r.type), r.device, r.stream, r.correlation);
 }
 void StoreWriter::add(const ApiCall& r) {
-  impl_->row(kApiCalls, r.start, r.end, r.pid, r.tid, I(r.kind), r.name, r.correlation, I(r.return_code));
+  impl_->row(kApiCalls, r.start, r.end, r.pid, r.tid, I(r.kind), r.name, r.correlation, I(r.return_code),
+             r.stack);
 }
 void StoreWriter::add(const Range& r) {
   impl_->row(kRanges, r.start, r.end, r.pid, r.tid, r.domain, r.name, I(r.depth), I(r.source), r.correlation);
@@ -182,6 +199,8 @@ void StoreWriter::add(const Finding& r) {
 void StoreWriter::add(const Module& r) {
   impl_->row(kModules, r.pid, r.path, r.build_id, r.start, r.end, r.file_offset);
 }
+
+void StoreWriter::add(const GpuWindow& r) { impl_->row(kGpuWindows, r.start, r.end, r.pid); }
 
 void StoreWriter::append(const Trace& t) {
   // String ids of `t` → this writer's ids, interned on first use.

@@ -62,10 +62,10 @@ TEST_CASE("a store of a newer schema version is refused") {
   {
     sqlite3* db = nullptr;
     sqlite3_open(dir.file("new.db").c_str(), &db);
-    sqlite3_exec(db, "PRAGMA user_version=2", nullptr, nullptr, nullptr);
+    sqlite3_exec(db, "PRAGMA user_version=3", nullptr, nullptr, nullptr);
     sqlite3_close(db);
   }
-  CHECK(open_error(dir.file("new.db")) == "schema version 2 is newer than this stepscope reads (1)");
+  CHECK(open_error(dir.file("new.db")) == "schema version 3 is newer than this stepscope reads (2)");
 }
 
 TEST_CASE("a truncated store is reported as corrupt") {

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 #include "stepscope/store/store.h"
 #include "test_support.h"
@@ -12,6 +13,7 @@ Trace sample_trace() {
   t.meta["source_format"] = "test";
   t.processes.push_back({100, t.intern("trainer"), 1});
   t.threads.push_back({100, 101, t.intern("main")});
+  t.threads.push_back({100, 102, t.intern("stepscope-drain"), true});
   t.devices.push_back({0, t.intern("NVIDIA H100"), 9, 0, 132, 80LL << 30, t.intern("nvidia")});
   Kernel k;
   k.start = 1000; k.end = 1500; k.device = 0; k.context = 1; k.stream = 7; k.correlation = 42;
@@ -22,6 +24,7 @@ Trace sample_trace() {
   t.memsets.push_back({3000, 3100, 0, 8, 44, 512, MemoryKind::Device, 100});
   t.syncs.push_back({4000, 4500, 100, 101, SyncType::Context, 0, -1, 45});
   t.api_calls.push_back({900, 1200, 100, 101, ApiKind::Runtime, t.intern("cudaLaunchKernel"), 42, 0});
+  t.api_calls.push_back({4000, 4500, 100, 101, ApiKind::Runtime, t.intern("cudaDeviceSynchronize"), 45, 0, 2});
   t.ranges.push_back({800, 5000, 100, 101, t.intern("nvtx"), t.intern("forward"), 1, RangeSource::Nvtx, 0});
   t.frames.push_back({1, t.intern("libfoo.so"), t.intern("hot()"), t.intern("foo.cc"), 12, FrameKind::Native, 0x1234});
   t.frames.push_back({2, t.intern("python"), t.intern("train_step"), t.intern("train.py"), 40, FrameKind::Python, 0});
@@ -33,6 +36,8 @@ Trace sample_trace() {
   t.steps.push_back({3, 500, 5000, t.intern("profiler-step"), 100, 101});
   t.findings.push_back({t.intern("input-bound"), Severity::High, 3, 3, 250.5, t.intern("waits"), "{\"a\":1}"});
   t.modules.push_back({100, t.intern("/usr/lib/libfoo.so"), t.intern("abcdef"), 0x400000, 0x500000, 0x1000});
+  t.gpu_windows.push_back({600, 2700, 100});
+  t.meta["gpu.window"] = "20/200";
   return t;
 }
 }  // namespace
@@ -42,18 +47,21 @@ TEST_CASE("every table round-trips through a store file") {
   Trace in = sample_trace();
   write_store_atomically(in, dir.file("run.db"));
   StoreReader r(dir.file("run.db"));
-  CHECK(r.schema_version() == 1);
+  CHECK(r.schema_version() == 2);
   Trace out = r.load();
   CHECK(out.meta.at("source_format") == "test");
-  CHECK(out.meta.at("schema_version") == "1");
+  CHECK(out.meta.at("schema_version") == "2");
   CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
 
   REQUIRE(out.processes.size() == 1);
   CHECK(out.processes[0].pid == 100);
   CHECK(out.str(out.processes[0].name) == "trainer");
   CHECK(out.processes[0].parent_pid == 1);
-  REQUIRE(out.threads.size() == 1);
+  REQUIRE(out.threads.size() == 2);
   CHECK(out.str(out.threads[0].name) == "main");
+  CHECK_FALSE(out.threads[0].collector);
+  CHECK(out.threads[1].tid == 102);
+  CHECK(out.threads[1].collector);
   REQUIRE(out.devices.size() == 1);
   CHECK(out.str(out.devices[0].name) == "NVIDIA H100");
   CHECK(out.devices[0].sm_count == 132);
@@ -86,9 +94,12 @@ TEST_CASE("every table round-trips through a store file") {
   REQUIRE(out.syncs.size() == 1);
   CHECK(out.syncs[0].type == SyncType::Context);
   CHECK(out.syncs[0].stream == -1);
-  REQUIRE(out.api_calls.size() == 1);
+  REQUIRE(out.api_calls.size() == 2);
   CHECK(out.str(out.api_calls[0].name) == "cudaLaunchKernel");
   CHECK(out.api_calls[0].correlation == 42);
+  CHECK(out.api_calls[0].stack == 0);
+  CHECK(out.api_calls[1].stack == 2);
+  CHECK(r.api_calls(4100, 4200).at(0).stack == 2);
   REQUIRE(out.ranges.size() == 1);
   CHECK(out.str(out.ranges[0].name) == "forward");
   CHECK(out.str(out.ranges[0].domain) == "nvtx");
@@ -121,7 +132,45 @@ TEST_CASE("every table round-trips through a store file") {
   CHECK(out.str(out.modules[0].build_id) == "abcdef");
   CHECK(out.modules[0].file_offset == 0x1000);
 
+  REQUIRE(out.gpu_windows.size() == 1);
+  CHECK((out.gpu_windows[0].start == 600 && out.gpu_windows[0].end == 2700 && out.gpu_windows[0].pid == 100));
+  CHECK(out.meta.at("gpu.window") == "20/200");
+
   CHECK(r.time_span() == std::pair<int64_t, int64_t>{500, 5000});
+}
+
+TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
+  stepscope::test::ScratchDir dir("store_v1");
+  write_store_atomically(sample_trace(), dir.file("v1.db"));
+  {
+    // Turn the file into exactly what a v1 writer left: no threads.collector, no api_calls.stack, no gpu_windows.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("v1.db").c_str(), &db) == SQLITE_OK);
+    const char* to_v1 =
+        "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector; ALTER TABLE api_calls DROP COLUMN stack;"
+        "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version'; PRAGMA user_version=1;";
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, to_v1, nullptr, nullptr, &err);
+    INFO((err ? err : ""));
+    sqlite3_free(err);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+  }
+  StoreReader r(dir.file("v1.db"));
+  CHECK(r.schema_version() == 1);
+  Trace t = r.load();
+  REQUIRE(t.threads.size() == 2);
+  CHECK_FALSE(t.threads[1].collector);
+  REQUIRE(t.api_calls.size() == 2);
+  CHECK(t.api_calls[1].stack == 0);
+  CHECK(t.str(t.api_calls[1].name) == "cudaDeviceSynchronize");
+  CHECK(r.api_calls(4100, 4200).size() == 1);
+  CHECK(t.gpu_windows.empty());
+  CHECK(r.gpu_windows().empty());
+  bool lists_windows = false;
+  for (const auto& c : r.counts()) lists_windows |= c.table == "gpu_windows";
+  CHECK_FALSE(lists_windows);
+  CHECK(t.kernels.size() == 1);
 }
 
 TEST_CASE("range queries return rows overlapping the window") {
@@ -163,6 +212,10 @@ TEST_CASE("append merges traces, remapping strings, frames and stacks") {
   REQUIRE(m.frames.size() == 4);
   REQUIRE(m.stacks.size() == 4);
   REQUIRE(m.samples.size() == 4);
+  // An API call's stack is renumbered like a sample's.
+  REQUIRE(m.api_calls.size() == 4);
+  CHECK(m.api_calls[3].stack == 4);
+  CHECK(m.gpu_windows.size() == 2);
   // The second trace's samples point at its own renumbered stacks, whose frames resolve to the same symbols.
   const Sample& s = m.samples[2];
   CHECK(s.pid == 200);

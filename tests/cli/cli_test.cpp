@@ -45,6 +45,49 @@ TEST_CASE("info prints counts, span, devices and metadata of a store") {
   CHECK(j.output.find("\"sm_count\":108") != std::string::npos);
 }
 
+TEST_CASE("info reports rows that break the thread invariant, and none in a store that keeps it") {
+  using namespace stepscope::store;
+  stepscope::test::ScratchDir dir("cli_info_invariant");
+  Trace t;
+  t.processes.push_back({100, t.intern("trainer"), 1});
+  t.threads.push_back({100, 101, t.intern("main")});
+  t.samples.push_back({10, 100, 101, 0, true});
+  t.api_calls.push_back({20, 30, 100, 101, ApiKind::Runtime, t.intern("cudaLaunchKernel"), 7, 0});
+  t.syncs.push_back({40, 50, 100, 101, SyncType::Context, 0, -1, 8});
+  write_store_atomically(t, dir.file("good.db"));
+  auto good = run("info " + dir.file("good.db"));
+  CHECK(good.status == 0);
+  CHECK(good.output.find("invariant: every pid and thread in processes / threads: ok") != std::string::npos);
+
+  // What a v1 recording on the H100 held: CUPTI's pthread_t in api_calls.tid, 0 in syncs.tid.
+  t.api_calls[0].tid = 2264182784;
+  t.syncs[0].tid = 0;
+  write_store_atomically(t, dir.file("bad.db"));
+  auto bad = run("info " + dir.file("bad.db"));
+  CHECK(bad.status == 0);
+  CHECK(bad.output.find("api_calls: 1 rows, (pid, tid) not in threads (e.g. pid 100 tid 2264182784)") !=
+        std::string::npos);
+  CHECK(bad.output.find("syncs: 1 rows, tid 0 (e.g. pid 100 tid 0)") != std::string::npos);
+  auto j = run("info --json " + dir.file("bad.db"));
+  CHECK(j.output.find("{\"table\":\"api_calls\",\"problem\":\"(pid, tid) not in threads\",\"rows\":1") !=
+        std::string::npos);
+}
+
+TEST_CASE("info reports the invariant breaks of a real v1 recording made on an H100") {
+  const std::string xz = stepscope::test::traces_dir() + "/../recordings/h100-2026-11-22/sync_stall.db.xz";
+  if (!std::ifstream(xz)) STEPSCOPE_SKIP(("H100 recordings not found at " + xz).c_str());
+  stepscope::test::ScratchDir dir("cli_info_h100");
+  REQUIRE(stepscope::test::run_shell("xz -dc " + stepscope::test::shell_quote(xz) + " > " +
+                                     stepscope::test::shell_quote(dir.file("sync_stall.db")))
+              .status == 0);
+  auto r = run("info " + dir.file("sync_stall.db"));
+  CHECK(r.status == 0);
+  CHECK(r.output.find("schema v1") != std::string::npos);
+  // 2545 runtime/driver rows on CUPTI's thread id, not the trainer's OS thread 743; 202 syncs without a thread.
+  CHECK(r.output.find("api_calls: 2545 rows, (pid, tid) not in threads (e.g. pid 743 tid ") != std::string::npos);
+  CHECK(r.output.find("syncs: 202 rows, tid 0") != std::string::npos);
+}
+
 TEST_CASE("info on bad input: one line naming the file, exit code 2") {
   stepscope::test::ScratchDir dir("cli_bad");
   std::ofstream(dir.file("notes.txt")) << "not a store\n";
@@ -61,5 +104,10 @@ TEST_CASE("help lists only implemented subcommands") {
   auto r = run("--help");
   CHECK(r.status == 0);
   CHECK(r.output.find("info") != std::string::npos);
-  CHECK(r.output.find("attach") == std::string::npos);  // not implemented: must not be offered
+  for (const char* c : {"record", "attach", "detach", "start", "stop"}) CHECK(r.output.find(c) != std::string::npos);
+  auto rec = run("record --help");
+  CHECK(rec.output.find("--paused") != std::string::npos);
+  auto att = run("attach --help");
+  for (const char* o : {"--duration", "--cpu-hz", "--no-gpu", "--children", "--wall", "--step-regex"})
+    CHECK(att.output.find(o) != std::string::npos);
 }

@@ -70,6 +70,31 @@ class ScratchDir {
     return;                                      \
   } while (0)
 
+// stepscope's own recordings on real GPUs (shared/recordings): `xz -dc` of one into `dir`, once per process.
+namespace stepscope::test {
+inline std::string recordings_dir() { return STEPSCOPE_RECORDINGS_DIR; }
+inline bool have_recordings() { return std::filesystem::is_directory(recordings_dir()); }
+// Path of recordings/<rel> decompressed (rel names the .xz file), or "" when it cannot be read.
+inline std::string decompressed_recording(const std::string& rel, const ScratchDir& dir) {
+  const std::string src = recordings_dir() + "/" + rel;
+  std::string name = std::filesystem::path(rel).filename().string();
+  if (name.size() > 3 && name.compare(name.size() - 3, 3, ".xz") == 0) name.resize(name.size() - 3);
+  const std::string out = dir.file(name);
+  if (std::filesystem::exists(out)) return out;
+  if (run_shell("xz -dc " + shell_quote(src) + " > " + shell_quote(out + ".tmp") + " && mv " + shell_quote(out + ".tmp") +
+                " " + shell_quote(out))
+          .status != 0)
+    return "";
+  return out;
+}
+}  // namespace stepscope::test
+
+#define STEPSCOPE_REQUIRE_RECORDINGS()                                                                \
+  do {                                                                                                \
+    if (!stepscope::test::have_recordings())                                                          \
+      STEPSCOPE_SKIP(("shared recordings not found at " + stepscope::test::recordings_dir()).c_str()); \
+  } while (0)
+
 #define STEPSCOPE_REQUIRE_TRACES()                                                            \
   do {                                                                                        \
     if (!stepscope::test::have_traces())                                                      \

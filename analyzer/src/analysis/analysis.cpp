@@ -1,6 +1,8 @@
 // analyze(): step detection, breakdown, statistics and rules; to_json(): the stepscope.analysis/1 contract.
 #include "stepscope/analyzer/analysis.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -9,7 +11,10 @@
 #include "analysis/names.h"
 #include "analysis/step_detector.h"
 #include "rules/rule.h"
+#include "stepscope/analyzer/collector_threads.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::analyzer {
 
@@ -20,6 +25,8 @@ const char* to_string(Bound b) {
     case Bound::Sync: return "sync";
     case Bound::Host: return "host";
     case Bound::Gpu: return "gpu";
+    case Bound::Other: return "other";
+    case Bound::Untraced: return "untraced";
   }
   return "gpu";
 }
@@ -31,6 +38,12 @@ constexpr size_t kTopHostFunctions = 15;
 constexpr size_t kUtilizationBuckets = 100;
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
+
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + int64_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 void kernel_stats(const store::Trace& t, Analysis& a) {
   std::unordered_map<store::StringId, KernelStat> by;
@@ -66,13 +79,14 @@ void utilization(const detail::Context& ctx, Analysis& a) {
   for (auto v : busy) a.utilization.push_back(double(v) / double(bucket));
 }
 
-// Where the host was while the GPU sat idle for no data/sync/launch reason ("other" idle inside steps):
-// CPU samples by leaf function when there are samples, else the innermost op/annotation/Python range.
+// Where the host was while the GPU waited for it between launches (host and other idle inside steps): CPU samples
+// by leaf function when there are samples, else the innermost op/annotation/Python range.
 void idle_host_top(const detail::Context& ctx, Analysis& a) {
   const store::Trace& t = ctx.t();
   std::vector<detail::Interval> other;
   for (const auto& seg : ctx.idle)
-    if (seg.kind == detail::IdleKind::Other && ctx.step_at(seg.start) >= 0) other.push_back({seg.start, seg.end});
+    if ((seg.kind == detail::IdleKind::Host || seg.kind == detail::IdleKind::Other) && ctx.step_at(seg.start) >= 0)
+      other.push_back({seg.start, seg.end});
   if (other.empty()) return;
   auto inside = [&](int64_t ts) {
     auto it = std::upper_bound(other.begin(), other.end(), ts, [](int64_t x, const detail::Interval& i) { return x < i.end; });
@@ -83,15 +97,18 @@ void idle_host_top(const detail::Context& ctx, Analysis& a) {
     std::unordered_map<int64_t, size_t> stack_pos, frame_pos;
     for (size_t i = 0; i < t.stacks.size(); ++i) stack_pos[t.stacks[i].id] = i;
     for (size_t i = 0; i < t.frames.size(); ++i) frame_pos[t.frames[i].id] = i;
+    // The collector's own threads are the profiler's work, not the program's.
+    const CollectorThreads collector_threads(t);
     // Sampling period estimate: span / samples per thread is not known here; use the median spacing later.
     int64_t n = 0;
     for (const auto& s : t.samples) {
       if (!s.on_cpu || !inside(s.time)) continue;
+      if (collector_threads.contains(s)) continue;
       std::string name = "[unknown]";
       auto sp = stack_pos.find(s.stack);
       if (sp != stack_pos.end()) {
         auto fp = frame_pos.find(t.stacks[sp->second].frame);
-        if (fp != frame_pos.end()) name = t.str(t.frames[fp->second].symbol);
+        if (fp != frame_pos.end()) name = frame_display_name(t, t.frames[fp->second], /*full=*/true);
       }
       by[name].samples++;
       ++n;
@@ -197,6 +214,8 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   ctx.trace = &trace;
   auto detected = detail::StepDetector(trace).detect(options.step_regex);
   ctx.step_source = detected.source;
+  ctx.step_confidence = detected.confidence;
+  ctx.framework = detail::detect_framework(trace);
   ctx.windows = std::move(detected.windows);
   detail::build_breakdown(ctx);
 
@@ -209,19 +228,60 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   if (!ctx.busy.empty()) s.gpu_span_us = us(ctx.busy.back().end - ctx.busy.front().start);
   s.steps = int64_t(ctx.windows.size());
   s.step_source = ctx.step_source;
-  int64_t busy = 0, host_wait = 0;
+  s.step_confidence = ctx.step_confidence;
+  int64_t busy = 0, host_wait = 0, idle_wait = 0;
   for (const auto& st : ctx.steps) {
-    busy += st.gpu_busy_ns, host_wait += st.host_data_wait_ns;
+    busy += st.gpu_busy_ns, host_wait += st.host_data_wait_ns, idle_wait += st.data_wait_ns;
     s.data_wait_idle_us += us(st.data_wait_ns), s.launch_idle_us += us(st.launch_idle_ns);
-    s.sync_idle_us += us(st.sync_idle_ns), s.other_idle_us += us(st.other_idle_ns);
+    s.sync_idle_us += us(st.sync_idle_ns), s.host_idle_us += us(st.host_idle_ns), s.other_idle_us += us(st.other_idle_ns);
+    s.profiler_us += us(st.profiler_ns);
   }
   s.step_time_us = us(ctx.total_step_ns);
-  if (ctx.total_step_ns > 0) {
-    s.data_wait_share = double(host_wait) / double(ctx.total_step_ns);
-    s.gpu_busy_share = double(busy) / double(ctx.total_step_ns);
+  // The host's wait is measured in every step; the GPU's side only in the traced ones.
+  if (ctx.total_step_ns > 0) s.data_wait_share = double(host_wait) / double(ctx.total_step_ns);
+  if (ctx.traced_step_ns > 0) {
+    s.input_idle_share = double(idle_wait) / double(ctx.traced_step_ns);
+    s.gpu_busy_share = double(busy) / double(ctx.traced_step_ns);
   }
+  for (const auto& st : ctx.steps) s.gpu_traced_steps += st.gpu_traced;
+  {
+    std::vector<int64_t> durs, gpu_steps;
+    for (const auto& st : ctx.steps) durs.push_back(st.dur_ns);
+    std::vector<int64_t> first(ctx.steps.size(), INT64_MAX);
+    for (const auto& op : ctx.ops)
+      if (op.step >= 0 && size_t(op.step) < first.size()) first[op.step] = std::min(first[op.step], op.start);
+    for (size_t i = 0; i + 1 < ctx.steps.size(); ++i)
+      if (ctx.steps[i].gpu_traced && ctx.steps[i + 1].gpu_traced && first[i] != INT64_MAX && first[i + 1] != INT64_MAX &&
+          first[i + 1] > first[i])
+        gpu_steps.push_back(first[i + 1] - first[i]);
+    s.host_step_median_us = us(median_of(durs));
+    if (gpu_steps.size() >= 2) {
+      s.gpu_step_median_us = us(median_of(gpu_steps));
+      s.host_runs_ahead = s.gpu_step_median_us > (1.0 + kHostAheadMargin) * s.host_step_median_us;
+    }
+  }
+  if (!trace.gpu_windows.empty()) {
+    auto it = trace.meta.find("gpu.window");
+    s.gpu_window = it != trace.meta.end() && it->second != "all" ? it->second : "windows";
+  }
+  s.profiler = ctx.profiler;
+  if (s.profiler.applied) {
+    std::vector<int64_t> rec, cor;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) {
+      if (!ctx.steps[i].gpu_traced) continue;
+      s.profiler.launches += ctx.launches[i];
+      rec.push_back(ctx.steps[i].dur_ns);
+      cor.push_back(ctx.steps[i].dur_ns - ctx.steps[i].profiler_ns);
+    }
+    s.profiler.removed_us = s.profiler_us;
+    s.profiler.step_median_us = us(median_of(rec));
+    s.profiler.corrected_step_median_us = us(median_of(cor));
+  }
+  s.framework = ctx.framework;
 
-  for (const auto& rule : rules::all_rules()) rule->run(ctx, a.findings);
+  detail::SavingsLedger ledger;
+  for (const auto& rule : rules::all_rules()) rule->run(ctx, ledger, a.findings);
+  rules::drop_negligible(a.findings);
   std::stable_sort(a.findings.begin(), a.findings.end(), [](const FindingResult& x, const FindingResult& y) {
     return x.est_savings_us_per_step * double(x.steps.size()) > y.est_savings_us_per_step * double(y.steps.size());
   });
@@ -230,7 +290,24 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   idle_host_top(ctx, a);
   per_device_busy(ctx, ctx.steps);
   a.steps = std::move(ctx.steps);
+  a.step_outliers = explain_slow_steps(trace, a.steps);
   return a;
+}
+
+std::string gpu_window_note(const AnalysisSummary& s) {
+  if (s.gpu_traced_steps >= s.steps) return {};
+  return "GPU traced in " + std::to_string(s.gpu_traced_steps) + " of " + std::to_string(s.steps) +
+         " steps (gpu window " + s.gpu_window +
+         "): GPU shares, step breakdowns and findings come from those steps; step times and the training loop's "
+         "data wait from all of them.";
+}
+
+std::string host_ahead_note(const AnalysisSummary& s) {
+  if (!s.host_runs_ahead) return {};
+  return fmt::format(
+      "The host runs ahead of the GPU: a step takes {} on the GPU (start of its GPU work to the next step's) "
+      "against {} on the host; step times and per-step figures here are the host's, the GPU's is the program's pace.",
+      rules::format_us(s.gpu_step_median_us * 1000.0), rules::format_us(s.host_step_median_us * 1000.0));
 }
 
 std::string finding_to_json(const FindingResult& f) {
@@ -261,11 +338,23 @@ std::string to_json(const Analysis& a) {
   w.key("summary").begin_object();
   w.kv("kernels", s.kernels).kv("memcpys", s.memcpys).kv("memsets", s.memsets);
   w.kv("gpu_busy_us", s.gpu_busy_us).kv("gpu_span_us", s.gpu_span_us);
-  w.kv("steps", s.steps).kv("step_source", s.step_source);
-  w.kv("data_wait_share", s.data_wait_share).kv("gpu_busy_share", s.gpu_busy_share);
-  w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us);
+  w.kv("steps", s.steps).kv("step_source", s.step_source).kv("step_confidence", s.step_confidence);
+  w.kv("data_wait_share", s.data_wait_share).kv("input_idle_share", s.input_idle_share).kv("gpu_busy_share", s.gpu_busy_share);
+  w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("framework", s.framework);
+  w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
+  w.kv("host_step_median_us", s.host_step_median_us).kv("gpu_step_median_us", s.gpu_step_median_us);
+  w.kv("host_runs_ahead", s.host_runs_ahead);
   w.key("idle_us").begin_object();
-  w.kv("data_wait", s.data_wait_idle_us).kv("launch", s.launch_idle_us).kv("sync", s.sync_idle_us).kv("other", s.other_idle_us);
+  w.kv("data_wait", s.data_wait_idle_us).kv("launch", s.launch_idle_us).kv("sync", s.sync_idle_us).kv("host", s.host_idle_us);
+  w.kv("other", s.other_idle_us).kv("profiler", s.profiler_us);
+  w.end_object();
+  w.key("profiler").begin_object();
+  w.kv("applied", s.profiler.applied).kv("source", s.profiler.source);
+  if (s.profiler.applied) {
+    w.kv("cost_us_per_launch", s.profiler.cost_ns_per_launch / 1000.0).kv("launches", s.profiler.launches);
+    w.kv("removed_us", s.profiler.removed_us).kv("step_median_us", s.profiler.step_median_us);
+    w.kv("corrected_step_median_us", s.profiler.corrected_step_median_us);
+  }
   w.end_object();
   w.end_object();
   w.key("steps").begin_array();
@@ -278,8 +367,11 @@ std::string to_json(const Analysis& a) {
         .kv("data_wait_us", us(st.data_wait_ns))
         .kv("launch_idle_us", us(st.launch_idle_ns))
         .kv("sync_idle_us", us(st.sync_idle_ns))
+        .kv("host_idle_us", us(st.host_idle_ns))
         .kv("other_idle_us", us(st.other_idle_ns))
+        .kv("profiler_us", us(st.profiler_ns))
         .kv("bound", to_string(st.bound))
+        .kv("gpu_traced", st.gpu_traced)
         .kv("kernels", st.kernels)
         .kv("host_data_wait_us", us(st.host_data_wait_ns));
     if (!st.device_busy_ns.empty()) {
@@ -308,6 +400,7 @@ std::string to_json(const Analysis& a) {
   for (const auto& h : a.idle_host_top)
     w.begin_object().kv("name", h.name).kv("samples", h.samples).kv("time_us", us(h.time_ns)).end_object();
   w.end_array();
+  w.key("step_outliers").raw(step_outliers_to_json(a.step_outliers));
   w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
   for (double u : a.utilization) w.value(u);
   w.end_array().end_object();

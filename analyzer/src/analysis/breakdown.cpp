@@ -1,6 +1,7 @@
 // Per-step breakdown: GPU busy union and the classification of every GPU idle instant into
 // data wait / sync / launch / other (definitions in docs/analysis-json.md, "Breakdown").
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -96,7 +97,115 @@ std::vector<SyncPiece> sync_pieces(const std::vector<BlockingCall>& b) {
   return out;
 }
 
+
+// The profiler's per-launch cost for this trace: a recording's own calibration, else stepscope 0.1's measured cost
+// for recordings of the collector with CUDA activity; other traces (torch.profiler, nsys) are not corrected.
+ProfilerCorrection profiler_correction(const store::Trace& t) {
+  ProfilerCorrection p;
+  auto meta = [&](const char* k) -> const std::string* {
+    auto it = t.meta.find(k);
+    return it == t.meta.end() ? nullptr : &it->second;
+  };
+  if (t.kernels.empty()) {
+    p.source = "no GPU activity";
+    return p;
+  }
+  if (const std::string* v = meta("cupti.launch_cost_ns")) {
+    char* end = nullptr;
+    double ns = std::strtod(v->c_str(), &end);
+    if (end != v->c_str() && ns >= 0 && ns < 1e6) {
+      p.applied = true;
+      p.cost_ns_per_launch = ns;
+      p.source = "calibrated at record time (meta cupti.launch_cost_ns)";
+      return p;
+    }
+  }
+  const std::string* recorder = meta("recorder");
+  const std::string* source = meta("source");
+  const bool collector = (recorder && *recorder == "stepscope record") || (source && *source == "stepscope-collector");
+  if (collector) {
+    p.applied = true;
+    p.cost_ns_per_launch = double(kDefaultProfilerLaunchCostNs);
+    p.source = "default for stepscope's CUPTI tracing (measured on an H100: 3.0 µs per launch); the recording "
+               "carries no calibration";
+    return p;
+  }
+  p.source = "not corrected: the recorder's per-launch cost is unknown";
+  return p;
+}
+
+// `gpu` when the GPU is busy kGpuBoundBusyShare of the step, else the largest idle cause; host-bound idle (launch +
+// host) counts as one cause, labelled `launch` when most of it is per-op dispatch and `host` otherwise.
+Bound bound_of(const StepBreakdown& st, bool no_gpu, int64_t dispatch_idle) {
+  if (no_gpu)
+    return st.dur_ns > 0 && double(st.data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input : Bound::Host;
+  const int64_t dur = st.dur_ns - st.profiler_ns;
+  if (dur > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(dur)) return Bound::Gpu;
+  const int64_t host_bound = st.launch_idle_ns + st.host_idle_ns;
+  const Bound hb = 2 * dispatch_idle >= host_bound ? Bound::Launch : Bound::Host;
+  std::pair<int64_t, Bound> c[] = {{st.data_wait_ns, Bound::Input}, {st.sync_idle_ns, Bound::Sync},
+                                   {host_bound, hb}, {st.other_idle_ns, Bound::Other}};
+  return std::max_element(std::begin(c), std::end(c), [](auto& x, auto& y) { return x.first < y.first; })->second;
+}
+
+
+// Host idle assumes the launching thread was running host code. Where wall-clock samples (`record --wall`) show it
+// off the CPU instead — blocked in something that is neither a sync nor a data wait (a lock, a sleep, I/O) — that
+// share of the segment is not host compute: it becomes other idle.
+void split_off_cpu_host_idle(Context& ctx) {
+  const store::Trace& t = ctx.t();
+  bool any_off = false;
+  for (const auto& s : t.samples) any_off |= !s.on_cpu;
+  if (!any_off) return;
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, bool>>> by_thread;
+  for (const auto& s : t.samples) by_thread[{s.pid, s.tid}].push_back({s.time, s.on_cpu});
+  for (auto& [k, v] : by_thread)
+    if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  std::vector<IdleSegment> out;
+  out.reserve(ctx.idle.size());
+  for (const auto& seg : ctx.idle) {
+    if (seg.kind != IdleKind::Host || seg.api < 0) {
+      out.push_back(seg);
+      continue;
+    }
+    const auto& a = t.api_calls[seg.api];
+    auto it = by_thread.find({a.pid, a.tid});
+    int64_t on = 0, off = 0;
+    if (it != by_thread.end())
+      for (auto p = std::lower_bound(it->second.begin(), it->second.end(), std::pair<int64_t, bool>{seg.start, false});
+           p != it->second.end() && p->first < seg.end; ++p)
+        (p->second ? on : off)++;
+    if (off == 0) {
+      out.push_back(seg);
+      continue;
+    }
+    const int64_t split = seg.start + (seg.end - seg.start) * on / (on + off);
+    if (split > seg.start) out.push_back({seg.start, split, IdleKind::Host, -1, seg.api, seg.dispatch});
+    out.push_back({split, seg.end, IdleKind::Other, -1, -1, false});
+  }
+  ctx.idle = std::move(out);
+}
+
 }  // namespace
+
+int64_t SavingsLedger::unclaimed(int64_t start, int64_t end) const {
+  if (end <= start) return 0;
+  return (end - start) - overlap(claimed_, start, end);
+}
+
+int64_t SavingsLedger::claim(int64_t start, int64_t end) {
+  if (end <= start) return 0;
+  const int64_t fresh = unclaimed(start, end);
+  if (fresh == 0) return 0;
+  // Merge [start, end) into the sorted disjoint list.
+  auto lo = std::lower_bound(claimed_.begin(), claimed_.end(), start, [](const Interval& i, int64_t v) { return i.end < v; });
+  auto hi = std::upper_bound(lo, claimed_.end(), end, [](int64_t v, const Interval& i) { return v < i.start; });
+  Interval merged{start, end};
+  if (lo != hi) merged.start = std::min(start, lo->start), merged.end = std::max(end, (hi - 1)->end);
+  auto pos = claimed_.erase(lo, hi);
+  claimed_.insert(pos, merged);
+  return fresh;
+}
 
 int32_t Context::step_at(int64_t ts) const {
   auto it = std::upper_bound(windows.begin(), windows.end(), ts, [](int64_t t, const StepWindow& w) { return t < w.start; });
@@ -177,21 +286,32 @@ void build_breakdown(Context& ctx) {
     ctx.steps[i].start_ns = ctx.windows[i].start;
     ctx.steps[i].dur_ns = ctx.windows[i].end - ctx.windows[i].start;
   }
+  // GPU windows: which steps had their CUDA activity traced.
+  ctx.gpu_windows.clear();
+  if (!t.gpu_windows.empty()) {
+    std::vector<Interval> w;
+    for (const auto& g : t.gpu_windows)
+      if (g.end > g.start) w.push_back({g.start, g.end});
+    ctx.gpu_windows = union_of(std::move(w));
+    for (auto& st : ctx.steps)
+      st.gpu_traced = st.dur_ns > 0 && double(overlap(ctx.gpu_windows, st.start_ns, st.start_ns + st.dur_ns)) >=
+                                           kGpuWindowCoverage * double(st.dur_ns);
+  }
   for (auto& op : ctx.ops) {
     op.step = ctx.step_at(op.api >= 0 ? t.api_calls[op.api].start : op.start);
     if (op.step >= 0 && op.kind == GpuOpKind::Kernel) ctx.steps[op.step].kernels++;
   }
 
-  // Busy union over all devices and streams; for each piece, when the host began launching its first op.
+  // Busy union over all devices and streams; for each piece, the launch call of its first op.
   ctx.busy.clear();
-  std::vector<int64_t> piece_launch;  // launch call start of each piece's first op, or INT64_MAX
+  std::vector<int64_t> piece_api;  // trace.api_calls index of each piece's first op, or -1
   for (const auto& op : ctx.ops) {
     if (op.end <= op.start) continue;
     if (!ctx.busy.empty() && op.start <= ctx.busy.back().end) {
       ctx.busy.back().end = std::max(ctx.busy.back().end, op.end);
     } else {
       ctx.busy.push_back({op.start, op.end});
-      piece_launch.push_back(op.api >= 0 ? t.api_calls[op.api].start : INT64_MAX);
+      piece_api.push_back(op.api);
     }
   }
 
@@ -293,7 +413,16 @@ void build_breakdown(Context& ctx) {
   if (span0 < span1 && !ctx.busy.empty()) {
     size_t di = 0, si = 0;
     std::vector<int64_t> cuts;
-    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t launch_start, bool after_idle) {
+    // The queue model: the GPU idles between two pieces of work. When the work that ends the gap was submitted
+    // only after the GPU ran dry (its launch call returned after the gap began, or the work started before the
+    // call returned), the GPU waited for the host: the part inside the launch call is launch idle, the part
+    // before it host idle (the launching thread ran dispatch, Python or other host code). When the work was
+    // queued before the GPU ran dry, the gap is the GPU's own (dependencies, scheduling): other.
+    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t api, bool have_prev) {
+      const store::ApiCall* call = api >= 0 ? &t.api_calls[api] : nullptr;
+      const bool queue_empty = call && (!have_prev || std::min(call->end, b) > a);
+      const int64_t launch_start = queue_empty ? call->start : INT64_MAX;
+      const bool dispatch = uint64_t(b) - uint64_t(a) <= uint64_t(kDispatchGapMaxNs);  // b >= a; no overflow at extreme timestamps
       cuts.assign({a, b});
       while (di < ctx.data_waits.size() && ctx.data_waits[di].end <= a) ++di;
       while (si < sync.size() && sync[si].end <= a) ++si;
@@ -305,7 +434,7 @@ void build_breakdown(Context& ctx) {
       for (size_t c = 0; c + 1 < cuts.size(); ++c) {
         int64_t s = std::max(a, cuts[c]), e = std::min(b, cuts[c + 1]);
         if (e <= s) continue;
-        IdleSegment seg{s, e, IdleKind::Other, -1};
+        IdleSegment seg{s, e, IdleKind::Other, -1, -1, false};
         bool data = false;
         for (size_t j = di; j < ctx.data_waits.size() && ctx.data_waits[j].start < e; ++j)
           if (ctx.data_waits[j].start <= s && ctx.data_waits[j].end >= e) data = true;
@@ -314,12 +443,20 @@ void build_breakdown(Context& ctx) {
         } else {
           for (size_t j = si; j < sync.size() && sync[j].start < e; ++j)
             if (sync[j].start <= s && sync[j].end >= e) seg.kind = IdleKind::Sync, seg.cause = sync[j].cause;
-          // Launch idle: a short gap, or the tail of a long one after the host began issuing the work that
-          // ends it (only when that launch came after the GPU went idle: HTA's "host wait").
-          if (seg.kind != IdleKind::Sync && (gap_len <= kLaunchGapMaxNs || (after_idle && s >= launch_start)))
-            seg.kind = IdleKind::Launch;
+          if (seg.kind != IdleKind::Sync) {
+            if (queue_empty) {
+              seg.kind = s >= launch_start ? IdleKind::Launch : IdleKind::Host;
+              seg.api = api;
+              seg.dispatch = dispatch;
+            } else if (!call && gap_len <= kLaunchGapMaxNs) {
+              // No launch call known (a trace without API rows): a short gap is a launch latency plus dispatch.
+              seg.kind = IdleKind::Launch;
+              seg.dispatch = true;
+            }
+          }
         }
-        if (!ctx.idle.empty() && ctx.idle.back().end == s && ctx.idle.back().kind == seg.kind && ctx.idle.back().cause == seg.cause)
+        if (!ctx.idle.empty() && ctx.idle.back().end == s && ctx.idle.back().kind == seg.kind &&
+            ctx.idle.back().cause == seg.cause && ctx.idle.back().api == seg.api && ctx.idle.back().dispatch == seg.dispatch)
           ctx.idle.back().end = e;
         else
           ctx.idle.push_back(seg);
@@ -332,8 +469,21 @@ void build_breakdown(Context& ctx) {
       if (next_start > prev_end) {
         // Gaps open at either end of the GPU activity are never "within a launch latency".
         int64_t gap_len = (have_prev && p < ctx.busy.size()) ? next_start - prev_end : INT64_MAX;
-        int64_t launch = p < ctx.busy.size() ? piece_launch[p] : INT64_MAX;
-        classify(prev_end, next_start, gap_len, launch, !have_prev || launch > prev_end);
+        int64_t api = p < ctx.busy.size() ? piece_api[p] : -1;
+        if (ctx.gpu_windows.empty()) {
+          classify(prev_end, next_start, gap_len, api, have_prev);
+        } else {
+          // Traced in windows: a gap across untraced time is, in each window it touches, a gap open at the
+          // window's edge — like the run's own start and end — so each window reads as the whole run would.
+          for (const auto& w : ctx.gpu_windows) {
+            const int64_t a = std::max(prev_end, w.start), b = std::min(next_start, w.end);
+            if (w.start >= next_start) break;
+            if (b <= a) continue;
+            if (a == prev_end && b == next_start) classify(a, b, gap_len, api, have_prev);
+            else if (b == next_start) classify(a, b, INT64_MAX, api, false);
+            else classify(a, b, INT64_MAX, -1, a == prev_end && have_prev);
+          }
+        }
       }
       if (p < ctx.busy.size()) {
         prev_end = std::max(prev_end, ctx.busy[p].end);
@@ -354,20 +504,60 @@ void build_breakdown(Context& ctx) {
     if (span1 > cur) ctx.idle.push_back({cur, span1, IdleKind::Other, -1});
   }
 
+  split_off_cpu_host_idle(ctx);
+  // Outside the GPU windows the GPU was not watched: its "idle" there is unknown, not idle.
+  if (!ctx.gpu_windows.empty()) {
+    std::vector<IdleSegment> kept;
+    auto w = ctx.gpu_windows.begin();
+    for (const auto& seg : ctx.idle) {
+      while (w != ctx.gpu_windows.end() && w->end <= seg.start) ++w;
+      for (auto x = w; x != ctx.gpu_windows.end() && x->start < seg.end; ++x) {
+        IdleSegment part = seg;
+        part.start = std::max(seg.start, x->start), part.end = std::min(seg.end, x->end);
+        if (part.end > part.start) kept.push_back(part);
+      }
+    }
+    ctx.idle = std::move(kept);
+  }
+
+  // Launch calls per step (API calls that issued GPU work), for the profiler-cost correction.
+  ctx.launches.assign(ctx.windows.size(), 0);
+  for (size_t i = 0; i < t.api_calls.size(); ++i)
+    if (ctx.api_op_count[i])
+      if (int32_t st = ctx.step_at(t.api_calls[i].start); st >= 0) ctx.launches[st]++;
+  ctx.profiler = profiler_correction(t);
+
   // Per step.
   ctx.total_step_ns = 0;
+  ctx.traced_step_ns = 0;
   ctx.total_gpu_idle_ns = 0;
+  ctx.dispatch_idle.assign(ctx.windows.size(), 0);
+  ctx.dispatch_launch_idle.assign(ctx.windows.size(), 0);
   for (size_t i = 0; i < ctx.windows.size(); ++i) {
     auto& st = ctx.steps[i];
     int64_t a = ctx.windows[i].start, b = ctx.windows[i].end;
-    st.gpu_busy_ns = overlap(ctx.busy, a, b);
     st.host_data_wait_ns = overlap(ctx.data_waits, a, b);
+    ctx.total_step_ns += st.dur_ns;
+    if (!st.gpu_traced) {
+      st.kernels = 0;
+      st.bound = Bound::Untraced;
+      continue;
+    }
+    st.gpu_busy_ns = overlap(ctx.busy, a, b);
+    int64_t launch_dispatch = 0, host_dispatch = 0;
     auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a, [](int64_t x, const IdleSegment& s) { return x < s.end; });
     for (; it != ctx.idle.end() && it->start < b; ++it) {
       int64_t d = std::min(b, it->end) - std::max(a, it->start);
       switch (it->kind) {
         case IdleKind::Data: st.data_wait_ns += d; break;
-        case IdleKind::Launch: st.launch_idle_ns += d; break;
+        case IdleKind::Launch:
+          st.launch_idle_ns += d;
+          if (it->dispatch) launch_dispatch += d;
+          break;
+        case IdleKind::Host:
+          st.host_idle_ns += d;
+          if (it->dispatch) host_dispatch += d;
+          break;
         case IdleKind::Sync:
           st.sync_idle_ns += d;
           if (it->cause >= 0) ctx.blocking[it->cause].in_step_idle_ns += d;
@@ -375,28 +565,51 @@ void build_breakdown(Context& ctx) {
         case IdleKind::Other: st.other_idle_ns += d; break;
       }
     }
-    int64_t idle = st.data_wait_ns + st.launch_idle_ns + st.sync_idle_ns + st.other_idle_ns;
+    int64_t idle = st.data_wait_ns + st.launch_idle_ns + st.sync_idle_ns + st.host_idle_ns + st.other_idle_ns;
     if (!ctx.busy.empty()) {
       // busy + idle == dur by construction; any rounding left is host time.
       st.other_idle_ns += std::max<int64_t>(0, st.dur_ns - st.gpu_busy_ns - idle);
     }
-    ctx.total_step_ns += st.dur_ns;
-    ctx.total_gpu_idle_ns += st.dur_ns - st.gpu_busy_ns;
-    // Label: `gpu` when the GPU is busy for kGpuBoundBusyShare of the step, else the largest idle cause.
-    if (ctx.busy.empty()) {
-      // Host-only trace: the step waits for input, or computes.
-      st.bound = st.dur_ns > 0 && double(st.data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input
-                                                                                                       : Bound::Host;
-    } else if (st.dur_ns > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(st.dur_ns)) {
-      st.bound = Bound::Gpu;
-    } else {
-      std::pair<int64_t, Bound> c[] = {{st.data_wait_ns, Bound::Input}, {st.sync_idle_ns, Bound::Sync},
-                                       {st.launch_idle_ns, Bound::Launch}, {st.other_idle_ns, Bound::Host}};
-      st.bound = std::max_element(std::begin(c), std::end(c), [](auto& x, auto& y) { return x.first < y.first; })->second;
+    // The profiler's own cost: each traced launch made the host slower by cost_ns_per_launch. Where the GPU
+    // waited for the host, that cost is GPU idle the unprofiled program does not have: take it out of the
+    // launch idle first (the cost is paid inside the launch call), then out of the host idle.
+    if (ctx.profiler.applied) {
+      int64_t want = int64_t(double(ctx.launches[i]) * ctx.profiler.cost_ns_per_launch);
+      int64_t from_launch = std::min(want, st.launch_idle_ns);
+      int64_t from_host = std::min(want - from_launch, st.host_idle_ns);
+      st.launch_idle_ns -= from_launch, st.host_idle_ns -= from_host;
+      st.profiler_ns = from_launch + from_host;
+      // Keep the dispatch parts in proportion to what was left.
+      launch_dispatch -= std::min(launch_dispatch, from_launch);
+      host_dispatch -= std::min(host_dispatch, from_host);
     }
+    ctx.dispatch_idle[i] = launch_dispatch + host_dispatch;
+    ctx.dispatch_launch_idle[i] = launch_dispatch;
+    ctx.traced_step_ns += st.dur_ns;
+    ctx.total_gpu_idle_ns += st.dur_ns - st.gpu_busy_ns - st.profiler_ns;
+    st.bound = bound_of(st, ctx.busy.empty(), ctx.dispatch_idle[i]);
   }
   for (const auto& seg : ctx.idle)
     if (seg.kind == IdleKind::Sync && seg.cause >= 0) ctx.blocking[seg.cause].idle_ns += seg.end - seg.start;
+
+  // Steady steps: a first step much longer than the others carries one-time costs (CUDA context and module
+  // loading, allocator growth, autotuning, the first batch with nothing to prefetch behind) that no suggested change
+  // removes and that weigh differently in a 60- and a 600-step run. With 4 steps or more such a first step is left
+  // out of the shares that decide severities (torch.profiler's schedule skips warm-up steps for the same reason).
+  ctx.steady.assign(ctx.steps.size(), 1);
+  if (ctx.steps.size() >= 4) {
+    std::vector<int64_t> rest;
+    for (size_t i = 1; i < ctx.steps.size(); ++i) rest.push_back(ctx.steps[i].dur_ns);
+    std::nth_element(rest.begin(), rest.begin() + int64_t(rest.size() / 2), rest.end());
+    if (double(ctx.steps[0].dur_ns) > kWarmupStepFactor * double(rest[rest.size() / 2])) ctx.steady[0] = 0;
+  }
+  // Steps outside the GPU windows take no part in findings: their GPU side is unknown.
+  for (size_t i = 0; i < ctx.steps.size(); ++i)
+    if (!ctx.steps[i].gpu_traced) ctx.steady[i] = 0;
+  ctx.steady_step_ns = 0;
+  for (size_t i = 0; i < ctx.steps.size(); ++i)
+    if (ctx.steady[i]) ctx.steady_step_ns += ctx.steps[i].dur_ns;
+  ctx.residual_gap_ns = kResidualGapNs;
 }
 
 }  // namespace stepscope::analyzer::detail

@@ -11,8 +11,23 @@
 namespace stepscope::analyzer::detail {
 
 // Thresholds of the breakdown itself (docs/rules.md, "Breakdown thresholds").
-// A GPU gap no longer than this is launch idle (a launch latency plus framework dispatch per op).
+// A GPU gap with no known launch call is launch idle when no longer than this (a launch latency plus framework
+// dispatch per op); gaps whose next launch is known are judged by the queue model instead.
 inline constexpr int64_t kLaunchGapMaxNs = 200'000;
+// A host-bound gap (GPU queue empty) no longer than this is per-op dispatch — launch calls, Python and framework
+// code between launches — which fusion and CUDA graphs remove; a longer one is a host computation of its own.
+// Eager PyTorch dispatches an op in 10-100 µs; even slow Python dispatch stays well under 1 ms per op.
+inline constexpr int64_t kDispatchGapMaxNs = 1'000'000;
+// Per-launch cost of tracing with stepscope 0.1's CUPTI activity kinds when a recording does not carry its own
+// calibration (meta cupti.launch_cost_ns): H100, launch_bound --ops 30, plain 137.5 µs vs recorded 230.6 µs per
+// step of 31 launches = 3.0 µs per launch; a CUPTI-only injection library with the same kinds cost ~3 µs too.
+inline constexpr int64_t kDefaultProfilerLaunchCostNs = 3'000;
+// GPU-side gap left per kernel once launches are batched (CUDA graph replay) and the host is off the critical path.
+// Measured on an H100 (launch_bound --ops 30): the graphed step takes 53.5 µs, no longer than the same 31 kernels'
+// busy time when traced eagerly (54.7 µs per step), so graph nodes follow each other within the kernels' own
+// timing noise and nothing is kept back. (NVIDIA's CUDA-graphs post measured ~0.5 µs per node on a V100: on older
+// GPUs the saving is an upper bound by about that much per kernel.)
+inline constexpr int64_t kResidualGapNs = 0;
 // After a blocking call returns, the GPU idle until the host issues the next launch still counts as sync idle,
 // for at most this long (the queue was drained by the sync; beyond this the host is doing other work).
 inline constexpr int64_t kSyncTailMaxNs = 200'000;
@@ -23,6 +38,14 @@ inline constexpr double kGpuBoundBusyShare = 0.80;
 inline constexpr double kHostInputBoundShare = 0.20;
 // An async copy call lasting at least this long and returning after its copy ended blocked the host.
 inline constexpr int64_t kBlockingCopyMinNs = 20'000;
+
+// With 4 steps or more, a first step longer than this many times the median of the others is a warm-up step: it is
+// analysed and shown, but left out of the shares that decide severities.
+inline constexpr double kWarmupStepFactor = 1.5;
+// A recording that traced the GPU in windows (`record --gpu-window N/M`): a step counts as traced when its
+// recording's windows cover this share of it. The collector switches at its own step marker, a few µs from where
+// the analyzer puts the boundary; a step half in a window has half its GPU work missing and is left out.
+inline constexpr double kGpuWindowCoverage = 0.95;
 
 struct Interval {
   int64_t start = 0, end = 0;
@@ -38,12 +61,14 @@ struct GpuOp {
   int64_t api = -1;       // index into trace.api_calls of its launch call, -1 when unknown
 };
 
-enum class IdleKind : uint8_t { Data, Launch, Sync, Other };
+enum class IdleKind : uint8_t { Data, Launch, Sync, Host, Other };
 
 struct IdleSegment {
   int64_t start = 0, end = 0;
   IdleKind kind = IdleKind::Other;
-  int32_t cause = -1;  // Sync: index into Context::blocking
+  int32_t cause = -1;      // Sync: index into Context::blocking
+  int64_t api = -1;        // Launch/Host: trace.api_calls index of the launch that ended the gap
+  bool dispatch = false;   // Launch/Host: inside a host-bound gap no longer than kDispatchGapMaxNs
 };
 
 // A host-side call that waits for the device.
@@ -68,7 +93,10 @@ struct StepWindow {
 struct Context {
   const store::Trace* trace = nullptr;
   std::string step_source = "none";
+  double step_confidence = 1.0;
+  std::string framework;                // detect_framework(): the idiom suggestions are written in
   std::vector<StepWindow> windows;      // sorted by start
+  std::vector<Interval> gpu_windows;    // union of the store's gpu_windows (traced intervals); empty: all traced
   std::vector<StepBreakdown> steps;     // parallel to windows
   std::vector<GpuOp> ops;               // sorted by start
   std::vector<Interval> busy;           // union of ops, sorted, disjoint
@@ -76,8 +104,16 @@ struct Context {
   std::vector<BlockingCall> blocking;   // sorted by start
   std::vector<Interval> data_waits;     // host-side data waits, union, sorted
   std::vector<int64_t> api_op_count;    // per api call: GPU ops it launched
+  std::vector<int64_t> dispatch_idle;   // per step: launch + host idle inside dispatch gaps (after correction)
+  std::vector<int64_t> dispatch_launch_idle;  // per step: the launch-call part of dispatch_idle
+  std::vector<int64_t> launches;        // per step: launch calls (API calls that issued GPU work) it made
+  std::vector<uint8_t> steady;          // per step: 1 unless it is a warm-up first step (kWarmupStepFactor)
   int64_t total_step_ns = 0;
-  int64_t total_gpu_idle_ns = 0;        // summed over steps
+  int64_t traced_step_ns = 0;           // ... of the steps whose GPU activity was traced: the base of GPU shares
+  int64_t total_gpu_idle_ns = 0;        // summed over steps (profiler cost excluded)
+  int64_t steady_step_ns = 0;           // summed duration of the steady steps: the base of severity shares
+  int64_t residual_gap_ns = 0;          // GPU-side gap left per kernel once launches are batched (measured)
+  ProfilerCorrection profiler;
 
   const store::Trace& t() const { return *trace; }
   // Which step contains time `ts` (windows sorted; -1 when none).
@@ -86,6 +122,19 @@ struct Context {
 
 // Builds ops, busy union, data waits, blocking calls, idle classification and per-step breakdowns.
 void build_breakdown(Context& ctx);
+
+// Idle time the rules' savings have already explained. Rules run in a fixed order and claim the idle their saving
+// counts, so no two findings count the same idle twice (docs/rules.md, "Savings that add up").
+class SavingsLedger {
+ public:
+  // Claims [start, end) and returns how much of it was not claimed before.
+  int64_t claim(int64_t start, int64_t end);
+  // Unclaimed part of [start, end), without claiming it.
+  int64_t unclaimed(int64_t start, int64_t end) const;
+
+ private:
+  std::vector<Interval> claimed_;  // sorted, disjoint
+};
 
 // Ranges on (pid, tid) enclosing [start, end], outermost first (linear scan; call sparingly).
 std::vector<int64_t> enclosing_ranges(const store::Trace& t, int64_t pid, int64_t tid, int64_t start, int64_t end);

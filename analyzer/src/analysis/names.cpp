@@ -83,6 +83,32 @@ bool is_simt_fp32_kernel(std::string_view kernel) {
          contains(k, "gemv2t") || contains(k, "gemv2n") || contains(k, "_fp32_");
 }
 
+bool is_compiled_fused_kernel(std::string_view kernel) {
+  return starts_with(kernel, "triton_") || starts_with(kernel, "triton__") || contains(kernel, "_fused_") ||
+         starts_with(kernel, "fused_") || starts_with(kernel, "loop_fusion") || starts_with(kernel, "input_fusion") ||
+         starts_with(kernel, "fusion") || contains(kernel, "CudaCodeGen") || starts_with(kernel, "nvfuser");
+}
+
+std::string detect_framework(const store::Trace& t) {
+  // Every name the trace holds is in its string table once: count distinct names that only a framework makes.
+  int64_t torch = 0, tf = 0, jax = 0;
+  for (size_t i = 1; i < t.strings.size(); ++i) {
+    std::string_view v = t.strings.get(int64_t(i));
+    if (starts_with(v, "aten::") || starts_with(v, "ProfilerStep#") || starts_with(v, "enumerate(DataLoader)") ||
+        starts_with(v, "Optimizer.step#") || contains(v, "/torch/") || contains(v, "libtorch") || starts_with(v, "at::native") ||
+        contains(v, "at::native::") || starts_with(v, "triton_") || starts_with(v, "autograd::"))
+      ++torch;
+    else if (contains(v, "tensorflow") || starts_with(v, "IteratorGetNext") || contains(v, "tf.data") ||
+             contains(v, "Eigen::TensorExecutor") || starts_with(v, "__inference_") || starts_with(v, "TF_"))
+      ++tf;
+    else if (contains(v, "/jax/") || contains(v, "jaxlib") || starts_with(v, "jit_") || contains(v, "pjit"))
+      ++jax;
+  }
+  if (torch == 0 && tf == 0 && jax == 0) return "cuda";
+  if (torch >= tf && torch >= jax) return "pytorch";
+  return tf >= jax ? "tensorflow" : "jax";
+}
+
 std::string strip_numeric_suffix(std::string_view name) {
   auto hash = name.rfind('#');
   if (hash == std::string_view::npos || hash + 1 >= name.size()) return std::string(name);

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "stepscope/store/records.h"
+
 namespace stepscope::analyzer::detail {
 
 // cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, cuCtxSynchronize, hip*Synchronize ...
@@ -30,7 +32,14 @@ bool is_conv_kernel(std::string_view kernel);
 bool is_tensor_core_kernel(std::string_view kernel);
 // A GEMM/conv kernel that certainly runs on the fp32 SIMT path (sgemm, scudnn, cutlass_simt, ...).
 bool is_simt_fp32_kernel(std::string_view kernel);
+// A kernel a compiler already fused: Inductor/Triton (triton_poi_fused_…), XLA (loop_fusion, input_fusion …),
+// TorchScript/nvFuser (kernel_…_fused…). Launch advice for such kernels is CUDA graphs, not compilation.
+bool is_compiled_fused_kernel(std::string_view kernel);
 // "ProfilerStep#12" -> "ProfilerStep", "enumerate(DataLoader)#_X.__next__" unchanged (suffix is not numeric).
 std::string strip_numeric_suffix(std::string_view name);
+
+// The framework whose idioms the suggestions use: "pytorch", "tensorflow", "jax", or "cuda" when the trace shows
+// none (a CUDA C++ program). Judged from names in the trace: ops, annotations, Python files, modules, kernels.
+std::string detect_framework(const store::Trace& t);
 
 }  // namespace stepscope::analyzer::detail

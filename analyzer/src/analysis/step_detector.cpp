@@ -43,8 +43,9 @@ DetectedSteps StepDetector::detect(const std::string& step_regex) const {
   if (from_store_steps("nvtx", out)) return out;
   if (from_store_steps("optimizer", out) || from_optimizer(out)) return out;
   if (from_store_steps("dataloader", out) || from_dataloader(out)) return out;
-  if (from_pattern(out)) return out;
+  if (from_pattern(out) || from_autocorrelation(out)) return out;
   whole_run(out);
+  out.confidence = 0.0;  // looked for a repeating unit and found none
   return out;
 }
 
@@ -211,35 +212,201 @@ bool StepDetector::from_pattern(DetectedSteps& out) const {
       }
       return k.start;
     };
+    // The tail after the last anchor is a full step only if it is as long as the others: a tail far longer
+    // is the rest of the run (what the repeats did not explain), not one more step.
+    const bool tail_is_step = double(tail) >= (1.0 - kPatternLengthTolerance) * double(*mn) &&
+                              double(tail) <= (1.0 + kPatternLengthTolerance) * double(*mx);
+    std::vector<int64_t> bounds;
+    for (size_t p : pos) bounds.push_back(host_time(p));
+    int64_t last_end = 0;
+    for (size_t p = pos.back(); p < order.size(); ++p) last_end = std::max(last_end, ks[order[p]].end);
+    for (size_t i = 0; i + 1 < bounds.size(); ++i) w.push_back({bounds[i], bounds[i + 1], pid, tid});
+    if (tail_is_step) w.push_back({bounds.back(), last_end, pid, tid});
+    if (w.size() < size_t(kMinPatternSteps)) continue;
     // The repeats must explain the whole run: kernels before the first repeat or after the last one may
     // only be kernels that also occur inside the repeats (a partial step). This rejects the layers of a
     // single forward pass, which repeat between a one-off prologue (embedding) and epilogue (head).
     {
-      bool tail_is_step = double(tail) >= (1.0 - kPatternLengthTolerance) * double(*mn);
       size_t inner_end = tail_is_step ? order.size() : pos.back();
       std::unordered_map<store::StringId, bool> inside;
       for (size_t p = pos.front(); p < inner_end; ++p) inside[ks[order[p]].name] = true;
       size_t foreign = 0;
       for (size_t p = 0; p < pos.front(); ++p) foreign += inside.count(ks[order[p]].name) ? 0 : 1;
       for (size_t p = inner_end; p < order.size(); ++p) foreign += inside.count(ks[order[p]].name) ? 0 : 1;
-      if (double(foreign) > kPatternForeignShare * double(*mn)) continue;
+      if (double(foreign) > kPatternForeignShare * double(*mn) && !windows_meet_host(w)) continue;
     }
-    std::vector<int64_t> bounds;
-    for (size_t p : pos) bounds.push_back(host_time(p));
-    // The tail after the last anchor is a full step only if it is as long as the others.
-    int64_t last_end = 0;
-    for (size_t p = pos.back(); p < order.size(); ++p) last_end = std::max(last_end, ks[order[p]].end);
-    for (size_t i = 0; i + 1 < bounds.size(); ++i) w.push_back({bounds[i], bounds[i + 1], pid, tid});
-    if (double(tail) >= (1.0 - kPatternLengthTolerance) * double(*mn)) w.push_back({bounds.back(), last_end, pid, tid});
-    if (w.size() < size_t(kMinPatternSteps)) continue;
     bool sorted = true;
     for (size_t i = 0; i < w.size(); ++i) sorted = sorted && w[i].end > w[i].start && (i == 0 || w[i].start >= w[i - 1].end);
     if (!sorted) continue;
     out.windows = std::move(w);
-    out.source = "pattern";
+    out.source = "periodic";
+    out.periodic_basis = "kernels";
+    // Confidence: how alike consecutive repeats are — 1 minus the share of kernels by which their name histograms
+    // differ, averaged over the repeats (kernels on several streams may interleave differently, so not by position).
+    double sim = 0;
+    size_t pairs = 0;
+    for (size_t i = 0; i + 2 < pos.size() && pairs < 256; ++i, ++pairs) {
+      std::unordered_map<store::StringId, int> h;
+      for (size_t q = pos[i]; q < pos[i + 1]; ++q) h[ks[order[q]].name]++;
+      for (size_t q = pos[i + 1]; q < pos[i + 2]; ++q) h[ks[order[q]].name]--;
+      size_t diff = 0;
+      for (auto& [n, c] : h) diff += size_t(std::abs(c));
+      sim += 1.0 - double(diff) / double(pos[i + 2] - pos[i]);
+    }
+    out.confidence = pairs ? sim / double(pairs) : 1.0;
     return true;
   }
   return false;
+}
+
+namespace {
+
+struct Period {
+  size_t period = 0;
+  double match = 0;
+};
+
+// The period p of `seq` (ids) with the best match share seq[i] == seq[i + p], the smallest among near-ties (a
+// multiple of the true period matches as well). Only periods with at least `min_repeats` repeats.
+Period best_period(const std::vector<int64_t>& seq, size_t max_period, size_t window, int min_repeats, double min_match) {
+  Period best;
+  const size_t n = std::min(seq.size(), window);
+  if (n < size_t(min_repeats) * 2) return best;
+  const size_t pmax = std::min(max_period, n / size_t(min_repeats));
+  std::vector<double> match(pmax + 1, 0.0);
+  double top = 0;
+  for (size_t p = 1; p <= pmax; ++p) {
+    size_t m = 0;
+    for (size_t i = 0; i + p < n; ++i) m += seq[i] == seq[i + p];
+    match[p] = double(m) / double(n - p);
+    top = std::max(top, match[p]);
+  }
+  if (top < min_match) return best;
+  for (size_t p = 1; p <= pmax; ++p)
+    if (match[p] >= top - 0.01) return {p, match[p]};
+  return best;
+}
+
+}  // namespace
+
+// The trainer repeats the same unit of work: the sequence of kernel names (or of top-level host ranges) has a
+// period. Boundaries go before the element of the period that follows the longest gap on average (steps start
+// after the host's per-step work: data loading, optimizer, logging).
+bool StepDetector::from_autocorrelation(DetectedSteps& out) const {
+  struct Elem {
+    int64_t start, end, host_start, pid, tid;
+    int64_t id;
+  };
+  std::vector<Elem> elems;
+  std::string basis;
+  if (!t_.kernels.empty()) {
+    std::unordered_map<int64_t, uint32_t> api_by_corr;
+    for (uint32_t i = 0; i < t_.api_calls.size(); ++i)
+      if (t_.api_calls[i].correlation) api_by_corr[t_.api_calls[i].correlation] = i;
+    for (const auto& k : t_.kernels) {
+      Elem e{k.start, k.end, k.start, 0, 0, k.name};
+      if (auto it = k.correlation ? api_by_corr.find(k.correlation) : api_by_corr.end(); it != api_by_corr.end()) {
+        const auto& a = t_.api_calls[it->second];
+        e.host_start = a.start, e.pid = a.pid, e.tid = a.tid;
+      }
+      elems.push_back(e);
+    }
+    basis = "kernels";
+  } else {
+    // Top-level host ranges of the thread with the most of them (ops, annotations, Python functions).
+    std::map<std::pair<int64_t, int64_t>, int64_t> per_thread;
+    for (const auto& r : t_.ranges)
+      if (r.source != store::RangeSource::GpuAnnotation && r.depth == 0) per_thread[{r.pid, r.tid}]++;
+    if (per_thread.empty()) return false;
+    auto th = std::max_element(per_thread.begin(), per_thread.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    std::unordered_map<std::string, int64_t> ids;
+    for (const auto& r : t_.ranges) {
+      if (r.source == store::RangeSource::GpuAnnotation || r.depth != 0 || r.pid != th.first || r.tid != th.second) continue;
+      auto key = strip_numeric_suffix(t_.str(r.name));
+      auto it = ids.emplace(key, int64_t(ids.size())).first;
+      elems.push_back({r.start, r.end, r.start, r.pid, r.tid, it->second});
+    }
+    basis = "host ranges";
+  }
+  std::sort(elems.begin(), elems.end(), [](const Elem& a, const Elem& b) { return a.start < b.start; });
+  std::vector<int64_t> seq;
+  seq.reserve(elems.size());
+  for (const auto& e : elems) seq.push_back(e.id);
+  Period per = best_period(seq, kMaxPeriod, kMaxPeriodicWindow, kMinPeriodicRepeats, kPeriodicMinMatch);
+  if (!per.period) return false;
+  const size_t p = per.period;
+  // Phase: the position in the period preceded by the longest mean gap.
+  std::vector<double> gap(p, 0.0);
+  std::vector<int64_t> cnt(p, 0);
+  for (size_t i = 1; i < elems.size(); ++i) {
+    gap[i % p] += double(std::max<int64_t>(0, elems[i].host_start - elems[i - 1].host_start));
+    cnt[i % p]++;
+  }
+  size_t phase = 0;
+  for (size_t j = 0; j < p; ++j)
+    if (cnt[j] && gap[j] / double(cnt[j]) > (cnt[phase] ? gap[phase] / double(cnt[phase]) : -1.0)) phase = j;
+  std::vector<StepWindow> w;
+  for (size_t b = phase; b + p < elems.size() + 1; b += p) {
+    size_t next = b + p;
+    int64_t s0 = elems[b].host_start;
+    int64_t e0 = next < elems.size() ? elems[next].host_start : 0;
+    if (next >= elems.size()) {
+      for (size_t j = b; j < elems.size(); ++j) e0 = std::max(e0, elems[j].end);
+    }
+    if (e0 > s0) w.push_back({s0, e0, elems[b].pid, elems[b].tid});
+  }
+  if (w.size() < size_t(kMinPeriodicRepeats)) return false;
+  for (size_t i = 1; i < w.size(); ++i)
+    if (w[i].start < w[i - 1].end) return false;
+  // As for the anchor method: the repeats must explain the whole run. Elements before the first repeat or after
+  // the last complete one may only be names that occur inside the repeats (a partial step), else the period is
+  // the layers of one forward pass between a one-off prologue and epilogue, not steps.
+  {
+    const size_t repeats = (elems.size() - phase) / p;
+    const size_t inner_end = phase + repeats * p;
+    std::unordered_map<int64_t, bool> inside;
+    for (size_t j = phase; j < inner_end; ++j) inside[elems[j].id] = true;
+    size_t foreign = 0;
+    for (size_t j = 0; j < phase; ++j) foreign += inside.count(elems[j].id) ? 0 : 1;
+    for (size_t j = inner_end; j < elems.size(); ++j) foreign += inside.count(elems[j].id) ? 0 : 1;
+    if (double(foreign) > kPatternForeignShare * double(p) && !windows_meet_host(w)) return false;
+  }
+  out.windows = std::move(w);
+  out.source = "periodic";
+  out.confidence = per.match;
+  out.periodic_basis = basis;
+  return true;
+}
+
+const std::vector<int64_t>& StepDetector::host_meets() const {
+  if (meets_) return *meets_;
+  std::vector<int64_t>& meets = meets_.emplace();
+  for (const auto& m : t_.memcpys)
+    if (m.kind == store::CopyKind::DtoH) meets.push_back(m.start);
+  for (const auto& s : t_.syncs) meets.push_back(s.start);
+  // Traces without sync records still name the blocking calls.
+  std::unordered_map<store::StringId, bool> blocking;
+  for (const auto& a : t_.api_calls) {
+    auto it = blocking.find(a.name);
+    if (it == blocking.end()) {
+      const auto& n = t_.str(a.name);
+      it = blocking.emplace(a.name, is_sync_api(n) || is_sync_memcpy_api(n)).first;
+    }
+    if (it->second) meets.push_back(a.start);
+  }
+  std::sort(meets.begin(), meets.end());
+  return meets;
+}
+
+bool StepDetector::windows_meet_host(const std::vector<StepWindow>& w) const {
+  if (w.empty()) return false;
+  const std::vector<int64_t>& meets = host_meets();
+  size_t with = 0;
+  for (const auto& x : w) {
+    auto it = std::lower_bound(meets.begin(), meets.end(), x.start);
+    with += it != meets.end() && *it < x.end;
+  }
+  return double(with) >= kIterationMeetShare * double(w.size());
 }
 
 // One window: from the first launch or GPU activity to the last GPU activity; the whole trace without GPU.

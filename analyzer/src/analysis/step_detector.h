@@ -3,6 +3,7 @@
 // boundaries, periodicity of the kernel-name sequence, and otherwise one window over the whole run.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,12 @@
 namespace stepscope::analyzer::detail {
 
 struct DetectedSteps {
-  std::string source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|pattern|none
+  std::string source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
   std::vector<StepWindow> windows;  // sorted by start, non-overlapping
+  // periodic: the share of the sequence that repeats with the period found (1 = every element); others: 1.
+  // none: 0 when a periodic unit was looked for and not found.
+  double confidence = 1.0;
+  std::string periodic_basis;       // periodic: "kernels" or "host ranges"
 };
 
 class StepDetector {
@@ -26,6 +31,18 @@ class StepDetector {
   static constexpr double kPatternLengthTolerance = 0.10;
   // Kernels outside the repeats whose names never occur inside them: at most this share of one repeat.
   static constexpr double kPatternForeignShare = 0.05;
+  // ... unless at least this share of the repeats each hold a point where host and device meet (a device-to-host
+  // copy or a synchronization): iterations of a loop (a training step reading its loss, a solver's time step
+  // reducing its dt, a decode step returning its tokens), whatever one-off work runs before or after them. The
+  // layers of one forward pass never wait for the host between them.
+  static constexpr double kIterationMeetShare = 0.90;
+  // Autocorrelation of a name sequence: the period p is taken when at least this share of elements equals the one
+  // p later, over at least kMinPeriodicRepeats repeats; periods up to kMaxPeriod elements, over at most
+  // kMaxPeriodicWindow elements of the sequence (bounded work on 10M-kernel traces).
+  static constexpr double kPeriodicMinMatch = 0.90;
+  static constexpr int kMinPeriodicRepeats = 3;
+  static constexpr size_t kMaxPeriod = 4096;
+  static constexpr size_t kMaxPeriodicWindow = 20000;
 
   explicit StepDetector(const store::Trace& trace) : t_(trace) {}
   DetectedSteps detect(const std::string& step_regex) const;
@@ -38,11 +55,18 @@ class StepDetector {
   bool from_optimizer(DetectedSteps& out) const;
   bool from_dataloader(DetectedSteps& out) const;
   bool from_pattern(DetectedSteps& out) const;
+  // The repeating unit of the kernel-name sequence (or, without kernels, of the top-level host ranges).
+  bool from_autocorrelation(DetectedSteps& out) const;
   void whole_run(DetectedSteps& out) const;
+  // Whether kIterationMeetShare of the windows hold a device-to-host copy or a synchronization.
+  bool windows_meet_host(const std::vector<StepWindow>& w) const;
+  // Sorted times of device-to-host copies, sync records and blocking API calls; gathered once, on first use.
+  const std::vector<int64_t>& host_meets() const;
   int64_t thread_last_end(int64_t pid, int64_t tid) const;
   int64_t thread_first_start(int64_t pid, int64_t tid) const;
 
   const store::Trace& t_;
+  mutable std::optional<std::vector<int64_t>> meets_;
 };
 
 }  // namespace stepscope::analyzer::detail

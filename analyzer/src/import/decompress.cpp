@@ -67,7 +67,8 @@ void PaddedBuffer::reserve(size_t capacity) {
 }
 
 void PaddedBuffer::resize(size_t n) {
-  if (n > capacity_) reserve(n);
+  // An empty buffer has no allocation yet: even size 0 needs its padding (fuzz_decompress, empty input).
+  if (n > capacity_ || !data_) reserve(n);
   size_ = n;
   std::memset(data_ + size_, 0, kPadding);
 }
@@ -270,7 +271,7 @@ PaddedBuffer decompress(const std::string& path, std::string_view in, Compressio
   }
   PaddedBuffer out;
   out.resize(in.size());
-  std::memcpy(out.data(), in.data(), in.size());
+  if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());  // an empty view may have a null data()
   return out;
 }
 

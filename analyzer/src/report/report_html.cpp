@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "report/report_util.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::analyzer {
 
@@ -20,7 +22,6 @@ constexpr int kMarginLeft = 64, kMarginRight = 36, kMarginTop = 12, kMarginBotto
 constexpr size_t kMaxBars = 400;        // more steps than this are averaged into buckets
 constexpr size_t kMaxStepRows = 500;    // step table rows
 constexpr size_t kHtmlNameChars = 160;  // kernel names are shortened in cells, full in a tooltip
-constexpr size_t kOpenEvidenceLines = 30;  // longer evidence starts folded
 
 struct Component {
   const char* key;
@@ -30,8 +31,10 @@ struct Component {
 constexpr Component kComponents[] = {
     {"busy", "GPU busy (compute)", "#4c78a8"}, {"launch", "launch idle", "#f58518"},
     {"data", "data wait", "#e45756"},          {"sync", "sync idle", "#b279a2"},
-    {"other", "other idle", "#bab0ac"},
+    {"other", "other idle", "#bab0ac"},        {"host", "host code between launches", "#eeca3b"},
+    {"profiler", "profiler's own cost", "#9d755d"},
 };
+constexpr int kParts = int(std::size(kComponents));
 
 const char* kCss = R"css(
 :root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#ffffff;--panel:#f6f8fb;--high:#c0392b;--medium:#d68910;--low:#2e86c1}
@@ -59,6 +62,7 @@ td.name{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-br
 .badge.high{background:var(--high)}.badge.medium{background:var(--medium)}
 .meta{color:var(--muted)}
 pre.evidence{max-height:420px}
+div.evidence table{margin:.2em 0 .6em}div.evidence th{text-align:left;font-weight:600}
 pre{background:var(--panel);border:1px solid var(--line);border-radius:4px;padding:8px 10px;overflow:auto;font-size:12px;white-space:pre-wrap;word-break:break-word}
 .legend{display:flex;flex-wrap:wrap;gap:14px;margin:6px 0;font-size:12px}
 .legend span{display:inline-flex;align-items:center;gap:5px}
@@ -84,8 +88,12 @@ double nice_step(double max, int target) {
 
 struct Bar {
   std::string label;   // "step 3" or "steps 10–19"
-  double parts[5] = {0, 0, 0, 0, 0};  // µs (averaged over the bucket)
-  double total() const { return parts[0] + parts[1] + parts[2] + parts[3] + parts[4]; }
+  double parts[kParts] = {};  // µs (averaged over the bucket), in kComponents order
+  double total() const {
+    double t = 0;
+    for (double p : parts) t += p;
+    return t;
+  }
   double dur_us = 0;
   const char* bound = "";
 };
@@ -105,6 +113,8 @@ std::string steps_chart(const Analysis& a) {
       b.parts[2] += double(s.data_wait_ns) / 1e3;
       b.parts[3] += double(s.sync_idle_ns) / 1e3;
       b.parts[4] += double(s.other_idle_ns) / 1e3;
+      b.parts[5] += double(s.host_idle_ns) / 1e3;
+      b.parts[6] += double(s.profiler_ns) / 1e3;
       b.dur_us += double(s.dur_ns) / 1e3;
     }
     double cnt = double(j - i);
@@ -144,12 +154,12 @@ std::string steps_chart(const Analysis& a) {
     double x = kMarginLeft + slot * double(i) + (slot - bw) / 2;
     double base = 0;
     o += "<g>";
-    o += fmt::format("<title>{}: {} — GPU busy {}, launch idle {}, data wait {}, sync idle {}, other {}{}</title>",
-                     html_escape(b.label), html_escape(format_us(b.dur_us)), html_escape(format_us(b.parts[0])),
-                     html_escape(format_us(b.parts[1])), html_escape(format_us(b.parts[2])),
-                     html_escape(format_us(b.parts[3])), html_escape(format_us(b.parts[4])),
-                     *b.bound ? html_escape(std::string(" — bound: ") + b.bound) : std::string());
-    for (int c = 0; c < 5; ++c) {
+    std::string parts;
+    for (int c = 0; c < kParts; ++c)
+      parts += fmt::format("{}{} {}", c ? ", " : "", kComponents[c].label, format_us(b.parts[c]));
+    o += fmt::format("<title>{}: {} — {}{}</title>", html_escape(b.label), html_escape(format_us(b.dur_us)),
+                     html_escape(parts), *b.bound ? html_escape(std::string(" — bound: ") + b.bound) : std::string());
+    for (int c = 0; c < kParts; ++c) {
       double h = b.parts[c];
       if (h <= 0) continue;
       double y1 = y_of(base + h), y0 = y_of(base);
@@ -218,6 +228,37 @@ std::string card(const std::string& value, const std::string& key) {
                      html_escape(key));
 }
 
+// Steps slower than the median by more than the run's noise: what grew, the biggest contributor, and a link
+// to the step's row in the step table.
+std::string slow_steps_section(const Analysis& a) {
+  const StepOutliers& o = a.step_outliers;
+  if (o.median_ns <= 0) return "";
+  auto us = [](int64_t ns) { return html_escape(format_us(double(ns) / 1e3)); };
+  std::string out = fmt::format(
+      "<section id=\"slow-steps\"><h2>Slow steps</h2>\n<p>{} of {} steps exceed the median step ({}) by more than {} "
+      "(the run's noise is {}).</p>\n",
+      o.slow_count, a.steps.size(), us(o.median_ns), us(o.threshold_ns), us(o.noise_ns));
+  if (!o.slow.empty()) {
+    out += "<table><thead><tr><th class=\"n\">step</th><th class=\"n\">duration</th><th class=\"n\">over median</th>"
+           "<th>grew</th><th>biggest contributor</th></tr></thead><tbody>\n";
+    for (const auto& s : o.slow) {
+      const StepCategory* c = find_step_category(s.category);
+      std::string who = "—";
+      if (!s.contributor.empty())
+        who = fmt::format("{} <span class=\"name\" title=\"{}\">{}</span> +{}", html_escape(s.contributor_kind),
+                          html_escape(full_symbol(s.contributor)), html_escape(shorten(contributor_display_name(s), kHtmlNameChars)),
+                          us(s.contributor_ns - s.contributor_median_ns));
+      out += fmt::format("<tr title=\"{}\"><td class=\"n\"><a href=\"#step-{}\">{}</a></td><td class=\"n\">{}</td>"
+                         "<td class=\"n\">+{}</td><td>{} +{} ({} vs {})</td><td>{}</td></tr>\n",
+                         html_escape(s.explanation), s.index, s.index, us(s.dur_ns), us(s.excess_ns),
+                         html_escape(c ? c->label : s.category), us(s.category_ns - s.category_median_ns), us(s.category_ns),
+                         us(s.category_median_ns), who);
+    }
+    out += "</tbody></table>\n";
+  }
+  return out + "</section>\n";
+}
+
 }  // namespace
 
 std::string render_html_report(const Analysis& a) {
@@ -243,23 +284,27 @@ std::string render_html_report(const Analysis& a) {
   o += "<section id=\"summary\"><h2>Summary</h2>\n";
   if (!sm.has_gpu)
     o += "<p class=\"notice\"><strong>No GPU activity in this trace.</strong> The breakdown covers host time only.</p>\n";
+  if (auto note = gpu_window_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
+  if (auto note = host_ahead_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   o += "<div class=\"cards\">";
   o += card(std::to_string(sm.steps), "steps (source: " + sm.step_source + ")");
   if (!durs.empty()) o += card(format_us(durs[durs.size() / 2]), "median step time");
   o += card(format_share(sm.gpu_busy_share), "GPU busy share of step time");
-  o += card(format_share(sm.data_wait_share), "data wait share of step time");
+  o += card(format_share(sm.input_idle_share), "GPU idle waiting for input");
+  o += card(format_share(sm.data_wait_share), "training loop waiting for input");
   o += card(std::to_string(a.findings.size()), "findings");
   o += card(fmt::format("{} / {} / {}", sm.kernels, sm.memcpys, sm.memsets), "kernels / memcpys / memsets");
   o += card(format_us(sm.gpu_busy_us) + " of " + format_us(sm.gpu_span_us), "GPU busy over its span");
   o += "</div>\n";
   if (sum_dur > 0) {
-    double t[5] = {0, 0, 0, 0, 0};
+    double t[kParts] = {};
     for (const auto& s : a.steps) {
       t[0] += double(s.gpu_busy_ns), t[1] += double(s.launch_idle_ns), t[2] += double(s.data_wait_ns);
-      t[3] += double(s.sync_idle_ns), t[4] += double(s.other_idle_ns);
+      t[3] += double(s.sync_idle_ns), t[4] += double(s.other_idle_ns), t[5] += double(s.host_idle_ns);
+      t[6] += double(s.profiler_ns);
     }
     o += "<p>Summed step time " + html_escape(format_us(sum_dur / 1e3)) + ": ";
-    for (int c = 0; c < 5; ++c)
+    for (int c = 0; c < kParts; ++c)
       o += fmt::format("{}{} {}", c ? ", " : "", kComponents[c].label, html_escape(format_share(t[c] / sum_dur)));
     o += ".</p>\n";
   }
@@ -284,12 +329,12 @@ std::string render_html_report(const Analysis& a) {
     o += "</p>\n";
     if (!f.suggestion.empty()) o += "<h4>Suggestion</h4>\n<pre><code>" + html_escape(f.suggestion) + "</code></pre>\n";
     if (!f.evidence_json.empty() && f.evidence_json != "{}") {
-      // Long evidence (stacks of every blocking call) starts folded so the findings stay readable.
+      // Evidence a person reads (rows and small tables); the raw JSON stays, folded, beneath it.
+      o += "<h4>Evidence</h4>\n<div class=\"evidence\">" + render_evidence_html(f.evidence_json) + "</div>\n";
       std::string ev = pretty_json(f.evidence_json);
       size_t lines = size_t(std::count(ev.begin(), ev.end(), '\n')) + 1;
-      o += std::string(lines <= kOpenEvidenceLines ? "<details open>" : "<details>") +
-           fmt::format("<summary>Evidence ({} lines)</summary><pre class=\"evidence\"><code>", lines) + html_escape(ev) +
-           "</code></pre></details>\n";
+      o += fmt::format("<details><summary>Raw evidence (JSON, {} lines)</summary><pre class=\"evidence\"><code>", lines) +
+           html_escape(ev) + "</code></pre></details>\n";
     }
     o += "</article>\n";
   }
@@ -302,25 +347,31 @@ std::string render_html_report(const Analysis& a) {
       o += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", c.color, c.label);
     o += "</div>\n" + steps_chart(a) + "\n";
     o += "<details><summary>Step table</summary><table><thead><tr><th class=\"n\">step</th><th class=\"n\">duration</th>"
-         "<th class=\"n\">GPU busy</th><th class=\"n\">launch idle</th><th class=\"n\">data wait</th>"
-         "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th>bound</th><th class=\"n\">kernels</th></tr></thead><tbody>\n";
+         "<th class=\"n\">GPU busy</th><th class=\"n\">launch idle</th><th class=\"n\">host code</th><th class=\"n\">data wait</th>"
+         "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th class=\"n\">profiler</th><th>bound</th>"
+         "<th class=\"n\">kernels</th></tr></thead><tbody>\n";
     size_t shown = 0;
     for (const auto& s : a.steps) {
       if (shown++ == kMaxStepRows) break;
-      o += fmt::format("<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                       "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>\n",
-                       s.index, html_escape(format_us(double(s.dur_ns) / 1e3)),
+      o += fmt::format("<tr id=\"step-{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+                       "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+                       "<td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>\n",
+                       s.index, s.index, html_escape(format_us(double(s.dur_ns) / 1e3)),
                        html_escape(format_us(double(s.gpu_busy_ns) / 1e3)),
                        html_escape(format_us(double(s.launch_idle_ns) / 1e3)),
+                       html_escape(format_us(double(s.host_idle_ns) / 1e3)),
                        html_escape(format_us(double(s.data_wait_ns) / 1e3)),
                        html_escape(format_us(double(s.sync_idle_ns) / 1e3)),
-                       html_escape(format_us(double(s.other_idle_ns) / 1e3)), bound_name(s.bound), s.kernels);
+                       html_escape(format_us(double(s.other_idle_ns) / 1e3)),
+                       html_escape(format_us(double(s.profiler_ns) / 1e3)), bound_name(s.bound), s.kernels);
     }
     o += "</tbody></table>";
     if (a.steps.size() > kMaxStepRows)
       o += fmt::format("<p class=\"meta\">… {} more steps (the JSON report has them all).</p>", a.steps.size() - kMaxStepRows);
     o += "</details>\n</section>\n";
   }
+
+  o += slow_steps_section(a);
 
   // Utilization
   if (!a.utilization.empty() && a.utilization_bucket_ns > 0) {
@@ -334,7 +385,7 @@ std::string render_html_report(const Analysis& a) {
     for (const auto& k : a.top_kernels) {
       o += fmt::format("<tr><td class=\"name\" title=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                       html_escape(k.name), html_escape(shorten(k.name, kHtmlNameChars)),
+                       html_escape(full_symbol(k.name)), html_escape(shorten(short_symbol(k.name), kHtmlNameChars)),
                        html_escape(format_us(double(k.total_ns) / 1e3)), k.count, html_escape(format_us(k.mean_ns() / 1e3)),
                        html_escape(format_us(double(k.min_ns) / 1e3)), html_escape(format_us(double(k.max_ns) / 1e3)));
     }
@@ -347,7 +398,7 @@ std::string render_html_report(const Analysis& a) {
          "<th class=\"n\">time</th><th class=\"n\">samples</th></tr></thead><tbody>\n";
     for (const auto& f : a.idle_host_top)
       o += fmt::format("<tr><td class=\"name\" title=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                       html_escape(f.name), html_escape(shorten(f.name, kHtmlNameChars)),
+                       html_escape(f.name), html_escape(shorten(short_symbol(f.name), kHtmlNameChars)),
                        html_escape(format_us(double(f.time_ns) / 1e3)), f.samples);
     o += "</tbody></table>\n</section>\n";
   }

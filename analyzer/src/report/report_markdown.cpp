@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "report/report_util.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::analyzer {
 
@@ -14,6 +16,27 @@ using namespace report_util;
 namespace {
 constexpr size_t kMaxMdSteps = 50;
 constexpr size_t kMdNameChars = 90;
+// What grew in each slow step against the median step (step_outliers.h).
+std::string slow_steps_section(const Analysis& a) {
+  const StepOutliers& o = a.step_outliers;
+  if (o.median_ns <= 0) return "";
+  auto us = [](int64_t ns) { return format_us(double(ns) / 1e3); };
+  std::string out = fmt::format("### Slow steps\n\n{} of {} steps exceed the median step ({}) by more than {} (run noise {}).\n\n",
+                                o.slow_count, a.steps.size(), us(o.median_ns), us(o.threshold_ns), us(o.noise_ns));
+  if (o.slow.empty()) return out;
+  out += "| Step | Duration | Over median | Grew | Biggest contributor |\n|---:|---:|---:|---|---|\n";
+  for (const auto& s : o.slow) {
+    const StepCategory* c = find_step_category(s.category);
+    std::string who = "—";
+    if (!s.contributor.empty())
+      who = fmt::format("{} `{}` +{}", s.contributor_kind, markdown_escape(shorten(contributor_display_name(s), kMdNameChars)),
+                        us(s.contributor_ns - s.contributor_median_ns));
+    out += fmt::format("| {} | {} | +{} | {} +{} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns), c ? c->label : s.category,
+                       us(s.category_ns - s.category_median_ns), who);
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string render_markdown_report(const Analysis& a) {
@@ -23,8 +46,11 @@ std::string render_markdown_report(const Analysis& a) {
   if (!sm.has_gpu) o += "> **No GPU activity in this trace**: the breakdown covers host time only.\n\n";
   o += "| | |\n|---|---|\n";
   o += fmt::format("| Steps | {} (source: `{}`) |\n", sm.steps, markdown_escape(sm.step_source));
+  if (auto note = gpu_window_note(sm); !note.empty()) o += fmt::format("| GPU windows | {} |\n", markdown_escape(note));
+  if (auto note = host_ahead_note(sm); !note.empty()) o += fmt::format("| host ahead | {} |\n", markdown_escape(note));
   o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
-  o += fmt::format("| Data wait share of step time | {} |\n", format_share(sm.data_wait_share));
+  o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));
+  o += fmt::format("| Training loop waiting for input | {} |\n", format_share(sm.data_wait_share));
   o += fmt::format("| GPU work | {} kernels, {} memcpys, {} memsets |\n", sm.kernels, sm.memcpys, sm.memsets);
   o += fmt::format("| GPU busy / span | {} / {} |\n", format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
   o += fmt::format("| Findings | {} |\n\n", a.findings.size());
@@ -53,39 +79,40 @@ std::string render_markdown_report(const Analysis& a) {
         o += "Suggestion:\n\n" + fence + "\n" + s + "\n" + fence + "\n\n";
       }
       if (!f.evidence_json.empty() && f.evidence_json != "{}") {
-        std::string e = valid_utf8(pretty_json(f.evidence_json));
-        std::string fence = code_fence_for(e);
-        o += "Evidence:\n\n" + fence + "json\n" + e + "\n" + fence + "\n\n";
+        o += "Evidence:\n\n" + render_evidence_markdown(f.evidence_json) + "\n";
       }
     }
   }
 
   if (!a.steps.empty()) {
-    o += "### Steps\n\n| Step | Duration | GPU busy | Launch idle | Data wait | Sync idle | Other idle | Bound |\n"
-         "|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    o += "### Steps\n\n| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
+         "Profiler | Bound |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     size_t shown = 0;
     for (const auto& s : a.steps) {
       if (shown++ == kMaxMdSteps) break;
-      o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
+      o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
                        format_us(double(s.gpu_busy_ns) / 1e3), format_us(double(s.launch_idle_ns) / 1e3),
-                       format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.sync_idle_ns) / 1e3),
-                       format_us(double(s.other_idle_ns) / 1e3), bound_name(s.bound));
+                       format_us(double(s.host_idle_ns) / 1e3), format_us(double(s.data_wait_ns) / 1e3),
+                       format_us(double(s.sync_idle_ns) / 1e3), format_us(double(s.other_idle_ns) / 1e3),
+                       format_us(double(s.profiler_ns) / 1e3), bound_name(s.bound));
     }
     if (a.steps.size() > kMaxMdSteps) o += fmt::format("\n… and {} more steps.\n", a.steps.size() - kMaxMdSteps);
     o += "\n";
   }
 
+  o += slow_steps_section(a);
+
   if (!a.top_kernels.empty()) {
     o += "### Top kernels by time\n\n| Kernel | Total | Count | Mean |\n|---|---:|---:|---:|\n";
     for (const auto& k : a.top_kernels)
-      o += fmt::format("| {} | {} | {} | {} |\n", markdown_escape(shorten(k.name, kMdNameChars)),
+      o += fmt::format("| {} | {} | {} | {} |\n", markdown_escape(shorten(short_symbol(k.name), kMdNameChars)),
                        format_us(double(k.total_ns) / 1e3), k.count, format_us(k.mean_ns() / 1e3));
     o += "\n";
   }
   if (!a.idle_host_top.empty()) {
     o += "### Top CPU functions while the GPU was idle\n\n| Function | Time | Samples |\n|---|---:|---:|\n";
     for (const auto& f : a.idle_host_top)
-      o += fmt::format("| {} | {} | {} |\n", markdown_escape(shorten(f.name, kMdNameChars)),
+      o += fmt::format("| {} | {} | {} |\n", markdown_escape(shorten(short_symbol(f.name), kMdNameChars)),
                        format_us(double(f.time_ns) / 1e3), f.samples);
     o += "\n";
   }

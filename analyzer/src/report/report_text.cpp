@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "report/report_util.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::analyzer {
 
@@ -18,12 +20,13 @@ constexpr int kBarWidth = 40;
 
 std::string step_bar(const StepBreakdown& s, int64_t max_dur) {
   if (max_dur <= 0) return "";
-  const int64_t parts[] = {s.gpu_busy_ns, s.launch_idle_ns, s.data_wait_ns, s.sync_idle_ns, s.other_idle_ns};
-  const char glyphs[] = {'#', 'L', 'D', 'S', '.'};
+  const int64_t parts[] = {s.gpu_busy_ns,  s.launch_idle_ns, s.host_idle_ns, s.data_wait_ns,
+                           s.sync_idle_ns, s.other_idle_ns,  s.profiler_ns};
+  const char glyphs[] = {'#', 'L', 'H', 'D', 'S', '.', 'P'};
   std::string bar;
   double acc = 0;
   int drawn = 0;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 7; ++i) {
     acc += double(std::max<int64_t>(parts[i], 0));
     int upto = static_cast<int>(acc / double(max_dur) * kBarWidth + 0.5);
     upto = std::min(upto, kBarWidth);
@@ -43,6 +46,20 @@ std::string indent_lines(const std::string& text, const std::string& prefix) {
 
 }  // namespace
 
+// Steps slower than the median by more than the run's noise, one line each on what grew (step_outliers.h).
+std::string render_slow_steps_text(const Analysis& a) {
+  const StepOutliers& o = a.step_outliers;
+  if (o.median_ns <= 0) return "";
+  std::string out = fmt::format("\nSlow steps: {} of {} steps exceed the median step ({}) by more than {} (run noise {})\n",
+                                o.slow_count, a.steps.size(), format_us(double(o.median_ns) / 1e3),
+                                format_us(double(o.threshold_ns) / 1e3), format_us(double(o.noise_ns) / 1e3));
+  for (const auto& s : o.slow) out += "  " + printable(s.explanation) + "\n";
+  if (o.slow_count > int64_t(o.slow.size()))
+    out += fmt::format("  … {} more slow steps (see --format json)\n", o.slow_count - int64_t(o.slow.size()));
+  return out;
+}
+
+
 std::string render_text_report(const Analysis& a) {
   std::string o;
   const auto& sm = a.summary;
@@ -50,52 +67,69 @@ std::string render_text_report(const Analysis& a) {
   if (!sm.has_gpu) o += "No GPU activity in this trace: the breakdown below covers host time only.\n";
   o += fmt::format("GPU work: {} kernels, {} memcpys, {} memsets; busy {} over a span of {}\n", sm.kernels, sm.memcpys,
                    sm.memsets, format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
-  o += fmt::format("Steps: {} (source: {}); GPU busy {} of step time; data wait {}\n", sm.steps, sm.step_source,
-                   format_share(sm.gpu_busy_share), format_share(sm.data_wait_share));
+  o += fmt::format("Steps: {} (source: {}{}); GPU busy {} of step time; GPU idle waiting for input {} (the training loop "
+                   "waited {})\n",
+                   sm.steps, sm.step_source,
+                   sm.step_source == "periodic" ? fmt::format(", confidence {}", format_share(sm.step_confidence)) : "",
+                   format_share(sm.gpu_busy_share), format_share(sm.input_idle_share), format_share(sm.data_wait_share));
+  if (auto note = gpu_window_note(sm); !note.empty()) o += note + "\n";
+  if (auto note = host_ahead_note(sm); !note.empty()) o += note + "\n";
+  if (sm.profiler.applied && sm.profiler.removed_us > 0)
+    o += fmt::format("Profiler cost removed: {} per launch x {} launches; median step {} recorded, ~{} without the "
+                     "profiler\n",
+                     format_us(sm.profiler.cost_ns_per_launch / 1e3), sm.profiler.launches,
+                     format_us(sm.profiler.step_median_us), format_us(sm.profiler.corrected_step_median_us));
 
   if (!a.steps.empty()) {
     int64_t max_dur = 0;
-    double tot[6] = {0, 0, 0, 0, 0, 0};
+    double tot[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (const auto& s : a.steps) {
       max_dur = std::max(max_dur, s.dur_ns);
       tot[0] += double(s.dur_ns), tot[1] += double(s.gpu_busy_ns), tot[2] += double(s.launch_idle_ns);
       tot[3] += double(s.data_wait_ns), tot[4] += double(s.sync_idle_ns), tot[5] += double(s.other_idle_ns);
+      tot[6] += double(s.host_idle_ns), tot[7] += double(s.profiler_ns);
     }
-    o += "\nSteps  (bar: # GPU busy, L launch idle, D data wait, S sync idle, . other idle)\n";
-    o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "gpu busy",
-                     "launch", "data wait", "sync", "other", "bound", "");
+    o += "\nSteps  (bar: # GPU busy, L launch idle, H host code between launches, D data wait, S sync idle, . other idle,"
+         " P profiler cost)\n";
+    o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "gpu busy",
+                     "launch", "host", "data wait", "sync", "other", "bound", "");
     size_t shown = 0;
     for (const auto& s : a.steps) {
       if (shown++ == kMaxTextSteps) {
         o += fmt::format("   … {} more steps (see --format html or json)\n", a.steps.size() - kMaxTextSteps);
         break;
       }
-      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index,
+      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index,
                        format_us(double(s.dur_ns) / 1e3), format_us(double(s.gpu_busy_ns) / 1e3),
-                       format_us(double(s.launch_idle_ns) / 1e3), format_us(double(s.data_wait_ns) / 1e3),
+                       format_us(double(s.launch_idle_ns) / 1e3), format_us(double(s.host_idle_ns) / 1e3),
+                       format_us(double(s.data_wait_ns) / 1e3),
                        format_us(double(s.sync_idle_ns) / 1e3), format_us(double(s.other_idle_ns) / 1e3),
                        bound_name(s.bound), step_bar(s, max_dur));
     }
     if (tot[0] > 0) {
-      o += fmt::format("Breakdown of {} summed step time: GPU busy {}, launch idle {}, data wait {}, sync idle {}, other {}\n",
+      o += fmt::format("Breakdown of {} summed step time: GPU busy {}, launch idle {}, host code between launches {}, "
+                       "data wait {}, sync idle {}, other {}, profiler cost {}\n",
                        format_us(tot[0] / 1e3), format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
-                       format_share(tot[3] / tot[0]), format_share(tot[4] / tot[0]), format_share(tot[5] / tot[0]));
+                       format_share(tot[6] / tot[0]), format_share(tot[3] / tot[0]), format_share(tot[4] / tot[0]),
+                       format_share(tot[5] / tot[0]), format_share(tot[7] / tot[0]));
     }
   }
+
+  o += render_slow_steps_text(a);
 
   if (!a.top_kernels.empty()) {
     o += "\nTop kernels by time\n";
     o += fmt::format("{:>10} {:>8} {:>10}  {}\n", "total", "count", "mean", "kernel");
     for (const auto& k : a.top_kernels)
       o += fmt::format("{:>10} {:>8} {:>10}  {}\n", format_us(double(k.total_ns) / 1e3), k.count,
-                       format_us(k.mean_ns() / 1e3), printable(shorten(k.name, 100)));
+                       format_us(k.mean_ns() / 1e3), printable(shorten(short_symbol(k.name), 100)));
   }
 
   if (!a.idle_host_top.empty()) {
-    o += "\nTop CPU functions while the GPU was idle\n";
+    o += "\nTop CPU functions while the GPU waited for the host\n";
     for (const auto& f : a.idle_host_top)
       o += fmt::format("{:>10} {:>8}  {}\n", format_us(double(f.time_ns) / 1e3),
-                       f.samples ? fmt::format("{} smp", f.samples) : std::string("-"), printable(shorten(f.name, 100)));
+                       f.samples ? fmt::format("{} smp", f.samples) : std::string("-"), printable(shorten(short_symbol(f.name), 100)));
   }
 
   o += "\nFindings";
@@ -114,7 +148,7 @@ std::string render_text_report(const Analysis& a) {
                        format_us(f.est_savings_us_per_step), format_share(f.share));
       if (!f.suggestion.empty()) o += "  suggestion:\n" + indent_lines(printable(f.suggestion, true), "    ") + "\n";
       if (!f.evidence_json.empty() && f.evidence_json != "{}")
-        o += "  evidence:\n" + indent_lines(printable(pretty_json(f.evidence_json), true), "    ") + "\n";
+        o += "  evidence:\n" + render_evidence_text(f.evidence_json, "    ");
     }
   }
   return o;

@@ -173,16 +173,7 @@ void write_file_atomically(const std::string& path, std::string_view content) {
 
 namespace report_util {
 
-const char* bound_name(Bound b) {
-  switch (b) {
-    case Bound::Input: return "input";
-    case Bound::Launch: return "launch";
-    case Bound::Sync: return "sync";
-    case Bound::Host: return "host";
-    case Bound::Gpu:
-    default: return "gpu";
-  }
-}
+const char* bound_name(Bound b) { return to_string(b); }
 
 std::string format_us(double us) {
   char buf[64];

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "analysis/names.h"
 #include "rules/rule.h"
@@ -18,29 +19,41 @@ class InputBoundRule final : public Rule {
 
   const char* id() const override { return "input-bound"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
-    if (ctx.total_step_ns <= 0) return;
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
+    if (ctx.traced_step_ns <= 0) return;
+    const bool has_gpu = !ctx.busy.empty();
     int64_t host_wait = 0, idle_wait = 0;
-    for (const auto& s : ctx.steps) host_wait += s.host_data_wait_ns, idle_wait += s.data_wait_ns;
-    double share = double(host_wait) / double(ctx.total_step_ns);
-    if (share < kMediumShare) return;
+    int64_t traced_host_wait = 0;  // the host's wait inside the GPU-traced steps
+    for (const auto& s : ctx.steps) {
+      host_wait += s.host_data_wait_ns, idle_wait += s.data_wait_ns;
+      if (s.gpu_traced) traced_host_wait += s.host_data_wait_ns;
+    }
     const store::Trace& t = ctx.t();
-    bool has_gpu = !ctx.busy.empty();
 
+    // What counts is the wait the step could not hide: with a GPU, the time the GPU sat idle while the training
+    // thread waited (a wait overlapped by queued GPU work costs nothing); without one, the host's own wait.
     FindingResult f;
     f.rule = id();
-    f.severity = share >= kHighShare ? store::Severity::High : store::Severity::Medium;
-    double saved = 0;
-    for (const auto& s : ctx.steps) {
-      if (s.dur_ns <= 0 || double(s.host_data_wait_ns) < kMediumShare * double(s.dur_ns)) continue;
+    double saved = 0, steady_saved = 0;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) {
+      const auto& s = ctx.steps[i];
+      const int64_t wait = has_gpu ? s.data_wait_ns : s.host_data_wait_ns;
+      if (!ctx.steady[i] || s.dur_ns <= 0 || double(wait) < kMediumShare * double(s.dur_ns)) continue;
+      // With a GPU, prefetching removes the GPU's wait for the batch; without one, loading in parallel hides the
+      // wait behind the rest of the step's host work.
+      int64_t step_saved = claim_idle_in_step(ctx, ledger, i, detail::IdleKind::Data);
+      if (!has_gpu) step_saved = std::min(step_saved, s.dur_ns - s.host_data_wait_ns);
+      if (step_saved <= 0) continue;
       f.steps.push_back(s.index);
-      // Prefetching overlaps loading with the step's GPU work (host compute when there is no GPU).
-      int64_t hide_behind = has_gpu ? s.gpu_busy_ns : s.dur_ns - s.host_data_wait_ns;
-      saved += double(std::min(s.host_data_wait_ns, hide_behind));
+      saved += double(step_saved);
+      steady_saved += double(step_saved);
     }
     if (f.steps.empty()) return;
+    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    if (!decision) return;
+    f.severity = decision->severity;
     f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.total_step_ns);
+    f.share = saved / double(ctx.traced_step_ns);
 
     // What waited: range names and data_waits sources inside steps.
     std::map<std::string, std::pair<int64_t, int64_t>> sources;  // name -> (count, ns)
@@ -68,10 +81,33 @@ class InputBoundRule final : public Rule {
       tf |= n.find("IteratorGetNext") != std::string::npos || n.find("tf.data") != std::string::npos;
     }
 
+    // Our own recordings mark the wait by a hook on the iterator ("dataloader") without its class: the sampled
+    // Python frames say which iterator ran (one kind only; a program with both stays unknown).
+    if (!single_process && !multi_process && !tf) {
+      bool single_frames = false, multi_frames = false;
+      std::unordered_map<store::StringId, int> kind;  // 0 neither, 1 single, 2 multi
+      for (const auto& fr : t.frames) {
+        if (fr.kind != store::FrameKind::Python) continue;
+        auto [it, fresh] = kind.emplace(fr.symbol, 0);
+        if (fresh) {
+          const auto& n = t.str(fr.symbol);
+          it->second = n.find("_SingleProcessDataLoaderIter") != std::string::npos     ? 1
+                       : n.find("_MultiProcessingDataLoaderIter") != std::string::npos ? 2
+                                                                                       : 0;
+        }
+        single_frames |= it->second == 1, multi_frames |= it->second == 2;
+      }
+      single_process = single_frames && !multi_frames;
+      multi_process = multi_frames && !single_frames;
+    }
+
     std::string ev;
     JsonWriter w(ev);
     w.begin_object();
-    w.kv("data_wait_share", share);
+    w.kv("data_wait_share", double(host_wait) / double(ctx.total_step_ns));
+    w.kv("input_idle_share", double(idle_wait) / double(ctx.traced_step_ns));
+    w.kv("hidden_behind_gpu_work_share", has_gpu ? double(traced_host_wait - idle_wait) / double(ctx.traced_step_ns) : 0.0);
+    write_severity_evidence(w, *decision);
     w.kv("host_data_wait_us_per_step", double(host_wait) / double(ctx.steps.size()) / 1000.0);
     w.kv("gpu_idle_while_waiting_us_per_step", double(idle_wait) / double(ctx.steps.size()) / 1000.0);
     w.kv("loader", single_process ? "pytorch-dataloader-num_workers-0"
@@ -93,10 +129,31 @@ class InputBoundRule final : public Rule {
     w.end_object();
     f.evidence_json = std::move(ev);
 
-    f.summary = "The training loop waits for input " + format_pct(share) + " of the step time (" +
-                format_us(double(host_wait) / double(ctx.steps.size())) + " per step)" +
-                (single_process ? "; the DataLoader runs with num_workers=0" : "") + ".";
-    if (tf) {
+    // The sentence speaks of the steady steps, as the severity does: a warm-up step of 0.5 s would make the
+    // wait "per step" longer than the median step.
+    int64_t steady_wait = 0, steady_n = 0;
+    for (size_t i = 0; i < ctx.steps.size(); ++i)
+      if (ctx.steady[i]) steady_wait += has_gpu ? ctx.steps[i].data_wait_ns : ctx.steps[i].host_data_wait_ns, ++steady_n;
+    const std::string warmup = steady_n < int64_t(ctx.steps.size()) ? ", warm-up step left out" : "";
+    const double n = double(std::max<int64_t>(1, steady_n));
+    const std::string how_much = format_pct(steady_share(ctx, double(steady_wait))) + " of the step time (" +
+                                 format_us(double(steady_wait) / n) + " of the mean " +
+                                 format_us(double(ctx.steady_step_ns) / n) + " step" + warmup + ")";
+    if (has_gpu)
+      f.summary = "The GPU waits for input " + how_much + " while the training loop loads the next batch" +
+                  (single_process ? "; the DataLoader runs with num_workers=0" : "") + ".";
+    else
+      f.summary = "The training loop waits for input " + how_much +
+                  (single_process ? "; the DataLoader runs with num_workers=0" : "") + ".";
+    if (!tf && ctx.framework == "cuda") {
+      f.suggestion =
+          "Load and decode the next batches on worker threads ahead of the training loop and copy them from pinned\n"
+          "buffers on a copy stream, so the GPU never waits for the host:\n"
+          "  cudaMallocHost(&staging[i], bytes);               // a ring of pinned buffers filled by worker threads\n"
+          "  cudaMemcpyAsync(dev[i], staging[i], bytes, cudaMemcpyHostToDevice, copy_stream);\n"
+          "  cudaEventRecord(ready[i], copy_stream); cudaStreamWaitEvent(compute_stream, ready[i], 0);\n"
+          "Size the workers so one batch decodes in less time than the GPU computes a step.";
+    } else if (tf) {
       f.suggestion =
           "Overlap the input pipeline with training in tf.data: parallel map, prefetch, cache, interleave reads:\n"
           "  ds = (tf.data.Dataset.list_files(pattern)\n"

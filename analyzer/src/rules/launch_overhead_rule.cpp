@@ -3,51 +3,104 @@
 #include <array>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
+#include "analysis/names.h"
 #include "rules/rule.h"
 #include "stepscope/analyzer/json_writer.h"
 
 namespace stepscope::analyzer::rules {
 namespace {
 
+// The cure in the idiom of the framework seen in the trace. Unfused eager code: compile it (fusion removes
+// launches, CUDA graphs remove the host from the rest). Already compiled/fused code: only replaying the launches
+// as a graph or more work per launch helps.
+std::string suggestion(const std::string& framework, bool already_fused, bool python_heavy, bool small_gemm) {
+  std::string s;
+  if (small_gemm) s += "First batch the loop of small GEMMs (see small-gemm-loop). Then, for the remaining launches:\n";
+  if (framework == "tensorflow") {
+    s += already_fused ? "The step is already XLA-compiled; launch fewer, larger steps: raise the batch size or run several\n"
+                         "steps per call,\n  model.compile(..., jit_compile=True, steps_per_execution=32)\n"
+                       : "Compile the step so XLA fuses its ops and launches them as one program:\n"
+                         "  @tf.function(jit_compile=True)\n  def train_step(x, y): ...\n";
+    s += "and give the launching thread its own core: TF_GPU_THREAD_MODE=gpu_private.";
+  } else if (framework == "jax") {
+    s += already_fused ? "The step is already jitted and fused; run several steps per dispatch and raise the batch size:\n"
+                         "  state = jax.lax.fori_loop(0, n, lambda i, s: train_step(s, batches[i]), state)"
+                       : "jit the whole step so XLA fuses it into a few launches:\n  train_step = jax.jit(train_step)";
+  } else if (framework == "cuda") {
+    s += already_fused ? "The kernels are few already: capture the step once and replay it as a CUDA graph, or give each\n"
+                         "launch more work (a larger batch):\n"
+                       : "Fuse consecutive elementwise kernels into one (the fusion candidates in the evidence), and capture the\n"
+                         "step once and replay it as a CUDA graph:\n";
+    s += "  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal); enqueue_step(s); cudaStreamEndCapture(s, &g);\n"
+         "  cudaGraphInstantiate(&exec, g, 0);   // then per step: cudaGraphLaunch(exec, s)";
+  } else {
+    s += already_fused
+             ? "The kernels are already compiled and fused (Triton/Inductor); what is left is the launches themselves.\n"
+               "Replay them as a CUDA graph and give each launch more work:\n"
+               "  model = torch.compile(model, mode=\"reduce-overhead\")   # CUDA graphs over the compiled kernels\n"
+               "or capture the step with torch.cuda.CUDAGraph / torch.cuda.make_graphed_callables, and raise the batch size."
+             : std::string(python_heavy ? "Most of the wait is Python and framework dispatch between launches. "
+                                        : "Most of the wait is the launch calls themselves. ") +
+                   "Compile the model so small ops fuse and the\nlaunches are replayed as a CUDA graph:\n"
+                   "  model = torch.compile(model, mode=\"reduce-overhead\")   # fusion + CUDA graphs\n"
+                   "or capture the step with torch.cuda.CUDAGraph / make_graphed_callables; a larger batch amortizes each "
+                   "launch.\nThe fusion candidates in the evidence are the most frequent consecutive kernel sequences.";
+  }
+  return s;
+}
+
 class LaunchOverheadRule final : public Rule {
  public:
-  // Launch idle must be at least this share of the GPU idle inside steps (the idle is really there).
+  // Host-bound dispatch idle (launch + host idle in gaps up to kDispatchGapMaxNs) must be at least this share of
+  // the GPU idle inside steps: the GPU really waits for the host issuing work, not for data, syncs or itself.
   static constexpr double kMinShareOfIdle = 0.50;
-  // At least this fraction of kernels must run shorter than their launch call (HTA "short kernels").
-  static constexpr double kMinShortKernelFraction = 0.50;
   // No finding when at least this share of the kernels was replayed from CUDA/HIP graphs.
   static constexpr double kMaxGraphKernelShare = 0.50;
   // TensorFlow profiler's kernel-launch thresholds, as a share of step time: >= 15% high, >= 3% medium.
   static constexpr double kHighShare = 0.15;
   static constexpr double kMediumShare = 0.03;
-  // Inter-kernel gap that remains per kernel once launches are fused or captured in a CUDA graph.
-  static constexpr int64_t kResidualGapNs = 2'000;
+  // Kernels already compiled and fused (Triton/Inductor, XLA), or this few kernels per step: compilation has
+  // been done, and what is left is the launch itself — CUDA graphs or more work per launch.
+  static constexpr double kFusedKernelShare = 0.50;
+  static constexpr double kFewKernelsPerStep = 4.0;
   // Fusion candidates: consecutive kernel sequences of this length, top N by count.
   static constexpr size_t kSequenceLength = 3;
   static constexpr size_t kTopSequences = 5;
 
   const char* id() const override { return "launch-overhead"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
-    if (ctx.total_step_ns <= 0 || ctx.busy.empty()) return;
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
+    if (ctx.traced_step_ns <= 0 || ctx.busy.empty()) return;
     const store::Trace& t = ctx.t();
-    int64_t launch = 0;
-    for (const auto& s : ctx.steps) launch += s.launch_idle_ns;
-    if (ctx.total_gpu_idle_ns <= 0) return;
-    double share_of_idle = double(launch) / double(ctx.total_gpu_idle_ns);
-    double share = double(launch) / double(ctx.total_step_ns);
-    if (share_of_idle < kMinShareOfIdle || share < kMediumShare) return;
+    int64_t dispatch = 0, dispatch_launch = 0, idle = 0, launch_ns = 0, host_ns = 0;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) {
+      if (!ctx.steady[i]) continue;
+      const auto& s = ctx.steps[i];
+      dispatch += ctx.dispatch_idle[i];
+      dispatch_launch += ctx.dispatch_launch_idle[i];
+      idle += s.dur_ns - s.gpu_busy_ns - s.profiler_ns;
+      launch_ns += s.launch_idle_ns, host_ns += s.host_idle_ns;
+    }
+    if (idle <= 0 || dispatch <= 0) return;
+    const double share_of_idle = double(dispatch) / double(idle);
+    if (share_of_idle < kMinShareOfIdle) return;
 
-    // Short kernels and launch-call cost, over kernels launched inside steps.
-    int64_t kernels = 0, with_api = 0, shorter = 0, api_ns = 0, kern_ns = 0, from_graphs = 0;
-    std::unordered_map<store::StringId, bool> graph_api;
+    // Kernels launched inside steps: graph replays, compiled/fused kernels, launch-call cost.
+    int64_t kernels = 0, with_api = 0, shorter = 0, api_ns = 0, kern_ns = 0, from_graphs = 0, fused = 0;
+    std::unordered_map<store::StringId, bool> graph_api, fused_name;
     std::vector<const detail::GpuOp*> seq;  // kernels in start order, per step
     for (const auto& op : ctx.ops) {
       if (op.kind != detail::GpuOpKind::Kernel || op.step < 0) continue;
       ++kernels;
       seq.push_back(&op);
       kern_ns += op.end - op.start;
-      if (t.kernels[op.index].graph_id != 0) {
+      const auto& k = t.kernels[op.index];
+      auto fz = fused_name.find(k.name);
+      if (fz == fused_name.end()) fz = fused_name.emplace(k.name, detail::is_compiled_fused_kernel(t.str(k.name))).first;
+      fused += fz->second ? 1 : 0;
+      if (k.graph_id != 0) {
         ++from_graphs;
         continue;
       }
@@ -63,23 +116,40 @@ class LaunchOverheadRule final : public Rule {
       api_ns += a.end - a.start;
       if (op.end - op.start < a.end - a.start) ++shorter;
     }
-    // Kernels replayed from CUDA/HIP graphs are already launched in batches: fusion/graphs is no advice there.
-    if (double(from_graphs) >= kMaxGraphKernelShare * double(kernels)) return;
-    double short_frac = with_api ? double(shorter) / double(with_api) : 0.0;
-    if (with_api == 0 || short_frac < kMinShortKernelFraction) return;
+    // Kernels replayed from CUDA/HIP graphs are already launched in batches: their gaps are not host launch cost.
+    if (kernels == 0 || double(from_graphs) >= kMaxGraphKernelShare * double(kernels)) return;
 
     FindingResult f;
     f.rule = id();
-    f.severity = share >= kHighShare ? store::Severity::High : store::Severity::Medium;
-    double saved = 0;
-    for (const auto& s : ctx.steps) {
-      if (s.dur_ns <= 0 || double(s.launch_idle_ns) < kMediumShare * double(s.dur_ns)) continue;
+    double saved = 0, steady_saved = 0;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) {
+      const auto& s = ctx.steps[i];
+      const int64_t dur = s.dur_ns - s.profiler_ns;
+      if (!ctx.steady[i] || dur <= 0 || double(ctx.dispatch_idle[i]) < kMediumShare * double(dur)) continue;
+      // Fusion and CUDA graphs take the host off the critical path between kernels, leaving a GPU-side gap of
+      // about ctx.residual_gap_ns per kernel. Idle an earlier rule explained (a small-GEMM loop) is not counted.
+      int64_t fresh = claim_idle_in_step(ctx, ledger, i, detail::IdleKind::Launch, true) +
+                      claim_idle_in_step(ctx, ledger, i, detail::IdleKind::Host, true);
+      int64_t step_saved = std::max<int64_t>(0, std::min(fresh, ctx.dispatch_idle[i]) - s.kernels * ctx.residual_gap_ns);
+      if (step_saved <= 0) continue;
       f.steps.push_back(s.index);
-      saved += double(std::max<int64_t>(0, s.launch_idle_ns - s.kernels * kResidualGapNs));
+      saved += double(step_saved), steady_saved += double(step_saved);
     }
     if (f.steps.empty()) return;
+    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    if (!decision) return;
+    f.severity = decision->severity;
     f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.total_step_ns);
+    f.share = saved / double(ctx.traced_step_ns);
+    const double share = steady_share(ctx, double(dispatch));
+    int64_t steady_steps = 0;
+    for (auto v : ctx.steady) steady_steps += v;
+    const double kernels_per_step = double(kernels) / double(std::max<int64_t>(1, int64_t(ctx.steps.size())));
+    const double fused_share = double(fused) / double(kernels);
+    const bool already_fused = fused_share >= kFusedKernelShare || kernels_per_step <= kFewKernelsPerStep;
+    bool small_gemm = false;
+    for (const auto& o : out) small_gemm |= o.rule == "small-gemm-loop";
+    const double short_frac = with_api ? double(shorter) / double(with_api) : 0.0;
 
     // Gap histogram inside steps and the launch-idle ranges.
     std::array<int64_t, 4> gap_n{}, gap_ns{};
@@ -92,7 +162,7 @@ class LaunchOverheadRule final : public Rule {
       gap_n[k]++, gap_ns[k] += b - a;
     }
     for (const auto& seg : ctx.idle)
-      if (seg.kind == detail::IdleKind::Launch && ctx.step_at(seg.start) >= 0 && f.ranges.size() < kMaxRangesPerFinding &&
+      if ((seg.kind == detail::IdleKind::Launch || seg.kind == detail::IdleKind::Host) && seg.dispatch && ctx.step_at(seg.start) >= 0 && f.ranges.size() < kMaxRangesPerFinding &&
           seg.end - seg.start >= 10'000)
         f.ranges.push_back({seg.start, seg.end});
 
@@ -124,13 +194,26 @@ class LaunchOverheadRule final : public Rule {
     std::string ev;
     JsonWriter w(ev);
     w.begin_object();
-    w.kv("launch_idle_share_of_gpu_idle", share_of_idle);
-    w.kv("launch_idle_share", share);
+    w.kv("host_bound_share", share);
+    w.kv("host_bound_share_of_gpu_idle", share_of_idle);
+    w.kv("launch_call_idle_us", double(launch_ns) / 1000.0).kv("host_code_idle_us", double(host_ns) / 1000.0);
+    write_severity_evidence(w, *decision);
+    w.kv("steady_steps", steady_steps);
     w.kv("kernels", kernels);
+    w.kv("kernels_per_step", kernels_per_step);
+    w.kv("compiled_fused_kernel_share", fused_share);
     w.kv("kernels_shorter_than_launch", shorter);
     w.kv("short_kernel_fraction", short_frac);
-    w.kv("mean_launch_call_us", double(api_ns) / double(with_api) / 1000.0);
+    w.kv("mean_launch_call_us", with_api ? double(api_ns) / double(with_api) / 1000.0 : 0.0);
     w.kv("mean_kernel_us", kernels ? double(kern_ns) / double(kernels) / 1000.0 : 0.0);
+    w.kv("residual_gap_us_per_kernel", double(ctx.residual_gap_ns) / 1000.0);
+    w.kv("framework", ctx.framework);
+    w.key("profiler_correction").begin_object();
+    w.kv("applied", ctx.profiler.applied).kv("cost_us_per_launch", ctx.profiler.cost_ns_per_launch / 1000.0);
+    int64_t removed = 0;
+    for (const auto& s : ctx.steps) removed += s.profiler_ns;
+    w.kv("removed_us", double(removed) / 1000.0).kv("source", ctx.profiler.source);
+    w.end_object();
     w.key("gpu_gaps").begin_array();
     const char* labels[] = {"<10us", "10-200us", "200us-1ms", ">=1ms"};
     for (size_t k = 0; k < 4; ++k)
@@ -146,15 +229,16 @@ class LaunchOverheadRule final : public Rule {
     w.end_object();
     f.evidence_json = std::move(ev);
 
-    f.summary = "The GPU idles " + format_pct(share) + " of the step between short kernels while the host issues launches (" +
-                format_pct(short_frac) + " of kernels run shorter than their launch call).";
-    f.suggestion =
-        "Cut the number of launches: compile the model so small ops fuse and launches are replayed as a CUDA graph,\n"
-        "  model = torch.compile(model, mode=\"reduce-overhead\")   # fusion + CUDA graphs\n"
-        "or capture the step with torch.cuda.graphs (torch.cuda.CUDAGraph / make_graphed_callables); in TensorFlow\n"
-        "  @tf.function(jit_compile=True)   # XLA fuses the step\n"
-        "A larger batch also amortizes each launch over more work. The fusion candidates in the evidence are the\n"
-        "most frequent consecutive kernel sequences.";
+    const bool python_heavy = dispatch - dispatch_launch > dispatch_launch;
+    // The two parts are those of the dispatch idle the share counts, so they add up to it.
+    const double per_step = double(std::max<int64_t>(1, steady_steps));
+    f.summary = "The GPU waits for the host " + format_pct(share) + " of the step (" + format_us(double(dispatch) / per_step) +
+                " per step): " + format_us(double(dispatch_launch) / per_step) + " inside launch calls, " +
+                format_us(double(dispatch - dispatch_launch) / per_step) + " in host code between launches (" +
+                fmt::format("{:.0f}", kernels_per_step) + " kernels per step" +
+                (already_fused ? ", already compiled/fused" : "") + ")" +
+                (ctx.profiler.applied && removed > 0 ? ", after removing the profiler's own launch cost" : "") + ".";
+    f.suggestion = suggestion(ctx.framework, already_fused, python_heavy, small_gemm);
     out.push_back(std::move(f));
   }
 };

@@ -24,9 +24,10 @@ class NoTensorCoresRule final : public Rule {
 
   const char* id() const override { return "no-tensor-cores"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
+    (void)ledger;  // it saves GPU busy time (math kernels run faster), which no other rule's saving counts
     const store::Trace& t = ctx.t();
-    if (ctx.total_step_ns <= 0 || t.kernels.empty()) return;
+    if (ctx.traced_step_ns <= 0 || t.kernels.empty()) return;
     std::unordered_map<store::StringId, int> cls;  // 0 other, 1 tensor-core math, 2 simt math, 3 unknown math
     std::map<store::StringId, std::pair<int64_t, int64_t>> simt;  // name -> (count, ns)
     std::map<int32_t, int64_t> simt_per_step;
@@ -61,8 +62,8 @@ class NoTensorCoresRule final : public Rule {
     double saved = 0;
     for (auto& [s, ns] : simt_per_step) f.steps.push_back(ctx.steps[s].index), saved += double(ns) * (1.0 - 1.0 / kTensorCoreSpeedup);
     f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.total_step_ns);
-    double simt_share = double(simt_ns) / double(ctx.total_step_ns);
+    f.share = saved / double(ctx.traced_step_ns);
+    double simt_share = double(simt_ns) / double(ctx.traced_step_ns);
     f.severity = simt_share >= kHighShare ? store::Severity::High : store::Severity::Medium;
 
     std::vector<std::pair<int64_t, store::StringId>> top;

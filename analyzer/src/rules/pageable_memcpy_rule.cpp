@@ -19,9 +19,9 @@ class PageableMemcpyRule final : public Rule {
 
   const char* id() const override { return "pageable-memcpy"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
     const store::Trace& t = ctx.t();
-    if (ctx.total_step_ns <= 0) return;
+    if (ctx.traced_step_ns <= 0) return;
     std::map<int32_t, int64_t> saved_per_step;
     struct Group {
       int64_t count = 0, bytes = 0, copy_ns = 0, call_ns = 0;
@@ -46,6 +46,8 @@ class PageableMemcpyRule final : public Rule {
         held = std::max<int64_t>(0, std::min(a.end, m.end) - std::max(a.start, m.start));
       }
       int64_t saved = std::max(held, int64_t(double(m.end - m.start) * (1.0 - 1.0 / kPinnedSpeedup)));
+      // Never more than the copy's own time, and only once (the ledger).
+      saved = std::min(saved, ledger.claim(m.start, m.end));
       std::string key = std::string(store::to_string(m.kind)) + " " + store::to_string(m.src_kind) + " -> " +
                         store::to_string(m.dst_kind);
       auto& g = groups[key];
@@ -56,15 +58,24 @@ class PageableMemcpyRule final : public Rule {
         f.ranges.push_back({op.api >= 0 ? std::min(t.api_calls[op.api].start, m.start) : m.start, m.end});
     }
     if (total == 0) return;
-    double saved = 0;
-    for (auto& [s, ns] : saved_per_step) f.steps.push_back(ctx.steps[s].index), saved += double(ns);
-    f.est_savings_us_per_step = f.steps.empty() ? 0.0 : saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.total_step_ns);
-    f.severity = f.share >= kHighShare ? store::Severity::High : f.share >= kMediumShare ? store::Severity::Medium : store::Severity::Low;
+    double saved = 0, steady_saved = 0;
+    for (auto& [s, ns] : saved_per_step) {
+      if (ns <= 0) continue;
+      f.steps.push_back(ctx.steps[s].index), saved += double(ns);
+      if (ctx.steady[s]) steady_saved += double(ns);
+    }
+    if (f.steps.empty()) return;
+    f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
+    f.share = saved / double(ctx.traced_step_ns);
+    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    if (!decision) return;
+    f.severity = decision->severity;
 
     std::string ev;
     JsonWriter w(ev);
-    w.begin_object().kv("copies", total).key("kinds").begin_array();
+    w.begin_object().kv("copies", total);
+    write_severity_evidence(w, *decision);
+    w.key("kinds").begin_array();
     for (auto& [k, g] : groups)
       w.begin_object()
           .kv("kind", k)
@@ -77,13 +88,25 @@ class PageableMemcpyRule final : public Rule {
     w.end_array().end_object();
     f.evidence_json = std::move(ev);
     f.summary = std::to_string(total) + " host<->device copies use pageable host memory (staged, and the host waits for them).";
-    f.suggestion =
-        "Copy from page-locked (pinned) memory so copies run asynchronously at full bandwidth:\n"
-        "  loader = DataLoader(ds, ..., pin_memory=True)\n"
-        "  x = x.pin_memory().to('cuda', non_blocking=True)          # host -> device\n"
-        "  host_buf = torch.empty(shape, dtype=dt, pin_memory=True)\n"
-        "  host_buf.copy_(y, non_blocking=True); event.record(); ...; event.synchronize()  # device -> host\n"
-        "In CUDA C++: cudaMallocHost / cudaHostRegister for the host buffer, then cudaMemcpyAsync.";
+    if (ctx.framework == "cuda")
+      f.suggestion =
+          "Copy from page-locked (pinned) memory so copies run asynchronously at full bandwidth:\n"
+          "  cudaMallocHost(&host_buf, bytes);           // or cudaHostRegister(existing, bytes, cudaHostRegisterDefault)\n"
+          "  cudaMemcpyAsync(dev, host_buf, bytes, cudaMemcpyHostToDevice, stream);\n"
+          "  // device -> host: cudaMemcpyAsync into a pinned buffer, cudaEventRecord, wait on the event when needed";
+    else if (ctx.framework == "tensorflow")
+      f.suggestion =
+          "Let TensorFlow stage the copies from pinned memory ahead of the step:\n"
+          "  ds = ds.apply(tf.data.experimental.prefetch_to_device('/gpu:0'))   # last stage of the input pipeline\n"
+          "and keep results on the device instead of calling .numpy() inside the step.";
+    else
+      f.suggestion =
+          "Copy from page-locked (pinned) memory so copies run asynchronously at full bandwidth:\n"
+          "  loader = DataLoader(ds, ..., pin_memory=True)\n"
+          "  x = x.pin_memory().to('cuda', non_blocking=True)          # host -> device\n"
+          "  host_buf = torch.empty(shape, dtype=dt, pin_memory=True)\n"
+          "  host_buf.copy_(y, non_blocking=True); event.record(); ...; event.synchronize()  # device -> host\n"
+          "In CUDA C++: cudaMallocHost / cudaHostRegister for the host buffer, then cudaMemcpyAsync.";
     out.push_back(std::move(f));
   }
 };

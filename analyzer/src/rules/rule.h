@@ -3,11 +3,16 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/context.h"
 #include "stepscope/analyzer/analysis.h"
+
+namespace stepscope::analyzer {
+class JsonWriter;
+}
 
 namespace stepscope::analyzer::rules {
 
@@ -15,7 +20,9 @@ class Rule {
  public:
   virtual ~Rule() = default;
   virtual const char* id() const = 0;
-  virtual void run(const detail::Context& ctx, std::vector<FindingResult>& out) const = 0;
+  // `ledger` holds the idle earlier rules' savings explained: a rule counts only what is still unclaimed and claims
+  // what it counts.
+  virtual void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const = 0;
 };
 
 std::unique_ptr<Rule> make_input_bound_rule();
@@ -33,5 +40,33 @@ std::string format_us(double ns);      // "1.23 ms", "45.6 µs"
 std::string format_pct(double frac);   // "12.3%"
 // Ranges of evidence, capped so findings stay small on long traces.
 inline constexpr size_t kMaxRangesPerFinding = 64;
+
+// A finding whose estimated saving is below this share of the summed step time is not reported: it is within the
+// run's own noise and no change is worth making for it (docs/rules.md, "What is reported").
+inline constexpr double kMinReportedShare = 0.01;
+// A share within this relative margin of a severity threshold is reported as medium, never flipped between high and
+// nothing by noise: the same program recorded for 60 or 600 steps gets the same verdict.
+inline constexpr double kThresholdMargin = 0.10;
+
+struct SeverityDecision {
+  store::Severity severity = store::Severity::Medium;
+  double share = 0, high_at = 0, medium_at = 0;
+  bool near_threshold = false;  // within kThresholdMargin of high_at or medium_at
+};
+// high when share >= high_at * (1 + margin); medium when share >= medium_at * (1 - margin); low down to
+// kMinReportedShare; below it nothing.
+std::optional<SeverityDecision> decide_severity(double share, double high_at, double medium_at);
+// The decision as evidence fields: "share_for_severity", "high_at", "medium_at", "near_threshold".
+void write_severity_evidence(JsonWriter& w, const SeverityDecision& d);
+// Removes findings whose share is below kMinReportedShare.
+void drop_negligible(std::vector<FindingResult>& findings);
+
+// Claims the idle segments of `kind` inside step `step` (only dispatch ones when `dispatch_only`) and returns the
+// part not claimed before.
+int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& ledger, size_t step, detail::IdleKind kind,
+                           bool dispatch_only = false);
+
+// Summed duration of the steady steps (Context::steady), the base of severity shares.
+double steady_share(const detail::Context& ctx, double ns_over_steady_steps);
 
 }  // namespace stepscope::analyzer::rules

@@ -1,18 +1,63 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "rules/rule.h"
+#include "stepscope/analyzer/json_writer.h"
 
 namespace stepscope::analyzer::rules {
 
+// The order is the order in which rules claim idle time (SavingsLedger): waits for data and for syncs first (their
+// cause is the host's), then a loop of small GEMMs (its gaps are also launch gaps, and one batched GEMM is the
+// narrower cure), then what remains of the host-bound idle, then copies and math.
 std::vector<std::unique_ptr<Rule>> all_rules() {
   std::vector<std::unique_ptr<Rule>> r;
   r.push_back(make_input_bound_rule());
-  r.push_back(make_launch_overhead_rule());
-  r.push_back(make_small_gemm_loop_rule());
   r.push_back(make_sync_stall_rule());
+  r.push_back(make_small_gemm_loop_rule());
+  r.push_back(make_launch_overhead_rule());
   r.push_back(make_pageable_memcpy_rule());
   r.push_back(make_no_tensor_cores_rule());
   return r;
+}
+
+std::optional<SeverityDecision> decide_severity(double share, double high_at, double medium_at) {
+  SeverityDecision d;
+  d.share = share, d.high_at = high_at, d.medium_at = medium_at;
+  if (share < kMinReportedShare) return std::nullopt;
+  d.severity = share >= high_at * (1.0 + kThresholdMargin)    ? store::Severity::High
+               : share >= medium_at * (1.0 - kThresholdMargin) ? store::Severity::Medium
+                                                                : store::Severity::Low;
+  d.near_threshold = std::abs(share - high_at) < kThresholdMargin * high_at ||
+                     std::abs(share - medium_at) < kThresholdMargin * medium_at;
+  return d;
+}
+
+void write_severity_evidence(JsonWriter& w, const SeverityDecision& d) {
+  w.kv("share_for_severity", d.share).kv("high_at", d.high_at).kv("medium_at", d.medium_at);
+  w.kv("threshold_margin", kThresholdMargin).kv("near_threshold", d.near_threshold);
+}
+
+void drop_negligible(std::vector<FindingResult>& findings) {
+  findings.erase(std::remove_if(findings.begin(), findings.end(),
+                                [](const FindingResult& f) { return f.share < kMinReportedShare; }),
+                 findings.end());
+}
+
+int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& ledger, size_t step, detail::IdleKind kind,
+                           bool dispatch_only) {
+  const int64_t a = ctx.windows[step].start, b = ctx.windows[step].end;
+  auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
+                             [](int64_t x, const detail::IdleSegment& s) { return x < s.end; });
+  int64_t fresh = 0;
+  for (; it != ctx.idle.end() && it->start < b; ++it)
+    if (it->kind == kind && (!dispatch_only || it->dispatch)) fresh += ledger.claim(std::max(a, it->start), std::min(b, it->end));
+  return fresh;
+}
+
+double steady_share(const detail::Context& ctx, double ns_over_steady_steps) {
+  return ctx.steady_step_ns > 0 ? ns_over_steady_steps / double(ctx.steady_step_ns) : 0.0;
 }
 
 std::string format_us(double ns) {

@@ -20,9 +20,9 @@ class SmallGemmLoopRule final : public Rule {
 
   const char* id() const override { return "small-gemm-loop"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
     const store::Trace& t = ctx.t();
-    if (ctx.total_step_ns <= 0 || t.kernels.empty()) return;
+    if (ctx.traced_step_ns <= 0 || t.kernels.empty()) return;
     struct Run {
       store::StringId name = 0;
       int32_t gx = 0, gy = 0, gz = 0;
@@ -64,8 +64,19 @@ class SmallGemmLoopRule final : public Rule {
     std::map<store::StringId, Group> groups;
     FindingResult f;
     f.rule = id();
+    // The idle inside each run's span (the gaps between its kernels), unless an earlier rule explained it.
+    auto idle_in = [&](int64_t a, int64_t b) {
+      int64_t fresh = 0;
+      auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a, [](int64_t x, const detail::IdleSegment& s) { return x < s.end; });
+      for (; it != ctx.idle.end() && it->start < b; ++it) fresh += ledger.claim(std::max(a, it->start), std::min(b, it->end));
+      return fresh;
+    };
     for (const auto& r : runs) {
-      int64_t saved = std::max<int64_t>(0, (r.last_end - r.first_start) - r.kernel_ns);
+      // Each traced launch made the host slower by the profiler's cost per launch: that part of the gaps is not
+      // in the unprofiled program, so no batching saves it.
+      int64_t saved = idle_in(r.first_start, r.last_end);
+      if (ctx.profiler.applied)
+        saved = std::max<int64_t>(0, saved - int64_t(double(r.count) * ctx.profiler.cost_ns_per_launch));
       saved_per_step[r.step] += saved;
       auto& g = groups[r.name];
       g.runs++, g.kernels += r.count, g.kernel_ns += r.kernel_ns, g.saved_ns += saved;
@@ -73,16 +84,24 @@ class SmallGemmLoopRule final : public Rule {
       if (g.api < 0) g.api = r.api;
       if (f.ranges.size() < kMaxRangesPerFinding) f.ranges.push_back({r.first_start, r.last_end});
     }
-    double saved = 0;
-    for (auto& [s, ns] : saved_per_step) f.steps.push_back(ctx.steps[s].index), saved += double(ns);
+    double saved = 0, steady_saved = 0;
+    for (auto& [s, ns] : saved_per_step) {
+      if (ns <= 0) continue;
+      f.steps.push_back(ctx.steps[s].index), saved += double(ns);
+      if (ctx.steady[s]) steady_saved += double(ns);
+    }
+    if (f.steps.empty()) return;
     f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.total_step_ns);
-    f.severity = f.share >= kHighShare ? store::Severity::High : f.share >= kMediumShare ? store::Severity::Medium : store::Severity::Low;
+    f.share = saved / double(ctx.traced_step_ns);
+    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    if (!decision) return;
+    f.severity = decision->severity;
 
     std::string ev;
     JsonWriter w(ev);
     w.begin_object();
     w.kv("runs", int64_t(runs.size()));
+    write_severity_evidence(w, *decision);
     w.key("kernels").begin_array();
     int64_t longest = 0;
     for (auto& [name, g] : groups) {
@@ -106,15 +125,36 @@ class SmallGemmLoopRule final : public Rule {
     w.end_array();
     w.end_object();
     f.evidence_json = std::move(ev);
+    const bool native = ctx.framework == "cuda";
     f.summary = std::to_string(runs.size()) + " run(s) of " + std::to_string(longest) +
-                "+ identical GEMM kernels back to back (a Python loop of matmuls), " +
+                "+ identical GEMM kernels back to back (" +
+                (native ? "a loop of small GEMM calls" : "a Python loop of matmuls") + "), " +
                 format_us(saved / double(f.steps.size())) + " per step between them.";
-    f.suggestion =
-        "Replace the loop of small matmuls by one batched GEMM:\n"
-        "  # before: outs = [x[i] @ w for i in range(n)]\n"
-        "  out = torch.einsum('ijk,kl->ijl', x, w)     # or torch.bmm / torch.matmul on stacked tensors\n"
-        "  # TensorFlow: tf.einsum('ijk,kl->ijl', x, w); cuBLAS: cublasGemmStridedBatchedEx\n"
-        "One launch replaces N, and the batched kernel keeps more of the GPU busy.";
+    if (native)
+      f.suggestion =
+          "Replace the loop of small GEMM calls by one batched call:\n"
+          "  cublasGemmStridedBatchedEx(handle, opA, opB, m, n, k, &alpha, A, typeA, lda, strideA,\n"
+          "                             B, typeB, ldb, strideB, &beta, C, typeC, ldc, strideC, batch, ...);\n"
+          "  // different shapes per call: cublasGemmGroupedBatchedEx, or a CUTLASS grouped GEMM\n"
+          "One launch replaces N, and the batched kernel keeps more of the GPU busy.";
+    else if (ctx.framework == "tensorflow")
+      f.suggestion =
+          "Replace the loop of small matmuls by one batched matmul:\n"
+          "  # before: outs = [tf.matmul(x[i], w) for i in range(n)]\n"
+          "  out = tf.einsum('ijk,kl->ijl', x, w)       # or tf.linalg.matmul on stacked tensors\n"
+          "One launch replaces N, and the batched kernel keeps more of the GPU busy.";
+    else if (ctx.framework == "jax")
+      f.suggestion =
+          "Replace the loop of small matmuls by one batched matmul:\n"
+          "  # before: outs = [x[i] @ w for i in range(n)]\n"
+          "  out = jnp.einsum('ijk,kl->ijl', x, w)      # or jax.vmap(jnp.matmul, (0, None))(x, w)\n"
+          "One launch replaces N, and the batched kernel keeps more of the GPU busy.";
+    else
+      f.suggestion =
+          "Replace the loop of small matmuls by one batched GEMM:\n"
+          "  # before: outs = [x[i] @ w for i in range(n)]\n"
+          "  out = torch.einsum('ijk,kl->ijl', x, w)     # or torch.bmm / torch.matmul on stacked tensors\n"
+          "One launch replaces N, and the batched kernel keeps more of the GPU busy.";
     out.push_back(std::move(f));
   }
 };

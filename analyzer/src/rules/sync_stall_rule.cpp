@@ -12,11 +12,7 @@ namespace {
 
 class SyncStallRule final : public Rule {
  public:
-  // Report when the GPU idle attributed to blocking calls is at least this share of step time...
-  static constexpr double kMinShare = 0.005;
-  // ...or at least this much per affected step (short micro-benchmark steps).
-  static constexpr int64_t kMinIdlePerStepNs = 10'000;
-  // Severity by sync idle as a share of step time.
+  // Severity by sync idle as a share of the steady steps' time.
   static constexpr double kHighShare = 0.20;
   static constexpr double kMediumShare = 0.05;
   // Blocking calls examined for their enclosing ops/annotations (largest idle first).
@@ -25,20 +21,26 @@ class SyncStallRule final : public Rule {
 
   const char* id() const override { return "sync-stall"; }
 
-  void run(const detail::Context& ctx, std::vector<FindingResult>& out) const override {
+  void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
     const store::Trace& t = ctx.t();
-    if (ctx.total_step_ns <= 0 || ctx.busy.empty()) return;
-    int64_t sync = 0;
+    if (ctx.traced_step_ns <= 0 || ctx.busy.empty()) return;
+    int64_t sync = 0, steady_sync = 0;
     FindingResult f;
     f.rule = id();
-    for (const auto& s : ctx.steps)
-      if (s.sync_idle_ns > 0) f.steps.push_back(s.index), sync += s.sync_idle_ns;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) {
+      if (ctx.steps[i].sync_idle_ns <= 0) continue;
+      // Without the sync the host would run ahead and keep the queue full: the idle it caused is the saving.
+      int64_t saved = claim_idle_in_step(ctx, ledger, i, detail::IdleKind::Sync);
+      if (saved <= 0) continue;
+      f.steps.push_back(ctx.steps[i].index), sync += saved;
+      if (ctx.steady[i]) steady_sync += saved;
+    }
     if (f.steps.empty()) return;
-    double share = double(sync) / double(ctx.total_step_ns);
+    auto decision = decide_severity(steady_share(ctx, double(steady_sync)), kHighShare, kMediumShare);
+    if (!decision) return;
+    double share = double(sync) / double(ctx.traced_step_ns);
     double per_step = double(sync) / double(f.steps.size());
-    if (share < kMinShare && per_step < double(kMinIdlePerStepNs)) return;
-    f.severity = share >= kHighShare ? store::Severity::High : share >= kMediumShare ? store::Severity::Medium : store::Severity::Low;
-    // Without the sync the host would run ahead and keep the queue full: the idle it caused is the saving.
+    f.severity = decision->severity;
     f.est_savings_us_per_step = per_step / 1000.0;
     f.share = share;
 
@@ -106,6 +108,8 @@ class SyncStallRule final : public Rule {
     JsonWriter w(ev);
     w.begin_object();
     w.kv("sync_idle_share", share);
+    write_severity_evidence(w, *decision);
+    w.kv("framework", ctx.framework);
     auto write_groups = [&](bool in_steps) {
       size_t n = 0;
       for (auto* g : sorted) {
@@ -145,13 +149,35 @@ class SyncStallRule final : public Rule {
       }
     f.summary = "The GPU idles " + format_us(per_step) + " per step (" + format_pct(share) +
                 ") while the host blocks on the device" + (who.empty() ? "" : ": " + who) + outside + ".";
-    f.suggestion =
-        "Keep the host from waiting on the GPU inside the step: drop per-step .item()/.cpu()/print of tensors\n"
-        "(accumulate on the GPU, read once per N steps), copy with non_blocking=True into pinned buffers, and\n"
-        "wait on events instead of the device:\n"
-        "  loss_sum += loss.detach()                  # not loss.item()\n"
-        "  host = torch.empty_like(t, device='cpu', pin_memory=True); host.copy_(t, non_blocking=True)\n"
-        "  ev = torch.cuda.Event(); ev.record(); ...; ev.synchronize()   # not torch.cuda.synchronize()";
+    if (ctx.framework == "tensorflow") {
+      f.suggestion =
+          "Keep the host from waiting on the GPU inside the step: no per-step .numpy()/float()/tf.print of tensors;\n"
+          "keep metrics on the device (tf.keras.metrics, tf.summary inside tf.function) and read them every N steps;\n"
+          "run several steps per call:\n"
+          "  model.compile(..., steps_per_execution=32)\n"
+          "  @tf.function  # the loop body as one graph: no host round trip per op";
+    } else if (ctx.framework == "jax") {
+      f.suggestion =
+          "Keep the host from waiting on the device inside the step: no per-step float(loss)/jax.device_get/\n"
+          ".block_until_ready(); accumulate metrics in the jitted step and fetch them every N steps:\n"
+          "  state, metrics = train_step(state, batch)     # jitted, dispatched asynchronously\n"
+          "  if step % 100 == 0: print(jax.device_get(metrics))";
+    } else if (ctx.framework == "cuda") {
+      f.suggestion =
+          "Keep the host from waiting on the device inside the step: replace cudaDeviceSynchronize/\n"
+          "cudaStreamSynchronize by events that only the dependent work waits on, and copy results into pinned\n"
+          "memory asynchronously, reading them a step later:\n"
+          "  cudaEventRecord(done, stream);  cudaStreamWaitEvent(other, done, 0);   // not cudaDeviceSynchronize()\n"
+          "  cudaMallocHost(&host, bytes);  cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream);";
+    } else {
+      f.suggestion =
+          "Keep the host from waiting on the GPU inside the step: drop per-step .item()/.cpu()/print of tensors\n"
+          "(accumulate on the GPU, read once per N steps), copy with non_blocking=True into pinned buffers, and\n"
+          "wait on events instead of the device:\n"
+          "  loss_sum += loss.detach()                  # not loss.item()\n"
+          "  host = torch.empty_like(t, device='cpu', pin_memory=True); host.copy_(t, non_blocking=True)\n"
+          "  ev = torch.cuda.Event(); ev.record(); ...; ev.synchronize()   # not torch.cuda.synchronize()";
+    }
     out.push_back(std::move(f));
   }
 };

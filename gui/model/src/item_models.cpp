@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
 
 namespace stepscope::gui {
@@ -63,6 +64,94 @@ QVariant FindingsModel::headerData(int section, Qt::Orientation o, int role) con
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
+// ---- StepsModel
+
+StepsModel::StepsModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void StepsModel::set_model(std::shared_ptr<const TimelineModel> model) {
+  beginResetModel();
+  model_ = std::move(model);
+  rows_.clear();
+  if (model_ && model_->analysis())
+    for (const auto& s : model_->analysis()->steps) rows_.push_back(&s);
+  endResetModel();
+}
+
+int StepsModel::rowCount(const QModelIndex& parent) const {
+  if (parent.isValid() || !model_) return 0;
+  return static_cast<int>(rows_.empty() ? model_->steps().size() : rows_.size());
+}
+int StepsModel::bound_column() const { return FirstCategory + static_cast<int>(analyzer::step_categories().size()); }
+int StepsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : explanation_column() + 1; }
+
+int StepsModel::step_position(int row) const {
+  if (!model_ || row < 0 || row >= rowCount()) return -1;
+  return rows_.empty() ? row : model_->step_position(rows_[row]->index);
+}
+
+bool StepsModel::is_slow(int row) const {
+  if (rows_.empty() || row < 0 || row >= rowCount()) return false;
+  const auto& o = model_->analysis()->step_outliers;
+  return o.median_ns > 0 && rows_[row]->dur_ns - o.median_ns > o.threshold_ns;
+}
+
+QString StepsModel::explanation(int row) const {
+  if (!is_slow(row)) return {};
+  for (const auto& s : model_->analysis()->step_outliers.slow)
+    if (s.index == rows_[row]->index) return QString::fromStdString(s.explanation);
+  return tr("slower than the median step by more than the run's noise (only the 20 slowest are explained)");
+}
+
+QVariant StepsModel::data(const QModelIndex& index, int role) const {
+  if (!model_ || !index.isValid() || index.row() >= rowCount()) return {};
+  const int row = index.row(), col = index.column();
+  if (role == Qt::ToolTipRole) return explanation(row);
+  const bool sort = role == SortRole;
+  if (role != Qt::DisplayRole && !sort) return {};
+  if (rows_.empty()) {  // stored steps, not analysed: index and duration only
+    const StepInfo& s = model_->steps()[row];
+    if (col == Step) return sort ? QVariant(static_cast<qlonglong>(s.index)) : QVariant(QString::number(s.index));
+    if (col == Duration) return sort ? QVariant(static_cast<qlonglong>(s.end - s.start)) : QVariant(dur(double(s.end - s.start)));
+    return sort ? QVariant(0) : QVariant();
+  }
+  const analyzer::StepBreakdown& s = *rows_[row];
+  const auto& o = model_->analysis()->step_outliers;
+  auto ns = [&](int64_t v) { return sort ? QVariant(static_cast<qlonglong>(v)) : QVariant(dur(double(v))); };
+  if (col == Step) {
+    if (sort) return static_cast<qlonglong>(s.index);
+    return is_slow(row) ? QString("%1 ▲").arg(s.index) : QString::number(s.index);
+  }
+  if (col == Duration) return ns(s.dur_ns);
+  if (col == OverMedian) {
+    if (o.median_ns <= 0) return sort ? QVariant(0) : QVariant(QString("—"));
+    const int64_t d = s.dur_ns - o.median_ns;
+    if (sort) return static_cast<qlonglong>(d);
+    return (d >= 0 ? "+" : "−") + dur(double(d >= 0 ? d : -d));
+  }
+  const auto& cats = analyzer::step_categories();
+  if (col >= FirstCategory && col < FirstCategory + static_cast<int>(cats.size())) return ns(s.*(cats[col - FirstCategory].field));
+  if (col == bound_column()) return QString(bound_name(s.bound));
+  if (col == explanation_column()) {
+    const QString e = explanation(row);
+    if (sort) return is_slow(row) ? 1 : 0;
+    return e;
+  }
+  return {};
+}
+
+QVariant StepsModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  const auto& cats = analyzer::step_categories();
+  if (section == Step) return tr("Step");
+  if (section == Duration) return tr("Duration");
+  if (section == OverMedian) return tr("vs median");
+  if (section >= FirstCategory && section < FirstCategory + static_cast<int>(cats.size()))
+    return QString(cats[section - FirstCategory].label);
+  if (section == bound_column()) return tr("Bound");
+  if (section == explanation_column()) return tr("What grew (slow steps)");
+  return {};
+}
+
 // ---- KernelStatsModel
 
 KernelStatsModel::KernelStatsModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -82,7 +171,8 @@ int KernelStatsModel::columnCount(const QModelIndex& parent) const { return pare
 QVariant KernelStatsModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount()) return {};
   const KernelStat& s = stats_[index.row()];
-  if (role == Qt::ToolTipRole && index.column() == Name) return QString::fromStdString(s.name);
+  if (role == Qt::ToolTipRole && index.column() == Name)
+    return QString::fromStdString(s.full_name.empty() ? s.name : s.full_name);
   if (role == Qt::TextAlignmentRole && index.column() != Name)
     return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
   const bool sort = role == SortRole;
@@ -154,7 +244,7 @@ QString CallTreeModel::weight(double w) const {
 QVariant CallTreeModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid()) return {};
   const auto& n = tree_.nodes()[node_of(index)];
-  if (role == Qt::ToolTipRole && index.column() == Function) return QString::fromStdString(tree_.name(n));
+  if (role == Qt::ToolTipRole && index.column() == Function) return QString::fromStdString(tree_.full_name(n));
   if (role == Qt::TextAlignmentRole && index.column() != Function)
     return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
   if (role == SortRole) {

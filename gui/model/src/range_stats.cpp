@@ -1,18 +1,31 @@
 #include "stepscope/gui/range_stats.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string_view>
 #include <unordered_map>
+
+#include "stepscope/analyzer/collector_threads.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::gui {
 
 const std::string& CallTree::name(const Node& n) const {
   static const std::string root = "(all)";
+  return n.name < 0 ? root : shown_[n.name];
+}
+
+const std::string& CallTree::full_name(const Node& n) const {
+  static const std::string root = "(all)";
   return n.name < 0 ? root : names_[n.name];
 }
 
-int32_t CallTree::intern(const std::string& s) {
-  auto [it, inserted] = name_map_.emplace(s, static_cast<int32_t>(names_.size()));
-  if (inserted) names_.push_back(s);
+int32_t CallTree::intern(const std::string& full, const std::string& shown) {
+  auto [it, inserted] = name_map_.emplace(full, static_cast<int32_t>(names_.size()));
+  if (inserted) {
+    names_.push_back(full);
+    shown_.push_back(shown);
+  }
   return it->second;
 }
 
@@ -51,19 +64,22 @@ void CallTree::finish(bool totals_from_self) {
                      [&](int32_t a, int32_t b) { return nodes_[a].total > nodes_[b].total; });
 }
 
-CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
+CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
+                                bool collector_threads) {
   CallTree tree;
   tree.by_time_ = false;
   const store::Trace& t = model.trace();
+  const analyzer::CollectorThreads own(t);
   std::unordered_map<int64_t, std::vector<int32_t>> path_cache;  // stack id → names, root first
   std::vector<int32_t> path;
   for (uint32_t row : model.samples_in(t0, t1)) {
     const store::Sample& s = t.samples[row];
+    if (!collector_threads && own.contains(s)) continue;
     auto it = path_cache.find(s.stack);
     if (it == path_cache.end()) {
       std::vector<int32_t> names;
       auto frames = model.stack_frames(s.stack);
-      for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(tree.intern(model.frame_name(*f)));
+      for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(tree.intern(model.frame_name(*f, true), model.frame_name(*f)));
       if (names.empty()) names.push_back(tree.intern("(no stack)"));
       it = path_cache.emplace(s.stack, std::move(names)).first;
     }
@@ -122,8 +138,9 @@ CallTree CallTree::from_ranges(const TimelineModel& model, int64_t t0, int64_t t
   return dir == Direction::TopDown ? tree : tree.inverted();
 }
 
-CallTree CallTree::for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
-  if (!model.samples_in(t0, t1).empty()) return from_samples(model, t0, t1, dir);
+CallTree CallTree::for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
+                             bool collector_threads) {
+  if (!model.samples_in(t0, t1).empty()) return from_samples(model, t0, t1, dir, collector_threads);
   return from_ranges(model, t0, t1, dir);
 }
 
@@ -138,8 +155,8 @@ CallTree CallTree::inverted() const {
     // Reversed path, leaf first; the thread (top-down root level) is left out of bottom-up paths.
     path.clear();
     for (int32_t k = static_cast<int32_t>(i); k > 0 && nodes_[k].parent > 0; k = nodes_[k].parent)
-      path.push_back(out.intern(names_[nodes_[k].name]));
-    if (path.empty()) path.push_back(out.intern(names_[n.name]));
+      path.push_back(out.intern(names_[nodes_[k].name], shown_[nodes_[k].name]));
+    if (path.empty()) path.push_back(out.intern(names_[n.name], shown_[n.name]));
     int32_t node = 0;
     for (int32_t name : path) {
       node = out.child(node, name);
@@ -171,9 +188,11 @@ std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int
                                  : (static_cast<uint64_t>(ref.kind) << 56) | model.colour_key(ref);
         KernelStat*& st = by_key[key];
         if (!st) {
-          std::string name = model.name_of(ref);
-          st = &by_name[name];
-          st->name = name;
+          // Grouped by the full name: kernels whose short names coincide (other template arguments) stay apart.
+          std::string full = model.full_name_of(ref);
+          st = &by_name[full];
+          st->name = model.name_of(ref);
+          st->full_name = std::move(full);
         }
         const int64_t d = l.dur(i);
         if (st->count == 0 || d < st->min_ns) st->min_ns = d;
@@ -189,6 +208,46 @@ std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int
   std::sort(out.begin(), out.end(), [](const KernelStat& a, const KernelStat& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
+  return out;
+}
+
+RangeBreakdown range_breakdown(const TimelineModel& model, int64_t t0, int64_t t1) {
+  RangeBreakdown out;
+  out.t0 = t0;
+  out.t1 = t1;
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  for (const Track& tr : model.tracks()) {
+    if (tr.kind != TrackKind::GpuStream) continue;
+    for (const Lane& l : tr.lanes)
+      for (size_t i = l.first_ending_after(t0); i < l.size() && l.starts[i] < t1; ++i)
+        busy.emplace_back(std::max(t0, l.starts[i]), std::min(t1, l.end(i)));
+  }
+  std::sort(busy.begin(), busy.end());
+  int64_t cur_s = 0, cur_e = INT64_MIN;
+  for (const auto& [s, e] : busy) {
+    if (s > cur_e) {
+      if (cur_e > cur_s) out.gpu_busy_ns += cur_e - cur_s;
+      cur_s = s;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (cur_e > cur_s) out.gpu_busy_ns += cur_e - cur_s;
+
+  const analyzer::Analysis* a = model.analysis();
+  if (!a) return out;
+  const auto& cats = analyzer::step_categories();
+  std::vector<double> idle(cats.size(), 0.0);
+  for (const auto& st : a->steps) {
+    const int64_t s = std::max(t0, st.start_ns), e = std::min(t1, st.start_ns + st.dur_ns);
+    if (e <= s || st.dur_ns <= 0) continue;
+    out.in_steps_ns += e - s;
+    const double frac = double(e - s) / double(st.dur_ns);
+    for (size_t c = 0; c < cats.size(); ++c) idle[c] += frac * double(st.*(cats[c].field));
+  }
+  for (size_t c = 0; c < cats.size(); ++c)
+    if (std::string_view(cats[c].key) != "gpu_busy") out.idle.emplace_back(cats[c].label, int64_t(std::llround(idle[c])));
   return out;
 }
 

@@ -42,29 +42,51 @@ void Viewport::clamp_to(double lo, double hi) {
   }
 }
 
-TimelineLayout::TimelineLayout(const TimelineModel& model, LayoutMetrics metrics) : metrics_(metrics) {
+TimelineLayout::TimelineLayout(const TimelineModel& model, LayoutMetrics metrics, const LayoutState& state)
+    : metrics_(metrics) {
   const auto& tracks = model.tracks();
   row_of_track_.assign(tracks.size(), -1);
   int y = 0;
-  std::string group;
-  for (size_t i = 0; i < tracks.size(); ++i) {
-    const Track& tr = tracks[i];
-    if (i == 0 || tr.group != group) {
-      group = tr.group;
-      rows_.push_back({-1, group, y, metrics_.group_header_height});
-      y += metrics_.group_header_height;
+  for (size_t i = 0; i < tracks.size();) {
+    const std::string& group = tracks[i].group;
+    size_t end = i;
+    while (end < tracks.size() && tracks[end].group == group) ++end;
+    const bool open = !state.collapsed.count(group);
+    Row header{-1, group, y, metrics_.group_header_height, RowKind::Header};
+    header.open = open;
+    rows_.push_back(header);
+    y += metrics_.group_header_height;
+    if (open) {
+      std::set<int64_t> folded_threads;
+      for (size_t k = i; k < end; ++k)
+        if (tracks[k].folded) folded_threads.insert(tracks[k].tid);
+      const bool others_open = state.expanded_others.count(group) > 0;
+      bool others_done = false;
+      for (size_t k = i; k < end; ++k) {
+        const Track& tr = tracks[k];
+        if (tr.folded && !others_done) {  // folded tracks follow the group's other tracks
+          Row r{-1, group, y, metrics_.lane_height, RowKind::Others};
+          r.others = static_cast<int>(folded_threads.size());
+          r.open = others_open;
+          rows_.push_back(r);
+          y += metrics_.lane_height + metrics_.track_gap;
+          others_done = true;
+        }
+        if (tr.folded && !others_open) continue;
+        const int h = tr.kind == TrackKind::CpuSamples ? metrics_.samples_height
+                                                       : std::max(1, tr.lane_count()) * metrics_.lane_height;
+        row_of_track_[k] = static_cast<int>(rows_.size());
+        rows_.push_back({static_cast<int>(k), group, y, h, RowKind::Track});
+        y += h + metrics_.track_gap;
+      }
     }
-    int h = tr.kind == TrackKind::CpuSamples ? metrics_.samples_height
-                                               : std::max(1, tr.lane_count()) * metrics_.lane_height;
-    row_of_track_[i] = static_cast<int>(rows_.size());
-    rows_.push_back({static_cast<int>(i), group, y, h});
-    y += h + metrics_.track_gap;
+    i = end;
   }
   total_height_ = y;
 }
 
 const TimelineLayout::Row* TimelineLayout::row_of_track(int track) const {
-  if (track < 0 || static_cast<size_t>(track) >= row_of_track_.size()) return nullptr;
+  if (track < 0 || static_cast<size_t>(track) >= row_of_track_.size() || row_of_track_[track] < 0) return nullptr;
   return &rows_[row_of_track_[track]];
 }
 

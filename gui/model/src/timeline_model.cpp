@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "stepscope/analyzer/display_names.h"
+
 namespace stepscope::gui {
 
 const char* to_string(EventKind k) {
@@ -34,16 +36,7 @@ const char* to_string(TrackKind k) {
   return "track";
 }
 
-const char* bound_name(analyzer::Bound b) {
-  switch (b) {
-    case analyzer::Bound::Input: return "input";
-    case analyzer::Bound::Launch: return "launch";
-    case analyzer::Bound::Sync: return "sync";
-    case analyzer::Bound::Host: return "host";
-    case analyzer::Bound::Gpu: return "gpu";
-  }
-  return "";
-}
+const char* bound_name(analyzer::Bound b) { return analyzer::to_string(b); }
 
 uint32_t TimelineModel::bound_code(const std::string& b) {
   if (b == "input") return 0;
@@ -340,12 +333,6 @@ void TimelineModel::build_tracks() {
     if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
     return s;
   };
-  auto thread_label = [&](int64_t pid, int64_t tid) {
-    std::string s = "Thread " + std::to_string(tid);
-    auto it = thread_names.find({pid, tid});
-    if (it != thread_names.end() && !it->second.empty()) s += " " + it->second;
-    return s;
-  };
 
   if (!steps_.empty()) {
     Track tr;
@@ -382,53 +369,9 @@ void TimelineModel::build_tracks() {
     tracks_.push_back(std::move(tr));
   }
 
-  // Processes in pid order; in each, threads in tid order.
-  std::set<std::pair<int64_t, int64_t>> threads;
-  for (const auto& [k, v] : host) threads.insert(k);
-  for (const auto& [k, v] : waits) threads.insert(k);
-  for (const auto& [k, v] : samples) threads.insert(k);
-  for (const auto& key : threads) {
-    auto [pid, tid] = key;
-    std::string group = process_label(pid);
-    if (auto it = samples.find(key); it != samples.end()) {
-      Track tr;
-      tr.kind = TrackKind::CpuSamples;
-      tr.group = group;
-      tr.title = thread_label(pid, tid) + " · samples";
-      tr.pid = pid;
-      tr.tid = tid;
-      auto& v = it->second;
-      std::sort(v.begin(), v.end());
-      for (auto& [time, row] : v) {
-        tr.sample_times.push_back(time);
-        tr.sample_rows.push_back(row);
-      }
-      samples_track_[key] = static_cast<int>(tracks_.size());
-      tracks_.push_back(std::move(tr));
-    }
-    if (auto it = host.find(key); it != host.end()) {
-      Track tr;
-      tr.kind = TrackKind::CpuRanges;
-      tr.group = group;
-      tr.title = thread_label(pid, tid);
-      tr.pid = pid;
-      tr.tid = tid;
-      tr.lanes = stack_into_lanes(it->second, span_of);
-      ranges_track_[key] = static_cast<int>(tracks_.size());
-      tracks_.push_back(std::move(tr));
-    }
-    if (auto it = waits.find(key); it != waits.end()) {
-      Track tr;
-      tr.kind = TrackKind::DataWaits;
-      tr.group = group;
-      tr.title = thread_label(pid, tid) + " · data waits";
-      tr.pid = pid;
-      tr.tid = tid;
-      tr.lanes = stack_into_lanes(it->second, span_of);
-      waits_track_[key] = static_cast<int>(tracks_.size());
-      tracks_.push_back(std::move(tr));
-    }
-  }
+  // What the user looks for first comes first: the analysis, then the GPU (busiest stream first), then per
+  // process the threads that launch GPU work or wait for data; the other threads of a process are folded
+  // (Track::folded) into one "N other threads" row that the layout expands on request.
   for (auto& [key, items] : gpu) {
     auto [device, stream] = key;
     Track tr;
@@ -439,9 +382,123 @@ void TimelineModel::build_tracks() {
     tr.title = "Stream " + std::to_string(stream);
     tr.device = device;
     tr.stream = stream;
+    for (EventRef e : items) {
+      const Item it = span_of(e);
+      tr.busy_ns += it.end - it.start;
+    }
     tr.lanes = stack_into_lanes(items, span_of);
-    gpu_track_[key] = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
+  }
+  {
+    const auto first_gpu = tracks_.begin() + (steps_track_ >= 0) + (findings_track_ >= 0);
+    std::stable_sort(first_gpu, tracks_.end(), [](const Track& a, const Track& b) {
+      return a.device != b.device ? a.device < b.device : a.busy_ns > b.busy_ns;
+    });
+    for (size_t i = first_gpu - tracks_.begin(); i < tracks_.size(); ++i)
+      gpu_track_[{tracks_[i].device, tracks_[i].stream}] = static_cast<int>(i);
+  }
+
+  std::set<Key> launches;  // threads that launch GPU work (an API call with a correlation id) or sync with it
+  for (const auto& a : t.api_calls)
+    if (a.correlation) launches.insert({a.pid, a.tid});
+  for (const auto& s : t.syncs) launches.insert({s.pid, s.tid});  // a thread blocking on the GPU matters too
+  std::map<int64_t, std::vector<Key>> threads_of;  // pid → threads
+  {
+    std::set<Key> threads;
+    for (const auto& [k, v] : host) threads.insert(k);
+    for (const auto& [k, v] : waits) threads.insert(k);
+    for (const auto& [k, v] : samples) threads.insert(k);
+    for (const Key& k : threads) threads_of[k.first].push_back(k);
+  }
+  auto events_of = [&](const Key& k) {
+    size_t n = 0;
+    if (auto it = host.find(k); it != host.end()) n += it->second.size();
+    if (auto it = waits.find(k); it != waits.end()) n += it->second.size();
+    if (auto it = samples.find(k); it != samples.end()) n += it->second.size();
+    return n;
+  };
+  auto thread_title = [&](const Key& k) {
+    auto it = thread_names.find(k);
+    if (it != thread_names.end() && !it->second.empty())  // Kineto's names already hold the id: "thread 25738 (python)"
+      return it->second.find(std::to_string(k.second)) != std::string::npos ? it->second
+                                                                            : it->second + " " + std::to_string(k.second);
+    // CUPTI reports API calls under its own thread id, which no thread record names.
+    if (launches.count(k) && !samples.count(k) && !waits.count(k)) return "CUDA API · thread " + std::to_string(k.second);
+    return "Thread " + std::to_string(k.second);
+  };
+  std::set<Key> stepping;  // threads whose steps the store recorded (the training loop)
+  for (const auto& st : t.steps) stepping.insert({st.pid, st.tid});
+  for (auto& [pid, keys] : threads_of) {
+    std::vector<Key> key_threads, others;
+    for (const Key& k : keys) (launches.count(k) || waits.count(k) || stepping.count(k) ? key_threads : others).push_back(k);
+    // Older recordings put CUDA calls under CUPTI's thread ids, which no OS thread has: then the thread that
+    // launched them is unknown, and the process's most-sampled thread is the best guess at it.
+    if (std::none_of(key_threads.begin(), key_threads.end(), [&](const Key& k) { return samples.count(k) > 0; })) {
+      auto sampled = [&](const Key& k) {
+        auto it = samples.find(k);
+        return it == samples.end() ? size_t(0) : it->second.size();
+      };
+      auto most = std::max_element(others.begin(), others.end(),
+                                   [&](const Key& a, const Key& b) { return sampled(a) < sampled(b); });
+      if (most != others.end() && sampled(*most) > 0) {
+        key_threads.push_back(*most);
+        others.erase(most);
+      }
+    }
+    // Named threads (the OS threads the samples and data waits are on) before CUPTI's API-call rows.
+    auto busiest = [&](const Key& a, const Key& b) {
+      const bool ta = thread_names.count(a), tb = thread_names.count(b);
+      if (ta != tb) return ta;
+      const size_t na = events_of(a), nb = events_of(b);
+      return na != nb ? na > nb : a.second < b.second;
+    };
+    std::stable_sort(key_threads.begin(), key_threads.end(), busiest);
+    // Folding pays only when a process has threads that matter and more than one other.
+    const bool fold = !key_threads.empty() && others.size() > 1;
+    if (!fold) {
+      key_threads.insert(key_threads.end(), others.begin(), others.end());
+      others.clear();
+    }
+    const std::string group = process_label(pid);
+    for (int part = 0; part < 2; ++part) {
+      for (const Key& key : part == 0 ? key_threads : others) {
+        const auto [p, tid] = key;
+        const std::string title = thread_title(key);
+        auto base = [&](TrackKind kind, std::string t) {
+          Track tr;
+          tr.kind = kind;
+          tr.group = group;
+          tr.title = std::move(t);
+          tr.pid = p;
+          tr.tid = tid;
+          tr.folded = part == 1;
+          return tr;
+        };
+        if (auto it = samples.find(key); it != samples.end()) {
+          Track tr = base(TrackKind::CpuSamples, title + " · samples");
+          auto& v = it->second;
+          std::sort(v.begin(), v.end());
+          for (auto& [time, row] : v) {
+            tr.sample_times.push_back(time);
+            tr.sample_rows.push_back(row);
+          }
+          samples_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+        if (auto it = host.find(key); it != host.end()) {
+          Track tr = base(TrackKind::CpuRanges, title);
+          tr.lanes = stack_into_lanes(it->second, span_of);
+          ranges_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+        if (auto it = waits.find(key); it != waits.end()) {
+          Track tr = base(TrackKind::DataWaits, title + " · data waits");
+          tr.lanes = stack_into_lanes(it->second, span_of);
+          waits_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+      }
+    }
   }
 
   // Extent and counts.
@@ -515,6 +572,21 @@ void TimelineModel::build_tracks() {
   for (size_t i = 0; i < t.samples.size(); ++i) samples_by_time_[i] = static_cast<uint32_t>(i);
   std::stable_sort(samples_by_time_.begin(), samples_by_time_.end(),
                    [&](uint32_t a, uint32_t b) { return t.samples[a].time < t.samples[b].time; });
+  {  // Short display names, once per distinct kernel or range name (few thousand even in 10M events).
+    std::vector<uint8_t> used(t.strings.size());  // a byte per string, not a set insert per event
+    auto mark = [&](store::StringId id) {
+      if (id >= 0 && size_t(id) < used.size()) used[size_t(id)] = 1;
+    };
+    for (const auto& k : t.kernels) mark(k.name);
+    for (const auto& r : t.ranges) mark(r.name);
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (!used[i]) continue;
+      const store::StringId id = static_cast<store::StringId>(i);
+      const std::string& full = t.str(id);
+      std::string shown = analyzer::short_symbol(full);
+      if (shown != full) short_names_.emplace(id, std::move(shown));
+    }
+  }
   for (size_t i = 0; i < t.stacks.size(); ++i) stack_row_[t.stacks[i].id] = static_cast<uint32_t>(i);
   for (size_t i = 0; i < t.frames.size(); ++i) frame_row_[t.frames[i].id] = static_cast<uint32_t>(i);
 }
@@ -552,17 +624,28 @@ int64_t TimelineModel::end_of(EventRef e) const {
   return std::max(end, start_of(e));
 }
 
+std::string TimelineModel::full_name_of(EventRef e) const {
+  const store::Trace& t = *trace_;
+  if (e.kind == EventKind::Kernel) return analyzer::full_symbol(t.str(t.kernels[e.row].name));
+  if (e.kind == EventKind::Range) return t.str(t.ranges[e.row].name);
+  return name_of(e);
+}
+
 std::string TimelineModel::name_of(EventRef e) const {
   const store::Trace& t = *trace_;
+  auto shown = [&](store::StringId id) {
+    auto it = short_names_.find(id);
+    return it != short_names_.end() ? it->second : t.str(id);
+  };
   switch (e.kind) {
-    case EventKind::Kernel: return t.str(t.kernels[e.row].name);
+    case EventKind::Kernel: return shown(t.kernels[e.row].name);
     case EventKind::Memcpy: {
       const auto& m = t.memcpys[e.row];
       return std::string("Memcpy ") + store::to_string(m.kind);
     }
     case EventKind::Memset: return "Memset";
     case EventKind::ApiCall: return t.str(t.api_calls[e.row].name);
-    case EventKind::Range: return t.str(t.ranges[e.row].name);
+    case EventKind::Range: return shown(t.ranges[e.row].name);
     case EventKind::Sync: return std::string("Sync (") + store::to_string(t.syncs[e.row].type) + ")";
     case EventKind::DataWait: {
       std::string src = t.str(t.data_waits[e.row].source);
@@ -683,19 +766,8 @@ std::vector<uint32_t> TimelineModel::stack_frames(int64_t stack_id) const {
   return out;
 }
 
-std::string TimelineModel::frame_name(uint32_t frame_row) const {
-  const store::Trace& t = *trace_;
-  const store::Frame& f = t.frames.at(frame_row);
-  std::string sym = t.str(f.symbol);
-  if (sym.empty()) {
-    std::string mod = t.str(f.module);
-    auto slash = mod.rfind('/');
-    if (slash != std::string::npos) mod = mod.substr(slash + 1);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(f.address));
-    return (mod.empty() ? std::string("??") : mod) + buf;
-  }
-  return sym;
+std::string TimelineModel::frame_name(uint32_t frame_row, bool full) const {
+  return analyzer::frame_display_name(*trace_, trace_->frames.at(frame_row), full);
 }
 
 std::vector<EventRef> TimelineModel::enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const {

@@ -12,7 +12,8 @@
 
 namespace stepscope::analyzer {
 
-enum class Bound { Input, Launch, Sync, Host, Gpu };
+// Untraced: the step lies outside the recording's GPU windows (`record --gpu-window N/M`): no GPU figures.
+enum class Bound { Input, Launch, Sync, Host, Gpu, Other, Untraced };
 const char* to_string(Bound b);
 
 struct StepBreakdown {
@@ -21,14 +22,22 @@ struct StepBreakdown {
   int64_t dur_ns = 0;
   int64_t gpu_busy_ns = 0;     // union of kernels, copies, memsets on all devices and streams
   int64_t data_wait_ns = 0;    // GPU idle while the launching thread waits for the next batch
-  int64_t launch_idle_ns = 0;  // GPU idle while the host is busy issuing launches
+  int64_t launch_idle_ns = 0;  // GPU idle (queue empty) while the host is inside the launch call of the next work
   int64_t sync_idle_ns = 0;    // GPU idle after a host-side synchronization until work resumes
-  int64_t other_idle_ns = 0;   // the rest of the GPU idle
+  int64_t host_idle_ns = 0;    // GPU idle (queue empty) while the launching thread runs host code before its launch
+  int64_t other_idle_ns = 0;   // the rest: GPU-side gaps with work queued, gaps with no known launch
+  // GPU idle that the profiler's own per-launch cost added (removed from launch/host idle; see
+  // AnalysisSummary::profiler). busy + data + launch + sync + host + other + profiler == dur.
+  int64_t profiler_ns = 0;
   Bound bound = Bound::Gpu;
   int64_t kernels = 0;         // kernels assigned to this step
   // Time the host spent waiting for input inside the step, whether or not the GPU was busy meanwhile
   // (TF profiler's "input" time). data_wait_ns is the part of it during which the GPU was idle too.
   int64_t host_data_wait_ns = 0;
+  // False when the recording traced CUDA activity in windows (store gpu_windows) and this step lies outside
+  // them: its GPU busy and idle parts are zero (unknown), it takes no part in findings; its duration and host
+  // data wait are still measured.
+  bool gpu_traced = true;
   // GPU busy per device (device id, ns), when the trace has more than one device; gpu_busy_ns is their union.
   std::vector<std::pair<int64_t, int64_t>> device_busy_ns;
 };
@@ -63,18 +72,69 @@ struct HostFunctionStat {  // CPU samples / ops that ran while the GPU was idle
   int64_t time_ns = 0;  // estimated time
 };
 
+// How much of the recorded time the profiler's own per-launch cost explains (docs/rules.md, "Profiler cost").
+struct ProfilerCorrection {
+  bool applied = false;
+  double cost_ns_per_launch = 0;  // what one traced launch costs the host
+  std::string source;             // "meta cupti.launch_cost_ns", "default: stepscope 0.1 …", or why not applied
+  int64_t launches = 0;           // launch calls inside steps
+  double removed_us = 0;          // summed StepBreakdown::profiler_ns
+  double step_median_us = 0;      // recorded median step
+  double corrected_step_median_us = 0;  // median of (dur - profiler): the estimated unprofiled step
+};
+
 struct AnalysisSummary {
   int64_t kernels = 0, memcpys = 0, memsets = 0;
   double gpu_busy_us = 0;  // union over all devices and streams, whole trace
   double gpu_span_us = 0;  // first GPU activity start to last end
   int64_t steps = 0;
-  std::string step_source = "none";  // profiler-step|optimizer|dataloader|pattern|api|none
+  // Steps whose GPU activity was traced (== steps unless the recording traced the GPU in windows), and the
+  // recording's window ("all", or "N/M": N steps traced of every M). GPU shares and findings come from the
+  // traced steps; step times and the host's data wait from all of them.
+  int64_t gpu_traced_steps = 0;
+  std::string gpu_window = "all";
+  std::string step_source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
+  double step_confidence = 1.0;      // periodic steps: share of the sequence that repeats with the period
   double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
+  double input_idle_share = 0;       // summed GPU idle while waiting for data (data_wait_ns) / summed step time
   double gpu_busy_share = 0;         // summed step GPU busy / summed step time
   bool has_gpu = false;              // false: the trace holds no GPU activity (said plainly in reports)
   // Breakdown totals over all steps (µs); data_wait_share uses host data wait (see StepBreakdown).
   double step_time_us = 0;
-  double data_wait_idle_us = 0, launch_idle_us = 0, sync_idle_us = 0, other_idle_us = 0;
+  double data_wait_idle_us = 0, launch_idle_us = 0, sync_idle_us = 0, host_idle_us = 0, other_idle_us = 0;
+  double profiler_us = 0;
+  ProfilerCorrection profiler;
+  std::string framework;  // "pytorch", "tensorflow", "jax", "cuda" (no framework seen): the idiom advice uses
+  // Steps are host windows. The GPU's own step: from the first GPU work a step launched to the first GPU work
+  // the next step launched (consecutive traced steps); its median beside the host's. When the GPU's is longer
+  // by kHostAheadMargin the host runs ahead of the GPU (it queues work and waits later, outside the steps or in
+  // a later one): step times and per-step figures are the host's, and the GPU's step time is the program's pace.
+  double host_step_median_us = 0;  // median step duration
+  double gpu_step_median_us = 0;   // 0 when fewer than two consecutive traced steps launched GPU work
+  bool host_runs_ahead = false;
+};
+
+// The GPU's step is this much longer than the host's before the host is said to run ahead.
+inline constexpr double kHostAheadMargin = 0.25;
+
+// A step slower than the median step by more than the run's own noise, and what differed (step_outliers.h).
+struct SlowStep {
+  int64_t index = 0, start_ns = 0, dur_ns = 0;
+  int64_t excess_ns = 0;          // dur_ns - median step duration
+  std::string category;           // key of the breakdown category that grew most ("data_wait", "gpu_busy", ...)
+  int64_t category_ns = 0, category_median_ns = 0;
+  std::string contributor_kind;   // "kernel", "copy", "wait", "op", "call", "sync", "function"; "" when none
+  std::string contributor;        // its name (full)
+  int64_t contributor_ns = 0, contributor_median_ns = 0;
+  std::string explanation;        // one line
+};
+
+struct StepOutliers {
+  int64_t median_ns = 0;          // median step duration
+  int64_t noise_ns = 0;           // the run's own noise: 1.4826 × median absolute deviation of step durations
+  int64_t threshold_ns = 0;       // a step is slow above median + threshold
+  int64_t slow_count = 0;         // steps above it; `slow` explains the slowest of them
+  std::vector<SlowStep> slow;     // slowest first
 };
 
 struct Analysis {
@@ -87,6 +147,7 @@ struct Analysis {
   // GPU utilization over time: busy fraction in equal buckets across the GPU span.
   int64_t utilization_bucket_ns = 0;
   std::vector<double> utilization;
+  StepOutliers step_outliers;  // slow steps explained against the median step
 };
 
 struct AnalyzeOptions {
@@ -98,6 +159,10 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 
 // "stepscope.analysis/1" JSON.
 std::string to_json(const Analysis& a);
+// One sentence when the recording traced the GPU in windows (what the GPU figures cover), else empty.
+std::string gpu_window_note(const AnalysisSummary& s);
+// One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
+std::string host_ahead_note(const AnalysisSummary& s);
 
 // One finding as a JSON object (the elements of the "findings" array).
 std::string finding_to_json(const FindingResult& f);

@@ -24,5 +24,7 @@ store::Trace load_traces(const std::vector<std::string>& paths, const LoadOption
 
 // Appends every row of `from` to `into`, remapping string ids, frame and stack ids.
 void merge_into(store::Trace& into, const store::Trace& from);
+// Puts every table of a merged trace back in time order (stable: equal starts keep their merge order).
+void sort_by_time(store::Trace& t);
 
 }  // namespace stepscope::analyzer

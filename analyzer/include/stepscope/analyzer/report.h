@@ -16,8 +16,21 @@ bool parse_report_format(std::string_view name, ReportFormat& out);
 
 std::string render_report(const Analysis& a, ReportFormat format);
 std::string render_text_report(const Analysis& a);
+// The text report's "Slow steps" section (empty when there are too few steps to have a median), shared with
+// `stepscope analyze`.
+std::string render_slow_steps_text(const Analysis& a);
 std::string render_markdown_report(const Analysis& a);
 std::string render_html_report(const Analysis& a);
+
+// A finding's evidence (its JSON object) as HTML a person reads: labelled rows for figures (times with units,
+// shares as percentages), small tables for lists of records (kernels, sequences, gap histograms, calls), names
+// shortened (display_names.h) with the full name as a tooltip. With a `link_prefix`, each kernel/call/op name is
+// a link "PREFIX<percent-encoded full name>" (the GUI highlights its occurrences). Empty for "{}".
+std::string render_evidence_html(std::string_view evidence_json, std::string_view link_prefix = {});
+// The same for the terminal (aligned "label  value" lines and column tables, each line prefixed by `indent`) and
+// for Markdown (a list and GFM tables). At most 12 rows per table; the full JSON is in the JSON outputs.
+std::string render_evidence_text(std::string_view evidence_json, std::string_view indent = {});
+std::string render_evidence_markdown(std::string_view evidence_json);
 
 // Escaping for names taken from traces (kernel names hold <, >, &, quotes; any byte may appear).
 // Invalid UTF-8 becomes U+FFFD in every one of them.

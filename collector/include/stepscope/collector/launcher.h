@@ -12,7 +12,7 @@
 namespace stepscope::collector {
 
 struct RecordOptions {
-  std::string output = "run.db";
+  std::string output = "run.db";  // %r rank, %p pid, %h host, %% a percent sign (docs/collector.md, "Several ranks")
   int cpu_hz = 1000;
   bool wall = false;
   bool no_gpu = false;
@@ -20,7 +20,11 @@ struct RecordOptions {
   std::string data_wait_regex = "data|load|fetch|next_batch";
   std::string step_regex;
   std::string data_wait_func, step_func;  // for the Python hook (STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC)
+  std::string cuda_api = "lean";     // "lean": launches, copies, memsets, syncs, queries, pinned allocs; "all"
+  std::string gpu_window = "20/200";  // "N/M": CUDA activity traced N steps out of every M; "all": whole run
+  int cuda_stacks_per_s = 200;        // stacks captured at blocking CUDA calls per second and process (0: none)
   std::vector<std::string> command;
+  bool paused = false;  // record only inside windows opened by `stepscope start PID` (control channel)
   bool print_summary = true;
 };
 
@@ -32,11 +36,15 @@ struct RecordSummary {
   double command_wall_s = 0;  // fork of the command to its exit (start-up and the collector's final flush included)
   double finalize_s = 0;      // after the command ended: merge parts, symbolize, write the store
   std::vector<std::string> warnings;
+  std::vector<std::string> outputs;  // the stores written: one, or one per rank (-o with %r)
 };
 
 // Runs the command to completion and writes options.output. Throws store::StoreError when the output cannot
 // be written. Never throws for a failing command: its status is in the summary.
 RecordSummary record(const RecordOptions& options);
+
+// True when `spec` is a valid --gpu-window value: "all" or "N/M" with 0 < N < M.
+bool valid_gpu_window(const std::string& spec);
 
 // Path of libstepscope_collector.so (env STEPSCOPE_COLLECTOR_LIB, beside the binary, or the build tree).
 std::string collector_library_path();

@@ -87,6 +87,7 @@ struct Thread {
   int64_t pid = 0;
   int64_t tid = 0;
   StringId name = 0;
+  bool collector = false;  // one of stepscope's own collector threads (its work, not the user's)
 };
 
 struct Device {
@@ -153,6 +154,7 @@ struct ApiCall {
   StringId name = 0;  // e.g. "cudaLaunchKernel", "cuLaunchKernel", "hipLaunchKernel"
   int64_t correlation = 0;
   int32_t return_code = 0;
+  int64_t stack = 0;  // native + Python stack captured at the call (a Stack id); 0 = none
 };
 
 // NVTX ranges, user annotations, framework ops, Python functions. depth 0 = outermost on its thread.
@@ -222,6 +224,13 @@ struct Module {
   int64_t file_offset = 0;
 };
 
+// An interval during which CUDA activity was traced (GPU windows, `stepscope record --gpu-window`).
+// No rows (and meta "gpu.window" absent or "all") = the whole run was traced.
+struct GpuWindow {
+  int64_t start = 0, end = 0;
+  int64_t pid = 0;  // process whose collector switched tracing on
+};
+
 // A whole recording in memory.
 struct Trace {
   StringTable strings;
@@ -242,6 +251,7 @@ struct Trace {
   std::vector<Step> steps;
   std::vector<Finding> findings;
   std::vector<Module> modules;
+  std::vector<GpuWindow> gpu_windows;
 
   const std::string& str(StringId id) const { return strings.get(id); }
   StringId intern(std::string_view s) { return strings.intern(s); }
@@ -262,6 +272,7 @@ struct Trace {
   void add(const Step& r) { steps.push_back(r); }
   void add(const Finding& r) { findings.push_back(r); }
   void add(const Module& r) { modules.push_back(r); }
+  void add(const GpuWindow& r) { gpu_windows.push_back(r); }
   // Number of GPU activities (kernels + memcpys + memsets).
   size_t gpu_event_count() const { return kernels.size() + memcpys.size() + memsets.size(); }
   // [min start, max end] over every timed row; {0,0} when empty.
@@ -279,7 +290,11 @@ void visit_remapped(const Trace& from, StrMap&& str, int64_t frame_base, int64_t
   for (const auto& r : from.memcpys) sink(r);
   for (const auto& r : from.memsets) sink(r);
   for (const auto& r : from.syncs) sink(r);
-  for (auto r : from.api_calls) { r.name = str(r.name); sink(r); }
+  for (auto r : from.api_calls) {
+    r.name = str(r.name);
+    if (r.stack) r.stack += stack_base;
+    sink(r);
+  }
   for (auto r : from.ranges) { r.name = str(r.name); r.domain = str(r.domain); sink(r); }
   for (auto r : from.frames) {
     r.id += frame_base;
@@ -302,6 +317,7 @@ void visit_remapped(const Trace& from, StrMap&& str, int64_t frame_base, int64_t
   for (auto r : from.steps) { r.source = str(r.source); sink(r); }
   for (auto r : from.findings) { r.rule = str(r.rule); r.message = str(r.message); sink(r); }
   for (auto r : from.modules) { r.path = str(r.path); r.build_id = str(r.build_id); sink(r); }
+  for (const auto& r : from.gpu_windows) sink(r);
 }
 
 }  // namespace stepscope::store

@@ -13,7 +13,8 @@
 
 namespace stepscope::store {
 
-inline constexpr int kSchemaVersion = 1;
+// 2: threads.collector, api_calls.stack, gpu_windows. Readers still read 1 (new columns read as 0, no windows).
+inline constexpr int kSchemaVersion = 2;
 inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
 inline constexpr int32_t kApplicationId = 0x53545053;
 
@@ -77,6 +78,7 @@ class StoreWriter {
   void add(const Step& r);
   void add(const Finding& r);
   void add(const Module& r);
+  void add(const GpuWindow& r);
 
   // Appends every row of `t` (and its meta), remapping string ids; frames and stacks are renumbered
   // after those already written so several traces (e.g. per-process partial stores) merge into one.
@@ -98,11 +100,20 @@ struct TableCount {
   int64_t rows = 0;
 };
 
+// Rows of one table that break the invariant of docs/schema.md: their pid is not in `processes`, their
+// (pid, tid) not in `threads`, or (API calls and syncs) their tid is 0. One example row's ids.
+struct InvariantBreak {
+  std::string table;
+  std::string problem;  // "pid not in processes", "(pid, tid) not in threads", "tid 0"
+  int64_t rows = 0;
+  int64_t example_pid = 0, example_tid = 0;
+};
+
 // Reads a store. Opening validates: an SQLite file, a stepscope store, a schema version this build reads.
 class StoreReader {
  public:
   // Throws StoreError("FILE: not an SQLite database" | "not a stepscope store" | "schema version N is newer
-  // than this stepscope reads (1)" | "no such file" | ...).
+  // than this stepscope reads (2)" | "no such file" | ...).
   explicit StoreReader(const std::string& path);
   ~StoreReader();
   StoreReader(const StoreReader&) = delete;
@@ -130,6 +141,10 @@ class StoreReader {
   std::vector<Process> processes() const;
   std::vector<Thread> threads() const;
   std::vector<Finding> findings() const;
+  std::vector<GpuWindow> gpu_windows() const;  // empty for v1 stores and whole-run tracing
+  // Every row naming a pid / thread that processes / threads lack (pid 0 = unknown is allowed, as is tid 0 outside
+  // api_calls and syncs). Empty when the invariant holds.
+  std::vector<InvariantBreak> invariant_breaks() const;
 
  private:
   struct Impl;

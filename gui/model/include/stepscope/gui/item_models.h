@@ -28,6 +28,31 @@ class FindingsModel : public QAbstractTableModel {
   std::shared_ptr<const TimelineModel> model_;
 };
 
+// Every step with its duration, its breakdown (one column per analyzer::step_categories() entry), its bound and,
+// for steps slower than the median by more than the run's noise, the flag and the explanation of what grew.
+class StepsModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum FixedColumn { Step, Duration, OverMedian, FirstCategory };
+  explicit StepsModel(QObject* parent = nullptr);
+  void set_model(std::shared_ptr<const TimelineModel> model);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+  int bound_column() const;
+  int explanation_column() const { return bound_column() + 1; }
+  // Position in TimelineModel::steps() of a row.
+  int step_position(int row) const;
+  bool is_slow(int row) const;
+  // The explanation of a slow step (empty when not slow or not among those explained).
+  QString explanation(int row) const;
+
+ private:
+  std::shared_ptr<const TimelineModel> model_;
+  std::vector<const analyzer::StepBreakdown*> rows_;  // analysed steps, else empty (stored steps only)
+};
+
 class KernelStatsModel : public QAbstractTableModel {
   Q_OBJECT
  public:

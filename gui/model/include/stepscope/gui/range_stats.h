@@ -21,16 +21,22 @@ class CallTree {
     double self = 0, total = 0;
   };
 
-  // From the CPU samples in [t0, t1): weight = sample count. Top-down roots are threads.
-  static CallTree from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
+  // From the CPU samples in [t0, t1): weight = sample count. Top-down roots are threads. stepscope's own
+  // collector threads (threads.collector) are the profiler's work, not the program's: left out unless asked.
+  static CallTree from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
+                               bool collector_threads = false);
   // From host ranges and API calls overlapping [t0, t1): weight = time in the window (ns).
   static CallTree from_ranges(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
   // Samples when the window has any, else ranges.
-  static CallTree for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir);
+  static CallTree for_range(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
+                            bool collector_threads = false);
 
   const std::vector<Node>& nodes() const { return nodes_; }  // nodes()[0] is the root
+  // The name shown (C++ symbols folded, display_names.h) and the full one (tooltips). Nodes are told apart by
+  // the full name: two functions that fold to the same short name stay two nodes.
   const std::string& name(const Node& n) const;
-  const std::vector<std::string>& names() const { return names_; }
+  const std::string& full_name(const Node& n) const;
+  const std::vector<std::string>& names() const { return shown_; }
   bool weighted_by_time() const { return by_time_; }  // false: sample counts
   Direction direction() const { return dir_; }
   // The bottom-up view of a top-down tree: each node's self weight re-inserted along its reversed path.
@@ -38,11 +44,13 @@ class CallTree {
 
  private:
   int32_t child(int32_t parent, int32_t name);
-  int32_t intern(const std::string& s);
+  int32_t intern(const std::string& s) { return intern(s, s); }
+  int32_t intern(const std::string& full, const std::string& shown);
   void finish(bool totals_from_self);
 
   std::vector<Node> nodes_{Node{}};
-  std::vector<std::string> names_;
+  std::vector<std::string> names_;  // full names
+  std::vector<std::string> shown_;
   std::unordered_map<uint64_t, int32_t> child_map_;  // (parent << 32 | name) → node
   std::unordered_map<std::string, int32_t> name_map_;
   bool by_time_ = false;
@@ -50,11 +58,23 @@ class CallTree {
 };
 
 struct KernelStat {
-  std::string name;
+  std::string name;       // as displayed (C++ symbols shortened)
+  std::string full_name;  // demangled, for the tooltip
   int64_t count = 0;
   int64_t total_ns = 0, min_ns = 0, max_ns = 0;
   double mean_ns() const { return count ? double(total_ns) / double(count) : 0.0; }
 };
+
+// Where the time of a range went: GPU busy measured (the union of all streams' activity clipped to the range),
+// and the analyzer's idle categories of the steps the range overlaps, each step's share prorated by how much of
+// it lies in the range (the idle split itself is the analyzer's, per step).
+struct RangeBreakdown {
+  int64_t t0 = 0, t1 = 0;
+  int64_t gpu_busy_ns = 0;
+  int64_t in_steps_ns = 0;  // part of the range inside analysed steps
+  std::vector<std::pair<std::string, int64_t>> idle;  // category label → ns (prorated), analyzer order
+};
+RangeBreakdown range_breakdown(const TimelineModel& model, int64_t t0, int64_t t1);
 
 // GPU activities (kernels, copies, memsets) starting in [t0, t1), grouped by name; largest total first.
 std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int64_t t1);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,16 +35,28 @@ struct LayoutMetrics {
   int track_gap = 3;
 };
 
+// What the user folded: groups collapsed to their header, processes whose "N other threads" row is open.
+// Keyed by group title ("GPU 0 NVIDIA H100", "Process 1234 python3"); saved with the window layout.
+struct LayoutState {
+  std::set<std::string> collapsed;         // groups showing only their header
+  std::set<std::string> expanded_others;  // groups whose folded threads are shown
+  bool operator==(const LayoutState&) const = default;
+};
+
 // Vertical placement of group headers and tracks; y = 0 is the top of the scrollable track area.
 class TimelineLayout {
  public:
+  enum class RowKind : uint8_t { Header, Track, Others };
   struct Row {
-    int track = -1;       // -1: a group header
+    int track = -1;  // -1: a group header or an "N other threads" row
     std::string group;
     int y = 0, height = 0;
+    RowKind kind = RowKind::Track;
+    int others = 0;  // Others: how many threads it folds
+    bool open = true;  // Header: expanded; Others: its threads are shown
   };
   TimelineLayout() = default;
-  TimelineLayout(const TimelineModel& model, LayoutMetrics metrics = {});
+  TimelineLayout(const TimelineModel& model, LayoutMetrics metrics = {}, const LayoutState& state = {});
 
   const std::vector<Row>& rows() const { return rows_; }
   int total_height() const { return total_height_; }

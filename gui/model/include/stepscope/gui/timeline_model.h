@@ -66,6 +66,9 @@ struct Track {
   std::string group;  // "Process 1234 python", "GPU 0 NVIDIA A100", "Analysis"
   std::string title;  // "Thread 1234 python", "Stream 7", "Steps"
   int64_t pid = 0, tid = 0, device = -1, stream = -1;
+  // Part of its process's "N other threads" row: a thread that neither launches GPU work nor waits for data.
+  bool folded = false;
+  int64_t busy_ns = 0;  // GpuStream: summed activity time (streams are ordered by it)
   std::vector<Lane> lanes;
   // CpuSamples only: sample times (sorted) and their rows in trace.samples.
   std::vector<int64_t> sample_times;
@@ -109,7 +112,10 @@ class TimelineModel {
 
   int64_t start_of(EventRef e) const;
   int64_t end_of(EventRef e) const;
+  // The name as displayed: C++ symbols (kernels, host ranges) shortened, see analyzer/display_names.h.
   std::string name_of(EventRef e) const;
+  // The full name (demangled) for tooltips and details; equals name_of for names that were not shortened.
+  std::string full_name_of(EventRef e) const;
   // Names the event's colour: a string id for named events (same name → same colour), or one of the
   // fixed keys below; the widget maps keys to palette colours.
   uint32_t colour_key(EventRef e) const;
@@ -141,7 +147,7 @@ class TimelineModel {
   std::optional<uint32_t> sample_near(int64_t pid, int64_t tid, int64_t t, int64_t window) const;
   // Frames of a stack, leaf first (trace.frames rows).
   std::vector<uint32_t> stack_frames(int64_t stack_id) const;
-  std::string frame_name(uint32_t frame_row) const;
+  std::string frame_name(uint32_t frame_row, bool full = false) const;
   // Host events (ranges, API calls) on the same thread enclosing [start, end), outermost first.
   std::vector<EventRef> enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const;
 
@@ -177,6 +183,7 @@ class TimelineModel {
   std::vector<uint32_t> samples_by_time_;        // trace.samples rows sorted by time
   std::unordered_map<int64_t, uint32_t> stack_row_;  // stack id → trace.stacks row
   std::unordered_map<int64_t, uint32_t> frame_row_;  // frame id → trace.frames row
+  std::unordered_map<store::StringId, std::string> short_names_;  // kernel/range names whose display differs
 };
 
 }  // namespace stepscope::gui

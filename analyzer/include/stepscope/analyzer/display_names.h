@@ -1,0 +1,32 @@
+// Names as people read them: every view (GUI timeline, call tree, flame graph, text/Markdown/HTML reports)
+// shows the short form and keeps the full name for a tooltip or the details. Stores and JSON keep full names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "stepscope/store/records.h"
+
+namespace stepscope::analyzer {
+
+// A C++ symbol folded for display: mangled names (_Z...) demangled first; template arguments folded to
+// "<…>", parameter lists to "(…)" ("()" when empty), "(anonymous namespace)::" dropped, a leading return
+// type dropped. "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, …>(int, …)"
+// → "at::native::vectorized_elementwise_kernel<…>(…)". Anything that is not a C++ symbol comes back unchanged.
+std::string short_symbol(std::string_view name);
+
+// Full demangled form of a mangled name (unchanged when it is not one): for tooltips and details.
+std::string full_symbol(std::string_view name);
+
+// A Python frame: "function (file.py:line)" with the file's base name; "function (file.py)" without a line.
+std::string python_frame_name(std::string_view function, std::string_view file, int64_t line);
+
+// An unsymbolized native frame: "module+0xoffset" with the module's base name ("??" when unknown).
+std::string address_frame_name(std::string_view module, int64_t offset);
+
+// A stored frame as displayed: Python frames as python_frame_name, symbolized native frames short_symbol,
+// others address_frame_name. `full` keeps the symbol unshortened (tooltips, details).
+std::string frame_display_name(const store::Trace& trace, const store::Frame& frame, bool full = false);
+
+}  // namespace stepscope::analyzer

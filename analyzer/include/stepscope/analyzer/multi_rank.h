@@ -1,0 +1,132 @@
+// Several ranks of one distributed job at once (docs/multi-rank.md): each rank's store or trace is reduced to
+// a small RankResult (per step: compute, communication, exposed communication, data wait, host time, and the
+// ordered collective kernels), in parallel and streaming; the ranks are then aligned by step index and the
+// cross-rank rules `straggler` and `exposed-comm` run over them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/report.h"
+#include "stepscope/store/records.h"
+
+namespace stepscope::analyzer {
+
+enum class CollectiveKind {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  SendRecv,
+  Broadcast,
+  Reduce,
+  Other
+};
+inline constexpr int kCollectiveKinds = 8;
+const char* to_string(CollectiveKind k);
+
+// True when `kernel_name` is an NCCL/RCCL communication kernel; `kind` is then what it does.
+bool is_collective_kernel(std::string_view kernel_name, CollectiveKind* kind = nullptr);
+
+// One communication kernel of one rank inside a step, clipped to the step.
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::Other;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t exposed_ns = 0;  // the part of it during which the rank ran no other GPU work
+  std::string name;        // kernel name up to its parameter list
+};
+
+struct RankStep {
+  int64_t index = 0;  // the single-rank analysis' step index: ranks are aligned on it
+  int64_t start_ns = 0, dur_ns = 0;
+  int64_t compute_ns = 0;       // union of the rank's non-communication GPU work (kernels, copies, memsets)
+  int64_t comm_ns = 0;          // union of its communication kernels
+  int64_t exposed_comm_ns = 0;  // comm_ns minus compute: communication not overlapped with compute
+  int64_t data_wait_ns = 0;     // host waiting for input (StepBreakdown::host_data_wait_ns)
+  int64_t host_ns = 0;          // the rest: dur - compute - exposed_comm - data_wait, at least 0
+  std::vector<CollectiveCall> collectives;  // by start
+};
+
+struct RankResult {
+  std::string file;
+  int64_t rank = -1;  // meta "rank" (Kineto distributedInfo, stepscope record); -1 when the input has none
+  int64_t world_size = 0, local_rank = -1;
+  std::string host;
+  std::string step_source;
+  std::vector<RankStep> steps;
+  // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
+  std::vector<std::pair<std::string, int64_t>> kernel_ns;
+};
+
+// Few: a job of thousands of ranks keeps every rank's result in memory (docs/multi-rank.md).
+inline constexpr size_t kMaxRankKernels = 8;
+
+// The step of `r` with this index (its steps are sorted by index), nullptr when it has none.
+const RankStep* find_step(const RankResult& r, int64_t index);
+
+// One step index present in every rank.
+struct AlignedStep {
+  int64_t index = 0;
+  int64_t median_dur_ns = 0, max_dur_ns = 0;
+  std::vector<int64_t> wait_ns;  // per rank (parallel to MultiRankAnalysis::ranks): time its collectives
+                                 // waited for a later rank, estimated from the matched collectives' durations
+  std::vector<int64_t>
+      caused_ns;  // per rank: collective time the others would save if it arrived with the median
+  int64_t critical_exposed_ns =
+      0;  // exposed collective time of the last-arriving rank of each collective, summed
+  std::vector<int64_t> critical_exposed_by_kind;  // the same, indexed by CollectiveKind
+  int64_t matched_collectives = 0;
+};
+
+struct MultiRankAnalysis {
+  std::vector<RankResult> ranks;   // by rank (inputs without a rank keep their order after those with one)
+  std::vector<AlignedStep> steps;  // step indexes present in every rank, ascending
+  std::vector<FindingResult> findings;  // `straggler`, `exposed-comm`; largest saving first
+  std::vector<std::string> notes;       // what could not be aligned or matched, said plainly
+};
+
+struct MultiRankOptions {
+  AnalyzeOptions analyze;
+  unsigned threads = 0;  // 0: every core
+};
+
+// The arguments of `analyze`/`report`: files as given, directories replaced by the traces and stores in them
+// (not recursive; other files skipped), sorted by name. Throws store::StoreError for a missing path.
+std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args);
+
+// One rank's reduction (the trace can be dropped afterwards).
+RankResult analyze_rank(const store::Trace& trace, const std::string& file,
+                        const AnalyzeOptions& options = {});
+
+// Loads and reduces every file on `options.threads` threads, at most one trace in memory per thread, then
+// combine_ranks(). Throws store::StoreError naming the first bad file.
+MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const MultiRankOptions& options = {});
+
+// Aligns the ranks by step index, matches their collectives and runs the cross-rank rules.
+MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks);
+
+// "stepscope.multirank/1" JSON (docs/multi-rank.md).
+std::string multirank_to_json(const MultiRankAnalysis& m);
+std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat format);
+
+// The ranks in one trace for a timeline (`stepscope-gui DIR`): rank k's processes and devices are named
+// "rank N · name" (pids, device ids and correlation ids made distinct per rank, so each rank is a group of
+// its own) and its times shifted so the first step index every rank has starts where it does on the lowest
+// rank. Ranks of different hosts need no common clock for this. The ranks' own findings are dropped.
+store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
+
+// The per-rank section of `diff BASE_DIR NEW_DIR`: ranks matched by rank number, means over aligned steps,
+// and each side's `straggler` / `exposed-comm` (text, or a Markdown section).
+std::string render_multirank_diff(const MultiRankAnalysis& base, const MultiRankAnalysis& now, bool markdown);
+
+// The per-rank results as two CSV tables for a query engine over many jobs (docs/scale.md): one row per
+// (rank, step) and one per (rank, step, collective). Only per-rank figures: waits and stragglers are a query
+// over the collectives table. `job` names the job in every row.
+std::string rank_steps_csv(const std::vector<RankResult>& ranks, const std::string& job);
+std::string rank_collectives_csv(const std::vector<RankResult>& ranks, const std::string& job);
+
+}  // namespace stepscope::analyzer

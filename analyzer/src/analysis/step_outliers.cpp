@@ -1,0 +1,345 @@
+#include "stepscope/analyzer/step_outliers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "analysis/names.h"
+#include "report/report_util.h"
+#include "stepscope/analyzer/collector_threads.h"
+#include "stepscope/analyzer/display_names.h"
+#include "stepscope/analyzer/json_writer.h"
+
+namespace stepscope::analyzer {
+
+const std::vector<StepCategory>& step_categories() {
+  static const std::vector<StepCategory> categories = {
+      {"gpu_busy", "GPU busy", &StepBreakdown::gpu_busy_ns, "kernel,copy"},
+      {"data_wait", "data wait", &StepBreakdown::data_wait_ns, "wait,function,op"},
+      {"launch_idle", "launch idle", &StepBreakdown::launch_idle_ns, "op,call,function"},
+      {"host_idle", "host code between launches", &StepBreakdown::host_idle_ns, "op,function,call"},
+      {"sync_idle", "sync idle", &StepBreakdown::sync_idle_ns, "sync,call,op,function"},
+      {"other_idle", "other idle", &StepBreakdown::other_idle_ns, "op,function,call"},
+      {"profiler", "profiler's own cost", &StepBreakdown::profiler_ns, "call"},
+  };
+  return categories;
+}
+
+const StepCategory* find_step_category(const std::string& key) {
+  for (const auto& c : step_categories())
+    if (key == c.key) return &c;
+  return nullptr;
+}
+
+namespace {
+
+// WaitSource: a data_waits row, by its source; Wait: a data-loader range, by its name. Both read "wait".
+// A range within this share of the step's duration (at least 1 µs) of both ends of a step window is that
+// step's marker (steps found from API calls start a little before the user's "step" range).
+constexpr double kMarkerSlackShare = 0.01;
+
+enum class Kind : uint8_t { Kernel, Copy, Wait, Op, Call, Sync, Function, WaitSource };
+constexpr const char* kKindNames[] = {"kernel", "copy", "wait", "op", "call", "sync", "function", "wait"};
+
+// A contributor: its kind and an id within the kind (a string id, a copy kind, a frame id).
+using Key = uint64_t;
+Key key_of(Kind k, int64_t id) { return (uint64_t(k) << 56) | (uint64_t(id) & ((uint64_t(1) << 56) - 1)); }
+Kind kind_of(Key k) { return Kind(k >> 56); }
+int64_t id_of(Key k) { return int64_t(k & ((uint64_t(1) << 56) - 1)); }
+
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + ptrdiff_t(mid), v.end());
+  int64_t m = v[mid];
+  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + ptrdiff_t(mid))) / 2;
+  return m;
+}
+
+// Time per contributor inside each step: events are assigned to the step their start falls in and clipped to it.
+class StepContributions {
+ public:
+  StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps) : t_(t), steps_(steps), per_step_(steps.size()) {
+    for (const auto& s : steps) starts_.push_back(s.start_ns);
+    for (const auto& k : t.kernels) add(Kind::Kernel, k.name, k.start, k.end);
+    for (const auto& m : t.memcpys) add(Kind::Copy, int64_t(m.kind), m.start, m.end);
+    for (const auto& w : t.data_waits) add(Kind::WaitSource, w.source, w.start, w.end);
+    for (const auto& a : t.api_calls) add(Kind::Call, a.name, a.start, a.end);
+    for (const auto& s : t.syncs) add(Kind::Sync, int64_t(s.type), s.start, s.end);
+    add_ranges();
+    add_samples();
+  }
+
+  int64_t value(size_t step, Key k) const {
+    auto it = per_step_[step].find(k);
+    return it == per_step_[step].end() ? 0 : it->second;
+  }
+  const std::unordered_map<Key, int64_t>& of(size_t step) const { return per_step_[step]; }
+  int64_t median(Key k) {
+    auto it = medians_.find(k);
+    if (it != medians_.end()) return it->second;
+    std::vector<int64_t> v(steps_.size());
+    for (size_t i = 0; i < steps_.size(); ++i) v[i] = value(i, k);
+    return medians_[k] = median_of(std::move(v));
+  }
+  std::string name(Key k) const {
+    const int64_t id = id_of(k);
+    switch (kind_of(k)) {
+      case Kind::Copy: return std::string("Memcpy ") + store::to_string(store::CopyKind(id));
+      case Kind::Sync: return std::string("sync (") + store::to_string(store::SyncType(id)) + ")";
+      case Kind::WaitSource: {
+        // Reads "wait in the DataLoader's __next__"; the sources are the collector's (docs/schema.md).
+        const std::string s = t_.str(store::StringId(id));
+        if (s.empty()) return "of unknown source";
+        if (s == "dataloader") return "in the DataLoader's __next__";
+        if (s == "tf.data") return "in tf.data's next batch";
+        if (s == "api") return "marked by stepscope_data_wait_begin/end";
+        if (s == "nvtx") return "in an NVTX data range";
+        if (s == "python" || s == "data-wait-func") return "in the --data-wait-func function";
+        return "from " + s;
+      }
+      case Kind::Function: {
+        auto it = frame_pos_.find(id);
+        return it == frame_pos_.end() ? "[unknown]" : frame_display_name(t_, t_.frames[it->second], /*full=*/true);
+      }
+      default: return t_.str(store::StringId(id));
+    }
+  }
+
+ private:
+  int step_at(int64_t ts) const {
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), ts);
+    if (it == starts_.begin()) return -1;
+    const size_t i = size_t(it - starts_.begin()) - 1;
+    return ts < steps_[i].start_ns + steps_[i].dur_ns ? int(i) : -1;
+  }
+  void add(Kind kind, int64_t id, int64_t start, int64_t end) {
+    const int s = step_at(start);
+    if (s < 0) return;
+    const int64_t d = std::min(end, steps_[s].start_ns + steps_[s].dur_ns) - start;
+    if (d > 0) per_step_[size_t(s)][key_of(kind, id)] += d;
+  }
+  // Host ranges by exclusive time (a parent's own time, not its children's), so an enclosing op does not grow
+  // with everything inside it. Step markers are the step itself; data-loader ranges are waits.
+  void add_ranges() {
+    // Step markers: ranges that are the step window itself (ProfilerStep#N, a user's "step" NVTX range).
+    std::unordered_map<store::StringId, bool> marker;
+    for (const auto& r : t_.ranges) {
+      const int s = step_at(r.start);
+      if (s < 0) continue;
+      const int64_t slack = std::max<int64_t>(1000, int64_t(kMarkerSlackShare * double(steps_[s].dur_ns)));
+      if (r.start - steps_[s].start_ns <= slack && std::llabs(r.end - (steps_[s].start_ns + steps_[s].dur_ns)) <= slack)
+        marker[r.name] = true;
+    }
+    std::vector<uint32_t> rs;
+    for (uint32_t i = 0; i < t_.ranges.size(); ++i) {
+      const auto& r = t_.ranges[i];
+      if (r.source == store::RangeSource::GpuAnnotation || marker.count(r.name)) continue;
+      const std::string& n = t_.str(r.name);
+      if (detail::is_profiler_step_range(n)) continue;
+      if (detail::is_data_wait_range(n)) {
+        add(Kind::Wait, r.name, r.start, r.end);
+        continue;
+      }
+      rs.push_back(i);
+    }
+    std::sort(rs.begin(), rs.end(), [&](uint32_t x, uint32_t y) {
+      const auto &p = t_.ranges[x], &q = t_.ranges[y];
+      if (p.pid != q.pid || p.tid != q.tid) return std::make_pair(p.pid, p.tid) < std::make_pair(q.pid, q.tid);
+      return p.start != q.start ? p.start < q.start : p.end > q.end;
+    });
+    std::vector<int64_t> self(rs.size());
+    std::vector<size_t> stack;
+    for (size_t k = 0; k < rs.size(); ++k) {
+      const auto& r = t_.ranges[rs[k]];
+      self[k] = std::max<int64_t>(0, r.end - r.start);
+      if (k > 0 && (t_.ranges[rs[k - 1]].pid != r.pid || t_.ranges[rs[k - 1]].tid != r.tid)) stack.clear();
+      while (!stack.empty() && t_.ranges[rs[stack.back()]].end <= r.start) stack.pop_back();
+      if (!stack.empty()) {
+        const auto& parent = t_.ranges[rs[stack.back()]];
+        self[stack.back()] -= std::max<int64_t>(0, std::min(r.end, parent.end) - r.start);
+      }
+      stack.push_back(k);
+    }
+    for (size_t k = 0; k < rs.size(); ++k) {
+      const auto& r = t_.ranges[rs[k]];
+      add(Kind::Op, r.name, r.start, r.start + std::max<int64_t>(0, self[k]));
+    }
+  }
+  // CPU samples by their innermost Python frame (the line a Python user can change), else the leaf frame,
+  // each worth the thread's sampling period.
+  void add_samples() {
+    if (t_.samples.empty()) return;
+    for (size_t i = 0; i < t_.frames.size(); ++i) frame_pos_[t_.frames[i].id] = i;
+    std::unordered_map<int64_t, size_t> stack_pos;
+    for (size_t i = 0; i < t_.stacks.size(); ++i) stack_pos[t_.stacks[i].id] = i;
+    std::unordered_map<int64_t, int64_t> chosen;  // stack id → frame id
+    auto frame_for = [&](int64_t stack) -> int64_t {
+      auto c = chosen.find(stack);
+      if (c != chosen.end()) return c->second;
+      int64_t leaf = 0, python = 0;
+      for (int64_t s = stack, guard = 0; s && guard < 4096 && !python; ++guard) {
+        auto sp = stack_pos.find(s);
+        if (sp == stack_pos.end()) break;
+        const auto& node = t_.stacks[sp->second];
+        if (!leaf) leaf = node.frame;
+        auto fp = frame_pos_.find(node.frame);
+        if (fp != frame_pos_.end() && t_.frames[fp->second].kind == store::FrameKind::Python) python = node.frame;
+        s = node.parent;
+      }
+      return chosen[stack] = python ? python : leaf;
+    };
+    // Sampling period per thread: the median spacing of its samples.
+    std::unordered_map<int64_t, std::vector<int64_t>> times;  // key: pid<<32 ^ tid
+    auto thread = [](const store::Sample& s) { return (s.pid << 32) ^ s.tid; };
+    for (const auto& s : t_.samples) times[thread(s)].push_back(s.time);
+    std::unordered_map<int64_t, int64_t> period;
+    for (auto& [k, v] : times) {
+      std::sort(v.begin(), v.end());
+      std::vector<int64_t> d;
+      for (size_t i = 1; i < v.size(); ++i)
+        if (v[i] > v[i - 1]) d.push_back(v[i] - v[i - 1]);
+      period[k] = d.empty() ? 0 : median_of(std::move(d));
+    }
+    // The profiler's own work is not what made a step slow: skip stepscope's threads (v2 stores mark them) and
+    // samples whose leaf is in the collector library (v1 stores do not).
+    const CollectorThreads own(t_);
+    std::unordered_map<store::StringId, bool> collector_module;
+    auto in_collector = [&](int64_t stack) {
+      auto sp = stack_pos.find(stack);
+      if (sp == stack_pos.end()) return false;
+      auto fp = frame_pos_.find(t_.stacks[sp->second].frame);
+      if (fp == frame_pos_.end()) return false;
+      const store::StringId m = t_.frames[fp->second].module;
+      auto it = collector_module.find(m);
+      if (it == collector_module.end())
+        it = collector_module.emplace(m, t_.str(m).find("libstepscope_collector") != std::string::npos).first;
+      return it->second;
+    };
+    for (const auto& s : t_.samples) {
+      if (own.contains(s) || in_collector(s.stack)) continue;
+      const int64_t p = period[thread(s)];
+      const int64_t f = p ? frame_for(s.stack) : 0;
+      if (f) add(Kind::Function, f, s.time, s.time + p);
+    }
+  }
+
+  const store::Trace& t_;
+  const std::vector<StepBreakdown>& steps_;
+  std::vector<int64_t> starts_;
+  std::vector<std::unordered_map<Key, int64_t>> per_step_;
+  std::unordered_map<Key, int64_t> medians_;
+  std::unordered_map<int64_t, size_t> frame_pos_;
+};
+
+bool allows(const StepCategory& c, Kind k) {
+  const std::string list = std::string(",") + c.contributors + ",";
+  return list.find(std::string(",") + kKindNames[int(k)] + ",") != std::string::npos;
+}
+
+std::string ms(int64_t ns) { return report_util::format_us(double(ns) / 1e3); }
+
+}  // namespace
+
+std::string contributor_display_name(const SlowStep& s) {
+  // Kernels and native functions are C++ symbols; waits, ops, calls and Python lines are shown as recorded.
+  return s.contributor_kind == "kernel" || s.contributor_kind == "function" ? short_symbol(s.contributor) : s.contributor;
+}
+
+StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+  StepOutliers out;
+  if (steps.size() < kSlowStepMinSteps) return out;
+  std::vector<int64_t> durs;
+  for (const auto& s : steps) durs.push_back(s.dur_ns);
+  out.median_ns = median_of(durs);
+  std::vector<int64_t> dev;
+  for (int64_t d : durs) dev.push_back(std::llabs(d - out.median_ns));
+  out.noise_ns = int64_t(std::llround(1.4826 * double(median_of(dev))));
+  out.threshold_ns = std::max(int64_t(std::llround(kSlowStepNoiseSigmas * double(out.noise_ns))),
+                              int64_t(std::llround(kSlowStepMinShare * double(out.median_ns))));
+  std::vector<size_t> slow;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].dur_ns - out.median_ns > out.threshold_ns) slow.push_back(i);
+  out.slow_count = int64_t(slow.size());
+  if (slow.empty()) return out;
+  std::stable_sort(slow.begin(), slow.end(), [&](size_t a, size_t b) { return steps[a].dur_ns > steps[b].dur_ns; });
+  if (slow.size() > kSlowStepsExplained) slow.resize(kSlowStepsExplained);
+
+  const auto& cats = step_categories();
+  std::vector<int64_t> cat_median;
+  for (const auto& c : cats) {
+    std::vector<int64_t> v;
+    for (const auto& s : steps) v.push_back(s.*(c.field));
+    cat_median.push_back(median_of(std::move(v)));
+  }
+  StepContributions contrib(trace, steps);
+  for (size_t i : slow) {
+    const StepBreakdown& s = steps[i];
+    SlowStep r;
+    r.index = s.index;
+    r.start_ns = s.start_ns;
+    r.dur_ns = s.dur_ns;
+    r.excess_ns = s.dur_ns - out.median_ns;
+    size_t best = 0;
+    int64_t best_growth = INT64_MIN;
+    for (size_t c = 0; c < cats.size(); ++c) {
+      const int64_t g = s.*(cats[c].field) - cat_median[c];
+      if (g > best_growth) best_growth = g, best = c;
+    }
+    const StepCategory& cat = cats[best];
+    r.category = cat.key;
+    r.category_ns = s.*(cat.field);
+    r.category_median_ns = cat_median[best];
+    Key top = 0;
+    int64_t top_growth = 0;
+    for (const auto& [k, v] : contrib.of(i)) {
+      if (!allows(cat, kind_of(k))) continue;
+      if (v - 0 <= top_growth) continue;  // cannot beat the best even against a zero median
+      const int64_t g = v - contrib.median(k);
+      if (g > top_growth || (g == top_growth && k < top)) top_growth = g, top = k;
+    }
+    if (top_growth > 0) {
+      r.contributor_kind = kKindNames[int(kind_of(top))];
+      r.contributor = contrib.name(top);
+      r.contributor_ns = contrib.value(i, top);
+      r.contributor_median_ns = contrib.median(top);
+    }
+    r.explanation = fmt::format("step {} took {}, {} over the median step ({}): {} {} vs {} (+{})", s.index, ms(s.dur_ns),
+                                ms(r.excess_ns), ms(out.median_ns), cat.label, ms(r.category_ns), ms(r.category_median_ns),
+                                ms(r.category_ns - r.category_median_ns));
+    if (!r.contributor.empty())
+      r.explanation += fmt::format("; biggest contributor: {} {} {} vs {} (+{})", r.contributor_kind, contributor_display_name(r),
+                                   ms(r.contributor_ns), ms(r.contributor_median_ns), ms(r.contributor_ns - r.contributor_median_ns));
+    out.slow.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string step_outliers_to_json(const StepOutliers& o) {
+  auto us = [](int64_t ns) { return double(ns) / 1e3; };
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  w.kv("median_us", us(o.median_ns)).kv("noise_us", us(o.noise_ns)).kv("threshold_us", us(o.threshold_ns));
+  w.kv("slow_count", o.slow_count);
+  w.key("slow").begin_array();
+  for (const auto& s : o.slow) {
+    w.begin_object().kv("index", s.index).kv("start_us", us(s.start_ns)).kv("dur_us", us(s.dur_ns)).kv("excess_us", us(s.excess_ns));
+    w.kv("category", s.category).kv("category_us", us(s.category_ns)).kv("category_median_us", us(s.category_median_ns));
+    if (!s.contributor_kind.empty())
+      w.key("contributor")
+          .begin_object()
+          .kv("kind", s.contributor_kind)
+          .kv("name", s.contributor)
+          .kv("us", us(s.contributor_ns))
+          .kv("median_us", us(s.contributor_median_ns))
+          .end_object();
+    w.kv("explanation", s.explanation).end_object();
+  }
+  w.end_array().end_object();
+  return out;
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,143 @@
+// Aligning ranks by step index and matching their collectives (docs/multi-rank.md, "How ranks are compared").
+//
+// The k-th collective of a kind in a step is the same collective on every rank (NCCL requires every rank to
+// issue them in the same order). Every rank's kernel for it ends together, when the last rank has arrived
+// and the transfer is done, so a rank's kernel lasts its wait for the last arrival plus the transfer; the
+// shortest kernel belongs to the last rank to arrive. That needs no common clock across hosts.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "multirank/multirank_rule.h"
+
+namespace stepscope::analyzer {
+
+namespace multirank {
+
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + long(mid), v.end());
+  return v[mid];
+}
+
+}  // namespace multirank
+
+MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
+  MultiRankAnalysis m;
+  std::stable_sort(ranks.begin(), ranks.end(), [](const RankResult& a, const RankResult& b) {
+    if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;
+    return a.rank < b.rank;
+  });
+  // An input with no steps (a launcher's own store, a trace of setup only) cannot be aligned: left out, said.
+  // Nor can an input without a rank among ranked ones (`record -o run-%r.db` writes torchrun's agent to
+  // run-launcher.db).
+  const bool any_ranked =
+      std::any_of(ranks.begin(), ranks.end(), [](const RankResult& r) { return r.rank >= 0; });
+  for (auto& r : ranks) {
+    if (r.steps.empty())
+      m.notes.push_back(fmt::format("{}: no steps; left out", r.file));
+    else if (any_ranked && r.rank < 0)
+      m.notes.push_back(fmt::format("{}: no rank, unlike the others; left out", r.file));
+    else
+      m.ranks.push_back(std::move(r));
+  }
+  const size_t n = m.ranks.size();
+  if (n == 0) return m;
+
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = m.ranks[i];
+    if (r.rank < 0)
+      m.notes.push_back(fmt::format("{}: no rank in the input; numbered by its order", r.file));
+    else if (!seen.insert(r.rank).second)
+      m.notes.push_back(fmt::format("{}: rank {} appears more than once", r.file, r.rank));
+  }
+  const int64_t world = m.ranks.front().world_size;
+  if (world > 0 && int64_t(n) != world)
+    m.notes.push_back(
+        fmt::format("{} of {} ranks given: waits and stragglers are among these only", n, world));
+
+  // Step indexes present in every rank.
+  std::map<int64_t, std::vector<const RankStep*>> by_index;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& s : m.ranks[i].steps) {
+      auto& v = by_index[s.index];
+      v.resize(n, nullptr);
+      if (!v[i]) v[i] = &s;
+    }
+  size_t partial = 0;
+  std::map<std::string, size_t> count_mismatch;
+  for (const auto& [index, per_rank] : by_index) {
+    if (std::count(per_rank.begin(), per_rank.end(), nullptr) > 0) {
+      ++partial;
+      continue;
+    }
+    AlignedStep a;
+    a.index = index;
+    a.wait_ns.assign(n, 0);
+    a.caused_ns.assign(n, 0);
+    a.critical_exposed_by_kind.assign(kCollectiveKinds, 0);
+    std::vector<int64_t> durs;
+    for (const auto* s : per_rank)
+      durs.push_back(s->dur_ns), a.max_dur_ns = std::max(a.max_dur_ns, s->dur_ns);
+    a.median_dur_ns = multirank::median_of(durs);
+
+    for (int kind = 0; kind < kCollectiveKinds; ++kind) {
+      std::vector<std::vector<const CollectiveCall*>> calls(n);
+      size_t fewest = SIZE_MAX, most = 0;
+      for (size_t r = 0; r < n; ++r) {
+        for (const auto& c : per_rank[r]->collectives)
+          if (int(c.kind) == kind) calls[r].push_back(&c);
+        fewest = std::min(fewest, calls[r].size());
+        most = std::max(most, calls[r].size());
+      }
+      if (most == 0) continue;
+      if (fewest != most) ++count_mismatch[to_string(CollectiveKind(kind))];
+      for (size_t j = 0; j < fewest; ++j) {
+        size_t last = 0;  // shortest kernel: the last rank to arrive (lowest rank on a tie)
+        for (size_t r = 1; r < n; ++r)
+          if (calls[r][j]->dur_ns < calls[last][j]->dur_ns) last = r;
+        int64_t second = -1;
+        for (size_t r = 0; r < n; ++r) {
+          a.wait_ns[r] += calls[r][j]->dur_ns - calls[last][j]->dur_ns;
+          if (r != last && (second < 0 || calls[r][j]->dur_ns < second)) second = calls[r][j]->dur_ns;
+        }
+        // Had the last rank arrived with the others, the collective would have started when the second-last
+        // rank arrived: the others would have waited that much less.
+        if (second >= 0) a.caused_ns[last] += second - calls[last][j]->dur_ns;
+        a.critical_exposed_ns += calls[last][j]->exposed_ns;
+        a.critical_exposed_by_kind[size_t(kind)] += calls[last][j]->exposed_ns;
+        ++a.matched_collectives;
+      }
+    }
+    m.steps.push_back(std::move(a));
+  }
+  bool any_comm = false;
+  for (const auto& r : m.ranks)
+    for (const auto& s : r.steps) any_comm = any_comm || !s.collectives.empty();
+  if (!any_comm)
+    m.notes.push_back(
+        "no NCCL/RCCL kernels in any rank: communication that is not on the GPU (gloo, MPI on the "
+        "host) is not seen, so waits, stragglers and exposed communication are not measured");
+  if (partial)
+    m.notes.push_back(fmt::format("{} step index(es) are missing in some ranks and were left out", partial));
+  for (const auto& [kind, steps] : count_mismatch)
+    m.notes.push_back(
+        fmt::format("{} step(s) have a different number of {} kernels on different ranks: only the "
+                    "first ones common to all ranks were matched",
+                    steps, kind));
+
+  std::vector<std::unique_ptr<multirank::MultiRankRule>> rules;
+  rules.push_back(multirank::make_straggler_rule());
+  rules.push_back(multirank::make_exposed_comm_rule());
+  for (const auto& rule : rules) rule->run(m, m.findings);
+  std::stable_sort(m.findings.begin(), m.findings.end(), [](const FindingResult& x, const FindingResult& y) {
+    return x.est_savings_us_per_step > y.est_savings_us_per_step;
+  });
+  return m;
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,224 @@
+// The multi-rank result as "stepscope.multirank/1" JSON, text, Markdown and HTML (docs/multi-rank.md).
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "stepscope/analyzer/json_writer.h"
+#include "stepscope/analyzer/multi_rank.h"
+
+namespace stepscope::analyzer {
+namespace {
+
+double us(int64_t ns) {
+  return double(ns) / 1000.0;
+}
+std::string ms(int64_t ns) {
+  return fmt::format("{:.3f}", double(ns) / 1e6);
+}
+
+std::string rank_label(const RankResult& r) {
+  return r.rank >= 0 ? std::to_string(r.rank) : std::filesystem::path(r.file).filename().string();
+}
+
+// Per rank, its figures summed over the aligned steps (what the per-rank tables show).
+struct RankRow {
+  int64_t step = 0, compute = 0, comm = 0, exposed = 0, data = 0, host = 0, wait = 0, caused = 0;
+};
+
+std::vector<RankRow> rank_rows(const MultiRankAnalysis& m) {
+  std::vector<RankRow> rows(m.ranks.size());
+  for (const auto& a : m.steps)
+    for (size_t r = 0; r < m.ranks.size(); ++r) {
+      if (const RankStep* s = find_step(m.ranks[r], a.index)) {
+        rows[r].step += s->dur_ns, rows[r].compute += s->compute_ns, rows[r].comm += s->comm_ns;
+        rows[r].exposed += s->exposed_comm_ns, rows[r].data += s->data_wait_ns, rows[r].host += s->host_ns;
+      }
+      rows[r].wait += a.wait_ns[r], rows[r].caused += a.caused_ns[r];
+    }
+  return rows;
+}
+
+const char* kHeader[] = {"rank",    "step ms",         "compute ms",
+                         "comm ms", "exposed comm ms", "data wait ms",
+                         "host ms", "waited ms",       "others waited for it ms"};
+
+std::vector<std::string> row_cells(const MultiRankAnalysis& m, size_t r, const RankRow& x) {
+  const int64_t k = std::max<int64_t>(1, int64_t(m.steps.size()));
+  return {rank_label(m.ranks[r]), ms(x.step / k), ms(x.compute / k), ms(x.comm / k),  ms(x.exposed / k),
+          ms(x.data / k),         ms(x.host / k), ms(x.wait / k),    ms(x.caused / k)};
+}
+
+}  // namespace
+
+std::string multirank_to_json(const MultiRankAnalysis& m) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().kv("schema", "stepscope.multirank/1");
+  w.key("ranks").begin_array();
+  for (const auto& r : m.ranks) {
+    w.begin_object().kv("rank", r.rank).kv("world_size", r.world_size).kv("local_rank", r.local_rank);
+    w.kv("host", r.host).kv("file", r.file).kv("step_source", r.step_source);
+    w.key("steps").begin_array();
+    for (const auto& s : r.steps) {
+      w.begin_object().kv("index", s.index).kv("start_us", us(s.start_ns)).kv("dur_us", us(s.dur_ns));
+      w.kv("compute_us", us(s.compute_ns))
+          .kv("comm_us", us(s.comm_ns))
+          .kv("exposed_comm_us", us(s.exposed_comm_ns));
+      w.kv("data_wait_us", us(s.data_wait_ns)).kv("host_us", us(s.host_ns));
+      w.key("collectives").begin_array();
+      for (const auto& c : s.collectives)
+        w.begin_object()
+            .kv("kind", to_string(c.kind))
+            .kv("start_us", us(c.start_ns))
+            .kv("dur_us", us(c.dur_ns))
+            .kv("exposed_us", us(c.exposed_ns))
+            .end_object();
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+  }
+  w.end_array();
+  w.key("steps").begin_array();
+  for (const auto& a : m.steps) {
+    w.begin_object()
+        .kv("index", a.index)
+        .kv("median_dur_us", us(a.median_dur_ns))
+        .kv("max_dur_us", us(a.max_dur_ns));
+    w.kv("matched_collectives", a.matched_collectives)
+        .kv("critical_exposed_comm_us", us(a.critical_exposed_ns));
+    w.key("wait_us").begin_array();
+    for (auto v : a.wait_ns) w.value(us(v));
+    w.end_array().key("caused_us").begin_array();
+    for (auto v : a.caused_ns) w.value(us(v));
+    w.end_array().end_object();
+  }
+  w.end_array();
+  w.key("findings").begin_array();
+  for (const auto& f : m.findings) w.raw(finding_to_json(f));
+  w.end_array();
+  w.key("notes").begin_array();
+  for (const auto& n : m.notes) w.value(n);
+  w.end_array().end_object();
+  out += "\n";
+  return out;
+}
+
+std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat format) {
+  if (format == ReportFormat::Json) return multirank_to_json(m);
+  const auto rows = rank_rows(m);
+  std::string o;
+  const size_t world = m.ranks.size();
+  const std::string head = fmt::format("{} rank(s), {} step(s) aligned by step index", world, m.steps.size());
+  const std::string legend =
+      "Per rank, mean over the aligned steps: compute is the union of its non-communication GPU work; "
+      "exposed comm "
+      "the communication kernels' time with no compute beside them; waited the time its collectives waited "
+      "for a "
+      "later rank; the last column the collective time the other ranks would save had it arrived with them.";
+  if (format == ReportFormat::Text) {
+    o += head + "\n\nPer rank\n";
+    o += fmt::format("{:>5} {:>9} {:>11} {:>9} {:>16} {:>13} {:>9} {:>10} {:>24}\n", kHeader[0], kHeader[1],
+                     kHeader[2], kHeader[3], kHeader[4], kHeader[5], kHeader[6], kHeader[7], kHeader[8]);
+    for (size_t r = 0; r < world; ++r) {
+      auto c = row_cells(m, r, rows[r]);
+      o += fmt::format("{:>5} {:>9} {:>11} {:>9} {:>16} {:>13} {:>9} {:>10} {:>24}\n", c[0], c[1], c[2], c[3],
+                       c[4], c[5], c[6], c[7], c[8]);
+    }
+    o += legend + "\n";
+    if (m.findings.empty())
+      o += "\nNo cross-rank findings.\n";
+    else
+      o += "\nFindings, largest estimated saving first:\n";
+    int i = 0;
+    for (const auto& f : m.findings) {
+      o += fmt::format(
+          "\n{}. [{}] {}: {}\n   est. saving {:.3f} ms per step ({:.1f}% of step time), {} step(s)\n", ++i,
+          store::to_string(f.severity), f.rule, f.summary, f.est_savings_us_per_step / 1000.0,
+          100.0 * f.share, f.steps.size());
+      std::string ind = "   ";
+      for (char ch : f.suggestion) ind += ch == '\n' ? std::string("\n   ") : std::string(1, ch);
+      o += ind + "\n";
+    }
+    for (const auto& n : m.notes) o += "note: " + n + "\n";
+    return o;
+  }
+  if (format == ReportFormat::Markdown) {
+    o += "## stepscope: several ranks\n\n" + head + "\n\n### Per rank\n\n|";
+    for (const char* h : kHeader) o += fmt::format(" {} |", h);
+    o += "\n|";
+    for (size_t i = 0; i < std::size(kHeader); ++i) o += i == 0 ? "---|" : "---:|";
+    o += "\n";
+    for (size_t r = 0; r < world; ++r) {
+      o += "|";
+      for (const auto& c : row_cells(m, r, rows[r])) o += " " + c + " |";
+      o += "\n";
+    }
+    o += "\n" + legend + "\n\n### Cross-rank findings\n\n";
+    if (m.findings.empty()) o += "None.\n";
+    for (const auto& f : m.findings)
+      o += fmt::format("- **{}** ({}): {} — est. saving {:.3f} ms per step\n", f.rule,
+                       store::to_string(f.severity), f.summary, f.est_savings_us_per_step / 1000.0);
+    for (const auto& n : m.notes) o += "\n> " + n + "\n";
+    return o;
+  }
+  // HTML: one self-contained page, no script.
+  o += "<!doctype html><html><head><meta charset=\"utf-8\"><title>stepscope: several ranks</title><style>"
+       "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+       "padding:2px 8px;text-align:right}pre{background:#f4f4f4;padding:8px}</style></head><body>";
+  o += "<h1>stepscope: several ranks</h1><p>" + html_escape(head) + "</p><h2>Per rank</h2><table><tr>";
+  for (const char* h : kHeader) o += "<th>" + std::string(h) + "</th>";
+  o += "</tr>";
+  for (size_t r = 0; r < world; ++r) {
+    o += "<tr>";
+    for (const auto& c : row_cells(m, r, rows[r])) o += "<td>" + html_escape(c) + "</td>";
+    o += "</tr>";
+  }
+  o += "</table><p>" + html_escape(legend) + "</p><h2>Cross-rank findings</h2>";
+  if (m.findings.empty()) o += "<p>None.</p>";
+  for (const auto& f : m.findings)
+    o += fmt::format("<h3>{} ({})</h3><p>{}</p><p>est. saving {:.3f} ms per step</p><pre>{}</pre>", f.rule,
+                     store::to_string(f.severity), html_escape(f.summary), f.est_savings_us_per_step / 1000.0,
+                     html_escape(f.suggestion));
+  for (const auto& n : m.notes) o += "<p><i>" + html_escape(n) + "</i></p>";
+  o += "</body></html>\n";
+  return o;
+}
+
+namespace {
+
+// RFC 4180 field: quoted when it holds a comma, quote or line break.
+std::string csv_field(std::string_view v) {
+  if (v.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(v);
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string rank_steps_csv(const std::vector<RankResult>& ranks, const std::string& job) {
+  std::string o =
+      "job,rank,world_size,local_rank,host,file,step,start_ns,dur_ns,compute_ns,comm_ns,exposed_comm_ns,"
+      "data_wait_ns,host_ns,collectives\n";
+  for (const auto& r : ranks)
+    for (const auto& s : r.steps)
+      o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(job), r.rank, r.world_size,
+                       r.local_rank, csv_field(r.host), csv_field(r.file), s.index, s.start_ns, s.dur_ns,
+                       s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.data_wait_ns, s.host_ns,
+                       s.collectives.size());
+  return o;
+}
+
+std::string rank_collectives_csv(const std::vector<RankResult>& ranks, const std::string& job) {
+  std::string o = "job,rank,step,kind,ordinal,start_ns,dur_ns,exposed_ns,kernel\n";
+  for (const auto& r : ranks)
+    for (const auto& s : r.steps) {
+      int64_t ordinal[kCollectiveKinds] = {};
+      for (const auto& c : s.collectives)
+        o += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(job), r.rank, s.index, to_string(c.kind),
+                         ordinal[int(c.kind)]++, c.start_ns, c.dur_ns, c.exposed_ns, csv_field(c.name));
+    }
+  return o;
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,116 @@
+// Several ranks in one trace for the timeline (`stepscope-gui DIR`): one group per rank, aligned at step
+// starts.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
+#include "stepscope/store/store.h"
+
+namespace stepscope::analyzer {
+namespace {
+
+// Rank k's pids become (k + 1) * kPidBase + pid, its devices (k + 1) * kDeviceBase + device, and its
+// correlation ids move past every other rank's, so tracks, groups and launch flows never mix ranks.
+constexpr int64_t kPidBase = 10'000'000;
+constexpr int64_t kDeviceBase = 1'000;
+constexpr int kCorrelationShift = 40;
+
+void relabel(store::Trace& t, size_t k, const std::string& label, int64_t shift) {
+  const int64_t pid_off = int64_t(k + 1) * kPidBase, dev_off = int64_t(k + 1) * kDeviceBase;
+  const int64_t corr_off = int64_t(k + 1) << kCorrelationShift;
+  auto pid = [&](int64_t& p) { p = p ? p + pid_off : 0; };
+  auto corr = [&](int64_t& c) { c = c ? c + corr_off : 0; };
+  auto times = [&](auto& rows) {
+    for (auto& r : rows) r.start += shift, r.end += shift;
+  };
+  for (auto& p : t.processes) {
+    pid(p.pid);
+    pid(p.parent_pid);
+    p.name = t.intern(label + " · " + t.str(p.name));
+  }
+  for (auto& th : t.threads) pid(th.pid);
+  std::set<int64_t> named;
+  for (auto& d : t.devices) {
+    named.insert(d.id);
+    d.id += dev_off;
+    d.name = t.intern(label + " · " + t.str(d.name));
+  }
+  auto device = [&](int64_t& d) {
+    if (!named.count(d)) {  // a device with no row of its own still gets the rank's label
+      named.insert(d);
+      store::Device row;
+      row.id = d + dev_off;
+      row.name = t.intern(label);
+      t.devices.push_back(row);
+    }
+    d += dev_off;
+  };
+  for (auto& r : t.kernels) pid(r.pid), corr(r.correlation), device(r.device);
+  for (auto& r : t.memcpys) pid(r.pid), corr(r.correlation), device(r.device);
+  for (auto& r : t.memsets) pid(r.pid), corr(r.correlation), device(r.device);
+  for (auto& r : t.syncs) pid(r.pid), corr(r.correlation), r.device += dev_off;
+  for (auto& r : t.api_calls) pid(r.pid), corr(r.correlation);
+  for (auto& r : t.ranges) pid(r.pid), corr(r.correlation);
+  for (auto& r : t.samples) pid(r.pid), r.time += shift;
+  for (auto& r : t.data_waits) pid(r.pid);
+  for (auto& r : t.steps) pid(r.pid);
+  for (auto& r : t.modules) pid(r.pid);
+  times(t.kernels), times(t.memcpys), times(t.memsets), times(t.syncs), times(t.api_calls), times(t.ranges);
+  times(t.data_waits), times(t.steps);
+  t.findings.clear();  // each rank's own findings would point at its unshifted steps
+}
+
+}  // namespace
+
+store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
+  struct One {
+    store::Trace t;
+    int64_t rank = -1;
+    std::map<int64_t, int64_t> step_start;  // index → start
+  };
+  std::vector<One> ranks;
+  for (const auto& f : files) {
+    One o;
+    o.t = load_trace(f);
+    if (auto it = o.t.meta.find("rank"); it != o.t.meta.end()) o.rank = std::atoll(it->second.c_str());
+    for (const auto& s : analyze(o.t).steps) o.step_start.emplace(s.index, s.start_ns);
+    ranks.push_back(std::move(o));
+  }
+  std::stable_sort(ranks.begin(), ranks.end(), [](const One& a, const One& b) {
+    if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;
+    return a.rank < b.rank;
+  });
+  // Align at the first step index every rank has; ranks without it keep their own times.
+  int64_t common = -1;
+  if (!ranks.empty())
+    for (const auto& entry : ranks.front().step_start) {
+      const int64_t index = entry.first;  // a plain variable: clang 14 cannot capture a structured binding
+      if (std::all_of(ranks.begin(), ranks.end(),
+                      [&](const One& o) { return o.step_start.count(index) > 0; })) {
+        common = index;
+        break;
+      }
+    }
+  store::Trace all;
+  std::string sources;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    One& o = ranks[k];
+    const int64_t shift = common >= 0 ? ranks.front().step_start[common] - o.step_start[common] : 0;
+    relabel(o.t, k, o.rank >= 0 ? fmt::format("rank {}", o.rank) : fmt::format("input {}", k), shift);
+    sources += (sources.empty() ? "" : ";") + files[k];
+    merge_into(all, o.t);
+    o.t = store::Trace();  // keep one copy of each rank's rows
+  }
+  all.meta.erase("rank");
+  all.meta["source_file"] = sources;
+  all.meta["ranks"] = std::to_string(ranks.size());
+  all.meta["ranks.aligned_step"] = std::to_string(common);
+  sort_by_time(all);
+  return all;
+}
+
+}  // namespace stepscope::analyzer

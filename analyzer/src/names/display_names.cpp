@@ -1,0 +1,173 @@
+#include "stepscope/analyzer/display_names.h"
+
+#include <cxxabi.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+namespace stepscope::analyzer {
+
+namespace {
+
+bool starts_with(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
+
+// Index just past the bracket that closes the one at `open` (nesting counted over <>, (), [], {}), or npos.
+size_t skip_group(std::string_view s, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '<' || c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == '>' || c == ')' || c == ']' || c == '}') {
+      if (c == '>' && i > 0 && s[i - 1] == '-') continue;  // "->" inside a signature
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+bool looks_like_cpp(std::string_view s) {
+  const unsigned char c0 = static_cast<unsigned char>(s[0]);
+  if (!(std::isalpha(c0) || c0 == '_' || c0 == '~' || c0 == ':' || starts_with(s, 0, "(anonymous namespace)::")))
+    return false;  // "<script>", "[memcpy]"
+  if (s.find("::") == std::string_view::npos && s.find(" (") != std::string_view::npos) return false;  // "data wait (python)"
+  return s.find("::") != std::string_view::npos || s.find('<') != std::string_view::npos ||
+         (s.find('(') != std::string_view::npos && s.back() == ')');
+}
+
+}  // namespace
+
+std::string full_symbol(std::string_view name) {
+  if (name.size() < 3 || name[0] != '_' || name[1] != 'Z') return std::string(name);
+  int status = 0;
+  const std::string mangled(name);
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && out ? std::string(out.get()) : mangled;
+}
+
+namespace {
+
+constexpr size_t kMaxKeptTemplateArgs = 24;
+
+// "0", "4, 128", "true, 2u": numbers and booleans only.
+bool numeric_list(std::string_view a) {
+  size_t i = 0;
+  bool any = false;
+  while (i < a.size()) {
+    while (i < a.size() && (a[i] == ' ' || a[i] == ',')) ++i;
+    if (i >= a.size()) break;
+    if (a.compare(i, 4, "true") == 0) {
+      i += 4;
+    } else if (a.compare(i, 5, "false") == 0) {
+      i += 5;
+    } else {
+      if (a[i] == '-') ++i;
+      const size_t d = i;
+      while (i < a.size() && a[i] >= '0' && a[i] <= '9') ++i;
+      if (i == d) return false;
+      while (i < a.size() && (a[i] == 'u' || a[i] == 'l' || a[i] == 'U' || a[i] == 'L')) ++i;
+    }
+    any = true;
+    if (i < a.size() && a[i] != ',' && a[i] != ' ') return false;
+  }
+  return any;
+}
+
+}  // namespace
+
+std::string short_symbol(std::string_view raw) {
+  const std::string full = full_symbol(raw);
+  const std::string_view s = full;
+  if (s.empty() || !looks_like_cpp(s)) return full;
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    if (starts_with(s, i, " [clone ")) break;  // compiler clones (.isra.0, .cold) are one function to the reader
+    if (starts_with(s, i, "(anonymous namespace)::")) {
+      i += 23;
+      continue;
+    }
+    if (starts_with(s, i, "{anonymous}::")) {
+      i += 13;
+      continue;
+    }
+    if (starts_with(s, i, "operator") && (i == 0 || s[i - 1] == ':' || s[i - 1] == ' ')) {
+      // The operator's own symbol is not a bracket: copy it whole ("operator()", "operator<<", "operator new").
+      out += "operator";
+      i += 8;
+      if (starts_with(s, i, "()")) {
+        out += "()";
+        i += 2;
+      } else {
+        while (i < s.size() && std::string_view("<>=!+-*/%^&|~,[]").find(s[i]) != std::string_view::npos) out += s[i++];
+      }
+      continue;
+    }
+    const char c = s[i];
+    if (c == '<' || c == '(') {
+      const size_t end = skip_group(s, i);
+      if (end == std::string_view::npos) {  // unbalanced: keep the rest as it is
+        out.append(s.substr(i));
+        break;
+      }
+      const bool empty = end == i + 2;
+      // Numeric template arguments are what tells kernel variants apart (op_kernel<0> … op_kernel<29>, tile
+      // sizes): short lists of numbers and booleans stay.
+      if (c == '<' && !empty && end - i <= kMaxKeptTemplateArgs + 2 && numeric_list(s.substr(i + 1, end - i - 2))) {
+        out.append(s.substr(i, end - i));
+        i = end;
+        continue;
+      }
+      out += c == '<' ? (empty ? "<>" : "<…>") : (empty ? "()" : "(…)");
+      i = end;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  // Drop a return type: the text before the last top-level space ahead of the parameter list.
+  const size_t params = out.find("(…)") != std::string::npos ? out.find("(…)") : out.find("()");
+  if (params != std::string::npos && out.find("operator") == std::string::npos) {
+    // The last space outside kept template arguments ("gemm_tile<128, 64, true>(…)").
+    size_t space = std::string::npos;
+    int depth = 0;
+    for (size_t k = 0; k < params; ++k) {
+      if (out[k] == '<') ++depth;
+      else if (out[k] == '>' && depth > 0) --depth;
+      else if (out[k] == ' ' && depth == 0) space = k;
+    }
+    if (space != std::string::npos) out.erase(0, space + 1);
+  }
+  return out;
+}
+
+std::string python_frame_name(std::string_view function, std::string_view file, int64_t line) {
+  const size_t slash = file.find_last_of('/');
+  const std::string_view base = slash == std::string_view::npos ? file : file.substr(slash + 1);
+  std::string out(function.empty() ? std::string_view("<module>") : function);
+  if (base.empty()) return out;
+  out += " (";
+  out += base;
+  if (line > 0) out += ":" + std::to_string(line);
+  out += ")";
+  return out;
+}
+
+std::string address_frame_name(std::string_view module, int64_t offset) {
+  const size_t slash = module.find_last_of('/');
+  std::string out(module.empty() ? std::string_view("??") : slash == std::string_view::npos ? module : module.substr(slash + 1));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(offset));
+  return out + buf;
+}
+
+std::string frame_display_name(const store::Trace& t, const store::Frame& f, bool full) {
+  const std::string sym = t.str(f.symbol);
+  if (f.kind == store::FrameKind::Python) return python_frame_name(sym, t.str(f.file), f.line);
+  if (sym.empty()) return address_frame_name(t.str(f.module), f.address);
+  return full ? full_symbol(sym) : short_symbol(sym);
+}
+
+}  // namespace stepscope::analyzer

@@ -1,0 +1,369 @@
+// `stepscope attach PID`: load the collector into running processes (once), open a recording window over the
+// control channel, close it when asked, merge the partial stores. See stepscope/collector/attach.h.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "stepscope/collector/attach.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "control_protocol.h"
+#include "injector.h"
+#include "stepscope/store/store.h"
+
+namespace fs = std::filesystem;
+
+namespace stepscope::collector {
+namespace {
+
+constexpr int kReplyTimeoutMs = 15000;   // `stop` waits for the final drain and commit in the target
+constexpr int64_t kPollNs = 200000000;   // how often the window is looked at (exit, stopped from elsewhere)
+constexpr int64_t kChildScanNs = 500000000;  // --children: how often new descendants are looked for
+
+int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool alive(pid_t pid) {
+  // A zombie still answers kill(0): look at its state.
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(f, s)) return false;
+  const auto close_paren = s.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < s.size() && s[close_paren + 2] != 'Z' &&
+         s[close_paren + 2] != 'X';
+}
+
+struct NoCollector {};  // nobody listens at the process's control socket
+
+// One request, one reply line. Throws NoCollector when there is no socket or it refuses.
+std::string request(pid_t pid, uid_t uid, const control::Request& req, int timeout_ms = kReplyTimeoutMs) {
+  const std::string path = control::socket_path(uid, pid);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof addr.sun_path - 1));
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw AttachError(std::string("socket: ") + std::strerror(errno));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EACCES) throw AttachError("cannot open the control socket " + path + ": permission denied (another user's process?)");
+    throw NoCollector{};
+  }
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string text = control::encode(req);
+  (void)!write(fd, text.data(), text.size());
+  std::string reply;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    reply.append(buf, size_t(n));
+    if (reply.find('\n') != std::string::npos) break;
+  }
+  close(fd);
+  if (reply.empty()) throw AttachError("no reply from the collector in process " + std::to_string(pid) + " (" + path + ")");
+  reply.erase(reply.find('\n'));
+  return reply;
+}
+
+std::vector<pid_t> descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+      std::string s;
+      if (!std::getline(f, s)) continue;
+      const auto cp = s.rfind(')');
+      if (cp == std::string::npos) continue;
+      std::istringstream rest(s.substr(cp + 2));
+      char state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (state != 'Z') kids[ppid].push_back(std::atoi(e->d_name));
+    }
+    closedir(d);
+  }
+  std::vector<pid_t> out, todo{root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : kids[p]) {
+      out.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Target {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  bool recording = false;
+  bool ended = false;
+};
+
+std::string parts_dir_for(const std::string& output) { return output + ".parts"; }
+
+}  // namespace
+
+std::string control_request(pid_t pid, const std::string& command) {
+  const attach::ProcessStatus st = attach::read_status(pid);
+  control::Request req;
+  req.command = command;
+  try {
+    const std::string reply = request(pid, st.uid, req);
+    if (reply.rfind("ok", 0) != 0) throw AttachError("process " + std::to_string(pid) + ": " + reply);
+    return reply;
+  } catch (const NoCollector&) {
+    throw AttachError("process " + std::to_string(pid) + " (" + st.name + ") has no stepscope collector listening (" +
+                      control::socket_path(st.uid, pid) + "): start it with `stepscope record --paused` or use `stepscope attach`");
+  }
+}
+
+AttachSummary record_attached(const AttachOptions& o) {
+  AttachSummary summary;
+  const std::string output = fs::absolute(o.record.output).lexically_normal().string();
+  const std::string parts_dir = parts_dir_for(output);
+  const std::string lib = collector_library_path();
+  std::error_code ec;
+  if (!fs::exists(lib, ec)) throw AttachError("collector library not found: " + lib + " (set STEPSCOPE_COLLECTOR_LIB)");
+  const attach::ProcessStatus root_status = attach::read_status(o.pid);
+  if (o.pid == getpid()) throw AttachError("stepscope cannot attach to itself");
+
+  // SIGINT/SIGTERM/SIGHUP end the window (Ctrl-C); they are taken synchronously below.
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  struct MaskGuard {
+    sigset_t old;
+    ~MaskGuard() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+  } mask_guard{old_mask};
+
+  fs::remove_all(parts_dir, ec);
+  if (!fs::create_directories(parts_dir, ec) && ec)
+    throw AttachError("cannot create " + parts_dir + ": " + ec.message());
+  struct PartsGuard {  // nothing half-written is left behind when attaching fails
+    std::string dir;
+    bool keep = false;
+    ~PartsGuard() {
+      std::error_code e;
+      if (!keep) fs::remove_all(dir, e);
+    }
+  } parts_guard{parts_dir};
+
+  control::Request start;
+  start.command = "start";
+  // The settings `record` passes through the environment, under the same names.
+  start.options["STEPSCOPE_PARTS_DIR"] = parts_dir;
+  start.options["STEPSCOPE_CPU_HZ"] = std::to_string(o.record.cpu_hz);
+  start.options["STEPSCOPE_WALL"] = o.record.wall ? "1" : "0";
+  start.options["STEPSCOPE_NO_GPU"] = o.record.no_gpu ? "1" : "0";
+  start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.record.data_wait_regex;
+  start.options["STEPSCOPE_STEP_REGEX"] = o.record.step_regex;
+  start.options["STEPSCOPE_CUDA_API"] = o.record.cuda_api;
+  start.options["STEPSCOPE_GPU_WINDOW"] = o.record.gpu_window;
+  start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.record.cuda_stacks_per_s);
+  for (const auto& [k, v] : start.options)
+    if (v.find('\n') != std::string::npos) throw AttachError("option " + k + " contains a newline");
+
+  std::map<pid_t, Target> targets;
+  const int64_t t_begin = mono_ns();
+  // Loads the collector when nobody listens yet, then opens the window. A process that ends meanwhile is
+  // skipped when it is a descendant, an error when it is the one asked for.
+  auto add_target = [&](pid_t pid) {
+    const bool is_root = pid == o.pid;
+    Target t;
+    t.pid = pid;
+    try {
+      const attach::ProcessStatus st = is_root ? root_status : attach::read_status(pid);
+      t.uid = st.uid;
+      // The target writes its part: a process of another user (we are root) gets the directory as its own.
+      if (st.uid != geteuid()) (void)!chown(parts_dir.c_str(), st.uid, static_cast<gid_t>(-1));
+      control::Request status;
+      status.command = "status";
+      bool listening = true;
+      try {
+        request(pid, st.uid, status, 2000);
+      } catch (const NoCollector&) {
+        listening = false;
+      } catch (const AttachError&) {
+        listening = false;  // not ours to open (another user's): ptrace below says precisely why
+      }
+      if (!listening) {
+        attach::InjectRequest ir;
+        ir.pid = pid;
+        ir.library = lib;
+        ir.function = "stepscope_collector_attach";
+        ir.argument = "page={page}";
+        const attach::InjectResult r = attach::inject(ir);
+        if (r.function_result != 0)
+          throw AttachError("the collector in process " + std::to_string(pid) + " cannot listen: " +
+                            r.function_message);
+        ++summary.injected;
+        summary.max_stopped_ms = std::max(summary.max_stopped_ms, double(r.stopped_all_ns) / 1e6);
+        summary.max_caller_stopped_ms = std::max(summary.max_caller_stopped_ms, double(r.stopped_caller_ns) / 1e6);
+      }
+      std::string reply;
+      try {
+        reply = request(pid, st.uid, start);
+      } catch (const NoCollector&) {
+        if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+        throw AttachError("the collector loaded into process " + std::to_string(pid) + " does not answer at " +
+                          control::socket_path(st.uid, pid));
+      }
+      if (reply.rfind("ok", 0) != 0)
+        throw AttachError("process " + std::to_string(pid) + " (" + st.name + "): cannot start recording: " +
+                          (reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply));
+      t.recording = true;
+      targets[pid] = t;
+      summary.attached.push_back(pid);
+    } catch (const AttachError& e) {
+      if (is_root && !alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+      if (is_root) throw;
+      if (alive(pid)) std::fprintf(stderr, "stepscope: warning: not recording child %d: %s\n", int(pid), e.what());
+    }
+  };
+
+  // Closes every open window (best effort: the target may be gone).
+  auto stop_all = [&] {
+    control::Request stop;
+    stop.command = "stop";
+    for (auto& [pid, t] : targets) {
+      if (!t.recording || t.ended) continue;
+      try {
+        request(pid, t.uid, stop);
+      } catch (const NoCollector&) {
+      } catch (const AttachError& e) {
+        std::fprintf(stderr, "stepscope: warning: %s\n", e.what());
+      }
+      t.recording = false;
+    }
+  };
+
+  try {
+    add_target(o.pid);
+    if (o.children)
+      for (pid_t c : descendants(o.pid)) add_target(c);
+  } catch (...) {
+    stop_all();
+    throw;
+  }
+  const int64_t t_recording = mono_ns();
+
+  // The window: until the duration, a stop signal, `stepscope detach` (the root's collector turns dormant),
+  // or the root process's end.
+  const int64_t duration = static_cast<int64_t>(o.record.duration_s * 1e9);
+  int64_t last_scan = t_recording;
+  std::string ending;
+  for (;;) {
+    int64_t wait = kPollNs;
+    if (duration > 0) wait = std::min(wait, std::max<int64_t>(t_recording + duration - mono_ns(), 0));
+    timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+    const int sig = wait > 0 ? sigtimedwait(&stop_signals, nullptr, &ts) : -1;
+    if (sig > 0) {
+      ending = std::string("signal ") + strsignal(sig);
+      break;
+    }
+    if (duration > 0 && mono_ns() - t_recording >= duration) {
+      ending = "duration";
+      break;
+    }
+    Target& root = targets[o.pid];
+    if (!alive(o.pid)) {
+      root.ended = true;
+      summary.target_exited = true;
+      ending = "process exited";
+      break;
+    }
+    control::Request status;
+    status.command = "status";
+    try {
+      if (request(o.pid, root.uid, status, 2000).find("dormant") != std::string::npos) {
+        root.recording = false;
+        ending = "stepscope detach";
+        break;
+      }
+    } catch (const NoCollector&) {
+      root.ended = !alive(o.pid);
+      summary.target_exited = root.ended;
+      ending = "process exited";
+      break;
+    } catch (const AttachError&) {
+    }
+    if (o.children && mono_ns() - last_scan >= kChildScanNs) {
+      last_scan = mono_ns();
+      for (pid_t c : descendants(o.pid))
+        if (!targets.count(c)) add_target(c);
+    }
+  }
+  for (auto& [pid, t] : targets)
+    if (!alive(pid)) t.ended = true;
+  const int64_t t_stop = mono_ns();
+  stop_all();
+  const int64_t t_end = mono_ns();
+
+  std::map<std::string, std::string> meta;
+  meta["recorder"] = "stepscope attach";
+  std::string pids;
+  for (pid_t p : summary.attached) pids += (pids.empty() ? "" : " ") + std::to_string(p);
+  meta["command"] = "attach " + pids;
+  meta["attach.pids"] = pids;
+  meta["attach.ending"] = ending;
+  meta["attach.injected"] = std::to_string(summary.injected);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", summary.max_stopped_ms);
+  meta["attach.max_stopped_ms"] = buf;
+  std::snprintf(buf, sizeof buf, "%.3f", summary.max_caller_stopped_ms);
+  meta["attach.max_caller_stopped_ms"] = buf;
+  meta["attach.start_ns"] = std::to_string(t_recording);
+  meta["attach.stop_ns"] = std::to_string(t_stop);
+  meta["attach.end_ns"] = std::to_string(t_end);
+  meta["collector.cpu_hz"] = std::to_string(o.record.cpu_hz);
+  meta["collector.mode"] = o.record.wall ? "wall" : "cpu";
+  std::snprintf(buf, sizeof buf, "%.6f", double(t_end - t_begin) / 1e9);
+  meta["record.command_wall_s"] = buf;
+  const int64_t t_finalize = mono_ns();
+  merge_parts(parts_dir, output, meta, summary.record);
+  fs::remove_all(parts_dir, ec);
+  parts_guard.keep = true;
+  summary.record.command_wall_s = double(t_end - t_recording) / 1e9;
+  summary.record.finalize_s = double(mono_ns() - t_finalize) / 1e9;
+  if (o.record.print_summary) {
+    const auto& s = summary.record;
+    std::fprintf(stderr,
+                 "stepscope: attached to %zu process%s for %.1f s (%s; longest stop %.1f ms): %lld samples (%lld "
+                 "threads), %lld kernels, %lld ranges; dropped: %lld samples, %lld GPU records -> %s (finalized in "
+                 "%.2f s)\n",
+                 summary.attached.size(), summary.attached.size() == 1 ? "" : "es", s.command_wall_s, ending.c_str(),
+                 summary.max_stopped_ms, (long long)s.samples, (long long)s.threads, (long long)s.kernels,
+                 (long long)s.ranges, (long long)s.dropped_samples, (long long)s.dropped_gpu_records,
+                 o.record.output.c_str(), s.finalize_s);
+    for (const auto& w : s.warnings) std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
+  }
+  return summary;
+}
+
+}  // namespace stepscope::collector

@@ -1,0 +1,99 @@
+// The exported C API of stepscope.h (steps, data waits) and the internal entry points of collector_internal.h
+// that NVTX injection and CUPTI use.
+#include <unistd.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collector_state.h"
+
+namespace stepscope::collector {
+namespace {
+thread_local std::vector<std::pair<int64_t, std::string>> t_data_waits;
+}  // namespace
+
+bool running() { return g && g->state.load(std::memory_order_relaxed) == kRunning; }
+const Config& config() { return g->config; }
+int64_t now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+int32_t current_tid() { return sys_gettid(); }
+PendingRows& pending() { return g->pending; }
+
+void set_process_meta(const std::string& key, const std::string& value) {
+  if (!g) return;
+  std::lock_guard<std::mutex> lk(g->meta_mu);
+  g->meta[key] = value;
+}
+
+void add_step_boundary(int64_t t, int32_t tid, const char* source) {
+  if (!running()) return;
+  auto& p = g->pending;
+  const char* name = source && *source ? source : "api";
+  int64_t steps = -1;
+  {
+    std::lock_guard<std::mutex> lk(p.mu);
+    PendingRows::StepSequence& seq = p.step_sequences[name];
+    if (seq.last_boundary >= 0 && t > seq.last_boundary) {
+      store::Step s;
+      s.index = seq.next_index++;
+      s.start = seq.last_boundary;
+      s.end = t;
+      s.source = p.rows.intern(name);
+      s.pid = getpid();
+      s.tid = tid;
+      p.rows.steps.push_back(s);
+      steps = seq.next_index;
+    }
+    seq.last_boundary = t;
+  }
+  // Outside the lock: switching GPU windows flushes CUPTI, whose callback takes it.
+  if (steps >= 0) cupti::on_step(name, steps);
+}
+
+}  // namespace stepscope::collector
+
+// ---------------------------------------------------------------------------------------------------------
+// Exported entry points.
+
+using namespace stepscope::collector;
+
+extern "C" {
+
+__attribute__((visibility("default"))) int stepscope_collector_active(void) { return running() ? 1 : 0; }
+
+__attribute__((visibility("default"))) void stepscope_collector_step(const char* source) {
+  add_step_boundary(now_ns(), current_tid(), source);
+}
+
+__attribute__((visibility("default"))) void stepscope_collector_step_at(int64_t t_ns, const char* source) {
+  add_step_boundary(t_ns, current_tid(), source);
+}
+
+__attribute__((visibility("default"))) void stepscope_collector_data_wait(int64_t start_ns, int64_t end_ns,
+                                                                          const char* source) {
+  if (!running() || end_ns < start_ns) return;
+  auto& p = pending();
+  std::lock_guard<std::mutex> lk(p.mu);
+  stepscope::store::DataWait w;
+  w.start = start_ns;
+  w.end = end_ns;
+  w.pid = getpid();
+  w.tid = current_tid();
+  w.source = p.rows.intern(source && *source ? source : "api");
+  p.rows.data_waits.push_back(w);
+}
+
+__attribute__((visibility("default"))) void stepscope_collector_data_wait_begin(const char* source) {
+  if (!running()) return;
+  t_data_waits.emplace_back(now_ns(), source && *source ? source : "api");
+}
+
+__attribute__((visibility("default"))) void stepscope_collector_data_wait_end(void) {
+  if (!running() || t_data_waits.empty()) return;
+  auto [start, source] = t_data_waits.back();
+  t_data_waits.pop_back();
+  stepscope_collector_data_wait(start, now_ns(), source.c_str());
+}
+
+}  // extern "C"
+

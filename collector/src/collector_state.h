@@ -1,0 +1,170 @@
+// The sampler's shared state: per-thread rings and timers, the tid table the signal handler searches, the
+// process-wide Globals, and the few helpers every room of the collector uses. Internal; not installed.
+#pragma once
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collector_internal.h"
+#include "ring.h"
+
+#if __has_include("python/python_frames.h")
+#include "python/python_frames.h"
+#define STEPSCOPE_HAVE_PYTHON 1
+#else
+#define STEPSCOPE_HAVE_PYTHON 0
+namespace stepscope::collector::python {
+struct RawPyFrame {
+  uint64_t code;
+  int32_t instr_offset;
+  uint8_t is_entry;
+};
+}  // namespace stepscope::collector::python
+#endif
+
+namespace stepscope::collector {
+
+constexpr int kMaxPcs = 128;
+constexpr int kMaxPy = 64;
+constexpr size_t kRingBytes = 128 * 1024;  // ~400 samples of depth 30 per thread between drains
+constexpr int kTableSize = 8192;           // open-addressing tid → ThreadState (power of two)
+constexpr int kMaxLiveThreads = 2048;      // bounded memory: threads beyond this are not sampled (counted)
+constexpr int kDrainPeriodMs = 20;
+constexpr int kFlushOnExit = -1;  // Globals::flush_signal when _exit asked for the final flush
+constexpr int kCommitPeriodMs = 250;
+constexpr int kTaskPollPeriodMs = 100;
+constexpr size_t kMaxRawStacks = 65536;
+
+struct SampleHeader {
+  int64_t time;
+  int32_t tid;
+  uint16_t n_pcs;
+  uint16_t n_py;
+  uint8_t on_cpu;
+  uint8_t pad[7];
+};
+
+enum class TimerKind { None, PerfEvent, CpuTimer, WallTimer };
+
+struct ThreadState {
+  std::atomic<int32_t> tid{0};
+  bool own = false;  // registered by the thread itself (pthread_create wrapper / init thread)
+  TimerKind timer_kind = TimerKind::None;
+  int perf_fd = -1;
+  timer_t timer{};
+  SampleRing ring;
+  void* pcs[kMaxPcs + 16];
+  python::RawPyFrame py[kMaxPy];
+  size_t map_bytes = 0;
+};
+
+ThreadState* const kTombstone = reinterpret_cast<ThreadState*>(uintptr_t{1});
+
+struct Counters {
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> dropped_ring_full{0};
+  std::atomic<uint64_t> unknown_thread{0};
+  std::atomic<uint64_t> unwind_failed{0};
+  std::atomic<uint64_t> in_loader{0};
+  std::atomic<uint64_t> threads_seen{0};
+  std::atomic<uint64_t> threads_unsampled{0};
+  std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls
+  std::atomic<uint64_t> call_stacks_skipped{0};  // over the rate limit or the queue bound
+  std::atomic<uint64_t> out_of_memory_passes{0};  // drain passes lost because an allocation failed
+  std::atomic<uint64_t> handler_hist[64] = {};  // handler duration, 100 ns buckets (last: >= 6.3 us)
+};
+
+enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };
+
+// Globals are heap objects that are never destroyed: the collector runs until the very end of exit().
+struct Globals {
+  Config config;
+  std::atomic<int> state{kOff};
+  int signo = 0;
+  int64_t period_ns = 1000000;
+  TimerKind timer_kind = TimerKind::None;
+  std::atomic<ThreadState*> table[kTableSize];
+  std::mutex reg_mu;  // registration; lock order: io_mu → reg_mu → pending.mu → meta_mu
+  std::vector<ThreadState*> live;
+  std::vector<ThreadState*> retired;
+  std::mutex io_mu;  // held by the collector thread while it touches SQLite (fork waits on it)
+  std::mutex meta_mu;
+  std::map<std::string, std::string> meta;
+  PendingRows pending;
+  Counters counters;
+  uintptr_t ldso_lo = 0, ldso_hi = 0;
+  pthread_t thread{};
+  std::atomic<int32_t> collector_tid{0};
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  bool stop_requested = false;
+  bool stopped = false;
+  std::atomic<bool> python_ready{false};
+  std::atomic<int> flush_signal{0};   // a termination signal (or kFlushOnExit) asked for the final flush (0: none)
+  std::atomic<bool> final_done{false};  // the collector thread finished its final pass
+  int64_t start_ns = 0;                  // wall time start() took
+  pthread_key_t key{};
+  int32_t pid = 0;
+  std::mutex own_mu;             // guards own_tids
+  std::vector<int32_t> own_tids;  // the collector's own threads (collector thread, CUPTI's buffer thread)
+  // Recording windows (attach, record --paused; recording_window.cpp): every thread is found by polling (none
+  // registers itself, so no thread-local pointer outlives a window), no termination stand-ins, a forked child
+  // stays dormant.
+  bool windowed = false;
+  bool key_created = false;
+  std::atomic<int> in_handler{0};  // sample handlers running now: a window's end frees rings only at 0
+};
+
+extern Globals* g;
+
+// The calling thread's state when it registered itself (pthread_create wrapper, start, fork child): the handler
+// finds it without a gettid() system call. Initial-exec: no lazy TLS allocation can happen in the handler.
+// Threads found by /proc/self/task polling are looked up by tid instead.
+extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
+
+using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+extern pthread_create_fn real_pthread_create;
+
+// libunwind is opened RTLD_LOCAL: its _Unwind_* compatibility symbols must not interpose libgcc_s's in the
+// target (C++ exceptions), which a link-time dependency of a preloaded library would risk.
+using unw_backtrace_fn = int (*)(void**, int);
+extern unw_backtrace_fn p_unw_backtrace;
+bool load_libunwind();
+
+inline int32_t sys_gettid() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+inline int64_t clock_ns(clockid_t c) {
+  timespec ts;
+  clock_gettime(c, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+inline uint32_t tid_hash(int32_t tid) { return (uint32_t(tid) * 2654435761u) & (kTableSize - 1); }
+
+// The registered state of `tid`, or null. Async-signal-safe.
+ThreadState* lookup(int32_t tid);
+
+// Lifecycle (lifecycle.cpp): start recording in this process, stop it (final drain, bounded wait).
+void start();
+void stop();
+// start() with a given configuration (null: the environment's); `windowed`: see Globals::windowed.
+void start_with(const Config* config, bool windowed);
+// The configuration from named settings (the STEPSCOPE_* environment variables, or the same names sent over
+// the control channel); false when a regex is invalid.
+bool load_config(Config& c, const std::function<const char*(const char*)>& get);
+
+}  // namespace stepscope::collector

@@ -1,0 +1,28 @@
+// The collector's end of the control channel (control_protocol.h): a thread that waits in accept() and opens
+// or closes recording windows. Costs nothing while idle (one blocked thread, one descriptor).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace stepscope::collector {
+
+// Recording windows, implemented by the collector. `options` come from the control channel (attach); empty
+// options mean the environment's configuration (record --paused). A closed window leaves the collector dormant:
+// no timers, no signals, no CUPTI activity, its partial store complete on disk.
+bool open_window(const std::map<std::string, std::string>& options, std::string& error);
+std::string close_window();  // "samples=N"; nothing when no window was open
+bool window_open();
+
+namespace control {
+// Listens at socket_path(geteuid(), getpid()). Idempotent. False with a reason when it cannot.
+bool start_server(std::string& error);
+bool server_running();
+// The control thread's tid (0: none in this process): never sampled.
+int32_t thread_id();
+// The injector's page: unmapped at the first request (its call has returned by then).
+void unmap_page_later(uint64_t page);
+}  // namespace control
+
+}  // namespace stepscope::collector

@@ -1,0 +1,202 @@
+#include "drain_thread.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "collector_state.h"
+#include "module_maps.h"
+#include "drainer.h"
+#include "thread_registry.h"
+
+namespace stepscope::collector {
+namespace {
+
+void counters_to_meta(std::map<std::string, std::string>& m) {
+  auto& c = g->counters;
+  m["collector.samples"] = std::to_string(c.samples.load());
+  m["collector.dropped_samples"] = std::to_string(c.dropped_ring_full.load());
+  m["collector.out_of_memory_passes"] = std::to_string(c.out_of_memory_passes.load());
+  m["collector.unknown_thread_signals"] = std::to_string(c.unknown_thread.load());
+  m["collector.unwind_failed"] = std::to_string(c.unwind_failed.load());
+  m["collector.in_loader_samples"] = std::to_string(c.in_loader.load());
+  m["collector.threads"] = std::to_string(c.threads_seen.load());
+  m["collector.threads_unsampled"] = std::to_string(c.threads_unsampled.load());
+  uint64_t total = 0, seen = 0;
+  for (auto& b : c.handler_hist) total += b.load();
+  for (int i = 0; i < 64 && total; ++i) {
+    seen += c.handler_hist[i].load();
+    if (seen * 2 >= total) {
+      m["collector.handler_ns_median"] = std::to_string(i * 100 + 50);  // bucket midpoint
+      break;
+    }
+  }
+  const char* timer = "none";
+  switch (g->timer_kind) {
+    case TimerKind::PerfEvent: timer = "perf_event task-clock"; break;
+    case TimerKind::CpuTimer: timer = "timer_create thread CPU clock"; break;
+    case TimerKind::WallTimer: timer = "timer_create CLOCK_MONOTONIC (wall)"; break;
+    default: break;
+  }
+  m["collector.timer"] = timer;
+  // The collector's own cost in this process: its thread's CPU time (drain, dedup, SQLite) and how long
+  // start() took on the thread that loaded it.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", double(clock_ns(CLOCK_THREAD_CPUTIME_ID)) / 1e9);
+  m["collector.thread_cpu_s"] = buf;
+  // All of the collector's own threads (its thread, CUPTI's buffer thread), from the kernel's per-thread
+  // run time, and the sampling handlers' time estimated from their duration histogram (bucket midpoints).
+  std::vector<int32_t> own;
+  {
+    std::lock_guard<std::mutex> lk(g->own_mu);
+    own = g->own_tids;
+  }
+  double own_s = 0;
+  std::string own_list;
+  for (int32_t tid : own) {
+    own_list += (own_list.empty() ? "" : ",") + std::to_string(tid);
+    const std::string st = read_small_file("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+    if (!st.empty()) own_s += std::atof(st.c_str()) / 1e9;  // first field: ns on a CPU
+  }
+  m["collector.own_tids"] = own_list;
+  std::snprintf(buf, sizeof buf, "%.6f", own_s);
+  m["collector.own_threads_cpu_s"] = buf;
+  double handler_ns = 0;
+  for (int i = 0; i < 64; ++i) handler_ns += double(c.handler_hist[i].load()) * (i * 100 + 50);
+  std::snprintf(buf, sizeof buf, "%.6f", handler_ns / 1e9);
+  m["collector.handler_cpu_s_estimate"] = buf;
+  std::snprintf(buf, sizeof buf, "%.6f", own_s + handler_ns / 1e9);
+  m["collector.cpu_s"] = buf;
+  m["collector.call_stacks"] = std::to_string(c.call_stacks.load());
+  m["collector.call_stacks_skipped"] = std::to_string(c.call_stacks_skipped.load());
+  std::snprintf(buf, sizeof buf, "%.6f", double(g->start_ns) / 1e9);
+  m["collector.start_s"] = buf;
+  if (const int sig = g->flush_signal.load())
+    m["collector.end"] = sig == kFlushOnExit ? std::string("_exit") : std::string("signal ") + std::to_string(sig);
+  m["collector.cpu_hz"] = std::to_string(g->config.cpu_hz);
+  m["collector.signal"] = std::to_string(g->signo);
+}
+
+// One pass: drain every ring (live and retired), append pending rows, free drained retired threads.
+void drain_once() {
+  std::vector<ThreadState*> rings, done;
+  {
+    std::lock_guard<std::mutex> lk(g->reg_mu);
+    rings = g->live;
+    done.swap(g->retired);
+    rings.insert(rings.end(), done.begin(), done.end());
+  }
+  for (ThreadState* ts : rings)
+    ts->ring.drain([&](const uint8_t* rec, size_t len) { g_drainer->add_sample(rec, len); });
+  for (ThreadState* ts : done) free_thread_state(ts);
+  store::Trace rows;
+  std::vector<PendingRows::CallStack> call_stacks;
+  {
+    std::lock_guard<std::mutex> lk(g->pending.mu);
+    std::swap(rows, g->pending.rows);
+    call_stacks.swap(g->pending.call_stacks);
+    rows.gpu_windows.swap(g->pending.gpu_windows);
+  }
+  g_drainer->add_call_stacks(call_stacks);  // before the rows: their API calls pick the stacks up
+  if (!rows.kernels.empty() || !rows.memcpys.empty() || !rows.memsets.empty() || !rows.api_calls.empty() ||
+      !rows.syncs.empty() || !rows.ranges.empty() || !rows.data_waits.empty() || !rows.steps.empty() ||
+      !rows.devices.empty() || !rows.threads.empty() || !rows.gpu_windows.empty())
+    g_drainer->append_pending(rows);
+}
+
+void write_status_meta() {
+  std::map<std::string, std::string> m;
+  {
+    std::lock_guard<std::mutex> lk(g->meta_mu);
+    m = g->meta;
+  }
+  counters_to_meta(m);
+  g_drainer->write_meta(m);
+  g_drainer->name_thread(g->collector_tid.load());  // marked as the collector's in threads
+}
+
+void* collector_main(void*) {
+  g->collector_tid.store(sys_gettid());
+  mark_collector_thread(sys_gettid());
+  pthread_setname_np(pthread_self(), "stepscope");
+#if STEPSCOPE_HAVE_PYTHON
+  try {
+    if (python::init()) g->python_ready.store(true, std::memory_order_release);
+  } catch (...) {
+  }
+#endif
+  int64_t last_commit = clock_ns(CLOCK_MONOTONIC), last_poll = 0, last_meta = 0;
+  bool final_pass = false;
+  while (!final_pass) {
+    {
+      std::unique_lock<std::mutex> lk(g->wake_mu);
+      g->wake_cv.wait_for(lk, std::chrono::milliseconds(kDrainPeriodMs),
+                          [] { return g->stop_requested || g->flush_signal.load() != 0; });
+      final_pass = g->stop_requested || g->flush_signal.load() != 0;
+    }
+    try {
+      if (final_pass) cupti::flush(true);
+      else cupti::calibrate_if_due();
+      std::lock_guard<std::mutex> io(g->io_mu);
+      const int64_t now = clock_ns(CLOCK_MONOTONIC);
+      if (!final_pass && now - last_poll >= kTaskPollPeriodMs * 1000000LL) {
+        poll_tasks();
+        last_poll = now;
+      }
+      drain_once();
+      if (final_pass || now - last_meta >= 1000000000LL) {
+        if (final_pass && !g->flush_signal.load()) set_process_meta("collector.end", "exit");
+        if (g_drainer->has_writer() || final_pass) write_status_meta();
+        last_meta = now;
+      }
+      if (final_pass || now - last_commit >= kCommitPeriodMs * 1000000LL) {
+        g_drainer->commit();
+        last_commit = now;
+      }
+      // No close(): the part is only read back by the launcher, so the target does not wait for index
+      // creation and a WAL checkpoint at exit; the committed WAL is read like a killed process's part.
+    } catch (const std::bad_alloc&) {
+      // The target is at its memory limit: what this pass had taken out of the rings is lost (counted), the
+      // rings keep filling (full → counted drops) and the next pass tries again — memory often comes back, and
+      // at exit the final pass writes what the rings still hold.
+      if (g->counters.out_of_memory_passes.fetch_add(1) == 0)
+        std::fprintf(stderr, "stepscope: pid %d is out of memory: the collector drops what it cannot store\n",
+                     int(getpid()));
+      if (final_pass) break;
+    } catch (const std::exception& e) {
+      // The collector never takes the target down: report once and stop recording.
+      std::fprintf(stderr, "stepscope: collector stopped in pid %d: %s\n", int(getpid()), e.what());
+      g->state.store(kStopping);
+      break;
+    }
+  }
+  g->final_done.store(true);
+  {
+    std::lock_guard<std::mutex> lk(g->wake_mu);
+    g->stopped = true;
+  }
+  g->wake_cv.notify_all();
+  return nullptr;
+}
+
+}  // namespace
+
+void start_collector_thread() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);  // the collector thread takes no signals (and is never sampled)
+  g->stop_requested = false;
+  g->stopped = false;
+  int rc = real_pthread_create(&g->thread, nullptr, collector_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    std::fprintf(stderr, "stepscope: cannot start the collector thread (%s); not recording pid %d\n",
+                 std::strerror(rc), int(getpid()));
+    g->state.store(kOff);
+  }
+}
+
+}  // namespace stepscope::collector

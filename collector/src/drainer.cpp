@@ -1,0 +1,248 @@
+#include "drainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "rank_env.h"
+
+namespace stepscope::collector {
+
+Drainer* g_drainer = nullptr;
+
+Drainer::Drainer(std::string parts_dir) : parts_dir_(std::move(parts_dir)), pid_(getpid()) {}
+
+store::StoreWriter& Drainer::writer() {
+  if (!writer_) {
+    char name[128];
+    std::snprintf(name, sizeof name, "/%d-%lld.db", int(pid_), (long long)clock_ns(CLOCK_MONOTONIC));
+    store::WriterOptions opt;
+    opt.batch_rows = 1 << 20;  // we commit on our own cadence
+    opt.fsync = false;         // a part must survive this process dying, not the machine: no disk syncs
+    writer_ = std::make_unique<store::StoreWriter>(parts_dir_ + name, opt);
+    writer_->set_meta("clock_domain", "CLOCK_MONOTONIC");
+    writer_->set_meta("source", "stepscope-collector");
+    // Which rank this process belongs to (workers inherit it): `record -o run-%r.db` groups parts by it.
+    for (const auto& [k, v] : rank_from_env()) writer_->set_meta(k, v);
+    store::Process p;
+    p.pid = pid_;
+    std::string exe = self_exe();
+    std::string comm = read_small_file("/proc/self/comm");
+    p.name = writer_->intern(exe.empty() ? comm : exe.substr(exe.rfind('/') + 1));
+    p.parent_pid = getppid();
+    writer_->add(p);
+  }
+  return *writer_;
+}
+
+void Drainer::refresh_modules() {
+  modules_.refresh([this](const std::string& path, const std::string& build_id, uintptr_t lo, uintptr_t hi,
+                          uint64_t file_offset) {
+    store::Module m;
+    m.pid = pid_;
+    m.path = writer().intern(path);
+    m.build_id = writer().intern(build_id);
+    m.start = static_cast<int64_t>(lo);
+    m.end = static_cast<int64_t>(hi);
+    m.file_offset = static_cast<int64_t>(file_offset);
+    writer().add(m);
+  });
+  raw_stacks_.clear();  // a library may have been replaced at the same addresses
+}
+
+int64_t Drainer::native_frame(uintptr_t pc, bool leaf) {
+  const ModuleRange* m = modules_.find(pc);
+  if (!m && clock_ns(CLOCK_MONOTONIC) - modules_.last_refresh_ns() > 50000000) {  // a dlopen since the last look
+    refresh_modules();
+    m = modules_.find(pc);
+  }
+  // Return addresses point after the call; step back into it so file:line names the call site.
+  uintptr_t addr = leaf ? pc : pc - 1;
+  int64_t mod = m ? m->index : -1;
+  int64_t rel = m ? static_cast<int64_t>(addr - m->bias) : static_cast<int64_t>(addr);
+  auto key = std::make_pair(mod, rel);
+  auto it = frames_.find(key);
+  if (it != frames_.end()) return it->second;
+  store::Frame f;
+  f.id = ++last_frame_;
+  f.module = writer().intern(m ? modules_.path(m->index) : "[unknown]");
+  f.address = rel;
+  f.kind = store::FrameKind::Native;
+  writer().add(f);
+  frames_.emplace(key, f.id);
+  return f.id;
+}
+
+int64_t Drainer::python_frame(const python::RawPyFrame& pf) {
+  auto key = std::make_pair(static_cast<int64_t>(pf.code), static_cast<int64_t>(pf.instr_offset));
+  auto it = py_frames_.find(key);
+  if (it != py_frames_.end()) return it->second;
+  store::Frame f;
+  f.id = ++last_frame_;
+  f.module = writer().intern("python");
+  f.kind = store::FrameKind::Python;
+#if STEPSCOPE_HAVE_PYTHON
+  std::string function, file;
+  int line = 0;
+  if (python::resolve(pf, function, file, line)) {
+    f.symbol = writer().intern(function);
+    f.file = writer().intern(file);
+    f.line = line;
+  } else {
+    f.symbol = writer().intern("[python]");
+  }
+#else
+  f.symbol = writer().intern("[python]");
+#endif
+  writer().add(f);
+  py_frames_.emplace(key, f.id);
+  return f.id;
+}
+
+bool Drainer::is_eval_frame(uintptr_t pc) {
+#if STEPSCOPE_HAVE_PYTHON
+  return g->python_ready.load() && python::is_eval_frame(pc);
+#else
+  (void)pc;
+  return false;
+#endif
+}
+
+int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
+  auto key = std::make_pair(parent, frame);
+  auto it = stacks_.find(key);
+  if (it != stacks_.end()) return it->second;
+  store::Stack s;
+  s.id = ++last_stack_;
+  s.parent = parent;
+  s.frame = frame;
+  writer().add(s);
+  stacks_.emplace(key, s.id);
+  return s.id;
+}
+
+void Drainer::add_sample(const uint8_t* rec, size_t len) {
+  if (len < sizeof(SampleHeader)) return;
+  SampleHeader h;
+  std::memcpy(&h, rec, sizeof h);
+  const size_t n_pc_bytes = h.n_pcs * sizeof(void*), n_py_bytes = h.n_py * sizeof(python::RawPyFrame);
+  if (sizeof h + n_pc_bytes + n_py_bytes > len) return;
+  if (modules_.empty()) refresh_modules();
+
+  // Most samples repeat a stack seen before: look the raw PCs (and raw Python frames) up first, and only
+  // map PCs to modules and walk the prefix tree for a stack not seen yet.
+  raw_key_.assign(reinterpret_cast<const char*>(rec + sizeof h), n_pc_bytes + n_py_bytes);
+  int64_t node;
+  if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) {
+    node = it->second;
+  } else {
+    node = intern_stack(rec + sizeof h, h.n_pcs, rec + sizeof h + n_pc_bytes, h.n_py);
+    if (raw_stacks_.size() >= kMaxRawStacks) raw_stacks_.clear();  // bounded memory (Python's varied stacks)
+    raw_stacks_.emplace(raw_key_, node);
+  }
+
+  name_thread(h.tid);
+  store::Sample s;
+  s.time = h.time;
+  s.pid = pid_;
+  s.tid = h.tid;
+  s.stack = node;
+  s.on_cpu = h.on_cpu != 0;
+  writer().add(s);
+}
+
+// The prefix-tree node of one raw stack (PCs innermost first, then the raw Python frames).
+int64_t Drainer::intern_stack(const uint8_t* pc_bytes, size_t n_pcs, const uint8_t* py_bytes, size_t n_py) {
+  pcs_.resize(n_pcs);
+  std::memcpy(pcs_.data(), pc_bytes, n_pcs * sizeof(void*));
+  py_.resize(n_py);
+  std::memcpy(static_cast<void*>(py_.data()), py_bytes, n_py * sizeof(python::RawPyFrame));
+  // Frames innermost first, Python frames spliced in place of each evaluator frame up to its entry frame.
+  frame_ids_.clear();
+  size_t py_i = 0;
+  bool spliced = false;
+  for (size_t i = 0; i < pcs_.size(); ++i) {
+    if (py_i < py_.size() && is_eval_frame(pcs_[i])) {
+      while (py_i < py_.size()) {
+        const auto& pf = py_[py_i++];
+        frame_ids_.push_back(python_frame(pf));
+        spliced = true;
+        if (pf.is_entry) break;
+      }
+      continue;
+    }
+    frame_ids_.push_back(native_frame(pcs_[i], i == 0));
+  }
+  if (!spliced && !py_.empty()) {  // no evaluator frame found natively: Python frames as the leaf
+    std::vector<int64_t> with_py;
+    for (const auto& pf : py_) with_py.push_back(python_frame(pf));
+    with_py.insert(with_py.end(), frame_ids_.begin(), frame_ids_.end());
+    frame_ids_.swap(with_py);
+  }
+  int64_t node = 0;
+  for (auto it = frame_ids_.rbegin(); it != frame_ids_.rend(); ++it) node = stack_node(node, *it);
+  return node;
+}
+
+void Drainer::name_thread(int64_t tid) {
+  if (tid <= 0 || !threads_named_.insert(static_cast<int32_t>(tid)).second) return;
+  store::Thread t;
+  t.pid = pid_;
+  t.tid = tid;
+  t.name = writer().intern(read_small_file("/proc/self/task/" + std::to_string(tid) + "/comm"));
+  {
+    std::lock_guard<std::mutex> lk(g->own_mu);
+    t.collector = std::find(g->own_tids.begin(), g->own_tids.end(), tid) != g->own_tids.end();
+  }
+  writer().add(t);
+}
+
+void Drainer::add_call_stacks(std::vector<PendingRows::CallStack>& stacks) {
+  if (stacks.empty()) return;
+  if (modules_.empty()) refresh_modules();
+  for (const auto& cs : stacks) {
+    const size_t pc_bytes = size_t(cs.n_pcs) * sizeof(void*);
+    if (pc_bytes + size_t(cs.n_py) * sizeof(python::RawPyFrame) > cs.raw.size()) continue;
+    const auto* raw = reinterpret_cast<const uint8_t*>(cs.raw.data());
+    if (stack_of_call_.size() >= kMaxRawStacks) stack_of_call_.clear();  // bounded: API rows come within seconds
+    stack_of_call_[cs.correlation] = intern_stack(raw, cs.n_pcs, raw + pc_bytes, cs.n_py);
+    name_thread(cs.tid);
+  }
+}
+
+void Drainer::append_pending(store::Trace& rows) {
+  for (const auto& t : rows.threads) threads_named_.insert(static_cast<int32_t>(t.tid));
+  // The invariant of docs/schema.md: every thread a row names has its threads row (with its kernel name).
+  for (const auto& r : rows.api_calls) name_thread(r.tid);
+  for (const auto& r : rows.syncs) name_thread(r.tid);
+  for (const auto& r : rows.ranges) name_thread(r.tid);
+  for (const auto& r : rows.data_waits) name_thread(r.tid);
+  for (const auto& r : rows.steps) name_thread(r.tid);
+  // API calls with a captured stack carry this writer's stack ids: written directly, not renumbered by append().
+  if (!stack_of_call_.empty()) {
+    std::vector<store::ApiCall> plain;
+    plain.reserve(rows.api_calls.size());
+    for (auto& r : rows.api_calls) {
+      auto it = stack_of_call_.find(r.correlation);
+      if (it == stack_of_call_.end()) {
+        plain.push_back(r);
+        continue;
+      }
+      r.stack = it->second;
+      r.name = writer().intern(rows.str(r.name));
+      writer().add(r);
+      stack_of_call_.erase(it);
+    }
+    rows.api_calls.swap(plain);
+  }
+  writer().append(rows);
+}
+
+void Drainer::write_meta(const std::map<std::string, std::string>& meta) {
+  for (const auto& [k, v] : meta) writer().set_meta(k, v);
+}
+
+
+}  // namespace stepscope::collector

@@ -1,0 +1,236 @@
+// Starting and stopping the collector in a process: configuration from the environment, the sampling signal,
+// libunwind, the collector thread, fork handling (the child records into a part of its own), the LD_PRELOAD
+// constructor and destructor.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "collector_state.h"
+#include "control_server.h"
+#include "drain_thread.h"
+#include "drainer.h"
+#include "signal_handler.h"
+#include "termination.h"
+#include "thread_registry.h"
+#include "timers.h"
+
+namespace stepscope::collector {
+namespace {
+
+int pick_signal() {
+  for (int s = SIGRTMAX - 3; s > SIGRTMIN + 4; --s) {
+    struct sigaction cur{};
+    if (sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL) return s;
+  }
+  return 0;
+}
+
+void find_loader_range() {
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void*) -> int {
+        if (!info->dlpi_name || !std::strstr(info->dlpi_name, "ld-linux")) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+          g->ldso_lo = info->dlpi_addr + ph.p_vaddr;
+          g->ldso_hi = g->ldso_lo + ph.p_memsz;
+        }
+        return 1;
+      },
+      nullptr);
+}
+
+void atfork_prepare();
+void atfork_parent();
+void atfork_child();
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+bool load_config(Config& c, const std::function<const char*(const char*)>& get) {
+  auto flag = [&](const char* name) {
+    const char* v = get(name);
+    return v && *v && std::strcmp(v, "0") != 0;
+  };
+  const char* dir = get("STEPSCOPE_PARTS_DIR");
+  c.parts_dir = dir ? dir : "";
+  if (const char* hz = get("STEPSCOPE_CPU_HZ")) c.cpu_hz = std::clamp(std::atoi(hz), 1, 20000);
+  c.wall = flag("STEPSCOPE_WALL");
+  c.no_gpu = flag("STEPSCOPE_NO_GPU");
+  if (const char* v = get("STEPSCOPE_CUDA_API")) c.cuda_api_all = std::strcmp(v, "all") == 0;
+  if (const char* v = get("STEPSCOPE_GPU_WINDOW")) {
+    int n = 0, m = 0;
+    if (std::strcmp(v, "all") == 0 || std::sscanf(v, "%d/%d", &n, &m) != 2 || n <= 0 || m <= n)
+      n = m = 0;  // the whole run
+    c.gpu_window_n = n;
+    c.gpu_window_m = m;
+  }
+  if (const char* v = get("STEPSCOPE_CUDA_STACKS_PER_S")) c.cuda_stacks_per_s = std::max(0, std::atoi(v));
+  if (const char* v = get("STEPSCOPE_CALIBRATE")) c.calibrate = std::strcmp(v, "0") != 0;
+  try {
+    if (const char* r = get("STEPSCOPE_DATA_WAIT_REGEX"); r && *r)
+      c.data_wait_regex = std::regex(r, std::regex::icase | std::regex::optimize);
+    if (const char* r = get("STEPSCOPE_STEP_REGEX"); r && *r) {
+      c.step_regex = std::regex(r, std::regex::icase | std::regex::optimize);
+      c.has_step_regex = true;
+    }
+  } catch (const std::regex_error&) {
+    return false;
+  }
+  return true;
+}
+
+// Starts recording in this process. Works at process start (LD_PRELOAD constructor) and later (dlopen into a
+// running process): existing threads are found through /proc/self/task.
+void start() { start_with(nullptr, false); }
+
+void start_with(const Config* config, bool windowed) {
+  if (g && g->state.load() != kOff) return;
+  const int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+  if (!g) {
+    g = new Globals();
+    for (auto& s : g->table) s.store(nullptr, std::memory_order_relaxed);
+  }
+  if (config) {
+    g->config = *config;
+  } else if (!load_config(g->config, [](const char* name) { return static_cast<const char*>(std::getenv(name)); })) {
+    std::fprintf(stderr, "stepscope: ignoring an invalid --data-wait-regex/--step-regex\n");
+  }
+  g->windowed = windowed;
+  if (g->config.parts_dir.empty()) return;
+  g->pid = getpid();
+  if (!real_pthread_create)
+    real_pthread_create = reinterpret_cast<pthread_create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
+  if (!real_pthread_create) return;
+  // A later window keeps the first one's signal: its handler stays installed between windows.
+  struct sigaction current{};
+  if (!g->signo || sigaction(g->signo, nullptr, &current) != 0 || current.sa_sigaction != on_sample_signal)
+    g->signo = pick_signal();
+  if (!g->signo) {
+    std::fprintf(stderr, "stepscope: no free real-time signal; not sampling pid %d\n", int(getpid()));
+    return;
+  }
+  g->period_ns = 1000000000LL / g->config.cpu_hz;
+  find_loader_range();
+  if (!load_libunwind()) {
+    std::fprintf(stderr, "stepscope: cannot load libunwind.so.8; not sampling pid %d\n", int(getpid()));
+    return;
+  }
+  struct sigaction sa{};
+  sa.sa_sigaction = on_sample_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(g->signo, &sa, nullptr);
+  if (!g->key_created) g->key_created = pthread_key_create(&g->key, on_thread_exit) == 0;
+  static bool atfork_done = false;
+  if (!atfork_done) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atfork_done = true;
+  }
+  g_drainer = new Drainer(g->config.parts_dir);
+  g->flush_signal.store(0);
+  g->final_done.store(false);
+  g->state.store(kRunning);
+  if (windowed)
+    poll_tasks();  // every thread now, not at the collector thread's first poll
+  else
+    register_current_thread();
+  start_collector_thread();
+  if (!windowed) install_termination_standins();  // the program's signal handling stays exactly as it was
+  g->start_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+  if (!g->config.no_gpu) cupti::start_if_possible("start");
+}
+
+// Stops recording: no more signals, a final drain and commit. Bounded wait so exit never hangs.
+void stop() {
+  if (!g || g->state.load() != kRunning) return;
+  {
+    std::lock_guard<std::mutex> lk(g->reg_mu);
+    for (ThreadState* ts : g->live) disarm_timer(ts);
+  }
+  if (pthread_equal(pthread_self(), g->thread)) return;  // exit() from the collector thread: nothing to join
+  std::unique_lock<std::mutex> lk(g->wake_mu);
+  g->stop_requested = true;
+  g->wake_cv.notify_all();
+  g->wake_cv.wait_for(lk, std::chrono::seconds(5), [] { return g->stopped; });
+  g->state.store(kStopping);
+}
+
+namespace {
+
+void atfork_prepare() {
+  if (!g || g->state.load() != kRunning) return;
+  g->io_mu.lock();
+  g->reg_mu.lock();
+  g->pending.mu.lock();
+  g->meta_mu.lock();
+}
+
+void atfork_parent() {
+  if (!g || g->state.load() != kRunning) return;
+  g->meta_mu.unlock();
+  g->pending.mu.unlock();
+  g->reg_mu.unlock();
+  g->io_mu.unlock();
+}
+
+// The child has one thread (the forking one) and a copy of the parent's memory: start a fresh recording for
+// the new pid with a new partial store; never touch the parent's SQLite handle.
+void atfork_child() {
+  if (!g || g->state.load() != kRunning) return;
+  g->meta_mu.unlock();
+  g->pending.mu.unlock();
+  g->reg_mu.unlock();
+  g->io_mu.unlock();
+  // The parent's collector thread may have been waiting on the condition variable (or holding its mutex) at
+  // the fork: the child's copy would wait for a waiter that does not exist here. Start both afresh.
+  new (&g->wake_mu) std::mutex();
+  new (&g->wake_cv) std::condition_variable();
+  g->flush_signal.store(0);
+  g->final_done.store(false);
+  g->pid = getpid();
+  t_state = nullptr;  // the parent's state of this thread is freed below
+  g_drainer->abandon_after_fork();
+  // the parent's (copied) tables are leaked, not freed; a window's child records nothing until attached itself
+  g_drainer = g->windowed ? nullptr : new Drainer(g->config.parts_dir);
+  // The parent's threads, rows and counters are not this process's (its perf-event descriptors are shared: only
+  // closed). Pending call stacks and GPU windows went too: the child must not write the parent's.
+  reset_recorded_state(true);
+  cupti::after_fork_child();
+  if (g->windowed) {
+    g->state.store(kOff);
+    return;
+  }
+  register_current_thread();
+  start_collector_thread();
+}
+
+__attribute__((constructor)) void collector_init() {
+  if (!std::getenv("STEPSCOPE_PARTS_DIR")) return;
+  try {
+    if (env_flag("STEPSCOPE_PAUSED")) {
+      // record --paused: windows opened by `stepscope start PID` over the control channel (recording_window.cpp).
+      std::string error;
+      if (!control::start_server(error))
+        std::fprintf(stderr, "stepscope: no control channel in pid %d: %s\n", int(getpid()), error.c_str());
+      return;
+    }
+    start();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stepscope: collector not started: %s\n", e.what());
+  }
+}
+
+__attribute__((destructor)) void collector_fini() { stop(); }
+
+}  // namespace
+}  // namespace stepscope::collector

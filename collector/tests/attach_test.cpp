@@ -1,0 +1,508 @@
+// Issue 14 acceptance: `stepscope attach PID` on real running processes, their stores read back, the processes
+// checked afterwards (still running, same output as unprofiled, no growth); every refusal is one line, exit 2.
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string bin(const std::string& rel) { return test::binary_dir() + "/" + rel; }
+std::string stepscope_bin() { return bin("cli/stepscope"); }
+std::string sample(const std::string& name) { return bin("samples/cpu/" + name); }
+
+// A process started in the background with its output in files. `as_uid` >= 0: runs as that user.
+struct Proc {
+  pid_t pid = -1;
+  std::string out, err;
+  int status = -1;
+  int64_t t_exit = 0;
+
+  int wait() {
+    if (pid > 0 && status < 0) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      t_exit = mono_ns();
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    return status;
+  }
+  std::string stdout_text() const { return slurp(out); }
+  std::string stderr_text() const { return slurp(err); }
+};
+
+Proc spawn(const std::vector<std::string>& args, const std::string& prefix, int as_uid = -1,
+           const std::vector<std::string>& env = {}) {
+  Proc p;
+  p.out = prefix + ".out";
+  p.err = prefix + ".err";
+  p.pid = fork();
+  if (p.pid == 0) {
+    (void)!freopen(p.out.c_str(), "w", stdout);
+    (void)!freopen(p.err.c_str(), "w", stderr);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    if (as_uid >= 0) {
+      if (setgroups(0, nullptr) != 0 || setgid(as_uid) != 0 || setuid(as_uid) != 0) _exit(125);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  return p;
+}
+
+Proc run(const std::vector<std::string>& args, const std::string& prefix, int as_uid = -1,
+         const std::vector<std::string>& env = {}) {
+  Proc p = spawn(args, prefix, as_uid, env);
+  p.wait();
+  return p;
+}
+
+std::vector<std::string> attach_cmd(pid_t pid, const std::string& db, std::vector<std::string> opts = {}) {
+  std::vector<std::string> a{stepscope_bin(), "attach", std::to_string(pid), "-o", db, "--no-gpu"};
+  a.insert(a.end(), opts.begin(), opts.end());
+  return a;
+}
+
+int count_entries(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
+  return n;
+}
+int threads_of(pid_t pid) { return count_entries("/proc/" + std::to_string(pid) + "/task"); }
+int fds_of(pid_t pid) { return count_entries("/proc/" + std::to_string(pid) + "/fd"); }
+int64_t status_kb(pid_t pid, const char* key) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
+  return -1;
+}
+char state_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  std::getline(f, s);
+  const auto cp = s.rfind(')');
+  return cp == std::string::npos || cp + 2 >= s.size() ? '?' : s[cp + 2];
+}
+
+// Leaf function names of the samples of `pid` (all processes when 0).
+std::map<std::string, int> leaf_counts(const store::Trace& t, int64_t pid = 0) {
+  std::map<int64_t, const store::Stack*> stacks;
+  for (const auto& s : t.stacks) stacks[s.id] = &s;
+  std::map<int64_t, const store::Frame*> frames;
+  for (const auto& f : t.frames) frames[f.id] = &f;
+  std::map<std::string, int> out;
+  for (const auto& s : t.samples) {
+    if (pid && s.pid != pid) continue;
+    auto it = stacks.find(s.stack);
+    if (it == stacks.end()) continue;
+    ++out[t.str(frames[it->second->frame]->symbol)];
+  }
+  return out;
+}
+
+int count_containing(const std::map<std::string, int>& counts, const std::string& needle) {
+  int n = 0;
+  for (const auto& [name, c] : counts)
+    if (name.find(needle) != std::string::npos) n += c;
+  return n;
+}
+
+int total(const std::map<std::string, int>& counts) {
+  int n = 0;
+  for (const auto& [name, c] : counts) n += c;
+  return n;
+}
+
+bool wait_until(const std::function<bool()>& pred, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 20) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+std::string only_line(const std::string& text) {
+  if (text.empty() || text.back() != '\n' || std::count(text.begin(), text.end(), '\n') != 1) return "<not one line: " + text + ">";
+  return text.substr(0, text.size() - 1);
+}
+
+// hot_loop runs ~0.9e9 iterations per CPU-second here; enough for the attach, the 20 windows and 5 s more.
+const char* kLongIterations = "16000000000";
+
+}  // namespace
+
+TEST_CASE("attach to a running hot_loop: samples from after the attach, with symbols — 20 more windows leave it unchanged") {
+  test::ScratchDir dir("attach_hot");
+  const std::vector<std::string> cmd{sample("hot_loop"), "--iterations", kLongIterations};
+  Proc plain = spawn(cmd, dir.file("plain"));
+  Proc target = spawn(cmd, dir.file("target"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int threads_before = threads_of(target.pid), fds_before = fds_of(target.pid);
+
+  const std::string db = dir.file("first.db");
+  const int64_t t_attach = mono_ns();
+  Proc a = run(attach_cmd(target.pid, db, {"--duration", "1.5"}), dir.file("attach"));
+  INFO(a.stderr_text());
+  REQUIRE(a.status == 0);
+  CHECK(a.stderr_text().find("attached to 1 process") != std::string::npos);
+  REQUIRE(state_of(target.pid) == 'R');
+  REQUIRE(!fs::exists(db + ".parts"));
+  {
+    store::Trace t = store::StoreReader(db).load();
+    REQUIRE(t.samples.size() >= 150);  // 1.5 s at 1 kHz of CPU time; fewer when the machine is loaded
+    for (const auto& s : t.samples) REQUIRE(s.time >= t_attach);
+    for (const auto& s : t.samples) REQUIRE(s.pid == target.pid);
+    // hot_loop computes cold_function (a tenth of the iterations) then hot_function, 30 descend() frames deep.
+    const auto leaves = leaf_counts(t);
+    CHECK(count_containing(leaves, "hot_function") + count_containing(leaves, "cold_function") >= total(leaves) * 90 / 100);
+    int named = 0;
+    for (const auto& f : t.frames) {
+      const std::string name = t.str(f.symbol);
+      if ((name.find("_function") != std::string::npos || name.find("descend") != std::string::npos) &&
+          t.str(f.file).find("hot_loop.cpp") != std::string::npos && f.line > 0)
+        ++named;
+    }
+    CHECK(named >= 2);
+    CHECK(t.meta["recorder"] == "stepscope attach");
+    CHECK(t.meta["attach.injected"] == "1");
+    CHECK(t.meta["attach.ending"] == "duration");
+    CHECK(std::atof(t.meta["attach.max_stopped_ms"].c_str()) > 0);
+  }
+  // Dormant collector: one control thread blocked in accept() and its socket; libunwind's address-validation
+  // pipe (2 descriptors, opened at its first use) stays too.
+  const int threads_dormant = threads_of(target.pid), fds_dormant = fds_of(target.pid);
+  CHECK(threads_dormant == threads_before + 1);
+  CHECK(fds_dormant <= fds_before + 3);
+  const int64_t rss_dormant = status_kb(target.pid, "VmRSS:");
+
+  int64_t t_detached = 0;
+  size_t cycle_samples = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::string cycle_db = dir.file("cycle.db");
+    Proc c = run(attach_cmd(target.pid, cycle_db, {"--duration", "0.1"}), dir.file("cycle"));
+    INFO("cycle " << i << ": " << c.stderr_text());
+    REQUIRE(c.status == 0);
+    store::Trace t = store::StoreReader(cycle_db).load();
+    CHECK(t.meta["attach.injected"] == "0");  // the dormant collector answered: no ptrace
+    cycle_samples += t.samples.size();
+    t_detached = mono_ns();
+  }
+  CHECK(cycle_samples >= 20);
+  CHECK(threads_of(target.pid) == threads_dormant);
+  CHECK(fds_of(target.pid) == fds_dormant);
+  const int64_t rss_after = status_kb(target.pid, "VmRSS:");
+  INFO("VmRSS after the first window " << rss_dormant << " kB, after 20 more " << rss_after << " kB");
+  CHECK(rss_after - rss_dormant <= 4096);
+
+  REQUIRE(target.wait() == 0);
+  REQUIRE(plain.wait() == 0);
+  CHECK(target.t_exit - t_detached >= 5000000000LL);  // it ran on, well after the last window
+  CHECK(target.stdout_text() == plain.stdout_text());
+  CHECK(target.stderr_text() == plain.stderr_text());
+}
+
+TEST_CASE("attach to a running PyTorch trainer: Python frames, then it finishes as unprofiled") {
+  const std::string python = std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python3";
+  if (!fs::exists(python)) STEPSCOPE_SKIP("no Python venv");
+  if (run({python, "-c", "import torch"}, "/tmp/stepscope-attach-torch-probe").status != 0)
+    STEPSCOPE_SKIP("torch not installed in the venv");
+  test::ScratchDir dir("attach_torch");
+  const std::vector<std::string> cmd{python, test::source_dir() + "/samples/cpu/python_torch_train.py", "--steps",
+                                     "300", "--decode-ms", "1"};
+  Proc plain = spawn(cmd, dir.file("plain"));
+  Proc target = spawn(cmd, dir.file("target"));
+  // In its training loop: torch loaded, and a second of steps behind it.
+  REQUIRE(wait_until([&] { return slurp("/proc/" + std::to_string(target.pid) + "/maps").find("libtorch_cpu") != std::string::npos; }, 60000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const std::string db = dir.file("torch.db");
+  const int64_t t_attach = mono_ns();
+  Proc a = run(attach_cmd(target.pid, db, {"--duration", "2"}), dir.file("attach"));
+  const int64_t t_detached = mono_ns();
+  INFO(a.stderr_text());
+  REQUIRE(a.status == 0);
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.samples.size() >= 100);
+  for (const auto& s : t.samples) REQUIRE(s.time >= t_attach);
+  std::set<std::string> py_functions;
+  for (const auto& f : t.frames)
+    if (t.str(f.file).find("python_torch_train.py") != std::string::npos) py_functions.insert(t.str(f.symbol));
+  std::string names;
+  for (const auto& f : py_functions) names += f + " ";
+  INFO("Python functions of the script: " << names);
+  // In its loop: main (and the dataset's __getitem__ under it); on a loaded machine the attach may still land
+  // in the script's module-level code, then "<module>".
+  CHECK((py_functions.count("main") == 1 || py_functions.count("<module>") == 1));
+
+  REQUIRE(target.wait() == 0);
+  REQUIRE(plain.wait() == 0);
+  CHECK(target.t_exit - t_detached >= 5000000000LL);
+  // Lines that do not depend on timing are byte-identical: the step count and the final loss.
+  auto stable = [](const std::string& out) {
+    std::string s;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("steps ", 0) == 0 || line.rfind("loss ", 0) == 0) s += line + "\n";
+    return s;
+  };
+  CHECK(stable(target.stdout_text()).size() > 10);
+  CHECK(stable(target.stdout_text()) == stable(plain.stdout_text()));
+}
+
+TEST_CASE("a process that ends during the window: its samples are kept — one that ends during the attach: one line") {
+  test::ScratchDir dir("attach_exit");
+  // Ends while recording (no --duration): the store has what it recorded, and it exited as it would have.
+  {
+    const std::vector<std::string> cmd{sample("hot_loop"), "--iterations", "1500000000"};
+    Proc target = spawn(cmd, dir.file("target"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::string db = dir.file("ended.db");
+    Proc a = run(attach_cmd(target.pid, db), dir.file("attach"));
+    INFO(a.stderr_text());
+    REQUIRE(a.status == 0);
+    REQUIRE(target.wait() == 0);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.meta["attach.ending"] == "process exited");
+    CHECK(t.samples.size() >= 100);
+  }
+  // Short-lived processes attached as they end: either attached (exit 0) or one line (exit 2); the process
+  // always ends by itself with status 0, nothing half-written is left.
+  int refused = 0, attached = 0;
+  for (int i = 0; i < 12; ++i) {
+    Proc target = spawn({sample("hot_loop"), "--iterations", std::to_string(10000000 + 8000000 * i)}, dir.file("short"));
+    // Once it runs hot_loop (not the test's forked copy before exec) — or has already ended: it lives 10-100 ms,
+    // and a zombie's exe cannot be read.
+    REQUIRE(wait_until([&] {
+      std::error_code ec;
+      if (fs::read_symlink("/proc/" + std::to_string(target.pid) + "/exe", ec).filename() == "hot_loop") return true;
+      std::ifstream stat("/proc/" + std::to_string(target.pid) + "/stat");
+      std::string pid, comm, state;
+      stat >> pid >> comm >> state;
+      return state == "Z" && comm == "(hot_loop)";
+    }, 5000));
+    const std::string db = dir.file("short.db");
+    Proc a = run(attach_cmd(target.pid, db), dir.file("attach_short"));
+    REQUIRE(target.wait() == 0);
+    const std::string err = a.stderr_text();
+    INFO(err);
+    REQUIRE((a.status == 0 || a.status == 2));
+    if (a.status == 2) {
+      ++refused;
+      const std::string line = only_line(err);
+      CHECK((line.find("exited during attach") != std::string::npos || line.find("no such process") != std::string::npos));
+      CHECK(!fs::exists(db));
+    } else {
+      ++attached;
+    }
+    CHECK(!fs::exists(db + ".parts"));
+    fs::remove(db);
+  }
+  INFO("refused " << refused << ", attached " << attached);
+  CHECK(refused + attached == 12);
+}
+
+TEST_CASE("stepscope detach PID and Ctrl-C end the window — the store is written either way") {
+  test::ScratchDir dir("attach_detach");
+  Proc target = spawn({sample("hot_loop"), "--iterations", "6000000000"}, dir.file("target"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    const std::string db = dir.file("detach.db");
+    Proc a = spawn(attach_cmd(target.pid, db), dir.file("attach"));
+    REQUIRE(wait_until([&] { return fs::exists("/tmp/stepscope-0/" + std::to_string(target.pid) + ".sock"); }, 10000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    Proc d = run({stepscope_bin(), "detach", std::to_string(target.pid)}, dir.file("detach"));
+    INFO(d.stderr_text());
+    CHECK(d.status == 0);
+    CHECK(d.stdout_text().rfind(std::to_string(target.pid) + ": stopped samples=", 0) == 0);
+    REQUIRE(a.wait() == 0);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.meta["attach.ending"] == "stepscope detach");
+    CHECK(t.samples.size() >= 100);
+  }
+  {
+    const std::string db = dir.file("sigint.db");
+    Proc a = spawn(attach_cmd(target.pid, db), dir.file("attach2"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    kill(a.pid, SIGINT);
+    INFO(a.stderr_text());
+    REQUIRE(a.wait() == 0);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.meta["attach.ending"] == "signal Interrupt");
+    CHECK(t.meta["attach.injected"] == "0");
+  }
+  // Nothing recording any more: `stop` says so.
+  Proc s = run({stepscope_bin(), "stop", std::to_string(target.pid)}, dir.file("stop"));
+  CHECK(s.status == 0);
+  CHECK(s.stdout_text() == std::to_string(target.pid) + ": dormant\n");
+  CHECK(state_of(target.pid) == 'R');
+  kill(target.pid, SIGKILL);
+  target.wait();
+}
+
+TEST_CASE("refusals are one line, exit 2, and never leave the process stopped") {
+  test::ScratchDir dir("attach_refuse");
+  Proc target = spawn({sample("hot_loop"), "--iterations", "8000000000"}, dir.file("target"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string db = dir.file("x.db");
+
+  SECTION("no such process") {
+    Proc gone = run({"/bin/true"}, dir.file("true"));
+    Proc a = run(attach_cmd(gone.pid, db), dir.file("a"));
+    CHECK(a.status == 2);
+    CHECK(only_line(a.stderr_text()) == "stepscope: no such process: " + std::to_string(gone.pid));
+  }
+  SECTION("another user's process, without privilege") {
+    // stepscope as uid 65534 (nobody) attaching to root's process.
+    Proc a = run(attach_cmd(target.pid, "/tmp/stepscope-attach-test-nobody.db"), dir.file("a"), 65534);
+    CHECK(a.status == 2);
+    CHECK(only_line(a.stderr_text()) == "stepscope: process " + std::to_string(target.pid) +
+                                            " (hot_loop) belongs to root and stepscope runs as nobody without "
+                                            "CAP_SYS_PTRACE: run stepscope as that user or as root");
+    // Nor can another user drive a collector over its control socket.
+    Proc s = run({stepscope_bin(), "stop", std::to_string(target.pid)}, dir.file("s"), 65534);
+    CHECK(s.status == 2);
+  }
+  SECTION("already traced") {
+    REQUIRE(ptrace(PTRACE_SEIZE, target.pid, nullptr, nullptr) == 0);
+    Proc a = run(attach_cmd(target.pid, db), dir.file("a"));
+    CHECK(a.status == 2);
+    CHECK(only_line(a.stderr_text()).find("is already traced by process " + std::to_string(getpid())) != std::string::npos);
+    ptrace(PTRACE_DETACH, target.pid, nullptr, nullptr);
+  }
+  SECTION("collector library not found") {
+    Proc a = run(attach_cmd(target.pid, db), dir.file("a"), -1, {"STEPSCOPE_COLLECTOR_LIB=/nonexistent/libstepscope_collector.so"});
+    CHECK(a.status == 2);
+    CHECK(only_line(a.stderr_text()) ==
+          "stepscope: collector library not found: /nonexistent/libstepscope_collector.so (set STEPSCOPE_COLLECTOR_LIB)");
+  }
+  CHECK(!fs::exists(db));
+  CHECK(!fs::exists(db + ".parts"));
+  const char st = state_of(target.pid);
+  CHECK((st == 'R' || st == 'S'));  // never left in a tracing stop ('t')
+  kill(target.pid, SIGKILL);
+  target.wait();
+}
+
+TEST_CASE("seccomp: strict mode and a filter forbidding mmap are refused in one line — the process carries on") {
+  test::ScratchDir dir("attach_seccomp");
+  for (const char* mode : {"strict", "no-mmap"}) {
+    Proc target = spawn({bin("collector/tests/seccomp_target"), mode, "3"}, dir.file(mode));
+    REQUIRE(wait_until([&] { return slurp(target.out).find("confined") != std::string::npos; }, 5000));
+    Proc a = run(attach_cmd(target.pid, dir.file("s.db")), dir.file("a"));
+    INFO(mode << ": " << a.stderr_text());
+    CHECK(a.status == 2);
+    const std::string line = only_line(a.stderr_text());
+    if (std::string(mode) == "strict")
+      CHECK(line.find("runs in seccomp strict mode") != std::string::npos);
+    else
+      CHECK(line.find("runs under a seccomp filter that forbids mmap (Operation not permitted)") != std::string::npos);
+    CHECK(target.wait() == 0);
+    CHECK(target.stdout_text() == "confined\ndone\n");
+  }
+}
+
+TEST_CASE("attach --children records the forked workers too") {
+  test::ScratchDir dir("attach_children");
+  const std::vector<std::string> cmd{sample("fork_children"), "4", "1500000000"};
+  Proc plain = spawn(cmd, dir.file("plain"));
+  Proc target = spawn(cmd, dir.file("target"));
+  auto children = [&] {
+    std::string s = slurp("/proc/" + std::to_string(target.pid) + "/task/" + std::to_string(target.pid) + "/children");
+    return std::count(s.begin(), s.end(), ' ');
+  };
+  REQUIRE(wait_until([&] { return children() == 4; }, 10000));
+  const std::string db = dir.file("children.db");
+  Proc a = run(attach_cmd(target.pid, db, {"--children", "--duration", "1.5"}), dir.file("attach"));
+  INFO(a.stderr_text());
+  REQUIRE(a.status == 0);
+  store::Trace t = store::StoreReader(db).load();
+  std::set<int64_t> pids_with_work;
+  for (const auto& s : t.samples) pids_with_work.insert(s.pid);
+  CHECK(pids_with_work.size() == 4);  // the parent waits in wait4(): CPU-time sampling gives it none
+  int in_child_work = 0;
+  for (int64_t pid : pids_with_work) {
+    CHECK(pid != target.pid);
+    if (count_containing(leaf_counts(t, pid), "child_work") > 0) ++in_child_work;
+  }
+  CHECK(in_child_work == 4);
+  CHECK(t.processes.size() >= 4);
+  REQUIRE(target.wait() == 0);
+  REQUIRE(plain.wait() == 0);
+  CHECK(target.stdout_text() == plain.stdout_text());
+}
+
+TEST_CASE("record --paused records only between stepscope start and stepscope stop") {
+  test::ScratchDir dir("attach_paused");
+  const std::string db = dir.file("paused.db");
+  Proc rec = spawn({stepscope_bin(), "record", "--paused", "--no-gpu", "-o", db, "--", sample("hot_loop"), "--iterations",
+                    "5000000000"},
+                   dir.file("record"));
+  pid_t child = 0;
+  REQUIRE(wait_until([&] {
+    std::string s = slurp("/proc/" + std::to_string(rec.pid) + "/task/" + std::to_string(rec.pid) + "/children");
+    child = std::atoi(s.c_str());
+    return child > 0 && fs::exists("/tmp/stepscope-0/" + std::to_string(child) + ".sock");
+  }, 10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t t_start = mono_ns();
+  Proc s1 = run({stepscope_bin(), "start", std::to_string(child)}, dir.file("start"));
+  INFO(s1.stderr_text());
+  REQUIRE(s1.status == 0);
+  CHECK(s1.stdout_text() == std::to_string(child) + ": recording\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Proc s2 = run({stepscope_bin(), "stop", std::to_string(child)}, dir.file("stop"));
+  const int64_t t_stop = mono_ns();
+  REQUIRE(s2.status == 0);
+  CHECK(s2.stdout_text().rfind(std::to_string(child) + ": stopped samples=", 0) == 0);
+  REQUIRE(rec.wait() == 0);
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.samples.size() >= 100);  // CPU-time sampling at 1 kHz for 1 s (fewer on a loaded machine)
+  for (const auto& s : t.samples) {
+    REQUIRE(s.time >= t_start);
+    REQUIRE(s.time <= t_stop);
+  }
+}
