@@ -70,6 +70,7 @@ struct ThreadState {
   void* pcs[kMaxPcs + 16];
   python::RawPyFrame py[kMaxPy];
   size_t map_bytes = 0;
+  ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
 };
 
 ThreadState* const kTombstone = reinterpret_cast<ThreadState*>(uintptr_t{1});
@@ -99,8 +100,10 @@ struct Globals {
   TimerKind timer_kind = TimerKind::None;
   std::atomic<ThreadState*> table[kTableSize];
   std::mutex reg_mu;  // registration; lock order: io_mu → reg_mu → pending.mu → meta_mu
-  std::vector<ThreadState*> live;
-  std::vector<ThreadState*> retired;
+  // Threads exit (and register) while the program may have exhausted its memory: neither may allocate, since
+  // an exception cannot leave a thread-exit destructor or a thread's start routine without ending the program.
+  std::vector<ThreadState*> live;         // capacity kMaxLiveThreads, reserved once
+  ThreadState* retired = nullptr;         // exited, not yet drained (newest first)
   std::mutex io_mu;  // held by the collector thread while it touches SQLite (fork waits on it)
   std::mutex meta_mu;
   std::map<std::string, std::string> meta;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "collector_state.h"
 #include "module_maps.h"
@@ -82,16 +83,31 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
 
 // One pass: drain every ring (live and retired), append pending rows, free drained retired threads.
 void drain_once() {
-  std::vector<ThreadState*> rings, done;
+  std::vector<ThreadState*> rings;
+  ThreadState* done = nullptr;
   {
     std::lock_guard<std::mutex> lk(g->reg_mu);
-    rings = g->live;
-    done.swap(g->retired);
-    rings.insert(rings.end(), done.begin(), done.end());
+    rings = g->live;  // may throw bad_alloc before the retired list is taken: it stays for the next pass
+    done = g->retired;
+    g->retired = nullptr;
   }
-  for (ThreadState* ts : rings)
-    ts->ring.drain([&](const uint8_t* rec, size_t len) { g_drainer->add_sample(rec, len); });
-  for (ThreadState* ts : done) free_thread_state(ts);
+  // Samples are lost when memory runs out, states of exited threads are freed all the same.
+  bool lost = false;
+  const auto drain = [&lost](ThreadState* ts) {
+    try {
+      ts->ring.drain([&](const uint8_t* rec, size_t len) { g_drainer->add_sample(rec, len); });
+    } catch (const std::bad_alloc&) {
+      lost = true;
+    }
+  };
+  for (ThreadState* ts : rings) drain(ts);
+  while (done) {
+    ThreadState* next = done->next_retired;
+    drain(done);
+    free_thread_state(done);
+    done = next;
+  }
+  if (lost) throw std::bad_alloc();
   store::Trace rows;
   std::vector<PendingRows::CallStack> call_stacks;
   {

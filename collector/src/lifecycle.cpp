@@ -99,6 +99,7 @@ void start_with(const Config* config, bool windowed) {
   if (!g) {
     g = new Globals();
     for (auto& s : g->table) s.store(nullptr, std::memory_order_relaxed);
+    g->live.reserve(kMaxLiveThreads);
   }
   if (config) {
     g->config = *config;

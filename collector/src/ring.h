@@ -48,11 +48,17 @@ class SampleRing {
     return true;
   }
 
-  // Consumer: calls f(const uint8_t* record, size_t len) for every complete record, then frees them.
+  // Consumer: calls f(const uint8_t* record, size_t len) for every complete record, then frees them. When f
+  // throws, the records it took are freed and the one it threw on stays for the next drain.
   template <class F>
   size_t drain(F&& f) {
     uint64_t tail = tail_.load(std::memory_order_relaxed);
     const uint64_t head = head_.load(std::memory_order_acquire);
+    struct Release {
+      std::atomic<uint64_t>& to;
+      const uint64_t& tail;
+      ~Release() { to.store(tail, std::memory_order_release); }
+    } release{tail_, tail};
     size_t n = 0;
     while (tail < head) {
       size_t pos = tail & (cap_ - 1);
@@ -66,7 +72,6 @@ class SampleRing {
       tail += align8(sizeof hdr + hdr);
       ++n;
     }
-    tail_.store(tail, std::memory_order_release);
     return n;
   }
 

@@ -71,7 +71,12 @@ struct StartArgs {
 void* thread_trampoline(void* p) {
   StartArgs a = *static_cast<StartArgs*>(p);
   std::free(p);
-  if (g && g->state.load() == kRunning) register_current_thread();
+  // Nothing of the collector's may end the program's thread (an exception here would terminate it).
+  try {
+    if (g && g->state.load() == kRunning) register_current_thread();
+  } catch (...) {
+    g->counters.threads_unsampled.fetch_add(1);
+  }
   return a.fn(a.arg);
 }
 
@@ -81,7 +86,8 @@ void retire_locked(ThreadState* ts) {
   table_remove_locked(ts);
   disarm_timer(ts);
   g->live.erase(std::remove(g->live.begin(), g->live.end(), ts), g->live.end());
-  g->retired.push_back(ts);
+  ts->next_retired = g->retired;
+  g->retired = ts;
 }
 
 ThreadState* register_thread(int32_t tid, bool own) {
@@ -212,9 +218,13 @@ void reset_recorded_state(bool after_fork) {
       if (after_fork && ts->timer_kind == TimerKind::PerfEvent && ts->perf_fd >= 0) close(ts->perf_fd);
       free_thread_state(ts);
     }
-    for (ThreadState* ts : g->retired) free_thread_state(ts);
+    for (ThreadState* ts = g->retired; ts;) {
+      ThreadState* next = ts->next_retired;
+      free_thread_state(ts);
+      ts = next;
+    }
     g->live.clear();
-    g->retired.clear();
+    g->retired = nullptr;
   }
   {
     std::lock_guard<std::mutex> lk(g->pending.mu);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -84,4 +85,27 @@ TEST_CASE("a full ring refuses records without touching the ones it holds, and t
   // A record bigger than the ring never fits.
   std::vector<uint8_t> huge(2048);
   CHECK_FALSE(ring.push(huge.data(), huge.size(), nullptr, 0, nullptr, 0));
+}
+
+TEST_CASE("a drain whose consumer runs out of memory frees what it took and gives the rest to the next drain") {
+  std::vector<uint64_t> memory(1024 / 8);
+  SampleRing ring;
+  ring.init(memory.data(), 1024);
+  for (uint64_t seq = 0; seq < 10; ++seq) REQUIRE(ring.push(&seq, sizeof seq, nullptr, 0, nullptr, 0));
+  std::vector<uint64_t> got;
+  bool thrown = false;
+  const auto take = [&](const uint8_t* rec, size_t) {
+    uint64_t seq;
+    std::memcpy(&seq, rec, sizeof seq);
+    if (seq == 4 && !thrown) {  // the collector's drain, out of memory once
+      thrown = true;
+      throw std::bad_alloc();
+    }
+    got.push_back(seq);
+  };
+  CHECK_THROWS_AS(ring.drain(take), std::bad_alloc);
+  CHECK(got == std::vector<uint64_t>{0, 1, 2, 3});
+  CHECK(ring.drain(take) == 6);  // from the record it threw on, each exactly once
+  CHECK(got == std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(ring.drain(take) == 0);
 }
