@@ -42,6 +42,8 @@ constexpr int kMaxPcs = 128;
 constexpr int kMaxPy = 64;
 constexpr size_t kRingBytes = 128 * 1024;  // ~400 samples of depth 30 per thread between drains
 constexpr int kTableSize = 8192;           // open-addressing tid → ThreadState (power of two)
+// Free memory a thread's first unwind must find before it runs (libunwind's TLS block and trace cache).
+constexpr size_t kUnwinderProbeBytes = 64 * 1024;
 constexpr int kMaxLiveThreads = 2048;      // bounded memory: threads beyond this are not sampled (counted)
 constexpr int kDrainPeriodMs = 20;
 constexpr int kFlushOnExit = -1;  // Globals::flush_signal when _exit asked for the final flush
@@ -70,6 +72,10 @@ struct ThreadState {
   void* pcs[kMaxPcs + 16];
   python::RawPyFrame py[kMaxPy];
   size_t map_bytes = 0;
+  // libunwind keeps its trace cache in dynamic TLS, which glibc allocates with malloc at a thread's first use —
+  // an abort when memory is exhausted, a deadlock when the signal interrupted malloc itself. Set once this
+  // thread's block exists (warmed at registration, or by a first unwind at a safe point in the handler).
+  std::atomic<bool> unwinder_ready{false};
   ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
 };
 
@@ -81,6 +87,7 @@ struct Counters {
   std::atomic<uint64_t> unknown_thread{0};
   std::atomic<uint64_t> unwind_failed{0};
   std::atomic<uint64_t> in_loader{0};
+  std::atomic<uint64_t> unwind_deferred{0};  // leaf only: the thread's first unwind waits for a safe point
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};
   std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls
@@ -110,6 +117,7 @@ struct Globals {
   PendingRows pending;
   Counters counters;
   uintptr_t ldso_lo = 0, ldso_hi = 0;
+  uintptr_t libc_lo = 0, libc_hi = 0;  // libc's code: malloc's locks are held only while a thread runs in it
   pthread_t thread{};
   std::atomic<int32_t> collector_tid{0};
   std::mutex wake_mu;

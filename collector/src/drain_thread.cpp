@@ -24,6 +24,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.unknown_thread_signals"] = std::to_string(c.unknown_thread.load());
   m["collector.unwind_failed"] = std::to_string(c.unwind_failed.load());
   m["collector.in_loader_samples"] = std::to_string(c.in_loader.load());
+  m["collector.unwind_deferred_samples"] = std::to_string(c.unwind_deferred.load());
   m["collector.threads"] = std::to_string(c.threads_seen.load());
   m["collector.threads_unsampled"] = std::to_string(c.threads_unsampled.load());
   uint64_t total = 0, seen = 0;

@@ -225,6 +225,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   std::set<std::string> statuses, endings;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
+  std::map<std::string, int64_t> summed;  // per-process counters, summed over processes
   double collector_cpu = 0, start_max = 0;
   const int64_t load_ns = mono_ns() - t_load;
   Symbolizer symbolizer;
@@ -254,6 +255,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
       call_stacks += meta_int(t.meta, "collector.call_stacks");
+      for (const char* k : {"collector.in_loader_samples", "collector.unwind_deferred_samples",
+                            "collector.unwind_failed", "collector.out_of_memory_passes",
+                            "collector.unknown_thread_signals", "collector.call_stacks_skipped"})
+        if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       complete_threads(t);
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
@@ -291,6 +296,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       merged_meta[k] = buf;
     }
     merged_meta["collector.call_stacks"] = std::to_string(call_stacks);
+    for (const auto& [k, v] : summed) merged_meta[k] = std::to_string(v);
     std::snprintf(buf, sizeof buf, "%.6f", start_max);
     merged_meta["collector.start_s"] = buf;  // the slowest process's start()
     std::snprintf(buf, sizeof buf, "%.6f", double(load_ns) / 1e9);

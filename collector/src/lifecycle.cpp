@@ -30,17 +30,25 @@ int pick_signal() {
   return 0;
 }
 
+// The code of the dynamic loader and of libc: a signal that lands in either must not unwind through the loader
+// or allocate (see ThreadState::unwinder_ready).
 void find_loader_range() {
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void*) -> int {
-        if (!info->dlpi_name || !std::strstr(info->dlpi_name, "ld-linux")) return 0;
+        if (!info->dlpi_name) return 0;
+        uintptr_t *lo = nullptr, *hi = nullptr;
+        if (std::strstr(info->dlpi_name, "ld-linux"))
+          lo = &g->ldso_lo, hi = &g->ldso_hi;
+        else if (std::strstr(info->dlpi_name, "/libc.so.6"))
+          lo = &g->libc_lo, hi = &g->libc_hi;
+        if (!lo) return 0;
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           const auto& ph = info->dlpi_phdr[i];
           if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-          g->ldso_lo = info->dlpi_addr + ph.p_vaddr;
-          g->ldso_hi = g->ldso_lo + ph.p_memsz;
+          *lo = info->dlpi_addr + ph.p_vaddr;
+          *hi = *lo + ph.p_memsz;
         }
-        return 1;
+        return g->ldso_lo && g->libc_lo ? 1 : 0;
       },
       nullptr);
 }

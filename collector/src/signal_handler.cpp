@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include "collector_state.h"
 
@@ -22,6 +23,19 @@ bool interrupted_in_syscall(const ucontext_t* uc) {
   // The two bytes before ip: only within ip's own (mapped) page.
   if ((ip & 4095) >= 2 && ax == -EINTR && p[-2] == 0x0f && p[-1] == 0x05) return true;
   return false;
+}
+
+// A thread found by /proc/self/task polling (attach, or a thread the interposer did not start) meets libunwind in
+// this handler: its first unwind allocates libunwind's TLS block with malloc. That is safe only when the thread
+// was not inside libc (where malloc's locks are held) and memory is there — glibc aborts the process when the
+// block cannot be allocated. Until then its samples keep the leaf only.
+bool first_unwind_is_safe(uintptr_t ip) {
+  if (ip >= g->libc_lo && ip < g->libc_hi) return false;
+  void* probe = std::malloc(kUnwinderProbeBytes);
+  if (!probe) return false;
+  asm volatile("" : : "r"(probe) : "memory");
+  std::free(probe);
+  return true;
 }
 
 }  // namespace
@@ -54,7 +68,12 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
     pcs[0] = reinterpret_cast<void*>(ip);
     n = 1;
     g->counters.in_loader.fetch_add(1, std::memory_order_relaxed);
+  } else if (!ts->unwinder_ready.load(std::memory_order_acquire) && !first_unwind_is_safe(ip)) {
+    pcs[0] = reinterpret_cast<void*>(ip);
+    n = 1;
+    g->counters.unwind_deferred.fetch_add(1, std::memory_order_relaxed);
   } else {
+    ts->unwinder_ready.store(true, std::memory_order_release);
     const int got = p_unw_backtrace(pcs, kMaxPcs + 16);
     int start = -1;
     for (int i = 0; i < got && i < 16; ++i)

@@ -91,14 +91,26 @@ void retire_locked(ThreadState* ts) {
 }
 
 ThreadState* register_thread(int32_t tid, bool own) {
+  bool warmed = false;
   if (own) {
-    // Warm libunwind's per-thread trace cache outside the handler (it allocates on first use).
+    // Warm libunwind's per-thread trace cache here, outside the handler: its TLS block and the cache are
+    // allocated on first use, and glibc aborts the process when the TLS block cannot be allocated. A thread that
+    // starts when memory is exhausted is left unsampled rather than risked.
+    void* probe = std::malloc(kUnwinderProbeBytes);
+    if (!probe) {
+      g->counters.threads_unsampled.fetch_add(1);
+      return nullptr;
+    }
+    asm volatile("" : : "r"(probe) : "memory");  // a real allocation, not elided with its free
+    std::free(probe);
     void* warm[64];
     p_unw_backtrace(warm, 64);
+    warmed = true;
   }
   std::lock_guard<std::mutex> lk(g->reg_mu);
   if (g->state.load() != kRunning) return nullptr;
   if (ThreadState* old = lookup(tid)) {
+    if (warmed) old->unwinder_ready.store(true, std::memory_order_release);
     // /proc/self/task polling can see a thread that has just registered itself: keep that state (the
     // thread's t_state points to it). A thread registering itself replaces a polled or stale (tid reuse) one.
     if (!own) return old;
@@ -117,6 +129,7 @@ ThreadState* register_thread(int32_t tid, bool own) {
   auto* ts = new (mem) ThreadState();
   ts->map_bytes = bytes;
   ts->own = own;
+  ts->unwinder_ready.store(warmed, std::memory_order_relaxed);
   ts->tid.store(tid);
   ts->ring.init(static_cast<uint8_t*>(mem) + sizeof(ThreadState), kRingBytes);
   uint32_t h = tid_hash(tid);
@@ -246,7 +259,7 @@ void reset_recorded_state(bool after_fork) {
     g->own_tids.clear();
   }
   auto& c = g->counters;
-  for (auto* a : {&c.samples, &c.dropped_ring_full, &c.unknown_thread, &c.unwind_failed, &c.in_loader,
+  for (auto* a : {&c.samples, &c.dropped_ring_full, &c.unknown_thread, &c.unwind_failed, &c.in_loader, &c.unwind_deferred,
                   &c.threads_seen, &c.threads_unsampled, &c.call_stacks, &c.call_stacks_skipped})
     a->store(0);
   for (auto& b : c.handler_hist) b.store(0);

@@ -212,6 +212,10 @@ TEST_CASE("attach to a running hot_loop: samples from after the attach, with sym
     CHECK(t.meta["attach.injected"] == "1");
     CHECK(t.meta["attach.ending"] == "duration");
     CHECK(std::atof(t.meta["attach.max_stopped_ms"].c_str()) > 0);
+    // Its thread was found by polling: its first unwind waited for a sample outside libc (hot_loop computes in its
+    // own code), so at most a few samples kept only their leaf.
+    REQUIRE(t.meta.count("collector.unwind_deferred_samples"));
+    CHECK(std::atoll(t.meta["collector.unwind_deferred_samples"].c_str()) < 10);
   }
   // Dormant collector: one control thread blocked in accept() and its socket; libunwind's address-validation
   // pipe (2 descriptors, opened at its first use) stays too.

@@ -150,6 +150,9 @@ TEST_CASE("one hot function gets most samples, with symbol and file:line, stepsc
   CHECK(std::atof(t.meta["collector.cpu_s"].c_str()) > 0);
   CHECK(std::atof(t.meta["collector.handler_cpu_s_estimate"].c_str()) > 0);
   CHECK(std::atof(t.meta["collector.own_threads_cpu_s"].c_str()) > 0);
+  // A launched program's threads warm libunwind when they start: none waits for a safe first unwind.
+  CHECK(t.meta["collector.unwind_deferred_samples"] == "0");
+  CHECK(t.meta["collector.out_of_memory_passes"] == "0");
   auto [begin, end] = hot_lines();
   REQUIRE(begin > 0);
   size_t hot = 0, deep = 0;

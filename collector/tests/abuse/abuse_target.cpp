@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
         while (!go) std::this_thread::yield();
         out[size_t(i)] = burn(150000000ul) ^ unsigned(i);
       });
+    std::vector<void*> held;
+    held.reserve(1024);  // room for every block under the limit: the loop itself needs no memory
     long pages = 0;
     if (FILE* f = std::fopen("/proc/self/statm", "r")) {
       if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
@@ -147,8 +149,6 @@ int main(int argc, char** argv) {
     rlimit rl{};
     rl.rlim_cur = rl.rlim_max = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (64ul << 20);
     if (pages <= 0 || setrlimit(RLIMIT_AS, &rl) != 0) return 1;
-    std::vector<void*> held;
-    held.reserve(1024);  // room for every block under the limit, so that the loop itself needs no memory
     while (held.size() < held.capacity()) {
       void* p = std::malloc(1 << 20);
       if (!p) break;
