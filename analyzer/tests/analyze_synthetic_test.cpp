@@ -94,6 +94,20 @@ TEST_CASE("a long host gap without launches is host idle - the launch that ends 
   CHECK(a.idle_host_top[0].name == "aten::cpu_heavy_op");
   CHECK(a.idle_host_top[0].time_ns == 1350 * US);
   CHECK_FALSE(find(a, "launch-overhead"));
+  // The 1.42 ms gap (100..1520 us) is longer than any dispatch: a host computation of its own.
+  const auto* f = find(a, "host-compute");
+  REQUIRE(f);
+  CHECK(f->severity == store::Severity::High);
+  CHECK(f->est_savings_us_per_step == Approx(1420.0));
+  CHECK(f->steps == std::vector<int64_t>{0});
+  CHECK(f->summary.find("71.0% of the step (1.42 ms per step)") != std::string::npos);
+  CHECK(f->summary.find("mostly in aten::cpu_heavy_op (1.35 ms per step)") != std::string::npos);
+  simdjson::dom::parser p;
+  auto ev = p.parse(f->evidence_json);
+  CHECK(std::string_view(ev["host_activity"].at(0)["name"]) == "aten::cpu_heavy_op");
+  CHECK(double(ev["host_activity"].at(0)["time_us"]) == Approx(1350.0));
+  CHECK(std::string_view(ev["activity_source"]) == "ranges");
+  CHECK(double(ev["longest_gap_us"]) == Approx(1420.0));
 }
 
 TEST_CASE("host activity while the GPU idled leaves out the collector's own threads") {

@@ -206,17 +206,12 @@ class StepContributions {
     // The profiler's own work is not what made a step slow: skip stepscope's threads (v2 stores mark them) and
     // samples whose leaf is in the collector library (v1 stores do not).
     const CollectorThreads own(t_);
-    std::unordered_map<store::StringId, bool> collector_module;
+    CollectorModules collector_modules(t_);
     auto in_collector = [&](int64_t stack) {
       auto sp = stack_pos.find(stack);
       if (sp == stack_pos.end()) return false;
       auto fp = frame_pos_.find(t_.stacks[sp->second].frame);
-      if (fp == frame_pos_.end()) return false;
-      const store::StringId m = t_.frames[fp->second].module;
-      auto it = collector_module.find(m);
-      if (it == collector_module.end())
-        it = collector_module.emplace(m, t_.str(m).find("libstepscope_collector") != std::string::npos).first;
-      return it->second;
+      return fp != frame_pos_.end() && collector_modules.contains(t_.frames[fp->second]);
     };
     for (const auto& s : t_.samples) {
       if (own.contains(s) || in_collector(s.stack)) continue;

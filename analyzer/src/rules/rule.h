@@ -27,6 +27,7 @@ class Rule {
 
 std::unique_ptr<Rule> make_input_bound_rule();
 std::unique_ptr<Rule> make_launch_overhead_rule();
+std::unique_ptr<Rule> make_host_compute_rule();
 std::unique_ptr<Rule> make_small_gemm_loop_rule();
 std::unique_ptr<Rule> make_sync_stall_rule();
 std::unique_ptr<Rule> make_pageable_memcpy_rule();

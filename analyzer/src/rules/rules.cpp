@@ -10,13 +10,15 @@ namespace stepscope::analyzer::rules {
 
 // The order is the order in which rules claim idle time (SavingsLedger): waits for data and for syncs first (their
 // cause is the host's), then a loop of small GEMMs (its gaps are also launch gaps, and one batched GEMM is the
-// narrower cure), then what remains of the host-bound idle, then copies and math.
+// narrower cure), then what remains of the host-bound idle — dispatch gaps, then the host's longer computations —
+// then copies and math.
 std::vector<std::unique_ptr<Rule>> all_rules() {
   std::vector<std::unique_ptr<Rule>> r;
   r.push_back(make_input_bound_rule());
   r.push_back(make_sync_stall_rule());
   r.push_back(make_small_gemm_loop_rule());
   r.push_back(make_launch_overhead_rule());
+  r.push_back(make_host_compute_rule());
   r.push_back(make_pageable_memcpy_rule());
   r.push_back(make_no_tensor_cores_rule());
   return r;

@@ -47,7 +47,7 @@ struct TimeRange {
 };
 
 struct FindingResult {
-  std::string rule;  // "input-bound", "launch-overhead", "small-gemm-loop", "sync-stall", "pageable-memcpy", "no-tensor-cores"
+  std::string rule;  // "input-bound", "launch-overhead", "host-compute", "small-gemm-loop", "sync-stall", "pageable-memcpy", "no-tensor-cores"
   store::Severity severity = store::Severity::Low;
   std::vector<int64_t> steps;          // indexes of affected steps
   std::vector<TimeRange> ranges;       // where in time the evidence lies

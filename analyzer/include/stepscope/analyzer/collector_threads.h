@@ -1,8 +1,9 @@
 // Which samples are stepscope's own work rather than the program's: the threads the collector ran, which v2
-// stores mark (threads.collector). Analyses and views leave them out unless asked.
+// stores mark (threads.collector), and the collector library's frames. Analyses and views leave them out unless asked.
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "stepscope/store/records.h"
@@ -21,6 +22,23 @@ class CollectorThreads {
  private:
   static int64_t key(int64_t pid, int64_t tid) { return (pid << 32) ^ tid; }
   std::unordered_set<int64_t> keys_;
+};
+
+// Frames in the collector library: what v1 stores, which do not mark the collector's threads, show of the
+// profiler's own work (its drain, CUPTI's buffer callbacks). A sample whose leaf is one of them is left out too.
+class CollectorModules {
+ public:
+  explicit CollectorModules(const store::Trace& t) : t_(t) {}
+  bool contains(const store::Frame& f) {
+    auto it = known_.find(f.module);
+    if (it == known_.end())
+      it = known_.emplace(f.module, t_.str(f.module).find("libstepscope_collector") != std::string_view::npos).first;
+    return it->second;
+  }
+
+ private:
+  const store::Trace& t_;
+  std::unordered_map<store::StringId, bool> known_;
 };
 
 }  // namespace stepscope::analyzer
