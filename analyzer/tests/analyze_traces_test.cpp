@@ -132,6 +132,23 @@ TEST_CASE("graph replay (vLLM decode on AMD) is not launch overhead") {
   CHECK_FALSE(find(a, "launch-overhead"));
 }
 
+TEST_CASE("MI300X DDP ResNet-18: its 1 s steps wait for the host's own computation in backward - host-compute") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto& a = analysis_of("tracelens/mi300x_ddp_resnet18.json.gz");
+  REQUIRE(a.steps.size() == 5);
+  for (size_t i = 2; i < 5; ++i) CHECK(a.steps[i].bound == analyzer::Bound::Host);
+  auto* f = find(a, "host-compute");
+  REQUIRE(f);
+  CHECK(f->severity == store::Severity::High);
+  CHECK(f->steps == std::vector<int64_t>{2, 3, 4});  // steps 0-1 (118 ms) wait mostly in dispatch gaps
+  CHECK(mentions(f, "run_backward"));
+  CHECK(mentions(f, "aten::convolution_backward"));
+  CHECK(f->suggestion.find("MIOpen") != std::string::npos);
+  CHECK_FALSE(find(a, "launch-overhead"));
+  // The saving is the long host-bound idle of those steps, no more than their idle.
+  for (int64_t i : f->steps) CHECK(a.steps[size_t(i)].host_idle_ns + a.steps[size_t(i)].launch_idle_ns >= 0.9 * f->est_savings_us_per_step * 1000);
+}
+
 TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, every step gpu") {
   STEPSCOPE_REQUIRE_TRACES();
   const std::string rel = "hta/v100_resnet_gpu_bound_ns.json.gz";
