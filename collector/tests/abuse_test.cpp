@@ -23,17 +23,8 @@
 using namespace stepscope;
 
 namespace {
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using test::RunResult;
+using test::slurp;
 
 int64_t mono_ns() {
   timespec ts{};
@@ -41,30 +32,6 @@ int64_t mono_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Runs argv, stdout/stderr to files; `during(pid)` runs in the parent while it runs.
-RunResult run(const std::vector<std::string>& args, const test::ScratchDir& dir,
-              const std::function<void(pid_t)>& during = {}) {
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(126);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  if (during) during(pid);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 std::vector<std::string> record(const std::string& db, const std::vector<std::string>& cmd) {
   std::vector<std::string> a{test::binary_dir() + "/cli/stepscope", "record", "--no-gpu", "-o", db, "--"};
@@ -96,10 +63,10 @@ TEST_CASE("abusive targets keep their stdout and exit code under the collector, 
     std::vector<std::string> cmd{target};
     cmd.insert(cmd.end(), c.args.begin(), c.args.end());
     INFO("abuse_target " << c.args[0]);
-    const RunResult plain = run(cmd, dir);
+    const RunResult plain = test::run_argv(cmd, dir);
     REQUIRE(plain.exit_code == c.exit_code);
     const std::string db = dir.file(c.args[0] + ".db");
-    const RunResult rec = run(record(db, cmd), dir);
+    const RunResult rec = test::run_argv(record(db, cmd), dir);
     INFO("stderr: " << rec.err);
     CHECK(rec.exit_code == c.exit_code);
     CHECK(rec.out == plain.out);
@@ -115,20 +82,20 @@ TEST_CASE("a target at its memory limit keeps its output and exit code — what 
   // Filling memory at once, before the collector stored anything: it used to throw std::bad_alloc through
   // dl_iterate_phdr, and glibc, unable to load libgcc_s for the unwinding, aborted the target (2 runs of 10).
   for (int i = 0; i < 10; ++i) {
-    const RunResult plain = run({target, "memory-limit", "now"}, dir);
+    const RunResult plain = test::run_argv({target, "memory-limit", "now"}, dir);
     REQUIRE(plain.exit_code == 9);
     const std::string db = dir.file("now" + std::to_string(i) + ".db");
-    const RunResult rec = run(record(db, {target, "memory-limit", "now"}), dir);
+    const RunResult rec = test::run_argv(record(db, {target, "memory-limit", "now"}), dir);
     INFO("stderr: " << rec.err);
     CHECK(rec.exit_code == 9);
     CHECK(rec.out == plain.out);
     CHECK_NOTHROW(store::StoreReader(db).load());
   }
   // Like a trainer that grew into its limit: half a second of work is stored before memory runs out.
-  const RunResult plain = run({target, "memory-limit"}, dir);
+  const RunResult plain = test::run_argv({target, "memory-limit"}, dir);
   REQUIRE(plain.exit_code == 9);
   const std::string db = dir.file("grown.db");
-  const RunResult rec = run(record(db, {target, "memory-limit"}), dir);
+  const RunResult rec = test::run_argv(record(db, {target, "memory-limit"}), dir);
   INFO("stderr: " << rec.err);
   CHECK(rec.exit_code == 9);
   CHECK(rec.out == plain.out);
@@ -140,10 +107,10 @@ TEST_CASE("a target at its memory limit keeps its output and exit code — what 
 TEST_CASE("a statically linked target runs unchanged and the recording says plainly why it holds no samples") {
   test::ScratchDir dir("collector_static");
   const std::vector<std::string> cmd{ABUSE_TARGET_STATIC, "burn"};
-  const RunResult plain = run(cmd, dir);
+  const RunResult plain = test::run_argv(cmd, dir);
   REQUIRE(plain.exit_code == 0);
   const std::string db = dir.file("static.db");
-  const RunResult rec = run(record(db, cmd), dir);
+  const RunResult rec = test::run_argv(record(db, cmd), dir);
   INFO(rec.err);
   CHECK(rec.exit_code == 0);
   CHECK(rec.out == plain.out);
@@ -163,7 +130,7 @@ TEST_CASE("10 recordings SIGKILLed at random moments: each store opens — past 
     const int64_t started_at = mono_ns();
     const std::string db = dir.file("kill" + std::to_string(i) + ".db");
     int64_t killed_at = 0;
-    const RunResult rec = run(record(db, {ABUSE_TARGET, "burn-forever"}), dir, [&](pid_t launcher) {
+    const RunResult rec = test::run_argv(record(db, {ABUSE_TARGET, "burn-forever"}), dir, [&](pid_t launcher) {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       const pid_t target = first_child(launcher);
       killed_at = mono_ns();

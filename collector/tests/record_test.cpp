@@ -27,41 +27,8 @@ using namespace stepscope;
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs argv with stdout/stderr to files. `on_started(pid)` runs in the parent right after the fork.
-RunResult run(const std::vector<std::string>& args, const test::ScratchDir& dir,
-              const std::function<void(pid_t)>& on_started = {}) {
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen(out.c_str(), "w", stdout);
-    freopen(err.c_str(), "w", stderr);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(126);
-  }
-  if (on_started) on_started(pid);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using test::RunResult;
+using test::slurp;
 
 std::string bin(const std::string& rel) { return test::binary_dir() + "/" + rel; }
 std::string stepscope_bin() { return bin("cli/stepscope"); }
@@ -128,7 +95,7 @@ std::pair<int, int> hot_lines() {
 TEST_CASE("one hot function gets most samples, with symbol and file:line, stepscope.h steps and waits") {
   test::ScratchDir dir("collector_hot");
   const std::string db = dir.file("hot.db");
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "250000000", "--steps", "4"}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "250000000", "--steps", "4"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   store::StoreReader reader(db);
@@ -186,7 +153,7 @@ TEST_CASE("one hot function gets most samples, with symbol and file:line, stepsc
 TEST_CASE("eight threads each hot in their own function are each attributed") {
   test::ScratchDir dir("collector_threads");
   const std::string db = dir.file("threads.db");
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "160000000", "--threads", "8"}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "160000000", "--threads", "8"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   check_invariant(store::StoreReader(db));
@@ -204,10 +171,10 @@ TEST_CASE("eight threads each hot in their own function are each attributed") {
 
 TEST_CASE("1000 short-lived threads run to completion with unchanged output") {
   test::ScratchDir dir("collector_churn");
-  auto plain = run({sample("thread_churn")}, dir);
+  auto plain = test::run_argv({sample("thread_churn")}, dir);
   REQUIRE(plain.exit_code == 0);
   const std::string db = dir.file("churn.db");
-  auto r = run(record_cmd(db, {sample("thread_churn")}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("thread_churn")}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == plain.out);
@@ -222,10 +189,10 @@ TEST_CASE("1000 short-lived threads run to completion with unchanged output") {
 
 TEST_CASE("50 forked children are all recorded under their own pid") {
   test::ScratchDir dir("collector_fork");
-  auto plain = run({sample("fork_children")}, dir);
+  auto plain = test::run_argv({sample("fork_children")}, dir);
   REQUIRE(plain.exit_code == 0);
   const std::string db = dir.file("fork.db");
-  auto r = run(record_cmd(db, {sample("fork_children")}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("fork_children")}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == plain.out);
@@ -254,7 +221,7 @@ TEST_CASE("50 forked children are all recorded under their own pid") {
 TEST_CASE("SIGKILL of the target mid-run leaves a store with samples") {
   test::ScratchDir dir("collector_kill");
   const std::string db = dir.file("kill.db");
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "300000000", "--steps", "6", "--self-kill"}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "300000000", "--steps", "6", "--self-kill"}), dir);
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGKILL);
   store::StoreReader reader(db);
@@ -266,7 +233,7 @@ TEST_CASE("SIGKILL of the target mid-run leaves a store with samples") {
 TEST_CASE("SIGTERM sent to stepscope reaches the command, which flushes its last samples and dies of it") {
   test::ScratchDir dir("collector_term");
   const std::string db = dir.file("term.db");
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "3000000000"}), dir, [](pid_t pid) {
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "3000000000"}), dir, [](pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     kill(pid, SIGTERM);
   });
@@ -292,7 +259,7 @@ TEST_CASE("record with a duration stops the command after S seconds and the stor
   const std::string db = dir.file("duration.db");
   const auto t0 = std::chrono::steady_clock::now();
   // Far more work than 1 s: only --duration ends it.
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "50000000000"}, {"--duration", "1"}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "50000000000"}, {"--duration", "1"}), dir);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGINT);
@@ -334,10 +301,10 @@ TEST_CASE("a program sees SIG_DFL for SIGINT/SIGTERM and its own handlers work (
       "print('not reached', flush=True)\n";
   const std::vector<std::string> cmd{"/usr/bin/python3", "-c", script};
   if (access(cmd[0].c_str(), X_OK) != 0) STEPSCOPE_SKIP("no /usr/bin/python3");
-  auto plain = run(cmd, dir);
+  auto plain = test::run_argv(cmd, dir);
   CHECK(plain.exit_code == 128 + SIGTERM);
   const std::string db = dir.file("py.db");
-  auto r = run(record_cmd(db, cmd), dir);
+  auto r = test::run_argv(record_cmd(db, cmd), dir);
   INFO(r.err);
   CHECK(r.out == "True True\nKeyboardInterrupt\n");
   CHECK(r.out == plain.out);
@@ -381,7 +348,7 @@ TEST_CASE("wall-clock sampling samples blocked threads off-CPU, CPU-time samplin
   };
 
   const std::string wall_db = dir.file("wall.db");
-  auto r = run(record_cmd(wall_db, {sample("blocking_threads"), "--iterations", "300000000"}, {"--wall"}), dir);
+  auto r = test::run_argv(record_cmd(wall_db, {sample("blocking_threads"), "--iterations", "300000000"}, {"--wall"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("reader: k sleeper: 1") != std::string::npos);  // read() was never cut short
@@ -400,7 +367,7 @@ TEST_CASE("wall-clock sampling samples blocked threads off-CPU, CPU-time samplin
   CHECK(roles["spin_function"].off_cpu <= roles["spin_function"].samples * 5 / 100);
 
   const std::string cpu_db = dir.file("cpu.db");
-  auto c = run(record_cmd(cpu_db, {sample("blocking_threads"), "--iterations", "100000000"}), dir);
+  auto c = test::run_argv(record_cmd(cpu_db, {sample("blocking_threads"), "--iterations", "100000000"}), dir);
   REQUIRE(c.exit_code == 0);
   store::Trace tc = store::StoreReader(cpu_db).load();
   auto cpu_roles = per_thread(tc);
@@ -416,7 +383,7 @@ TEST_CASE("symbolization results are reused from the per-build-id cache with ide
   std::vector<store::Trace> traces;
   for (int i = 0; i < 2; ++i) {
     const std::string db = dir.file("sym" + std::to_string(i) + ".db");
-    auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "60000000", "--threads", "2"}), dir);
+    auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "60000000", "--threads", "2"}), dir);
     REQUIRE(r.exit_code == 0);
     traces.push_back(store::StoreReader(db).load());
   }
@@ -455,7 +422,7 @@ TEST_CASE("symbolization results are reused from the per-build-id cache with ide
 TEST_CASE("exit() from a non-main thread keeps the status and the data") {
   test::ScratchDir dir("collector_exit_thread");
   const std::string db = dir.file("exit.db");
-  auto r = run(record_cmd(db, {sample("hot_loop"), "--iterations", "100000000", "--threads", "2", "--exit-from-thread"}), dir);
+  auto r = test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "100000000", "--threads", "2", "--exit-from-thread"}), dir);
   INFO(r.err);
   CHECK(r.exit_code == 3);
   store::Trace t = store::StoreReader(db).load();
@@ -467,7 +434,7 @@ TEST_CASE("a program that ends with _exit (dash, os._exit) keeps its last sample
   // periodic commit could have caught much of it; before the _exit stand-in this store held 0 samples.
   test::ScratchDir dir("collector_underscore_exit");
   const std::string db = dir.file("exit.db");
-  auto r = run(record_cmd(db, {"/bin/sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exit 5"},
+  auto r = test::run_argv(record_cmd(db, {"/bin/sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exit 5"},
                           {"--cpu-hz", "1000"}),
                dir);
   INFO(r.err);
@@ -480,9 +447,9 @@ TEST_CASE("a program that ends with _exit (dash, os._exit) keeps its last sample
 TEST_CASE("the target's stdout is byte-identical with and without the collector") {
   test::ScratchDir dir("collector_stdout");
   std::vector<std::string> cmd{sample("hot_loop"), "--iterations", "60000000", "--threads", "2"};
-  auto plain = run(cmd, dir);
+  auto plain = test::run_argv(cmd, dir);
   REQUIRE(plain.exit_code == 0);
-  auto rec = run(record_cmd(dir.file("out.db"), cmd), dir);
+  auto rec = test::run_argv(record_cmd(dir.file("out.db"), cmd), dir);
   REQUIRE(rec.exit_code == 0);
   CHECK(rec.out == plain.out);
   CHECK(!rec.out.empty());
@@ -492,7 +459,7 @@ TEST_CASE("without a CUDA driver: one warning, CPU data, the command's exit stat
   test::ScratchDir dir("collector_nogpu");
   const std::string db = dir.file("nogpu.db");
   // Without --no-gpu; through /bin/sh so exec keeps the injection.
-  auto r = run({stepscope_bin(), "record", "-o", db, "--", "/bin/sh", "-c",
+  auto r = test::run_argv({stepscope_bin(), "record", "-o", db, "--", "/bin/sh", "-c",
                 "\"$0\" --iterations 50000000 >/dev/null; exit 7", sample("hot_loop")},
                dir);
   CHECK(r.exit_code == 7);
@@ -512,7 +479,7 @@ TEST_CASE("without a CUDA driver: one warning, CPU data, the command's exit stat
 TEST_CASE("NVTX ranges are captured by the collector's own NVTX injection") {
   test::ScratchDir dir("collector_nvtx");
   const std::string db = dir.file("nvtx.db");
-  auto r = run(record_cmd(db, {bin("collector/tests/nvtx_sample")}, {"--step-regex", "^train_step$"}), dir);
+  auto r = test::run_argv(record_cmd(db, {bin("collector/tests/nvtx_sample")}, {"--step-regex", "^train_step$"}), dir);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   check_invariant(store::StoreReader(db));

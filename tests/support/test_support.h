@@ -2,11 +2,16 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace stepscope::test {
 
@@ -59,6 +64,44 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct RunResult {
+  int exit_code = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+// Runs argv (no shell) with stdout/stderr to files in `dir`; `on_started(pid)` runs in the parent right after
+// the fork, while the child runs.
+inline RunResult run_argv(const std::vector<std::string>& args, const ScratchDir& dir,
+                          const std::function<void(pid_t)>& on_started = {}) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  if (on_started) on_started(pid);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
 
 }  // namespace stepscope::test
 

@@ -58,18 +58,8 @@ class PageableMemcpyRule final : public Rule {
         f.ranges.push_back({op.api >= 0 ? std::min(t.api_calls[op.api].start, m.start) : m.start, m.end});
     }
     if (total == 0) return;
-    double saved = 0, steady_saved = 0;
-    for (auto& [s, ns] : saved_per_step) {
-      if (ns <= 0) continue;
-      f.steps.push_back(ctx.steps[s].index), saved += double(ns);
-      if (ctx.steady[s]) steady_saved += double(ns);
-    }
-    if (f.steps.empty()) return;
-    f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.traced_step_ns);
-    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    auto decision = conclude_finding(ctx, saved_per_step, kHighShare, kMediumShare, f);
     if (!decision) return;
-    f.severity = decision->severity;
 
     std::string ev;
     JsonWriter w(ev);

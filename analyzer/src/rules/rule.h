@@ -2,6 +2,7 @@
 // thresholds are named constants documented in docs/rules.md. Rule ids are public (CI filters on them).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,12 @@ void drop_negligible(std::vector<FindingResult>& findings);
 // part not claimed before.
 int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& ledger, size_t step, detail::IdleKind kind,
                            bool dispatch_only = false);
+
+// Concludes a finding from its saving per step (index into ctx.steps → ns): the affected steps, the mean saving per
+// affected step, the share of the traced step time, and the severity from the steady steps' share. No value when
+// no step saves anything or the share is too small to report (then `f` must not be reported).
+std::optional<SeverityDecision> conclude_finding(const detail::Context& ctx, const std::map<int32_t, int64_t>& saved_per_step,
+                                                 double high_at, double medium_at, FindingResult& f);
 
 // Summed duration of the steady steps (Context::steady), the base of severity shares.
 double steady_share(const detail::Context& ctx, double ns_over_steady_steps);

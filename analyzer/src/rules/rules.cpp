@@ -58,6 +58,22 @@ int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& le
   return fresh;
 }
 
+std::optional<SeverityDecision> conclude_finding(const detail::Context& ctx, const std::map<int32_t, int64_t>& saved_per_step,
+                                                 double high_at, double medium_at, FindingResult& f) {
+  double saved = 0, steady_saved = 0;
+  for (const auto& [s, ns] : saved_per_step) {
+    if (ns <= 0) continue;
+    f.steps.push_back(ctx.steps[size_t(s)].index), saved += double(ns);
+    if (ctx.steady[size_t(s)]) steady_saved += double(ns);
+  }
+  if (f.steps.empty()) return std::nullopt;
+  f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
+  f.share = saved / double(ctx.traced_step_ns);
+  auto decision = decide_severity(steady_share(ctx, steady_saved), high_at, medium_at);
+  if (decision) f.severity = decision->severity;
+  return decision;
+}
+
 double steady_share(const detail::Context& ctx, double ns_over_steady_steps) {
   return ctx.steady_step_ns > 0 ? ns_over_steady_steps / double(ctx.steady_step_ns) : 0.0;
 }

@@ -84,18 +84,8 @@ class SmallGemmLoopRule final : public Rule {
       if (g.api < 0) g.api = r.api;
       if (f.ranges.size() < kMaxRangesPerFinding) f.ranges.push_back({r.first_start, r.last_end});
     }
-    double saved = 0, steady_saved = 0;
-    for (auto& [s, ns] : saved_per_step) {
-      if (ns <= 0) continue;
-      f.steps.push_back(ctx.steps[s].index), saved += double(ns);
-      if (ctx.steady[s]) steady_saved += double(ns);
-    }
-    if (f.steps.empty()) return;
-    f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.traced_step_ns);
-    auto decision = decide_severity(steady_share(ctx, steady_saved), kHighShare, kMediumShare);
+    auto decision = conclude_finding(ctx, saved_per_step, kHighShare, kMediumShare, f);
     if (!decision) return;
-    f.severity = decision->severity;
 
     std::string ev;
     JsonWriter w(ev);
@@ -129,7 +119,7 @@ class SmallGemmLoopRule final : public Rule {
     f.summary = std::to_string(runs.size()) + " run(s) of " + std::to_string(longest) +
                 "+ identical GEMM kernels back to back (" +
                 (native ? "a loop of small GEMM calls" : "a Python loop of matmuls") + "), " +
-                format_us(saved / double(f.steps.size())) + " per step between them.";
+                format_us(f.est_savings_us_per_step * 1000.0) + " per step between them.";
     if (native)
       f.suggestion =
           "Replace the loop of small GEMM calls by one batched call:\n"
