@@ -405,6 +405,49 @@ class ModelTest : public QObject {
     QVERIFY(threads(all).contains("Thread 300"));
   }
 
+  // The H100 torch_dataloader recording holds each wait three times, nested: the sample's NVTX range, its
+  // stepscope.wait call and the DataLoader hook. One wait is drawn once and names every source.
+  void oneWaitSeenByThreeSourcesIsDrawnOnce() {
+    auto t = std::make_shared<store::Trace>();
+    for (int i = 0; i < 3; ++i) {
+      const int64_t s = kBase + i * 100 * kMs;
+      t->data_waits.push_back({s, s + 67 * kMs, 100, 1111, t->intern("nvtx")});
+      t->data_waits.push_back({s + 13 * 1000, s + 67 * kMs - 20 * 1000, 100, 1111, t->intern("api")});
+      t->data_waits.push_back({s + 15 * 1000, s + 67 * kMs - 40 * 1000, 100, 1111, t->intern("dataloader")});
+    }
+    t->data_waits.push_back({kBase + 400 * kMs, kBase + 401 * kMs, 100, 1111, t->intern("dataloader")});  // alone
+    auto m = TimelineModel::build(t);
+    const Track* waits = nullptr;
+    for (const auto& tr : m->tracks())
+      if (tr.kind == TrackKind::DataWaits) waits = &tr;
+    QVERIFY(waits);
+    QCOMPARE(waits->lanes.size(), size_t(1));
+    QCOMPARE(waits->lanes[0].size(), size_t(4));
+    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(0))), QString("Data wait (nvtx, api, dataloader)"));
+    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(3))), QString("Data wait (dataloader)"));
+  }
+
+  // v1 stores do not mark the collector's threads; its library at the leaf (CUPTI's buffer callbacks on a
+  // thread of the program's) is the profiler's work too.
+  void callTreeLeavesOutSamplesInTheCollectorLibrary() {
+    auto t = synthetic_trace();
+    int64_t frame_id = 0, stack_id = 0;
+    for (const auto& f : t->frames) frame_id = std::max(frame_id, f.id);
+    for (const auto& st : t->stacks) stack_id = std::max(stack_id, st.id);
+    store::Frame f;
+    f.id = ++frame_id, f.module = t->intern("/opt/stepscope/lib/libstepscope_collector.so");
+    f.symbol = t->intern("stepscope::collector::cupti::decode_activity_buffer(unsigned char*, unsigned long)");
+    t->frames.push_back(f);
+    t->stacks.push_back({++stack_id, 0, f.id});
+    for (int i = 0; i < 4; ++i) t->samples.push_back({kBase + 1000 * (i + 1) + 500, 100, 777, stack_id, true});
+    std::sort(t->samples.begin(), t->samples.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+    auto m = TimelineModel::build(t);
+    const CallTree user = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown);
+    QCOMPARE(user.nodes()[0].total, 20.0);
+    const CallTree all = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown, true);
+    QCOMPARE(all.nodes()[0].total, 24.0);
+  }
+
   // Two overloads fold to one short name; they stay two nodes, each with its full name as the tooltip.
   void callTreeKeepsFunctionsThatShareAShortName() {
     auto t = synthetic_trace();

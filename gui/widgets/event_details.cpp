@@ -115,7 +115,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
     }
     case EventKind::DataWait: {
       const auto& w = t.data_waits[e.row];
-      out += row("source", h(t.str(w.source)));
+      out += row("recorded by", h(m.wait_sources(e.row)));
       out += row("thread", QString("%1 / %2").arg(w.pid).arg(w.tid));
       break;
     }

@@ -70,7 +70,8 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
   tree.by_time_ = false;
   const store::Trace& t = model.trace();
   const analyzer::CollectorThreads own(t);
-  std::unordered_map<int64_t, std::vector<int32_t>> path_cache;  // stack id → names, root first
+  analyzer::CollectorModules collector_code(t);
+  std::unordered_map<int64_t, std::vector<int32_t>> path_cache;  // stack id → names, root first; empty: left out
   std::vector<int32_t> path;
   for (uint32_t row : model.samples_in(t0, t1)) {
     const store::Sample& s = t.samples[row];
@@ -79,10 +80,16 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
     if (it == path_cache.end()) {
       std::vector<int32_t> names;
       auto frames = model.stack_frames(s.stack);
+      // v1 stores do not mark the collector's threads: its code at the leaf is the profiler's work too.
+      if (!collector_threads && !frames.empty() && collector_code.contains(t.frames[frames.front()])) {
+        path_cache.emplace(s.stack, std::vector<int32_t>{});
+        continue;
+      }
       for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(tree.intern(model.frame_name(*f, true), model.frame_name(*f)));
       if (names.empty()) names.push_back(tree.intern("(no stack)"));
       it = path_cache.emplace(s.stack, std::move(names)).first;
     }
+    if (it->second.empty()) continue;
     path.clear();
     std::string thread = "Thread " + std::to_string(s.tid);
     path.push_back(tree.intern(thread));

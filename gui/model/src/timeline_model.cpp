@@ -310,6 +310,27 @@ void TimelineModel::build_tracks() {
   gather(t.ranges, thread_key, host, add(EventKind::Range));
   gather(t.syncs, thread_key, host, add(EventKind::Sync));
   gather(t.data_waits, thread_key, waits, add(EventKind::DataWait));
+  // A wait inside another wait of the same thread is the same wait seen by another source: drawn once.
+  for (auto& [k, refs] : waits) {
+    std::sort(refs.begin(), refs.end(), [&t](EventRef a, EventRef b) {
+      const auto &x = t.data_waits[a.row], &y = t.data_waits[b.row];
+      return x.start != y.start ? x.start < y.start : x.end != y.end ? x.end > y.end : a.row < b.row;
+    });
+    std::vector<EventRef> kept;
+    kept.reserve(refs.size());
+    for (EventRef r : refs) {
+      const auto& w = t.data_waits[r.row];
+      if (!kept.empty() && w.end <= t.data_waits[kept.back().row].end) {
+        std::string& srcs = wait_sources_[kept.back().row];
+        if (srcs.empty()) srcs = t.str(t.data_waits[kept.back().row].source);
+        const std::string s = t.str(w.source);
+        if (!s.empty() && (", " + srcs + ", ").find(", " + s + ", ") == std::string::npos) srcs += ", " + s;
+        continue;
+      }
+      kept.push_back(r);
+    }
+    refs = std::move(kept);
+  }
   auto span_of = [&t](EventRef e) -> Item {
     switch (e.kind) {
       case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
@@ -631,6 +652,11 @@ std::string TimelineModel::full_name_of(EventRef e) const {
   return name_of(e);
 }
 
+std::string TimelineModel::wait_sources(uint32_t row) const {
+  auto all = wait_sources_.find(row);
+  return all != wait_sources_.end() ? all->second : trace_->str(trace_->data_waits[row].source);
+}
+
 std::string TimelineModel::name_of(EventRef e) const {
   const store::Trace& t = *trace_;
   auto shown = [&](store::StringId id) {
@@ -648,7 +674,7 @@ std::string TimelineModel::name_of(EventRef e) const {
     case EventKind::Range: return shown(t.ranges[e.row].name);
     case EventKind::Sync: return std::string("Sync (") + store::to_string(t.syncs[e.row].type) + ")";
     case EventKind::DataWait: {
-      std::string src = t.str(t.data_waits[e.row].source);
+      const std::string src = wait_sources(e.row);
       return src.empty() ? "Data wait" : "Data wait (" + src + ")";
     }
     case EventKind::Step: {

@@ -148,6 +148,8 @@ class TimelineModel {
   // Frames of a stack, leaf first (trace.frames rows).
   std::vector<uint32_t> stack_frames(int64_t stack_id) const;
   std::string frame_name(uint32_t frame_row, bool full = false) const;
+  // The sources that recorded data wait `row` (trace.data_waits row): several when others recorded the same wait.
+  std::string wait_sources(uint32_t row) const;
   // Host events (ranges, API calls) on the same thread enclosing [start, end), outermost first.
   std::vector<EventRef> enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const;
 
@@ -178,6 +180,9 @@ class TimelineModel {
   PairMap gpu_track_;     // (device, stream) → GpuStream track
   PairMap ranges_track_;  // (pid, tid) → CpuRanges track
   PairMap waits_track_;   // (pid, tid) → DataWaits track
+  // One wait recorded by several sources (the program's NVTX range, stepscope.wait, the DataLoader hook) is drawn
+  // once, as its outermost row: that row → every source, outermost first ("nvtx, api, dataloader").
+  std::unordered_map<uint32_t, std::string> wait_sources_;
   PairMap samples_track_;  // (pid, tid) → CpuSamples track
   int steps_track_ = -1, findings_track_ = -1;
   std::vector<uint32_t> samples_by_time_;        // trace.samples rows sorted by time
