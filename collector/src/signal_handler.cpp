@@ -1,5 +1,6 @@
 #include "signal_handler.h"
 
+#include <sys/syscall.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -25,12 +26,33 @@ bool interrupted_in_syscall(const ucontext_t* uc) {
   return false;
 }
 
+// Blocked in libc in a system call that malloc never makes while it holds a lock: a wait of its own (a futex wait,
+// poll, read, sleep …), being restarted (ip on the `syscall` instruction, rax its number) or returning -EINTR
+// (malloc's mmap/brk/munmap/madvise never do).
+bool blocked_outside_malloc(const ucontext_t* uc) {
+  const uintptr_t ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  const long ax = static_cast<long>(uc->uc_mcontext.gregs[REG_RAX]);
+  const auto* p = reinterpret_cast<const volatile uint8_t*>(ip);
+  if ((ip & 4095) >= 2 && ax == -EINTR && p[-2] == 0x0f && p[-1] == 0x05) return true;
+  if (p[0] != 0x0f || p[1] != 0x05) return false;
+  switch (ax) {
+    case SYS_futex: case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6: case SYS_epoll_wait:
+    case SYS_epoll_pwait: case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_read: case SYS_recvfrom:
+    case SYS_recvmsg: case SYS_accept: case SYS_accept4: case SYS_wait4: case SYS_pause: case SYS_rt_sigtimedwait:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A thread found by /proc/self/task polling (attach, or a thread the interposer did not start) meets libunwind in
 // this handler: its first unwind allocates libunwind's TLS block with malloc. That is safe only when the thread
-// was not inside libc (where malloc's locks are held) and memory is there — glibc aborts the process when the
-// block cannot be allocated. Until then its samples keep the leaf only.
-bool first_unwind_is_safe(uintptr_t ip) {
-  if (ip >= g->libc_lo && ip < g->libc_hi) return false;
+// was not running libc code (where malloc's locks are held) — outside libc, or blocked in libc in a wait of its
+// own — and memory is there: glibc aborts the process when the block cannot be allocated. Until then its samples
+// keep the leaf only.
+bool first_unwind_is_safe(const ucontext_t* uc) {
+  const uintptr_t ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  if (ip >= g->libc_lo && ip < g->libc_hi && !blocked_outside_malloc(uc)) return false;
   void* probe = std::malloc(kUnwinderProbeBytes);
   if (!probe) return false;
   asm volatile("" : : "r"(probe) : "memory");
@@ -68,7 +90,7 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
     pcs[0] = reinterpret_cast<void*>(ip);
     n = 1;
     g->counters.in_loader.fetch_add(1, std::memory_order_relaxed);
-  } else if (!ts->unwinder_ready.load(std::memory_order_acquire) && !first_unwind_is_safe(ip)) {
+  } else if (!ts->unwinder_ready.load(std::memory_order_acquire) && !first_unwind_is_safe(uc)) {
     pcs[0] = reinterpret_cast<void*>(ip);
     n = 1;
     g->counters.unwind_deferred.fetch_add(1, std::memory_order_relaxed);

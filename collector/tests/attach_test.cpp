@@ -297,6 +297,39 @@ TEST_CASE("attach to a running PyTorch trainer: Python frames, then it finishes 
   CHECK(stable(target.stdout_text()) == stable(plain.stdout_text()));
 }
 
+TEST_CASE("attach --wall: threads blocked in libc are unwound there, whole stacks, without waiting for a safe point") {
+  // Every thread is found by polling after an attach, so its first unwind (libunwind's lazily allocated TLS)
+  // happens in the handler: allowed outside libc, or blocked in libc in a wait malloc never makes (read, sleep).
+  test::ScratchDir dir("attach_blocked");
+  Proc target = spawn({sample("blocking_threads"), "--iterations", kLongIterations}, dir.file("target"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string db = dir.file("wall.db");
+  Proc a = run(attach_cmd(target.pid, db, {"--duration", "1", "--wall"}), dir.file("attach"));
+  INFO(a.stderr_text());
+  REQUIRE(a.status == 0);
+  ::kill(target.pid, SIGKILL);
+  target.wait();
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.meta.count("collector.unwind_deferred_samples"));
+  CHECK(std::atoll(t.meta["collector.unwind_deferred_samples"].c_str()) < 10);
+  std::map<int64_t, int64_t> parent;  // stack id → parent id (prefix tree)
+  for (const auto& st : t.stacks) parent[st.id] = st.parent;
+  auto depth = [&](int64_t id) {
+    size_t d = 0;
+    for (; id != 0 && parent.count(id) && d < 512; ++d) id = parent[id];
+    return d;
+  };
+  // The reader blocked in read() and the sleeper in nanosleep(): off-CPU samples with their callers.
+  size_t off_cpu = 0, deep = 0;
+  for (const auto& s : t.samples) {
+    if (s.on_cpu) continue;
+    ++off_cpu;
+    if (depth(s.stack) >= 4) ++deep;
+  }
+  CHECK(off_cpu >= 500);  // two blocked threads, 1 s at 1 kHz of wall time
+  CHECK(deep >= off_cpu * 9 / 10);
+}
+
 TEST_CASE("a process that ends during the window: its samples are kept — one that ends during the attach: one line") {
   test::ScratchDir dir("attach_exit");
   // Ends while recording (no --duration): the store has what it recorded, and it exited as it would have.
