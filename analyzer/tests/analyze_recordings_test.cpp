@@ -9,12 +9,14 @@
 #include <cmath>
 #include <map>
 
+#include "findings.h"
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
 using namespace stepscope;
+using test::find_finding;
 
 namespace {
 
@@ -30,12 +32,6 @@ const analyzer::Analysis& recording(const std::string& name) {
     it = cache.emplace(name, analyzer::analyze(t)).first;
   }
   return it->second;
-}
-
-const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
-  for (const auto& f : a.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
 }
 
 std::map<analyzer::Bound, size_t> bounds(const analyzer::Analysis& a) {
@@ -124,14 +120,14 @@ TEST_CASE("input_bound: input-bound and pageable copies — with 8 prefetch work
   REQUIRE(!a.findings.empty());
   CHECK(a.findings.front().rule == "input-bound");
   CHECK(a.findings.front().severity == store::Severity::High);
-  CHECK(find(a, "pageable-memcpy"));
+  CHECK(find_finding(a, "pageable-memcpy"));
 
   // --prefetch 8: the sample's GPU-timeline step (681.6 µs plain) equals its train kernel (676 µs per batch) and
   // kernels follow each other within ~3 µs: the GPU is busy all the time. The training loop still waits for data
   // most of its step, but that wait is hidden behind queued GPU work (the host runs 12 batches ahead), so it is not
   // input-bound — and no summary says both "GPU busy 93%" and "input wait 87%" of the same time as causes.
   const auto& p = recording("input_bound_prefetch.db.xz");
-  CHECK_FALSE(find(p, "input-bound"));
+  CHECK_FALSE(find_finding(p, "input-bound"));
   CHECK(p.summary.data_wait_share > 0.8);    // the host's own wait, reported as such
   CHECK(p.summary.input_idle_share < 0.07);  // the GPU's wait for input: the first batch
   auto b = bounds(p);
@@ -142,7 +138,7 @@ TEST_CASE("torch_dataloader on an H100: input-bound, saving the ~68 ms the GPU w
   STEPSCOPE_REQUIRE_RECORDINGS();
   // The sample: 70.66 ms step median, data wait 95.2% of the step (second half): 67.3 ms a step.
   const auto& a = recording("torch_dataloader.db.xz");
-  const auto* f = find(a, "input-bound");
+  const auto* f = find_finding(a, "input-bound");
   REQUIRE(f);
   CHECK(a.findings.front().rule == "input-bound");
   CHECK(f->severity == store::Severity::High);
@@ -160,15 +156,15 @@ TEST_CASE("torch_dataloader on an H100: input-bound, saving the ~68 ms the GPU w
   STEPSCOPE_REQUIRE_TRACES();
   store::Trace k = analyzer::load_trace(test::recordings_dir() + "/h100-2026-11-22/torch_dataloader.kineto.json.gz");
   auto ka = analyzer::analyze(k);
-  const auto* kf = find(ka, "input-bound");
+  const auto* kf = find_finding(ka, "input-bound");
   REQUIRE(kf);
   CHECK(kf->severity == store::Severity::High);
   CHECK(std::abs(kf->est_savings_us_per_step - f->est_savings_us_per_step) <= 0.15 * f->est_savings_us_per_step);
 
   // 4 pinned workers: still input-bound on an H100; its 6 pageable copies are noise, not a finding.
   const auto& w = recording("torch_dataloader_workers.db.xz");
-  CHECK(find(w, "input-bound"));
-  CHECK_FALSE(find(w, "pageable-memcpy"));
+  CHECK(find_finding(w, "input-bound"));
+  CHECK_FALSE(find_finding(w, "pageable-memcpy"));
 }
 
 TEST_CASE("a 0.1 store's syncs (thread 0) are given the thread of their API call when loaded") {

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "findings.h"
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/store/records.h"
 #include "stepscope/store/store.h"
@@ -10,17 +11,12 @@
 #include "test_support.h"
 
 using namespace stepscope;
+using test::find_finding;
 using analyzer::Bound;
 using test::Builder;
 using test::US;
 
 namespace {
-
-const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
-  for (const auto& f : a.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
-}
 
 void check_partition(const analyzer::Analysis& a) {
   for (const auto& s : a.steps) {
@@ -61,14 +57,14 @@ TEST_CASE("breakdown splits a step's GPU idle into data, launch, sync, host and 
   CHECK(a.summary.gpu_busy_share == Approx(0.32));
   CHECK(a.summary.has_gpu);
 
-  auto* ib = find(a, "input-bound");
+  auto* ib = find_finding(a, "input-bound");
   REQUIRE(ib);
   CHECK(ib->severity == store::Severity::High);
   // Prefetching hides the wait behind the step's GPU work: min(300 µs wait, 320 µs busy).
   CHECK(ib->est_savings_us_per_step == Approx(300.0));
   CHECK(ib->suggestion.find("num_workers") != std::string::npos);
 
-  auto* ss = find(a, "sync-stall");
+  auto* ss = find_finding(a, "sync-stall");
   REQUIRE(ss);
   CHECK(ss->est_savings_us_per_step == Approx(250.0));
   CHECK(ss->evidence_json.find("cudaDeviceSynchronize") != std::string::npos);
@@ -93,9 +89,9 @@ TEST_CASE("a long host gap without launches is host idle - the launch that ends 
   REQUIRE(!a.idle_host_top.empty());
   CHECK(a.idle_host_top[0].name == "aten::cpu_heavy_op");
   CHECK(a.idle_host_top[0].time_ns == 1350 * US);
-  CHECK_FALSE(find(a, "launch-overhead"));
+  CHECK_FALSE(find_finding(a, "launch-overhead"));
   // The 1.42 ms gap (100..1520 us) is longer than any dispatch: a host computation of its own.
-  const auto* f = find(a, "host-compute");
+  const auto* f = find_finding(a, "host-compute");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::High);
   CHECK(f->est_savings_us_per_step == Approx(1420.0));
@@ -140,7 +136,7 @@ TEST_CASE("cudaEventQuery and cudaStreamWaitEvent are not host stalls") {
   b.kernel("k_b", 900 * US, 905 * US, 910 * US, 1000 * US);
   auto a = analyzer::analyze(b.t);
   CHECK(a.steps[0].sync_idle_ns == 0);
-  CHECK_FALSE(find(a, "sync-stall"));
+  CHECK_FALSE(find_finding(a, "sync-stall"));
   check_partition(a);
 }
 
@@ -171,7 +167,7 @@ TEST_CASE("small-gemm-loop: 32 identical small GEMMs per step") {
   }
   auto a = analyzer::analyze(b.t);
   REQUIRE(a.steps.size() == 3);
-  auto* f = find(a, "small-gemm-loop");
+  auto* f = find_finding(a, "small-gemm-loop");
   REQUIRE(f);
   CHECK(f->steps == std::vector<int64_t>{0, 1, 2});
   // 31 gaps of 3 µs per run disappear in one batched GEMM.
@@ -185,7 +181,7 @@ TEST_CASE("small-gemm-loop: 32 identical small GEMMs per step") {
     Builder c;
     c.range("ProfilerStep#0", 0, 1000 * US);
     for (int i = 0; i < 7; ++i) c.kernel(gemm, i * 8 * US, i * 8 * US + 4 * US, i * 8 * US + 6 * US, i * 8 * US + 11 * US, 4);
-    CHECK_FALSE(find(analyzer::analyze(c.t), "small-gemm-loop"));
+    CHECK_FALSE(find_finding(analyzer::analyze(c.t), "small-gemm-loop"));
   }
 }
 
@@ -202,7 +198,7 @@ TEST_CASE("pageable-memcpy: host-to-device copies from pageable memory") {
   b.memcpy(store::CopyKind::HtoD, store::MemoryKind::Pinned, store::MemoryKind::Device, 1990 * US, 1995 * US,
            1996 * US, 1999 * US, 4096);
   auto a = analyzer::analyze(b.t);
-  auto* f = find(a, "pageable-memcpy");
+  auto* f = find_finding(a, "pageable-memcpy");
   REQUIRE(f);
   CHECK(f->steps == std::vector<int64_t>{0, 1});
   CHECK(f->est_savings_us_per_step == Approx(250.0));  // the host waits through the whole 250 µs transfer
@@ -375,7 +371,7 @@ TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the bre
     }
     CHECK(a.summary.data_wait_share == Approx(0.30));
     CHECK(a.summary.data_wait_idle_us == Approx(10 * 30 * 1000.0));
-    auto* f = find(a, "input-bound");
+    auto* f = find_finding(a, "input-bound");
     REQUIRE(f);
     CHECK(f->severity == store::Severity::High);
     CHECK(f->steps.size() == 10);
@@ -393,13 +389,13 @@ TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the bre
     auto a = analyzer::analyze(t);
     CHECK(a.summary.data_wait_share == Approx(0.10));
     for (const auto& s : a.steps) CHECK(s.bound == Bound::Host);
-    auto* f = find(a, "input-bound");
+    auto* f = find_finding(a, "input-bound");
     REQUIRE(f);
     CHECK(f->severity == store::Severity::Medium);
     for (auto& w : t.data_waits) w.end = w.start + (t.str(w.source) == "api" ? 0 : 4 * MS);
     a = analyzer::analyze(t);
     CHECK(a.summary.data_wait_share == Approx(0.04));
-    CHECK_FALSE(find(a, "input-bound"));
+    CHECK_FALSE(find_finding(a, "input-bound"));
   }
   SECTION("steps without a thread (one window over the run) take every thread's waits, still as a union") {
     t.steps.clear();

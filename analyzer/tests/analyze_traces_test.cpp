@@ -8,11 +8,13 @@
 #include <map>
 #include <vector>
 
+#include "findings.h"
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
 #include "test_support.h"
 
 using namespace stepscope;
+using test::find_finding;
 
 namespace {
 
@@ -35,12 +37,6 @@ double reference(const std::string& rel, const char* key) {
   return double(doc[rel][key]);
 }
 
-const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
-  for (const auto& f : a.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
-}
-
 bool mentions(const analyzer::FindingResult* f, const std::string& what) {
   return f && f->evidence_json.find(what) != std::string::npos;
 }
@@ -61,7 +57,7 @@ TEST_CASE("resnet50 num_workers=0 is input-bound - its data wait share matches t
   CHECK(a.summary.steps == 6);
   CHECK(std::abs(a.summary.data_wait_share - reference(rel, "data_wait_share")) < 0.005);
   CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
-  auto* f = find(a, "input-bound");
+  auto* f = find_finding(a, "input-bound");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::High);
   CHECK(a.findings.front().rule == "input-bound");
@@ -75,7 +71,7 @@ TEST_CASE("resnet50 num_workers=4 is not input-bound") {
   const std::string rel = "kineto/resnet50_num_workers_4.json.gz";
   const auto& a = analysis_of(rel);
   CHECK(std::abs(a.summary.data_wait_share - reference(rel, "data_wait_share")) < 0.005);
-  CHECK_FALSE(find(a, "input-bound"));
+  CHECK_FALSE(find_finding(a, "input-bound"));
 }
 
 TEST_CASE("eager B200 and BERT-small inference are launch-overhead bound") {
@@ -86,7 +82,7 @@ TEST_CASE("eager B200 and BERT-small inference are launch-overhead bound") {
     REQUIRE(reference(rel, "gap_share_10_200us") > 0.5);
     REQUIRE(reference(rel, "short_kernel_fraction") > 0.5);
     const auto& a = analysis_of(rel);
-    auto* f = find(a, "launch-overhead");
+    auto* f = find_finding(a, "launch-overhead");
     REQUIRE(f);
     CHECK(f->severity == store::Severity::High);
     CHECK(a.findings.front().rule == "launch-overhead");
@@ -129,7 +125,7 @@ TEST_CASE("graph replay (vLLM decode on AMD) is not launch overhead") {
   STEPSCOPE_REQUIRE_TRACES();
   const auto& a = analysis_of("tracelens/amd_vllm_decode_graph.json.gz");
   CHECK(a.summary.kernels == 425);
-  CHECK_FALSE(find(a, "launch-overhead"));
+  CHECK_FALSE(find_finding(a, "launch-overhead"));
 }
 
 TEST_CASE("MI300X DDP ResNet-18: its 1 s steps wait for the host's own computation in backward - host-compute") {
@@ -137,14 +133,14 @@ TEST_CASE("MI300X DDP ResNet-18: its 1 s steps wait for the host's own computati
   const auto& a = analysis_of("tracelens/mi300x_ddp_resnet18.json.gz");
   REQUIRE(a.steps.size() == 5);
   for (size_t i = 2; i < 5; ++i) CHECK(a.steps[i].bound == analyzer::Bound::Host);
-  auto* f = find(a, "host-compute");
+  auto* f = find_finding(a, "host-compute");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::High);
   CHECK(f->steps == std::vector<int64_t>{2, 3, 4});  // steps 0-1 (118 ms) wait mostly in dispatch gaps
   CHECK(mentions(f, "run_backward"));
   CHECK(mentions(f, "aten::convolution_backward"));
   CHECK(f->suggestion.find("MIOpen") != std::string::npos);
-  CHECK_FALSE(find(a, "launch-overhead"));
+  CHECK_FALSE(find_finding(a, "launch-overhead"));
   // The saving is the long host-bound idle of those steps, no more than their idle.
   for (int64_t i : f->steps) CHECK(a.steps[size_t(i)].host_idle_ns + a.steps[size_t(i)].launch_idle_ns >= 0.9 * f->est_savings_us_per_step * 1000);
 }
@@ -153,8 +149,8 @@ TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, ev
   STEPSCOPE_REQUIRE_TRACES();
   const std::string rel = "hta/v100_resnet_gpu_bound_ns.json.gz";
   const auto& a = analysis_of(rel);
-  CHECK_FALSE(find(a, "launch-overhead"));
-  CHECK_FALSE(find(a, "input-bound"));
+  CHECK_FALSE(find_finding(a, "launch-overhead"));
+  CHECK_FALSE(find_finding(a, "input-bound"));
   REQUIRE(a.steps.size() == 5);
   for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Gpu);
   CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
@@ -167,9 +163,9 @@ TEST_CASE("the many-small-kernels trap: idle is host-side blocking, not launch o
   CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
   REQUIRE(!a.findings.empty());
   CHECK(a.findings.front().rule == "sync-stall");
-  auto* lo = find(a, "launch-overhead");
+  auto* lo = find_finding(a, "launch-overhead");
   CHECK((lo == nullptr || lo != &a.findings.front()));
-  auto* f = find(a, "sync-stall");
+  auto* f = find_finding(a, "sync-stall");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::High);
   CHECK(mentions(f, "aten::copy_"));
@@ -186,7 +182,7 @@ TEST_CASE("the many-small-kernels trap: idle is host-side blocking, not launch o
 TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall - multi-stream event waits are not") {
   STEPSCOPE_REQUIRE_TRACES();
   const auto& a = analysis_of("hta/cuda_event_sync.json.gz");
-  auto* f = find(a, "sync-stall");
+  auto* f = find_finding(a, "sync-stall");
   REQUIRE(f);
   for (const char* api : {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "device -> pageable"}) {
     INFO(api);
@@ -194,7 +190,7 @@ TEST_CASE("cuda_event_sync: the blocking calls are a sync-stall - multi-stream e
   }
 
   const auto& m = analysis_of("hta/cuda_event_sync_multi_stream.json.gz");
-  auto* g = find(m, "sync-stall");
+  auto* g = find_finding(m, "sync-stall");
   if (g) {
     simdjson::dom::parser p;
     auto ev = p.parse(g->evidence_json);

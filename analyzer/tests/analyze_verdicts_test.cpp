@@ -4,22 +4,18 @@
 
 #include <set>
 
+#include "findings.h"
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/store/records.h"
 #include "synthetic_builder.h"
 
 using namespace stepscope;
+using test::find_finding;
 using analyzer::Bound;
 using test::Builder;
 using test::US;
 
 namespace {
-
-const analyzer::FindingResult* find(const analyzer::Analysis& a, const std::string& rule) {
-  for (const auto& f : a.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
-}
 
 struct HostBoundShape {
   int steps = 20;
@@ -64,7 +60,7 @@ TEST_CASE("host-bound with kernels longer than their launch calls: launch-overhe
   auto b = host_bound({});
   auto a = analyzer::analyze(b.t);
   REQUIRE(a.steps.size() == 20);
-  const auto* f = find(a, "launch-overhead");
+  const auto* f = find_finding(a, "launch-overhead");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::High);
   CHECK(a.findings.front().rule == "launch-overhead");
@@ -80,7 +76,7 @@ TEST_CASE("host-bound with kernels longer than their launch calls: launch-overhe
   CHECK(f->suggestion.find("Python and framework dispatch") != std::string::npos);
   CHECK(f->suggestion.find("torch.compile") != std::string::npos);
   CHECK(a.summary.framework == "pytorch");
-  CHECK_FALSE(find(a, "host-compute"));  // 85 µs between launches is dispatch, not a host computation
+  CHECK_FALSE(find_finding(a, "host-compute"));  // 85 µs between launches is dispatch, not a host computation
 }
 
 TEST_CASE("already compiled and fused kernels: CUDA graphs and bigger launches, not compilation") {
@@ -90,7 +86,7 @@ TEST_CASE("already compiled and fused kernels: CUDA graphs and bigger launches, 
   p.python_ns = 150 * US;  // what is left of the host per call after torch.compile: guards, Python, the launch
   p.kernel_name = "triton_poi_fused_add_cos_mul_sin_0";
   auto a = analyzer::analyze(host_bound(p).t);
-  const auto* f = find(a, "launch-overhead");
+  const auto* f = find_finding(a, "launch-overhead");
   REQUIRE(f);
   CHECK(f->suggestion.find("already compiled and fused") != std::string::npos);
   CHECK(f->suggestion.find("reduce-overhead") != std::string::npos);
@@ -115,7 +111,7 @@ TEST_CASE("the profiler's own launch cost: corrected away when the recording say
     CHECK(s.profiler_ns > 0);
     CHECK(s.profiler_ns <= 30 * 3 * US);
   }
-  CHECK_FALSE(find(a, "launch-overhead"));  // unprofiled, the host (2.5 µs per kernel) keeps ahead of the GPU
+  CHECK_FALSE(find_finding(a, "launch-overhead"));  // unprofiled, the host (2.5 µs per kernel) keeps ahead of the GPU
   CHECK(a.summary.profiler.corrected_step_median_us < a.summary.profiler.step_median_us);
 
   // The same timeline from a profiler whose cost is unknown (no recorder meta): not corrected, and it reads as
@@ -123,7 +119,7 @@ TEST_CASE("the profiler's own launch cost: corrected away when the recording say
   b.t.meta.clear();
   auto u = analyzer::analyze(b.t);
   CHECK_FALSE(u.summary.profiler.applied);
-  CHECK(find(u, "launch-overhead"));
+  CHECK(find_finding(u, "launch-overhead"));
 
   // A really launch-bound program (1 µs kernels) stays launch-bound after the correction.
   p.kernel_ns = 1 * US;
@@ -131,7 +127,7 @@ TEST_CASE("the profiler's own launch cost: corrected away when the recording say
   c.t.meta["recorder"] = "stepscope record";
   c.t.meta["cupti.launch_cost_ns"] = "3000";
   auto ca = analyzer::analyze(c.t);
-  REQUIRE(find(ca, "launch-overhead"));
+  REQUIRE(find_finding(ca, "launch-overhead"));
   for (const auto& s : ca.steps) CHECK(s.profiler_ns == 30 * 3 * US);
 }
 
@@ -150,7 +146,7 @@ TEST_CASE("stable verdicts: the same program at 60 and 600 steps gets the same r
       CHECK(a60.findings[i].rule == a600.findings[i].rule);
       CHECK(a60.findings[i].severity == a600.findings[i].severity);
     }
-    const auto* f = find(a60, "launch-overhead");
+    const auto* f = find_finding(a60, "launch-overhead");
     REQUIRE(f);
     CHECK(f->evidence_json.find("\"high_at\":0.15") != std::string::npos);  // how far from the thresholds
     // The warm-up step is shown but does not sway the severity.
@@ -165,15 +161,15 @@ TEST_CASE("a share near a severity threshold is medium, with the margin in its e
   HostBoundShape p;
   p.kernels = 10, p.python_ns = 94 * US, p.launch_ns = 6 * US, p.kernel_ns = 93 * US, p.latency_ns = 0;
   auto a = analyzer::analyze(host_bound(p).t);
-  const auto* f = find(a, "launch-overhead");
+  const auto* f = find_finding(a, "launch-overhead");
   REQUIRE(f);
   CHECK(f->severity == store::Severity::Medium);
   CHECK(f->evidence_json.find("\"near_threshold\":true") != std::string::npos);
   // Just below and just above the threshold give the same verdict.
   for (int64_t python_us : {93, 95}) {
     p.python_ns = python_us * US;
-    const auto near = analyzer::analyze(host_bound(p).t);  // kept alive: find() points into it
-    const auto* g = find(near, "launch-overhead");
+    const auto near = analyzer::analyze(host_bound(p).t);  // kept alive: find_finding() points into it
+    const auto* g = find_finding(near, "launch-overhead");
     REQUIRE(g);
     CHECK(g->severity == store::Severity::Medium);
   }
@@ -212,7 +208,7 @@ TEST_CASE("host idle while wall-clock samples show the launching thread off the 
   CHECK(host_after == 0);
   CHECK(other_after >= host_before);
   for (const auto& s : blocked.steps) CHECK(s.bound == Bound::Other);
-  CHECK_FALSE(find(blocked, "launch-overhead"));
+  CHECK_FALSE(find_finding(blocked, "launch-overhead"));
 }
 
 TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and findings from the traced steps only") {
@@ -270,8 +266,8 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   }
   // The traced steps are the whole run's in miniature: same busy share, same finding, same saving per step.
   CHECK(a.summary.gpu_busy_share == Approx(whole.summary.gpu_busy_share));
-  const auto* f = find(a, "launch-overhead");
-  const auto* fw = find(whole, "launch-overhead");
+  const auto* f = find_finding(a, "launch-overhead");
+  const auto* fw = find_finding(whole, "launch-overhead");
   REQUIRE(f);
   REQUIRE(fw);
   CHECK(f->severity == fw->severity);
