@@ -2,6 +2,7 @@
 // sampler's own unwinder and Python frame capture, queued for the collector thread, which interns them like
 // samples and attaches them to the API call of the same correlation id (api_calls.stack).
 #include <algorithm>
+#include <new>
 #include <cstring>
 
 #include "collector_state.h"
@@ -55,7 +56,12 @@ void capture_call_stack(int64_t correlation) {
 void mark_collector_thread(int32_t tid) {
   if (!g || tid <= 0) return;
   std::lock_guard<std::mutex> lk(g->own_mu);
-  if (std::find(g->own_tids.begin(), g->own_tids.end(), tid) == g->own_tids.end()) g->own_tids.push_back(tid);
+  // A thread of the collector's may start when the program has exhausted its memory: it then only goes
+  // uncounted in the collector's own CPU time (an exception would end the program).
+  try {
+    if (std::find(g->own_tids.begin(), g->own_tids.end(), tid) == g->own_tids.end()) g->own_tids.push_back(tid);
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 }  // namespace stepscope::collector

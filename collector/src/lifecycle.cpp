@@ -209,11 +209,18 @@ void atfork_child() {
   g->pid = getpid();
   t_state = nullptr;  // the parent's state of this thread is freed below
   g_drainer->abandon_after_fork();
-  // the parent's (copied) tables are leaked, not freed; a window's child records nothing until attached itself
-  g_drainer = g->windowed ? nullptr : new Drainer(g->config.parts_dir);
-  // The parent's threads, rows and counters are not this process's (its perf-event descriptors are shared: only
-  // closed). Pending call stacks and GPU windows went too: the child must not write the parent's.
-  reset_recorded_state(true);
+  // Nothing may leave a fork handler: the child of a program at its memory limit is left unrecorded instead.
+  try {
+    // the parent's (copied) tables are leaked, not freed; a window's child records nothing until attached itself
+    g_drainer = g->windowed ? nullptr : new Drainer(g->config.parts_dir);
+    // The parent's threads, rows and counters are not this process's (its perf-event descriptors are shared:
+    // only closed). Pending call stacks and GPU windows went too: the child must not write the parent's.
+    reset_recorded_state(true);
+  } catch (const std::exception&) {
+    g_drainer = nullptr;
+    g->state.store(kOff);
+    return;
+  }
   cupti::after_fork_child();
   if (g->windowed) {
     g->state.store(kOff);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <exception>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
@@ -71,10 +72,11 @@ struct StartArgs {
 void* thread_trampoline(void* p) {
   StartArgs a = *static_cast<StartArgs*>(p);
   std::free(p);
-  // Nothing of the collector's may end the program's thread (an exception here would terminate it).
+  // Nothing of the collector's may end the program's thread (an exception here would terminate it). Not catch
+  // (...): a cancellation's forced unwind must go on.
   try {
     if (g && g->state.load() == kRunning) register_current_thread();
-  } catch (...) {
+  } catch (const std::exception&) {
     g->counters.threads_unsampled.fetch_add(1);
   }
   return a.fn(a.arg);
