@@ -2,6 +2,7 @@
 // per-op dispatch ever takes — not launching, not waiting for data or for the device.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -56,75 +57,46 @@ class HostComputeRule final : public Rule {
 
   void run(const detail::Context& ctx, detail::SavingsLedger& ledger, std::vector<FindingResult>& out) const override {
     if (ctx.traced_step_ns <= 0 || ctx.busy.empty()) return;
-    // Host-bound idle in gaps longer than dispatch (kDispatchGapMaxNs), per step.
+    // Host-bound idle in gaps longer than dispatch (kDispatchGapMaxNs), per step, and what of it no earlier rule
+    // explained: taking the computation off the critical path recovers that much of the GPU's wait.
     const auto long_host_bound = [](const detail::IdleSegment& seg) {
       return (seg.kind == detail::IdleKind::Launch || seg.kind == detail::IdleKind::Host) && !seg.dispatch;
     };
-    std::vector<int64_t> long_idle(ctx.steps.size(), 0), gaps(ctx.steps.size(), 0);
+    std::map<int32_t, int64_t> saved_per_step;
     std::vector<int64_t> gap_lengths;
-    for (size_t i = 0; i < ctx.steps.size(); ++i) {
-      const int64_t a = ctx.windows[i].start, b = ctx.windows[i].end;
-      auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
-                                 [](int64_t x, const detail::IdleSegment& s) { return x < s.end; });
-      int64_t gap_end = -1;  // a gap is host idle and the launch call that ends it: adjacent segments
-      for (; it != ctx.idle.end() && it->start < b; ++it) {
-        if (!long_host_bound(*it)) continue;
-        const int64_t s0 = std::max(a, it->start), s1 = std::min(b, it->end);
-        long_idle[i] += s1 - s0;
-        if (!ctx.steady[i]) continue;
-        if (s0 == gap_end) {
-          gap_lengths.back() += s1 - s0;
-        } else {
-          ++gaps[i];
-          gap_lengths.push_back(s1 - s0);
-        }
-        gap_end = s1;
-      }
-    }
-
-    const detail::SavingsLedger before = ledger;
-    FindingResult f;
-    f.rule = id();
-    double saved = 0;
-    int64_t steady_long = 0, steady_steps = 0, steady_gaps = 0;
-    std::vector<detail::Interval> claimed;
+    int64_t steady_long = 0, steady_steps = 0;
     for (size_t i = 0; i < ctx.steps.size(); ++i) {
       if (!ctx.steady[i]) continue;
       ++steady_steps;
-      steady_long += long_idle[i], steady_gaps += gaps[i];
+      int64_t long_idle = 0, unclaimed = 0, gap_end = -1;
+      for_each_idle_in_step(ctx, i, [&](const detail::IdleSegment& seg, int64_t s0, int64_t s1) {
+        if (!long_host_bound(seg)) return;
+        long_idle += s1 - s0;
+        unclaimed += ledger.unclaimed(s0, s1);
+        // A gap is host idle and the launch call that ends it: adjacent segments.
+        if (s0 == gap_end)
+          gap_lengths.back() += s1 - s0;
+        else
+          gap_lengths.push_back(s1 - s0);
+        gap_end = s1;
+      });
+      steady_long += long_idle;
       const auto& s = ctx.steps[i];
       const int64_t dur = s.dur_ns - s.profiler_ns;
-      if (dur <= 0 || double(long_idle[i]) < kMediumShare * double(dur)) continue;
-      // Taking the computation off the critical path recovers the GPU's wait for it, as far as no earlier rule
-      // explained that wait.
-      const int64_t a = ctx.windows[i].start, b = ctx.windows[i].end;
-      auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
-                                 [](int64_t x, const detail::IdleSegment& seg) { return x < seg.end; });
-      int64_t fresh = 0;
-      for (; it != ctx.idle.end() && it->start < b; ++it) {
-        if (!long_host_bound(*it)) continue;
-        const int64_t s0 = std::max(a, it->start), s1 = std::min(b, it->end);
-        const int64_t got = ledger.claim(s0, s1);
-        fresh += got;
-        if (got > 0) claimed.push_back({s0, s1});
-      }
-      if (fresh <= 0) continue;
-      f.steps.push_back(s.index);
-      saved += double(fresh);
+      if (dur > 0 && double(long_idle) >= kMediumShare * double(dur)) saved_per_step[int32_t(i)] = unclaimed;
     }
-    if (f.steps.empty() || double(f.steps.size()) < kMinStepShare * double(steady_steps)) {
-      ledger = before;  // not this rule's finding: what it claimed stays for the rules after it
-      return;
+
+    FindingResult f;
+    f.rule = id();
+    auto decision = conclude_finding(ctx, saved_per_step, kHighShare, kMediumShare, f);
+    if (!decision || double(f.steps.size()) < kMinStepShare * double(steady_steps)) return;
+    std::vector<detail::Interval> claimed;  // sorted: steps and idle segments are in time order
+    for (const auto& [i, ns] : saved_per_step) {
+      if (ns <= 0) continue;
+      for_each_idle_in_step(ctx, size_t(i), [&](const detail::IdleSegment& seg, int64_t s0, int64_t s1) {
+        if (long_host_bound(seg) && ledger.claim(s0, s1) > 0) claimed.push_back({s0, s1});
+      });
     }
-    auto decision = decide_severity(steady_share(ctx, saved), kHighShare, kMediumShare);
-    if (!decision) {
-      ledger = before;
-      return;
-    }
-    f.severity = decision->severity;
-    f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
-    f.share = saved / double(ctx.traced_step_ns);
-    std::sort(claimed.begin(), claimed.end(), [](auto& x, auto& y) { return x.start < y.start; });
     for (const auto& c : claimed) {
       if (f.ranges.size() >= kMaxRangesPerFinding) break;
       f.ranges.push_back({c.start, c.end});
@@ -144,7 +116,7 @@ class HostComputeRule final : public Rule {
     w.kv("long_gap_min_us", double(detail::kDispatchGapMaxNs) / 1000.0);
     write_severity_evidence(w, *decision);
     w.kv("steady_steps", steady_steps);
-    w.kv("gaps_per_step", double(steady_gaps) / per_step);
+    w.kv("gaps_per_step", double(gap_lengths.size()) / per_step);
     w.kv("median_gap_us", double(median) / 1000.0).kv("longest_gap_us", double(longest) / 1000.0);
     w.kv("framework", ctx.framework);
     w.kv("activity_source", ctx.t().samples.empty() ? "ranges" : "samples");
@@ -164,7 +136,7 @@ class HostComputeRule final : public Rule {
                format_us(double(activity[k].time_ns) / per_step) + " per step)";
     f.summary = "The GPU waits " + format_pct(share) + " of the step (" + format_us(double(steady_long) / per_step) +
                 " per step) while the host computes between launches for longer than dispatch takes (" +
-                fmt::format("{:.1f}", double(steady_gaps) / per_step) + " gaps over " +
+                fmt::format("{:.1f}", double(gap_lengths.size()) / per_step) + " gaps over " +
                 format_us(double(detail::kDispatchGapMaxNs)) + " per step, the longest " + format_us(double(longest)) +
                 ")" + where + ".";
     f.suggestion = suggestion(ctx.framework);

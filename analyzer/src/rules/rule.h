@@ -2,6 +2,7 @@
 // thresholds are named constants documented in docs/rules.md. Rule ids are public (CI filters on them).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,16 @@ std::optional<SeverityDecision> decide_severity(double share, double high_at, do
 void write_severity_evidence(JsonWriter& w, const SeverityDecision& d);
 // Removes findings whose share is below kMinReportedShare.
 void drop_negligible(std::vector<FindingResult>& findings);
+
+// Calls f(segment, start, end) for each classified idle segment overlapping step `step`, clipped to the step, in
+// time order.
+template <class F>
+void for_each_idle_in_step(const detail::Context& ctx, size_t step, F&& f) {
+  const int64_t a = ctx.windows[step].start, b = ctx.windows[step].end;
+  auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
+                             [](int64_t x, const detail::IdleSegment& s) { return x < s.end; });
+  for (; it != ctx.idle.end() && it->start < b; ++it) f(*it, std::max(a, it->start), std::min(b, it->end));
+}
 
 // Claims the idle segments of `kind` inside step `step` (only dispatch ones when `dispatch_only`) and returns the
 // part not claimed before.

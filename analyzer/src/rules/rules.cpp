@@ -49,12 +49,10 @@ void drop_negligible(std::vector<FindingResult>& findings) {
 
 int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& ledger, size_t step, detail::IdleKind kind,
                            bool dispatch_only) {
-  const int64_t a = ctx.windows[step].start, b = ctx.windows[step].end;
-  auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
-                             [](int64_t x, const detail::IdleSegment& s) { return x < s.end; });
   int64_t fresh = 0;
-  for (; it != ctx.idle.end() && it->start < b; ++it)
-    if (it->kind == kind && (!dispatch_only || it->dispatch)) fresh += ledger.claim(std::max(a, it->start), std::min(b, it->end));
+  for_each_idle_in_step(ctx, step, [&](const detail::IdleSegment& seg, int64_t s0, int64_t s1) {
+    if (seg.kind == kind && (!dispatch_only || seg.dispatch)) fresh += ledger.claim(s0, s1);
+  });
   return fresh;
 }
 
