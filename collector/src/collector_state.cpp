@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <libunwind.h>
 
+#include <cstdlib>
+
 namespace stepscope::collector {
 
 Globals* g = nullptr;
@@ -23,6 +25,14 @@ bool load_libunwind() {
   if (!bt) return false;
   if (set_policy && space) set_policy(*space, UNW_CACHE_PER_THREAD);
   p_unw_backtrace = bt;
+  return true;
+}
+
+bool memory_for_first_unwind() {
+  void* probe = std::malloc(kUnwinderProbeBytes);
+  if (!probe) return false;
+  asm volatile("" : : "r"(probe) : "memory");  // a real allocation, not elided with its free
+  std::free(probe);
   return true;
 }
 

@@ -155,6 +155,9 @@ extern pthread_create_fn real_pthread_create;
 using unw_backtrace_fn = int (*)(void**, int);
 extern unw_backtrace_fn p_unw_backtrace;
 bool load_libunwind();
+// Whether kUnwinderProbeBytes can be allocated now: a thread's first unwind allocates libunwind's TLS block, and
+// glibc aborts the process when that fails (ThreadState::unwinder_ready).
+bool memory_for_first_unwind();
 
 inline int32_t sys_gettid() { return static_cast<int32_t>(syscall(SYS_gettid)); }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 #include "collector_state.h"
 
@@ -53,11 +52,7 @@ bool blocked_outside_malloc(const ucontext_t* uc) {
 bool first_unwind_is_safe(const ucontext_t* uc) {
   const uintptr_t ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
   if (ip >= g->libc_lo && ip < g->libc_hi && !blocked_outside_malloc(uc)) return false;
-  void* probe = std::malloc(kUnwinderProbeBytes);
-  if (!probe) return false;
-  asm volatile("" : : "r"(probe) : "memory");
-  std::free(probe);
-  return true;
+  return memory_for_first_unwind();
 }
 
 }  // namespace

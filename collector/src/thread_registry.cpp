@@ -98,13 +98,10 @@ ThreadState* register_thread(int32_t tid, bool own) {
     // Warm libunwind's per-thread trace cache here, outside the handler: its TLS block and the cache are
     // allocated on first use, and glibc aborts the process when the TLS block cannot be allocated. A thread that
     // starts when memory is exhausted is left unsampled rather than risked.
-    void* probe = std::malloc(kUnwinderProbeBytes);
-    if (!probe) {
+    if (!memory_for_first_unwind()) {
       g->counters.threads_unsampled.fetch_add(1);
       return nullptr;
     }
-    asm volatile("" : : "r"(probe) : "memory");  // a real allocation, not elided with its free
-    std::free(probe);
     void* warm[64];
     p_unw_backtrace(warm, 64);
     warmed = true;
