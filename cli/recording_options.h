@@ -11,6 +11,10 @@ namespace stepscope::cli {
 inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, const char* duration_help) {
   cmd->add_option("-o,--output", o.output, "Store to write (atomically, when recording ends)")->capture_default_str();
   cmd->add_option("--cpu-hz", o.cpu_hz, "CPU samples per second per thread")->capture_default_str()->check(CLI::Range(1, 20000));
+  cmd->add_option("--stack-bytes", o.stack_bytes,
+                  "bytes of stack each sample copies for unwinding; deeper stacks are cut (counted)")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 262144));
   cmd->add_flag("--wall", o.wall, "Wall-clock sampling: also sample threads blocked off-CPU");
   cmd->add_flag("--no-gpu", o.no_gpu, "Do not record CUDA activity (no CUPTI)");
   cmd->add_option("--duration", o.duration_s, duration_help)->check(CLI::NonNegativeNumber);

@@ -1,11 +1,14 @@
-// Stacks at blocking CUDA calls: captured on the calling thread from CUPTI's API-enter callback with the
-// sampler's own unwinder and Python frame capture, queued for the collector thread, which interns them like
-// samples and attaches them to the API call of the same correlation id (api_calls.stack).
+// Stacks at blocking CUDA calls: captured on the calling thread from CUPTI's API-enter callback the way the
+// sampler captures (registers, stack copy, Python frames), queued for the collector thread, which unwinds and
+// interns them like samples and attaches them to the API call of the same correlation id (api_calls.stack).
+#include <ucontext.h>
+
 #include <algorithm>
 #include <new>
 #include <cstring>
 
 #include "collector_state.h"
+#include "signal_handler.h"
 
 namespace stepscope::collector {
 namespace {
@@ -27,22 +30,22 @@ void capture_call_stack(int64_t correlation) {
     g->counters.call_stacks_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  void* pcs[kMaxPcs + 16];
-  int n = p_unw_backtrace ? p_unw_backtrace(pcs, kMaxPcs + 16) : 0;
-  const int skip = std::min(n, 1);  // this function
-  n = std::min(n - skip, kMaxPcs);
-  python::RawPyFrame py[kMaxPy];
-  int n_py = 0;
-#if STEPSCOPE_HAVE_PYTHON
-  if (g->python_ready.load(std::memory_order_acquire)) n_py = std::max(0, python::capture_current_thread(py, kMaxPy));
-#endif
+  // The same capture as a sample's (registers and a stack copy, unwound on the collector thread): no unwinding
+  // on the program's thread. getcontext() leaves this frame's registers, its return into this function the leaf.
+  ucontext_t uc;
+  if (getcontext(&uc) != 0) return;
   PendingRows::CallStack cs;
   cs.correlation = correlation;
   cs.tid = current_tid();
-  cs.n_pcs = static_cast<uint16_t>(n);
-  cs.n_py = static_cast<uint16_t>(n_py);
-  cs.raw.assign(reinterpret_cast<const char*>(pcs + skip), sizeof(void*) * size_t(n));
-  cs.raw.append(reinterpret_cast<const char*>(py), sizeof(python::RawPyFrame) * size_t(n_py));
+  cs.record.resize(max_record_bytes());
+  SampleHeader h{};
+  h.time = now;
+  h.tid = cs.tid;
+  h.on_cpu = 1;
+  h.flags = kSampleSkipLeaf;
+  ThreadState* ts = t_state;
+  cs.record.resize(capture_record(&uc, ts ? ts->stack : unwind::StackBounds{}, h,
+                                  reinterpret_cast<uint8_t*>(cs.record.data())));
   auto& p = pending();
   std::lock_guard<std::mutex> lk(p.mu);
   if (p.call_stacks.size() >= kMaxQueuedStacks) {

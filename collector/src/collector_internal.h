@@ -15,6 +15,7 @@ namespace stepscope::collector {
 struct Config {
   std::string parts_dir;  // where this process writes its partial store; empty = collector inactive
   int cpu_hz = 1000;
+  size_t stack_bytes = 32 * 1024;  // the stack window each sample copies (STEPSCOPE_STACK_BYTES)
   bool wall = false;      // wall-clock timers (samples blocked threads too, marked off-CPU)
   bool no_gpu = false;
   std::regex data_wait_regex{"data|load|fetch|next_batch", std::regex::icase | std::regex::optimize};
@@ -47,13 +48,12 @@ struct PendingRows {
     int64_t last_boundary = -1;
   };
   std::map<std::string, StepSequence> step_sequences;
-  // Stacks captured at blocking CUDA calls, by correlation id, waiting for the collector thread to resolve them
-  // (raw: the PCs then the raw Python frames, as in a sample ring record).
+  // Stacks captured at blocking CUDA calls, by correlation id, waiting for the collector thread to unwind them
+  // (record: laid out as a sample ring record — header with registers, stack copy, raw Python frames).
   struct CallStack {
     int64_t correlation = 0;
     int32_t tid = 0;
-    uint16_t n_pcs = 0, n_py = 0;
-    std::string raw;
+    std::string record;
   };
   std::vector<CallStack> call_stacks;
   std::vector<store::GpuWindow> gpu_windows;

@@ -21,6 +21,7 @@
 
 #include "collector_internal.h"
 #include "ring.h"
+#include "unwind/stack_capture.h"
 
 #if __has_include("python/python_frames.h")
 #include "python/python_frames.h"
@@ -40,10 +41,13 @@ namespace stepscope::collector {
 
 constexpr int kMaxPcs = 128;
 constexpr int kMaxPy = 64;
-constexpr size_t kRingBytes = 128 * 1024;  // ~400 samples of depth 30 per thread between drains
+// The stack window each sample copies from the stack pointer up (STEPSCOPE_STACK_BYTES, --stack-bytes): what
+// the collector thread can unwind. Deeper stacks are cut there (counted: collector.stack_truncated_samples).
+constexpr size_t kDefaultStackWindow = 32 * 1024;
+constexpr size_t kMinStackWindow = 1024, kMaxStackWindow = 256 * 1024;
+// A thread's ring holds two drain periods of full-window samples at the sampling rate (within these bounds).
+constexpr size_t kMinRingBytes = 256 * 1024, kMaxRingBytes = 16 * 1024 * 1024;
 constexpr int kTableSize = 8192;           // open-addressing tid → ThreadState (power of two)
-// Free memory a thread's first unwind must find before it runs (libunwind's TLS block and trace cache).
-constexpr size_t kUnwinderProbeBytes = 64 * 1024;
 constexpr int kMaxLiveThreads = 2048;      // bounded memory: threads beyond this are not sampled (counted)
 constexpr int kDrainPeriodMs = 20;
 constexpr int kFlushOnExit = -1;  // Globals::flush_signal when _exit asked for the final flush
@@ -51,14 +55,23 @@ constexpr int kCommitPeriodMs = 250;
 constexpr int kTaskPollPeriodMs = 100;
 constexpr size_t kMaxRawStacks = 65536;
 
+constexpr uint8_t kSampleStackCapped = 1;      // the copy stopped at the window: the unwind may be cut short
+constexpr uint8_t kSampleStackUnreadable = 2;  // nothing could be read at the stack pointer
+constexpr uint8_t kSampleSkipLeaf = 4;         // a call stack: its leaf is the collector's capture function
+
+// One ring record: this header (with the interrupted registers), the stack copy (stack_bytes, padded to 8),
+// then n_py raw Python frames.
 struct SampleHeader {
   int64_t time;
   int32_t tid;
-  uint16_t n_pcs;
   uint16_t n_py;
   uint8_t on_cpu;
-  uint8_t pad[7];
+  uint8_t flags;
+  uint32_t stack_bytes;
+  uint32_t pad;
+  unwind::Registers regs;
 };
+static_assert(sizeof(SampleHeader) % 8 == 0);
 
 enum class TimerKind { None, PerfEvent, CpuTimer, WallTimer };
 
@@ -69,13 +82,10 @@ struct ThreadState {
   int perf_fd = -1;
   timer_t timer{};
   SampleRing ring;
-  void* pcs[kMaxPcs + 16];
-  python::RawPyFrame py[kMaxPy];
   size_t map_bytes = 0;
-  // libunwind keeps its trace cache in dynamic TLS, which glibc allocates with malloc at a thread's first use —
-  // an abort when memory is exhausted, a deadlock when the signal interrupted malloc itself. Set once this
-  // thread's block exists (warmed at registration, or by a first unwind at a safe point in the handler).
-  std::atomic<bool> unwinder_ready{false};
+  // Known for threads that register themselves: the handler then copies the stack with memcpy; otherwise it
+  // reads it fault-safely (unwind::copy_stack).
+  unwind::StackBounds stack;
   ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
 };
 
@@ -85,9 +95,6 @@ struct Counters {
   std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> dropped_ring_full{0};
   std::atomic<uint64_t> unknown_thread{0};
-  std::atomic<uint64_t> unwind_failed{0};
-  std::atomic<uint64_t> in_loader{0};
-  std::atomic<uint64_t> unwind_deferred{0};  // leaf only: the thread's first unwind waits for a safe point
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};
   std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls
@@ -104,6 +111,8 @@ struct Globals {
   std::atomic<int> state{kOff};
   int signo = 0;
   int64_t period_ns = 1000000;
+  size_t stack_window = kDefaultStackWindow;  // bytes each sample copies (Config::stack_bytes)
+  size_t ring_bytes = kMinRingBytes;          // each thread's ring
   TimerKind timer_kind = TimerKind::None;
   std::atomic<ThreadState*> table[kTableSize];
   std::mutex reg_mu;  // registration; lock order: io_mu → reg_mu → pending.mu → meta_mu
@@ -116,8 +125,6 @@ struct Globals {
   std::map<std::string, std::string> meta;
   PendingRows pending;
   Counters counters;
-  uintptr_t ldso_lo = 0, ldso_hi = 0;
-  uintptr_t libc_lo = 0, libc_hi = 0;  // libc's code: malloc's locks are held only while a thread runs in it
   pthread_t thread{};
   std::atomic<int32_t> collector_tid{0};
   std::mutex wake_mu;
@@ -150,14 +157,6 @@ extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
 using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 extern pthread_create_fn real_pthread_create;
 
-// libunwind is opened RTLD_LOCAL: its _Unwind_* compatibility symbols must not interpose libgcc_s's in the
-// target (C++ exceptions), which a link-time dependency of a preloaded library would risk.
-using unw_backtrace_fn = int (*)(void**, int);
-extern unw_backtrace_fn p_unw_backtrace;
-bool load_libunwind();
-// Whether kUnwinderProbeBytes can be allocated now: a thread's first unwind allocates libunwind's TLS block, and
-// glibc aborts the process when that fails (ThreadState::unwinder_ready).
-bool memory_for_first_unwind();
 
 inline int32_t sys_gettid() { return static_cast<int32_t>(syscall(SYS_gettid)); }
 

@@ -22,9 +22,26 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.dropped_samples"] = std::to_string(c.dropped_ring_full.load());
   m["collector.out_of_memory_passes"] = std::to_string(c.out_of_memory_passes.load());
   m["collector.unknown_thread_signals"] = std::to_string(c.unknown_thread.load());
-  m["collector.unwind_failed"] = std::to_string(c.unwind_failed.load());
-  m["collector.in_loader_samples"] = std::to_string(c.in_loader.load());
-  m["collector.unwind_deferred_samples"] = std::to_string(c.unwind_deferred.load());
+  // The unwinding of the copied stacks (on this thread): how deep, how often cut by the window, its cost.
+  const Drainer::UnwindStats& u = g_drainer->unwind_stats();
+  m["collector.unwound_samples"] = std::to_string(u.records);
+  m["collector.stack_truncated_samples"] = std::to_string(u.truncated);
+  m["collector.stack_unreadable_samples"] = std::to_string(u.unreadable);
+  m["collector.leaf_only_samples"] = std::to_string(u.leaf_only);
+  m["collector.stack_window_bytes"] = std::to_string(g->stack_window);
+  m["collector.ring_bytes"] = std::to_string(g->ring_bytes);
+  m["collector.stack_bytes_max"] = std::to_string(u.max_stack_bytes);
+  m["collector.unwind_memory_reads"] = std::to_string(g_drainer->unwinder_memory_reads());
+  m["collector.unwinder"] = unwind::CopiedStackUnwinder::skips_signal_masks()
+                                ? "libunwind remote, copied stacks (cache lock without signal masks)"
+                                : "libunwind remote, copied stacks";
+  if (u.records) {
+    m["collector.stack_bytes_mean"] = std::to_string(u.stack_bytes / u.records);
+    char fb[64];
+    std::snprintf(fb, sizeof fb, "%.1f", double(u.frames) / double(u.records));
+    m["collector.frames_mean"] = fb;
+    if (u.timed) m["collector.unwind_cpu_ns_per_sample"] = std::to_string(u.ns / u.timed);
+  }
   m["collector.threads"] = std::to_string(c.threads_seen.load());
   m["collector.threads_unsampled"] = std::to_string(c.threads_unsampled.load());
   uint64_t total = 0, seen = 0;
@@ -86,6 +103,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
 void drain_once() {
   std::vector<ThreadState*> rings;
   ThreadState* done = nullptr;
+  g_drainer->check_modules();  // before unwinding: a library may have been loaded or unloaded since the last pass
   {
     std::lock_guard<std::mutex> lk(g->reg_mu);
     rings = g->live;  // may throw bad_alloc before the retired list is taken: it stays for the next pass

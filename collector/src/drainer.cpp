@@ -110,6 +110,18 @@ bool Drainer::is_eval_frame(uintptr_t pc) {
 #endif
 }
 
+int64_t Drainer::truncated_frame() {
+  if (truncated_frame_) return truncated_frame_;
+  store::Frame f;
+  f.id = ++last_frame_;
+  f.module = writer().intern("[stepscope]");
+  f.symbol = writer().intern("[stack deeper than the " + std::to_string(g->stack_window / 1024) +
+                             " KiB window: outer frames cut]");
+  f.kind = store::FrameKind::Native;
+  writer().add(f);
+  return truncated_frame_ = f.id;
+}
+
 int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
   auto key = std::make_pair(parent, frame);
   auto it = stacks_.find(key);
@@ -123,26 +135,68 @@ int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
   return s.id;
 }
 
-void Drainer::add_sample(const uint8_t* rec, size_t len) {
-  if (len < sizeof(SampleHeader)) return;
-  SampleHeader h;
-  std::memcpy(&h, rec, sizeof h);
-  const size_t n_pc_bytes = h.n_pcs * sizeof(void*), n_py_bytes = h.n_py * sizeof(python::RawPyFrame);
-  if (sizeof h + n_pc_bytes + n_py_bytes > len) return;
-  if (modules_.empty()) refresh_modules();
-
-  // Most samples repeat a stack seen before: look the raw PCs (and raw Python frames) up first, and only
-  // map PCs to modules and walk the prefix tree for a stack not seen yet.
-  raw_key_.assign(reinterpret_cast<const char*>(rec + sizeof h), n_pc_bytes + n_py_bytes);
-  int64_t node;
-  if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) {
-    node = it->second;
-  } else {
-    node = intern_stack(rec + sizeof h, h.n_pcs, rec + sizeof h + n_pc_bytes, h.n_py);
-    if (raw_stacks_.size() >= kMaxRawStacks) raw_stacks_.clear();  // bounded memory (Python's varied stacks)
-    raw_stacks_.emplace(raw_key_, node);
+void Drainer::check_modules() {
+  if (modules_.empty() || modules_.loader_changed()) {
+    refresh_modules();
+    unwinder_.flush();
   }
+}
 
+int64_t Drainer::record_stack(const uint8_t* rec, size_t len, SampleHeader& h) {
+  if (len < sizeof(SampleHeader)) return -1;
+  std::memcpy(&h, rec, sizeof h);
+  const size_t stack_padded = (size_t(h.stack_bytes) + 7) & ~size_t{7};
+  const size_t n_py_bytes = h.n_py * sizeof(python::RawPyFrame);
+  if (sizeof h + stack_padded + n_py_bytes > len) return -1;
+  if (modules_.empty()) refresh_modules();
+  if (!unwinder_tried_) {
+    unwinder_tried_ = true;
+    std::string why;
+    if (!unwinder_.init(why))
+      std::fprintf(stderr, "stepscope: %s; samples of pid %d keep their innermost frame only\n", why.c_str(),
+                   int(pid_));
+  }
+  // Unwind the copy: the PCs innermost first.
+  unwound_.resize(kMaxPcs + 1);
+  // CPU time, not wall time (the collector thread is often preempted by the program it records), of one unwind
+  // in 16: the clock is a system call.
+  const bool timed = (stats_.records & 15) == 0;
+  const int64_t t0 = timed ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+  const auto r = unwinder_.unwind(h.regs, rec + sizeof h, h.stack_bytes, (h.flags & kSampleStackCapped) != 0,
+                                  unwound_.data(), kMaxPcs + 1);
+  if (timed) {
+    stats_.ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    ++stats_.timed;
+  }
+  ++stats_.records;
+  stats_.frames += r.frames;
+  stats_.stack_bytes += h.stack_bytes;
+  stats_.max_stack_bytes = std::max<uint64_t>(stats_.max_stack_bytes, h.stack_bytes);
+  if (r.truncated) ++stats_.truncated;
+  if (h.flags & kSampleStackUnreadable) ++stats_.unreadable;
+  if (r.frames <= 1) ++stats_.leaf_only;
+  const size_t skip = (h.flags & kSampleSkipLeaf) && r.frames > 1 ? 1 : 0;
+  const size_t n_pcs = std::min<size_t>(r.frames - skip, kMaxPcs);
+  const uintptr_t* pcs = unwound_.data() + skip;
+  py_.resize(h.n_py);
+  std::memcpy(static_cast<void*>(py_.data()), rec + sizeof h + stack_padded, n_py_bytes);
+
+  // Most samples repeat a stack seen before: look the PCs (and raw Python frames) up first, and only map PCs
+  // to modules and walk the prefix tree for a stack not seen yet.
+  raw_key_.assign(reinterpret_cast<const char*>(pcs), n_pcs * sizeof(uintptr_t));
+  raw_key_.append(reinterpret_cast<const char*>(py_.data()), n_py_bytes);
+  raw_key_.push_back(r.truncated ? 't' : 'w');
+  if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) return it->second;
+  const int64_t node = intern_stack(pcs, n_pcs, py_.data(), py_.size(), skip == 0, r.truncated);
+  if (raw_stacks_.size() >= kMaxRawStacks) raw_stacks_.clear();  // bounded memory (Python's varied stacks)
+  raw_stacks_.emplace(raw_key_, node);
+  return node;
+}
+
+void Drainer::add_sample(const uint8_t* rec, size_t len) {
+  SampleHeader h;
+  const int64_t node = record_stack(rec, len, h);
+  if (node < 0) return;
   name_thread(h.tid);
   store::Sample s;
   s.time = h.time;
@@ -153,34 +207,33 @@ void Drainer::add_sample(const uint8_t* rec, size_t len) {
   writer().add(s);
 }
 
-// The prefix-tree node of one raw stack (PCs innermost first, then the raw Python frames).
-int64_t Drainer::intern_stack(const uint8_t* pc_bytes, size_t n_pcs, const uint8_t* py_bytes, size_t n_py) {
-  pcs_.resize(n_pcs);
-  std::memcpy(pcs_.data(), pc_bytes, n_pcs * sizeof(void*));
-  py_.resize(n_py);
-  std::memcpy(static_cast<void*>(py_.data()), py_bytes, n_py * sizeof(python::RawPyFrame));
+// The prefix-tree node of one stack (PCs innermost first, then the raw Python frames).
+int64_t Drainer::intern_stack(const uintptr_t* pcs, size_t n_pcs, const python::RawPyFrame* py, size_t n_py,
+                              bool first_is_leaf, bool truncated) {
   // Frames innermost first, Python frames spliced in place of each evaluator frame up to its entry frame.
   frame_ids_.clear();
   size_t py_i = 0;
   bool spliced = false;
-  for (size_t i = 0; i < pcs_.size(); ++i) {
-    if (py_i < py_.size() && is_eval_frame(pcs_[i])) {
-      while (py_i < py_.size()) {
-        const auto& pf = py_[py_i++];
+  for (size_t i = 0; i < n_pcs; ++i) {
+    if (py_i < n_py && is_eval_frame(pcs[i])) {
+      while (py_i < n_py) {
+        const auto& pf = py[py_i++];
         frame_ids_.push_back(python_frame(pf));
         spliced = true;
         if (pf.is_entry) break;
       }
       continue;
     }
-    frame_ids_.push_back(native_frame(pcs_[i], i == 0));
+    frame_ids_.push_back(native_frame(pcs[i], i == 0 && first_is_leaf));
   }
-  if (!spliced && !py_.empty()) {  // no evaluator frame found natively: Python frames as the leaf
+  if (!spliced && n_py) {  // no evaluator frame found natively: Python frames as the leaf
     std::vector<int64_t> with_py;
-    for (const auto& pf : py_) with_py.push_back(python_frame(pf));
+    for (size_t i = 0; i < n_py; ++i) with_py.push_back(python_frame(py[i]));
     with_py.insert(with_py.end(), frame_ids_.begin(), frame_ids_.end());
     frame_ids_.swap(with_py);
   }
+  // A stack deeper than the copied window: its outermost frames are missing, and the tree says so at its root.
+  if (truncated) frame_ids_.push_back(truncated_frame());
   int64_t node = 0;
   for (auto it = frame_ids_.rbegin(); it != frame_ids_.rend(); ++it) node = stack_node(node, *it);
   return node;
@@ -201,13 +254,13 @@ void Drainer::name_thread(int64_t tid) {
 
 void Drainer::add_call_stacks(std::vector<PendingRows::CallStack>& stacks) {
   if (stacks.empty()) return;
-  if (modules_.empty()) refresh_modules();
   for (const auto& cs : stacks) {
-    const size_t pc_bytes = size_t(cs.n_pcs) * sizeof(void*);
-    if (pc_bytes + size_t(cs.n_py) * sizeof(python::RawPyFrame) > cs.raw.size()) continue;
-    const auto* raw = reinterpret_cast<const uint8_t*>(cs.raw.data());
+    SampleHeader h;
+    const int64_t node =
+        record_stack(reinterpret_cast<const uint8_t*>(cs.record.data()), cs.record.size(), h);
+    if (node < 0) continue;
     if (stack_of_call_.size() >= kMaxRawStacks) stack_of_call_.clear();  // bounded: API rows come within seconds
-    stack_of_call_[cs.correlation] = intern_stack(raw, cs.n_pcs, raw + pc_bytes, cs.n_py);
+    stack_of_call_[cs.correlation] = node;
     name_thread(cs.tid);
   }
 }

@@ -12,6 +12,7 @@
 #include "collector_state.h"
 #include "module_maps.h"
 #include "stepscope/store/store.h"
+#include "unwind/copied_stack_unwinder.h"
 
 namespace stepscope::collector {
 
@@ -32,10 +33,18 @@ class Drainer {
   void abandon_after_fork() { (void)writer_.release(); }
 
   void refresh_modules();
-  // One raw sample record of a ring (SampleHeader, PCs, raw Python frames) → a samples row.
+  // Refreshes the module map (and drops what the unwinder cached) when objects were loaded or unloaded.
+  void check_modules();
+  // One raw sample record of a ring (SampleHeader with registers, stack copy, raw Python frames) → a samples row.
   void add_sample(const uint8_t* rec, size_t len);
-  // The prefix-tree node of one raw stack (PCs innermost first, then the raw Python frames).
-  int64_t intern_stack(const uint8_t* pc_bytes, size_t n_pcs, const uint8_t* py_bytes, size_t n_py);
+  // How the unwinding went, for the store's meta (collector.*).
+  struct UnwindStats {
+    uint64_t records = 0, truncated = 0, unreadable = 0, leaf_only = 0, frames = 0;
+    uint64_t ns = 0, timed = 0;  // CPU time of the timed unwinds (one in 16)
+    uint64_t stack_bytes = 0, max_stack_bytes = 0;
+  };
+  const UnwindStats& unwind_stats() const { return stats_; }
+  uint64_t unwinder_memory_reads() const { return unwinder_.memory_reads(); }
   void append_pending(store::Trace& rows);
   // Interns stacks captured at blocking CUDA calls; append_pending() attaches them to their API calls.
   void add_call_stacks(std::vector<PendingRows::CallStack>& stacks);
@@ -50,6 +59,13 @@ class Drainer {
   }
 
  private:
+  // The prefix-tree node of one record's stack (unwound, then spliced with its Python frames); -1 when malformed.
+  int64_t record_stack(const uint8_t* rec, size_t len, SampleHeader& h);
+  // `first_is_leaf`: pcs[0] is where the thread was interrupted, not a return address.
+  // `truncated`: the unwind needed stack beyond the copied window (a marker frame at the root).
+  int64_t intern_stack(const uintptr_t* pcs, size_t n_pcs, const python::RawPyFrame* py, size_t n_py,
+                       bool first_is_leaf, bool truncated);
+  int64_t truncated_frame();
   int64_t native_frame(uintptr_t pc, bool leaf);
   int64_t python_frame(const python::RawPyFrame& pf);
   bool is_eval_frame(uintptr_t pc);
@@ -59,11 +75,14 @@ class Drainer {
   int32_t pid_;
   std::unique_ptr<store::StoreWriter> writer_;
   ModuleMap modules_;
+  unwind::CopiedStackUnwinder unwinder_{modules_};
+  bool unwinder_tried_ = false;
+  UnwindStats stats_;
+  std::vector<uintptr_t> unwound_;
   std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> frames_, py_frames_, stacks_;
-  int64_t last_frame_ = 0, last_stack_ = 0;
+  int64_t last_frame_ = 0, last_stack_ = 0, truncated_frame_ = 0;
   std::unordered_set<int32_t> threads_named_;
   std::vector<int64_t> frame_ids_;
-  std::vector<uintptr_t> pcs_;
   std::vector<python::RawPyFrame> py_;
   std::string raw_key_;
   std::unordered_map<std::string, int64_t> raw_stacks_;  // raw PCs + raw Python frames → stack node

@@ -226,6 +226,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
   std::map<std::string, int64_t> summed;  // per-process counters, summed over processes
+  std::map<std::string, double> weighted;  // per-process means × their unwound samples
+  int64_t unwind_weight = 0, stack_bytes_max = 0;
   double collector_cpu = 0, start_max = 0;
   const int64_t load_ns = mono_ns() - t_load;
   Symbolizer symbolizer;
@@ -248,6 +250,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
       for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median",
+                            "collector.stack_window_bytes", "collector.ring_bytes", "collector.unwinder",
                             "cupti.api_tracing", "cupti.thread_ids", "cupti.stack_callback_ids", "gpu.window",
                             "gpu.window_requested", "cupti.launch_cost_ns", "cupti.launch_cost_method",
                             "cupti.calibration"})
@@ -255,10 +258,18 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
       call_stacks += meta_int(t.meta, "collector.call_stacks");
-      for (const char* k : {"collector.in_loader_samples", "collector.unwind_deferred_samples",
-                            "collector.unwind_failed", "collector.out_of_memory_passes",
-                            "collector.unknown_thread_signals", "collector.call_stacks_skipped"})
+      for (const char* k : {"collector.unwound_samples", "collector.stack_truncated_samples",
+                            "collector.stack_unreadable_samples", "collector.leaf_only_samples",
+                            "collector.out_of_memory_passes", "collector.unknown_thread_signals",
+                            "collector.call_stacks_skipped", "collector.unwind_memory_reads"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
+      // Means and maxima over processes, weighted by their unwound samples.
+      if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {
+        unwind_weight += n;
+        for (const char* k : {"collector.stack_bytes_mean", "collector.frames_mean", "collector.unwind_cpu_ns_per_sample"})
+          if (auto it = t.meta.find(k); it != t.meta.end()) weighted[k] += std::atof(it->second.c_str()) * double(n);
+        stack_bytes_max = std::max(stack_bytes_max, meta_int(t.meta, "collector.stack_bytes_max"));
+      }
       complete_threads(t);
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
@@ -297,6 +308,13 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     }
     merged_meta["collector.call_stacks"] = std::to_string(call_stacks);
     for (const auto& [k, v] : summed) merged_meta[k] = std::to_string(v);
+    if (unwind_weight > 0) {
+      for (const auto& [k, v] : weighted) {
+        std::snprintf(buf, sizeof buf, k == "collector.frames_mean" ? "%.1f" : "%.0f", v / double(unwind_weight));
+        merged_meta[k] = buf;
+      }
+      merged_meta["collector.stack_bytes_max"] = std::to_string(stack_bytes_max);
+    }
     std::snprintf(buf, sizeof buf, "%.6f", start_max);
     merged_meta["collector.start_s"] = buf;  // the slowest process's start()
     std::snprintf(buf, sizeof buf, "%.6f", double(load_ns) / 1e9);
@@ -373,6 +391,7 @@ RecordSummary record(const RecordOptions& o) {
   set_env(env, "NVTX_INJECTION64_PATH", lib);
   set_env(env, "STEPSCOPE_PARTS_DIR", parts_dir);
   set_env(env, "STEPSCOPE_CPU_HZ", std::to_string(o.cpu_hz));
+  set_env(env, "STEPSCOPE_STACK_BYTES", std::to_string(o.stack_bytes));
   set_env(env, "STEPSCOPE_WALL", o.wall ? "1" : "0");
   set_env(env, "STEPSCOPE_NO_GPU", o.no_gpu ? "1" : "0");
   set_env(env, "STEPSCOPE_PAUSED", o.paused ? "1" : "0");

@@ -1,8 +1,7 @@
 // Starting and stopping the collector in a process: configuration from the environment, the sampling signal,
-// libunwind, the collector thread, fork handling (the child records into a part of its own), the LD_PRELOAD
+// the rings' size, the collector thread, fork handling (the child records into a part of its own), the LD_PRELOAD
 // constructor and destructor.
 #include <dlfcn.h>
-#include <link.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -30,27 +29,14 @@ int pick_signal() {
   return 0;
 }
 
-// The code of the dynamic loader and of libc: a signal that lands in either must not unwind through the loader
-// or allocate (see ThreadState::unwinder_ready).
-void find_loader_range() {
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void*) -> int {
-        if (!info->dlpi_name) return 0;
-        uintptr_t *lo = nullptr, *hi = nullptr;
-        if (std::strstr(info->dlpi_name, "ld-linux"))
-          lo = &g->ldso_lo, hi = &g->ldso_hi;
-        else if (std::strstr(info->dlpi_name, "/libc.so.6"))
-          lo = &g->libc_lo, hi = &g->libc_hi;
-        if (!lo) return 0;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const auto& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-          *lo = info->dlpi_addr + ph.p_vaddr;
-          *hi = *lo + ph.p_memsz;
-        }
-        return g->ldso_lo && g->libc_lo ? 1 : 0;
-      },
-      nullptr);
+// Bytes of each thread's ring: two drain periods of full-window samples at the sampling rate, a power of two.
+size_t ring_bytes_for(size_t window, int hz) {
+  const size_t record = sizeof(SampleHeader) + window + sizeof(python::RawPyFrame) * kMaxPy + 8;
+  const size_t per_period = std::max<size_t>(1, size_t(hz) * kDrainPeriodMs / 1000);
+  const size_t want = std::clamp(2 * record * per_period, std::max(kMinRingBytes, 4 * record), kMaxRingBytes);
+  size_t bytes = 1;
+  while (bytes < want) bytes <<= 1;
+  return bytes;
 }
 
 void atfork_prepare();
@@ -72,6 +58,8 @@ bool load_config(Config& c, const std::function<const char*(const char*)>& get) 
   const char* dir = get("STEPSCOPE_PARTS_DIR");
   c.parts_dir = dir ? dir : "";
   if (const char* hz = get("STEPSCOPE_CPU_HZ")) c.cpu_hz = std::clamp(std::atoi(hz), 1, 20000);
+  if (const char* v = get("STEPSCOPE_STACK_BYTES"))
+    c.stack_bytes = std::clamp<size_t>(std::strtoull(v, nullptr, 10), kMinStackWindow, kMaxStackWindow) & ~size_t{7};
   c.wall = flag("STEPSCOPE_WALL");
   c.no_gpu = flag("STEPSCOPE_NO_GPU");
   if (const char* v = get("STEPSCOPE_CUDA_API")) c.cuda_api_all = std::strcmp(v, "all") == 0;
@@ -129,11 +117,8 @@ void start_with(const Config* config, bool windowed) {
     return;
   }
   g->period_ns = 1000000000LL / g->config.cpu_hz;
-  find_loader_range();
-  if (!load_libunwind()) {
-    std::fprintf(stderr, "stepscope: cannot load libunwind.so.8; not sampling pid %d\n", int(getpid()));
-    return;
-  }
+  g->stack_window = g->config.stack_bytes;
+  g->ring_bytes = ring_bytes_for(g->stack_window, g->config.cpu_hz);
   struct sigaction sa{};
   sa.sa_sigaction = on_sample_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;

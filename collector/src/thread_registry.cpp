@@ -93,23 +93,11 @@ void retire_locked(ThreadState* ts) {
 }
 
 ThreadState* register_thread(int32_t tid, bool own) {
-  bool warmed = false;
-  if (own) {
-    // Warm libunwind's per-thread trace cache here, outside the handler: its TLS block and the cache are
-    // allocated on first use, and glibc aborts the process when the TLS block cannot be allocated. A thread that
-    // starts when memory is exhausted is left unsampled rather than risked.
-    if (!memory_for_first_unwind()) {
-      g->counters.threads_unsampled.fetch_add(1);
-      return nullptr;
-    }
-    void* warm[64];
-    p_unw_backtrace(warm, 64);
-    warmed = true;
-  }
+  // A thread registering itself knows its stack: the handler then copies it without a system call.
+  const unwind::StackBounds bounds = own ? unwind::thread_stack_bounds() : unwind::StackBounds{};
   std::lock_guard<std::mutex> lk(g->reg_mu);
   if (g->state.load() != kRunning) return nullptr;
   if (ThreadState* old = lookup(tid)) {
-    if (warmed) old->unwinder_ready.store(true, std::memory_order_release);
     // /proc/self/task polling can see a thread that has just registered itself: keep that state (the
     // thread's t_state points to it). A thread registering itself replaces a polled or stale (tid reuse) one.
     if (!own) return old;
@@ -119,7 +107,7 @@ ThreadState* register_thread(int32_t tid, bool own) {
     g->counters.threads_unsampled.fetch_add(1);
     return nullptr;
   }
-  const size_t bytes = sizeof(ThreadState) + kRingBytes;
+  const size_t bytes = sizeof(ThreadState) + g->ring_bytes;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     g->counters.threads_unsampled.fetch_add(1);
@@ -128,9 +116,9 @@ ThreadState* register_thread(int32_t tid, bool own) {
   auto* ts = new (mem) ThreadState();
   ts->map_bytes = bytes;
   ts->own = own;
-  ts->unwinder_ready.store(warmed, std::memory_order_relaxed);
+  ts->stack = bounds;
   ts->tid.store(tid);
-  ts->ring.init(static_cast<uint8_t*>(mem) + sizeof(ThreadState), kRingBytes);
+  ts->ring.init(static_cast<uint8_t*>(mem) + sizeof(ThreadState), g->ring_bytes);
   uint32_t h = tid_hash(tid);
   for (int i = 0; i < kTableSize; ++i) {
     ThreadState* s = g->table[h].load(std::memory_order_relaxed);
@@ -202,7 +190,7 @@ void poll_tasks() {
 
 using namespace stepscope::collector;
 
-// Interposed so every new thread registers itself (ring, warmed unwinder, its own timer) before user code.
+// Interposed so every new thread registers itself (ring, stack bounds, its own timer) before user code.
 __attribute__((visibility("default"))) int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
                                                           void* (*fn)(void*), void* arg) {
   if (!real_pthread_create) {
@@ -258,8 +246,8 @@ void reset_recorded_state(bool after_fork) {
     g->own_tids.clear();
   }
   auto& c = g->counters;
-  for (auto* a : {&c.samples, &c.dropped_ring_full, &c.unknown_thread, &c.unwind_failed, &c.in_loader, &c.unwind_deferred,
-                  &c.threads_seen, &c.threads_unsampled, &c.call_stacks, &c.call_stacks_skipped})
+  for (auto* a : {&c.samples, &c.dropped_ring_full, &c.unknown_thread, &c.threads_seen, &c.threads_unsampled,
+                  &c.call_stacks, &c.call_stacks_skipped})
     a->store(0);
   for (auto& b : c.handler_hist) b.store(0);
 }

@@ -117,8 +117,13 @@ TEST_CASE("one hot function gets most samples, with symbol and file:line, stepsc
   CHECK(std::atof(t.meta["collector.cpu_s"].c_str()) > 0);
   CHECK(std::atof(t.meta["collector.handler_cpu_s_estimate"].c_str()) > 0);
   CHECK(std::atof(t.meta["collector.own_threads_cpu_s"].c_str()) > 0);
-  // A launched program's threads warm libunwind when they start: none waits for a safe first unwind.
-  CHECK(t.meta["collector.unwind_deferred_samples"] == "0");
+  // Every sample's stack copy was unwound on the collector thread, none cut by the window (hot_loop's stack is
+  // about 2 KiB deep) and none left at its leaf.
+  CHECK(t.meta["collector.unwound_samples"] == t.meta["collector.captured_samples"]);
+  CHECK(t.meta["collector.stack_truncated_samples"] == "0");
+  CHECK(t.meta["collector.stack_unreadable_samples"] == "0");
+  CHECK(std::atoll(t.meta["collector.leaf_only_samples"].c_str()) == 0);
+  CHECK(t.meta["collector.stack_window_bytes"] == "32768");
   CHECK(t.meta["collector.out_of_memory_passes"] == "0");
   auto [begin, end] = hot_lines();
   REQUIRE(begin > 0);

@@ -179,6 +179,7 @@ AttachSummary record_attached(const AttachOptions& o) {
   // The settings `record` passes through the environment, under the same names.
   start.options["STEPSCOPE_PARTS_DIR"] = parts_dir;
   start.options["STEPSCOPE_CPU_HZ"] = std::to_string(o.record.cpu_hz);
+  start.options["STEPSCOPE_STACK_BYTES"] = std::to_string(o.record.stack_bytes);
   start.options["STEPSCOPE_WALL"] = o.record.wall ? "1" : "0";
   start.options["STEPSCOPE_NO_GPU"] = o.record.no_gpu ? "1" : "0";
   start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.record.data_wait_regex;

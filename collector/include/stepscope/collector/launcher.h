@@ -14,6 +14,7 @@ namespace stepscope::collector {
 struct RecordOptions {
   std::string output = "run.db";  // %r rank, %p pid, %h host, %% a percent sign (docs/collector.md, "Several ranks")
   int cpu_hz = 1000;
+  int stack_bytes = 32 * 1024;  // the stack window each sample copies and the collector thread unwinds
   bool wall = false;
   bool no_gpu = false;
   double duration_s = 0;  // > 0: SIGINT the command after this long (SIGKILL 5 s later)

@@ -1,0 +1,83 @@
+#include "stack_capture.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace stepscope::collector::unwind {
+namespace {
+
+constexpr uintptr_t kPage = 4096;
+
+long own_vm_read(const iovec* local, unsigned long nl, const iovec* remote, unsigned long nr) {
+  // getpid() is a plain system call since glibc 2.25 (no cached pid to go stale across fork or clone).
+  return syscall(SYS_process_vm_readv, static_cast<long>(getpid()), local, nl, remote, nr, 0ul);
+}
+
+}  // namespace
+
+void registers_from(const ucontext_t* uc, Registers* out) {
+  const greg_t* gr = uc->uc_mcontext.gregs;
+  static constexpr int kFromDwarf[kRegisterCount] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+                                                     REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                                     REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+  for (int i = 0; i < kRegisterCount; ++i) out->r[i] = static_cast<uint64_t>(gr[kFromDwarf[i]]);
+}
+
+StackBounds thread_stack_bounds() {
+  StackBounds b;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return b;
+  void* addr = nullptr;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr && size) {
+    b.lo = reinterpret_cast<uintptr_t>(addr);
+    b.hi = b.lo + size;
+  }
+  pthread_attr_destroy(&attr);
+  return b;
+}
+
+StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max) {
+  StackCopy c;
+  if (sp >= bounds.lo && sp < bounds.hi) {
+    const size_t avail = bounds.hi - sp;
+    c.bytes = avail < max ? avail : max;
+    c.capped = avail > max;
+    std::memcpy(dst, reinterpret_cast<const void*>(sp), c.bytes);
+    return c;
+  }
+  // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page.
+  constexpr int kMaxIov = 80;  // 320 KiB windows at most
+  iovec local[kMaxIov], remote[kMaxIov];
+  int n = 0;
+  size_t planned = 0;
+  uintptr_t at = sp;
+  while (planned < max && n < kMaxIov) {
+    const size_t len = std::min<size_t>(max - planned, kPage - (at & (kPage - 1)));
+    local[n] = {dst + planned, len};
+    remote[n] = {reinterpret_cast<void*>(at), len};
+    ++n;
+    planned += len;
+    at += len;
+  }
+  const long got = own_vm_read(local, n, remote, n);
+  if (got <= 0) {
+    c.faulted = true;
+    return c;
+  }
+  c.bytes = static_cast<size_t>(got);
+  c.capped = c.bytes == max;
+  return c;
+}
+
+bool read_own_memory(void* dst, uintptr_t addr, size_t n) {
+  iovec local{dst, n}, remote{reinterpret_cast<void*>(addr), n};
+  return own_vm_read(&local, 1, &remote, 1) == static_cast<long>(n);
+}
+
+}  // namespace stepscope::collector::unwind
