@@ -1,0 +1,235 @@
+// The sampling handler never calls what a signal handler must not (issue 21): real programs — the
+// allocation/exception/dlopen storm, a PyTorch import-and-train program with 8 Python threads — recorded at
+// 5 kHz with the handler guard preloaded, which aborts the process the moment the handler's thread calls
+// malloc, free, __tls_get_addr, dl_iterate_phdr or pthread_mutex_lock. Before this issue's rewrite every one of
+// these runs died of the guard (`__tls_get_addr` from libunwind inside the handler). A run that hangs is killed
+// after 120 s and fails as "hung".
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+
+namespace {
+
+const std::string kCli = test::binary_dir() + "/cli/stepscope";
+
+struct Outcome {
+  int exit_code = -1;  // 128 + signal when killed
+  bool hung = false;
+  std::string out, err;
+};
+
+// Runs argv with `env` added, in its own process group; kills the group after `timeout_s`.
+Outcome run_with_timeout(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         const test::ScratchDir& dir, int timeout_s = 120) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  Outcome o;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      o.hung = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = test::slurp(out);
+  o.err = test::slurp(err);
+  return o;
+}
+
+struct GuardReport {
+  long runs = 0;    // handler runs in the process whose handler was wrapped
+  int wrapped = 0;  // processes in which the collector's handler was wrapped
+};
+
+// Every process that loaded the guard appends one line; the recorded program is the one that ran handlers.
+GuardReport read_report(const std::string& path) {
+  GuardReport g;
+  std::istringstream in(test::slurp(path));
+  for (std::string line; std::getline(in, line);) {
+    long runs = 0;
+    int wrapped = 0, violations = -1;
+    if (std::sscanf(line.c_str(), "handler_runs=%ld wrapped=%d violations=%d", &runs, &wrapped, &violations) != 3)
+      continue;
+    REQUIRE(violations == 0);
+    g.runs += runs;
+    if (wrapped > 0) ++g.wrapped;
+  }
+  return g;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+std::string venv_python() { return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python"; }
+
+bool have_torch() {
+  return test::run_shell(test::shell_quote(venv_python()) + " -c 'import torch' >/dev/null 2>&1").status == 0;
+}
+
+const char* kTorchProgram =
+    "import numpy, torch, json, heapq, ssl, sqlite3, ctypes, lzma, bz2, threading\n"
+    "import torch.nn as nn\n"
+    "def work(i):\n"
+    "    s = 0\n"
+    "    for k in range(300000): s += k * i\n"
+    "ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]\n"
+    "[t.start() for t in ts]\n"
+    "m = nn.Linear(64, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    "x = torch.randn(32, 64); y = torch.randn(32, 8)\n"
+    "for _ in range(50):\n"
+    "    opt.zero_grad(); loss = ((m(x) - y) ** 2).mean(); loss.backward(); opt.step()\n"
+    "[t.join() for t in ts]\n"
+    "print('trained', int(loss.item() >= 0))\n";
+
+}  // namespace
+
+TEST_CASE("the handler guard is not vacuous: a handler that calls malloc dies of it, a clean one does not") {
+  test::ScratchDir dir("safety_selftest");
+  const std::vector<std::string> env{std::string("LD_PRELOAD=") + HANDLER_GUARD,
+                                     "STEPSCOPE_HANDLER_GUARD_MATCH=guard_selftest"};
+  const Outcome bad = run_with_timeout({GUARD_SELFTEST, "malloc"}, env, dir, 30);
+  CHECK(bad.exit_code == 128 + SIGABRT);
+  CHECK(bad.err.find("stepscope-handler-guard: malloc called inside the sampling signal handler") !=
+        std::string::npos);
+  const Outcome clean = run_with_timeout({GUARD_SELFTEST, "clean"}, env, dir, 30);
+  CHECK(clean.exit_code == 0);
+  CHECK(clean.out == "handled 100\n");
+  // Without the guard the allocating handler runs to the end: the abort above is the guard's.
+  const Outcome unguarded = run_with_timeout({GUARD_SELFTEST, "malloc"}, {}, dir, 30);
+  CHECK(unguarded.exit_code == 0);
+  CHECK(unguarded.out == "handled 100\n");
+}
+
+TEST_CASE("the allocation/exception/dlopen storm at 5 kHz: never a call the guard forbids, never a hang") {
+  test::ScratchDir dir("safety_storm");
+  const int runs = env_int("STEPSCOPE_SAFETY_RUNS", 5);
+  for (int i = 0; i < runs; ++i) {
+    const std::string db = dir.file("storm" + std::to_string(i) + ".db"), report = dir.file("guard" + std::to_string(i));
+    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--", STORM_TARGET, "1.0"},
+                                       {std::string("LD_PRELOAD=") + HANDLER_GUARD, "STEPSCOPE_HANDLER_GUARD_REPORT=" + report},
+                                       dir);
+    INFO("run " << i << ": " << r.err);
+    REQUIRE_FALSE(r.hung);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "storm done threads=7\n");
+    const GuardReport g = read_report(report);
+    CHECK(g.wrapped == 1);  // the recorded program's handler, and only there
+    CHECK(g.runs > 1000);   // 7 busy threads at 5 kHz for a second
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 1000);
+    CHECK(t.meta["collector.dropped_samples"] == "0");
+    // The storm's stacks are shallow: nothing is cut by the window, and most samples unwind past their leaf.
+    CHECK(t.meta["collector.stack_truncated_samples"] == "0");
+    CHECK(std::atoll(t.meta["collector.leaf_only_samples"].c_str()) * 10 < std::atoll(t.meta["collector.samples"].c_str()));
+  }
+}
+
+TEST_CASE("PyTorch import-and-train with 8 Python threads at 5 kHz: never a call the guard forbids") {
+  if (!have_torch()) STEPSCOPE_SKIP("the venv python cannot import torch (run scripts/python-env.sh)");
+  test::ScratchDir dir("safety_torch");
+  const std::string script = dir.file("train.py");
+  {
+    std::ofstream f(script);
+    f << kTorchProgram;
+  }
+  const int runs = env_int("STEPSCOPE_SAFETY_PY_RUNS", 2);
+  for (int i = 0; i < runs; ++i) {
+    const std::string db = dir.file("torch" + std::to_string(i) + ".db"), report = dir.file("guard" + std::to_string(i));
+    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--", venv_python(), script},
+                                       {std::string("LD_PRELOAD=") + HANDLER_GUARD, "STEPSCOPE_HANDLER_GUARD_REPORT=" + report},
+                                       dir);
+    INFO("run " << i << ": " << r.err);
+    REQUIRE_FALSE(r.hung);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == "trained 1\n");
+    const GuardReport g = read_report(report);
+    CHECK(g.wrapped == 1);
+    CHECK(g.runs > 1000);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 1000);
+    // Python frames under the native ones: some sample names the script's function `work`.
+    bool python_work = false;
+    for (const auto& f : t.frames)
+      if (f.kind == store::FrameKind::Python && t.str(f.symbol) == "work") python_work = true;
+    CHECK(python_work);
+    CHECK(t.threads.size() >= 10);  // main, the collector, the 8 Python threads (and torch's pool)
+  }
+}
+
+TEST_CASE("attach and detach at 5 kHz to the storm while it runs: never a call the guard forbids") {
+  test::ScratchDir dir("safety_attach");
+  const std::string report = dir.file("guard");
+  const std::string out = dir.file("target.out"), err = dir.file("target.err");
+  std::fflush(stdout);
+  const pid_t target = ::fork();
+  if (target == 0) {
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
+    ::setenv("LD_PRELOAD", HANDLER_GUARD, 1);
+    ::setenv("STEPSCOPE_HANDLER_GUARD_REPORT", report.c_str(), 1);
+    ::execl(STORM_TARGET, STORM_TARGET, "4.0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string db = dir.file("attach.db");
+  const Outcome a = run_with_timeout({kCli, "attach", std::to_string(target), "--no-gpu", "--cpu-hz", "5000",
+                                      "--duration", "1", "-o", db},
+                                     {}, dir, 60);
+  INFO(a.err);
+  CHECK_FALSE(a.hung);
+  CHECK(a.exit_code == 0);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (::waitpid(target, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(target, SIGKILL);
+      ::waitpid(target, &status, 0);
+      FAIL("the storm hung after the attach");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  INFO(test::slurp(err));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(test::slurp(out) == "storm done threads=7\n");
+  const GuardReport g = read_report(report);
+  CHECK(g.wrapped == 1);
+  CHECK(g.runs > 1000);
+  store::Trace t = store::StoreReader(db).load();
+  CHECK(t.samples.size() > 1000);
+}
