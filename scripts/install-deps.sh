@@ -9,7 +9,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3 libunwind-dev libdw-dev libelf-dev zlib1g-dev libzstd-dev libdeflate-dev
   libsimdjson-dev libcli11-dev libfmt-dev catch2
   qt6-base-dev libgl-dev xvfb xauth fonts-dejavu-core
-  chromium linux-perf google-perftools libgoogle-perftools-dev
+  chromium linux-perf google-perftools libgoogle-perftools-dev libjemalloc2
   clang libclang-rt-14-dev zstd
 )
 
