@@ -1,14 +1,17 @@
 // Collector overhead: hot_loop (2 CPU-bound threads, ~36-deep stacks) run plain, under `stepscope record
-// --cpu-hz 1000`, under `perf record -F 1000 -g` and under gperftools' CPU profiler (CPUPROFILE_FREQUENCY=1000),
-// alternated round by round. For each mode it separates
+// --cpu-hz 1000`, under another stepscope build (--baseline PATH: an older `stepscope` binary, e.g. the commit
+// before a collector change), under `perf record -F 1000 -g` (frame pointers), `perf record -F 1000
+// --call-graph dwarf` (copied stacks unwound afterwards, as stepscope's collector thread does) and under
+// gperftools' CPU profiler (CPUPROFILE_FREQUENCY=1000), alternated round by round. For each mode it separates
 //   (a) the workload's own compute time, measured by the workload itself (hot_loop --time: first to last
 //       instruction of its work), i.e. what the profiler costs the program while it runs;
 //   (b) for stepscope, the post-run finalize time (merge the parts, symbolize, write the store): total wall
 //       time of `stepscope record` minus the command's lifetime measured by the launcher (meta
 //       record.command_wall_s), and the symbolization part of it (meta record.symbolize_s);
 // plus the CPU time of everything the mode ran (wait4 rusage), samples per CPU-second and stepscope's median
-// signal-handler cost. Prints the load average before and after: numbers from a busy machine are not overhead.
-//   overhead_bench [--rounds R] [--iterations N]
+// signal-handler cost and the collector thread's unwind CPU per sample. Prints the load average before and
+// after: numbers from a busy machine are not overhead.
+//   overhead_bench [--rounds R] [--iterations N] [--baseline /path/to/older/stepscope]
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -146,10 +149,11 @@ std::string pct(double v, double base) {
 
 int main(int argc, char** argv) {
   int rounds = 5;
-  std::string iterations = "2000000000";
+  std::string iterations = "2000000000", baseline;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--iterations")) iterations = argv[++i];
+    else if (!std::strcmp(argv[i], "--baseline")) baseline = argv[++i];
   }
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-overhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -164,17 +168,22 @@ int main(int argc, char** argv) {
     explicit Mode(std::string n) : name(std::move(n)) {}
     std::string name;
     std::vector<double> wall, cpu, compute, compute_cpu, command, finalize, symbolize, rate_cpu;
-    std::vector<double> handler;
+    std::vector<double> handler, unwind;
   };
-  std::vector<Mode> modes{Mode("plain"), Mode("stepscope --cpu-hz 1000"), Mode("perf -F 1000 -g"),
-                          Mode("gperftools 1000 Hz")};
+  enum Kind { kPlain, kStepscope, kBaseline, kPerfFp, kPerfDwarf, kGperf };
+  const std::vector<Kind> kinds{kPlain, kStepscope, kBaseline, kPerfFp, kPerfDwarf, kGperf};
+  std::vector<Mode> modes{Mode("plain"), Mode("stepscope --cpu-hz 1000"), Mode("stepscope (--baseline)"),
+                          Mode("perf -F 1000 -g"), Mode("perf --call-graph dwarf"), Mode("gperftools 1000 Hz")};
   for (int r = 0; r < rounds; ++r) {
     for (size_t m = 0; m < modes.size(); ++m) {
       Run run;
-      if (m == 0) {
+      const Kind kind = kinds[m];
+      if (kind == kPlain) {
         run = spawn(workload, {}, err);
-      } else if (m == 1) {
-        std::vector<std::string> a{STEPSCOPE_BIN, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
+      } else if (kind == kStepscope || kind == kBaseline) {
+        if (kind == kBaseline && baseline.empty()) continue;
+        std::vector<std::string> a{kind == kBaseline ? baseline : std::string(STEPSCOPE_BIN), "record", "--no-gpu",
+                                   "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
         a.insert(a.end(), workload.begin(), workload.end());
         run = spawn(a, {}, err);
         try {
@@ -185,12 +194,15 @@ int main(int argc, char** argv) {
           run.symbolize = std::atof(meta["record.symbolize_s"].c_str());
           if (!meta["collector.handler_ns_median"].empty())
             modes[m].handler.push_back(std::atof(meta["collector.handler_ns_median"].c_str()));
+          if (!meta["collector.unwind_cpu_ns_per_sample"].empty())
+            modes[m].unwind.push_back(std::atof(meta["collector.unwind_cpu_ns_per_sample"].c_str()));
         } catch (const std::exception& e) {
           std::fprintf(stderr, "overhead_bench: %s\n", e.what());
         }
-      } else if (m == 2) {
+      } else if (kind == kPerfFp || kind == kPerfDwarf) {
         if (!have_perf) continue;
         std::vector<std::string> a{"perf", "record", "-q", "-F", "1000", "-g", "-o", dir + "/perf.data", "--"};
+        if (kind == kPerfDwarf) a = {"perf", "record", "-q", "-F", "1000", "--call-graph", "dwarf", "-o", dir + "/perf.data", "--"};
         a.insert(a.end(), workload.begin(), workload.end());
         run = spawn(a, {}, err);
         run.samples = perf_samples(dir + "/perf.data");
@@ -225,9 +237,9 @@ int main(int argc, char** argv) {
   std::printf("workload: hot_loop --threads 2 --iterations %s --time (~36-deep stacks), %d alternated rounds, "
               "medians; %ld CPUs; load average before: %s, after: %s\n",
               iterations.c_str(), rounds, sysconf(_SC_NPROCESSORS_ONLN), load_before.c_str(), loadavg().c_str());
-  std::printf("%-24s %9s %7s %9s %7s %9s %9s %9s %9s %8s %9s %8s %9s %8s\n", "mode", "compute s", "ovh %",
+  std::printf("%-24s %9s %7s %9s %7s %9s %9s %9s %9s %8s %9s %8s %9s %8s %9s\n", "mode", "compute s", "ovh %",
               "comp cpu", "ovh %", "process s",
-              "finalize", "symbolize", "total s", "ovh %", "cpu s", "ovh %", "smp/cpu-s", "handler");
+              "finalize", "symbolize", "total s", "ovh %", "cpu s", "ovh %", "smp/cpu-s", "handler", "unwind");
   for (const auto& m : modes) {
     if (m.wall.empty()) {
       std::printf("%-24s %9s\n", m.name.c_str(), "n/a");
@@ -235,17 +247,19 @@ int main(int argc, char** argv) {
     }
     const double compute = median(m.compute), wall = median(m.wall), cpu = median(m.cpu);
     const double ccpu = median(m.compute_cpu);
-    std::printf("%-24s %9s %7s %9s %7s %9s %9s %9s %9s %8s %9s %8s %9s %8s\n", m.name.c_str(), fmt(compute).c_str(),
+    std::printf("%-24s %9s %7s %9s %7s %9s %9s %9s %9s %8s %9s %8s %9s %8s %9s\n", m.name.c_str(), fmt(compute).c_str(),
                 pct(compute, base_compute).c_str(), fmt(ccpu).c_str(), pct(ccpu, base_ccpu).c_str(),
                 fmt(median(m.command)).c_str(), fmt(median(m.finalize)).c_str(),
                 fmt(median(m.symbolize)).c_str(), fmt(wall).c_str(), pct(wall, base_wall).c_str(),
                 fmt(cpu).c_str(), pct(cpu, base_cpu).c_str(), fmt(median(m.rate_cpu), "%.0f").c_str(),
-                m.handler.empty() ? "-" : (fmt(median(m.handler), "%.0f") + " ns").c_str());
+                m.handler.empty() ? "-" : (fmt(median(m.handler), "%.0f") + " ns").c_str(),
+                m.unwind.empty() ? "-" : (fmt(median(m.unwind), "%.0f") + " ns").c_str());
   }
   std::printf("compute: the workload's own compute time (what the profiler costs while the program runs); comp cpu: "
               "the process's CPU time over that window (all its threads, the collector's included); "
               "process: the command's lifetime under `stepscope record`; finalize: after it exited (merge, "
-              "symbolize, write); total: the whole mode's wall time; cpu: all processes of the mode\n");
+              "symbolize, write); total: the whole mode's wall time; cpu: all processes of the mode; handler: "
+              "median signal-handler time; unwind: the collector thread's CPU per sample to unwind its stack copy\n");
   std::printf("goal: stepscope compute overhead <= 2%% and no worse than perf; median handler cost <= 2000 ns\n");
   std::filesystem::remove_all(dir);
   return 0;
