@@ -197,7 +197,10 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
   ScratchDir dir("python_record_torch");
   {
     const std::string db = dir.file("w0.db"), kineto = dir.file("w0.json");
-    const std::string out = record(db, "", sample("python_torch_train.py"), "--workers 0 --kineto " + shell_quote(kineto));
+    // 4 ms a sample's decode: with the default 2 ms the wait share sits at the 20% line of a high severity
+    // (0.19-0.23 measured by the script itself from run to run on the 2-core machine), and the test flipped.
+    const std::string out =
+        record(db, "", sample("python_torch_train.py"), "--workers 0 --decode-ms 4 --kineto " + shell_quote(kineto));
     INFO(out);
     const double own = value_after(out, "wait_share");
     REQUIRE(own >= 0);
@@ -220,7 +223,7 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
   }
   {
     const std::string db = dir.file("w2.db");
-    const std::string out = record(db, "", sample("python_torch_train.py"), "--workers 2");
+    const std::string out = record(db, "", sample("python_torch_train.py"), "--workers 2 --decode-ms 4");
     INFO(out);
     Analyzed a;
     analyze(db, a);
