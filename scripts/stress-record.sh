@@ -8,22 +8,26 @@
 # Categories: torch — an import-heavy PyTorch program (numpy, torch, ssl, sqlite3, ctypes, lzma, bz2; 50
 # matmuls); storm — 4 threads malloc/free, one throws C++ exceptions, two dlopen/dlclose a library with
 # thread-local data; each again with tcmalloc and jemalloc preloaded; and `stepscope attach` + detach to each
-# while it runs. Every run has the handler guard preloaded (collector/tests/safety): a forbidden call inside the
-# sampling handler aborts the run, which counts as a crash. Environment: STRESS_CPU_HZ (5000), STRESS_JOBS (2
-# runs at a time), STRESS_TIMEOUT (120 s), STRESS_LOG (/tmp/stepscope-stress: logs of failed runs only),
-# STRESS_CATEGORIES (space-separated subset). Exit 1 when anything failed.
+# while it runs. Every run has the handler guard preloaded (collector/tests/safety; unless STRESS_GUARD=0): a
+# forbidden call inside the sampling handler aborts the run, which counts as a crash.
+# Environment: STRESS_CPU_HZ (5000), STRESS_JOBS (2 runs at a time), STRESS_TIMEOUT (120 s), STRESS_LOG
+# (/tmp/stepscope-stress: logs of failed runs only, each with a `result` file), STRESS_CATEGORIES
+# (space-separated subset), STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard
+# would abort at once). BUILD_DIR may be relative to the repository or absolute. Exit 1 when anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${1:?usage: scripts/stress-record.sh N [BUILD_DIR]}
 BUILD=${2:-build-test}
+[[ $BUILD == /* ]] || BUILD=$PWD/$BUILD
 HZ=${STRESS_CPU_HZ:-5000}
 JOBS=${STRESS_JOBS:-2}
 TIMEOUT=${STRESS_TIMEOUT:-120}
 LOG=${STRESS_LOG:-/tmp/stepscope-stress}
 VENV=${STEPSCOPE_PYTHON_VENV:-$HOME/.cache/stepscope/venv}
-CLI=$PWD/$BUILD/cli/stepscope
-GUARD=$PWD/$BUILD/collector/tests/safety/libstepscope_handler_guard.so
-STORM=$PWD/$BUILD/collector/tests/safety/storm_target
+CLI=$BUILD/cli/stepscope
+GUARD=$BUILD/collector/tests/safety/libstepscope_handler_guard.so
+STORM=$BUILD/collector/tests/safety/storm_target
+WITH_GUARD=${STRESS_GUARD:-1}
 LIBDIR=/usr/lib/x86_64-linux-gnu
 TCMALLOC=$LIBDIR/libtcmalloc_minimal.so.4
 JEMALLOC=$LIBDIR/libjemalloc.so.2
@@ -64,11 +68,13 @@ program() {  # the command of a category, one word per line
     attach-storm) printf '%s\n' "$STORM" 3.0 ;;
   esac
 }
-preload_of() {
+preload_of() {  # the allocator first, then the guard (unless STRESS_GUARD=0)
+  local guard=$GUARD
+  [[ $WITH_GUARD == 0 ]] && guard=
   case $1 in
-    *tcmalloc) echo "$TCMALLOC:$GUARD" ;;
-    *jemalloc) echo "$JEMALLOC:$GUARD" ;;
-    *) echo "$GUARD" ;;
+    *tcmalloc) echo "$TCMALLOC${guard:+:$guard}" ;;
+    *jemalloc) echo "$JEMALLOC${guard:+:$guard}" ;;
+    *) echo "$guard" ;;
   esac
 }
 
@@ -112,7 +118,7 @@ one_run() {
     fi
   fi
   echo "$result" >"$WORK/$cat.$i.result"
-  if [[ $result == ok ]]; then rm -rf "$dir"; else mv "$dir" "$LOG/$cat.$i"; fi
+  if [[ $result == ok ]]; then rm -rf "$dir"; else echo "$result exit=$rc" >"$dir/result"; mv "$dir" "$LOG/$cat.$i"; fi
 }
 
 start=$(date +%s)
@@ -148,6 +154,8 @@ for c in "${CATEGORIES[@]}"; do
   total_ok=$((total_ok + runs - bad))
   ((bad > 0)) && fail=1
 done
-echo "stress-record: $N runs per category at ${HZ} Hz in ${elapsed} s; logs of failed runs in $LOG"
+guard_note="guard preloaded"
+[[ $WITH_GUARD == 0 ]] && guard_note="no guard (STRESS_GUARD=0)"
+echo "stress-record: $N runs per category at ${HZ} Hz, $guard_note, in ${elapsed} s; logs of failed runs in $LOG"
 echo "stress: $total_ok passed, $total_bad failed"
 exit $fail
