@@ -84,6 +84,7 @@ void print_text(const analyzer::Analysis& a) {
     fmt::print("Steps found from the repeating unit of the trace (confidence {:.0f}%).\n", 100.0 * s.step_confidence);
   else if (s.step_source == "none" && s.step_confidence == 0.0)
     fmt::print("No step markers and no repeating unit found: the run is analyzed as one window.\n");
+  if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::print("{}\n", advice);
   if (!a.steps.empty()) {
     fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
                "sync%", "launch", "host%", "other%", "kernels", "bound",

@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-try:  # on PYTHONPATH under `stepscope record`
+try:  # provided by the collector under `stepscope record` (or pip install .)
     import stepscope
 except ImportError:
     class _NoStepscope:

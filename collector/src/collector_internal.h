@@ -27,6 +27,8 @@ struct Config {
   int gpu_window_n = 20, gpu_window_m = 200;
   int cuda_stacks_per_s = 200;  // stacks captured at blocking CUDA calls per second and process (0 = none)
   bool calibrate = true;        // measure the per-launch cost of CUPTI tracing at start
+  // --data-wait-func / --step-func: regexes over Python qualified names, handed to the Python hooks.
+  std::string python_wait_func, python_step_func;
 };
 
 // True once the collector is recording in this process.

@@ -25,6 +25,7 @@
 
 #if __has_include("python/python_frames.h")
 #include "python/python_frames.h"
+#include "python/python_hooks.h"
 #define STEPSCOPE_HAVE_PYTHON 1
 #else
 #define STEPSCOPE_HAVE_PYTHON 0

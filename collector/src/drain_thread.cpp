@@ -96,6 +96,9 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   if (const int sig = g->flush_signal.load())
     m["collector.end"] = sig == kFlushOnExit ? std::string("_exit") : std::string("signal ") + std::to_string(sig);
   m["collector.cpu_hz"] = std::to_string(g->config.cpu_hz);
+#if STEPSCOPE_HAVE_PYTHON
+  m["python.hooks"] = python_hooks::status();
+#endif
   m["collector.signal"] = std::to_string(g->signo);
 }
 

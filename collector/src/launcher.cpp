@@ -120,6 +120,37 @@ void complete_threads(store::Trace& t) {
   for (const auto& r : t.steps) need(r.pid, r.tid);
 }
 
+// The processes' `python.hooks` lines (collector/src/python/python_hooks.h), summed for the store and the summary.
+struct PythonHooksTally {
+  int64_t installed = 0, missing = 0, none = 0;
+  std::string first_missing;  // why, for the first process without them
+  void add(const std::string& s) {
+    if (s.rfind("installed", 0) == 0) {
+      ++installed;
+    } else if (s.rfind("none", 0) == 0) {
+      ++none;
+    } else if (missing++ == 0) {
+      first_missing = s;
+    }
+  }
+  int64_t python_processes() const { return installed + missing; }
+  std::string processes_text() const {
+    return std::to_string(python_processes()) + " Python process" + (python_processes() == 1 ? "" : "es");
+  }
+  std::string line() const {
+    if (python_processes() == 0) return "none: no CPython in the recorded processes";
+    std::string l = "installed in " + std::to_string(installed) + " of " + processes_text();
+    if (missing) l += "; first without them: " + first_missing;
+    return l;
+  }
+  std::string warning() const {
+    if (!missing) return {};
+    return "the Python hooks are missing in " + std::to_string(missing) + " of " + processes_text() + " (" +
+           first_missing + "): no steps or data waits from their Python code — DataLoader, optimizer and "
+           "stepscope.step() marks are lost there (docs/python.md)";
+  }
+};
+
 }  // namespace
 
 bool valid_gpu_window(const std::string& spec) {
@@ -223,6 +254,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   const std::string tmp = store::temp_path_beside(output);
   std::map<std::string, std::string> merged_meta = meta;
   std::set<std::string> statuses, endings;
+  PythonHooksTally python_hooks;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
   std::map<std::string, int64_t> summed;  // per-process counters, summed over processes
@@ -247,6 +279,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       if (auto it = t.meta.find("collector.start_s"); it != t.meta.end())
         start_max = std::max(start_max, std::atof(it->second.c_str()));
       if (auto it = t.meta.find("collector.end"); it != t.meta.end()) endings.insert(it->second);
+      if (auto it = t.meta.find("python.hooks"); it != t.meta.end()) python_hooks.add(it->second);
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
       for (const char* k : {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median",
@@ -332,10 +365,16 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     std::string status;
     for (const auto& s : statuses) status += (status.empty() ? "" : "; ") + s;
     if (!status.empty()) merged_meta["cupti.status"] = status;
+    if (python_hooks.python_processes() > 0 || python_hooks.none > 0) {
+      merged_meta["python.hooks"] = python_hooks.line();
+      merged_meta["python.hooks_installed"] = std::to_string(python_hooks.installed);
+      merged_meta["python.processes"] = std::to_string(python_hooks.python_processes());
+    }
     for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
     w.close();
   }
   for (const auto& s : statuses) summary.warnings.push_back(s);
+  if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (std::rename(tmp.c_str(), output.c_str()) != 0) {
     std::string err = std::strerror(errno);
     fs::remove(tmp, ec);
@@ -402,18 +441,8 @@ RecordSummary record(const RecordOptions& o) {
   set_env(env, "STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s));
   if (!o.data_wait_func.empty()) set_env(env, "STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func);
   if (!o.step_func.empty()) set_env(env, "STEPSCOPE_STEP_FUNC", o.step_func);
-  // The Python helper's sitecustomize lives in the repository's python/ (or beside an installed binary).
-  std::string python_dir;
-  for (const std::string& c : {self_exe_dir() + "/../share/stepscope/python", std::string(STEPSCOPE_PYTHON_SOURCE_DIR)})
-    if (fs::is_directory(c, ec) && !fs::is_empty(c, ec)) {
-      python_dir = fs::canonical(c, ec).string();
-      break;
-    }
-  if (!python_dir.empty()) {
-    set_env(env, "STEPSCOPE_PYTHON_DIR", python_dir);
-    const std::string pp = get_env(env, "PYTHONPATH");
-    set_env(env, "PYTHONPATH", pp.empty() ? python_dir : python_dir + ":" + pp);
-  }
+  // No PYTHONPATH: the collector installs the Python hooks itself (collector/src/python/python_hooks.cpp), so
+  // the program's own PYTHONPATH and sitecustomize stay exactly as they were.
 
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());

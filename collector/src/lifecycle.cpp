@@ -72,6 +72,8 @@ bool load_config(Config& c, const std::function<const char*(const char*)>& get) 
   }
   if (const char* v = get("STEPSCOPE_CUDA_STACKS_PER_S")) c.cuda_stacks_per_s = std::max(0, std::atoi(v));
   if (const char* v = get("STEPSCOPE_CALIBRATE")) c.calibrate = std::strcmp(v, "0") != 0;
+  if (const char* v = get("STEPSCOPE_DATA_WAIT_FUNC")) c.python_wait_func = v;
+  if (const char* v = get("STEPSCOPE_STEP_FUNC")) c.python_step_func = v;
   try {
     if (const char* r = get("STEPSCOPE_DATA_WAIT_REGEX"); r && *r)
       c.data_wait_regex = std::regex(r, std::regex::icase | std::regex::optimize);
@@ -139,7 +141,11 @@ void start_with(const Config* config, bool windowed) {
   else
     register_current_thread();
   start_collector_thread();
-  if (!windowed) install_termination_standins();  // the program's signal handling stays exactly as it was
+  if (!windowed) install_termination_standins();
+#if STEPSCOPE_HAVE_PYTHON
+  // Before the interpreter starts (LD_PRELOAD) or into a running one (attach): steps and data waits need them.
+  python_hooks::arm(g->config.python_wait_func, g->config.python_step_func);
+#endif  // the program's signal handling stays exactly as it was
   g->start_ns = clock_ns(CLOCK_MONOTONIC) - t0;
   if (!g->config.no_gpu) cupti::start_if_possible("start");
 }

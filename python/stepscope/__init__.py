@@ -34,10 +34,19 @@ class _Collector:
             lib.stepscope_collector_active
         except (OSError, AttributeError):
             lib = None
-        path = os.environ.get("STEPSCOPE_COLLECTOR_LIB")
-        if lib is None and path:
-            try:  # loaded later (attach) without RTLD_GLOBAL: take it only if it is already there
-                lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL)
+        # Loaded later (attach) without RTLD_GLOBAL: the collector gives its path to the copy it embeds
+        # (`_stepscope`); take the library only if it is already there.
+        import sys
+
+        paths = (globals().get("_collector_path"), getattr(sys.modules.get("_stepscope"), "_collector_path", None),
+                 os.environ.get("STEPSCOPE_COLLECTOR_LIB"))
+        for path in paths:
+            if lib is not None:
+                break
+            if not path:
+                continue
+            try:
+                lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4))
                 lib.stepscope_collector_active
             except (OSError, AttributeError):
                 lib = None
@@ -55,6 +64,12 @@ class _Collector:
         self.wait = lib.stepscope_collector_data_wait
         self.wait.restype = None
         self.wait.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+
+
+def _rebind():
+    """Finds the collector again: called by the collector when it arrives after this module was imported."""
+    global _c
+    _c = _Collector()
 
 
 _c = _Collector()

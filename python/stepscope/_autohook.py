@@ -1,4 +1,5 @@
-"""Automatic data-wait and step marks for unmodified Python trainers (enabled by python/sitecustomize.py).
+"""Automatic data-wait and step marks for unmodified Python trainers, installed by the collector itself in every
+Python process it records (collector/src/python/python_hooks.cpp runs install() on the interpreter's own thread).
 
 Mechanisms (docs/python.md says why and how precise each is):
 - Known framework entry points are wrapped when their module is first imported (an import hook; nothing is
@@ -8,7 +9,7 @@ Mechanisms (docs/python.md says why and how precise each is):
   (data wait "tf.data", and a step boundary "dataloader" at each call). The wrapper reads
   time.monotonic_ns() on entry and exit on the calling thread, so a wait blocked off-CPU (DataLoader worker
   queues) is measured exactly.
-- STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC (regexes over qualified names "module.Class.func"; data wait
+- --data-wait-func / --step-func (install()'s wait_func / step_func: regexes over qualified names "module.Class.func"; data wait
   source "data-wait-func", step source "step-func", an explicit marker like stepscope.step()'s "api"): on
   3.12+ sys.monitoring PY_START/PY_RESUME/PY_RETURN/PY_YIELD/PY_UNWIND events, with every non-matching code
   object disabled after its first call; before 3.12 a sys.setprofile/threading.setprofile filter.
@@ -36,11 +37,11 @@ class _Sink:
     """The collector's C entry points, or (for tests and debugging) a text log named by STEPSCOPE_PYTHON_LOG."""
 
     def __init__(self):
-        import stepscope
+        from . import _c, data_wait_interval, step_at  # this package's marker API: the same C entry points
 
-        self.collector = stepscope._c.wait is not None
-        self._wait = stepscope.data_wait_interval
-        self._step = stepscope.step_at
+        self.collector = _c.wait is not None
+        self._wait = data_wait_interval
+        self._step = step_at
         self._log = None
         self._lock = threading.Lock()
         path = os.environ.get("STEPSCOPE_PYTHON_LOG")
@@ -215,14 +216,14 @@ class _ImportHook(importlib.abc.MetaPathFinder):
 
 # ---- regex-matched functions ----------------------------------------------------------------------------
 
-def _compile(var):
-    text = os.environ.get(var, "").strip()
+def _compile(option, text):
+    text = (text or "").strip()
     if not text:
         return None
     try:
         return re.compile(text)
     except re.error as e:
-        print(f"stepscope: {var}={text!r} is not a valid regex ({e}); ignored", file=sys.stderr)
+        print(f"stepscope: {option} {text!r} is not a valid regex ({e}); ignored", file=sys.stderr)
         return None
 
 
@@ -232,7 +233,8 @@ class _RegexHooks:
     def __init__(self, wait_re, step_re):
         self.wait_re, self.step_re = wait_re, step_re
         self.kind = {}
-        self.own_files = {os.path.dirname(os.path.abspath(__file__))}
+        # This package's own functions never match (its file names: a folder on disk, or the collector's embedded copy).
+        self.own_files = {os.path.dirname(os.path.abspath(install.__code__.co_filename))}
 
     def classify(self, code, globals_):
         kind = self.kind.get(code)
@@ -337,8 +339,10 @@ def _debug(msg):
 _installed = False
 
 
-def install():
-    """Installs the hooks once; returns False (and does nothing) when neither collector nor log is there."""
+def install(wait_func=None, step_func=None):
+    """Installs the hooks once; returns False (and does nothing) when neither collector nor log is there.
+    wait_func / step_func: the --data-wait-func / --step-func regexes (default: STEPSCOPE_DATA_WAIT_FUNC /
+    STEPSCOPE_STEP_FUNC from the environment)."""
     global _sink, _installed
     if _installed:
         return True
@@ -356,7 +360,11 @@ def install():
                 patch(module)
             except Exception as e:
                 _debug(f"patching {name} failed: {e!r}")
-    wait_re, step_re = _compile("STEPSCOPE_DATA_WAIT_FUNC"), _compile("STEPSCOPE_STEP_FUNC")
+    if wait_func is None:
+        wait_func = os.environ.get("STEPSCOPE_DATA_WAIT_FUNC")
+    if step_func is None:
+        step_func = os.environ.get("STEPSCOPE_STEP_FUNC")
+    wait_re, step_re = _compile("--data-wait-func", wait_func), _compile("--step-func", step_func)
     if wait_re is not None or step_re is not None:
         hooks = _RegexHooks(wait_re, step_re)
         if hasattr(sys, "monitoring"):

@@ -28,7 +28,7 @@ import time
 import warnings
 
 
-try:  # on PYTHONPATH under `stepscope record`; every call is a no-op without the collector
+try:  # the collector provides it under `stepscope record` (or pip install .); a no-op without the collector
     import stepscope
 except ImportError:  # run outside stepscope: markers do nothing
     class _NoStepscope:

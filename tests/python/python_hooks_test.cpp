@@ -1,9 +1,12 @@
-// The automatic Python hooks (python/sitecustomize.py + stepscope/_autohook.py) on real scripts, through
-// their text log (STEPSCOPE_PYTHON_LOG) so that they are checked without the collector: the data-wait share
-// they record must match the script's own measurement.
+// The automatic Python hooks (python/stepscope/_autohook.py), installed by the collector itself
+// (collector/src/python/python_hooks.cpp), on real scripts under the built `stepscope record` / `attach`.
+// Their text log (STEPSCOPE_PYTHON_LOG) gives every mark; the data-wait share they record must match the
+// script's own measurement. A program's own PYTHONPATH and sitecustomize stay in force, and where the hooks
+// cannot go in, record/attach and analyze say so.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "python_test_support.h"
 #include "test_support.h"
@@ -45,6 +48,18 @@ double value_after(const std::string& out, const std::string& key) {
 
 std::string venv_python() { return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python"; }
 
+const std::string kCli = STEPSCOPE_CLI;
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::string meta_of(const std::string& db, const std::string& key) {
+  auto r = run_shell("sqlite3 " + shell_quote(db) + " \"select value from meta where key='" + key + "'\"");
+  while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
+  return r.output;
+}
+
 }  // namespace
 
 TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's own measurement") {
@@ -55,11 +70,12 @@ TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's
   for (const char* mode : {"", "--prefetch"}) {
     INFO("mode " << mode);
     const std::string log = dir.file(std::string("marks") + mode + ".txt");
-    const auto run = run_shell("PYTHONPATH=" + shell_quote(source_dir() + "/python") + " STEPSCOPE_PYTHON_LOG=" +
-                               shell_quote(log) +
-                               " STEPSCOPE_DATA_WAIT_FUNC='Loader\\.__next__$' STEPSCOPE_STEP_FUNC='^__main__\\.train_step$' " +
-                               shell_quote(py) + " " + shell_quote(source_dir() + "/samples/cpu/python_input_bound.py") +
-                               " --steps 40 " + mode + " 2>&1");
+    const auto run =
+        run_shell("STEPSCOPE_PYTHON_LOG=" + shell_quote(log) + " " + shell_quote(kCli) +
+                  " record --no-gpu -o " + shell_quote(dir.file(std::string("r") + mode + ".db")) +
+                  " --data-wait-func 'Loader\\.__next__$' --step-func '^__main__\\.train_step$' -- " +
+                  shell_quote(py) + " " + shell_quote(source_dir() + "/samples/cpu/python_input_bound.py") +
+                  " --steps 40 " + mode + " 2>&1");
     INFO(run.output);
     REQUIRE(run.status == 0);
     const double own = value_after(run.output, "wait_share");
@@ -80,4 +96,93 @@ TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's
       CHECK(own < 0.05);
     }
   }
+}
+
+TEST_CASE(
+    "python hooks: a launch script's PYTHONPATH and the user's sitecustomize stay in force, and the hooks "
+    "are in") {
+  ScratchDir dir("python_hooks_pythonpath");
+  const std::string lib = dir.file("mylib"), log = dir.file("marks.txt"), db = dir.file("r.db");
+  std::filesystem::create_directories(lib);
+  write_text(lib + "/sitecustomize.py", "import os\nos.environ['USER_SITECUSTOMIZE'] = 'ran'\n");
+  write_text(lib + "/mymodel.py", "def train_step(i):\n    return sum(range(i * 1000))\n");
+  write_text(dir.file("train.py"),
+             "import os, sys\n"
+             "import mymodel, stepscope\n"  // the user's module from PYTHONPATH; stepscope from the collector
+             "print('sitecustomize', os.environ.get('USER_SITECUSTOMIZE'))\n"
+             "print('pythonpath', os.environ.get('PYTHONPATH'))\n"
+             "print('stepscope enabled', stepscope.enabled())\n"
+             "for i in range(25):\n"
+             "    mymodel.train_step(i)\n");
+  write_text(dir.file("launch.sh"), "export PYTHONPATH=" + shell_quote(lib) + "\nexec python3 " +
+                                        shell_quote(dir.file("train.py")) + "\n");
+  const auto r =
+      run_shell("STEPSCOPE_PYTHON_LOG=" + shell_quote(log) + " " + shell_quote(kCli) +
+                " record --no-gpu -o " + shell_quote(db) + " --step-func '^mymodel\\.train_step$' -- sh " +
+                shell_quote(dir.file("launch.sh")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("sitecustomize ran") != std::string::npos);
+  CHECK(r.output.find("pythonpath " + lib + "\n") !=
+        std::string::npos);  // exactly the script's, nothing added
+  CHECK(r.output.find("stepscope enabled True") != std::string::npos);
+  CHECK(r.output.find("warning") == std::string::npos);
+  const Marks m = read_marks(log);
+  CHECK(m.steps == 25);
+  CHECK(m.sources == "step-func ");
+  CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
+  const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
+  INFO(a.output);
+  CHECK(a.output.find("24 step(s) (source: step-func)") != std::string::npos);
+}
+
+TEST_CASE(
+    "python hooks: a plain loop the hooks do not know gets no steps, and analyze says why and what to do") {
+  ScratchDir dir("python_hooks_plain");
+  const std::string db = dir.file("r.db");
+  write_text(dir.file("loop.py"),
+             "def step(i):\n    return sum(range(i * 2000))\nfor i in range(40):\n    step(i)\n");
+  const auto r = run_shell(shell_quote(kCli) + " record --no-gpu -o " + shell_quote(db) + " -- python3 " +
+                           shell_quote(dir.file("loop.py")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("warning") == std::string::npos);  // the hooks went in: nothing to warn about at record
+  const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
+  INFO(a.output);
+  CHECK(a.output.find("1 step(s) (source: none)") != std::string::npos);
+  CHECK(
+      a.output.find(
+          "No step markers: the Python hooks were in place (installed in 1 of 1 Python process) but saw "
+          "no DataLoader, tf.data or optimizer step call; mark them: `stepscope record --step-func REGEX`") !=
+      std::string::npos);
+}
+
+TEST_CASE(
+    "python hooks: where they cannot go in (attach while the main thread sleeps), attach and analyze say "
+    "so") {
+  ScratchDir dir("python_hooks_pending");
+  const std::string db = dir.file("r.db"), ready = dir.file("ready");
+  // The main thread sleeps in C the whole time: a pending call never runs, so the hooks stay out.
+  CommandResult r;
+  const RunResult child = run_argv(
+      {"/bin/sh", "-c", "exec python3 -c \"import time; open('" + ready + "', 'w').close(); time.sleep(5)\""},
+      dir, [&](pid_t pid) {
+        for (int i = 0; i < 500 && !std::filesystem::exists(ready); ++i) usleep(20000);
+        r = run_shell(shell_quote(kCli) + " attach " + std::to_string(pid) + " --duration 1 -o " +
+                      shell_quote(db) + " 2>&1");
+      });
+  CHECK(child.exit_code == 0);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(
+            "stepscope: warning: the Python hooks are missing in 1 of 1 Python process (pending: the main "
+            "thread has run no Python since the collector arrived)") != std::string::npos);
+  CHECK(meta_of(db, "python.hooks") ==
+        "installed in 0 of 1 Python process; first without them: pending: the main thread has run no Python "
+        "since the "
+        "collector arrived");
+  const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
+  INFO(a.output);
+  CHECK(a.output.find("No step markers: the Python hooks could not be installed (installed in 0 of 1") !=
+        std::string::npos);
 }

@@ -286,3 +286,101 @@ TEST_CASE("TensorFlow's JIT matmul kernels survive 1 kHz sampling (alternate sig
     CHECK(r.samples(INT64_MIN, INT64_MAX).size() > 100);
   }
 }
+
+TEST_CASE(
+    "attach to a running DataLoader trainer: the hooks go in and give record's steps, waits and input-bound "
+    "share") {
+  if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  ScratchDir dir("python_record_attach");
+  const std::string recorded = dir.file("record.db"), attached = dir.file("attach.db");
+  // 25 ms a sample's decode, 8 a batch (a wait share near 0.75): the compute part, whose speed follows the
+  // machine's load between the two runs, moves the share less than at 0.3 (there two runs differed by
+  // 10-12%).
+  record(recorded, "--no-gpu", sample("python_torch_train.py"),
+         "--workers 0 --batch 8 --decode-ms 25 --steps 20");
+  Analyzed r;
+  analyze(recorded, r);
+  // The same trainer, started plainly (no collector, no PYTHONPATH), attached to 3 s in (torch's import takes
+  // 2-4 s here) for 7 s.
+  CommandResult att;
+  const RunResult run =
+      run_argv({venv_python(), sample("python_torch_train.py"), "--workers", "0", "--batch", "8",
+                "--decode-ms", "25", "--steps", "50"},
+               dir, [&](pid_t pid) {
+                 usleep(3000000);
+                 att = run_shell(shell_quote(kCli) + " attach " + std::to_string(pid) +
+                                 " --no-gpu --duration 7 -o " + shell_quote(attached) + " 2>&1");
+               });
+  INFO(att.output);
+  INFO(run.err);
+  REQUIRE(att.status == 0);
+  CHECK(run.exit_code == 0);
+  CHECK(att.output.find("warning") == std::string::npos);
+  Analyzed a;
+  analyze(attached, a);
+  std::printf(
+      "attach: %lld steps (%s), share %.4f, %s; record: %lld steps, share %.4f; the attached script's own "
+      "%.4f\n",
+      (long long)a.steps(), a.step_source().c_str(), a.share(), a.finding_severity("input-bound").c_str(),
+      (long long)r.steps(), r.share(), value_after(run.out, "wait_share"));
+  CHECK(std::string(std::string_view(a.doc["summary"]["python_hooks"])) ==
+        "installed in 1 of 1 Python process");
+  CHECK(a.step_source() == "optimizer");
+  CHECK(a.steps() >= 5);
+  CHECK(a.finding_severity("input-bound") == r.finding_severity("input-bound"));
+  CHECK(std::abs(a.share() - r.share()) <= 0.10 * r.share());
+  // And against the attached process's own measurement of its whole loop (the same steps, stationary).
+  const double own = value_after(run.out, "wait_share");
+  REQUIRE(own > 0);
+  CHECK(std::abs(a.share() - own) < 0.05);
+  auto w = waits_of(attached);
+  CHECK(w.count["dataloader"] >= a.steps());
+}
+
+TEST_CASE(
+    "an installed copy with the source and build trees out of sight records a DataLoader trainer's steps and "
+    "waits") {
+  if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  if (std::getenv(
+          "STEPSCOPE_COLLECTOR_LIB"))  // the sanitized suite: its installed collector cannot go into python
+    STEPSCOPE_SKIP(
+        "STEPSCOPE_COLLECTOR_LIB is set (sanitized suite): an installed copy is tested by the plain suite");
+  if (run_shell("unshare -m true 2>&1").status != 0)
+    STEPSCOPE_SKIP("unshare -m is not permitted here (needs root or user namespaces): cannot hide the trees");
+  char tmpl[] = "/tmp/stepscope-installed-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string prefix = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{prefix};
+  const auto inst = run_shell("cmake --install " + shell_quote(STEPSCOPE_BINARY_DIR) + " --prefix " +
+                              shell_quote(prefix) + " 2>&1");
+  INFO(inst.output);
+  REQUIRE(inst.status == 0);
+  CHECK(std::filesystem::exists(prefix + "/bin/stepscope"));
+  CHECK(std::filesystem::exists(prefix + "/lib/libstepscope_collector.so"));
+  CHECK(std::filesystem::exists(prefix + "/share/stepscope/python/stepscope/__init__.py"));
+  CHECK(std::filesystem::exists(prefix + "/share/doc/stepscope/python.md"));
+  std::filesystem::copy_file(sample("python_torch_train.py"), prefix + "/train.py");
+  // A private mount namespace with empty folders over the source and build trees; nothing there is readable.
+  const std::string hide = "mount -t tmpfs none " + shell_quote(STEPSCOPE_BINARY_DIR) +
+                           " && mount -t tmpfs none " + shell_quote(source_dir()) + " && test ! -e " +
+                           shell_quote(source_dir() + "/python/stepscope/__init__.py");
+  const std::string cli = prefix + "/bin/stepscope", db = prefix + "/r.db";
+  const auto r = run_shell("cd " + shell_quote(prefix) + " && unshare -m sh -c " +
+                           shell_quote(hide + " && " + shell_quote(cli) + " record --no-gpu -o " +
+                                       shell_quote(db) + " -- " + shell_quote(venv_python()) +
+                                       " train.py --workers 0 --decode-ms 4 --steps 20 && " +
+                                       shell_quote(cli) + " analyze " + shell_quote(db)) +
+                           " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("warning") == std::string::npos);
+  CHECK(r.output.find("19 step(s) (source: optimizer)") != std::string::npos);
+  CHECK(r.output.find("input-bound") != std::string::npos);
+  CHECK(waits_of(db).count["dataloader"] == 21);
+}

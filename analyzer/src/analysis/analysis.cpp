@@ -186,6 +186,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
     s.profiler.corrected_step_median_us = us(median_of(cor));
   }
   s.framework = ctx.framework;
+  if (auto it = trace.meta.find("python.hooks"); it != trace.meta.end()) s.python_hooks = it->second;
 
   detail::SavingsLedger ledger;
   for (const auto& rule : rules::all_rules()) rule->run(ctx, ledger, a.findings);
@@ -208,6 +209,22 @@ std::string gpu_window_note(const AnalysisSummary& s) {
          " steps (gpu window " + s.gpu_window +
          "): GPU shares, step breakdowns and findings come from those steps; step times and the training loop's "
          "data wait from all of them.";
+}
+
+std::string steps_advice(const AnalysisSummary& s) {
+  if (s.step_source != "none" && s.step_source != "periodic") return {};
+  const std::string what =
+      "mark them: `stepscope record --step-func REGEX` (and `--data-wait-func REGEX`) with the Python function "
+      "that runs one step (and the one that fetches a batch), `stepscope.step()` / `with stepscope.data_wait():` "
+      "in the code, NVTX ranges with `--step-regex`, or stepscope_step() from C/C++ (docs/python.md).";
+  const std::string& h = s.python_hooks;
+  if (h.rfind("installed in 0 of", 0) == 0)
+    return "No step markers: the Python hooks could not be installed (" + h + "); " + what;
+  if (h.rfind("installed in ", 0) == 0)
+    return "No step markers: the Python hooks were in place (" + h +
+           ") but saw no DataLoader, tf.data or optimizer step call; " + what;
+  if (h.rfind("none", 0) == 0) return "No step markers (no Python in the recorded processes); " + what;
+  return "No step markers in this trace; " + what;
 }
 
 std::string host_ahead_note(const AnalysisSummary& s) {
@@ -250,6 +267,7 @@ std::string to_json(const Analysis& a) {
   w.kv("data_wait_share", s.data_wait_share).kv("input_idle_share", s.input_idle_share).kv("gpu_busy_share", s.gpu_busy_share);
   w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("framework", s.framework);
   w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
+  w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
   w.kv("host_step_median_us", s.host_step_median_us).kv("gpu_step_median_us", s.gpu_step_median_us);
   w.kv("host_runs_ahead", s.host_runs_ahead);
   w.key("idle_us").begin_object();

@@ -73,6 +73,7 @@ std::string render_text_report(const Analysis& a) {
                    sm.step_source == "periodic" ? fmt::format(", confidence {}", format_share(sm.step_confidence)) : "",
                    format_share(sm.gpu_busy_share), format_share(sm.input_idle_share), format_share(sm.data_wait_share));
   if (auto note = gpu_window_note(sm); !note.empty()) o += note + "\n";
+  if (auto advice = steps_advice(sm); !advice.empty()) o += advice + "\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += note + "\n";
   if (sm.profiler.applied && sm.profiler.removed_us > 0)
     o += fmt::format("Profiler cost removed: {} per launch x {} launches; median step {} recorded, ~{} without the "

@@ -184,6 +184,8 @@ AttachSummary record_attached(const AttachOptions& o) {
   start.options["STEPSCOPE_NO_GPU"] = o.record.no_gpu ? "1" : "0";
   start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.record.data_wait_regex;
   start.options["STEPSCOPE_STEP_REGEX"] = o.record.step_regex;
+  start.options["STEPSCOPE_DATA_WAIT_FUNC"] = o.record.data_wait_func;
+  start.options["STEPSCOPE_STEP_FUNC"] = o.record.step_func;
   start.options["STEPSCOPE_CUDA_API"] = o.record.cuda_api;
   start.options["STEPSCOPE_GPU_WINDOW"] = o.record.gpu_window;
   start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.record.cuda_stacks_per_s);

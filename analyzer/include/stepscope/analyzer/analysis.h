@@ -112,6 +112,9 @@ struct AnalysisSummary {
   double host_step_median_us = 0;  // median step duration
   double gpu_step_median_us = 0;   // 0 when fewer than two consecutive traced steps launched GPU work
   bool host_runs_ahead = false;
+  // The recording's meta `python.hooks` ("installed in 1 of 1 Python process", "none: no CPython …"; empty for
+  // imported traces): what steps_advice() says when there are no step markers.
+  std::string python_hooks;
 };
 
 // The GPU's step is this much longer than the host's before the host is said to run ahead.
@@ -161,6 +164,8 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 std::string to_json(const Analysis& a);
 // One sentence when the recording traced the GPU in windows (what the GPU figures cover), else empty.
 std::string gpu_window_note(const AnalysisSummary& s);
+// When the run has no step markers: why (from the Python hooks' status) and what to do, else empty.
+std::string steps_advice(const AnalysisSummary& s);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 

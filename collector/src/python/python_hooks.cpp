@@ -1,0 +1,210 @@
+// Installs the Python hooks from inside the collector; see python_hooks.h and docs/python.md.
+//
+// CPython's C API is reached through dlsym (the collector links no libpython): only functions exported by
+// every CPython 3.9-3.14, called with the GIL held on the interpreter's own thread (audit hooks and pending
+// calls run there). The Python side (hooks_bootstrap.py) catches everything, so no exception ever reaches the
+// program.
+#include "python_hooks.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include "python_embedded.h"
+
+namespace stepscope::collector::python_hooks {
+namespace {
+
+using PyObj = void;
+constexpr int kPyFileInput = 257;  // Py_file_input, the same in every version
+
+struct CApi {
+  int (*is_initialized)() = nullptr;
+  int (*add_pending_call)(int (*)(void*), void*) = nullptr;
+  int (*add_audit_hook)(int (*)(const char*, PyObj*, void*), void*) = nullptr;
+  PyObj* (*dict_new)() = nullptr;
+  int (*dict_set_item_string)(PyObj*, const char*, PyObj*) = nullptr;
+  PyObj* (*dict_get_item_string)(PyObj*, const char*) = nullptr;
+  PyObj* (*eval_get_builtins)() = nullptr;
+  PyObj* (*unicode_from_string)(const char*) = nullptr;
+  const char* (*unicode_as_utf8)(PyObj*) = nullptr;
+  PyObj* (*tuple_new)(long) = nullptr;
+  int (*tuple_set_item)(PyObj*, long, PyObj*) = nullptr;
+  PyObj* (*run_string_flags)(const char*, int, PyObj*, PyObj*, void*) = nullptr;
+  void (*dec_ref)(PyObj*) = nullptr;
+  void (*err_clear)() = nullptr;
+
+  template <typename F>
+  static void get(F& f, const char* name) {
+    f = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+  }
+  bool load() {
+    get(is_initialized, "Py_IsInitialized");
+    get(add_pending_call, "Py_AddPendingCall");
+    get(add_audit_hook, "PySys_AddAuditHook");
+    get(dict_new, "PyDict_New");
+    get(dict_set_item_string, "PyDict_SetItemString");
+    get(dict_get_item_string, "PyDict_GetItemString");
+    get(eval_get_builtins, "PyEval_GetBuiltins");
+    get(unicode_from_string, "PyUnicode_FromString");
+    get(unicode_as_utf8, "PyUnicode_AsUTF8");
+    get(tuple_new, "PyTuple_New");
+    get(tuple_set_item, "PyTuple_SetItem");
+    get(run_string_flags, "PyRun_StringFlags");
+    get(dec_ref, "Py_DecRef");
+    get(err_clear, "PyErr_Clear");
+    return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
+           dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
+           tuple_set_item && run_string_flags && dec_ref && err_clear;
+  }
+};
+
+enum State : int { kNone, kArmed, kScheduled, kInstalling, kInstalled, kFailed };
+
+// Constant-initialized: arm() runs from the library's constructor, before this file's dynamic initializers.
+CApi api;
+std::atomic<int> state{kNone};
+std::mutex status_mu;
+
+struct Texts {
+  std::string status = "none: the collector did not look for CPython";  // guarded by status_mu
+  std::string wait_func, step_func;  // written before arming, read by the installing thread
+};
+Texts& texts() {
+  static Texts* t = new Texts();  // never destroyed: an audit event may come during exit
+  return *t;
+}
+
+void set_status(std::string s) {
+  std::lock_guard<std::mutex> lk(status_mu);
+  texts().status = std::move(s);
+}
+
+std::string library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&arm), &info) && info.dli_fname) return info.dli_fname;
+  return {};
+}
+
+// Runs hooks_bootstrap.py with its inputs as globals; GIL held. Returns its one-line status.
+std::string run_bootstrap(const char* how) {
+  PyObj* globals = api.dict_new();
+  if (!globals) {
+    api.err_clear();
+    return "failed: no memory for a dict";
+  }
+  bool ok = api.dict_set_item_string(globals, "__builtins__", api.eval_get_builtins()) == 0;
+  auto set_str = [&](const char* key, const std::string& value) {
+    PyObj* v = api.unicode_from_string(value.c_str());
+    ok = ok && v && api.dict_set_item_string(globals, key, v) == 0;
+    if (v) api.dec_ref(v);
+  };
+  set_str("_lib", library_path());
+  set_str("_wait_func", texts().wait_func);
+  set_str("_step_func", texts().step_func);
+  set_str("_how", how);
+  PyObj* sources = api.dict_new();
+  ok = ok && sources;
+  for (size_t i = 0; ok && i < kEmbeddedModuleCount; ++i) {
+    const EmbeddedModule& m = kEmbeddedModules[i];
+    PyObj* pair = api.tuple_new(2);
+    PyObj* file = api.unicode_from_string(m.file);
+    PyObj* text = api.unicode_from_string(m.source);
+    ok = pair && file && text;
+    if (ok) {
+      api.tuple_set_item(pair, 0, file);  // steals the references
+      api.tuple_set_item(pair, 1, text);
+      file = text = nullptr;
+      ok = api.dict_set_item_string(sources, m.name, pair) == 0;
+    }
+    for (PyObj* o : {pair, file, text})
+      if (o) api.dec_ref(o);
+  }
+  if (ok) ok = api.dict_set_item_string(globals, "_sources", sources) == 0;
+  if (sources) api.dec_ref(sources);
+  std::string result = "failed: could not pass the embedded sources to Python";
+  if (ok) {
+    PyObj* r = api.run_string_flags(kBootstrapSource, kPyFileInput, globals, globals, nullptr);
+    if (r) {
+      api.dec_ref(r);
+      PyObj* s = api.dict_get_item_string(globals, "_status");  // borrowed
+      const char* text = s ? api.unicode_as_utf8(s) : nullptr;
+      result = text ? text : "failed: the bootstrap left no status";
+    } else {
+      result = std::string("failed (") + how + "): the bootstrap raised";
+    }
+  }
+  api.err_clear();  // whatever happened, the program's own code continues with no exception set
+  api.dec_ref(globals);
+  return result;
+}
+
+void install(const char* how) {
+  int expected = state.load();
+  if ((expected != kArmed && expected != kScheduled) || !state.compare_exchange_strong(expected, kInstalling))
+    return;
+  const std::string result = run_bootstrap(how);
+  set_status(result);
+  state.store(result.rfind("installed", 0) == 0 ? kInstalled : kFailed);
+  if (std::getenv("STEPSCOPE_PYTHON_DEBUG"))
+    std::fprintf(stderr, "stepscope: python hooks %s\n", result.c_str());
+}
+
+// PEP 578 audit hook: stays registered for the life of the process (hooks cannot be removed), so after the
+// installation it returns at its first comparison.
+int on_audit_event(const char* event, PyObj*, void*) {
+  if (state.load(std::memory_order_relaxed) != kArmed) return 0;
+  if (!api.is_initialized()) return 0;  // site and the standard library still being set up
+  install(event);
+  return 0;
+}
+
+int on_pending_call(void*) {
+  install("pending call");
+  return 0;
+}
+
+}  // namespace
+
+void arm(const std::string& wait_func, const std::string& step_func) {
+  if (state.load() != kNone) return;  // armed or done already (a later window, a forked child)
+  if (!api.load()) {
+    auto version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+    if (!version) {
+      set_status("none: no CPython in this process");
+    } else {
+      std::string v = version();
+      v = v.substr(0, v.find(' '));
+      set_status("unsupported: CPython " + v +
+                 " has no audit hooks or pending calls to install them with (3.8+)");
+    }
+    return;
+  }
+  texts().wait_func = wait_func;
+  texts().step_func = step_func;
+  if (!api.is_initialized()) {
+    state.store(kArmed);
+    set_status("pending: the interpreter raised no event after its start-up");
+    if (api.add_audit_hook(on_audit_event, nullptr) != 0) {
+      api.err_clear();
+      state.store(kFailed);
+      set_status("failed: PySys_AddAuditHook refused the hook");
+    }
+    return;
+  }
+  state.store(kScheduled);
+  set_status("pending: the main thread has run no Python since the collector arrived");
+  if (api.add_pending_call(on_pending_call, nullptr) != 0) {
+    state.store(kFailed);
+    set_status("failed: Py_AddPendingCall refused (its queue is full)");
+  }
+}
+
+std::string status() {
+  std::lock_guard<std::mutex> lk(status_mu);
+  return texts().status;
+}
+
+}  // namespace stepscope::collector::python_hooks

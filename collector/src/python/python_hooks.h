@@ -1,0 +1,25 @@
+// The collector installs stepscope's Python hooks (python/stepscope/_autohook.py, embedded in the library) in
+// every CPython process it records, without PYTHONPATH or sitecustomize (docs/python.md, "How the hooks get
+// in").
+//
+// At process start (the LD_PRELOAD constructor, before the interpreter exists) arm() registers a PEP 578
+// audit hook: the interpreter's first audit event after it is initialized (`cpython.run_file`,
+// `cpython.run_module`, `cpython.run_command`, … just before the program's first line) runs the installation
+// on that thread with the GIL held. In a running interpreter (attach) arm() schedules it with
+// Py_AddPendingCall: the main thread runs it at its next bytecode boundary. Forked children inherit installed
+// hooks; exec'ed children arm again.
+#pragma once
+
+#include <string>
+
+namespace stepscope::collector::python_hooks {
+
+// Looks for CPython in the process and arms the installation (at most once per process). wait_func/step_func
+// are the --data-wait-func/--step-func regexes. Never throws; the outcome is in status().
+void arm(const std::string& wait_func, const std::string& step_func);
+
+// One line for the recording's meta `python.hooks`: "installed (cpython.run_file)", "pending: …",
+// "failed (…): why", "unsupported: CPython 3.7 …", "none: no CPython in this process".
+std::string status();
+
+}  // namespace stepscope::collector::python_hooks
