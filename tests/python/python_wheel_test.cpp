@@ -1,0 +1,60 @@
+// `pip install .` (pyproject.toml: scikit-build-core over the CMake build) into a clean virtual environment, then,
+// with the source and build trees out of sight (a mount namespace with empty folders over them), the venv's own
+// `stepscope` records a DataLoader trainer and finds its steps, waits and input-bound finding; the venv's python
+// imports the marker API without the collector.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "python_test_support.h"
+#include "test_support.h"
+
+using namespace stepscope::test;
+
+TEST_CASE("pip install . into a clean venv: stepscope on its PATH records a DataLoader trainer with the trees hidden") {
+  const std::string torch_python = std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python";
+  if (run_shell(shell_quote(torch_python) + " -c 'import torch' >/dev/null 2>&1").status != 0)
+    STEPSCOPE_SKIP("the venv python cannot import torch (run scripts/python-env.sh)");
+  if (run_shell("unshare -m true 2>&1").status != 0)
+    STEPSCOPE_SKIP("unshare -m is not permitted here (needs root or user namespaces): cannot hide the trees");
+  char tmpl[] = "/tmp/stepscope-wheel-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string top = tmpl, venv = top + "/venv";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{top};
+  REQUIRE(run_shell("python3 -m venv " + shell_quote(venv) + " 2>&1").status == 0);
+  // pip takes the build backend (scikit-build-core) from PyPI or its cache, into an isolated build environment.
+  const auto pip = run_shell("CMAKE_BUILD_PARALLEL_LEVEL=2 " + shell_quote(venv + "/bin/pip") +
+                             " install --disable-pip-version-check " + shell_quote(source_dir()) + " 2>&1");
+  if (pip.status != 0 && (pip.output.find("No matching distribution found for scikit-build-core") != std::string::npos ||
+                          pip.output.find("Failed to establish a new connection") != std::string::npos))
+    STEPSCOPE_SKIP("pip could not fetch the build backend scikit-build-core (no PyPI and not in pip's cache)");
+  INFO(pip.output.substr(pip.output.size() > 4000 ? pip.output.size() - 4000 : 0));
+  REQUIRE(pip.status == 0);
+  CHECK(std::filesystem::exists(venv + "/bin/stepscope"));
+  CHECK(std::filesystem::exists(venv + "/lib/libstepscope_collector.so"));
+  CHECK(!std::filesystem::exists(venv + "/bin/stepscope-gui"));  // the GUI is a CMake install, optional here
+  std::filesystem::copy_file(source_dir() + "/samples/cpu/python_torch_train.py", top + "/train.py");
+  const std::string hide = "mount -t tmpfs none " + shell_quote(STEPSCOPE_BINARY_DIR) + " && mount -t tmpfs none " +
+                           shell_quote(source_dir()) + " && test ! -e " +
+                           shell_quote(source_dir() + "/python/stepscope/__init__.py");
+  const std::string db = top + "/r.db";
+  const std::string body =
+      hide + " && export PATH=" + shell_quote(venv + "/bin") + ":$PATH && " +
+      "python -c 'import stepscope, sys; print(\"marker api\", stepscope.__file__.startswith(sys.prefix), "
+      "stepscope.enabled())' && stepscope record --no-gpu -o " + shell_quote(db) + " -- " + shell_quote(torch_python) +
+      " train.py --workers 0 --decode-ms 4 --steps 20 && stepscope analyze " + shell_quote(db);
+  const auto r = run_shell("cd " + shell_quote(top) + " && unshare -m sh -c " + shell_quote(body) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("marker api True False") != std::string::npos);  // from site-packages; no collector there
+  CHECK(r.output.find("warning") == std::string::npos);
+  CHECK(r.output.find("19 step(s) (source: optimizer)") != std::string::npos);
+  CHECK(r.output.find("input-bound") != std::string::npos);
+}
