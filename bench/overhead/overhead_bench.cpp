@@ -12,6 +12,14 @@
 // signal-handler cost and the collector thread's unwind CPU per sample. Prints the load average before and
 // after: numbers from a busy machine are not overhead.
 //   overhead_bench [--rounds R] [--iterations N] [--baseline /path/to/older/stepscope]
+//
+// --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a NumPy
+// loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record --cpu-hz 1000`
+// (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves cost), `py-spy record
+// --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and mode
+// the median of the workload's own compute time and CPU time, their overhead against plain, and the spread
+// (lowest and highest round against plain's median).
+//   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...]
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -19,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,14 +156,135 @@ std::string pct(double v, double base) {
 
 }  // namespace
 
+// The --python mode (see the top of this file).
+int python_main(int rounds, const std::string& python, const std::string& pyspy, std::vector<std::string> workloads) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-pyoverhead-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string err = dir + "/stderr", script = PYTHON_WORKLOADS;
+  const bool have_pyspy = spawn({pyspy, "--version"}, {}, "").status == 0;
+  const std::string load_before = loadavg();
+  enum Kind { kPlain, kStepscope, kNoHooks, kPySpy, kPySpyNonblocking };
+  const std::vector<std::pair<Kind, std::string>> kinds{{kPlain, "plain"},
+                                                        {kStepscope, "stepscope --cpu-hz 1000"},
+                                                        {kNoHooks, "stepscope, hooks off"},
+                                                        {kPySpy, "py-spy --rate 1000"},
+                                                        {kPySpyNonblocking, "py-spy --nonblocking"}};
+  struct Cell {
+    std::vector<double> compute, compute_cpu, rate;
+    int timeouts = 0;
+  };
+  std::vector<std::vector<Cell>> cells(workloads.size(), std::vector<Cell>(kinds.size()));
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t w = 0; w < workloads.size(); ++w) {
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        const Kind kind = kinds[k].first;
+        if (cells[w][k].timeouts > 0) continue;  // once stopped, not again: each try costs the full 60 s
+        const std::vector<std::string> cmd{python, script, workloads[w]};
+        std::vector<std::string> args, env;
+        if (kind == kPlain) {
+          args = cmd;
+        } else if (kind == kStepscope || kind == kNoHooks) {
+          args = {STEPSCOPE_BIN, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
+          if (kind == kNoHooks) env.push_back("STEPSCOPE_PYTHON_HOOKS=0");
+        } else {
+          if (!have_pyspy) continue;
+          args = {pyspy, "record", "--rate", "1000", "--format", "raw", "-o", dir + "/pyspy.txt"};
+          if (kind == kPySpyNonblocking) args.push_back("--nonblocking");
+          args.push_back("--");
+        }
+        if (kind != kPlain) args.insert(args.end(), cmd.begin(), cmd.end());
+        // A run over 60 s (a few seconds of work) is stopped: py-spy's default mode pauses the whole process for
+        // every sample and made the PyTorch loop 30x slower here.
+        args.insert(args.begin(), {"timeout", "-s", "KILL", "60"});
+        Run run = spawn(args, env, err);
+        // timeout -s KILL signals its whole process group, itself included.
+        if ((WIFEXITED(run.status) && WEXITSTATUS(run.status) == 137) ||
+            (WIFSIGNALED(run.status) && WTERMSIG(run.status) == SIGKILL)) {
+          ++cells[w][k].timeouts;
+          continue;
+        }
+        if (run.status != 0) {
+          std::fprintf(stderr, "overhead_bench: %s %s failed (status %d)\n", workloads[w].c_str(),
+                       kinds[k].second.c_str(), run.status);
+          continue;
+        }
+        read_compute(err, run);
+        if (kind == kStepscope || kind == kNoHooks) {
+          try {
+            stepscope::store::StoreReader rd(dir + "/run.db");
+            auto meta = rd.meta();
+            const std::string hooks = meta["python.hooks"];
+            if ((kind == kStepscope) != (hooks.rfind("installed in 1 of 1", 0) == 0))
+              std::fprintf(stderr, "overhead_bench: %s %s: python.hooks is \"%s\"\n", workloads[w].c_str(),
+                           kinds[k].second.c_str(), hooks.c_str());
+            if (run.compute > 0)
+              cells[w][k].rate.push_back(std::atof(meta["collector.samples"].c_str()) / run.wall);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "overhead_bench: %s\n", e.what());
+          }
+        }
+        if (run.compute > 0) cells[w][k].compute.push_back(run.compute);
+        if (run.compute_cpu > 0) cells[w][k].compute_cpu.push_back(run.compute_cpu);
+      }
+    }
+  }
+  std::printf("Python workloads (bench/overhead/python_workloads.py, %s), %d alternated rounds; medians, and the "
+              "lowest..highest round against plain's median; %ld CPUs; load average before: %s, after: %s\n",
+              python.c_str(), rounds, sysconf(_SC_NPROCESSORS_ONLN), load_before.c_str(), loadavg().c_str());
+  std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s\n", "workload", "mode", "compute s", "ovh %", "spread %",
+              "cpu s", "ovh %", "spread %");
+  auto spread = [](const std::vector<double>& v, double base) {
+    if (v.empty() || base <= 0) return std::string("-");
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return pct(*lo, base) + ".." + pct(*hi, base);
+  };
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    const double base = median(cells[w][0].compute), base_cpu = median(cells[w][0].compute_cpu);
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const Cell& c = cells[w][k];
+      if (c.compute.empty()) {
+        std::printf("%-10s %-24s %10s\n", workloads[w].c_str(), kinds[k].second.c_str(),
+                    c.timeouts ? "> 60 s (stopped)" : "n/a");
+        continue;
+      }
+      std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s\n", workloads[w].c_str(), kinds[k].second.c_str(),
+                  fmt(median(c.compute)).c_str(), pct(median(c.compute), base).c_str(), spread(c.compute, base).c_str(),
+                  fmt(median(c.compute_cpu)).c_str(), pct(median(c.compute_cpu), base_cpu).c_str(),
+                  spread(c.compute_cpu, base_cpu).c_str());
+    }
+  }
+  std::printf("compute: the workload's own time around its work (imports and start-up excluded); cpu: the process's "
+              "CPU time over it (the collector's thread included; py-spy samples from its own process, not counted)\n");
+  std::printf("goal: stepscope <= 2%% compute overhead at 1 kHz on every workload, hooks in; hooks off vs on: their "
+              "own cost\n");
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int rounds = 5;
   std::string iterations = "2000000000", baseline;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--iterations")) iterations = argv[++i];
-    else if (!std::strcmp(argv[i], "--baseline")) baseline = argv[++i];
+  bool python = false;
+  std::string python_bin = PYTHON_VENV "/bin/python", pyspy = PYTHON_VENV "/bin/py-spy";
+  std::vector<std::string> workloads{"loop", "recursion", "dicts", "numpy", "torch"};
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--python")) python = true;
+    else if (!std::strcmp(argv[i], "--rounds") && has_value) rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--iterations") && has_value) iterations = argv[++i];
+    else if (!std::strcmp(argv[i], "--baseline") && has_value) baseline = argv[++i];
+    else if (!std::strcmp(argv[i], "--python-bin") && has_value) python_bin = argv[++i];
+    else if (!std::strcmp(argv[i], "--py-spy") && has_value) pyspy = argv[++i];
+    else if (!std::strcmp(argv[i], "--workloads") && has_value) {
+      workloads.clear();
+      std::stringstream ss(argv[++i]);
+      for (std::string w; std::getline(ss, w, ',');) workloads.push_back(w);
+    } else {
+      std::fprintf(stderr, "overhead_bench: unknown or incomplete option %s\n", argv[i]);
+      return 2;
+    }
   }
+  if (python) return python_main(rounds, python_bin, pyspy, workloads);
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-overhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string err = dir + "/stderr";

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "python_embedded.h"
@@ -170,6 +172,10 @@ int on_pending_call(void*) {
 
 void arm(const std::string& wait_func, const std::string& step_func) {
   if (state.load() != kNone) return;  // armed or done already (a later window, a forked child)
+  if (const char* off = std::getenv("STEPSCOPE_PYTHON_HOOKS"); off && std::strcmp(off, "0") == 0) {
+    set_status("off: STEPSCOPE_PYTHON_HOOKS=0");  // bench/overhead measures the hooks' own cost with it
+    return;
+  }
   if (!api.load()) {
     auto version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
     if (!version) {
