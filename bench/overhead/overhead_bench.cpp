@@ -170,7 +170,7 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
                                                         {kPySpy, "py-spy --rate 1000"},
                                                         {kPySpyNonblocking, "py-spy --nonblocking"}};
   struct Cell {
-    std::vector<double> compute, compute_cpu, rate;
+    std::vector<double> compute, compute_cpu;
     int timeouts = 0;
   };
   std::vector<std::vector<Cell>> cells(workloads.size(), std::vector<Cell>(kinds.size()));
@@ -217,8 +217,6 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
             if ((kind == kStepscope) != (hooks.rfind("installed in 1 of 1", 0) == 0))
               std::fprintf(stderr, "overhead_bench: %s %s: python.hooks is \"%s\"\n", workloads[w].c_str(),
                            kinds[k].second.c_str(), hooks.c_str());
-            if (run.compute > 0)
-              cells[w][k].rate.push_back(std::atof(meta["collector.samples"].c_str()) / run.wall);
           } catch (const std::exception& e) {
             std::fprintf(stderr, "overhead_bench: %s\n", e.what());
           }

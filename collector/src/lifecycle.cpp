@@ -141,11 +141,11 @@ void start_with(const Config* config, bool windowed) {
   else
     register_current_thread();
   start_collector_thread();
-  if (!windowed) install_termination_standins();
+  if (!windowed) install_termination_standins();  // the program's signal handling stays exactly as it was
 #if STEPSCOPE_HAVE_PYTHON
   // Before the interpreter starts (LD_PRELOAD) or into a running one (attach): steps and data waits need them.
   python_hooks::arm(g->config.python_wait_func, g->config.python_step_func);
-#endif  // the program's signal handling stays exactly as it was
+#endif
   g->start_ns = clock_ns(CLOCK_MONOTONIC) - t0;
   if (!g->config.no_gpu) cupti::start_if_possible("start");
 }

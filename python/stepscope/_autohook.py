@@ -9,8 +9,8 @@ Mechanisms (docs/python.md says why and how precise each is):
   (data wait "tf.data", and a step boundary "dataloader" at each call). The wrapper reads
   time.monotonic_ns() on entry and exit on the calling thread, so a wait blocked off-CPU (DataLoader worker
   queues) is measured exactly.
-- --data-wait-func / --step-func (install()'s wait_func / step_func: regexes over qualified names "module.Class.func"; data wait
-  source "data-wait-func", step source "step-func", an explicit marker like stepscope.step()'s "api"): on
+- --data-wait-func / --step-func (install()'s wait_func / step_func: regexes over qualified names
+  "module.Class.func"; data wait source "data-wait-func", step source "step-func", an explicit marker like stepscope.step()'s "api"): on
   3.12+ sys.monitoring PY_START/PY_RESUME/PY_RETURN/PY_YIELD/PY_UNWIND events, with every non-matching code
   object disabled after its first call; before 3.12 a sys.setprofile/threading.setprofile filter.
 Only the outermost wait of a thread is recorded: nested matches never count twice.

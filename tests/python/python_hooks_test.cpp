@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "python_test_support.h"
+#include "stepscope/store/store.h"
 #include "test_support.h"
 
 using namespace stepscope::test;
@@ -55,9 +56,7 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 std::string meta_of(const std::string& db, const std::string& key) {
-  auto r = run_shell("sqlite3 " + shell_quote(db) + " \"select value from meta where key='" + key + "'\"");
-  while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
-  return r.output;
+  return stepscope::store::StoreReader(db).meta()[key];
 }
 
 }  // namespace

@@ -345,18 +345,10 @@ TEST_CASE(
           "STEPSCOPE_COLLECTOR_LIB"))  // the sanitized suite: its installed collector cannot go into python
     STEPSCOPE_SKIP(
         "STEPSCOPE_COLLECTOR_LIB is set (sanitized suite): an installed copy is tested by the plain suite");
-  if (run_shell("unshare -m true 2>&1").status != 0)
-    STEPSCOPE_SKIP("unshare -m is not permitted here (needs root or user namespaces): cannot hide the trees");
-  char tmpl[] = "/tmp/stepscope-installed-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string prefix = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{prefix};
+  if (auto why = cannot_hide_trees(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  OutsideDir top("installed");
+  REQUIRE(top.ok());
+  const std::string& prefix = top.path();
   const auto inst = run_shell("cmake --install " + shell_quote(STEPSCOPE_BINARY_DIR) + " --prefix " +
                               shell_quote(prefix) + " 2>&1");
   INFO(inst.output);
@@ -366,17 +358,11 @@ TEST_CASE(
   CHECK(std::filesystem::exists(prefix + "/share/stepscope/python/stepscope/__init__.py"));
   CHECK(std::filesystem::exists(prefix + "/share/doc/stepscope/python.md"));
   std::filesystem::copy_file(sample("python_torch_train.py"), prefix + "/train.py");
-  // A private mount namespace with empty folders over the source and build trees; nothing there is readable.
-  const std::string hide = "mount -t tmpfs none " + shell_quote(STEPSCOPE_BINARY_DIR) +
-                           " && mount -t tmpfs none " + shell_quote(source_dir()) + " && test ! -e " +
-                           shell_quote(source_dir() + "/python/stepscope/__init__.py");
   const std::string cli = prefix + "/bin/stepscope", db = prefix + "/r.db";
-  const auto r = run_shell("cd " + shell_quote(prefix) + " && unshare -m sh -c " +
-                           shell_quote(hide + " && " + shell_quote(cli) + " record --no-gpu -o " +
-                                       shell_quote(db) + " -- " + shell_quote(venv_python()) +
-                                       " train.py --workers 0 --decode-ms 4 --steps 20 && " +
-                                       shell_quote(cli) + " analyze " + shell_quote(db)) +
-                           " 2>&1");
+  const auto r = run_with_trees_hidden(prefix, shell_quote(cli) + " record --no-gpu -o " + shell_quote(db) +
+                                                   " -- " + shell_quote(venv_python()) +
+                                                   " train.py --workers 0 --decode-ms 4 --steps 20 && " +
+                                                   shell_quote(cli) + " analyze " + shell_quote(db));
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("warning") == std::string::npos);

@@ -1,6 +1,7 @@
 // Helpers of the Python-aware tests: run a shell command, find interpreters.
 #pragma once
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -37,6 +38,42 @@ inline std::string python_executable(const std::string& cmd) {
   if (r.status != 0) return "";
   while (!r.output.empty() && (r.output.back() == '\n' || r.output.back() == '\r')) r.output.pop_back();
   return r.output;
+}
+
+// A fresh folder under /tmp, outside the source and build trees (ScratchDir lies inside the build tree), removed
+// with everything in it at the end of the scope.
+class OutsideDir {
+ public:
+  explicit OutsideDir(const std::string& name) {
+    std::string tmpl = "/tmp/stepscope-" + name + "-XXXXXX";
+    if (::mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~OutsideDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  OutsideDir(const OutsideDir&) = delete;
+  OutsideDir& operator=(const OutsideDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// "" when `unshare -m` works here (root or user namespaces), else why the trees cannot be hidden.
+inline std::string cannot_hide_trees() {
+  if (run_shell("unshare -m true 2>&1").status == 0) return "";
+  return "unshare -m is not permitted here (needs root or user namespaces): cannot hide the trees";
+}
+
+// Runs `body` (sh) from `cwd` in a private mount namespace where the source and build trees are empty folders,
+// so nothing of them can be read: what an installed copy does on a machine without them.
+inline CommandResult run_with_trees_hidden(const std::string& cwd, const std::string& body) {
+  const std::string hide = "mount -t tmpfs none " + shell_quote(STEPSCOPE_BINARY_DIR) + " && mount -t tmpfs none " +
+                           shell_quote(source_dir()) + " && test ! -e " +
+                           shell_quote(source_dir() + "/python/stepscope/__init__.py");
+  return run_shell("cd " + shell_quote(cwd) + " && unshare -m sh -c " + shell_quote(hide + " && " + body) + " 2>&1");
 }
 
 }  // namespace stepscope::test

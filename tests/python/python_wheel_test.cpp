@@ -16,18 +16,10 @@ TEST_CASE("pip install . into a clean venv: stepscope on its PATH records a Data
   const std::string torch_python = std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python";
   if (run_shell(shell_quote(torch_python) + " -c 'import torch' >/dev/null 2>&1").status != 0)
     STEPSCOPE_SKIP("the venv python cannot import torch (run scripts/python-env.sh)");
-  if (run_shell("unshare -m true 2>&1").status != 0)
-    STEPSCOPE_SKIP("unshare -m is not permitted here (needs root or user namespaces): cannot hide the trees");
-  char tmpl[] = "/tmp/stepscope-wheel-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string top = tmpl, venv = top + "/venv";
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{top};
+  if (auto why = cannot_hide_trees(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  OutsideDir outside("wheel");
+  REQUIRE(outside.ok());
+  const std::string top = outside.path(), venv = top + "/venv";
   REQUIRE(run_shell("python3 -m venv " + shell_quote(venv) + " 2>&1").status == 0);
   // pip takes the build backend (scikit-build-core) from PyPI or its cache, into an isolated build environment.
   const auto pip = run_shell("CMAKE_BUILD_PARALLEL_LEVEL=2 " + shell_quote(venv + "/bin/pip") +
@@ -41,16 +33,13 @@ TEST_CASE("pip install . into a clean venv: stepscope on its PATH records a Data
   CHECK(std::filesystem::exists(venv + "/lib/libstepscope_collector.so"));
   CHECK(!std::filesystem::exists(venv + "/bin/stepscope-gui"));  // the GUI is a CMake install, optional here
   std::filesystem::copy_file(source_dir() + "/samples/cpu/python_torch_train.py", top + "/train.py");
-  const std::string hide = "mount -t tmpfs none " + shell_quote(STEPSCOPE_BINARY_DIR) + " && mount -t tmpfs none " +
-                           shell_quote(source_dir()) + " && test ! -e " +
-                           shell_quote(source_dir() + "/python/stepscope/__init__.py");
   const std::string db = top + "/r.db";
   const std::string body =
-      hide + " && export PATH=" + shell_quote(venv + "/bin") + ":$PATH && " +
+      "export PATH=" + shell_quote(venv + "/bin") + ":$PATH && " +
       "python -c 'import stepscope, sys; print(\"marker api\", stepscope.__file__.startswith(sys.prefix), "
       "stepscope.enabled())' && stepscope record --no-gpu -o " + shell_quote(db) + " -- " + shell_quote(torch_python) +
       " train.py --workers 0 --decode-ms 4 --steps 20 && stepscope analyze " + shell_quote(db);
-  const auto r = run_shell("cd " + shell_quote(top) + " && unshare -m sh -c " + shell_quote(body) + " 2>&1");
+  const auto r = run_with_trees_hidden(top, body);
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("marker api True False") != std::string::npos);  // from site-packages; no collector there
