@@ -64,7 +64,9 @@ class ModuleSymbolizer {
   ModuleSymbolizer(std::string path, std::string build_id, const std::string& cache_dir)
       : path_(std::move(path)), build_id_(std::move(build_id)) {
     if (!cache_dir.empty() && build_id_.size() >= 8 && build_id_.find('/') == std::string::npos) {
-      cache_file_ = cache_dir + "/" + build_id_;
+      // The suffix names the lookup rules: results cached under older rules (an unsized symbol reaching past its
+      // section) are not reused.
+      cache_file_ = cache_dir + "/" + build_id_ + ".2";
       load_cache();
     }
   }
@@ -186,14 +188,27 @@ class ModuleSymbolizer {
       GElf_Sym sym;
       GElf_Addr value = 0;
       GElf_Word shndx = 0;
-      const char* name = dwfl_module_getsym_info(mod_, i, &sym, &value, &shndx, nullptr, nullptr);
+      Elf* elf = nullptr;
+      Dwarf_Addr sym_bias = 0;
+      const char* name = dwfl_module_getsym_info(mod_, i, &sym, &value, &shndx, &elf, &sym_bias);
       const int type = GELF_ST_TYPE(sym.st_info);
       if (!name || !*name || shndx == SHN_UNDEF || value == 0) continue;
       if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
       const int bind = GELF_ST_BIND(sym.st_info);
       // Among aliases at one address prefer a sized, global one.
       const int rank = (sym.st_size > 0 ? 4 : 0) + (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0);
-      symbols_.push_back({value, sym.st_size, rank, name});
+      // An unsized symbol (`_init` from crti.o) covers at most the rest of its section: in a stripped library the
+      // next symbol may lie megabytes later, and every local function between would read `_init`.
+      GElf_Xword size = sym.st_size;
+      if (size == 0 && elf && shndx < SHN_LORESERVE)
+        if (Elf_Scn* scn = elf_getscn(elf, shndx)) {
+          GElf_Shdr sh;
+          if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_ALLOC)) {
+            const GElf_Addr end = sh.sh_addr + sym_bias + sh.sh_size;
+            size = end > value ? end - value : 1;
+          }
+        }
+      symbols_.push_back({value, size, rank, name});
     }
     std::sort(symbols_.begin(), symbols_.end(), [](const SymbolEntry& a, const SymbolEntry& b) {
       return a.addr != b.addr ? a.addr < b.addr : a.rank > b.rank;
