@@ -409,10 +409,13 @@ std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
     }
   };
   for (const auto& c : checks) {
-    run(c.table, "pid not in processes", "x.pid != 0 AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.pid = x.pid)");
+    // gpu_annotation ranges (source 5) lie on a GPU timeline: their pid is the device, their tid the stream.
+    const std::string host = std::string(c.table) == "ranges" ? " AND x.source != 5" : "";
+    run(c.table, "pid not in processes",
+        "x.pid != 0 AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.pid = x.pid)" + host);
     if (c.has_tid)
       run(c.table, "(pid, tid) not in threads",
-          "x.tid != 0 AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.pid = x.pid AND t.tid = x.tid)");
+          "x.tid != 0 AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.pid = x.pid AND t.tid = x.tid)" + host);
     if (c.tid_required) run(c.table, "tid 0", "x.tid = 0");
   }
   return out;

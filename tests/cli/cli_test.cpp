@@ -111,3 +111,24 @@ TEST_CASE("help lists only implemented subcommands") {
   for (const char* o : {"--duration", "--cpu-hz", "--no-gpu", "--children", "--wall", "--step-regex"})
     CHECK(att.output.find(o) != std::string::npos);
 }
+
+TEST_CASE("a Kineto trace's gpu_user_annotation ranges keep the invariant, and info counts the findings analyze reports") {
+  STEPSCOPE_REQUIRE_TRACES();
+  stepscope::test::ScratchDir dir("cli_info_gpu_annotations");
+  const std::string db = dir.file("ann.db");
+  REQUIRE(run("import " + stepscope::test::trace_path("hta/gpu_user_annotation_steps.json.gz") + " -o " + db).status == 0);
+  auto info = run("info " + db);
+  CHECK(info.status == 0);
+  // Its 10 gpu_user_annotation ranges lie on device 0, stream 7: a GPU timeline, not a host thread.
+  CHECK(info.output.find("invariant: every pid and thread in processes / threads: ok") != std::string::npos);
+  auto analyzed = run("analyze --json " + db);
+  REQUIRE(analyzed.status == 0);
+  size_t findings = 0;
+  for (size_t p = analyzed.output.find("{\"rule\":"); p != std::string::npos; p = analyzed.output.find("{\"rule\":", p + 1))
+    ++findings;
+  REQUIRE(findings >= 1);
+  CHECK(info.output.find("findings: " + std::to_string(findings) + " (what `stepscope analyze` reports; 0 stored") !=
+        std::string::npos);
+  auto j = run("info --json " + db);
+  CHECK(j.output.find("\"findings\":" + std::to_string(findings) + ",\"findings_stored\":0") != std::string::npos);
+}
