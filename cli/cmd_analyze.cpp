@@ -85,7 +85,25 @@ void print_text(const analyzer::Analysis& a) {
   else if (s.step_source == "none" && s.step_confidence == 0.0)
     fmt::print("No step markers and no repeating unit found: the run is analyzed as one window.\n");
   if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::print("{}\n", advice);
-  if (!a.steps.empty()) {
+  if (!a.steps.empty() && !s.has_gpu) {
+    // Without device activity a step is the training loop's wait for input and its own work: say only that.
+    fmt::print("\n{:>5} {:>10} {:>7} {:>7}  {:<6}  {}\n", "step", "dur ms", "input%", "host%", "bound",
+               "D waiting for input  H the training thread's own work");
+    size_t shown = 0;
+    for (const auto& st : a.steps) {
+      if (shown++ == kMaxStepRows) {
+        fmt::print("  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
+        break;
+      }
+      fmt::print("{:>5} {:>10} {:>7.1f} {:>7.1f}  {:<6}  |{}|\n", st.index, ms(double(st.dur_ns) / 1000.0),
+                 pct(st.host_data_wait_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns), analyzer::to_string(st.bound),
+                 stacked_bar(st));
+    }
+    const double total = s.step_time_us, wait = s.data_wait_share * total;
+    fmt::print("\nBreakdown over {} ms of steps: the training loop waited for input {} ms ({:.1f}%), ran its own work "
+               "{} ms ({:.1f}%)\n",
+               ms(total), ms(wait), 100.0 * s.data_wait_share, ms(total - wait), 100.0 * (1.0 - s.data_wait_share));
+  } else if (!a.steps.empty()) {
     fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
                "sync%", "launch", "host%", "other%", "kernels", "bound",
                "# busy  D data  S sync  L launch  H host  . other  P profiler");
@@ -112,12 +130,7 @@ void print_text(const analyzer::Analysis& a) {
                ms(s.profiler_us), share(s.profiler_us));
   }
   fmt::print("{}", analyzer::render_slow_steps_text(a));
-  if (!a.idle_host_top.empty()) {
-    fmt::print("\nHost activity while the GPU waited for the host (full names: --json):\n");
-    for (size_t i = 0; i < a.idle_host_top.size() && i < 5; ++i)
-      fmt::print("  {:>10} ms  {}\n", ms(double(a.idle_host_top[i].time_ns) / 1000.0),
-                 analyzer::short_symbol(a.idle_host_top[i].name));
-  }
+  fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
   if (a.findings.empty()) {
     fmt::print("\nNo findings.\n");
     return;

@@ -86,9 +86,9 @@ TEST_CASE("a long host gap without launches is host idle - the launch that ends 
   CHECK(s.other_idle_ns == 0);
   CHECK(s.bound == Bound::Host);
   check_partition(a);
-  REQUIRE(!a.idle_host_top.empty());
-  CHECK(a.idle_host_top[0].name == "aten::cpu_heavy_op");
-  CHECK(a.idle_host_top[0].time_ns == 1350 * US);
+  REQUIRE(!a.host_activity.functions.empty());
+  CHECK(a.host_activity.functions[0].name == "aten::cpu_heavy_op");
+  CHECK(a.host_activity.functions[0].time_ns == 1350 * US);
   CHECK_FALSE(find_finding(a, "launch-overhead"));
   // The 1.42 ms gap (100..1520 us) is longer than any dispatch: a host computation of its own.
   const auto* f = find_finding(a, "host-compute");
@@ -122,9 +122,9 @@ TEST_CASE("host activity while the GPU idled leaves out the collector's own thre
   for (int i = 0; i < 3; ++i) b.t.samples.push_back({(200 + 100 * i) * US, 100, 101, 1, true});
   for (int i = 0; i < 5; ++i) b.t.samples.push_back({(210 + 100 * i) * US, 100, 102, 2, true});
   auto a = analyzer::analyze(b.t);
-  REQUIRE(a.idle_host_top.size() == 1);
-  CHECK(a.idle_host_top[0].name == "preprocess");
-  CHECK(a.idle_host_top[0].samples == 3);
+  REQUIRE(a.host_activity.functions.size() == 1);
+  CHECK(a.host_activity.functions[0].name == "preprocess");
+  CHECK(a.host_activity.functions[0].samples == 3);
 }
 
 TEST_CASE("cudaEventQuery and cudaStreamWaitEvent are not host stalls") {
@@ -366,7 +366,8 @@ TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the bre
       INFO("step " << s.index);
       CHECK(s.host_data_wait_ns == 30 * MS);
       CHECK(s.data_wait_ns == 30 * MS);  // no GPU: the host's own wait is the step's data wait
-      CHECK(s.other_idle_ns == 70 * MS);
+      CHECK(s.host_idle_ns == 70 * MS);  // no GPU: the rest of the step is the host's own work
+      CHECK(s.other_idle_ns == 0);
       CHECK(s.bound == Bound::Input);
     }
     CHECK(a.summary.data_wait_share == Approx(0.30));
@@ -454,4 +455,52 @@ TEST_CASE("findings go into a store's findings table") {
   CHECK(fs[0].severity == store::Severity::High);
   CHECK(fs[0].first_step == 0);
   CHECK(fs[0].evidence_json.find("\"rule\":\"input-bound\"") != std::string::npos);
+}
+
+namespace {
+
+// A CPU-only run: `n` steps of `step_us`, each waiting `share` of it for the next batch at its start.
+store::Trace cpu_only_input_run(int n, double step_us, double share) {
+  test::Builder b;
+  for (int i = 0; i < n; ++i) {
+    const int64_t s = int64_t(i * step_us * US), e = int64_t((i + 1) * step_us * US);
+    b.range("ProfilerStep#" + std::to_string(i), s, e);
+    b.t.data_waits.push_back({s, s + int64_t(share * step_us * US), b.pid, b.tid, b.t.intern("dataloader")});
+  }
+  return b.t;
+}
+
+}  // namespace
+
+TEST_CASE("input-bound without a GPU: severity from the share waiting, saving what parallel loading leaves") {
+  struct Case {
+    double share;
+    store::Severity severity;
+  };
+  // The issue's three runs (80.7%, 98%, and 47% after a partial fix) are all highly input-bound: 0.1 said medium,
+  // low and high, and `diff` called the run 58% faster a regression.
+  for (const Case c : {Case{0.807, store::Severity::High}, Case{0.98, store::Severity::High},
+                       Case{0.47, store::Severity::High}, Case{0.10, store::Severity::Medium}}) {
+    INFO("share " << c.share);
+    const double step_us = 32070;
+    auto a = analyzer::analyze(cpu_only_input_run(10, step_us, c.share));
+    const auto* f = test::find_finding(a, "input-bound");
+    REQUIRE(f);
+    CHECK(f->severity == c.severity);
+    // The step becomes max(rest, wait / 8 loaders): the saving is the wait unless a load split 8 ways outlasts the
+    // rest of the step (98%: the rest is 0.64 ms, an eighth of the load 3.93 ms).
+    const double wait = c.share * step_us;
+    const double expected = std::min(wait, step_us - wait / 8.0);
+    CHECK(f->est_savings_us_per_step == Approx(expected).epsilon(0.001));
+    CHECK(f->summary.find("GPU") == std::string::npos);
+    CHECK(f->suggestion.find("cuda") == std::string::npos);
+    // Steps say what they did: their wait and the rest, labelled input at >= 20% waiting.
+    for (const auto& s : a.steps) {
+      CHECK(s.data_wait_ns + s.host_idle_ns == s.dur_ns);
+      CHECK(s.other_idle_ns == 0);
+      CHECK(analyzer::to_string(s.bound) == std::string(c.share >= 0.20 ? "input" : "host"));
+    }
+  }
+  // Waiting 3% of each step is under the medium share (5%) in every step: nothing to report.
+  CHECK(test::find_finding(analyzer::analyze(cpu_only_input_run(10, 32070, 0.03)), "input-bound") == nullptr);
 }

@@ -53,8 +53,15 @@ inline analyzer::Analysis sample_analysis() {
                           "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
                           600, 150'000'000, 200'000, 300'000};
   a.top_kernels = {k1, k2};
-  a.idle_host_top = {{"_SingleProcessDataLoaderIter.__next__ (torch/utils/data/dataloader.py:633)", 400, 240'000'000},
-                     {"PIL.Image.decode | resize", 100, 60'000'000}};
+  a.host_activity.window = "gpu-waited-for-host";
+  a.host_activity.source = "samples";
+  a.host_activity.window_ns = 400'000'000;
+  a.host_activity.pid = 7, a.host_activity.tid = 7, a.host_activity.thread_name = "python";
+  a.host_activity.thread_reason = "runs the steps";
+  a.host_activity.sample_period_ns = 1'000'000, a.host_activity.period_source = "meta collector.cpu_hz";
+  a.host_activity.on_cpu_ns = 300'000'000, a.host_activity.off_cpu_ns = 100'000'000;
+  a.host_activity.functions = {{"_SingleProcessDataLoaderIter.__next__ (torch/utils/data/dataloader.py:633)", 240, 240'000'000},
+                               {"PIL.Image.decode | resize", 60, 60'000'000}};
   a.utilization_bucket_ns = 20'000'000;
   for (int i = 0; i < 30; ++i) a.utilization.push_back(i % 5 == 0 ? 0.1 : 0.6);
   return a;

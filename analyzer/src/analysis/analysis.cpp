@@ -80,13 +80,22 @@ void utilization(const detail::Context& ctx, Analysis& a) {
   for (auto v : busy) a.utilization.push_back(double(v) / double(bucket));
 }
 
-// Where the host was while the GPU waited for it between launches (host and other idle inside steps).
-void idle_host_top(const detail::Context& ctx, Analysis& a) {
-  std::vector<detail::Interval> waited;
-  for (const auto& seg : ctx.idle)
-    if ((seg.kind == detail::IdleKind::Host || seg.kind == detail::IdleKind::Other) && ctx.step_at(seg.start) >= 0)
-      waited.push_back({seg.start, seg.end});
-  a.idle_host_top = detail::host_activity(ctx, waited, kTopHostFunctions);
+// Where the training thread was while the GPU waited for it between launches (host and other idle inside steps);
+// without GPU activity, where it spent the steps.
+void host_activity(const detail::Context& ctx, Analysis& a) {
+  std::vector<detail::Interval> window;
+  if (!ctx.busy.empty()) {
+    for (const auto& seg : ctx.idle)
+      if ((seg.kind == detail::IdleKind::Host || seg.kind == detail::IdleKind::Other) && ctx.step_at(seg.start) >= 0)
+        window.push_back({seg.start, seg.end});
+    a.host_activity = detail::host_activity(ctx, window, kTopHostFunctions, "gpu-waited-for-host");
+    return;
+  }
+  for (const auto& w : ctx.windows) {
+    if (!window.empty() && w.start <= window.back().end) window.back().end = std::max(window.back().end, w.end);
+    else window.push_back({w.start, w.end});
+  }
+  a.host_activity = detail::host_activity(ctx, window, kTopHostFunctions, "steps");
 }
 
 // Busy time per device inside each step, for traces with several devices.
@@ -196,10 +205,10 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   });
   kernel_stats(trace, a);
   utilization(ctx, a);
-  idle_host_top(ctx, a);
+  host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
   a.steps = std::move(ctx.steps);
-  a.step_outliers = explain_slow_steps(trace, a.steps);
+  a.step_outliers = explain_slow_steps(trace, a.steps, detail::training_thread(ctx).pid);
   return a;
 }
 
@@ -322,10 +331,28 @@ std::string to_json(const Analysis& a) {
         .kv("max_us", us(k.max_ns))
         .end_object();
   w.end_array();
+  const HostActivity& ha = a.host_activity;
   w.key("idle_host_top").begin_array();
-  for (const auto& h : a.idle_host_top)
-    w.begin_object().kv("name", h.name).kv("samples", h.samples).kv("time_us", us(h.time_ns)).end_object();
+  for (const auto& h : ha.functions)
+    w.begin_object().kv("name", h.name).kv("samples", h.samples).kv("time_us", us(h.time_ns)).kv("on_cpu", h.on_cpu).end_object();
   w.end_array();
+  w.key("host_activity").begin_object();
+  w.kv("window", ha.window).kv("window_us", us(ha.window_ns)).kv("source", ha.source);
+  w.kv("pid", ha.pid).kv("tid", ha.tid).kv("thread_name", ha.thread_name).kv("thread_reason", ha.thread_reason);
+  w.kv("sample_period_us", us(ha.sample_period_ns)).kv("period_source", ha.period_source).kv("wall", ha.wall);
+  w.kv("on_cpu_us", us(ha.on_cpu_ns)).kv("off_cpu_us", us(ha.off_cpu_ns));
+  w.key("other_threads").begin_array();
+  for (const auto& o : ha.other_threads)
+    w.begin_object()
+        .kv("pid", o.pid)
+        .kv("tid", o.tid)
+        .kv("name", o.name)
+        .kv("samples", o.samples)
+        .kv("on_cpu_us", us(o.on_cpu_ns))
+        .kv("other_process", o.other_process)
+        .end_object();
+  w.end_array();
+  w.end_object();
   w.key("step_outliers").raw(step_outliers_to_json(a.step_outliers));
   w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
   for (double u : a.utilization) w.value(u);

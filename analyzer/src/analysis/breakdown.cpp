@@ -138,7 +138,8 @@ ProfilerCorrection profiler_correction(const store::Trace& t) {
 // host) counts as one cause, labelled `launch` when most of it is per-op dispatch and `host` otherwise.
 Bound bound_of(const StepBreakdown& st, bool no_gpu, int64_t dispatch_idle) {
   if (no_gpu)
-    return st.dur_ns > 0 && double(st.data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input : Bound::Host;
+    return st.dur_ns > 0 && double(st.host_data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input
+                                                                                                      : Bound::Host;
   const int64_t dur = st.dur_ns - st.profiler_ns;
   if (dur > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(dur)) return Bound::Gpu;
   const int64_t host_bound = st.launch_idle_ns + st.host_idle_ns;
@@ -569,6 +570,11 @@ void build_breakdown(Context& ctx) {
     if (!ctx.busy.empty()) {
       // busy + idle == dur by construction; any rounding left is host time.
       st.other_idle_ns += std::max<int64_t>(0, st.dur_ns - st.gpu_busy_ns - idle);
+    } else {
+      // No device activity: the step is the training loop's wait for input and its own host work, nothing else.
+      st.data_wait_ns = std::min(st.host_data_wait_ns, st.dur_ns);
+      st.host_idle_ns = st.dur_ns - st.data_wait_ns;
+      st.launch_idle_ns = st.sync_idle_ns = st.other_idle_ns = 0;
     }
     // The profiler's own cost: each traced launch made the host slower by cost_ns_per_launch. Where the GPU
     // waited for the host, that cost is GPU idle the unprofiled program does not have: take it out of the

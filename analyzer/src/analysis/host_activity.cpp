@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -11,43 +12,201 @@
 
 namespace stepscope::analyzer::detail {
 
-std::vector<HostFunctionStat> host_activity(const Context& ctx, const std::vector<Interval>& other, size_t top) {
+namespace {
+
+int64_t thread_key(int64_t pid, int64_t tid) { return (pid << 32) ^ tid; }
+
+std::string meta_or(const store::Trace& t, const char* key) {
+  auto it = t.meta.find(key);
+  return it == t.meta.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+int64_t sample_period_ns(const store::Trace& t, std::string* source) {
+  if (t.samples.empty()) return 0;
+  const std::string timer = meta_or(t, "collector.timer"), mode = meta_or(t, "collector.mode");
+  const double hz = std::atof(meta_or(t, "collector.cpu_hz").c_str());
+  // perf_event task-clock fires after each period of the thread's own CPU time, a CLOCK_MONOTONIC timer (--wall)
+  // after each period of wall time; the CPU-clock fallback fires on the scheduler tick whatever is asked.
+  if (hz > 0 && (timer.rfind("perf_event", 0) == 0 || mode == "wall")) {
+    if (source) *source = "meta collector.cpu_hz (" + (mode == "wall" ? std::string("wall timer") : timer) + ")";
+    return int64_t(1e9 / hz + 0.5);
+  }
+  std::unordered_map<int64_t, std::vector<int64_t>> times;
+  for (const auto& s : t.samples) times[thread_key(s.pid, s.tid)].push_back(s.time);
+  std::vector<int64_t> gaps;
+  for (auto& [k, v] : times) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[i - 1]) gaps.push_back(v[i] - v[i - 1]);
+  }
+  if (gaps.empty()) return 0;
+  std::nth_element(gaps.begin(), gaps.begin() + int64_t(gaps.size() / 2), gaps.end());
+  if (source) *source = "median sample spacing";
+  return gaps[gaps.size() / 2];
+}
+
+ThreadKey training_thread(const Context& ctx, std::string* reason) {
   const store::Trace& t = ctx.t();
-  if (other.empty()) return {};
-  auto inside = [&](int64_t ts) {
-    auto it = std::upper_bound(other.begin(), other.end(), ts, [](int64_t x, const Interval& i) { return x < i.end; });
-    return it != other.end() && it->start <= ts;
+  if (t.samples.empty()) return {};
+  const CollectorThreads collector(t);
+  std::unordered_map<int64_t, int64_t> sampled;  // on-CPU samples per thread
+  for (const auto& s : t.samples)
+    if (!collector.contains(s)) sampled[thread_key(s.pid, s.tid)] += s.on_cpu;
+  auto pick = [&](const std::map<std::pair<int64_t, int64_t>, int64_t>& weight, const char* why) -> ThreadKey {
+    ThreadKey best;
+    int64_t best_w = 0;
+    for (const auto& [k, w] : weight)
+      if (w > best_w && sampled.count(thread_key(k.first, k.second))) best = {k.first, k.second}, best_w = w;
+    if (best_w > 0 && reason) *reason = why;
+    return best;
   };
-  std::unordered_map<std::string, HostFunctionStat> by;
+  // Step windows sit on the thread that marked them; CUPTI's own thread ids (0.1 stores) never match a sample.
+  std::map<std::pair<int64_t, int64_t>, int64_t> by_steps, by_launches, by_samples;
+  for (const auto& w : ctx.windows)
+    if (w.tid != 0) by_steps[{w.pid, w.tid}] += w.end - w.start;
+  if (auto k = pick(by_steps, "runs the steps"); k.tid) return k;
+  for (size_t i = 0; i < t.api_calls.size(); ++i)
+    if (i < ctx.api_op_count.size() && ctx.api_op_count[i]) by_launches[{t.api_calls[i].pid, t.api_calls[i].tid}]++;
+  if (auto k = pick(by_launches, "launches GPU work"); k.tid) return k;
+  for (const auto& s : t.samples)
+    if (s.on_cpu && !collector.contains(s) && (ctx.windows.empty() || ctx.step_at(s.time) >= 0))
+      by_samples[{s.pid, s.tid}]++;
+  return pick(by_samples, "most samples in the steps");
+}
+
+SampleNamer::SampleNamer(const store::Trace& t) : t_(t) {
+  for (size_t i = 0; i < t.stacks.size(); ++i) stack_pos_[t.stacks[i].id] = i;
+  for (size_t i = 0; i < t.frames.size(); ++i) frame_pos_[t.frames[i].id] = i;
+}
+
+SampleNamer::Module SampleNamer::module_kind(store::StringId m) {
+  auto it = modules_.find(m);
+  if (it != modules_.end()) return it->second;
+  std::string_view path = t_.str(m);
+  const size_t slash = path.find_last_of('/');
+  const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  auto starts = [&](std::string_view p) { return base.substr(0, p.size()) == p; };
+  Module k = Module::User;
+  if (base.find("libstepscope_collector") != std::string_view::npos || starts("libcupti"))
+    k = Module::Profiler;
+  else if (starts("libc.so") || starts("libc-") || starts("linux-vdso") || starts("linux-gate") || starts("ld-linux") ||
+           starts("libpthread") || starts("libdl.so") || starts("librt.so") || base == "[vdso]")
+    k = Module::System;
+  return modules_.emplace(m, k).first->second;
+}
+
+// A symbolized frame; an address the symbolizer could not name (stored empty or as "module+0xoffset", a stripped
+// library such as libcuda) folds into its named caller like the C library does.
+bool SampleNamer::named(const store::Frame& f) const {
+  const std::string& sym = t_.str(f.symbol);
+  if (sym.empty()) return false;
+  const size_t plus = sym.rfind("+0x");
+  return plus == std::string::npos || sym.find_first_not_of("0123456789abcdef", plus + 3) != std::string::npos;
+}
+
+const std::string& SampleNamer::name(int64_t stack) {
+  auto [it, fresh] = names_.try_emplace(stack);
+  if (!fresh) return it->second;
+  const store::Frame *leaf = nullptr, *native = nullptr;
+  bool profiler = false;
+  for (int64_t id = stack, guard = 0; id != 0 && guard < 4096; ++guard) {
+    auto sp = stack_pos_.find(id);
+    if (sp == stack_pos_.end()) break;
+    const auto& node = t_.stacks[sp->second];
+    id = node.parent;
+    auto fp = frame_pos_.find(node.frame);
+    if (fp == frame_pos_.end()) continue;
+    const store::Frame& f = t_.frames[fp->second];
+    if (!leaf) leaf = &f;
+    // The innermost Python frame is the line of the user's program; native frames name C/C++ programs' time.
+    if (f.kind == store::FrameKind::Python) {
+      it->second = frame_display_name(t_, f, /*full=*/true);
+      return it->second;
+    }
+    const Module k = module_kind(f.module);
+    if (k == Module::User && !native && named(f)) native = &f;
+    profiler |= k == Module::Profiler && !native;
+  }
+  // Only system and profiler frames below the first user frame: the profiler's own work is left out; a libc-only
+  // stack keeps its leaf.
+  if (native) it->second = frame_display_name(t_, *native, /*full=*/true);
+  else if (!profiler) it->second = leaf ? frame_display_name(t_, *leaf, /*full=*/true) : "[unknown]";
+  return it->second;
+}
+
+HostActivity host_activity(const Context& ctx, const std::vector<Interval>& other, size_t top, std::string window) {
+  const store::Trace& t = ctx.t();
+  HostActivity out;
+  out.window = std::move(window);
+  for (const auto& i : other) out.window_ns += i.end - i.start;
+  if (other.empty()) return out;
+  // Time of [lo, hi) inside the window.
+  auto overlap = [&](int64_t lo, int64_t hi) {
+    int64_t sum = 0;
+    auto it = std::upper_bound(other.begin(), other.end(), lo, [](int64_t x, const Interval& i) { return x < i.end; });
+    for (; it != other.end() && it->start < hi; ++it) sum += std::min(hi, it->end) - std::max(lo, it->start);
+    return sum;
+  };
+  std::map<std::pair<std::string, bool>, HostFunctionStat> by;  // (name, on_cpu)
   if (!t.samples.empty()) {
-    std::unordered_map<int64_t, size_t> stack_pos, frame_pos;
-    for (size_t i = 0; i < t.stacks.size(); ++i) stack_pos[t.stacks[i].id] = i;
-    for (size_t i = 0; i < t.frames.size(); ++i) frame_pos[t.frames[i].id] = i;
-    // The collector's own threads are the profiler's work, not the program's.
+    out.source = "samples";
+    out.sample_period_ns = sample_period_ns(t, &out.period_source);
+    const ThreadKey main = training_thread(ctx, &out.thread_reason);
+    out.pid = main.pid, out.tid = main.tid;
+    std::unordered_map<int64_t, std::string> thread_names;
+    for (const auto& th : t.threads) thread_names[thread_key(th.pid, th.tid)] = t.str(th.name);
+    out.thread_name = thread_names[thread_key(main.pid, main.tid)];
     const CollectorThreads collector_threads(t);
-    CollectorModules collector_modules(t);
-    int64_t n = 0;
+    SampleNamer namer(t);
+    // A sample stands for the period of the thread's time that ended at it: (t - period, t], cut at the thread's
+    // previous sample. Only its part inside the window counts, so a window of many gaps shorter than the period
+    // (a launch-bound GPU run) gets the part of each sample's period it covers, never a whole period per sample, and
+    // one thread's time never exceeds the window.
+    std::map<std::pair<int64_t, int64_t>, std::vector<const store::Sample*>> by_thread;
     for (const auto& s : t.samples) {
-      if (!s.on_cpu || !inside(s.time)) continue;
-      if (collector_threads.contains(s)) continue;
-      std::string name = "[unknown]";
-      auto sp = stack_pos.find(s.stack);
-      if (sp != stack_pos.end()) {
-        auto fp = frame_pos.find(t.stacks[sp->second].frame);
-        if (fp != frame_pos.end()) {
-          if (collector_modules.contains(t.frames[fp->second])) continue;
-          name = frame_display_name(t, t.frames[fp->second], /*full=*/true);
+      out.wall |= !s.on_cpu;
+      if (!collector_threads.contains(s)) by_thread[{s.pid, s.tid}].push_back(&s);
+    }
+    const int64_t period = out.sample_period_ns;
+    int64_t on = 0, off = 0;
+    for (auto& [key, samples] : by_thread) {
+      std::sort(samples.begin(), samples.end(), [](const store::Sample* a, const store::Sample* b) { return a->time < b->time; });
+      const bool training = key.first == main.pid && key.second == main.tid;
+      HostThreadStat o;
+      int64_t prev = INT64_MIN;
+      for (const store::Sample* s : samples) {
+        const int64_t lo = std::max(s->time - period, prev), hi = s->time;
+        prev = s->time;
+        const int64_t in = hi > lo ? overlap(lo, hi) : 0;
+        if (in <= 0) continue;
+        if (!training) {
+          if (s->on_cpu) o.samples++, o.on_cpu_ns += in;
+          continue;
         }
+        const std::string& name = s->stack ? namer.name(s->stack) : std::string("[unknown]");
+        if (name.empty()) continue;  // the profiler's own frames
+        auto& f = by[{name, s->on_cpu}];
+        f.samples++;
+        f.time_ns += in;
+        (s->on_cpu ? on : off) += in;
       }
-      by[name].samples++;
-      ++n;
+      if (!training && o.samples) {
+        o.pid = key.first, o.tid = key.second;
+        o.name = thread_names[thread_key(o.pid, o.tid)];
+        o.other_process = o.pid != main.pid;
+        out.other_threads.push_back(std::move(o));
+      }
     }
-    int64_t other_ns = 0;
-    for (auto& i : other) other_ns += i.end - i.start;
-    for (auto& [name, s] : by) {
-      s.name = name;
-      s.time_ns = n ? int64_t(double(other_ns) * double(s.samples) / double(n)) : 0;
-    }
+    out.on_cpu_ns = on;
+    out.off_cpu_ns = out.wall ? off : std::max<int64_t>(0, out.window_ns - out.on_cpu_ns);
+    for (auto& [k, f] : by) f.name = k.first, f.on_cpu = k.second;
+    std::sort(out.other_threads.begin(), out.other_threads.end(), [](const HostThreadStat& x, const HostThreadStat& y) {
+      return x.on_cpu_ns > y.on_cpu_ns ||
+             (x.on_cpu_ns == y.on_cpu_ns && std::make_pair(x.pid, x.tid) < std::make_pair(y.pid, y.tid));
+    });
+    if (out.other_threads.size() > top) out.other_threads.resize(top);
   } else {
     // Threads that drive the GPU: those with launch calls (or the step thread).
     std::unordered_map<int64_t, bool> launching;  // key: pid<<32 ^ tid
@@ -98,16 +257,17 @@ std::vector<HostFunctionStat> host_activity(const Context& ctx, const std::vecto
     pop_until(INT64_MAX);
     for (auto& [n, ns] : excl) {
       auto name = strip_numeric_suffix(t.str(n));
-      auto& s = by[name];
+      auto& s = by[{name, true}];
       s.name = name;
       s.time_ns += ns;
     }
+    if (!by.empty()) out.source = "ranges";
   }
-  std::vector<HostFunctionStat> v;
+  auto& v = out.functions;
   for (auto& [n, s] : by) v.push_back(std::move(s));
   std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.time_ns > y.time_ns || (x.time_ns == y.time_ns && x.name < y.name); });
   if (v.size() > top) v.resize(top);
-  return v;
+  return out;
 }
 
 

@@ -1,7 +1,10 @@
-// What the host ran during given stretches of time: the evidence behind "the GPU waited for the host".
+// What the host ran during given stretches of time: the evidence behind "the GPU waited for the host", and on
+// runs without GPU activity, where the training thread spent its steps.
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analysis/context.h"
@@ -9,9 +12,40 @@
 
 namespace stepscope::analyzer::detail {
 
-// Where the host was during `intervals` (sorted, disjoint): CPU samples by leaf function when the trace has samples
-// (the collector's own threads left out), else the exclusive time of the innermost op/annotation/Python ranges on
-// the threads that drive the GPU. Longest first, at most `top`.
-std::vector<HostFunctionStat> host_activity(const Context& ctx, const std::vector<Interval>& intervals, size_t top);
+// Where the host was during `intervals` (sorted, disjoint), named `window` in the result. With CPU samples: the
+// training thread's samples by function, each worth one sampling period (HostActivity), the other threads apart;
+// without samples: the exclusive time of the innermost op/annotation/Python ranges on the threads that drive the
+// GPU. Longest first, at most `top` functions.
+HostActivity host_activity(const Context& ctx, const std::vector<Interval>& intervals, size_t top, std::string window);
+
+// What one CPU sample stands for: 1 / meta collector.cpu_hz when the collector's timer counts the thread's own
+// time exactly (perf_event task-clock; CLOCK_MONOTONIC under --wall), else the median spacing of consecutive
+// samples on one thread. 0 when the trace has no samples.
+int64_t sample_period_ns(const store::Trace& t, std::string* source = nullptr);
+
+// The thread that runs the steps and issues the GPU work, chosen from the step windows, then the launching threads,
+// then the most on-CPU samples; {0, 0} when the trace has no samples. `reason` says which.
+struct ThreadKey {
+  int64_t pid = 0, tid = 0;
+};
+ThreadKey training_thread(const Context& ctx, std::string* reason = nullptr);
+
+// Display name of a sampled stack: its innermost Python frame (the line of the user's program) when it has one,
+// else the innermost symbolized native frame outside the C library, the vDSO, the dynamic loader and the profiler
+// (stepscope's collector, CUPTI): those and addresses without a symbol fold into their caller. Empty when the stack is the profiler's own work.
+class SampleNamer {
+ public:
+  explicit SampleNamer(const store::Trace& t);
+  const std::string& name(int64_t stack);
+
+ private:
+  enum class Module : uint8_t { User, System, Profiler };
+  Module module_kind(store::StringId m);
+  bool named(const store::Frame& f) const;
+  const store::Trace& t_;
+  std::unordered_map<int64_t, size_t> stack_pos_, frame_pos_;
+  std::unordered_map<store::StringId, Module> modules_;
+  std::unordered_map<int64_t, std::string> names_;
+};
 
 }  // namespace stepscope::analyzer::detail

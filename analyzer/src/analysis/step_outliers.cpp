@@ -40,8 +40,9 @@ namespace {
 // step's marker (steps found from API calls start a little before the user's "step" range).
 constexpr double kMarkerSlackShare = 0.01;
 
-enum class Kind : uint8_t { Kernel, Copy, Wait, Op, Call, Sync, Function, WaitSource };
-constexpr const char* kKindNames[] = {"kernel", "copy", "wait", "op", "call", "sync", "function", "wait"};
+// OtherFunction: a function sampled in a process other than the training thread's (a DataLoader worker).
+enum class Kind : uint8_t { Kernel, Copy, Wait, Op, Call, Sync, Function, WaitSource, OtherFunction };
+constexpr const char* kKindNames[] = {"kernel", "copy", "wait", "op", "call", "sync", "function", "wait", "function"};
 
 // A contributor: its kind and an id within the kind (a string id, a copy kind, a frame id).
 using Key = uint64_t;
@@ -61,7 +62,8 @@ int64_t median_of(std::vector<int64_t> v) {
 // Time per contributor inside each step: events are assigned to the step their start falls in and clipped to it.
 class StepContributions {
  public:
-  StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps) : t_(t), steps_(steps), per_step_(steps.size()) {
+  StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps, int64_t training_pid)
+      : t_(t), steps_(steps), per_step_(steps.size()), training_pid_(training_pid) {
     for (const auto& s : steps) starts_.push_back(s.start_ns);
     for (const auto& k : t.kernels) add(Kind::Kernel, k.name, k.start, k.end);
     for (const auto& m : t.memcpys) add(Kind::Copy, int64_t(m.kind), m.start, m.end);
@@ -100,9 +102,11 @@ class StepContributions {
         if (s == "python" || s == "data-wait-func") return "in the --data-wait-func function";
         return "from " + s;
       }
-      case Kind::Function: {
+      case Kind::Function:
+      case Kind::OtherFunction: {
         auto it = frame_pos_.find(id);
-        return it == frame_pos_.end() ? "[unknown]" : frame_display_name(t_, t_.frames[it->second], /*full=*/true);
+        std::string n = it == frame_pos_.end() ? "[unknown]" : frame_display_name(t_, t_.frames[it->second], /*full=*/true);
+        return kind_of(k) == Kind::OtherFunction ? n + " [another process]" : n;
       }
       default: return t_.str(store::StringId(id));
     }
@@ -217,7 +221,8 @@ class StepContributions {
       if (own.contains(s) || in_collector(s.stack)) continue;
       const int64_t p = period[thread(s)];
       const int64_t f = p ? frame_for(s.stack) : 0;
-      if (f) add(Kind::Function, f, s.time, s.time + p);
+      const bool other = training_pid_ != 0 && s.pid != training_pid_;
+      if (f) add(other ? Kind::OtherFunction : Kind::Function, f, s.time, s.time + p);
     }
   }
 
@@ -227,6 +232,7 @@ class StepContributions {
   std::vector<std::unordered_map<Key, int64_t>> per_step_;
   std::unordered_map<Key, int64_t> medians_;
   std::unordered_map<int64_t, size_t> frame_pos_;
+  int64_t training_pid_ = 0;
 };
 
 bool allows(const StepCategory& c, Kind k) {
@@ -243,7 +249,7 @@ std::string contributor_display_name(const SlowStep& s) {
   return s.contributor_kind == "kernel" || s.contributor_kind == "function" ? short_symbol(s.contributor) : s.contributor;
 }
 
-StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps, int64_t training_pid) {
   StepOutliers out;
   if (steps.size() < kSlowStepMinSteps) return out;
   std::vector<int64_t> durs;
@@ -269,7 +275,14 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     for (const auto& s : steps) v.push_back(s.*(c.field));
     cat_median.push_back(median_of(std::move(v)));
   }
-  StepContributions contrib(trace, steps);
+  StepContributions contrib(trace, steps, training_pid);
+  // Without device activity a step is only its wait for input and the training thread's own work: say so.
+  const bool no_gpu = trace.gpu_event_count() == 0;
+  auto label = [&](const StepCategory& c) -> std::string {
+    if (no_gpu && std::string_view(c.key) == "host_idle") return "the training thread's own work";
+    if (no_gpu && std::string_view(c.key) == "data_wait") return "waiting for input";
+    return c.label;
+  };
   for (size_t i : slow) {
     const StepBreakdown& s = steps[i];
     SlowStep r;
@@ -293,6 +306,9 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
       if (!allows(cat, kind_of(k))) continue;
       if (v - 0 <= top_growth) continue;  // cannot beat the best even against a zero median
       const int64_t g = v - contrib.median(k);
+      // Samples of several threads (or processes) add up past wall time: a contributor that grew more than both the
+      // step's excess and its category explains something else.
+      if (g > std::max(r.excess_ns, r.category_ns - r.category_median_ns)) continue;
       if (g > top_growth || (g == top_growth && k < top)) top_growth = g, top = k;
     }
     if (top_growth > 0) {
@@ -302,7 +318,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
       r.contributor_median_ns = contrib.median(top);
     }
     r.explanation = fmt::format("step {} took {}, {} over the median step ({}): {} {} vs {} (+{})", s.index, ms(s.dur_ns),
-                                ms(r.excess_ns), ms(out.median_ns), cat.label, ms(r.category_ns), ms(r.category_median_ns),
+                                ms(r.excess_ns), ms(out.median_ns), label(cat), ms(r.category_ns), ms(r.category_median_ns),
                                 ms(r.category_ns - r.category_median_ns));
     if (!r.contributor.empty())
       r.explanation += fmt::format("; biggest contributor: {} {} {} vs {} (+{})", r.contributor_kind, contributor_display_name(r),

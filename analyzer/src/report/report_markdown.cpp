@@ -109,12 +109,17 @@ std::string render_markdown_report(const Analysis& a) {
                        format_us(double(k.total_ns) / 1e3), k.count, format_us(k.mean_ns() / 1e3));
     o += "\n";
   }
-  if (!a.idle_host_top.empty()) {
-    o += "### Top CPU functions while the GPU was idle\n\n| Function | Time | Samples |\n|---|---:|---:|\n";
-    for (const auto& f : a.idle_host_top)
-      o += fmt::format("| {} | {} | {} |\n", markdown_escape(shorten(short_symbol(f.name), kMdNameChars)),
-                       format_us(double(f.time_ns) / 1e3), f.samples);
-    o += "\n";
+  if (const auto& h = a.host_activity; !h.functions.empty() || !h.other_threads.empty()) {
+    o += "### " + host_activity_heading(h) + "\n\n";
+    if (auto s = host_activity_sentence(h); !s.empty()) o += markdown_escape(s) + "\n\n";
+    if (!h.functions.empty()) {
+      o += "| Function | Time | Samples |\n|---|---:|---:|\n";
+      for (const auto& f : h.functions)
+        o += fmt::format("| {}{} | {} | {} |\n", markdown_escape(shorten(short_symbol(f.name), kMdNameChars)),
+                         f.on_cpu ? "" : " (off CPU)", format_us(double(f.time_ns) / 1e3), f.samples);
+      o += "\n";
+    }
+    if (auto s = host_activity_others_sentence(h); !s.empty()) o += markdown_escape(s) + "\n\n";
   }
   return o;
 }

@@ -65,13 +65,20 @@ std::string render_text_report(const Analysis& a) {
   const auto& sm = a.summary;
   o += fmt::format("stepscope report: {}\n", printable(a.source_file.empty() ? "(trace)" : a.source_file));
   if (!sm.has_gpu) o += "No GPU activity in this trace: the breakdown below covers host time only.\n";
-  o += fmt::format("GPU work: {} kernels, {} memcpys, {} memsets; busy {} over a span of {}\n", sm.kernels, sm.memcpys,
-                   sm.memsets, format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
-  o += fmt::format("Steps: {} (source: {}{}); GPU busy {} of step time; GPU idle waiting for input {} (the training loop "
-                   "waited {})\n",
-                   sm.steps, sm.step_source,
-                   sm.step_source == "periodic" ? fmt::format(", confidence {}", format_share(sm.step_confidence)) : "",
-                   format_share(sm.gpu_busy_share), format_share(sm.input_idle_share), format_share(sm.data_wait_share));
+  const std::string confidence =
+      sm.step_source == "periodic" ? fmt::format(", confidence {}", format_share(sm.step_confidence)) : "";
+  if (sm.has_gpu) {
+    o += fmt::format("GPU work: {} kernels, {} memcpys, {} memsets; busy {} over a span of {}\n", sm.kernels, sm.memcpys,
+                     sm.memsets, format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
+    o += fmt::format("Steps: {} (source: {}{}); GPU busy {} of step time; GPU idle waiting for input {} (the training "
+                     "loop waited {})\n",
+                     sm.steps, sm.step_source, confidence, format_share(sm.gpu_busy_share),
+                     format_share(sm.input_idle_share), format_share(sm.data_wait_share));
+  } else {
+    o += fmt::format("Steps: {} (source: {}{}); the training loop waited for input {} of step time and ran its own "
+                     "work the rest\n",
+                     sm.steps, sm.step_source, confidence, format_share(sm.data_wait_share));
+  }
   if (auto note = gpu_window_note(sm); !note.empty()) o += note + "\n";
   if (auto advice = steps_advice(sm); !advice.empty()) o += advice + "\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += note + "\n";
@@ -107,7 +114,10 @@ std::string render_text_report(const Analysis& a) {
                        format_us(double(s.sync_idle_ns) / 1e3), format_us(double(s.other_idle_ns) / 1e3),
                        bound_name(s.bound), step_bar(s, max_dur));
     }
-    if (tot[0] > 0) {
+    if (tot[0] > 0 && !sm.has_gpu) {
+      o += fmt::format("Breakdown of {} summed step time: waiting for input {}, the training thread's own work {}\n",
+                       format_us(tot[0] / 1e3), format_share(tot[3] / tot[0]), format_share(tot[6] / tot[0]));
+    } else if (tot[0] > 0) {
       o += fmt::format("Breakdown of {} summed step time: GPU busy {}, launch idle {}, host code between launches {}, "
                        "data wait {}, sync idle {}, other {}, profiler cost {}\n",
                        format_us(tot[0] / 1e3), format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
@@ -126,12 +136,7 @@ std::string render_text_report(const Analysis& a) {
                        format_us(k.mean_ns() / 1e3), printable(shorten(short_symbol(k.name), 100)));
   }
 
-  if (!a.idle_host_top.empty()) {
-    o += "\nTop CPU functions while the GPU waited for the host\n";
-    for (const auto& f : a.idle_host_top)
-      o += fmt::format("{:>10} {:>8}  {}\n", format_us(double(f.time_ns) / 1e3),
-                       f.samples ? fmt::format("{} smp", f.samples) : std::string("-"), printable(shorten(short_symbol(f.name), 100)));
-  }
+  o += render_host_activity_text(a.host_activity, 15);
 
   o += "\nFindings";
   if (a.findings.empty()) {

@@ -101,7 +101,7 @@ class HostComputeRule final : public Rule {
       if (f.ranges.size() >= kMaxRangesPerFinding) break;
       f.ranges.push_back({c.start, c.end});
     }
-    const auto activity = detail::host_activity(ctx, claimed, kTopActivities);
+    const auto activity = detail::host_activity(ctx, claimed, kTopActivities, "host-compute").functions;
 
     std::sort(gap_lengths.begin(), gap_lengths.end());
     const int64_t longest = gap_lengths.empty() ? 0 : gap_lengths.back();

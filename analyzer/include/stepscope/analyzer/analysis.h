@@ -66,10 +66,41 @@ struct KernelStat {
   double mean_ns() const { return count ? double(total_ns) / double(count) : 0.0; }
 };
 
-struct HostFunctionStat {  // CPU samples / ops that ran while the GPU was idle
+struct HostFunctionStat {  // where the training thread was: a function (CPU samples) or an op (ranges)
   std::string name;
   int64_t samples = 0;  // sample count (for ops: 0)
-  int64_t time_ns = 0;  // estimated time
+  int64_t time_ns = 0;  // its samples' periods inside the window, or the op's exclusive time: a time, never a share
+  bool on_cpu = true;   // false: `--wall` samples of the thread blocked here (off CPU)
+};
+
+// Another thread of the program in the same window, kept apart from the training thread (pool, loader, workers).
+struct HostThreadStat {
+  int64_t pid = 0, tid = 0;
+  std::string name;             // thread name ("" when unknown)
+  int64_t samples = 0;          // on-CPU samples inside the window
+  int64_t on_cpu_ns = 0;        // its samples' periods inside the window
+  bool other_process = false;   // a process other than the training thread's (DataLoader workers, ...)
+};
+
+// Where the host's time went inside a window of the run (docs/rules.md, "Host activity"): measured per thread from
+// its own samples, for the thread that runs the steps and issues the GPU work. Every time adds up within the
+// window: the training thread's functions sum to its on-CPU (+ off-CPU with --wall) time, at most window_ns.
+struct HostActivity {
+  // "gpu-waited-for-host": the GPU idle inside steps that the host caused (queue empty); "steps": the steps
+  // themselves (a run without GPU activity); "" when there is nothing to show.
+  std::string window;
+  int64_t window_ns = 0;        // summed length of the window
+  std::string source;           // "samples" (CPU samples), "ranges" (op/annotation exclusive times), ""
+  int64_t pid = 0, tid = 0;     // the training thread (samples only)
+  std::string thread_name;
+  std::string thread_reason;    // how it was chosen: "runs the steps", "launches GPU work", "most samples"
+  int64_t sample_period_ns = 0; // what one sample stands for
+  std::string period_source;    // "meta collector.cpu_hz (perf_event task-clock)", "median sample spacing"
+  bool wall = false;            // off-CPU samples present (--wall): off_cpu_ns is measured, not inferred
+  int64_t on_cpu_ns = 0;        // the training thread's on-CPU time inside the window
+  int64_t off_cpu_ns = 0;       // ... off CPU: measured with --wall, else window_ns - on_cpu_ns (blocked or waiting)
+  std::vector<HostFunctionStat> functions;     // the training thread's, longest first
+  std::vector<HostThreadStat> other_threads;   // busiest first
 };
 
 // How much of the recorded time the profiler's own per-launch cost explains (docs/rules.md, "Profiler cost").
@@ -146,7 +177,7 @@ struct Analysis {
   std::vector<StepBreakdown> steps;
   std::vector<FindingResult> findings;        // ordered by est. saving, largest first
   std::vector<KernelStat> top_kernels;        // by total time, largest first
-  std::vector<HostFunctionStat> idle_host_top;  // top CPU functions/ops during GPU idle
+  HostActivity host_activity;  // the training thread's time while the GPU waited for the host (no GPU: the steps)
   // GPU utilization over time: busy fraction in equal buckets across the GPU span.
   int64_t utilization_bucket_ns = 0;
   std::vector<double> utilization;

@@ -19,6 +19,14 @@ std::string render_text_report(const Analysis& a);
 // The text report's "Slow steps" section (empty when there are too few steps to have a median), shared with
 // `stepscope analyze`.
 std::string render_slow_steps_text(const Analysis& a);
+// The host activity (HostActivity) in words, shared by every view: a heading ("What the training thread ran while
+// the GPU waited for the host", "Where the training thread spent the steps"), one sentence on the thread and its
+// on/off-CPU time in the window, one on the other threads; and the text section `stepscope analyze` and the text
+// report print (empty when there is nothing to show).
+std::string host_activity_heading(const HostActivity& h);
+std::string host_activity_sentence(const HostActivity& h);
+std::string host_activity_others_sentence(const HostActivity& h, size_t max_threads = 4);
+std::string render_host_activity_text(const HostActivity& h, size_t max_rows);
 std::string render_markdown_report(const Analysis& a);
 std::string render_html_report(const Analysis& a);
 
