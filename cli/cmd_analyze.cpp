@@ -64,7 +64,7 @@ void print_text(const analyzer::Analysis& a) {
   fmt::print("{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source, s.kernels, s.memcpys,
              s.memsets);
   if (!s.has_gpu) {
-    fmt::print("No GPU activity in this trace: there is no GPU to keep busy; the steps below are host time only.\n");
+    fmt::print("{}\n", analyzer::no_gpu_note(s));
   } else {
     // Every share below is of the same summed step time, and busy + the idle parts add up to it. The host's own
     // wait for input is said apart from the GPU idle it caused: a wait overlapped by queued GPU work costs nothing.

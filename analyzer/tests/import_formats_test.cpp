@@ -14,6 +14,7 @@
 #include <string>
 
 #include "import/numbers.h"
+#include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
 #include "test_support.h"
 
@@ -423,4 +424,39 @@ TEST_CASE("zstd-compressed and plain JSON load the same as gzip") {
     CHECK(t.ranges.size() == gz.ranges.size());
     CHECK(t.kernels.front().start == gz.kernels.front().start);
   }
+}
+
+TEST_CASE("another accelerator's events are counted and said, CUPTI range-profiler kernels read as kernels") {
+  test::ScratchDir dir("import_foreign_device");
+  // The shapes of a Kineto trace from an MTIA host (its device events in mtia_* categories) and of kernels traced
+  // under CUPTI's range profiler (category cuda_profiler_range).
+  const std::string mtia = dir.file("mtia.json");
+  std::ofstream(mtia) << R"({"traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":10,"tid":11,"ts":100,"dur":50},
+    {"ph":"X","cat":"mtia_runtime","name":"mtiaLaunchKernel","pid":10,"tid":11,"ts":110,"dur":5},
+    {"ph":"X","cat":"mtia_runtime","name":"mtiaLaunchKernel","pid":10,"tid":11,"ts":130,"dur":5},
+    {"ph":"X","cat":"mtia_ccp_events","name":"gemm_kernel","pid":1,"tid":2,"ts":120,"dur":30},
+    {"ph":"X","cat":"mtia_ccp_events","name":"gemm_kernel","pid":1,"tid":2,"ts":160,"dur":30},
+    {"ph":"X","cat":"mtia_ccp_events","name":"relu_kernel","pid":1,"tid":2,"ts":200,"dur":10}]})";
+  const auto t = analyzer::load_trace(mtia);
+  CHECK(t.kernels.empty());
+  CHECK(t.ranges.size() == 1);  // aten::mm only: the device events are not host annotations
+  CHECK(t.meta.at("import.unread_device_events") == "mtia_ccp_events:3,mtia_runtime:2");
+  const auto a = analyzer::analyze(t);
+  CHECK_FALSE(a.summary.has_gpu);
+  CHECK(analyzer::no_gpu_note(a.summary) ==
+        "The trace holds device activity stepscope cannot read (3 mtia_ccp_events, 2 mtia_runtime): no GPU breakdown "
+        "or GPU finding is possible; what follows covers host time only.");
+
+  const std::string ranged = dir.file("range_profiler.json");
+  std::ofstream(ranged) << R"J({"traceEvents":[
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":100,"dur":5,"args":{"correlation":7}},
+    {"ph":"X","cat":"cuda_profiler_range","name":"void gemm<float>(int)","pid":0,"tid":7,"ts":110,"dur":40,
+     "args":{"device":0,"stream":7,"correlation":7,"grid":[4,1,1],"block":[128,1,1]}}]})J";
+  const auto r = analyzer::load_trace(ranged);
+  REQUIRE(r.kernels.size() == 1);
+  CHECK(r.str(r.kernels[0].name) == "void gemm<float>(int)");
+  CHECK(r.kernels[0].end - r.kernels[0].start == 40'000);
+  CHECK(r.meta.count("import.unread_device_events") == 0);
+  CHECK(analyzer::analyze(r).summary.has_gpu);
 }

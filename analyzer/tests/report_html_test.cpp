@@ -70,7 +70,7 @@ TEST_CASE("HTML report says plainly when a trace has no GPU activity and renders
   analyzer::Analysis a;
   a.source_file = "cpu_only.json.gz";
   std::string html = analyzer::render_html_report(a);
-  CHECK(html.find("No GPU activity in this trace.") != std::string::npos);
+  CHECK(html.find("No GPU activity in this trace:") != std::string::npos);
   CHECK(html.find("id=\"steps\"") == std::string::npos);
   CHECK(html.find("</html>") != std::string::npos);
 }

@@ -57,7 +57,7 @@ TEST_CASE("every shared trace renders as text, Markdown, HTML and JSON") {
     CHECK(parser.parse(json).get(root) == simdjson::SUCCESS);
     if (!a.summary.has_gpu) {
       CHECK(text.find("No GPU activity in this trace") != std::string::npos);
-      CHECK(html.find("No GPU activity in this trace.") != std::string::npos);
+      CHECK(html.find("No GPU activity in this trace:") != std::string::npos);
     }
     // Every finding shows up in each human-readable format.
     for (const auto& f : a.findings) {

@@ -196,6 +196,8 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   }
   s.framework = ctx.framework;
   if (auto it = trace.meta.find("python.hooks"); it != trace.meta.end()) s.python_hooks = it->second;
+  if (auto it = trace.meta.find("import.unread_device_events"); it != trace.meta.end())
+    s.unread_device_events = it->second;
 
   detail::SavingsLedger ledger;
   for (const auto& rule : rules::all_rules()) rule->run(ctx, ledger, a.findings);
@@ -234,6 +236,26 @@ std::string steps_advice(const AnalysisSummary& s) {
            ") but saw no DataLoader, tf.data or optimizer step call; " + what;
   if (h.rfind("none", 0) == 0) return "No step markers (no Python in the recorded processes); " + what;
   return "No step markers in this trace; " + what;
+}
+
+std::string no_gpu_note(const AnalysisSummary& s) {
+  if (s.has_gpu) return {};
+  if (s.unread_device_events.empty())
+    return "No GPU activity in this trace: the breakdown covers host time only (the training loop's wait for input "
+           "and its own work).";
+  std::string events;  // "mtia_ccp_events:25814,mtia_runtime:3453" -> "25814 mtia_ccp_events, 3453 mtia_runtime"
+  size_t pos = 0;
+  while (pos < s.unread_device_events.size()) {
+    size_t comma = s.unread_device_events.find(',', pos);
+    if (comma == std::string::npos) comma = s.unread_device_events.size();
+    const std::string item = s.unread_device_events.substr(pos, comma - pos);
+    const size_t colon = item.rfind(':');
+    events += (events.empty() ? "" : ", ") +
+              (colon == std::string::npos ? item : item.substr(colon + 1) + " " + item.substr(0, colon));
+    pos = comma + 1;
+  }
+  return "The trace holds device activity stepscope cannot read (" + events +
+         "): no GPU breakdown or GPU finding is possible; what follows covers host time only.";
 }
 
 std::string host_ahead_note(const AnalysisSummary& s) {
@@ -277,6 +299,7 @@ std::string to_json(const Analysis& a) {
   w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("framework", s.framework);
   w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
   w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
+  w.kv("unread_device_events", s.unread_device_events);
   w.kv("host_step_median_us", s.host_step_median_us).kv("gpu_step_median_us", s.gpu_step_median_us);
   w.kv("host_runs_ahead", s.host_runs_ahead);
   w.key("idle_us").begin_object();

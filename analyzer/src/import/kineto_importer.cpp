@@ -37,6 +37,7 @@ enum class Cat {
   StepscopeStep,
   StepscopeDataWait,
   Drop,
+  ForeignDevice,  // another accelerator's events (MTIA, XPU, HPU, ...): counted and said, not read
 };
 
 Cat classify(std::string_view c) {
@@ -88,12 +89,17 @@ Cat classify(std::string_view c) {
       break;
     case 19:
       if (c == "gpu_user_annotation") return Cat::GpuAnnotation;
-      if (c == "cuda_profiler_range") return Cat::Drop;
+      // Kernels traced under CUPTI's range profiler: kernels like any other.
+      if (c == "cuda_profiler_range") return Cat::Kernel;
       if (c == "stepscope_data_wait") return Cat::StepscopeDataWait;
       break;
     default:
       break;
   }
+  // Accelerators whose events stepscope does not model: their kernels and runtime calls must not pass for host
+  // annotations, and the analysis must say they were there.
+  for (std::string_view prefix : {"mtia", "xpu", "hpu", "npu", "tpu", "mlu", "ipu", "privateuse1"})
+    if (c.substr(0, prefix.size()) == prefix) return Cat::ForeignDevice;
   return Cat::Unknown;
 }
 

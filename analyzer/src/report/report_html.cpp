@@ -283,7 +283,7 @@ std::string render_html_report(const Analysis& a) {
   std::sort(durs.begin(), durs.end());
   o += "<section id=\"summary\"><h2>Summary</h2>\n";
   if (!sm.has_gpu)
-    o += "<p class=\"notice\"><strong>No GPU activity in this trace.</strong> The breakdown covers host time only.</p>\n";
+    o += "<p class=\"notice\">" + html_escape(no_gpu_note(sm)) + "</p>\n";
   if (auto note = gpu_window_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   o += "<div class=\"cards\">";

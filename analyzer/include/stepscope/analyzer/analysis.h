@@ -146,6 +146,9 @@ struct AnalysisSummary {
   // The recording's meta `python.hooks` ("installed in 1 of 1 Python process", "none: no CPython …"; empty for
   // imported traces): what steps_advice() says when there are no step markers.
   std::string python_hooks;
+  // Device events the importer found and could not read (meta import.unread_device_events, e.g.
+  // "mtia_ccp_events:25814,mtia_runtime:3453"); empty when none.
+  std::string unread_device_events;
 };
 
 // The GPU's step is this much longer than the host's before the host is said to run ahead.
@@ -197,6 +200,9 @@ std::string to_json(const Analysis& a);
 std::string gpu_window_note(const AnalysisSummary& s);
 // When the run has no step markers: why (from the Python hooks' status) and what to do, else empty.
 std::string steps_advice(const AnalysisSummary& s);
+// Without GPU activity, the one sentence every view opens with: that the breakdown is host time, and which device
+// events the trace held that stepscope could not read (an MTIA trace is not a run without an accelerator).
+std::string no_gpu_note(const AnalysisSummary& s);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 
