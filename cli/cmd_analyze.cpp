@@ -104,13 +104,18 @@ void print_text(const analyzer::Analysis& a) {
                "{} ms ({:.1f}%)\n",
                ms(total), ms(wait), 100.0 * s.data_wait_share, ms(total - wait), 100.0 * (1.0 - s.data_wait_share));
   } else if (!a.steps.empty()) {
+    // The host runs ahead: its step windows are not the program's pace; show each step in the GPU's time.
+    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    if (!a.gpu_steps.empty())
+      fmt::print("\nSteps in the GPU's time (the host runs ahead): each from the first GPU work it launched to the "
+                 "next step's.");
     fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
                "sync%", "launch", "host%", "other%", "kernels", "bound",
                "# busy  D data  S sync  L launch  H host  . other  P profiler");
     size_t shown = 0;
-    for (const auto& st : a.steps) {
+    for (const auto& st : rows) {
       if (shown++ == kMaxStepRows) {
-        fmt::print("  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
+        fmt::print("  ... {} more steps (--json lists them all)\n", rows.size() - kMaxStepRows);
         break;
       }
       fmt::print("{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {:<6}  |{}|\n", st.index,

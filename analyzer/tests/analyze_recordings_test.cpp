@@ -200,14 +200,26 @@ TEST_CASE("a host that runs ahead of the GPU is said so, with the GPU's step tim
                        Case{"input_bound_prefetch.db.xz", 681.97, true}, Case{"launch_bound.db.xz", 230.56, false},
                        Case{"sync_stall.db.xz", 469.92, false}}) {
     INFO(c.name);
-    const auto& s = recording(c.name).summary;
+    const auto& a = recording(c.name);
+    const auto& s = a.summary;
     CHECK(s.host_runs_ahead == c.ahead);
     CHECK(std::abs(s.gpu_step_median_us - c.measured_us) <= 0.03 * c.measured_us);
     if (c.ahead) {
       CHECK(s.host_step_median_us < 0.8 * c.measured_us);
       CHECK(analyzer::host_ahead_note(s).find("runs ahead") != std::string::npos);
+      // The per-step rows are in the GPU's time too: their median is the sample's step, each adds up.
+      REQUIRE(a.gpu_steps.size() + 1 >= a.steps.size() / 2);
+      std::vector<int64_t> durs;
+      for (const auto& st : a.gpu_steps) {
+        durs.push_back(st.dur_ns);
+        CHECK(st.gpu_busy_ns + st.data_wait_ns + st.launch_idle_ns + st.sync_idle_ns + st.host_idle_ns +
+                  st.other_idle_ns == st.dur_ns);
+      }
+      std::nth_element(durs.begin(), durs.begin() + ptrdiff_t(durs.size() / 2), durs.end());
+      CHECK(std::abs(double(durs[durs.size() / 2]) / 1e3 - c.measured_us) <= 0.03 * c.measured_us);
     } else {
       CHECK(analyzer::host_ahead_note(s).empty());
+      CHECK(a.gpu_steps.empty());
     }
   }
 }

@@ -123,6 +123,48 @@ void per_device_busy(const detail::Context& ctx, std::vector<StepBreakdown>& ste
   }
 }
 
+// The steps in the GPU's time: [first GPU work of step i, first GPU work of step i+1), busy and classified idle
+// inside it. The idle classification covers the whole analysed span, so the parts add up to the window.
+std::vector<StepBreakdown> gpu_time_steps(const detail::Context& ctx, const std::vector<int64_t>& first) {
+  std::vector<StepBreakdown> out;
+  for (size_t i = 0; i + 1 < ctx.steps.size(); ++i) {
+    if (!ctx.steps[i].gpu_traced || !ctx.steps[i + 1].gpu_traced || first[i] == INT64_MAX || first[i + 1] == INT64_MAX ||
+        first[i + 1] <= first[i])
+      continue;
+    const int64_t a = first[i], b = first[i + 1];
+    StepBreakdown st;
+    st.index = ctx.steps[i].index;
+    st.start_ns = a;
+    st.dur_ns = b - a;
+    st.kernels = ctx.steps[i].kernels;
+    st.host_data_wait_ns = ctx.steps[i].host_data_wait_ns;
+    for (auto it = std::upper_bound(ctx.busy.begin(), ctx.busy.end(), a,
+                                    [](int64_t x, const detail::Interval& v) { return x < v.end; });
+         it != ctx.busy.end() && it->start < b; ++it)
+      st.gpu_busy_ns += std::min(b, it->end) - std::max(a, it->start);
+    int64_t dispatch = 0;
+    for (auto it = std::upper_bound(ctx.idle.begin(), ctx.idle.end(), a,
+                                    [](int64_t x, const detail::IdleSegment& v) { return x < v.end; });
+         it != ctx.idle.end() && it->start < b; ++it) {
+      const int64_t d = std::min(b, it->end) - std::max(a, it->start);
+      switch (it->kind) {
+        case detail::IdleKind::Data: st.data_wait_ns += d; break;
+        case detail::IdleKind::Launch: st.launch_idle_ns += d; break;
+        case detail::IdleKind::Host: st.host_idle_ns += d; break;
+        case detail::IdleKind::Sync: st.sync_idle_ns += d; break;
+        case detail::IdleKind::Other: st.other_idle_ns += d; break;
+      }
+      if (it->dispatch) dispatch += d;
+    }
+    const int64_t parts = st.gpu_busy_ns + st.data_wait_ns + st.launch_idle_ns + st.host_idle_ns + st.sync_idle_ns +
+                          st.other_idle_ns;
+    st.other_idle_ns += std::max<int64_t>(0, st.dur_ns - parts);
+    st.bound = detail::bound_of(st, false, dispatch);
+    out.push_back(st);
+  }
+  return out;
+}
+
 }  // namespace
 
 Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
@@ -176,6 +218,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
       s.gpu_step_median_us = us(median_of(gpu_steps));
       s.host_runs_ahead = s.gpu_step_median_us > (1.0 + kHostAheadMargin) * s.host_step_median_us;
     }
+    if (s.host_runs_ahead) a.gpu_steps = gpu_time_steps(ctx, first);
   }
   if (!trace.gpu_windows.empty()) {
     auto it = trace.meta.find("gpu.window");
@@ -262,7 +305,8 @@ std::string host_ahead_note(const AnalysisSummary& s) {
   if (!s.host_runs_ahead) return {};
   return fmt::format(
       "The host runs ahead of the GPU: a step takes {} on the GPU (start of its GPU work to the next step's) "
-      "against {} on the host; step times and per-step figures here are the host's, the GPU's is the program's pace.",
+      "against {} on the host; the GPU's is the program's pace, and the per-step rows are in the GPU's time (findings "
+      "and totals use the host's steps).",
       rules::format_us(s.gpu_step_median_us * 1000.0), rules::format_us(s.host_step_median_us * 1000.0));
 }
 
@@ -339,6 +383,23 @@ std::string to_json(const Analysis& a) {
     }
     w.end_object();
   }
+  w.end_array();
+  w.key("gpu_steps").begin_array();
+  for (const auto& st : a.gpu_steps)
+    w.begin_object()
+        .kv("index", st.index)
+        .kv("start_us", us(st.start_ns))
+        .kv("dur_us", us(st.dur_ns))
+        .kv("gpu_busy_us", us(st.gpu_busy_ns))
+        .kv("data_wait_us", us(st.data_wait_ns))
+        .kv("launch_idle_us", us(st.launch_idle_ns))
+        .kv("sync_idle_us", us(st.sync_idle_ns))
+        .kv("host_idle_us", us(st.host_idle_ns))
+        .kv("other_idle_us", us(st.other_idle_ns))
+        .kv("bound", to_string(st.bound))
+        .kv("kernels", st.kernels)
+        .kv("host_data_wait_us", us(st.host_data_wait_ns))
+        .end_object();
   w.end_array();
   w.key("findings").begin_array();
   for (const auto& f : a.findings) w.raw(finding_to_json(f));

@@ -136,18 +136,6 @@ ProfilerCorrection profiler_correction(const store::Trace& t) {
 
 // `gpu` when the GPU is busy kGpuBoundBusyShare of the step, else the largest idle cause; host-bound idle (launch +
 // host) counts as one cause, labelled `launch` when most of it is per-op dispatch and `host` otherwise.
-Bound bound_of(const StepBreakdown& st, bool no_gpu, int64_t dispatch_idle) {
-  if (no_gpu)
-    return st.dur_ns > 0 && double(st.host_data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input
-                                                                                                      : Bound::Host;
-  const int64_t dur = st.dur_ns - st.profiler_ns;
-  if (dur > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(dur)) return Bound::Gpu;
-  const int64_t host_bound = st.launch_idle_ns + st.host_idle_ns;
-  const Bound hb = 2 * dispatch_idle >= host_bound ? Bound::Launch : Bound::Host;
-  std::pair<int64_t, Bound> c[] = {{st.data_wait_ns, Bound::Input}, {st.sync_idle_ns, Bound::Sync},
-                                   {host_bound, hb}, {st.other_idle_ns, Bound::Other}};
-  return std::max_element(std::begin(c), std::end(c), [](auto& x, auto& y) { return x.first < y.first; })->second;
-}
 
 
 // Host idle assumes the launching thread was running host code. Where wall-clock samples (`record --wall`) show it
@@ -188,6 +176,19 @@ void split_off_cpu_host_idle(Context& ctx) {
 }
 
 }  // namespace
+
+Bound bound_of(const StepBreakdown& st, bool no_gpu, int64_t dispatch_idle) {
+  if (no_gpu)
+    return st.dur_ns > 0 && double(st.host_data_wait_ns) >= kHostInputBoundShare * double(st.dur_ns) ? Bound::Input
+                                                                                                      : Bound::Host;
+  const int64_t dur = st.dur_ns - st.profiler_ns;
+  if (dur > 0 && double(st.gpu_busy_ns) >= kGpuBoundBusyShare * double(dur)) return Bound::Gpu;
+  const int64_t host_bound = st.launch_idle_ns + st.host_idle_ns;
+  const Bound hb = 2 * dispatch_idle >= host_bound ? Bound::Launch : Bound::Host;
+  std::pair<int64_t, Bound> c[] = {{st.data_wait_ns, Bound::Input}, {st.sync_idle_ns, Bound::Sync},
+                                   {host_bound, hb}, {st.other_idle_ns, Bound::Other}};
+  return std::max_element(std::begin(c), std::end(c), [](auto& x, auto& y) { return x.first < y.first; })->second;
+}
 
 int64_t SavingsLedger::unclaimed(int64_t start, int64_t end) const {
   if (end <= start) return 0;

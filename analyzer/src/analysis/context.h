@@ -123,6 +123,9 @@ struct Context {
 // Builds ops, busy union, data waits, blocking calls, idle classification and per-step breakdowns.
 void build_breakdown(Context& ctx);
 
+// `gpu` when the GPU is busy kGpuBoundBusyShare of the step, else the largest idle cause (docs/rules.md).
+Bound bound_of(const StepBreakdown& st, bool no_gpu, int64_t dispatch_idle);
+
 // Idle time the rules' savings have already explained. Rules run in a fixed order and claim the idle their saving
 // counts, so no two findings count the same idle twice (docs/rules.md, "Savings that add up").
 class SavingsLedger {

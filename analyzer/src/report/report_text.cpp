@@ -101,10 +101,15 @@ std::string render_text_report(const Analysis& a) {
          " P profiler cost)\n";
     o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "gpu busy",
                      "launch", "host", "data wait", "sync", "other", "bound", "");
+    // The host runs ahead: its step windows are not the program's pace; the rows are the steps in the GPU's time.
+    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    if (!a.gpu_steps.empty())
+      o += "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
+           "step's.\n";
     size_t shown = 0;
-    for (const auto& s : a.steps) {
+    for (const auto& s : rows) {
       if (shown++ == kMaxTextSteps) {
-        o += fmt::format("   … {} more steps (see --format html or json)\n", a.steps.size() - kMaxTextSteps);
+        o += fmt::format("   … {} more steps (see --format html or json)\n", rows.size() - kMaxTextSteps);
         break;
       }
       o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index,

@@ -178,6 +178,10 @@ struct Analysis {
   std::string source_file;
   AnalysisSummary summary;
   std::vector<StepBreakdown> steps;
+  // When the host runs ahead of the GPU (AnalysisSummary::host_runs_ahead): the same steps in the GPU's time, each
+  // from the first GPU work it launched to the next step's, with busy and the idle parts inside that window (the
+  // profiler correction is not applied to them). Empty otherwise. Views show these rows instead of the host's.
+  std::vector<StepBreakdown> gpu_steps;
   std::vector<FindingResult> findings;        // ordered by est. saving, largest first
   std::vector<KernelStat> top_kernels;        // by total time, largest first
   HostActivity host_activity;  // the training thread's time while the GPU waited for the host (no GPU: the steps)
