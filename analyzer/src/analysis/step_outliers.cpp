@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "analysis/host_activity.h"
 #include "analysis/names.h"
 #include "report/report_util.h"
 #include "stepscope/analyzer/collector_threads.h"
@@ -104,8 +105,7 @@ class StepContributions {
       }
       case Kind::Function:
       case Kind::OtherFunction: {
-        auto it = frame_pos_.find(id);
-        std::string n = it == frame_pos_.end() ? "[unknown]" : frame_display_name(t_, t_.frames[it->second], /*full=*/true);
+        std::string n = id >= 0 && size_t(id) < names_.size() ? names_[size_t(id)] : std::string("[unknown]");
         return kind_of(k) == Kind::OtherFunction ? n + " [another process]" : n;
       }
       default: return t_.str(store::StringId(id));
@@ -172,29 +172,13 @@ class StepContributions {
       add(Kind::Op, r.name, r.start, r.start + std::max<int64_t>(0, self[k]));
     }
   }
-  // CPU samples by their innermost Python frame (the line a Python user can change), else the leaf frame,
-  // each worth the thread's sampling period.
+  // CPU samples named as the host activity names them (detail::SampleNamer: the innermost Python frame, else the
+  // innermost symbolized native frame; libc, unsymbolized addresses and the profiler's frames fold into their
+  // caller), each worth the thread's sampling period.
   void add_samples() {
     if (t_.samples.empty()) return;
-    for (size_t i = 0; i < t_.frames.size(); ++i) frame_pos_[t_.frames[i].id] = i;
-    std::unordered_map<int64_t, size_t> stack_pos;
-    for (size_t i = 0; i < t_.stacks.size(); ++i) stack_pos[t_.stacks[i].id] = i;
-    std::unordered_map<int64_t, int64_t> chosen;  // stack id → frame id
-    auto frame_for = [&](int64_t stack) -> int64_t {
-      auto c = chosen.find(stack);
-      if (c != chosen.end()) return c->second;
-      int64_t leaf = 0, python = 0;
-      for (int64_t s = stack, guard = 0; s && guard < 4096 && !python; ++guard) {
-        auto sp = stack_pos.find(s);
-        if (sp == stack_pos.end()) break;
-        const auto& node = t_.stacks[sp->second];
-        if (!leaf) leaf = node.frame;
-        auto fp = frame_pos_.find(node.frame);
-        if (fp != frame_pos_.end() && t_.frames[fp->second].kind == store::FrameKind::Python) python = node.frame;
-        s = node.parent;
-      }
-      return chosen[stack] = python ? python : leaf;
-    };
+    detail::SampleNamer namer(t_);
+    std::unordered_map<std::string, int64_t> ids;  // display name → index into names_
     // Sampling period per thread: the median spacing of its samples.
     std::unordered_map<int64_t, std::vector<int64_t>> times;  // key: pid<<32 ^ tid
     auto thread = [](const store::Sample& s) { return (s.pid << 32) ^ s.tid; };
@@ -208,21 +192,18 @@ class StepContributions {
       period[k] = d.empty() ? 0 : median_of(std::move(d));
     }
     // The profiler's own work is not what made a step slow: skip stepscope's threads (v2 stores mark them) and
-    // samples whose leaf is in the collector library (v1 stores do not).
+    // stacks that are only the profiler's (the namer gives them no name).
     const CollectorThreads own(t_);
-    CollectorModules collector_modules(t_);
-    auto in_collector = [&](int64_t stack) {
-      auto sp = stack_pos.find(stack);
-      if (sp == stack_pos.end()) return false;
-      auto fp = frame_pos_.find(t_.stacks[sp->second].frame);
-      return fp != frame_pos_.end() && collector_modules.contains(t_.frames[fp->second]);
-    };
     for (const auto& s : t_.samples) {
-      if (own.contains(s) || in_collector(s.stack)) continue;
+      if (own.contains(s) || !s.stack) continue;
       const int64_t p = period[thread(s)];
-      const int64_t f = p ? frame_for(s.stack) : 0;
+      if (!p) continue;
+      const std::string& name = namer.name(s.stack);
+      if (name.empty()) continue;
+      auto [it, fresh] = ids.try_emplace(name, int64_t(names_.size()));
+      if (fresh) names_.push_back(name);
       const bool other = training_pid_ != 0 && s.pid != training_pid_;
-      if (f) add(other ? Kind::OtherFunction : Kind::Function, f, s.time, s.time + p);
+      add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time, s.time + p);
     }
   }
 
@@ -231,7 +212,7 @@ class StepContributions {
   std::vector<int64_t> starts_;
   std::vector<std::unordered_map<Key, int64_t>> per_step_;
   std::unordered_map<Key, int64_t> medians_;
-  std::unordered_map<int64_t, size_t> frame_pos_;
+  std::vector<std::string> names_;  // sampled functions' display names (Kind::Function ids)
   int64_t training_pid_ = 0;
 };
 
@@ -302,14 +283,18 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     r.category_median_ns = cat_median[best];
     Key top = 0;
     int64_t top_growth = 0;
-    for (const auto& [k, v] : contrib.of(i)) {
-      if (!allows(cat, kind_of(k))) continue;
-      if (v - 0 <= top_growth) continue;  // cannot beat the best even against a zero median
-      const int64_t g = v - contrib.median(k);
-      // Samples of several threads (or processes) add up past wall time: a contributor that grew more than both the
-      // step's excess and its category explains something else.
-      if (g > std::max(r.excess_ns, r.category_ns - r.category_median_ns)) continue;
-      if (g > top_growth || (g == top_growth && k < top)) top_growth = g, top = k;
+    // The training thread's process first; another process's function (a DataLoader worker) only when nothing in
+    // the training process grew.
+    for (int pass = 0; pass < 2 && top_growth == 0; ++pass) {
+      for (const auto& [k, v] : contrib.of(i)) {
+        if (!allows(cat, kind_of(k)) || (kind_of(k) == Kind::OtherFunction) != (pass == 1)) continue;
+        if (v - 0 <= top_growth) continue;  // cannot beat the best even against a zero median
+        const int64_t g = v - contrib.median(k);
+        // Samples of several threads (or processes) add up past wall time: a contributor that grew more than both the
+        // step's excess and its category explains something else.
+        if (g > std::max(r.excess_ns, r.category_ns - r.category_median_ns)) continue;
+        if (g > top_growth || (g == top_growth && k < top)) top_growth = g, top = k;
+      }
     }
     if (top_growth > 0) {
       r.contributor_kind = kKindNames[int(kind_of(top))];
