@@ -359,48 +359,34 @@ std::string to_json(const Analysis& a) {
   }
   w.end_object();
   w.end_object();
-  w.key("steps").begin_array();
-  for (const auto& st : a.steps) {
-    w.begin_object()
-        .kv("index", st.index)
-        .kv("start_us", us(st.start_ns))
-        .kv("dur_us", us(st.dur_ns))
-        .kv("gpu_busy_us", us(st.gpu_busy_ns))
-        .kv("data_wait_us", us(st.data_wait_ns))
-        .kv("launch_idle_us", us(st.launch_idle_ns))
-        .kv("sync_idle_us", us(st.sync_idle_ns))
-        .kv("host_idle_us", us(st.host_idle_ns))
-        .kv("other_idle_us", us(st.other_idle_ns))
-        .kv("profiler_us", us(st.profiler_ns))
-        .kv("bound", to_string(st.bound))
-        .kv("gpu_traced", st.gpu_traced)
-        .kv("kernels", st.kernels)
-        .kv("host_data_wait_us", us(st.host_data_wait_ns));
-    if (!st.device_busy_ns.empty()) {
-      w.key("devices").begin_array();
-      for (auto [dev, ns] : st.device_busy_ns) w.begin_object().kv("device", dev).kv("gpu_busy_us", us(ns)).end_object();
-      w.end_array();
+  // gpu_steps (the steps in the GPU's time when the host runs ahead) have the same fields, profiler_us 0.
+  for (const auto* rows : {&a.steps, &a.gpu_steps}) {
+    w.key(rows == &a.steps ? "steps" : "gpu_steps").begin_array();
+    for (const auto& st : *rows) {
+      w.begin_object()
+          .kv("index", st.index)
+          .kv("start_us", us(st.start_ns))
+          .kv("dur_us", us(st.dur_ns))
+          .kv("gpu_busy_us", us(st.gpu_busy_ns))
+          .kv("data_wait_us", us(st.data_wait_ns))
+          .kv("launch_idle_us", us(st.launch_idle_ns))
+          .kv("sync_idle_us", us(st.sync_idle_ns))
+          .kv("host_idle_us", us(st.host_idle_ns))
+          .kv("other_idle_us", us(st.other_idle_ns))
+          .kv("profiler_us", us(st.profiler_ns))
+          .kv("bound", to_string(st.bound))
+          .kv("gpu_traced", st.gpu_traced)
+          .kv("kernels", st.kernels)
+          .kv("host_data_wait_us", us(st.host_data_wait_ns));
+      if (!st.device_busy_ns.empty()) {
+        w.key("devices").begin_array();
+        for (auto [dev, ns] : st.device_busy_ns) w.begin_object().kv("device", dev).kv("gpu_busy_us", us(ns)).end_object();
+        w.end_array();
+      }
+      w.end_object();
     }
-    w.end_object();
+    w.end_array();
   }
-  w.end_array();
-  w.key("gpu_steps").begin_array();
-  for (const auto& st : a.gpu_steps)
-    w.begin_object()
-        .kv("index", st.index)
-        .kv("start_us", us(st.start_ns))
-        .kv("dur_us", us(st.dur_ns))
-        .kv("gpu_busy_us", us(st.gpu_busy_ns))
-        .kv("data_wait_us", us(st.data_wait_ns))
-        .kv("launch_idle_us", us(st.launch_idle_ns))
-        .kv("sync_idle_us", us(st.sync_idle_ns))
-        .kv("host_idle_us", us(st.host_idle_ns))
-        .kv("other_idle_us", us(st.other_idle_ns))
-        .kv("bound", to_string(st.bound))
-        .kv("kernels", st.kernels)
-        .kv("host_data_wait_us", us(st.host_data_wait_ns))
-        .end_object();
-  w.end_array();
   w.key("findings").begin_array();
   for (const auto& f : a.findings) w.raw(finding_to_json(f));
   w.end_array();
