@@ -401,7 +401,11 @@ TEST_CASE("symbolization results are reused from the per-build-id cache with ide
   CHECK(addresses > 0);
   CHECK(std::atoi(traces[1].meta["record.symbol_cache_hits"].c_str()) >= addresses * 3 / 4);
   size_t cache_files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(cache)) cache_files += e.path().filename().string().size() == 40;
+  // One file per build-id (40 hex digits) with the lookup rules' suffix ".2".
+  for (const auto& e : std::filesystem::directory_iterator(cache)) {
+    const std::string name = e.path().filename().string();
+    cache_files += name.size() == 42 && name.compare(40, 2, ".2") == 0;
+  }
   CHECK(cache_files >= 2);  // hot_loop and libc at least
   auto frame_set = [](const store::Trace& t) {
     std::set<std::tuple<std::string, std::string, int, int64_t>> out;
