@@ -21,8 +21,14 @@ int run_info(const std::string& file, bool json) {
   small.processes = r.processes();
   const auto breaks = r.invariant_breaks();
   // The findings `stepscope analyze` reports; the findings table holds only what `analyze --write-findings` stored.
-  const auto analysis = analyzer::analyze(analyzer::load_trace(file));
-  const int64_t analyzed = int64_t(analysis.findings.size());
+  // A store info can describe may still be one the analyzer cannot load: say why instead of failing the listing.
+  int64_t analyzed = -1;
+  std::string unavailable;
+  try {
+    analyzed = int64_t(analyzer::analyze(analyzer::load_trace(file)).findings.size());
+  } catch (const std::exception& e) {
+    unavailable = e.what();
+  }
   int64_t stored = 0;
   for (const auto& c : counts)
     if (c.table == "findings") stored = c.rows;
@@ -35,7 +41,9 @@ int run_info(const std::string& file, bool json) {
     w.end_object();
     w.key("time_span_ns").begin_array().value(t0).value(t1).end_array();
     w.kv("duration_s", double(t1 - t0) / 1e9);
-    w.kv("findings", analyzed).kv("findings_stored", stored);
+    if (analyzed >= 0) w.kv("findings", analyzed);
+    else w.kv("findings_unavailable", unavailable);
+    w.kv("findings_stored", stored);
     w.key("devices").begin_array();
     for (const auto& d : small.devices)
       w.begin_object().kv("id", d.id).kv("name", small.str(d.name)).kv("cc", fmt::format("{}.{}", d.cc_major, d.cc_minor))
@@ -59,8 +67,11 @@ int run_info(const std::string& file, bool json) {
   fmt::print("time span: {:.6f} s\n", double(t1 - t0) / 1e9);
   fmt::print("\n{:<12} {:>12}\n", "table", "rows");
   for (const auto& c : counts) fmt::print("{:<12} {:>12}\n", c.table, c.rows);
-  fmt::print("\nfindings: {} (what `stepscope analyze` reports; {} stored by `analyze --write-findings`)\n", analyzed,
-             stored);
+  if (analyzed >= 0)
+    fmt::print("\nfindings: {} (what `stepscope analyze` reports; {} stored by `analyze --write-findings`)\n", analyzed,
+               stored);
+  else
+    fmt::print("\nfindings: unavailable ({}); {} stored\n", unavailable, stored);
   if (!small.devices.empty()) {
     fmt::print("\ndevices:\n");
     for (const auto& d : small.devices)

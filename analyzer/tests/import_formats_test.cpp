@@ -426,7 +426,7 @@ TEST_CASE("zstd-compressed and plain JSON load the same as gzip") {
   }
 }
 
-TEST_CASE("another accelerator's events are counted and said, CUPTI range-profiler kernels read as kernels") {
+TEST_CASE("another accelerator's events and CUPTI range-profiler metrics are counted and said, never a timeline") {
   test::ScratchDir dir("import_foreign_device");
   // The shapes of a Kineto trace from an MTIA host (its device events in mtia_* categories) and of kernels traced
   // under CUPTI's range profiler (category cuda_profiler_range).
@@ -448,15 +448,28 @@ TEST_CASE("another accelerator's events are counted and said, CUPTI range-profil
         "The trace holds device activity stepscope cannot read (3 mtia_ccp_events, 2 mtia_runtime): no GPU breakdown "
         "or GPU finding is possible; what follows covers host time only.");
 
+  // A B/E pair's category lives only as long as the pair: the count must keep its own copy of the name.
+  const std::string pairs = dir.file("mtia_pairs.json");
+  std::ofstream(pairs) << R"({"traceEvents":[
+    {"ph":"B","cat":"mtia_runtime","name":"mtiaLaunchKernel","pid":10,"tid":11,"ts":100},
+    {"ph":"E","cat":"mtia_runtime","name":"mtiaLaunchKernel","pid":10,"tid":11,"ts":105},
+    {"ph":"B","cat":"xpu_runtime_call","name":"urEnqueueKernelLaunch","pid":10,"tid":11,"ts":110},
+    {"ph":"E","cat":"xpu_runtime_call","name":"urEnqueueKernelLaunch","pid":10,"tid":11,"ts":115}]})";
+  CHECK(analyzer::load_trace(pairs).meta.at("import.unread_device_events") == "mtia_runtime:1,xpu_runtime_call:1");
+
+  // Kineto's range-profiler events carry made-up times (the span split evenly among the ranges): not kernels.
   const std::string ranged = dir.file("range_profiler.json");
   std::ofstream(ranged) << R"J({"traceEvents":[
     {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":100,"dur":5,"args":{"correlation":7}},
-    {"ph":"X","cat":"cuda_profiler_range","name":"void gemm<float>(int)","pid":0,"tid":7,"ts":110,"dur":40,
-     "args":{"device":0,"stream":7,"correlation":7,"grid":[4,1,1],"block":[128,1,1]}}]})J";
+    {"ph":"X","cat":"cuda_profiler_range","name":"void gemm<float>(int)","pid":0,"tid":0,"ts":100,"dur":50,
+     "args":{"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum":1024}},
+    {"ph":"X","cat":"cuda_profiler_range","name":"void relu<float>(int)","pid":0,"tid":0,"ts":150,"dur":50,
+     "args":{"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum":0}}]})J";
   const auto r = analyzer::load_trace(ranged);
-  REQUIRE(r.kernels.size() == 1);
-  CHECK(r.str(r.kernels[0].name) == "void gemm<float>(int)");
-  CHECK(r.kernels[0].end - r.kernels[0].start == 40'000);
-  CHECK(r.meta.count("import.unread_device_events") == 0);
-  CHECK(analyzer::analyze(r).summary.has_gpu);
+  CHECK(r.kernels.empty());
+  CHECK(r.meta.at("import.unread_device_events") == "cuda_profiler_range:2");
+  const auto ra = analyzer::analyze(r);
+  CHECK_FALSE(ra.summary.has_gpu);
+  CHECK(analyzer::no_gpu_note(ra.summary).find("CUPTI range-profiler metrics whose times Kineto makes up") !=
+        std::string::npos);
 }

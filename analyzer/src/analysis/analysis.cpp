@@ -297,8 +297,11 @@ std::string no_gpu_note(const AnalysisSummary& s) {
               (colon == std::string::npos ? item : item.substr(colon + 1) + " " + item.substr(0, colon));
     pos = comma + 1;
   }
-  return "The trace holds device activity stepscope cannot read (" + events +
-         "): no GPU breakdown or GPU finding is possible; what follows covers host time only.";
+  std::string why = "The trace holds device activity stepscope cannot read (" + events + ")";
+  if (s.unread_device_events.find("cuda_profiler_range") != std::string::npos)
+    why += "; cuda_profiler_range events are CUPTI range-profiler metrics whose times Kineto makes up (the profiled "
+           "span split evenly), not a GPU timeline: trace the run with CUDA activity instead";
+  return why + ": no GPU breakdown or GPU finding is possible; what follows covers host time only.";
 }
 
 std::string host_ahead_note(const AnalysisSummary& s) {

@@ -26,7 +26,9 @@ std::string meta_or(const store::Trace& t, const char* key) {
 int64_t sample_period_ns(const store::Trace& t, std::string* source) {
   if (t.samples.empty()) return 0;
   const std::string timer = meta_or(t, "collector.timer"), mode = meta_or(t, "collector.mode");
-  const double hz = std::atof(meta_or(t, "collector.cpu_hz").c_str());
+  // Rates outside what the collector accepts are not believed (a period must fit int64 and be non-zero).
+  double hz = std::atof(meta_or(t, "collector.cpu_hz").c_str());
+  if (!(hz >= 1 && hz <= 1e6)) hz = 0;
   // perf_event task-clock fires after each period of the thread's own CPU time, a CLOCK_MONOTONIC timer (--wall)
   // after each period of wall time; the CPU-clock fallback fires on the scheduler tick whatever is asked.
   if (hz > 0 && (timer.rfind("perf_event", 0) == 0 || mode == "wall")) {
@@ -195,12 +197,13 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
       if (!training && o.samples) {
         o.pid = key.first, o.tid = key.second;
         o.name = thread_names[thread_key(o.pid, o.tid)];
-        o.other_process = o.pid != main.pid;
+        o.other_process = main.tid != 0 && o.pid != main.pid;
         out.other_threads.push_back(std::move(o));
       }
     }
     out.on_cpu_ns = on;
-    out.off_cpu_ns = out.wall ? off : std::max<int64_t>(0, out.window_ns - out.on_cpu_ns);
+    // No thread ran the steps on CPU in the window: nothing is the training thread's, nothing inferred for it.
+    out.off_cpu_ns = main.tid == 0 ? 0 : out.wall ? off : std::max<int64_t>(0, out.window_ns - out.on_cpu_ns);
     for (auto& [k, f] : by) f.name = k.first, f.on_cpu = k.second;
     std::sort(out.other_threads.begin(), out.other_threads.end(), [](const HostThreadStat& x, const HostThreadStat& y) {
       return x.on_cpu_ns > y.on_cpu_ns ||

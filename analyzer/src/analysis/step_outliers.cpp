@@ -174,36 +174,26 @@ class StepContributions {
   }
   // CPU samples named as the host activity names them (detail::SampleNamer: the innermost Python frame, else the
   // innermost symbolized native frame; libc, unsymbolized addresses and the profiler's frames fold into their
-  // caller), each worth the thread's sampling period.
+  // caller), each worth one sampling period ending at it.
   void add_samples() {
     if (t_.samples.empty()) return;
     detail::SampleNamer namer(t_);
     std::unordered_map<std::string, int64_t> ids;  // display name → index into names_
-    // Sampling period per thread: the median spacing of its samples.
-    std::unordered_map<int64_t, std::vector<int64_t>> times;  // key: pid<<32 ^ tid
-    auto thread = [](const store::Sample& s) { return (s.pid << 32) ^ s.tid; };
-    for (const auto& s : t_.samples) times[thread(s)].push_back(s.time);
-    std::unordered_map<int64_t, int64_t> period;
-    for (auto& [k, v] : times) {
-      std::sort(v.begin(), v.end());
-      std::vector<int64_t> d;
-      for (size_t i = 1; i < v.size(); ++i)
-        if (v[i] > v[i - 1]) d.push_back(v[i] - v[i - 1]);
-      period[k] = d.empty() ? 0 : median_of(std::move(d));
-    }
+    // One sampling period, as the host activity counts it (detail::sample_period_ns): a sample stands for the
+    // period of its thread's time that ended at it.
+    const int64_t p = detail::sample_period_ns(t_);
+    if (p <= 0) return;
     // The profiler's own work is not what made a step slow: skip stepscope's threads (v2 stores mark them) and
     // stacks that are only the profiler's (the namer gives them no name).
     const CollectorThreads own(t_);
     for (const auto& s : t_.samples) {
       if (own.contains(s) || !s.stack) continue;
-      const int64_t p = period[thread(s)];
-      if (!p) continue;
       const std::string& name = namer.name(s.stack);
       if (name.empty()) continue;
       auto [it, fresh] = ids.try_emplace(name, int64_t(names_.size()));
       if (fresh) names_.push_back(name);
       const bool other = training_pid_ != 0 && s.pid != training_pid_;
-      add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time, s.time + p);
+      add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time - p, s.time);
     }
   }
 

@@ -37,7 +37,7 @@ enum class Cat {
   StepscopeStep,
   StepscopeDataWait,
   Drop,
-  ForeignDevice,  // another accelerator's events (MTIA, XPU, HPU, ...): counted and said, not read
+  ForeignDevice,  // device events with no readable timeline (MTIA, XPU, ..., CUPTI range-profiler metrics): counted, said
 };
 
 Cat classify(std::string_view c) {
@@ -89,8 +89,9 @@ Cat classify(std::string_view c) {
       break;
     case 19:
       if (c == "gpu_user_annotation") return Cat::GpuAnnotation;
-      // Kernels traced under CUPTI's range profiler: kernels like any other.
-      if (c == "cuda_profiler_range") return Cat::Kernel;
+      // CUPTI range-profiler metrics: Kineto gives them no real times (CuptiRangeProfilerSession::addRangeEvents
+      // splits the profiled span evenly, "the actual times do not really matter"), so they are not a timeline.
+      if (c == "cuda_profiler_range") return Cat::ForeignDevice;
       if (c == "stepscope_data_wait") return Cat::StepscopeDataWait;
       break;
     default:

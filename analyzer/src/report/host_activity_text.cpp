@@ -33,6 +33,8 @@ std::string host_activity_sentence(const HostActivity& h) {
   if (h.source == "ranges")
     return fmt::format("Exclusive time of the innermost op or annotation on the threads that launch GPU work, {}.", in);
   if (h.source != "samples") return {};
+  if (h.tid == 0)
+    return fmt::format("No thread of the program ran the steps on CPU {}: the other threads' time follows.", in);
   std::string s = fmt::format("Training thread {} ({}): {} on CPU", thread_label(h.thread_name, h.pid, h.tid),
                               h.thread_reason, ms_of(h.on_cpu_ns));
   s += h.wall ? fmt::format(", {} off CPU (blocked)", ms_of(h.off_cpu_ns))

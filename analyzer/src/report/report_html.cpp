@@ -356,8 +356,13 @@ std::string render_html_report(const Analysis& a) {
          "<th class=\"n\">GPU busy</th><th class=\"n\">launch idle</th><th class=\"n\">host code</th><th class=\"n\">data wait</th>"
          "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th class=\"n\">profiler</th><th>bound</th>"
          "<th class=\"n\">kernels</th></tr></thead><tbody>\n";
+    // The host runs ahead: the table's rows are the steps in the GPU's time (the chart keeps the host's windows).
+    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    if (!a.gpu_steps.empty())
+      o += "<p class=\"meta\">Rows in the GPU's time (the host runs ahead): each step from the first GPU work it "
+           "launched to the next step's.</p>";
     size_t shown = 0;
-    for (const auto& s : a.steps) {
+    for (const auto& s : rows) {
       if (shown++ == kMaxStepRows) break;
       o += fmt::format("<tr id=\"step-{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
@@ -372,8 +377,8 @@ std::string render_html_report(const Analysis& a) {
                        html_escape(format_us(double(s.profiler_ns) / 1e3)), bound_name(s.bound), s.kernels);
     }
     o += "</tbody></table>";
-    if (a.steps.size() > kMaxStepRows)
-      o += fmt::format("<p class=\"meta\">… {} more steps (the JSON report has them all).</p>", a.steps.size() - kMaxStepRows);
+    if (rows.size() > kMaxStepRows)
+      o += fmt::format("<p class=\"meta\">… {} more steps (the JSON report has them all).</p>", rows.size() - kMaxStepRows);
     o += "</details>\n</section>\n";
   }
 

@@ -85,10 +85,16 @@ std::string render_markdown_report(const Analysis& a) {
   }
 
   if (!a.steps.empty()) {
-    o += "### Steps\n\n| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
+    // The host runs ahead: the rows are the steps in the GPU's time.
+    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    o += "### Steps\n\n";
+    if (!a.gpu_steps.empty())
+      o += "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
+           "step's.\n\n";
+    o += "| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
          "Profiler | Bound |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     size_t shown = 0;
-    for (const auto& s : a.steps) {
+    for (const auto& s : rows) {
       if (shown++ == kMaxMdSteps) break;
       o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
                        format_us(double(s.gpu_busy_ns) / 1e3), format_us(double(s.launch_idle_ns) / 1e3),
@@ -96,7 +102,7 @@ std::string render_markdown_report(const Analysis& a) {
                        format_us(double(s.sync_idle_ns) / 1e3), format_us(double(s.other_idle_ns) / 1e3),
                        format_us(double(s.profiler_ns) / 1e3), bound_name(s.bound));
     }
-    if (a.steps.size() > kMaxMdSteps) o += fmt::format("\n… and {} more steps.\n", a.steps.size() - kMaxMdSteps);
+    if (rows.size() > kMaxMdSteps) o += fmt::format("\n… and {} more steps.\n", rows.size() - kMaxMdSteps);
     o += "\n";
   }
 

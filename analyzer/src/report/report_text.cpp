@@ -97,20 +97,32 @@ std::string render_text_report(const Analysis& a) {
       tot[3] += double(s.data_wait_ns), tot[4] += double(s.sync_idle_ns), tot[5] += double(s.other_idle_ns);
       tot[6] += double(s.host_idle_ns), tot[7] += double(s.profiler_ns);
     }
-    o += "\nSteps  (bar: # GPU busy, L launch idle, H host code between launches, D data wait, S sync idle, . other idle,"
-         " P profiler cost)\n";
-    o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "gpu busy",
-                     "launch", "host", "data wait", "sync", "other", "bound", "");
     // The host runs ahead: its step windows are not the program's pace; the rows are the steps in the GPU's time.
     const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    for (const auto& s : rows) max_dur = std::max(max_dur, s.dur_ns);
     if (!a.gpu_steps.empty())
-      o += "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
-           "step's.\n";
+      o += "\nRows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
+           "step's.";
+    if (sm.has_gpu) {
+      o += "\nSteps  (bar: # GPU busy, L launch idle, H host code between launches, D data wait, S sync idle, . other "
+           "idle, P profiler cost)\n";
+      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration",
+                       "gpu busy", "launch", "host", "data wait", "sync", "other", "bound", "");
+    } else {
+      o += "\nSteps  (bar: D waiting for input, H the training thread's own work)\n";
+      o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "input wait", "own work", "bound", "");
+    }
     size_t shown = 0;
     for (const auto& s : rows) {
       if (shown++ == kMaxTextSteps) {
         o += fmt::format("   … {} more steps (see --format html or json)\n", rows.size() - kMaxTextSteps);
         break;
+      }
+      if (!sm.has_gpu) {
+        o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index, format_us(double(s.dur_ns) / 1e3),
+                         format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.host_idle_ns) / 1e3),
+                         bound_name(s.bound), step_bar(s, max_dur));
+        continue;
       }
       o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index,
                        format_us(double(s.dur_ns) / 1e3), format_us(double(s.gpu_busy_ns) / 1e3),

@@ -19,7 +19,7 @@ class InputBoundRule final : public Rule {
   static constexpr double kMediumShare = 0.05;
   // The saving assumes loading ahead of the loop in this many parallel loaders (the suggestion's num_workers=8):
   // a step becomes max(rest of the step, wait / loaders). Checked against measured cures: torch_dataloader on an
-  // H100 (70.7 ms, 95% waiting → 7.1 ms with 4 workers: saved 63.6, estimated 62.3 ms) and python_torch_train on
+  // H100 (70.7 ms, 95% waiting → 7.1 ms with 4 workers: saved 63.6, estimated 63.1 ms) and python_torch_train on
   // this machine's 2 CPUs (docs/rules.md).
   static constexpr double kAssumedParallelLoaders = 8.0;
 
