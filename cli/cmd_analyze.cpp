@@ -105,10 +105,8 @@ void print_text(const analyzer::Analysis& a) {
                ms(total), ms(wait), 100.0 * s.data_wait_share, ms(total - wait), 100.0 * (1.0 - s.data_wait_share));
   } else if (!a.steps.empty()) {
     // The host runs ahead: its step windows are not the program's pace; show each step in the GPU's time.
-    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
-    if (!a.gpu_steps.empty())
-      fmt::print("\nSteps in the GPU's time (the host runs ahead): each from the first GPU work it launched to the "
-                 "next step's.");
+    const auto& rows = analyzer::step_rows(a);
+    if (auto note = analyzer::step_rows_note(a); !note.empty()) fmt::print("\n{}", note);
     fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
                "sync%", "launch", "host%", "other%", "kernels", "bound",
                "# busy  D data  S sync  L launch  H host  . other  P profiler");

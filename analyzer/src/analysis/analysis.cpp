@@ -177,6 +177,9 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   ctx.framework = detail::detect_framework(trace);
   ctx.windows = std::move(detected.windows);
   detail::build_breakdown(ctx);
+  const auto training = detail::training_thread(ctx, &ctx.training_reason);
+  ctx.training_pid = training.pid, ctx.training_tid = training.tid;
+  ctx.sample_period_ns = detail::sample_period_ns(trace, &ctx.sample_period_source);
 
   auto& s = a.summary;
   s.kernels = int64_t(trace.kernels.size());
@@ -253,7 +256,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
   a.steps = std::move(ctx.steps);
-  a.step_outliers = explain_slow_steps(trace, a.steps, detail::training_thread(ctx).pid);
+  a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
   return a;
 }
 
@@ -302,6 +305,14 @@ std::string no_gpu_note(const AnalysisSummary& s) {
     why += "; cuda_profiler_range events are CUPTI range-profiler metrics whose times Kineto makes up (the profiled "
            "span split evenly), not a GPU timeline: trace the run with CUDA activity instead";
   return why + ": no GPU breakdown or GPU finding is possible; what follows covers host time only.";
+}
+
+const std::vector<StepBreakdown>& step_rows(const Analysis& a) { return a.gpu_steps.empty() ? a.steps : a.gpu_steps; }
+
+std::string step_rows_note(const Analysis& a) {
+  if (a.gpu_steps.empty()) return {};
+  return "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
+         "step's.";
 }
 
 std::string host_ahead_note(const AnalysisSummary& s) {

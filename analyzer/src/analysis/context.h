@@ -113,6 +113,11 @@ struct Context {
   int64_t total_gpu_idle_ns = 0;        // summed over steps (profiler cost excluded)
   int64_t steady_step_ns = 0;           // summed duration of the steady steps: the base of severity shares
   int64_t residual_gap_ns = 0;          // GPU-side gap left per kernel once launches are batched (measured)
+  // Found once per analysis (host_activity.h): the thread that runs the steps, and what one CPU sample stands for.
+  int64_t training_pid = 0, training_tid = 0;  // 0: no samples, or no thread on CPU in the steps
+  std::string training_reason;                 // "runs the steps", "launches GPU work", "most samples in the steps"
+  int64_t sample_period_ns = 0;
+  std::string sample_period_source;
   ProfilerCorrection profiler;
 
   const store::Trace& t() const { return *trace; }

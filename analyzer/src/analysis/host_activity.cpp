@@ -91,7 +91,7 @@ SampleNamer::Module SampleNamer::module_kind(store::StringId m) {
   const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
   auto starts = [&](std::string_view p) { return base.substr(0, p.size()) == p; };
   Module k = Module::User;
-  if (base.find("libstepscope_collector") != std::string_view::npos || starts("libcupti"))
+  if (is_collector_module(base) || starts("libcupti"))
     k = Module::Profiler;
   else if (starts("libc.so") || starts("libc-") || starts("linux-vdso") || starts("linux-gate") || starts("ld-linux") ||
            starts("libpthread") || starts("libdl.so") || starts("librt.so") || base == "[vdso]")
@@ -154,9 +154,9 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
   std::map<std::pair<std::string, bool>, HostFunctionStat> by;  // (name, on_cpu)
   if (!t.samples.empty()) {
     out.source = "samples";
-    out.sample_period_ns = sample_period_ns(t, &out.period_source);
-    const ThreadKey main = training_thread(ctx, &out.thread_reason);
-    out.pid = main.pid, out.tid = main.tid;
+    out.sample_period_ns = ctx.sample_period_ns, out.period_source = ctx.sample_period_source;
+    const ThreadKey main{ctx.training_pid, ctx.training_tid};
+    out.pid = main.pid, out.tid = main.tid, out.thread_reason = ctx.training_reason;
     std::unordered_map<int64_t, std::string> thread_names;
     for (const auto& th : t.threads) thread_names[thread_key(th.pid, th.tid)] = t.str(th.name);
     out.thread_name = thread_names[thread_key(main.pid, main.tid)];
@@ -212,15 +212,14 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
     if (out.other_threads.size() > top) out.other_threads.resize(top);
   } else {
     // Threads that drive the GPU: those with launch calls (or the step thread).
-    std::unordered_map<int64_t, bool> launching;  // key: pid<<32 ^ tid
-    auto key = [](int64_t pid, int64_t tid) { return (pid << 32) ^ tid; };
+    std::unordered_map<int64_t, bool> launching;  // key: thread_key(pid, tid)
     for (size_t i = 0; i < t.api_calls.size(); ++i)
-      if (ctx.api_op_count[i]) launching[key(t.api_calls[i].pid, t.api_calls[i].tid)] = true;
-    for (const auto& w : ctx.windows) launching[key(w.pid, w.tid)] = true;
+      if (ctx.api_op_count[i]) launching[thread_key(t.api_calls[i].pid, t.api_calls[i].tid)] = true;
+    for (const auto& w : ctx.windows) launching[thread_key(w.pid, w.tid)] = true;
     std::vector<uint32_t> rs;
     for (uint32_t i = 0; i < t.ranges.size(); ++i) {
       const auto& r = t.ranges[i];
-      if (r.source != store::RangeSource::GpuAnnotation && launching.count(key(r.pid, r.tid))) rs.push_back(i);
+      if (r.source != store::RangeSource::GpuAnnotation && launching.count(thread_key(r.pid, r.tid))) rs.push_back(i);
     }
     auto thread_then_time = [&](uint32_t x, uint32_t y) {
       const auto &p = t.ranges[x], &q = t.ranges[y];

@@ -13,7 +13,8 @@
 namespace stepscope::analyzer::detail {
 
 // Where the host was during `intervals` (sorted, disjoint), named `window` in the result. With CPU samples: the
-// training thread's samples by function, each worth one sampling period (HostActivity), the other threads apart;
+// training thread's samples by function (Context::training_*), each worth the part of one sampling period
+// (Context::sample_period_ns) inside the window (HostActivity), the other threads apart;
 // without samples: the exclusive time of the innermost op/annotation/Python ranges on the threads that drive the
 // GPU. Longest first, at most `top` functions.
 HostActivity host_activity(const Context& ctx, const std::vector<Interval>& intervals, size_t top, std::string window);

@@ -357,10 +357,8 @@ std::string render_html_report(const Analysis& a) {
          "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th class=\"n\">profiler</th><th>bound</th>"
          "<th class=\"n\">kernels</th></tr></thead><tbody>\n";
     // The host runs ahead: the table's rows are the steps in the GPU's time (the chart keeps the host's windows).
-    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
-    if (!a.gpu_steps.empty())
-      o += "<p class=\"meta\">Rows in the GPU's time (the host runs ahead): each step from the first GPU work it "
-           "launched to the next step's.</p>";
+    const auto& rows = step_rows(a);
+    if (auto note = step_rows_note(a); !note.empty()) o += "<p class=\"meta\">" + html_escape(note) + "</p>";
     size_t shown = 0;
     for (const auto& s : rows) {
       if (shown++ == kMaxStepRows) break;

@@ -86,11 +86,9 @@ std::string render_markdown_report(const Analysis& a) {
 
   if (!a.steps.empty()) {
     // The host runs ahead: the rows are the steps in the GPU's time.
-    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    const auto& rows = step_rows(a);
     o += "### Steps\n\n";
-    if (!a.gpu_steps.empty())
-      o += "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
-           "step's.\n\n";
+    if (auto note = step_rows_note(a); !note.empty()) o += note + "\n\n";
     o += "| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
          "Profiler | Bound |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     size_t shown = 0;

@@ -98,11 +98,9 @@ std::string render_text_report(const Analysis& a) {
       tot[6] += double(s.host_idle_ns), tot[7] += double(s.profiler_ns);
     }
     // The host runs ahead: its step windows are not the program's pace; the rows are the steps in the GPU's time.
-    const auto& rows = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+    const auto& rows = step_rows(a);
     for (const auto& s : rows) max_dur = std::max(max_dur, s.dur_ns);
-    if (!a.gpu_steps.empty())
-      o += "\nRows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
-           "step's.";
+    if (auto note = step_rows_note(a); !note.empty()) o += "\n" + note;
     if (sm.has_gpu) {
       o += "\nSteps  (bar: # GPU busy, L launch idle, H host code between launches, D data wait, S sync idle, . other "
            "idle, P profiler cost)\n";

@@ -207,6 +207,10 @@ std::string steps_advice(const AnalysisSummary& s);
 // Without GPU activity, the one sentence every view opens with: that the breakdown is host time, and which device
 // events the trace held that stepscope could not read (an MTIA trace is not a run without an accelerator).
 std::string no_gpu_note(const AnalysisSummary& s);
+// The rows a per-step table shows: the steps in the GPU's time when the host runs ahead (Analysis::gpu_steps),
+// else the steps; and the sentence that goes above such rows (empty for the host's steps).
+const std::vector<StepBreakdown>& step_rows(const Analysis& a);
+std::string step_rows_note(const Analysis& a);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 

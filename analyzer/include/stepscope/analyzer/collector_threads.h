@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +25,11 @@ class CollectorThreads {
   std::unordered_set<int64_t> keys_;
 };
 
+// The collector library's path (any build, any install prefix).
+inline bool is_collector_module(std::string_view path) {
+  return path.find("libstepscope_collector") != std::string_view::npos;
+}
+
 // Frames in the collector library: what v1 stores, which do not mark the collector's threads, show of the
 // profiler's own work (its drain, CUPTI's buffer callbacks). A sample whose leaf is one of them is left out too.
 class CollectorModules {
@@ -32,7 +38,7 @@ class CollectorModules {
   bool contains(const store::Frame& f) {
     auto it = known_.find(f.module);
     if (it == known_.end())
-      it = known_.emplace(f.module, t_.str(f.module).find("libstepscope_collector") != std::string_view::npos).first;
+      it = known_.emplace(f.module, is_collector_module(t_.str(f.module))).first;
     return it->second;
   }
 
