@@ -6,7 +6,7 @@
 #
 # Each variant is also run once without the collector, so the table shows the collector's overhead on the
 # sample's own step time (the "time: ... step median" line every sample prints, CUDA and PyTorch). The PyTorch
-# samples join in when the venv of scripts/python-env.sh has a torch that sees the GPU. input_bound and
+# samples join in when the venv of scripts/python-env.sh (or $STEPSCOPE_PYTHON) has a torch that sees the GPU. input_bound and
 # torch_dataloader size themselves to the machine (their "sizing:" lines are printed after the table); the
 # recorded run is given the plain run's sizing (--gpu-passes, --decode-us; --width, --decode-ms).
 # Needs a CUDA GPU: without one it says so and exits 3 (scripts/demo.sh then analyzes the bundled traces).
@@ -42,30 +42,22 @@ done
 command -v python3 >/dev/null 2>&1 || { echo "record-samples: python3 is needed to read the analysis JSON" >&2; exit 2; }
 mkdir -p "$out"
 
-# name|sample|arguments|findings that must appear (space separated)|findings that must not appear
-variants=(
-  "launch_bound|launch_bound|--ops 30 --steps 3000|launch-overhead|small-gemm-loop sync-stall input-bound"
-  "launch_bound_fused|launch_bound|--ops 30 --steps 3000 --fused||launch-overhead"
-  "launch_bound_graph|launch_bound|--ops 30 --steps 3000 --graph||launch-overhead"
-  "input_bound|input_bound|--steps 60|input-bound pageable-memcpy|"
-  "input_bound_prefetch|input_bound|--steps 60 --prefetch 8||input-bound pageable-memcpy"
-  "small_gemm_loop|small_gemm_loop|--steps 300|small-gemm-loop|"
-  "small_gemm_loop_batched|small_gemm_loop|--steps 300 --batched||small-gemm-loop"
-  "sync_stall|sync_stall|--steps 200|sync-stall|pageable-memcpy"
-  "sync_stall_async|sync_stall|--steps 200 --async||sync-stall"
-)
-# The PyTorch samples too, where the venv (scripts/python-env.sh) has a torch that sees the GPU.
+# The variants, their expected findings and cures: samples/variants.txt (scripts/gpu_proof.py reads it too).
+# The PyTorch ones (py:) join in where the venv (scripts/python-env.sh) has a torch that sees the GPU.
 venv=${STEPSCOPE_PYTHON_VENV:-$HOME/.cache/stepscope/venv}
-if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  variants+=(
-    "torch_fusion_eager|py:torch_fusion.py|--ops 30 --modes eager --repeats 30 --nvtx|launch-overhead|"
-    "torch_fusion_static|py:torch_fusion.py|--ops 30 --modes static --repeats 30 --nvtx||launch-overhead"
-    "torch_dataloader|py:torch_dataloader.py|--steps 40|input-bound|"
-    "torch_dataloader_workers|py:torch_dataloader.py|--steps 40 --workers 4 --pin-memory||input-bound pageable-memcpy"
-  )
+py=${STEPSCOPE_PYTHON:-$venv/bin/python}  # an interpreter of its own (a GPU machine's python3 with torch)
+with_torch=0
+if [[ -x $py ]] && "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  with_torch=1
 else
-  echo "record-samples: no torch with CUDA in $venv: skipping the PyTorch samples" >&2
+  echo "record-samples: no torch with CUDA in $py: skipping the PyTorch samples" >&2
 fi
+variants=()
+while IFS='|' read -r name sample args must mustnot _cure; do
+  [[ -z $name || $name == \#* ]] && continue
+  [[ $sample == py:* ]] && ((!with_torch)) && continue
+  variants+=("$name|$sample|$args|$must|$mustnot")
+done <"$root/samples/variants.txt"
 
 step_median() { sed -n 's/^time: [^:]*: step median \([0-9.]*\) us.*/\1/p' "$1" | head -1; }
 
@@ -74,7 +66,7 @@ rows=()
 for v in "${variants[@]}"; do
   IFS='|' read -r name sample args must mustnot <<<"$v"
   if [[ $sample == py:* ]]; then
-    cmd=("$venv/bin/python" "$root/samples/python/${sample#py:}")
+    cmd=("$py" "$root/samples/python/${sample#py:}")
   else
     cmd=("$bin/$sample")
   fi

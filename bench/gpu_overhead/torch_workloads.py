@@ -5,6 +5,10 @@
   train   a small training loop: a 4-layer MLP, batch 64, cross-entropy, Adam (forward, backward, update)
 
 Each step is marked with stepscope.step() (a no-op outside `stepscope record`: GPU windows switch at steps).
+`--item` reads the loss with `.item()` every step (the sync stall of logging a loss), `--duration S` ends the
+timed loop after S seconds, `--report-every N` prints `window: end_ns=T steps=N mean_us=X` every N steps (T on
+CLOCK_MONOTONIC, the store's clock; the GPU is synchronized at each report), for the attach checks of
+scripts/gpu_proof.py. At the end it prints `memory: peak rss N KiB` (the process's own, getrusage).
 Step time comes from CUDA events at step boundaries (no synchronization in the loop; wall time on CPU) and is
 printed as the samples print it:
   time: WORKLOAD: step median ... us, mean ... us, min ... us, max ... us (N samples)
@@ -13,6 +17,7 @@ runs every step under torch.profiler (CPU and CUDA activities), the peer the ben
 Exit codes: 0 ok, 1 the loss did not fall (train), 2 bad arguments or torch missing.
 """
 import argparse
+import resource
 import statistics
 import sys
 import time
@@ -37,11 +42,14 @@ def parse_args(argv):
     p.add_argument("--elements", type=int, default=4096, help="chain: tensor elements (default 4096)")
     p.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda")
     p.add_argument("--profiler", action="store_true", help="run under torch.profiler (CPU + CUDA activities)")
+    p.add_argument("--item", action="store_true", help="train: read the loss with .item() every step (a sync)")
+    p.add_argument("--duration", type=float, default=0, help="end the timed loop after S seconds (0: no limit)")
+    p.add_argument("--report-every", type=int, default=0, help="print a window line every N steps (0: none)")
     a = p.parse_args(argv)
     if a.steps is None:
         a.steps = 2000 if a.workload == "chain" else 500
-    if a.steps < 2 or a.warmup < 0 or a.ops < 1 or a.elements < 1:
-        p.error("need --steps >= 2, --warmup >= 0, --ops >= 1, --elements >= 1")
+    if a.steps < 2 or a.warmup < 0 or a.ops < 1 or a.elements < 1 or a.duration < 0 or a.report_every < 0:
+        p.error("need --steps >= 2, --warmup >= 0, --ops >= 1, --elements >= 1, --duration >= 0, --report-every >= 0")
     return a
 
 
@@ -77,7 +85,10 @@ def make_step(torch, a, device):
         loss = loss_fn(model(xs[i]), ys[i])
         loss.backward()
         opt.step()
-        losses.append(loss.detach())
+        if a.item:
+            losses.append(loss.item())  # sync: .item() (scripts/gpu_proof.py looks for this line in stacks)
+        else:
+            losses.append(loss.detach())
         return loss
 
     def check():
@@ -116,6 +127,8 @@ def main(argv=None):
     for _ in range(a.warmup):
         step()
     marks = []
+    deadline = time.monotonic() + a.duration if a.duration else None
+    window_start, window_steps = time.perf_counter(), 0
     for _ in range(a.steps):
         if cuda:
             e = torch.cuda.Event(enable_timing=True)
@@ -125,6 +138,16 @@ def main(argv=None):
             marks.append(time.perf_counter())
         stepscope.step()
         step()
+        window_steps += 1
+        if a.report_every and window_steps == a.report_every:
+            if cuda:
+                torch.cuda.synchronize()
+            now = time.perf_counter()
+            print(f"window: end_ns={time.monotonic_ns()} steps={window_steps} "
+                  f"mean_us={(now - window_start) * 1e6 / window_steps:.2f}", flush=True)
+            window_start, window_steps = now, 0
+        if deadline is not None and len(marks) >= 2 and time.monotonic() >= deadline:
+            break
     if cuda:
         e = torch.cuda.Event(enable_timing=True)
         e.record()
@@ -142,7 +165,8 @@ def main(argv=None):
     s = sorted(step_us)
     print(f"time: {a.workload}: step median {statistics.median(s):.2f} us, mean {statistics.mean(s):.2f} us, "
           f"min {s[0]:.2f} us, max {s[-1]:.2f} us ({len(s)} samples)")
-    print(f"steps: timed {a.steps} total {a.steps + a.warmup}")
+    print(f"steps: timed {len(step_us)} total {len(step_us) + a.warmup}")
+    print(f"memory: peak rss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB")
     if check is not None and not check():
         print("verification: FAIL (the loss did not fall)")
         return 1

@@ -2,6 +2,7 @@
 started by torchrun. Unchanged user code: stepscope finds the optimizer steps of each rank by itself.
 
     torchrun --nproc_per_node 2 python_ddp_gloo.py --steps 20
+    torchrun --nproc_per_node 2 python_ddp_gloo.py --device cuda   # both ranks on one GPU (scripts/gpu_proof.py)
     stepscope record -o run-%r.db -- torchrun --nproc_per_node 2 python_ddp_gloo.py   # one store per rank
 
 Prints one line per rank: rank, world size, steps, final loss.
@@ -18,18 +19,21 @@ import torch.nn as nn
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: every rank on cuda:0 (gloo reduces through the host)")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)))
+    dev = torch.device(args.device)
+    net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(dev)
+    model = nn.parallel.DistributedDataParallel(net, device_ids=[0] if dev.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)
     loss = torch.zeros(())
     for _ in range(args.steps):
-        x = torch.randn(64, 256, generator=g)
-        y = torch.randint(0, 10, (64,), generator=g)
+        x = torch.randn(64, 256, generator=g).to(dev)
+        y = torch.randint(0, 10, (64,), generator=g).to(dev)
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()  # gloo all-reduce of the gradients

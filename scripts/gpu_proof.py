@@ -1,0 +1,776 @@
+#!/usr/bin/env python3
+"""The GPU proof's measuring and checking (scripts/gpu-proof.sh calls both; docs/collector.md, "GPU proof").
+
+  gpu_proof.py run   --build DIR --out OUT [--python PY] [--overhead-seconds 30] [--deadline-s 510]
+  gpu_proof.py check --out OUT [--stepscope PATH]
+
+`run` needs a GPU: it records the programs the claims are about and writes OUT/runs.json (what ran, exit codes,
+times, logs and stores, and the facts of stores it does not keep). `check` needs none: it reads OUT/runs.json,
+the logs and stores, and writes OUT/gpu-proof.md (claim | measured | expected | verdict) and OUT/gpu-proof.json.
+The suite runs `check` on stepscope 0.1's H100 recordings (../shared/recordings), so the verdict logic is tested
+where there is no GPU. Exit codes: run 0 done (some runs may have failed: check says which), 2 usage, 3 no GPU;
+check 0 every claim PASS, 1 some FAIL or NOT RUN, 2 usage or no runs.json.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TRAINER = os.path.join(ROOT, "bench", "gpu_overhead", "torch_workloads.py")
+DDP = os.path.join(ROOT, "samples", "cpu", "python_ddp_gloo.py")
+VARIANTS = os.path.join(ROOT, "samples", "variants.txt")
+
+# Goals, each named where a verdict uses it (the issue's numbers).
+MAX_API_ROWS_PER_KERNEL = 3.0
+MAX_STORE_BYTES_PER_KERNEL = 250.0
+MAX_DEFAULT_WINDOW_OVERHEAD = 0.03  # whole run, mean step time over plain
+MAX_PEAK_RSS_GROWTH_MB = 100.0
+MAX_SAVING_ERROR = 0.25  # |estimated - measured| / measured
+MAX_LAUNCH_COST_ERROR = 0.25
+MAX_DETACH_SLOWDOWN = 0.03
+MIN_OVERHEAD_RUN_S = 30.0
+TRAINER_STEPS = 600
+ITEM_MARK = "# sync: .item()"
+
+# Sample timing lines: `time: LABEL: step median X us, mean Y us, ...` (samples/cuda/sample_common.cuh and the
+# Python samples); stepscope 0.1's torch_dataloader printed `time: step median X ms (second half), mean Y ms`.
+STEP_US = re.compile(r"^time: [^:\n]*: step median ([0-9.]+) us, mean ([0-9.]+) us", re.M)
+STEP_MS = re.compile(r"^time: step median ([0-9.]+) ms \(second half\), mean ([0-9.]+) ms", re.M)
+
+
+def step_times(text):
+    """(median µs, mean µs) of the first timing line, or None."""
+    m = STEP_US.search(text)
+    if m:
+        return float(m.group(1)), float(m.group(2))
+    m = STEP_MS.search(text)
+    if m:
+        return 1e3 * float(m.group(1)), 1e3 * float(m.group(2))
+    return None
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def read_variants(path=VARIANTS):
+    """samples/variants.txt as a list of dicts."""
+    out = []
+    for line in read_text(path).splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sample, args, must, mustnot, cure = (line.split("|") + [""] * 6)[:6]
+        out.append({"name": name, "sample": sample, "args": args, "must": must.split(),
+                    "mustnot": mustnot.split(), "cure": cure.strip()})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- stores
+
+def _count(con, sql):
+    try:
+        return con.execute(sql).fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _columns(con, table):
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def store_facts(path):
+    """What the claims need from one store: counts, thread checks, blocking-call stacks, steps, windows, meta."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        f = {"path": path, "bytes": os.path.getsize(path)}
+        f["meta"] = dict(con.execute("SELECT key, value FROM meta"))
+        f["kernels"] = _count(con, "SELECT count(*) FROM kernels")
+        f["api_rows"] = _count(con, "SELECT count(*) FROM api_calls")
+        f["sync_rows"] = _count(con, "SELECT count(*) FROM syncs")
+        f["samples"] = _count(con, "SELECT count(*) FROM samples")
+        threads = set(con.execute("SELECT pid, tid FROM threads"))
+        sampled = set(con.execute("SELECT DISTINCT pid, tid FROM samples"))
+        # CUDA rows on their OS thread: the (pid, tid) of every API and sync row is a thread the samples know.
+        checked = not_in_threads = unsampled = 0
+        examples = []
+        for table in ("api_calls", "syncs"):
+            for pid, tid, n in con.execute(f"SELECT pid, tid, count(*) FROM {table} GROUP BY pid, tid"):
+                checked += n
+                bad = False
+                if (pid, tid) not in threads:
+                    not_in_threads += n
+                    bad = True
+                elif (pid, tid) not in sampled:
+                    unsampled += n
+                    bad = True
+                if bad and len(examples) < 4:
+                    examples.append(f"{table} pid {pid} tid {tid}: {n} rows")
+        f["thread_rows_checked"] = checked
+        f["thread_rows_not_in_threads"] = not_in_threads
+        f["thread_rows_unsampled"] = unsampled
+        f["thread_examples"] = examples
+        f["steps"] = [list(r) for r in con.execute("SELECT start_ns, end_ns FROM steps ORDER BY start_ns")]
+        f["gpu_windows"] = ([list(r) for r in con.execute("SELECT start_ns, end_ns FROM gpu_windows ORDER BY 1")]
+                            if "gpu_windows" in {r[0] for r in con.execute(
+                                "SELECT name FROM sqlite_master WHERE type='table'")} else [])
+        f["kernel_span"] = list(con.execute("SELECT min(start_ns), max(end_ns) FROM kernels").fetchone())
+        f["blocking"] = _blocking_stacks(con)
+        return f
+    finally:
+        con.close()
+
+
+def _blocking_stacks(con):
+    """API rows with a stack (captured at blocking calls): how many, and their innermost Python file:line."""
+    if "stack" not in _columns(con, "api_calls"):
+        return {"rows_with_stack": 0, "python_lines": {}, "without_python": 0, "column": False}
+    frames = {}
+    for fid, kind, file, line in con.execute(
+            "SELECT f.id, f.kind, s.value, f.line FROM frames f JOIN strings s ON s.id = f.file"):
+        frames[fid] = (kind, file, line)
+    parent = dict(con.execute("SELECT id, parent FROM stacks"))
+    frame_of = dict(con.execute("SELECT id, frame FROM stacks"))
+    innermost_python = {}
+    lines, without = {}, 0
+    rows = 0
+    for stack, n in con.execute("SELECT stack, count(*) FROM api_calls WHERE stack != 0 GROUP BY stack"):
+        rows += n
+        if stack not in innermost_python:
+            found, node, hops = None, stack, 0
+            while node and hops < 4096:  # leaf first: the first Python frame met is the innermost
+                fr = frames.get(frame_of.get(node))
+                if fr and fr[0] == 1:
+                    found = f"{os.path.basename(fr[1])}:{fr[2]}"
+                    break
+                node, hops = parent.get(node, 0), hops + 1
+            innermost_python[stack] = found
+        where = innermost_python[stack]
+        if where:
+            lines[where] = lines.get(where, 0) + n
+        else:
+            without += n
+    return {"rows_with_stack": rows, "python_lines": lines, "without_python": without, "column": True}
+
+
+def all_store_facts(runs, out):
+    """Facts of every store the runs name: kept stores are read now, deleted ones were read by `run`."""
+    facts = {}
+    for name, r in iter_runs(runs):
+        if r.get("facts"):
+            facts[name] = r["facts"]
+        elif r.get("store") and os.path.exists(resolve(out, r["store"])):
+            facts[name] = store_facts(resolve(out, r["store"]))
+        for i, s in enumerate(r.get("stores", [])):
+            if os.path.exists(resolve(out, s)):
+                facts[f"{name}[{i}]"] = store_facts(resolve(out, s))
+    samples_dir = resolve(out, runs.get("samples_dir", "samples"))
+    for v in read_variants():
+        db = os.path.join(samples_dir, v["name"] + ".db")
+        if os.path.exists(db):
+            facts[f"samples/{v['name']}"] = store_facts(db)
+    return facts
+
+
+def iter_runs(runs):
+    for name, r in runs.get("runs", {}).items():
+        yield name, r
+    for w, modes in runs.get("overhead", {}).items():
+        for m, r in modes.items():
+            yield f"overhead/{w}/{m}", r
+
+
+def resolve(out, p):
+    return p if os.path.isabs(p) else os.path.join(out, p)
+
+
+# ---------------------------------------------------------------------------------------------------- claims
+
+def claim(cid, text, measured, expected, verdict, **details):
+    return {"id": cid, "claim": text, "measured": measured, "expected": expected, "verdict": verdict,
+            "details": details}
+
+
+def not_run(cid, text, expected, why):
+    return claim(cid, text, f"not run: {why}", expected, "NOT RUN")
+
+
+def claim_threads(facts):
+    text = "CUDA API rows and syncs are on the OS thread that called them"
+    expected = "0 rows on a thread unknown to `threads` or never sampled"
+    stores = {n: f for n, f in facts.items() if f["thread_rows_checked"]}
+    if not stores:
+        return not_run("threads", text, expected, "no store with CUDA API or sync rows")
+    checked = sum(f["thread_rows_checked"] for f in stores.values())
+    absent = sum(f["thread_rows_not_in_threads"] for f in stores.values())
+    unsampled = sum(f["thread_rows_unsampled"] for f in stores.values())
+    bad = {n: f["thread_examples"] for n, f in stores.items() if f["thread_examples"]}
+    measured = (f"{absent + unsampled} of {checked} rows in {len(stores)} stores violate "
+                f"({absent} on a tid not in `threads`, {unsampled} on a thread never sampled)")
+    return claim("threads", text, measured, expected, "PASS" if absent + unsampled == 0 else "FAIL",
+                 violations_by_store=bad)
+
+
+def claim_lean(runs, facts):
+    text = "lean API tracing on a PyTorch training loop"
+    expected = (f"≤ {MAX_API_ROWS_PER_KERNEL:g} API rows per kernel and ≤ {MAX_STORE_BYTES_PER_KERNEL:g} store "
+                f"bytes per kernel (`--gpu-window all`); `--cuda-api all` for comparison")
+    lean, full = facts.get("trainer_all_lean"), facts.get("trainer_all_api")
+    if not lean or not lean["kernels"]:
+        return not_run("lean-api", text, expected, "no lean trainer store with kernels")
+    rows = lean["api_rows"] / lean["kernels"]
+    per_kernel = lean["bytes"] / lean["kernels"]
+    measured = (f"{rows:.2f} API rows/kernel, {per_kernel:.0f} B/kernel ({lean['kernels']} kernels, "
+                f"{lean['bytes'] / 1e6:.1f} MB)")
+    if full and full["kernels"]:
+        measured += (f"; `--cuda-api all`: {full['api_rows'] / full['kernels']:.2f} rows/kernel, "
+                     f"{full['bytes'] / full['kernels']:.0f} B/kernel")
+    ok = rows <= MAX_API_ROWS_PER_KERNEL and per_kernel <= MAX_STORE_BYTES_PER_KERNEL
+    return claim("lean-api", text, measured, expected, "PASS" if ok else "FAIL")
+
+
+def item_line():
+    """The line of torch_workloads.py that reads the loss with .item() (marked with ITEM_MARK)."""
+    for i, line in enumerate(read_text(TRAINER).splitlines(), 1):
+        if ITEM_MARK in line:
+            return f"{os.path.basename(TRAINER)}:{i}"
+    return None
+
+
+def claim_blocking_stacks(facts):
+    text = "a stack with the Python file:line at each sampled blocking call (`.item()` each step)"
+    where = item_line()
+    expected = f"every API row with a stack has {where} as its innermost Python frame; ≥ 1 such row"
+    f = facts.get("trainer_recorded")
+    if not f:
+        return not_run("blocking-stacks", text, expected, "no recorded trainer store")
+    b = f["blocking"]
+    if not b["column"]:
+        return claim("blocking-stacks", text, "the store has no api_calls.stack column (written before stacks "
+                     "at blocking calls existed)", expected, "FAIL")
+    at_item = b["python_lines"].get(where, 0)
+    others = {k: v for k, v in b["python_lines"].items() if k != where}
+    measured = (f"{b['rows_with_stack']} API rows with a stack: {at_item} at {where}, "
+                f"{sum(others.values())} at other lines, {b['without_python']} without a Python frame")
+    ok = b["rows_with_stack"] > 0 and at_item == b["rows_with_stack"]
+    return claim("blocking-stacks", text, measured, expected, "PASS" if ok else "FAIL", other_lines=others)
+
+
+def _pct(a, b):
+    return 100.0 * (a / b - 1.0)
+
+
+def claim_overhead(runs, workload):
+    text = f"overhead on {workload}: whole run (mean step) against plain, each run ≥ {MIN_OVERHEAD_RUN_S:g} s"
+    expected = f"default window ≤ +{100 * MAX_DEFAULT_WINDOW_OVERHEAD:g}%; the others stated"
+    modes = runs.get("overhead", {}).get(workload)
+    if not modes or "plain" not in modes:
+        return not_run(f"overhead-{workload}", text, expected, "no overhead runs")
+    means, walls = {}, {}
+    for m, r in modes.items():
+        t = step_times(read_text(resolve(runs["_out"], r["log"]))) if r.get("log") else None
+        if r.get("rc") == 0 and t:
+            means[m] = t[1]
+            walls[m] = r.get("timed_s") or r.get("wall_s", 0)
+    if "plain" not in means:
+        return claim(f"overhead-{workload}", text, "the plain run failed (see its log)", expected, "FAIL")
+    parts = [f"plain {means['plain']:.1f} µs/step"]
+    for m in ("default", "all", "cupti-only", "torch.profiler"):
+        if m in means:
+            parts.append(f"{m} {_pct(means[m], means['plain']):+.1f}%")
+        elif m in modes:
+            parts.append(f"{m} failed (exit {modes[m].get('rc')})")
+    short = sorted(m for m, w in walls.items() if w < MIN_OVERHEAD_RUN_S)
+    if short:
+        parts.append(f"runs under {MIN_OVERHEAD_RUN_S:g} s: {', '.join(short)}")
+    ok = "default" in means and _pct(means["default"], means["plain"]) <= 100 * MAX_DEFAULT_WINDOW_OVERHEAD \
+        and not short
+    return claim(f"overhead-{workload}", text, "; ".join(parts), expected, "PASS" if ok else "FAIL",
+                 mean_step_us=means, wall_s=walls)
+
+
+def peak_rss_kib(text):
+    m = re.search(r"^memory: peak rss (\d+) KiB", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def claim_memory(runs):
+    text = f"the trainer's peak RSS over {TRAINER_STEPS} steps, with and without stepscope"
+    expected = f"≤ +{MAX_PEAK_RSS_GROWTH_MB:g} MB"
+    r = runs.get("runs", {})
+    if "trainer_plain" not in r or "trainer_recorded" not in r:
+        return not_run("memory", text, expected, "no trainer runs")
+    a = peak_rss_kib(read_text(resolve(runs["_out"], r["trainer_plain"]["log"])))
+    b = peak_rss_kib(read_text(resolve(runs["_out"], r["trainer_recorded"]["log"])))
+    if a is None or b is None:
+        return claim("memory", text, "a run printed no `memory:` line", expected, "FAIL")
+    growth = (b - a) / 1024.0
+    return claim("memory", text, f"{a / 1024:.0f} MB plain, {b / 1024:.0f} MB recorded: {growth:+.0f} MB", expected,
+                 "PASS" if growth <= MAX_PEAK_RSS_GROWTH_MB else "FAIL")
+
+
+def analysis_of(samples_dir, name, stepscope):
+    """The sample's analysis JSON (record-samples.sh writes NAME.json; made here when absent)."""
+    path = os.path.join(samples_dir, name + ".json")
+    if not os.path.exists(path) and stepscope and os.path.exists(os.path.join(samples_dir, name + ".db")):
+        r = subprocess.run([stepscope, "analyze", "--json", os.path.join(samples_dir, name + ".db")],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            with open(path, "w") as f:
+                f.write(r.stdout)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def claims_samples(runs, stepscope):
+    """Per variant: findings as samples/variants.txt expects; per problem: the estimate against its cure."""
+    samples_dir = resolve(runs["_out"], runs.get("samples_dir", "samples"))
+    out = []
+    variants = read_variants()
+    plain = {v["name"]: step_times(read_text(os.path.join(samples_dir, v["name"] + ".plain.log")))
+             for v in variants}
+    for v in variants:
+        name = v["name"]
+        text = f"sample {name}: findings as expected"
+        expected = "; ".join(x for x in ("has " + ", ".join(v["must"]) if v["must"] else "",
+                                         "not " + ", ".join(v["mustnot"]) if v["mustnot"] else "") if x)
+        a = analysis_of(samples_dir, name, stepscope)
+        if a is None:
+            out.append(not_run(f"sample:{name}", text, expected, "no recording or analysis"))
+            continue
+        found = {f["rule"]: f for f in a.get("findings", [])}
+        missing = [r for r in v["must"] if r not in found]
+        unwanted = [r for r in v["mustnot"] if r in found]
+        cells = ", ".join(f"{r} {f.get('severity')} {f.get('est_savings_us_per_step', 0):.1f} µs" for r, f in
+                          found.items()) or "no findings"
+        out.append(claim(f"sample:{name}", text, cells, expected,
+                         "FAIL" if missing or unwanted else "PASS", missing=missing, unwanted=unwanted))
+        if not v["cure"] or not v["must"]:
+            continue
+        rule = v["must"][0]
+        text = f"sample {name}: the {rule} saving against its cure {v['cure']}"
+        expected = f"estimate within {100 * MAX_SAVING_ERROR:g}% of plain {name} − plain {v['cure']} (step medians)"
+        p, c = plain.get(name), plain.get(v["cure"])
+        if not p or not c or rule not in found:
+            out.append(not_run(f"cure:{name}", text, expected,
+                               "no timing line in a plain log" if not p or not c else f"no {rule} finding"))
+            continue
+        measured = p[0] - c[0]
+        est = found[rule].get("est_savings_us_per_step", 0.0)
+        err = abs(est - measured) / measured if measured > 0 else float("inf")
+        out.append(claim(f"cure:{name}", text,
+                         f"estimated {est:.1f} µs, measured {measured:.1f} µs ({p[0]:.1f} → {c[0]:.1f}): "
+                         f"{100 * (est / measured - 1) if measured > 0 else 0:+.0f}%", expected,
+                         "PASS" if err <= MAX_SAVING_ERROR else "FAIL", estimated_us=est, measured_us=measured))
+    return out
+
+
+def launches_per_step(text):
+    m = re.search(r"kernels_per_step=(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def claim_launch_cost(runs, facts):
+    text = "launch-cost calibration: the per-launch cost stepscope measured against plain vs `--gpu-window all`"
+    expected = f"within {100 * MAX_LAUNCH_COST_ERROR:g}%"
+    modes = runs.get("overhead", {}).get("launch_bound", {})
+    f = facts.get("overhead/launch_bound/default") or facts.get("overhead/launch_bound/all")
+    if not f:
+        return not_run("launch-cost", text, expected, "no recorded launch_bound run")
+    cost = f["meta"].get("cupti.launch_cost_ns")
+    if cost is None:
+        why = f["meta"].get("cupti.calibration", "no cupti.calibration either")
+        return claim("launch-cost", text, f"no cupti.launch_cost_ns in the store ({why})", expected, "FAIL")
+    out = runs["_out"]
+    pl, al = (read_text(resolve(out, modes[m]["log"])) if m in modes else "" for m in ("plain", "all"))
+    tp, ta, n = step_times(pl), step_times(al), launches_per_step(pl)
+    if not tp or not ta or not n:
+        return claim("launch-cost", text, f"calibrated {float(cost) / 1e3:.2f} µs; no plain/all timing to "
+                     "compare with", expected, "FAIL")
+    diff_ns = 1e3 * (ta[1] - tp[1]) / n
+    err = abs(float(cost) - diff_ns) / diff_ns if diff_ns > 0 else float("inf")
+    return claim("launch-cost", text, f"calibrated {float(cost) / 1e3:.2f} µs per launch; plain vs all "
+                 f"{diff_ns / 1e3:.2f} µs per launch ({n} launches/step)", expected,
+                 "PASS" if err <= MAX_LAUNCH_COST_ERROR else "FAIL")
+
+
+def windows_of(text):
+    """The trainer's `window:` lines: (end_ns, steps, mean_us)."""
+    return [(int(a), int(b), float(c)) for a, b, c in
+            re.findall(r"^window: end_ns=(\d+) steps=(\d+) mean_us=([0-9.]+)", text, re.M)]
+
+
+def claim_attach(runs, facts):
+    text = "attach to a running CUDA trainer, then detach"
+    expected = (f"kernels recorded, all inside the attach; step time after detach within "
+                f"{100 * MAX_DETACH_SLOWDOWN:g}% of before")
+    r = runs.get("runs", {}).get("attach")
+    f = facts.get("attach")
+    if not r:
+        return not_run("attach", text, expected, "no attach run")
+    if not f:
+        return claim("attach", text, f"no store (attach exit {r.get('attach_rc')})", expected, "FAIL")
+    t0, t1 = r["attach_start_ns"], r["attach_end_ns"]
+    wins = windows_of(read_text(resolve(runs["_out"], r["log"])))
+    before = [w[2] for w in wins[2:] if w[0] < t0]  # the first two windows warm up
+    after = [w[2] for w in wins if w[0] - w[1] * w[2] * 1e3 > t1]
+    parts = [f"{f['kernels']} kernels"]
+    ok = f["kernels"] > 0
+    if f["kernels"]:
+        k0, k1 = f["kernel_span"]
+        inside = t0 <= k0 and k1 <= t1
+        ok = ok and inside
+        parts.append(f"first {(k0 - t0) / 1e6:.0f} ms after attach, {'all inside' if inside else 'NOT all inside'}"
+                     " the attach")
+    if before and after:
+        slow = statistics.median(after) / statistics.median(before) - 1
+        parts.append(f"step {statistics.median(before):.1f} µs before, {statistics.median(after):.1f} µs after "
+                     f"detach ({100 * slow:+.1f}%)")
+        ok = ok and abs(slow) <= MAX_DETACH_SLOWDOWN
+    else:
+        parts.append(f"too few step windows before ({len(before)}) or after ({len(after)})")
+        ok = False
+    return claim("attach", text, "; ".join(parts), expected, "PASS" if ok else "FAIL")
+
+
+def claim_paused(runs, facts):
+    text = "`record --paused` + `start`/`stop`: the store holds only the windows' steps"
+    expected = "0 steps outside the windows, steps in each window"
+    r = runs.get("runs", {}).get("paused")
+    f = facts.get("paused")
+    if not r:
+        return not_run("paused", text, expected, "no paused run")
+    if not f:
+        return claim("paused", text, f"no store (exit {r.get('rc')})", expected, "FAIL")
+    wins = r.get("windows", [])
+    slack = 50_000_000  # a step that began just before `start` returned is the window's first
+    inside = [0] * len(wins)
+    outside = 0
+    for s, _ in f["steps"]:
+        hit = [i for i, (a, b) in enumerate(wins) if a - slack <= s <= b + slack]
+        if hit:
+            inside[hit[0]] += 1
+        else:
+            outside += 1
+    ok = outside == 0 and wins and all(inside)
+    return claim("paused", text, f"{len(wins)} windows with {inside} steps, {outside} steps outside", expected,
+                 "PASS" if ok else "FAIL")
+
+
+def claim_ranks(runs, facts):
+    text = "two ranks on one GPU (torchrun, gloo) with `-o rank-%r.db`"
+    expected = "two stores, each with kernels"
+    r = runs.get("runs", {}).get("ranks")
+    if not r:
+        return not_run("ranks", text, expected, "no ranks run")
+    kernels = [facts[f"ranks[{i}]"]["kernels"] for i in range(len(r.get("stores", []))) if f"ranks[{i}]" in facts]
+    ok = len(kernels) == 2 and all(k > 0 for k in kernels)
+    return claim("ranks", text, f"{len(kernels)} stores, kernels {kernels} (exit {r.get('rc')})", expected,
+                 "PASS" if ok else "FAIL")
+
+
+def check(out, stepscope=None):
+    with open(os.path.join(out, "runs.json")) as fh:
+        runs = json.load(fh)
+    runs["_out"] = out
+    facts = all_store_facts(runs, out)
+    claims = [claim_threads(facts), claim_lean(runs, facts), claim_blocking_stacks(facts),
+              claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_memory(runs)]
+    claims += claims_samples(runs, stepscope)
+    claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
+               claim_ranks(runs, facts)]
+    machine = runs.get("machine", {})
+    result = {"machine": machine, "claims": claims,
+              "passed": sum(c["verdict"] == "PASS" for c in claims), "total": len(claims)}
+    write_atomically(os.path.join(out, "gpu-proof.json"), json.dumps(result, indent=1) + "\n")
+    write_atomically(os.path.join(out, "gpu-proof.md"), markdown(result))
+    return result
+
+
+def markdown(result):
+    m = result["machine"]
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = [f"# GPU proof: {result['passed']} of {result['total']} claims PASS", "",
+             f"{m.get('gpu', 'GPU unknown')}, driver {m.get('driver', '?')}, {m.get('torch', 'torch ?')}, "
+             f"{m.get('stepscope', 'stepscope ?')}, {m.get('date', '')} (run took {m.get('run_s', '?')} s)", "",
+             "| claim | measured | expected | verdict |", "|---|---|---|---|"]
+    for c in result["claims"]:
+        lines.append(f"| {esc(c['claim'])} | {esc(c['measured'])} | {esc(c['expected'])} | {c['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------------- run
+
+class Runner:
+    def __init__(self, a):
+        self.a = a
+        self.out = a.out
+        self.t_start = time.monotonic()
+        self.runs = {"runs": {}, "overhead": {}, "samples_dir": "samples"}
+        self.ss = os.path.join(a.build, "cli", "stepscope")
+        for d in ("logs", "stores", "tmp"):
+            os.makedirs(os.path.join(self.out, d), exist_ok=True)
+
+    def left(self):
+        return self.a.deadline_s - (time.monotonic() - self.t_start)
+
+    def say(self, msg):
+        print(f"gpu-proof [{time.monotonic() - self.t_start:5.0f} s] {msg}", flush=True)
+
+    def save(self):
+        self.runs["machine"]["run_s"] = round(time.monotonic() - self.t_start)
+        write_atomically(os.path.join(self.out, "runs.json"), json.dumps(self.runs, indent=1) + "\n")
+
+    def trainer(self, *extra):
+        return [self.a.python, TRAINER, "train", "--device", self.a.device, *extra]
+
+    def record(self, db, *opts):
+        """`stepscope record` into db (relative to OUT, as runs.json names it)."""
+        return [self.ss, "record", *opts, "-o", resolve(self.out, db), "--"]
+
+    def run(self, name, argv, log, timeout, env=None):
+        """Runs argv to completion (output to log); returns its record for runs.json."""
+        t0 = time.monotonic_ns()
+        with open(os.path.join(self.out, log), "w") as f:
+            f.write(" ".join(argv) + "\n")
+            f.flush()
+            try:
+                rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=max(timeout, 1),
+                                    env={**os.environ, **(env or {})}).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        t1 = time.monotonic_ns()
+        self.say(f"{name}: exit {rc} in {(t1 - t0) / 1e9:.1f} s")
+        return {"argv": argv, "rc": rc, "log": log, "wall_s": round((t1 - t0) / 1e9, 2), "t0_ns": t0, "t1_ns": t1}
+
+    def phase_trainer(self):
+        """Memory, lean API, blocking stacks: the trainer (with .item() each step) plain and recorded."""
+        steps = ["--steps", str(TRAINER_STEPS), "--item"]
+        r = self.runs["runs"]
+        r["trainer_plain"] = self.run("trainer plain", self.trainer(*steps), "logs/trainer_plain.log", 120)
+        r["trainer_recorded"] = self.run("trainer recorded", self.record("stores/trainer_recorded.db") +
+                                         self.trainer(*steps), "logs/trainer_recorded.log", 180)
+        r["trainer_recorded"]["store"] = "stores/trainer_recorded.db"
+        for name, opts in (("trainer_all_lean", ["--gpu-window", "all"]),
+                           ("trainer_all_api", ["--gpu-window", "all", "--cuda-api", "all"])):
+            r[name] = self.run(name, self.record(f"stores/{name}.db", *opts) + self.trainer(*steps),
+                               f"logs/{name}.log", 180)
+            r[name]["store"] = f"stores/{name}.db"
+
+    def phase_samples(self):
+        env = {"STEPSCOPE_PYTHON": self.a.python}
+        self.runs["runs"]["samples"] = self.run("samples (record-samples.sh)", [
+            "bash", os.path.join(HERE, "record-samples.sh"), self.a.build, os.path.join(self.out, "samples")],
+            "logs/record-samples.log", min(240, self.left()), env)
+
+    def phase_attach(self):
+        """A trainer runs plain; stepscope attaches for 8 s after 8 s and detaches; it runs 10 s more."""
+        log = "logs/attach_trainer.log"
+        with open(os.path.join(self.out, log), "w") as f:
+            p = subprocess.Popen(self.trainer("--steps", "100000000", "--duration", "26", "--report-every", "200"),
+                                 stdout=f, stderr=subprocess.STDOUT)
+        rec = {"log": log, "store": "stores/attach.db"}
+        if not self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
+            rec["rc"] = p.wait()
+            self.runs["runs"]["attach"] = rec
+            return
+        time.sleep(8)
+        a = self.run("attach", [self.ss, "attach", str(p.pid), "-o", os.path.join(self.out, "stores/attach.db"),
+                                "--duration", "8"], "logs/attach.log", 60)
+        rec.update(attach_rc=a["rc"], attach_start_ns=a["t0_ns"], attach_end_ns=a["t1_ns"], attach_log=a["log"])
+        rec["rc"] = self.wait(p, 60)
+        self.runs["runs"]["attach"] = rec
+
+    def phase_paused(self):
+        log = "logs/paused.log"
+        db = "stores/paused.db"
+        with open(os.path.join(self.out, log), "w") as f:
+            p = subprocess.Popen(self.record(db, "--paused") + self.trainer("--steps", "100000000", "--duration", "14",
+                                                                             "--report-every", "200"),
+                                 stdout=f, stderr=subprocess.STDOUT)
+        rec = {"log": log, "store": "stores/paused.db", "windows": []}
+        if self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
+            child = self.child_pid(p.pid)
+            for _ in range(2):
+                time.sleep(2)
+                s = self.run("start", [self.ss, "start", str(child)], "logs/paused_start.log", 20)
+                time.sleep(2)
+                e = self.run("stop", [self.ss, "stop", str(child)], "logs/paused_stop.log", 20)
+                rec["windows"].append([s["t0_ns"], e["t1_ns"]])
+        rec["rc"] = self.wait(p, 90)
+        self.runs["runs"]["paused"] = rec
+
+    def phase_ranks(self):
+        stores = ["stores/rank-0.db", "stores/rank-1.db"]
+        r = self.run("ranks", self.record("stores/rank-%r.db") + [
+            self.a.python, "-m", "torch.distributed.run", "--nproc_per_node", "2", DDP, "--device", self.a.device,
+            "--steps", "300"], "logs/ranks.log", 120)
+        r["stores"] = stores
+        self.runs["runs"]["ranks"] = r
+
+    def phase_overhead(self):
+        """Each workload plain, recorded (default window, all), CUPTI alone and torch.profiler, ≥ 30 s a run."""
+        s = self.a.overhead_seconds
+        cupti = os.path.join(self.a.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so")
+        # Steps sized from the short runs before: ≥ s seconds of plain stepping.
+        lb = step_times(read_text(os.path.join(self.out, "samples", "launch_bound.plain.log")))
+        tr = step_times(read_text(os.path.join(self.out, "logs", "trainer_plain.log")))
+        lb_steps = int(s * 1e6 / lb[1] * 1.05) if lb else 200000
+        tr_steps = int(s * 1e6 / tr[1] * 1.05) if tr else 30000  # the trainer as in phase_trainer (.item())
+        workloads = {
+            "launch_bound": [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--steps",
+                             str(lb_steps)],
+            "trainer": self.trainer("--steps", str(tr_steps), "--item"),
+        }
+        for w, cmd in workloads.items():
+            modes = {"plain": (cmd, None), "default": (self.record(f"tmp/{w}.db") + cmd, None),
+                     "all": (self.record(f"tmp/{w}.db", "--gpu-window", "all") + cmd, None),
+                     "cupti-only": (cmd, {"CUDA_INJECTION64_PATH": cupti})}
+            if w == "trainer":
+                modes["torch.profiler"] = (cmd + ["--profiler"], None)
+            res = self.runs["overhead"].setdefault(w, {})
+            for m, (argv, env) in modes.items():
+                if self.left() < s + 20:
+                    self.say(f"overhead {w} {m}: skipped, {self.left():.0f} s left")
+                    continue
+                rec = self.run(f"overhead {w} {m}", argv, f"logs/overhead_{w}_{m.replace('.', '_')}.log",
+                               self.left() - 5, env)
+                db = os.path.join(self.out, "tmp", f"{w}.db")
+                if os.path.exists(db):
+                    rec["facts"] = store_facts(db)  # 30 s of full tracing is too big to keep
+                    rec["facts"]["steps"] = []
+                    os.remove(db)
+                t = step_times(read_text(os.path.join(self.out, rec["log"])))
+                steps = int(re.search(r"--steps (\d+)", " ".join(cmd)).group(1))
+                rec["timed_s"] = round(t[1] * steps / 1e6, 1) if t else 0
+                res[m] = rec
+                self.save()
+
+    @staticmethod
+    def wait(p, timeout):
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGINT)
+            try:
+                return p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                return p.wait()
+
+    @staticmethod
+    def wait_for_line(path, prefix, p, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and p.poll() is None:
+            if any(l.startswith(prefix) for l in read_text(path).splitlines()):
+                return True
+            time.sleep(0.2)
+        return False
+
+    @staticmethod
+    def child_pid(pid):
+        """The command `stepscope record` started (its child; the launcher may fork from any of its threads)."""
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    kids = f.read().split()
+                if kids:
+                    return int(kids[0])
+        except OSError:
+            pass
+        return pid
+
+
+def machine_facts(a):
+    def out(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    gpu = out(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).split("\n")[0]
+    name, _, driver = gpu.partition(", ")
+    return {"gpu": name or "unknown GPU", "driver": driver or "?",
+            "torch": "torch " + out([a.python, "-c", "import torch; print(torch.__version__)"]),
+            "stepscope": out([os.path.join(a.build, "cli", "stepscope"), "--version"]),
+            "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
+
+
+def gpu_present():
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and re.search(r"^GPU [0-9]", subprocess.run([smi, "-L"], capture_output=True,
+                                                                 text=True).stdout, re.M) is not None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--build", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--python", default=sys.executable)
+    r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
+    r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
+    r.add_argument("--phases", default="trainer,samples,attach,paused,ranks,overhead")
+    r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
+                   "GPU (the orchestration only: no GPU claim can pass)")
+    c = sub.add_parser("check")
+    c.add_argument("--out", required=True)
+    c.add_argument("--stepscope", default=None, help="analyzes sample stores that have no NAME.json")
+    a = p.parse_args(argv)
+    if a.cmd == "check":
+        if not os.path.exists(os.path.join(a.out, "runs.json")):
+            print(f"gpu_proof: {a.out}/runs.json: no such file (run `gpu_proof.py run` first)", file=sys.stderr)
+            return 2
+        result = check(a.out, a.stepscope)
+        sys.stdout.write(markdown(result))
+        return 0 if result["passed"] == result["total"] else 1
+    if a.device == "cpu" and a.phases == r.get_default("phases"):
+        a.phases = "trainer,attach,paused,ranks"
+    if a.device != "cpu" and not gpu_present():
+        print("gpu_proof: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing)", file=sys.stderr)
+        return 3
+    a.build, a.out = os.path.abspath(a.build), os.path.abspath(a.out)
+    os.makedirs(a.out, exist_ok=True)
+    runner = Runner(a)
+    runner.runs["machine"] = machine_facts(a)
+    runner.say(f"{runner.runs['machine']['gpu']}, {runner.runs['machine']['torch']}, "
+               f"{runner.runs['machine']['stepscope']}")
+    for phase in a.phases.split(","):
+        if runner.left() < 10:
+            runner.say(f"{phase}: skipped, out of time")
+            continue
+        getattr(runner, f"phase_{phase}")()
+        runner.save()
+    shutil.rmtree(os.path.join(a.out, "tmp"), ignore_errors=True)
+    runner.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
