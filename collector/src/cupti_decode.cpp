@@ -11,6 +11,7 @@
 
 #include "cupti_decode.h"
 #include "cupti_api.h"
+#include "cupti_library.h"
 
 namespace stepscope::collector::cupti {
 
@@ -79,7 +80,7 @@ bool load_library(std::string* error) {
   if (api) return true;
   void* h = nullptr;
   std::string tried;
-  for (const char* name : {"libcupti.so.13", "libcupti.so", STEPSCOPE_CUPTI_LIBRARY}) {
+  for (const char* name : kLibraryNames) {
     h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (h) break;
     tried += std::string(tried.empty() ? "" : ", ") + name;
@@ -198,7 +199,11 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        if (st.skip_tid && int64_t(a->threadId) == st.skip_tid) break;  // the collector's own calibration
+        if (st.skip_tid && int64_t(a->threadId) == st.skip_tid) {  // the collector's own calibration
+          if (st.skipped_correlations.size() > 100000) st.skipped_correlations.clear();
+          st.skipped_correlations.insert(a->correlationId);
+          break;
+        }
         store::ApiCall r;
         r.start = t(a->start);
         r.end = t(a->end);
@@ -215,6 +220,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+        if (st.skipped_correlations.count(s->correlationId)) break;  // the calibration's cuStreamSynchronize
         store::Sync r;
         r.start = t(s->start);
         r.end = t(s->end);
@@ -306,10 +312,16 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         break;
     }
   }
+  std::vector<size_t> calibration_syncs;  // came before their (dropped) API record in the buffer
   for (size_t i : unresolved_syncs) {
     auto it = st.correlation_tid.find(uint32_t(out.syncs[i].correlation));
-    if (it != st.correlation_tid.end()) out.syncs[i].tid = it->second;
+    if (it != st.correlation_tid.end())
+      out.syncs[i].tid = it->second;
+    else if (st.skipped_correlations.count(uint32_t(out.syncs[i].correlation)))
+      calibration_syncs.push_back(i);
   }
+  for (auto i = calibration_syncs.rbegin(); i != calibration_syncs.rend(); ++i)
+    out.syncs.erase(out.syncs.begin() + std::ptrdiff_t(*i));
   return n;
 }
 

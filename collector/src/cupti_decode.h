@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "stepscope/store/records.h"
 
@@ -27,10 +28,11 @@ struct DecodeState {
   std::unordered_map<uint32_t, OpenMarker> open_markers;
   // Correlation id → thread of the API call, so synchronization rows get the waiting thread.
   std::unordered_map<uint32_t, int64_t> correlation_tid;
-  // Rows of the collector's own launch-cost calibration are not the program's: kernels of this name and API
-  // records of this thread are dropped.
+  // Rows of the collector's own launch-cost calibration are not the program's: kernels of this name, API
+  // records of this thread and the synchronizations of those API calls (by correlation id) are dropped.
   std::string skip_kernel;
   int64_t skip_tid = 0;
+  std::unordered_set<uint32_t> skipped_correlations;
   uint64_t records = 0;
   uint64_t unknown_records = 0;
 };

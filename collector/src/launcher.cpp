@@ -37,10 +37,12 @@ namespace stepscope::collector {
 namespace {
 
 std::atomic<pid_t> g_child{0};
+std::atomic<int> g_signal{0};  // the last SIGINT/SIGTERM/SIGHUP the launcher got while the command ran
 
 // A signal sent to the launcher by kill(1) is passed on to the command; one from the terminal already reached
 // the whole foreground process group, so it is not sent twice.
 void forward_signal(int sig, siginfo_t* si, void*) {
+  g_signal.store(sig);
   pid_t child = g_child.load();
   if (child > 0 && si && si->si_code == SI_USER && si->si_pid != child) kill(child, sig);
 }
@@ -453,6 +455,7 @@ RecordSummary record(const RecordOptions& o) {
 
   // Orphaned descendants (forked workers outliving the command) are re-parented to us, so we can wait for them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  g_signal.store(0);
   struct sigaction sa{}, old_int{}, old_term{}, old_hup{};
   sa.sa_sigaction = forward_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -555,6 +558,7 @@ RecordSummary record(const RecordOptions& o) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
+  summary.launcher_signal = g_signal.load();
   const int64_t t_finalize = mono_ns();
 
   std::map<std::string, std::string> meta;

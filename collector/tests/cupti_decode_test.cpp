@@ -280,6 +280,35 @@ TEST_CASE("the collector's calibration kernels and its thread's API records are 
   a2.kind = CUPTI_ACTIVITY_KIND_DRIVER;
   a2.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
   a2.threadId = 556;
+  // The calibration's cuStreamSynchronize: one sync before its API record in the buffer, one after; the
+  // program's own sync stays.
+  auto& s1 = b.add<CUpti_ActivitySynchronization2>();
+  s1.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s1.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  s1.correlationId = 900;
+  auto& a3 = b.add<CUpti_ActivityAPI>();
+  a3.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a3.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+  a3.threadId = 555;
+  a3.correlationId = 900;
+  auto& a4 = b.add<CUpti_ActivityAPI>();
+  a4.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a4.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+  a4.threadId = 555;
+  a4.correlationId = 901;
+  auto& s2 = b.add<CUpti_ActivitySynchronization2>();
+  s2.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s2.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  s2.correlationId = 901;
+  auto& a5 = b.add<CUpti_ActivityAPI>();
+  a5.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a5.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+  a5.threadId = 556;
+  a5.correlationId = 902;
+  auto& s3 = b.add<CUpti_ActivitySynchronization2>();
+  s3.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s3.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  s3.correlationId = 902;
   collector::cupti::DecodeState st;
   st.skip_kernel = "stepscope_calibration_empty";
   st.skip_tid = 555;
@@ -287,8 +316,12 @@ TEST_CASE("the collector's calibration kernels and its thread's API records are 
   collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, t, st);
   REQUIRE(t.kernels.size() == 1);
   CHECK(t.str(t.kernels[0].name) == "user_kernel");
-  REQUIRE(t.api_calls.size() == 1);
+  REQUIRE(t.api_calls.size() == 2);
   CHECK(t.api_calls[0].tid == 556);
+  CHECK(t.api_calls[1].tid == 556);
+  REQUIRE(t.syncs.size() == 1);
+  CHECK(t.syncs[0].correlation == 902);
+  CHECK(t.syncs[0].tid == 556);
 }
 
 TEST_CASE("lean API tracing: the callback ids recorded by default, from the real CUPTI names") {

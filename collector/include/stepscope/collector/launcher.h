@@ -31,6 +31,7 @@ struct RecordOptions {
 
 struct RecordSummary {
   int exit_code = 0;  // the command's exit status; 128+N when killed by signal N; 127 when it could not start
+  int launcher_signal = 0;  // SIGINT, SIGTERM or SIGHUP the launcher itself got while the command ran; 0: none
   int64_t processes = 0, threads = 0, samples = 0, kernels = 0, ranges = 0;
   int64_t dropped_samples = 0, dropped_gpu_records = 0, unsampled_threads = 0;
   int64_t parts = 0, unreadable_parts = 0;
