@@ -486,6 +486,19 @@ def claim_ranks(runs, facts):
                  "PASS" if ok else "FAIL")
 
 
+def claim_doctor(runs):
+    text = "`stepscope doctor` on the GPU machine: driver, CUPTI, the self-test's kernels and API rows on its thread"
+    expected = "exit 0, `doctor: recording works fully`"
+    r = runs.get("runs", {}).get("doctor")
+    if not r:
+        return not_run("doctor", text, expected, "no doctor run")
+    lines = [l for l in read_text(resolve(runs["_out"], r["log"])).splitlines() if l.strip()]
+    last = lines[-1] if lines else "no output"
+    fails = [l.strip() for l in lines if l.lstrip().startswith("FAIL")]
+    return claim("doctor", text, f"exit {r.get('rc')}: {last}" + (f" ({'; '.join(fails)})" if fails else ""),
+                 expected, "PASS" if r.get("rc") == 0 and last == "doctor: recording works fully" else "FAIL")
+
+
 def check(out, stepscope=None):
     with open(os.path.join(out, "runs.json")) as fh:
         runs = json.load(fh)
@@ -495,7 +508,7 @@ def check(out, stepscope=None):
               claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_memory(runs)]
     claims += claims_samples(runs, stepscope)
     claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
-               claim_ranks(runs, facts)]
+               claim_ranks(runs, facts), claim_doctor(runs)]
     machine = runs.get("machine", {})
     result = {"machine": machine, "claims": claims,
               "passed": sum(c["verdict"] == "PASS" for c in claims), "total": len(claims)}
@@ -632,6 +645,10 @@ class Runner:
         r["stores"] = stores
         self.runs["runs"]["ranks"] = r
 
+    def phase_doctor(self):
+        self.runs["runs"]["doctor"] = self.run("doctor", [self.ss, "doctor", "--python", self.a.python],
+                                               "logs/doctor.log", 120)
+
     def phase_overhead(self):
         """Each workload plain, recorded (default window, all), CUPTI alone and torch.profiler, ≥ 30 s a run."""
         s = self.a.overhead_seconds
@@ -737,7 +754,7 @@ def main(argv=None):
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
     r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
-    r.add_argument("--phases", default="trainer,samples,attach,paused,ranks,overhead")
+    r.add_argument("--phases", default="doctor,trainer,samples,attach,paused,ranks,overhead")
     r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
                    "GPU (the orchestration only: no GPU claim can pass)")
     c = sub.add_parser("check")
@@ -752,7 +769,7 @@ def main(argv=None):
         sys.stdout.write(markdown(result))
         return 0 if result["passed"] == result["total"] else 1
     if a.device == "cpu" and a.phases == r.get_default("phases"):
-        a.phases = "trainer,attach,paused,ranks"
+        a.phases = "doctor,trainer,attach,paused,ranks"
     if a.device != "cpu" and not gpu_present():
         print("gpu_proof: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing)", file=sys.stderr)
         return 3

@@ -155,7 +155,7 @@ class CheckOnH100Recordings(unittest.TestCase):
     def test_launch_cost_absent_in_01_and_the_rest_not_run(self):
         self.assertEqual(self.claims["launch-cost"]["verdict"], "FAIL")
         self.assertIn("no cupti.launch_cost_ns", self.claims["launch-cost"]["measured"])
-        for cid in ("memory", "attach", "paused", "ranks"):
+        for cid in ("memory", "attach", "paused", "ranks", "doctor"):
             self.assertEqual(self.claims[cid]["verdict"], "NOT RUN", cid)
 
 
