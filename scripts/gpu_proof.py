@@ -581,18 +581,23 @@ class Runner:
         return {"argv": argv, "rc": rc, "log": log, "wall_s": round((t1 - t0) / 1e9, 2), "t0_ns": t0, "t1_ns": t1}
 
     def phase_trainer(self):
-        """Memory, lean API, blocking stacks: the trainer (with .item() each step) plain and recorded."""
+        """Memory, lean API, blocking stacks: the trainer (with .item() each step) plain and recorded. No claim
+        here is a time, so the four runs go side by side."""
         steps = ["--steps", str(TRAINER_STEPS), "--item"]
-        r = self.runs["runs"]
-        r["trainer_plain"] = self.run("trainer plain", self.trainer(*steps), "logs/trainer_plain.log", 120)
-        r["trainer_recorded"] = self.run("trainer recorded", self.record("stores/trainer_recorded.db") +
-                                         self.trainer(*steps), "logs/trainer_recorded.log", 180)
-        r["trainer_recorded"]["store"] = "stores/trainer_recorded.db"
+        jobs = {"trainer_plain": ("trainer plain", self.trainer(*steps), None),
+                "trainer_recorded": ("trainer recorded", self.record("stores/trainer_recorded.db") +
+                                     self.trainer(*steps), "stores/trainer_recorded.db")}
         for name, opts in (("trainer_all_lean", ["--gpu-window", "all"]),
                            ("trainer_all_api", ["--gpu-window", "all", "--cuda-api", "all"])):
-            r[name] = self.run(name, self.record(f"stores/{name}.db", *opts) + self.trainer(*steps),
-                               f"logs/{name}.log", 180)
-            r[name]["store"] = f"stores/{name}.db"
+            jobs[name] = (name, self.record(f"stores/{name}.db", *opts) + self.trainer(*steps), f"stores/{name}.db")
+
+        def one(name):
+            what, argv, store = jobs[name]
+            rec = self.run(what, argv, f"logs/{name}.log", 180)
+            if store:
+                rec["store"] = store
+            self.runs["runs"][name] = rec
+        side_by_side([lambda n=n: one(n) for n in jobs])
 
     def phase_samples(self):
         env = {"STEPSCOPE_PYTHON": self.a.python}
@@ -601,19 +606,19 @@ class Runner:
             "logs/record-samples.log", min(240, self.left()), env)
 
     def phase_attach(self):
-        """A trainer runs plain; stepscope attaches for 8 s after 8 s and detaches; it runs 10 s more."""
+        """A trainer runs plain; stepscope attaches 5 s after its first window for 6 s, detaches; it runs on."""
         log = "logs/attach_trainer.log"
         with open(os.path.join(self.out, log), "w") as f:
-            p = subprocess.Popen(self.trainer("--steps", "100000000", "--duration", "26", "--report-every", "200"),
+            p = subprocess.Popen(self.trainer("--steps", "100000000", "--duration", "20", "--report-every", "200"),
                                  stdout=f, stderr=subprocess.STDOUT)
         rec = {"log": log, "store": "stores/attach.db"}
         if not self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
             rec["rc"] = p.wait()
             self.runs["runs"]["attach"] = rec
             return
-        time.sleep(8)
+        time.sleep(5)
         a = self.run("attach", [self.ss, "attach", str(p.pid), "-o", os.path.join(self.out, "stores/attach.db"),
-                                "--duration", "8"], "logs/attach.log", 60)
+                                "--duration", "6"], "logs/attach.log", 60)
         rec.update(attach_rc=a["rc"], attach_start_ns=a["t0_ns"], attach_end_ns=a["t1_ns"], attach_log=a["log"])
         rec["rc"] = self.wait(p, 60)
         self.runs["runs"]["attach"] = rec
@@ -653,27 +658,27 @@ class Runner:
         """Each workload plain, recorded (default window, all), CUPTI alone and torch.profiler, ≥ 30 s a run."""
         s = self.a.overhead_seconds
         cupti = os.path.join(self.a.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so")
-        # Steps sized from the short runs before: ≥ s seconds of plain stepping.
+        # launch_bound sized from its plain run of the samples phase; the trainer's plain run stops after s
+        # seconds and the other modes do its step count.
         lb = step_times(read_text(os.path.join(self.out, "samples", "launch_bound.plain.log")))
-        tr = step_times(read_text(os.path.join(self.out, "logs", "trainer_plain.log")))
         lb_steps = int(s * 1e6 / lb[1] * 1.05) if lb else 200000
-        tr_steps = int(s * 1e6 / tr[1] * 1.05) if tr else 30000  # the trainer as in phase_trainer (.item())
         workloads = {
             "launch_bound": [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--steps",
                              str(lb_steps)],
-            "trainer": self.trainer("--steps", str(tr_steps), "--item"),
+            "trainer": self.trainer("--steps", "100000000", "--duration", str(s * 1.02), "--item"),
         }
+        if self.a.device == "cpu":  # a rehearsal: no CUDA sample to run
+            del workloads["launch_bound"]
         for w, cmd in workloads.items():
-            modes = {"plain": (cmd, None), "default": (self.record(f"tmp/{w}.db") + cmd, None),
-                     "all": (self.record(f"tmp/{w}.db", "--gpu-window", "all") + cmd, None),
-                     "cupti-only": (cmd, {"CUDA_INJECTION64_PATH": cupti})}
-            if w == "trainer":
-                modes["torch.profiler"] = (cmd + ["--profiler"], None)
             res = self.runs["overhead"].setdefault(w, {})
-            for m, (argv, env) in modes.items():
+            for m in ["plain", "default", "all", "cupti-only"] + (["torch.profiler"] if w == "trainer" else []):
                 if self.left() < s + 20:
                     self.say(f"overhead {w} {m}: skipped, {self.left():.0f} s left")
                     continue
+                argv, env = {"plain": (cmd, None), "default": (self.record(f"tmp/{w}.db") + cmd, None),
+                             "all": (self.record(f"tmp/{w}.db", "--gpu-window", "all") + cmd, None),
+                             "cupti-only": (cmd, {"CUDA_INJECTION64_PATH": cupti}),
+                             "torch.profiler": (cmd + ["--profiler"], None)}[m]
                 rec = self.run(f"overhead {w} {m}", argv, f"logs/overhead_{w}_{m.replace('.', '_')}.log",
                                self.left() - 5, env)
                 db = os.path.join(self.out, "tmp", f"{w}.db")
@@ -681,11 +686,15 @@ class Runner:
                     rec["facts"] = store_facts(db)  # 30 s of full tracing is too big to keep
                     rec["facts"]["steps"] = []
                     os.remove(db)
-                t = step_times(read_text(os.path.join(self.out, rec["log"])))
-                steps = int(re.search(r"--steps (\d+)", " ".join(cmd)).group(1))
+                text = read_text(os.path.join(self.out, rec["log"]))
+                t = step_times(text)
+                done = re.search(r"^steps: timed (\d+)", text, re.M)
+                steps = int(done.group(1)) if done else int(re.search(r"--steps (\d+)", " ".join(cmd)).group(1))
                 rec["timed_s"] = round(t[1] * steps / 1e6, 1) if t else 0
                 res[m] = rec
                 self.save()
+                if w == "trainer" and m == "plain" and done:  # the other modes do the plain run's steps
+                    cmd = self.trainer("--steps", done.group(1), "--item")
 
     @staticmethod
     def wait(p, timeout):
@@ -722,6 +731,16 @@ class Runner:
         return pid
 
 
+def side_by_side(jobs):
+    """Runs the callables on threads of their own and waits for all (runs whose claims are not times)."""
+    import threading
+    threads = [threading.Thread(target=j) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def machine_facts(a):
     def out(argv):
         try:
@@ -754,7 +773,8 @@ def main(argv=None):
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
     r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
-    r.add_argument("--phases", default="doctor,trainer,samples,attach,paused,ranks,overhead")
+    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,overhead",
+                   help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,overhead)")
     r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
                    "GPU (the orchestration only: no GPU claim can pass)")
     c = sub.add_parser("check")
@@ -769,7 +789,7 @@ def main(argv=None):
         sys.stdout.write(markdown(result))
         return 0 if result["passed"] == result["total"] else 1
     if a.device == "cpu" and a.phases == r.get_default("phases"):
-        a.phases = "doctor,trainer,attach,paused,ranks"
+        a.phases = "doctor+trainer+paused+ranks,attach,overhead"
     if a.device != "cpu" and not gpu_present():
         print("gpu_proof: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing)", file=sys.stderr)
         return 3
@@ -779,11 +799,11 @@ def main(argv=None):
     runner.runs["machine"] = machine_facts(a)
     runner.say(f"{runner.runs['machine']['gpu']}, {runner.runs['machine']['torch']}, "
                f"{runner.runs['machine']['stepscope']}")
-    for phase in a.phases.split(","):
+    for phase in a.phases.split(","):  # a+b: phases side by side (no time is claimed of them)
         if runner.left() < 10:
             runner.say(f"{phase}: skipped, out of time")
             continue
-        getattr(runner, f"phase_{phase}")()
+        side_by_side([getattr(runner, f"phase_{p}") for p in phase.split("+")])
         runner.save()
     shutil.rmtree(os.path.join(a.out, "tmp"), ignore_errors=True)
     runner.save()
