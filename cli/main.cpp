@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "command.h"
 #include "stepscope/store/store.h"
@@ -34,8 +36,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, as every other error: what was wrong and where the usage is.
+    std::string where = "stepscope";
+    const auto all = app.get_subcommands([](CLI::App*) { return true; });
+    for (int i = 1; i < argc && where == "stepscope"; ++i)
+      for (const CLI::App* sc : all)
+        if (sc->check_name(argv[i])) where += std::string(" ") + argv[i];
+    std::string what = e.what();
+    if (where == "stepscope" && argc > 1 && argv[1][0] != '-') what = std::string("unknown command '") + argv[1] + "'";
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::fprintf(stderr, "stepscope: %s (usage: %s --help)\n", what.c_str(), where.c_str());
+    return 2;
   } catch (const store::StoreError& e) {
     std::fprintf(stderr, "stepscope: %s\n", e.what());
     return 2;

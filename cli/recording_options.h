@@ -9,7 +9,10 @@
 namespace stepscope::cli {
 
 inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, const char* duration_help) {
-  cmd->add_option("-o,--output", o.output, "Store to write (atomically, when recording ends)")->capture_default_str();
+  cmd->add_option("-o,--output", o.output,
+                  "Store to write (atomically, when recording ends); %r the rank (one store per rank: "
+                  "-o run-%r.db), %p the pid, %h the host, %% a percent sign")
+      ->capture_default_str();
   cmd->add_option("--cpu-hz", o.cpu_hz, "CPU samples per second per thread")->capture_default_str()->check(CLI::Range(1, 20000));
   cmd->add_option("--stack-bytes", o.stack_bytes,
                   "bytes of stack each sample copies for unwinding; deeper stacks are cut (counted)")

@@ -94,11 +94,7 @@ constexpr const char* kUnknownFormat =
 Trace load_trace(const std::string& path, const LoadOptions& options) {
   store::FileKind kind = store::sniff_file(path);
   std::error_code ec;
-  if (kind == store::FileKind::Missing) {
-    if (std::filesystem::is_directory(path, ec)) throw StoreError(path, "is a directory");
-    if (!std::filesystem::exists(path, ec)) throw StoreError(path, "no such file");
-    throw StoreError(path, "cannot read");
-  }
+  if (kind == store::FileKind::Missing) throw StoreError(path, store::missing_file_reason(path));
   if (kind == store::FileKind::Store || kind == store::FileKind::NsysSqlite || kind == store::FileKind::OtherSqlite)
     return load_sqlite(path, path);
 

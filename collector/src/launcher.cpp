@@ -490,8 +490,12 @@ RecordSummary record(const RecordOptions& o) {
   close(exec_pipe[1]);
   int exec_errno = 0;
   if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno)
-    std::fprintf(stderr, "stepscope: cannot run %s: %s\n", o.command[0].c_str(), std::strerror(exec_errno));
+    std::fprintf(stderr, "stepscope: %s %s: %s (no store written)\n", o.command[0].c_str(),
+                 exec_errno == ENOENT ? "not found" : "cannot run", std::strerror(exec_errno));
   close(exec_pipe[0]);
+  if (o.paused && !exec_errno && o.print_summary)
+    std::fprintf(stderr, "stepscope: %s runs paused as process %d: `stepscope start %d` / `stepscope stop %d` open and "
+                 "close recording windows\n", o.command[0].c_str(), int(child), int(child), int(child));
 
   // Reaps every exited child that is not `keep` (orphans re-parented to us); true when `keep` has exited too
   // (it is left for wait4 so its status and rusage are not lost).
@@ -559,6 +563,10 @@ RecordSummary record(const RecordOptions& o) {
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
   summary.launcher_signal = g_signal.load();
+  if (exec_errno) {  // nothing ran: a store would only hold an empty recording under the command's name
+    fs::remove_all(parts_dir, ec);
+    return summary;
+  }
   const int64_t t_finalize = mono_ns();
 
   std::map<std::string, std::string> meta;

@@ -508,6 +508,20 @@ TEST_CASE("attach --children records the forked workers too") {
   }
   CHECK(in_child_work == 4);
   CHECK(t.processes.size() >= 4);
+
+  // Without --children: the parent alone, and one line saying what was left out.
+  auto plain_children = [&] {
+    std::string s = slurp("/proc/" + std::to_string(plain.pid) + "/task/" + std::to_string(plain.pid) + "/children");
+    return std::count(s.begin(), s.end(), ' ');
+  };
+  if (plain_children() == 4) {
+    Proc p = run(attach_cmd(plain.pid, dir.file("parent.db"), {"--duration", "0.3"}), dir.file("attach_parent"));
+    INFO(p.stderr_text());
+    REQUIRE(p.status == 0);
+    CHECK(p.stderr_text().find("stepscope: 4 child processes of " + std::to_string(plain.pid) +
+                               " (DataLoader workers, ranks?) not recorded: --children takes them\n") !=
+          std::string::npos);
+  }
   REQUIRE(target.wait() == 0);
   REQUIRE(plain.wait() == 0);
   CHECK(target.stdout_text() == plain.stdout_text());
@@ -532,11 +546,16 @@ TEST_CASE("record --paused records only between stepscope start and stepscope st
   REQUIRE(s1.status == 0);
   CHECK(s1.stdout_text() == std::to_string(child) + ": recording\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  Proc s2 = run({stepscope_bin(), "stop", std::to_string(child)}, dir.file("stop"));
+  // The launcher's pid, which pgrep finds first, works too: stop acts on the command it runs.
+  Proc s2 = run({stepscope_bin(), "stop", std::to_string(rec.pid)}, dir.file("stop"));
   const int64_t t_stop = mono_ns();
   REQUIRE(s2.status == 0);
-  CHECK(s2.stdout_text().rfind(std::to_string(child) + ": stopped samples=", 0) == 0);
+  CHECK(s2.stdout_text().rfind(std::to_string(rec.pid) + ": stopped samples=", 0) == 0);
+  CHECK(s2.stdout_text().find("(in process " + std::to_string(child) + ", the command stepscope record " +
+                              std::to_string(rec.pid) + " runs)\n") != std::string::npos);
   REQUIRE(rec.wait() == 0);
+  CHECK(rec.stderr_text().find("runs paused as process " + std::to_string(child) + ": `stepscope start " +
+                               std::to_string(child) + "`") != std::string::npos);
   store::Trace t = store::StoreReader(db).load();
   REQUIRE(t.samples.size() >= 100);  // CPU-time sampling at 1 kHz for 1 s (fewer on a loaded machine)
   for (const auto& s : t.samples) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,15 @@ bool has_table(sqlite3* db, const char* name) {
   return found;
 }
 }  // namespace
+
+std::string missing_file_reason(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return "is a directory, not a store";
+  if (!std::filesystem::exists(path, ec)) return "no such file";
+  if (!std::filesystem::is_regular_file(path, ec)) return "not a regular file";
+  if (std::ifstream in(path, std::ios::binary); !in) return std::string("cannot read: ") + std::strerror(errno);
+  return "cannot read";
+}
 
 FileKind sniff_file(const std::string& path) {
   std::error_code ec;

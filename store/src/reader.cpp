@@ -194,7 +194,7 @@ const char* StoreReader::Impl::api_cols() const { return version >= 2 ? kApiCols
 StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   switch (sniff_file(path)) {
-    case FileKind::Missing: throw StoreError(path, "no such file");
+    case FileKind::Missing: throw StoreError(path, missing_file_reason(path));
     case FileKind::Store: break;
     case FileKind::NsysSqlite:
       throw StoreError(path, "an Nsight Systems SQLite export, not a stepscope store (use `stepscope import`)");

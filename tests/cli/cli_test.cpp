@@ -1,7 +1,10 @@
 // The `stepscope` command as a user runs it: a real child process, its output and exit code.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "stepscope/store/store.h"
@@ -98,6 +101,63 @@ TEST_CASE("info on bad input: one line naming the file, exit code 2") {
   auto m = run("info " + dir.file("absent.db"));
   CHECK(m.status == 2);
   CHECK(m.output == "stepscope: " + dir.file("absent.db") + ": no such file\n");
+
+  auto d = run("info " + dir.path().string());
+  CHECK(d.status == 2);
+  CHECK(d.output == "stepscope: " + dir.path().string() + ": is a directory, not a store\n");
+}
+
+TEST_CASE("usage errors are one stepscope: line naming where the usage is, exit code 2") {
+  auto a = run("attach abc");
+  CHECK(a.status == 2);
+  CHECK(a.output == "stepscope: Could not convert: pid = abc (usage: stepscope attach --help)\n");
+  auto u = run("bogus");
+  CHECK(u.status == 2);
+  CHECK(u.output == "stepscope: unknown command 'bogus' (usage: stepscope --help)\n");
+  auto f = run("analyze");
+  CHECK(f.status == 2);
+  CHECK(f.output == "stepscope: FILE is required (usage: stepscope analyze --help)\n");
+  auto o = run("info --no-such-option x.db");
+  CHECK(o.status == 2);
+  CHECK(o.output.rfind("stepscope: ", 0) == 0);
+  CHECK(std::count(o.output.begin(), o.output.end(), '\n') == 1);
+}
+
+TEST_CASE("record of a command that does not exist: one line, exit 127, no store") {
+  stepscope::test::ScratchDir dir("cli_no_command");
+  auto r = run("record --no-gpu -o " + dir.file("r.db") + " -- " + dir.file("does_not_exist"));
+  CHECK(r.status == 127);
+  CHECK(r.output == "stepscope: " + dir.file("does_not_exist") + " not found: No such file or directory (no store written)\n");
+  CHECK(!std::filesystem::exists(dir.file("r.db")));
+  CHECK(!std::filesystem::exists(dir.file("r.db.parts")));
+}
+
+TEST_CASE("attach to a kernel thread says it is one") {
+  // Any kernel thread (PF_KTHREAD in /proc/PID/stat): kthreadd is pid 2 on most machines, not in every container.
+  std::string pid, name;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string n = e.path().filename().string();
+    if (n.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line) || line.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    unsigned long flags = 0;
+    for (int i = 3; i <= 9 && rest >> field; ++i)
+      if (i == 9) flags = std::stoul(field);
+    if (flags & 0x00200000) {
+      pid = n;
+      name = line.substr(line.find('(') + 1, line.rfind(')') - line.find('(') - 1);
+      break;
+    }
+  }
+  if (pid.empty()) STEPSCOPE_SKIP("no kernel thread visible in /proc (a container with its own pid namespace)");
+  stepscope::test::ScratchDir dir("cli_kthread");
+  auto r = run("attach " + pid + " --duration 1 -o " + dir.file("k.db"));
+  CHECK(r.status == 2);
+  CHECK(r.output == "stepscope: process " + pid + " (" + name + ") is a kernel thread: it runs no program to load the "
+                    "collector into\n");
 }
 
 TEST_CASE("help lists only implemented subcommands") {
@@ -107,6 +167,8 @@ TEST_CASE("help lists only implemented subcommands") {
   for (const char* c : {"record", "attach", "detach", "start", "stop"}) CHECK(r.output.find(c) != std::string::npos);
   auto rec = run("record --help");
   CHECK(rec.output.find("--paused") != std::string::npos);
+  CHECK(rec.output.find("%r the rank (one store per rank: -o run-%r.db), %p the pid, %h the host, %% a percent sign") !=
+        std::string::npos);
   auto att = run("attach --help");
   for (const char* o : {"--duration", "--cpu-hz", "--no-gpu", "--children", "--wall", "--step-regex"})
     CHECK(att.output.find(o) != std::string::npos);

@@ -185,3 +185,42 @@ TEST_CASE(
   CHECK(a.output.find("No step markers: the Python hooks could not be installed (installed in 0 of 1") !=
         std::string::npos);
 }
+
+TEST_CASE(
+    "python hooks: record --paused, then start given the launcher's pid: the hooks go into a busy "
+    "single-threaded loop") {
+  // CPython 3.9-3.11 do not wake the main thread for a pending call made on another thread (the control
+  // thread that runs `start`): without the collector's wake-up the hooks stayed pending through the window.
+  ScratchDir dir("python_hooks_paused");
+  const std::string db = dir.file("r.db"), ready = dir.file("ready");
+  write_text(dir.file("busy.py"),
+             "import time\nopen(" + std::string("'") + ready + "', 'w').close()\nt = time.time()\n"
+             "while time.time() - t < 4:\n    pass\n");
+  CommandResult start, stop;
+  const RunResult rec = run_argv(
+      {kCli, "record", "--paused", "--no-gpu", "-o", db, "--", "/bin/sh", "-c",
+       "exec python3 " + shell_quote(dir.file("busy.py"))},
+      dir, [&](pid_t launcher) {
+        for (int i = 0; i < 500 && !std::filesystem::exists(ready); ++i) usleep(20000);
+        usleep(300000);
+        start = run_shell(shell_quote(kCli) + " start " + std::to_string(launcher) + " 2>&1");
+        usleep(800000);
+        stop = run_shell(shell_quote(kCli) + " stop " + std::to_string(launcher) + " 2>&1");
+      });
+  INFO(rec.err);
+  INFO(start.output);
+  INFO(stop.output);
+  REQUIRE(rec.exit_code == 0);
+  // The launcher says which pid start/stop want, and start/stop given the launcher's pid act on it.
+  const auto at = rec.err.find(" runs paused as process ");
+  REQUIRE(at != std::string::npos);
+  const std::string child = std::to_string(std::atoi(rec.err.c_str() + at + 24));
+  CHECK(rec.err.find("`stepscope start " + child + "` / `stepscope stop " + child + "`") != std::string::npos);
+  REQUIRE(start.status == 0);
+  CHECK(start.output.find(": recording (in process " + child + ", the command stepscope record ") !=
+        std::string::npos);
+  REQUIRE(stop.status == 0);
+  CHECK(stop.output.find(": stopped samples=") != std::string::npos);
+  CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
+  CHECK(rec.err.find("warning: the Python hooks are missing") == std::string::npos);
+}

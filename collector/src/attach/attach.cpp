@@ -126,6 +126,31 @@ struct Target {
 
 std::string parts_dir_for(const std::string& output) { return output + ".parts"; }
 
+// The command a `stepscope record` launcher runs (its one direct child), or 0 when pid is not such a launcher:
+// `pgrep` finds the launcher first, and its pid is what people pass to start/stop.
+pid_t command_of_launcher(pid_t pid) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  if (ec || exe.filename() != "stepscope") return 0;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string arg;
+  bool record = false;
+  while (std::getline(f, arg, '\0'))
+    if (arg == "record") record = true;
+  if (!record) return 0;
+  std::vector<pid_t> direct;
+  for (pid_t d : descendants(pid)) {
+    std::ifstream st("/proc/" + std::to_string(d) + "/stat");
+    std::string s;
+    if (!std::getline(st, s) || s.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(s.substr(s.rfind(')') + 2));
+    char state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid && ppid == pid) direct.push_back(d);
+  }
+  return direct.size() == 1 ? direct.front() : 0;
+}
+
 }  // namespace
 
 std::string control_request(pid_t pid, const std::string& command) {
@@ -137,6 +162,11 @@ std::string control_request(pid_t pid, const std::string& command) {
     if (reply.rfind("ok", 0) != 0) throw AttachError("process " + std::to_string(pid) + ": " + reply);
     return reply;
   } catch (const NoCollector&) {
+    if (const pid_t child = command_of_launcher(pid)) {
+      const std::string reply = control_request(child, command);
+      return reply + " (in process " + std::to_string(child) + ", the command stepscope record " +
+             std::to_string(pid) + " runs)";
+    }
     throw AttachError("process " + std::to_string(pid) + " (" + st.name + ") has no stepscope collector listening (" +
                       control::socket_path(st.uid, pid) + "): start it with `stepscope record --paused` or use `stepscope attach`");
   }
@@ -268,8 +298,14 @@ AttachSummary record_attached(const AttachOptions& o) {
 
   try {
     add_target(o.pid);
-    if (o.children)
+    if (o.children) {
       for (pid_t c : descendants(o.pid)) add_target(c);
+    } else if (const size_t n = descendants(o.pid).size(); n > 0) {
+      std::fprintf(stderr,
+                   "stepscope: %zu child process%s of %d (DataLoader workers, ranks?) not recorded: --children takes "
+                   "them\n",
+                   n, n == 1 ? "" : "es", int(o.pid));
+    }
   } catch (...) {
     stop_all();
     throw;

@@ -545,12 +545,30 @@ std::string explain_ptrace_failure(pid_t pid, int err) {
          "or a security module (AppArmor, SELinux) or a seccomp filter on stepscope forbids it";
 }
 
+// PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user address space to map into.
+static bool is_kernel_thread(pid_t pid) {
+  std::ifstream f(proc(pid, "stat"));
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const size_t paren = line.rfind(')');  // the name may hold spaces and parentheses
+  if (paren == std::string::npos) return false;
+  std::istringstream rest(line.substr(paren + 1));
+  std::string field;
+  unsigned long flags = 0;
+  for (int i = 3; i <= 9 && rest >> field; ++i)  // fields 3 (state) … 9 (flags)
+    if (i == 9) flags = std::strtoul(field.c_str(), nullptr, 10);
+  constexpr unsigned long kPfKthread = 0x00200000;
+  return (flags & kPfKthread) != 0;
+}
+
 InjectResult inject(const InjectRequest& req) {
   const pid_t pid = req.pid;
   const std::string p = "process " + std::to_string(pid);
   if (pid <= 0) throw AttachError("no such process: " + std::to_string(pid));
   if (pid == getpid()) throw AttachError("stepscope cannot attach to itself");
   const ProcessStatus st = read_status(pid);
+  if (is_kernel_thread(pid))
+    throw AttachError(p + " (" + st.name + ") is a kernel thread: it runs no program to load the collector into");
   if (st.seccomp == 1)
     throw AttachError(p + " (" + st.name + ") runs in seccomp strict mode: it may not mmap or open a library");
   if (st.tracer != 0) throw AttachError(explain_ptrace_failure(pid, EPERM));

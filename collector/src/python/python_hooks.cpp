@@ -7,6 +7,8 @@
 #include "python_hooks.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -14,6 +16,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "collector_internal.h"
+#include "collector_state.h"
 #include "python_embedded.h"
 
 namespace stepscope::collector::python_hooks {
@@ -37,6 +41,8 @@ struct CApi {
   PyObj* (*run_string_flags)(const char*, int, PyObj*, PyObj*, void*) = nullptr;
   void (*dec_ref)(PyObj*) = nullptr;
   void (*err_clear)() = nullptr;
+  int (*gil_ensure)() = nullptr;  // PyGILState_STATE is an enum
+  void (*gil_release)(int) = nullptr;
 
   template <typename F>
   static void get(F& f, const char* name) {
@@ -57,6 +63,8 @@ struct CApi {
     get(run_string_flags, "PyRun_StringFlags");
     get(dec_ref, "Py_DecRef");
     get(err_clear, "PyErr_Clear");
+    get(gil_ensure, "PyGILState_Ensure");  // optional: only the wake-up below uses them
+    get(gil_release, "PyGILState_Release");
     return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
            dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
            tuple_set_item && run_string_flags && dec_ref && err_clear;
@@ -168,6 +176,31 @@ int on_pending_call(void*) {
   return 0;
 }
 
+// Py_AddPendingCall made on a thread other than Python's main thread does not wake the main thread on CPython
+// 3.9-3.11: the eval breaker is recomputed from the calling thread's view, so a single-threaded loop that
+// never drops the GIL runs the call only at its end (seen: `record --paused` + `start` on a busy loop got no
+// hooks). A thread of ours asking for the GIL makes the main thread drop it; taking it back, the main thread
+// recomputes the breaker as itself and runs the call at its next bytecode.
+void* wake_main_thread(void*) {
+  mark_collector_thread(sys_gettid());
+  api.gil_release(api.gil_ensure());
+  return nullptr;
+}
+
+void start_wake_up() {
+  if (!api.gil_ensure || !api.gil_release || !real_pthread_create) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);  // never the target of the program's signals or ours
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t t;
+  real_pthread_create(&t, &attr, wake_main_thread, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 }  // namespace
 
 void arm(const std::string& wait_func, const std::string& step_func) {
@@ -205,7 +238,9 @@ void arm(const std::string& wait_func, const std::string& step_func) {
   if (api.add_pending_call(on_pending_call, nullptr) != 0) {
     state.store(kFailed);
     set_status("failed: Py_AddPendingCall refused (its queue is full)");
+    return;
   }
+  start_wake_up();
 }
 
 std::string status() {

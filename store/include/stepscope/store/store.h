@@ -33,6 +33,8 @@ class StoreError : public std::runtime_error {
 // What kind of file is at `path`, judged by content. Never throws for unreadable files: returns Missing/Other.
 enum class FileKind { Missing, Store, NsysSqlite, OtherSqlite, Gzip, Zstd, Json, Other };
 FileKind sniff_file(const std::string& path);
+// Why sniff_file said Missing, in words for a one-line error: "is a directory", "no such file", "cannot read: …".
+std::string missing_file_reason(const std::string& path);
 
 struct WriterOptions {
   bool wal = true;             // WAL while writing; close() checkpoints and switches back to DELETE
