@@ -1,9 +1,16 @@
 // stepscope-gui FILE: the desktop timeline.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
 #include <QTimer>
 
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
 #include "main_window.h"
+#include "stepscope/store/store.h"
 #include "timeline_view.h"
 
 namespace {
@@ -26,6 +33,18 @@ void describe(QCoreApplication& app, QCommandLineParser& parser) {
   parser.process(app);  // --help / --version print and exit here
 }
 
+// Every refusal is one line on stderr and exit code 2, as the CLI's.
+int refuse(const QString& why) {
+  std::fprintf(stderr, "stepscope-gui: %s\n", qPrintable(why));
+  return 2;
+}
+
+bool has_display() {
+  for (const char* v : {"DISPLAY", "WAYLAND_DISPLAY"})
+    if (const char* d = std::getenv(v); d && *d) return true;
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,22 +58,56 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  // Without a display Qt's default platform (xcb) aborts the process: a screenshot needs none (offscreen),
+  // a window does, and says so in one line.
+  bool wants_shot = false;
+  for (int i = 1; i < argc; ++i)
+    if (QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=")) wants_shot = true;
+  const QByteArray platform = qgetenv("QT_QPA_PLATFORM");
+  if ((platform.isEmpty() || platform.startsWith("xcb") || platform.startsWith("wayland")) && !has_display()) {
+    if (!wants_shot)
+      return refuse("no display (DISPLAY and WAYLAND_DISPLAY are unset): run it in a desktop session or over "
+                    "ssh -X, or save a picture with --screenshot PNG");
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  }
   QApplication app(argc, argv);
   QCommandLineParser parser;
   describe(app, parser);
 
-  stepscope::gui::MainWindow window;
   const QStringList files = parser.positionalArguments();
   const QString shot = parser.value(screenshot);
   const QString rule = parser.value(finding);
+  if (!files.isEmpty() && !QFileInfo(files.first()).isDir() &&
+      stepscope::store::sniff_file(files.first().toStdString()) == stepscope::store::FileKind::Missing)
+    return refuse(files.first() + ": " + QString::fromStdString(stepscope::store::missing_file_reason(files.first().toStdString())));
+  if (!shot.isEmpty()) {
+    const QFileInfo out(shot);
+    if (!out.absoluteDir().exists()) return refuse(shot + ": no such directory " + out.absolutePath());
+    if (files.isEmpty()) return refuse("--screenshot needs a FILE to load");
+  }
+  stepscope::gui::MainWindow window;
+  // A screenshot run has nobody to close a modal error box: errors go to stderr and the exit code.
+  if (!shot.isEmpty()) window.set_synchronous(true);
   QObject::connect(&window, &stepscope::gui::MainWindow::model_loaded, &window, [&](bool ok) {
+    if (!ok && !shot.isEmpty()) {
+      QApplication::exit(refuse(window.load_error()));
+      return;
+    }
     if (ok && !rule.isEmpty()) {
       const auto& f = window.timeline()->model()->findings();
-      for (size_t i = 0; i < f.size(); ++i)
-        if (QString::fromStdString(f[i].rule) == rule) {
-          window.select_finding(int(i));
-          break;
-        }
+      std::set<QString> present;
+      int found = -1;
+      for (size_t i = 0; i < f.size(); ++i) {
+        present.insert(QString::fromStdString(f[i].rule));
+        if (found < 0 && QString::fromStdString(f[i].rule) == rule) found = int(i);
+      }
+      if (found < 0) {
+        QStringList names(present.begin(), present.end());
+        QApplication::exit(refuse("--select-finding " + rule + ": no such finding in " + files.first() + " (" +
+                                  (names.isEmpty() ? QString("it has none") : "it has " + names.join(", ")) + ")"));
+        return;
+      }
+      window.select_finding(found);
     }
     if (ok && parser.isSet(slowest)) {
       const auto& steps = window.steps_model();
@@ -67,10 +120,12 @@ int main(int argc, char** argv) {
       if (best >= 0) window.select_step(best);
     }
     if (!shot.isEmpty()) {
-      window.set_synchronous(true);
-      QTimer::singleShot(300, &window, [&, ok] {
-        window.grab().save(shot);
-        QApplication::exit(ok ? 0 : 2);
+      QTimer::singleShot(300, &window, [&] {
+        if (!window.grab().save(shot)) {
+          QApplication::exit(refuse(shot + ": cannot write the PNG"));
+          return;
+        }
+        QApplication::exit(0);
       });
     }
   });

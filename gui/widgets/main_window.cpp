@@ -257,6 +257,7 @@ void MainWindow::open_file(const QString& path) {
 
 void MainWindow::on_loaded(const LoadResult& r) {
   progress_->setVisible(false);
+  load_error_ = r.model ? QString() : r.error;
   if (!r.model) {
     status_->setText(r.error);
     if (!synchronous_) QMessageBox::warning(this, tr("Cannot open"), r.error);

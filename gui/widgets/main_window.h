@@ -32,8 +32,10 @@ class MainWindow : public QMainWindow {
 
   void open_file(const QString& path);
   void set_model(std::shared_ptr<const TimelineModel> model, const QString& title = {});
-  // Tests and screenshots: compute panels and draw lists on the GUI thread.
+  // Tests and screenshots: compute panels and draw lists on the GUI thread (and no modal error box).
   void set_synchronous(bool on);
+  // Why the last open_file() failed (the loader's one-line error), empty after a success.
+  const QString& load_error() const { return load_error_; }
 
   TimelineView* timeline() const { return timeline_; }
   QTableView* findings_view() const { return findings_view_; }
@@ -92,6 +94,7 @@ class MainWindow : public QMainWindow {
   QLabel* status_ = nullptr;
   QLabel* range_label_ = nullptr;
   bool synchronous_ = false;
+  QString load_error_;
   bool show_collector_threads_ = false;
 
   struct RangeResult {
