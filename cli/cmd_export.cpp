@@ -1,5 +1,6 @@
 // `stepscope export INPUT --format chrome -o trace.json[.gz]`: a store (or any input load_trace reads) as
-// Chrome trace JSON for Perfetto UI / chrome://tracing. Written atomically.
+// Chrome trace JSON for Perfetto UI / chrome://tracing; `--format folded -o stacks.txt`: its CPU samples as
+// collapsed stacks for flame-graph tools. Written atomically.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -13,23 +14,37 @@ namespace stepscope::cli {
 namespace {
 
 int run_export(const std::string& in, const std::string& format, const std::string& out) {
-  if (format != "chrome") throw store::StoreError(format, "unknown export format (supported: chrome)");
+  if (format != "chrome" && format != "folded")
+    throw store::StoreError(format, "unknown export format (supported: chrome, folded)");
   store::Trace t = analyzer::load_trace(in);
+  if (format == "folded") {
+    if (t.samples.empty())
+      throw store::StoreError(in, "no CPU samples to fold (a trace imported from Kineto or nsys has none)");
+    analyzer::export_folded_stacks(t, out);
+    std::printf("%s: %zu CPU samples as collapsed stacks (flamegraph.pl, inferno, https://speedscope.app)\n",
+                out.c_str(), t.samples.size());
+    return 0;
+  }
   analyzer::export_chrome_trace(t, out);
   std::printf("%s: Chrome trace with %zu kernels, %zu memcpys, %zu memsets, %zu API calls, %zu ranges "
-              "(open in https://ui.perfetto.dev)\n",
+              "(open in https://ui.perfetto.dev)%s\n",
               out.c_str(), t.kernels.size(), t.memcpys.size(), t.memsets.size(), t.api_calls.size(),
-              t.ranges.size());
+              t.ranges.size(),
+              t.samples.empty() ? ""
+                                : ("; its " + std::to_string(t.samples.size()) +
+                                   " CPU samples: --format folded (flame graphs)").c_str());
   return 0;
 }
 
 CommandRegistration export_command(60, [](CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("export", "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing)");
+  auto* sub = app.add_subcommand("export", "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing) "
+                                           "or its CPU samples as collapsed stacks (flame graphs)");
   auto in = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("chrome");
   auto out = std::make_shared<std::string>();
   sub->add_option("INPUT", *in, "A stepscope store (or any trace stepscope reads)")->required();
-  sub->add_option("--format", *format, "Output format: chrome")->capture_default_str();
+  sub->add_option("--format", *format, "Output format: chrome, or folded (collapsed stacks of the CPU samples)")
+      ->capture_default_str();
   sub->add_option("-o,--output", *out, "Output file; .gz compresses")->required();
   sub->callback([&exit_code, in, format, out] { exit_code = run_export(*in, *format, *out); });
 });

@@ -132,6 +132,19 @@ TEST_CASE("record of a command that does not exist: one line, exit 127, no store
   CHECK(!std::filesystem::exists(dir.file("r.db.parts")));
 }
 
+TEST_CASE("export --format folded refuses a trace without CPU samples in one line") {
+  if (!stepscope::test::have_traces()) STEPSCOPE_SKIP("no shared traces");
+  stepscope::test::ScratchDir dir("cli_export_folded");
+  const std::string k = stepscope::test::trace_path("hta/a100_rank0_many_small_kernels.json.gz");
+  auto r = run("export " + k + " --format folded -o " + dir.file("s.txt"));
+  CHECK(r.status == 2);
+  CHECK(r.output == "stepscope: " + k + ": no CPU samples to fold (a trace imported from Kineto or nsys has none)\n");
+  CHECK(!std::filesystem::exists(dir.file("s.txt")));
+  auto u = run("export " + k + " --format svg -o " + dir.file("s.svg"));
+  CHECK(u.status == 2);
+  CHECK(u.output == "stepscope: svg: unknown export format (supported: chrome, folded)\n");
+}
+
 TEST_CASE("attach to a kernel thread says it is one") {
   // Any kernel thread (PF_KTHREAD in /proc/PID/stat): kthreadd is pid 2 on most machines, not in every container.
   std::string pid, name;
