@@ -527,6 +527,13 @@ RecordSummary record(const RecordOptions& o) {
     const int64_t elapsed = mono_ns() - t_start;
     const int64_t duration = static_cast<int64_t>(o.duration_s * 1e9);
     if (duration > 0 && !interrupted && elapsed >= duration) {
+      // Said before the signal lands, so the program's reaction (CPython's KeyboardInterrupt traceback) reads as
+      // the expected end it is.
+      if (o.print_summary)
+        std::fprintf(stderr,
+                     "stepscope: --duration %g s reached: SIGINT to %s (a Python program prints a KeyboardInterrupt "
+                     "traceback: expected)\n",
+                     o.duration_s, o.command[0].c_str());
       kill(child, SIGINT);
       interrupted = true;
     }

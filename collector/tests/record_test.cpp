@@ -269,6 +269,8 @@ TEST_CASE("record with a duration stops the command after S seconds and the stor
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGINT);
   CHECK(elapsed < 8);  // SIGINT at 1 s (SIGKILL would come at 6 s)
+  CHECK(r.err.find("stepscope: --duration 1 s reached: SIGINT to " + sample("hot_loop") +
+                   " (a Python program prints a KeyboardInterrupt traceback: expected)\n") != std::string::npos);
   store::Trace t = store::StoreReader(db).load();
   CHECK(t.meta["exit_code"] == "130");
   const double command_s = std::atof(t.meta["record.command_wall_s"].c_str());
