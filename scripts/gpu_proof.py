@@ -627,11 +627,12 @@ class Runner:
         log = "logs/paused.log"
         db = "stores/paused.db"
         with open(os.path.join(self.out, log), "w") as f:
+            # Beside the other side-by-side runs a step is slower: a window line every 50 steps comes soon enough.
             p = subprocess.Popen(self.record(db, "--paused") + self.trainer("--steps", "100000000", "--duration", "14",
-                                                                             "--report-every", "200"),
+                                                                             "--report-every", "50"),
                                  stdout=f, stderr=subprocess.STDOUT)
         rec = {"log": log, "store": "stores/paused.db", "windows": []}
-        if self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
+        if self.wait_for_line(os.path.join(self.out, log), "window:", p, 120):
             child = self.child_pid(p.pid)
             for _ in range(2):
                 time.sleep(2)
