@@ -21,7 +21,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "control_protocol.h"
 #include "injector.h"
@@ -91,16 +90,9 @@ std::vector<pid_t> descendants(pid_t root) {
   if (DIR* d = opendir("/proc")) {
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-      std::string s;
-      if (!std::getline(f, s)) continue;
-      const auto cp = s.rfind(')');
-      if (cp == std::string::npos) continue;
-      std::istringstream rest(s.substr(cp + 2));
-      char state;
-      pid_t ppid = 0;
-      rest >> state >> ppid;
-      if (state != 'Z') kids[ppid].push_back(std::atoi(e->d_name));
+      const pid_t pid = std::atoi(e->d_name);
+      attach::ProcessStat st;
+      if (attach::read_stat(pid, st) && st.state != 'Z') kids[st.ppid].push_back(pid);
     }
     closedir(d);
   }
@@ -139,15 +131,8 @@ pid_t command_of_launcher(pid_t pid) {
     if (arg == "record") record = true;
   if (!record) return 0;
   std::vector<pid_t> direct;
-  for (pid_t d : descendants(pid)) {
-    std::ifstream st("/proc/" + std::to_string(d) + "/stat");
-    std::string s;
-    if (!std::getline(st, s) || s.rfind(')') == std::string::npos) continue;
-    std::istringstream rest(s.substr(s.rfind(')') + 2));
-    char state;
-    pid_t ppid = 0;
-    if (rest >> state >> ppid && ppid == pid) direct.push_back(d);
-  }
+  for (pid_t d : descendants(pid))
+    if (attach::ProcessStat st; attach::read_stat(d, st) && st.ppid == pid) direct.push_back(d);
   return direct.size() == 1 ? direct.front() : 0;
 }
 

@@ -506,6 +506,17 @@ ProcessStatus read_status(pid_t pid) {
   return s;
 }
 
+bool read_stat(pid_t pid, ProcessStat& out) {
+  std::ifstream f(proc(pid, "stat"));
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::istringstream rest(line.substr(paren + 1));
+  long pgrp, session, tty, tpgid;  // fields 5-8, between the parent (4) and the flags (9)
+  return bool(rest >> out.state >> out.ppid >> pgrp >> session >> tty >> tpgid >> out.flags);
+}
+
 std::string explain_ptrace_failure(pid_t pid, int err) {
   const std::string p = "process " + std::to_string(pid);
   if (err == ESRCH) return "no such process: " + std::to_string(pid);
@@ -545,20 +556,11 @@ std::string explain_ptrace_failure(pid_t pid, int err) {
          "or a security module (AppArmor, SELinux) or a seccomp filter on stepscope forbids it";
 }
 
-// PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user address space to map into.
+// A kernel thread has no user address space to map into.
 static bool is_kernel_thread(pid_t pid) {
-  std::ifstream f(proc(pid, "stat"));
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  const size_t paren = line.rfind(')');  // the name may hold spaces and parentheses
-  if (paren == std::string::npos) return false;
-  std::istringstream rest(line.substr(paren + 1));
-  std::string field;
-  unsigned long flags = 0;
-  for (int i = 3; i <= 9 && rest >> field; ++i)  // fields 3 (state) … 9 (flags)
-    if (i == 9) flags = std::strtoul(field.c_str(), nullptr, 10);
   constexpr unsigned long kPfKthread = 0x00200000;
-  return (flags & kPfKthread) != 0;
+  ProcessStat st;
+  return read_stat(pid, st) && (st.flags & kPfKthread) != 0;
 }
 
 InjectResult inject(const InjectRequest& req) {

@@ -50,4 +50,13 @@ struct ProcessStatus {
 };
 ProcessStatus read_status(pid_t pid);
 
+// /proc/PID/stat past the command name (which may hold spaces and parentheses): state, parent, flags.
+struct ProcessStat {
+  char state = 0;
+  pid_t ppid = 0;
+  unsigned long flags = 0;  // PF_KTHREAD (0x00200000): a kernel thread
+};
+// False when the process is gone or its stat cannot be read.
+bool read_stat(pid_t pid, ProcessStat& out);
+
 }  // namespace stepscope::collector::attach
