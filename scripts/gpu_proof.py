@@ -21,7 +21,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,6 +29,8 @@ ROOT = os.path.dirname(HERE)
 TRAINER = os.path.join(ROOT, "bench", "gpu_overhead", "torch_workloads.py")
 DDP = os.path.join(ROOT, "samples", "cpu", "python_ddp_gloo.py")
 VARIANTS = os.path.join(ROOT, "samples", "variants.txt")
+sys.path.insert(0, os.path.dirname(TRAINER))
+from gpu_overhead import gpu_present  # noqa: E402  (the one test of "a GPU is here", as the bench's)
 
 # Goals, each named where a verdict uses it (the issue's numbers).
 MAX_API_ROWS_PER_KERNEL = 3.0
@@ -633,12 +635,11 @@ class Runner:
                                  stdout=f, stderr=subprocess.STDOUT)
         rec = {"log": log, "store": "stores/paused.db", "windows": []}
         if self.wait_for_line(os.path.join(self.out, log), "window:", p, 120):
-            child = self.child_pid(p.pid)
-            for _ in range(2):
+            for _ in range(2):  # the launcher's pid: start/stop act on the command it runs
                 time.sleep(2)
-                s = self.run("start", [self.ss, "start", str(child)], "logs/paused_start.log", 20)
+                s = self.run("start", [self.ss, "start", str(p.pid)], "logs/paused_start.log", 20)
                 time.sleep(2)
-                e = self.run("stop", [self.ss, "stop", str(child)], "logs/paused_stop.log", 20)
+                e = self.run("stop", [self.ss, "stop", str(p.pid)], "logs/paused_stop.log", 20)
                 rec["windows"].append([s["t0_ns"], e["t1_ns"]])
         rec["rc"] = self.wait(p, 90)
         self.runs["runs"]["paused"] = rec
@@ -718,23 +719,9 @@ class Runner:
             time.sleep(0.2)
         return False
 
-    @staticmethod
-    def child_pid(pid):
-        """The command `stepscope record` started (its child; the launcher may fork from any of its threads)."""
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    kids = f.read().split()
-                if kids:
-                    return int(kids[0])
-        except OSError:
-            pass
-        return pid
-
 
 def side_by_side(jobs):
     """Runs the callables on threads of their own and waits for all (runs whose claims are not times)."""
-    import threading
     threads = [threading.Thread(target=j) for j in jobs]
     for t in threads:
         t.start()
@@ -754,14 +741,6 @@ def machine_facts(a):
             "torch": "torch " + out([a.python, "-c", "import torch; print(torch.__version__)"]),
             "stepscope": out([os.path.join(a.build, "cli", "stepscope"), "--version"]),
             "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
-
-
-def gpu_present():
-    if os.path.exists("/dev/nvidia0"):
-        return True
-    smi = shutil.which("nvidia-smi")
-    return bool(smi) and re.search(r"^GPU [0-9]", subprocess.run([smi, "-L"], capture_output=True,
-                                                                 text=True).stdout, re.M) is not None
 
 
 def main(argv=None):
