@@ -272,43 +272,29 @@ TEST_CASE("the collector's calibration kernels and its thread's API records are 
   k2.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k2.name = "user_kernel";
   k2.start = 20, k2.end = 21;
-  auto& a1 = b.add<CUpti_ActivityAPI>();
-  a1.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a1.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-  a1.threadId = 555;  // the collector thread
-  auto& a2 = b.add<CUpti_ActivityAPI>();
-  a2.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a2.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-  a2.threadId = 556;
+  auto driver_api = [&b](CUpti_CallbackId cbid, uint32_t tid, uint32_t correlation) {
+    auto& a = b.add<CUpti_ActivityAPI>();
+    a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    a.cbid = cbid;
+    a.threadId = tid;
+    a.correlationId = correlation;
+  };
+  auto stream_sync = [&b](uint32_t correlation) {
+    auto& s = b.add<CUpti_ActivitySynchronization2>();
+    s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    s.correlationId = correlation;
+  };
+  driver_api(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 555, 0);  // the collector thread
+  driver_api(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 556, 0);
   // The calibration's cuStreamSynchronize: one sync before its API record in the buffer, one after; the
   // program's own sync stays.
-  auto& s1 = b.add<CUpti_ActivitySynchronization2>();
-  s1.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  s1.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  s1.correlationId = 900;
-  auto& a3 = b.add<CUpti_ActivityAPI>();
-  a3.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a3.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
-  a3.threadId = 555;
-  a3.correlationId = 900;
-  auto& a4 = b.add<CUpti_ActivityAPI>();
-  a4.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a4.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
-  a4.threadId = 555;
-  a4.correlationId = 901;
-  auto& s2 = b.add<CUpti_ActivitySynchronization2>();
-  s2.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  s2.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  s2.correlationId = 901;
-  auto& a5 = b.add<CUpti_ActivityAPI>();
-  a5.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a5.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
-  a5.threadId = 556;
-  a5.correlationId = 902;
-  auto& s3 = b.add<CUpti_ActivitySynchronization2>();
-  s3.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  s3.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  s3.correlationId = 902;
+  stream_sync(900);
+  driver_api(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 555, 900);
+  driver_api(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 555, 901);
+  stream_sync(901);
+  driver_api(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 556, 902);
+  stream_sync(902);
   collector::cupti::DecodeState st;
   st.skip_kernel = "stepscope_calibration_empty";
   st.skip_tid = 555;
