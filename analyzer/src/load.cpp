@@ -93,7 +93,6 @@ constexpr const char* kUnknownFormat =
 
 Trace load_trace(const std::string& path, const LoadOptions& options) {
   store::FileKind kind = store::sniff_file(path);
-  std::error_code ec;
   if (kind == store::FileKind::Missing) throw StoreError(path, store::missing_file_reason(path));
   if (kind == store::FileKind::Store || kind == store::FileKind::NsysSqlite || kind == store::FileKind::OtherSqlite)
     return load_sqlite(path, path);

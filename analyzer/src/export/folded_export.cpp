@@ -50,15 +50,24 @@ std::string to_folded_stacks(const Trace& t) {
     return stack_text.emplace(id, std::move(out)).first->second;
   };
 
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_text;  // (pid, tid) → "process (pid);thread (tid)"
+  auto prefix_of = [&](int64_t pid, int64_t tid) -> const std::string& {
+    auto it = thread_text.find({pid, tid});
+    if (it != thread_text.end()) return it->second;
+    auto p = process_names.find(pid);
+    auto th = thread_names.find({pid, tid});
+    std::string text =
+        folded_name((p == process_names.end() || p->second.empty() ? "process" : p->second) + " (" +
+                    std::to_string(pid) + ")") +
+        ";" +
+        folded_name((th == thread_names.end() || th->second.empty() ? "thread" : th->second) + " (" +
+                    std::to_string(tid) + ")");
+    return thread_text.emplace(std::make_pair(pid, tid), std::move(text)).first->second;
+  };
+
   std::map<std::string, int64_t> counts;
   for (const auto& s : t.samples) {
-    auto p = process_names.find(s.pid);
-    auto th = thread_names.find({s.pid, s.tid});
-    std::string line = folded_name((p == process_names.end() || p->second.empty() ? "process" : p->second) + " (" +
-                                   std::to_string(s.pid) + ")") +
-                       ";" +
-                       folded_name((th == thread_names.end() || th->second.empty() ? "thread" : th->second) + " (" +
-                                   std::to_string(s.tid) + ")");
+    std::string line = prefix_of(s.pid, s.tid);
     if (s.stack) {
       const std::string& st = text_of(s.stack);
       if (!st.empty()) line += ";" + st;
