@@ -71,6 +71,49 @@ TEST_CASE("two slow steps, each explained by the category and the contributor th
   CHECK(json.find("\"contributor\":{\"kind\":\"wait\",\"name\":\"enumerate(DataLoader)") != std::string::npos);
 }
 
+TEST_CASE("a warm-up step is start-up: said so, and told apart from the steps a change can speed up") {
+  // Step 0 of the run above, with CUDA loading its modules for 30 ms before the first launch.
+  store::Trace t = slow_steps_trace();
+  const int64_t cut = 1 * MS, load = 30 * MS;
+  auto shift = [&](auto& rows) {
+    for (auto& r : rows) {
+      if (r.start >= cut) r.start += load;
+      if (r.end > cut) r.end += load;
+    }
+  };
+  shift(t.ranges), shift(t.api_calls), shift(t.kernels);
+  store::ApiCall call;
+  call.start = cut, call.end = cut + load, call.pid = 100, call.tid = 101, call.name = t.intern("cuLibraryLoadData");
+  t.api_calls.insert(t.api_calls.begin(), call);
+
+  const auto a = analyzer::analyze(t);
+  REQUIRE(a.steps.size() == 12);
+  CHECK(a.steps[0].warmup);
+  CHECK(std::none_of(a.steps.begin() + 1, a.steps.end(), [](const auto& s) { return s.warmup; }));
+  const auto& o = a.step_outliers;
+  REQUIRE(o.slow.size() == 3);
+  CHECK(o.slow[0].index == 0);
+  CHECK(o.slow[0].startup);
+  INFO(o.slow[0].explanation);
+  CHECK(o.slow[0].explanation.find(": start-up (a one-time cost, not the loop's): ") != std::string::npos);
+  CHECK(o.slow[0].explanation.find("biggest contributor: call cuLibraryLoadData (CUDA loading its modules, once) 30 ms vs 0 µs (+30 ms)") !=
+        std::string::npos);
+  CHECK(o.slow[1].index == 8);
+  CHECK_FALSE(o.slow[1].startup);
+  CHECK(o.slow[2].index == 4);
+  CHECK_FALSE(o.slow[2].startup);
+  const std::string json = analyzer::to_json(a);
+  size_t warmups = 0;
+  for (size_t p = 0; (p = json.find("\"warmup\":true", p)) != std::string::npos; ++p) ++warmups;
+  CHECK(warmups == 1);
+  CHECK(json.find("\"startup\":true,\"explanation\":\"step 0 took") != std::string::npos);
+
+  // Without the load the first step is like the others: no warm-up, nothing said of start-up.
+  const auto plain = analyzer::analyze(slow_steps_trace());
+  CHECK_FALSE(plain.steps[0].warmup);
+  for (const auto& s : plain.step_outliers.slow) CHECK_FALSE(s.startup);
+}
+
 TEST_CASE("the profiler's own work is never what made a step slow") {
   store::Trace t = slow_steps_trace();
   const auto before = analyzer::analyze(t);

@@ -138,6 +138,7 @@ std::vector<StepBreakdown> gpu_time_steps(const detail::Context& ctx, const std:
     st.dur_ns = b - a;
     st.kernels = ctx.steps[i].kernels;
     st.host_data_wait_ns = ctx.steps[i].host_data_wait_ns;
+    st.warmup = ctx.steps[i].warmup;
     for (auto it = std::upper_bound(ctx.busy.begin(), ctx.busy.end(), a,
                                     [](int64_t x, const detail::Interval& v) { return x < v.end; });
          it != ctx.busy.end() && it->start < b; ++it)
@@ -390,6 +391,7 @@ std::string to_json(const Analysis& a) {
           .kv("profiler_us", us(st.profiler_ns))
           .kv("bound", to_string(st.bound))
           .kv("gpu_traced", st.gpu_traced)
+          .kv("warmup", st.warmup)
           .kv("kernels", st.kernels)
           .kv("host_data_wait_us", us(st.host_data_wait_ns));
       if (!st.device_busy_ns.empty()) {

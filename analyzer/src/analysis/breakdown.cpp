@@ -608,7 +608,10 @@ void build_breakdown(Context& ctx) {
     std::vector<int64_t> rest;
     for (size_t i = 1; i < ctx.steps.size(); ++i) rest.push_back(ctx.steps[i].dur_ns);
     std::nth_element(rest.begin(), rest.begin() + int64_t(rest.size() / 2), rest.end());
-    if (double(ctx.steps[0].dur_ns) > kWarmupStepFactor * double(rest[rest.size() / 2])) ctx.steady[0] = 0;
+    if (double(ctx.steps[0].dur_ns) > kWarmupStepFactor * double(rest[rest.size() / 2])) {
+      ctx.steady[0] = 0;
+      ctx.steps[0].warmup = true;
+    }
   }
   // Steps outside the GPU windows take no part in findings: their GPU side is unknown.
   for (size_t i = 0; i < ctx.steps.size(); ++i)

@@ -213,6 +213,16 @@ bool allows(const StepCategory& c, Kind k) {
 
 std::string ms(int64_t ns) { return report_util::format_us(double(ns) / 1e3); }
 
+// Driver calls that do one-time work: a step they make slow is slow once, at start-up or on first use of a
+// module (lazy loading), not every step.
+const char* one_time_call(std::string_view name) {
+  for (std::string_view p : {"cuLibraryLoad", "cuModuleLoad", "cudaLibraryLoad"})
+    if (name.substr(0, p.size()) == p) return "CUDA loading its modules, once";
+  for (std::string_view p : {"cuCtxCreate", "cuDevicePrimaryCtxRetain", "cuInit"})
+    if (name.substr(0, p.size()) == p) return "CUDA creating its context, once";
+  return nullptr;
+}
+
 }  // namespace
 
 std::string contributor_display_name(const SlowStep& s) {
@@ -292,12 +302,16 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
       r.contributor_ns = contrib.value(i, top);
       r.contributor_median_ns = contrib.median(top);
     }
-    r.explanation = fmt::format("step {} took {}, {} over the median step ({}): {} {} vs {} (+{})", s.index, ms(s.dur_ns),
-                                ms(r.excess_ns), ms(out.median_ns), label(cat), ms(r.category_ns), ms(r.category_median_ns),
-                                ms(r.category_ns - r.category_median_ns));
+    const char* once = r.contributor_kind == "call" ? one_time_call(r.contributor) : nullptr;
+    r.startup = s.warmup || (once && r.contributor_ns - r.contributor_median_ns >= r.excess_ns / 2);
+    r.explanation = fmt::format("step {} took {}, {} over the median step ({}): {}{} {} vs {} (+{})", s.index, ms(s.dur_ns),
+                                ms(r.excess_ns), ms(out.median_ns),
+                                r.startup ? "start-up (a one-time cost, not the loop's): " : "", label(cat),
+                                ms(r.category_ns), ms(r.category_median_ns), ms(r.category_ns - r.category_median_ns));
     if (!r.contributor.empty())
-      r.explanation += fmt::format("; biggest contributor: {} {} {} vs {} (+{})", r.contributor_kind, contributor_display_name(r),
-                                   ms(r.contributor_ns), ms(r.contributor_median_ns), ms(r.contributor_ns - r.contributor_median_ns));
+      r.explanation += fmt::format("; biggest contributor: {} {}{} {} vs {} (+{})", r.contributor_kind, contributor_display_name(r),
+                                   once ? fmt::format(" ({})", once) : "", ms(r.contributor_ns), ms(r.contributor_median_ns),
+                                   ms(r.contributor_ns - r.contributor_median_ns));
     out.slow.push_back(std::move(r));
   }
   return out;
@@ -322,7 +336,7 @@ std::string step_outliers_to_json(const StepOutliers& o) {
           .kv("us", us(s.contributor_ns))
           .kv("median_us", us(s.contributor_median_ns))
           .end_object();
-    w.kv("explanation", s.explanation).end_object();
+    w.kv("startup", s.startup).kv("explanation", s.explanation).end_object();
   }
   w.end_array().end_object();
   return out;

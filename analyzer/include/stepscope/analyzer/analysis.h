@@ -38,6 +38,11 @@ struct StepBreakdown {
   // them: its GPU busy and idle parts are zero (unknown), it takes no part in findings; its duration and host
   // data wait are still measured.
   bool gpu_traced = true;
+  // The first step of 4 or more, longer than kWarmupStepFactor × the median of the others: it carries one-time
+  // costs (CUDA context and module loading, allocator growth, autotuning, the first batch with nothing
+  // prefetched) that no suggested change removes. Left out of the shares that decide severities; views start on
+  // the steps after it.
+  bool warmup = false;
   // GPU busy per device (device id, ns), when the trace has more than one device; gpu_busy_ns is their union.
   std::vector<std::pair<int64_t, int64_t>> device_busy_ns;
 };
@@ -164,6 +169,9 @@ struct SlowStep {
   std::string contributor;        // its name (full)
   int64_t contributor_ns = 0, contributor_median_ns = 0;
   std::string explanation;        // one line
+  // A warm-up step (StepBreakdown::warmup): its excess is start-up cost, said so in the explanation; views pick
+  // the slowest steady step before it.
+  bool startup = false;
 };
 
 struct StepOutliers {
