@@ -16,8 +16,62 @@ inline bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// Keys whose words alone do not say what they are: the label a person reads instead.
+inline const char* worded_label(std::string_view key) {
+  struct Word {
+    std::string_view key;
+    const char* label;
+  };
+  static constexpr Word kWords[] = {
+      {"share_for_severity", "share of the steady steps' time (sets the severity)"},
+      {"high_at", "high from"},
+      {"medium_at", "medium from"},
+      {"threshold_margin", "margin around a threshold"},
+      {"near_threshold", "within that margin of a threshold"},
+      {"steady_steps", "steps counted (warm-up left out)"},
+      {"saving_model", "how the saving is estimated"},
+      {"assumed_parallel_loaders", "loader processes assumed"},
+      {"hidden_behind_gpu_work_share", "waiting while the GPU was busy anyway"},
+      {"input_idle_share", "idle waiting for input"},
+      {"data_wait_share", "host waiting for input"},
+      {"host_data_wait_us_per_step", "host waiting for input per step"},
+      {"gpu_idle_while_waiting_us_per_step", "GPU idle while the host waits, per step"},
+      {"activity_source", "host activity from"},
+      {"loader", "data loader"},
+      {"residual_gap_us_per_kernel", "gap left per kernel after fusing"},
+      {"long_gap_min_us", "a gap counts as long from"},
+      {"launch_call_idle_us", "GPU idle inside launch calls"},
+      {"host_code_idle_us", "GPU idle while the host ran its own code"},
+      {"host_bound_share", "GPU waiting for the host"},
+      {"host_bound_share_of_gpu_idle", "that wait, of all the GPU's idle time"},
+      {"host_compute_share", "GPU idle in long host gaps"},
+      {"kernels_shorter_than_launch", "kernels shorter than their launch call"},
+      {"short_kernel_fraction", "share of kernels shorter than their launch call"},
+      {"mean_launch_call_us", "mean launch call"},
+      {"runs", "loops"},
+      {"mean_run_length", "kernels per loop"},
+      {"launched_from", "launched from"},
+      {"fusion_candidates", "kernel sequences to fuse"},
+      {"not_blocking", "calls that did not block"},
+      {"outside_steps", "outside the steps"},
+      {"simt_share_of_gemm_conv", "GEMM/conv time without tensor cores"},
+      {"simt_fp32_us", "FP32 GEMM/conv time without tensor cores"},
+      {"compiled_fused_kernel_share", "time in compiler-fused kernels"},
+      {"gap_us_total", "gaps between their kernels"},
+      {"gaps_per_step", "GPU gaps per step"},
+      {"profiler_correction", "profiler's own launch cost removed"},
+      {"cost_us_per_launch", "profiler cost per launch"},
+      {"removed_us", "removed in all"},
+      {"step_source", "steps found from"},
+  };
+  for (const Word& w : kWords)
+    if (w.key == key) return w.label;
+  return nullptr;
+}
+
 // "gpu_idle_while_waiting_us_per_step" → "GPU idle while waiting per step" (the unit goes with the value).
 inline std::string label_of(std::string_view key) {
+  if (const char* worded = worded_label(key)) return worded;
   std::string k(key);
   for (const char* unit : {"_us_per_step", "_us"})
     if (auto p = k.find(unit); p != std::string::npos) k.erase(p, 3);  // drop "_us", keep "_per_step"
