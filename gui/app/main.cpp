@@ -17,7 +17,8 @@ namespace {
 
 const QCommandLineOption screenshot("screenshot", "Load FILE, save a picture of the window to PNG and quit.", "PNG");
 const QCommandLineOption finding("select-finding", "After loading, select the first finding with this rule.", "RULE");
-const QCommandLineOption slowest("select-slowest-step", "After loading, show the Steps panel and select the slowest slow step.");
+const QCommandLineOption slowest("select-slowest-step",
+                                 "After loading, show the Steps panel and select the slowest slow step after start-up.");
 
 void describe(QCoreApplication& app, QCommandLineParser& parser) {
   QCoreApplication::setOrganizationName("stepscope");
@@ -109,16 +110,8 @@ int main(int argc, char** argv) {
       }
       window.select_finding(found);
     }
-    if (ok && parser.isSet(slowest)) {
-      const auto& steps = window.steps_model();
-      int best = -1;
-      for (int r = 0; r < steps.rowCount(); ++r)
-        if (steps.is_slow(r) &&
-            (best < 0 || steps.index(r, stepscope::gui::StepsModel::Duration).data(stepscope::gui::SortRole).toLongLong() >
-                             steps.index(best, stepscope::gui::StepsModel::Duration).data(stepscope::gui::SortRole).toLongLong()))
-          best = r;
-      if (best >= 0) window.select_step(best);
-    }
+    if (ok && parser.isSet(slowest))
+      if (const int best = window.steps_model().slowest_slow_row(); best >= 0) window.select_step(best);
     if (!shot.isEmpty()) {
       QTimer::singleShot(300, &window, [&] {
         if (!window.grab().save(shot)) {

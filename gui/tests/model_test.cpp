@@ -251,6 +251,59 @@ class ModelTest : public QObject {
     QCOMPARE(dl.items[1].start, 1000.0);
   }
 
+  // Issue 26: a zoomed-out lane draws its busy share per pixel; Lane::busy_in must equal the summed overlaps.
+  void busyShareOfALaneIsExact() {
+    auto t = std::make_shared<store::Trace>();
+    auto n = t->intern("k");
+    uint64_t seed = 42;
+    auto next = [&seed](int64_t mod) { return int64_t((seed = seed * 6364136223846793005ULL + 1442695040888963407ULL) >> 2) % mod; };
+    int64_t at = 0;
+    for (int i = 0; i < 5000; ++i) {  // gaps and durations from 0 to 1999 ns, and every 997th kernel 5 s long
+      at += next(2000);
+      store::Kernel k;
+      k.start = at;
+      k.end = at + (i % 997 == 996 ? 5'000'000'000LL : next(2000));
+      k.stream = 1;
+      k.name = n;
+      t->kernels.push_back(k);
+      at = k.end;
+    }
+    auto m = TimelineModel::build(t);
+    const Lane& lane = m->tracks()[0].lanes[0];
+    QCOMPARE(lane.size(), size_t(5000));
+    QVERIFY(!lane.long_durs.empty());
+    auto brute = [&](int64_t a, int64_t b) {
+      int64_t covered = 0;
+      for (size_t e = 0; e < lane.size(); ++e) covered += std::max<int64_t>(0, std::min(lane.end(e), b) - std::max(lane.starts[e], a));
+      return covered;
+    };
+    for (int probe = 0; probe < 400; ++probe) {
+      const int64_t a = next(at), b = a + 1 + next(probe % 2 ? 50'000 : 6'000'000'000LL);
+      QCOMPARE(lane.busy_in(a, b), brute(a, b));
+    }
+    QCOMPARE(lane.summed_dur(lane.size()), brute(m->begin(), m->end()));
+    QCOMPARE(lane.busy_in(m->begin(), m->end()), brute(m->begin(), m->end()));
+    QCOMPARE(lane.busy_in(10, 10), int64_t(0));
+
+    // 100 ns kernels every 200 ns: every column of the merged block is half busy.
+    auto dense = dense_model(200000);
+    DrawList dl = build_draw_list(*dense, Viewport{double(dense->begin()), double(dense->end()), 1000}, {0});
+    QCOMPARE(dl.items.size(), size_t(1));
+    QCOMPARE(dl.items[0].busy, 0);
+    QCOMPARE(dl.busy.size(), size_t(1));
+    QCOMPARE(dl.busy[0].share.size(), size_t(1000));
+    QCOMPARE(dl.busy_columns, size_t(1000));
+    for (size_t k = 0; k + 1 < dl.busy[0].share.size(); ++k) QVERIFY2(std::abs(dl.busy[0].share[k] - 0.5f) < 0.01f, qPrintable(QString::number(k)));
+    // Steps tile the run: merged steps are a block, not a busy share.
+    auto sm = TimelineModel::build(synthetic_trace());
+    const int steps = track_of(*sm, TrackKind::Steps);
+    QVERIFY(steps >= 0);
+    dl = build_draw_list(*sm, Viewport{double(sm->begin()), double(sm->end()), 4}, {steps});
+    QVERIFY(!dl.items.empty() && dl.items[0].count > 1);
+    QCOMPARE(dl.items[0].busy, -1);
+    QVERIFY(dl.busy.empty());
+  }
+
   void sampleDensity() {
     auto m = TimelineModel::build(synthetic_trace());
     const int tr = track_of(*m, TrackKind::CpuSamples);

@@ -6,7 +6,9 @@
 #include <QStyleFactory>
 #include <QLineEdit>
 #include <QTableView>
+#include <QTextBlock>
 #include <QTextBrowser>
+#include <QTextLayout>
 #include <QtTest>
 #include <algorithm>
 #include <cstdio>
@@ -34,6 +36,14 @@ QString h100_recording(const QString& name, const QTemporaryDir& dir) {
   unxz.start("xz", {"-dc", xz});
   if (!unxz.waitForFinished(60000) || unxz.exitCode() != 0) qFatal("xz -dc %s failed", qPrintable(xz));
   return db;
+}
+// Opens `path` in `w` through the real background loader, waiting for it; "" on success, else why not.
+QString open_in_window(MainWindow& w, const QString& path) {
+  w.set_synchronous(true);
+  QSignalSpy spy(&w, &MainWindow::model_loaded);
+  w.open_file(path);
+  if (!spy.wait(60000)) return "no model_loaded signal in 60 s";
+  return spy.takeFirst().at(0).toBool() ? QString() : "load failed: " + w.load_error();
 }
 }  // namespace
 
@@ -181,11 +191,8 @@ class TracesTest : public QObject {
     const QString db = h100_recording("torch_dataloader", dir);
     if (db.isEmpty()) QSKIP("no H100 recordings");
     MainWindow w;
-    w.set_synchronous(true);
-    QSignalSpy spy(&w, &MainWindow::model_loaded);
-    w.open_file(db);
-    QVERIFY(spy.wait(60000));
-    QVERIFY2(spy.takeFirst().at(0).toBool(), "load failed");
+    const QString error = open_in_window(w, db);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     w.timeline()->zoom_to_all();  // the whole run: every thread's stacks in the flame graph
@@ -198,15 +205,155 @@ class TracesTest : public QObject {
              qPrintable(QString("timeline %1 of %2 px").arg(w.timeline()->height()).arg(w.height())));
   }
 
+  // Issue 26: the window opens on the answer — the steps after start-up framed (8.5 s of start-up on this
+  // recording), the worst finding selected and its steps shaded, steps drawn apart, the slowest steady step first.
+  void h100OpensOnTheSteadySteps() {
+    QTemporaryDir dir;
+    const QString db = h100_recording("torch_dataloader", dir);
+    if (db.isEmpty()) QSKIP("no H100 recordings");
+    MainWindow w;
+    w.resize(1600, 1000);
+    const QString error = open_in_window(w, db);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const TimelineModel& m = *w.timeline()->model();
+    QCOMPARE(int(m.steps().size()), 40);
+    QVERIFY2(m.steps()[0].warmup && !m.steps()[1].warmup, "step 0 is the warm-up step");
+    const int64_t from = m.steps()[1].start, to = m.steps().back().end;
+    const double span = double(to - from);
+    const Viewport& vp = w.timeline()->viewport_range();
+    QVERIFY2(vp.t0 <= double(from) && vp.t0 >= double(from) - 0.03 * span, qPrintable(QString::number(vp.t0 - double(from))));
+    QVERIFY2(vp.t1 >= double(to) && vp.t1 <= double(to) + 0.03 * span, qPrintable(QString::number(vp.t1 - double(to))));
+    QVERIFY2(double(from - m.begin()) > 5e9, "start-up is seconds long here: framing it out is what is checked");
+
+    // The worst finding is selected: its row, its steps shaded, its details shown.
+    const int worst = m.worst_finding();
+    QVERIFY(worst >= 0);
+    QCOMPARE(m.findings()[size_t(worst)].rule, std::string("input-bound"));
+    const auto rows = w.findings_view()->selectionModel()->selectedRows();
+    QCOMPARE(rows.size(), 1);
+    QCOMPARE(rows.first().data().toString(), QString::fromStdString(m.findings()[size_t(worst)].severity));
+    // Shaded: every step of the finding lies in one band; the bands are disjoint (no darker stripes where a step
+    // and an evidence range overlap).
+    const auto& bands = w.timeline()->highlights();
+    for (size_t i = 1; i < bands.size(); ++i) QVERIFY(bands[i].first > bands[i - 1].second);
+    for (int64_t s : m.findings()[size_t(worst)].steps) {
+      const StepInfo& st = m.steps()[size_t(m.step_position(s))];
+      QVERIFY(std::any_of(bands.begin(), bands.end(), [&](const auto& b) { return b.first <= st.start && st.end <= b.second; }));
+    }
+    QVERIFY(w.details()->toPlainText().contains("input-bound"));
+
+    // Steps read as steps: along the Steps row every step is its own block, a 1 px gap between neighbours.
+    int steps_track = -1;
+    for (size_t i = 0; i < m.tracks().size(); ++i)
+      if (m.tracks()[i].kind == TrackKind::Steps) steps_track = int(i);
+    QVERIFY(steps_track >= 0);
+    QTest::qWait(100);
+    const QImage img = w.timeline()->viewport()->grab().toImage();
+    const int y = w.timeline()->point_for(double(from), steps_track, 0).y();
+    const QColor input = w.timeline()->palette_colours().event_colour(TimelineModel::kStepKey | 0, false);
+    int blocks = 0;
+    bool in_block = false;
+    for (int x = TimelineView::kGutterWidth; x < img.width(); ++x) {
+      const bool step_px = img.pixelColor(x, y) == input;
+      blocks += step_px && !in_block;
+      in_block = step_px;
+    }
+    int input_steps = 0;
+    for (size_t i = 1; i < m.steps().size(); ++i) input_steps += m.steps()[i].bound == "input";
+    QVERIFY2(blocks >= input_steps - 1 && input_steps >= 30,
+             qPrintable(QString("%1 blocks for %2 input-bound steps").arg(blocks).arg(input_steps)));
+
+    // --select-slowest-step picks a steady slow step; step 0 is said to be start-up.
+    const StepsModel& sm = w.steps_model();
+    const int slowest = sm.slowest_slow_row();
+    QVERIFY(slowest > 0);
+    QVERIFY(!sm.is_startup(slowest));
+    QVERIFY2(sm.explanation(slowest).contains("data wait"), qPrintable(sm.explanation(slowest)));
+    QVERIFY(sm.is_slow(0) && sm.is_startup(0));
+    QVERIFY2(sm.explanation(0).contains("start-up (a one-time cost, not the loop's)") &&
+                 sm.explanation(0).contains("cuLibraryLoadData (CUDA loading its modules, once)"),
+             qPrintable(sm.explanation(0)));
+  }
+
+  // Issue 26: zoomed out, a lane of thousands of kernels shows how busy it is per pixel, not "12482 events".
+  void h100ZoomedOutLanesShowBusyShare() {
+    QTemporaryDir dir;
+    const QString db = h100_recording("launch_bound", dir);
+    if (db.isEmpty()) QSKIP("no H100 recordings");
+    LoadResult r = load_timeline(db);
+    QVERIFY2(r.model, qPrintable(r.error));
+    const TimelineModel& m = *r.model;
+    TimelineView view;
+    view.set_synchronous(true);
+    view.resize(1200, 800);
+    view.set_model(r.model);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.zoom_to_all();
+    const DrawList dl = view.rebuild_now();  // a copy: painting may replace the view's own
+    int busiest = -1;
+    for (size_t i = 0; i < m.tracks().size(); ++i)
+      if (m.tracks()[i].kind == TrackKind::GpuStream && busiest < 0) busiest = int(i);  // busiest stream first
+    QVERIFY(busiest >= 0);
+    const Lane& lane = m.tracks()[size_t(busiest)].lanes[0];
+    QVERIFY(lane.size() > 10000);
+    size_t merged = 0, columns = 0, checked = 0;
+    const BusyStrip* strip = nullptr;
+    for (const DrawItem& it : dl.items) {
+      const Track& tr = m.tracks()[size_t(it.track)];
+      if (it.count > 1 && (tr.kind == TrackKind::GpuStream || tr.kind == TrackKind::CpuRanges))
+        QVERIFY2(it.busy >= 0, "a merged block without its busy share");
+      if (it.track != busiest || it.lane != 0 || it.count <= 1) continue;
+      ++merged;
+      const BusyStrip& s = dl.busy[size_t(it.busy)];
+      columns += s.share.size();
+      if (!strip || s.share.size() > strip->share.size()) strip = &s;
+      // Every 7th column against the kernels themselves (overlap with the column, summed).
+      for (size_t k = 0; k < s.share.size(); k += 7, ++checked) {
+        const int64_t a = int64_t(std::floor(s.t0 + double(k) * s.bucket_ns)), b = std::max(a + 1, int64_t(std::floor(s.t0 + double(k + 1) * s.bucket_ns)));
+        int64_t covered = 0;
+        for (size_t e = 0; e < lane.size(); ++e)
+          covered += std::max<int64_t>(0, std::min(lane.end(e), b) - std::max(lane.starts[e], a));
+        QVERIFY2(std::abs(double(s.share[k]) - double(covered) / double(b - a)) < 1e-3,
+                 qPrintable(QString("column %1: %2 drawn, %3 covered").arg(k).arg(s.share[k]).arg(double(covered) / double(b - a))));
+      }
+    }
+    QVERIFY2(merged >= 1 && columns >= 500, qPrintable(QString("%1 merged blocks, %2 columns").arg(merged).arg(columns)));
+    QVERIFY(checked >= 70);
+    // Pixels: each column's bar is as high as its share of the lane (16 px); an idle column has none.
+    const QImage img = view.viewport()->grab().toImage();
+    const QColor bar = view.palette_colours().gpu_busy;
+    const int lane_px = view.layout().metrics().lane_height - 2;
+    int busy_columns = 0, idle_columns = 0;
+    for (size_t k = 1; k + 1 < strip->share.size(); ++k) {
+      const QPoint mid = view.point_for(strip->t0 + (double(k) + 0.5) * strip->bucket_ns, busiest, 0);
+      if (mid.x() < TimelineView::kGutterWidth || mid.x() >= img.width()) continue;
+      // Only columns whose neighbours are alike: a bar's edge may fall on either side of a pixel.
+      const float lo = std::min({strip->share[k - 1], strip->share[k], strip->share[k + 1]});
+      const float hi = std::max({strip->share[k - 1], strip->share[k], strip->share[k + 1]});
+      if (hi - lo > 0.05f) continue;
+      int px = 0;
+      for (int y = mid.y() - lane_px / 2 - 1; y <= mid.y() + lane_px / 2 + 1; ++y) px += img.pixelColor(mid.x(), y) == bar;
+      if (hi == 0.f) {
+        QCOMPARE(px, 0);
+        ++idle_columns;
+      } else if (lo >= 0.1f) {
+        QVERIFY2(std::abs(double(px) - double(strip->share[k]) * lane_px) <= 1.5,
+                 qPrintable(QString("%1 px for a share of %2").arg(px).arg(strip->share[k])));
+        ++busy_columns;
+      }
+    }
+    QVERIFY2(busy_columns >= 20, qPrintable(QString("%1 busy and %2 idle columns checked").arg(busy_columns).arg(idle_columns)));
+  }
+
   void resnetInputBound() {
     const QString path = traces_dir() + "/kineto/resnet50_num_workers_0.json.gz";
     MainWindow w;
-    w.set_synchronous(true);
     w.resize(1400, 900);
-    QSignalSpy spy(&w, &MainWindow::model_loaded);
-    w.open_file(path);  // the real background path
-    QVERIFY(spy.wait(60000));
-    QVERIFY2(spy.takeFirst().at(0).toBool(), "load failed");
+    const QString error = open_in_window(w, path);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
     const auto& m = *w.timeline()->model();
     int gpu_tracks = 0, steps_track = -1;
     size_t kernels_on_tracks = 0;
@@ -257,8 +404,26 @@ class TracesTest : public QObject {
     // The evidence reads as labelled rows and tables, not JSON; a name in it highlights its occurrences.
     const QString html = w.details()->toHtml(), text = w.details()->toPlainText();
     QVERIFY2(!text.contains("{\""), qPrintable(text));
-    QVERIFY2(text.contains("data wait share") && text.contains("host data wait per step"), qPrintable(text));
+    // Evidence keys read as words (issue 26): no "share for severity".
+    QVERIFY2(text.contains("host waiting for input") && text.contains("host waiting for input per step"), qPrintable(text));
+    QVERIFY2(text.contains("share of the steady steps' time (sets the severity)") && !text.contains("share for severity"),
+             qPrintable(text));
     QVERIFY(text.contains("host data wait") && text.contains(" ms"));
+    // The suggested change wraps in a narrow panel instead of running off its edge.
+    const QString suggestion = QString::fromStdString(m.findings()[finding].suggestion);
+    QTextBrowser narrow;
+    narrow.resize(320, 600);
+    narrow.setHtml(finding_details_html(m, size_t(finding)));
+    narrow.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&narrow));
+    int longest_line_px = 0, wrapped_blocks = 0;
+    for (QTextBlock b = narrow.document()->begin(); b.isValid(); b = b.next()) {
+      if (b.text().isEmpty() || !suggestion.contains(b.text())) continue;
+      longest_line_px = std::max(longest_line_px, narrow.fontMetrics().horizontalAdvance(b.text()));
+      wrapped_blocks += b.layout()->lineCount() > 1;
+    }
+    QVERIFY2(longest_line_px > narrow.viewport()->width(), "no suggestion line is wider than the panel: the check proves nothing");
+    QVERIFY2(wrapped_blocks >= 1, "the suggestion's long lines do not wrap");
     const QString loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
     QVERIFY2(html.contains("highlight:enumerate%28DataLoader%29"), qPrintable(html));
     emit w.details()->anchorClicked(QUrl(QString(kHighlightScheme) + QUrl::toPercentEncoding(loader)));

@@ -27,7 +27,7 @@ QString host_side(const TimelineModel& m, uint32_t api_row) {
   QString out = "<h4>Launched by</h4><table>";
   out += row("API call", h(m.trace().str(a.name)) + " (" + store::to_string(a.kind) + ")");
   out += row("at", dur(double(a.start - m.begin())) + ", " + dur(double(a.end - a.start)));
-  out += row("thread", QString("%1 / %2").arg(a.pid).arg(a.tid));
+  out += row("thread", QString("%1 / %2").arg(m.shown_pid(a.pid)).arg(a.tid));
   out += "</table>";
   auto encl = m.enclosing_ranges(a.pid, a.tid, a.start, a.end);
   if (!encl.empty()) {
@@ -60,7 +60,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   switch (e.kind) {
     case EventKind::Kernel: {
       const auto& k = t.kernels[e.row];
-      out += row("device / stream", QString("%1 / %2").arg(k.device).arg(k.stream));
+      out += row("device / stream", QString("%1 / %2").arg(m.shown_device(k.device)).arg(k.stream));
       out += row("grid", QString("%1 × %2 × %3").arg(k.grid_x).arg(k.grid_y).arg(k.grid_z));
       out += row("block", QString("%1 × %2 × %3").arg(k.block_x).arg(k.block_y).arg(k.block_z));
       if (k.registers) out += row("registers", QString::number(k.registers));
@@ -72,7 +72,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
     }
     case EventKind::Memcpy: {
       const auto& c = t.memcpys[e.row];
-      out += row("device / stream", QString("%1 / %2").arg(c.device).arg(c.stream));
+      out += row("device / stream", QString("%1 / %2").arg(m.shown_device(c.device)).arg(c.stream));
       out += row("bytes", bytes(c.bytes));
       if (en > s) out += row("bandwidth", QString::number(double(c.bytes) / double(en - s), 'f', 2) + " GB/s");
       out += row("memory", QString("%1 → %2").arg(store::to_string(c.src_kind), store::to_string(c.dst_kind)));
@@ -82,7 +82,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
     }
     case EventKind::Memset: {
       const auto& c = t.memsets[e.row];
-      out += row("device / stream", QString("%1 / %2").arg(c.device).arg(c.stream));
+      out += row("device / stream", QString("%1 / %2").arg(m.shown_device(c.device)).arg(c.stream));
       out += row("bytes", bytes(c.bytes));
       out += row("correlation", QString::number(c.correlation));
       api = m.launching_api_call(e);
@@ -90,7 +90,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
     }
     case EventKind::ApiCall: {
       const auto& a = t.api_calls[e.row];
-      out += row("thread", QString("%1 / %2").arg(a.pid).arg(a.tid));
+      out += row("thread", QString("%1 / %2").arg(m.shown_pid(a.pid)).arg(a.tid));
       out += row("correlation", QString::number(a.correlation));
       if (a.return_code) out += row("return code", QString::number(a.return_code));
       auto launched = m.launched_by(e.row);
@@ -102,21 +102,21 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       const auto& r = t.ranges[e.row];
       out += row("source", store::to_string(r.source));
       if (!t.str(r.domain).empty()) out += row("domain", h(t.str(r.domain)));
-      out += row("thread", QString("%1 / %2").arg(r.pid).arg(r.tid));
+      out += row("thread", QString("%1 / %2").arg(m.shown_pid(r.pid)).arg(r.tid));
       if (r.correlation) out += row("correlation", QString::number(r.correlation));
       break;
     }
     case EventKind::Sync: {
       const auto& y = t.syncs[e.row];
       out += row("type", store::to_string(y.type));
-      out += row("thread", QString("%1 / %2").arg(y.pid).arg(y.tid));
+      out += row("thread", QString("%1 / %2").arg(m.shown_pid(y.pid)).arg(y.tid));
       if (y.stream >= 0) out += row("stream", QString::number(y.stream));
       break;
     }
     case EventKind::DataWait: {
       const auto& w = t.data_waits[e.row];
       out += row("recorded by", h(m.wait_sources(e.row)));
-      out += row("thread", QString("%1 / %2").arg(w.pid).arg(w.tid));
+      out += row("thread", QString("%1 / %2").arg(m.shown_pid(w.pid)).arg(w.tid));
       break;
     }
     case EventKind::Step: {
@@ -162,7 +162,8 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   const FindingInfo& f = m.findings().at(i);
   QString out = "<h3>" + h(f.rule) + " <small>(" + h(f.severity) + ")</small></h3>";
   out += "<p>" + h(f.summary) + "</p>";
-  if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre>" + h(f.suggestion) + "</pre>";
+  // Wrapped, not clipped: a panel of any width shows the whole suggested change.
+  if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre style=\"white-space: pre-wrap\">" + h(f.suggestion) + "</pre>";
   out += "<table>";
   out += row("steps", QString::number(f.steps.size()));
   out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");

@@ -77,6 +77,8 @@ void MainWindow::build_ui() {
   QAction* all = view->addAction(tr("Zoom to &all"), this, [this] { timeline_->zoom_to_all(); });
   all->setShortcut(QKeySequence(Qt::Key_0));
   all->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  QAction* steps = view->addAction(tr("Zoom to s&teps, start-up left out"), this, [this] { timeline_->zoom_to_steps(); });
+  steps->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   QAction* sel = view->addAction(tr("Zoom to &selection (F)"), this, [this] { timeline_->zoom_to_selection(); });
   // The collector's own threads (its drain thread, CUPTI's buffer thread) are hidden from the call tree and the
   // flame graph unless asked for: they are the profiler's cost, not the program's.
@@ -92,6 +94,7 @@ void MainWindow::build_ui() {
   tb->setObjectName("toolbar");
   tb->addAction(open);
   tb->addAction(all);
+  tb->addAction(steps);
   tb->addAction(sel);
   tb->addSeparator();
   search_ = new QLineEdit(this);
@@ -272,6 +275,21 @@ void MainWindow::on_loaded(const LoadResult& r) {
                        .arg(r.load_s, 0, 'f', 2)
                        .arg(r.analyze_s, 0, 'f', 2)
                        .arg(r.build_s, 0, 'f', 2));
+  if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
+    int first = -1;
+    for (const auto& s : r.model->steps())
+      if (!s.warmup) {
+        first = int(s.index);
+        break;
+      }
+    status_->setText(status_->text() + tr(" — showing the steps from step %1; %2 of start-up before them: 0 or Home shows everything")
+                                           .arg(first)
+                                           .arg(QString::fromStdString(format_duration(double(ext->first - r.model->begin())))));
+  }
+  // A directory of ranks: what `analyze` leaves out (a launcher's store) is left out here too, and said.
+  const auto& meta = r.model->trace().meta;
+  if (auto it = meta.find("ranks.left_out"); it != meta.end())
+    status_->setText(status_->text() + tr(" — left out: %1").arg(QString::fromStdString(it->second)));
   emit model_loaded(true);
 }
 
@@ -285,18 +303,24 @@ void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QSt
   steps_view_->resizeColumnsToContents();
   details_->clear();
   if (!title.isEmpty()) setWindowTitle(title + " — stepscope");
-  if (model_) on_range(model_->begin(), model_->end(), false);
+  if (!model_) return;
+  on_range(model_->begin(), model_->end(), false);
+  // Open on the answer: the steps after start-up framed (0 or Home shows everything), the worst finding selected
+  // and its steps shaded.
+  timeline_->zoom_to_steps();
+  if (const int worst = model_->worst_finding(); worst >= 0) select_finding(worst, false);
 }
 
-void MainWindow::select_finding(int row) {
+void MainWindow::select_finding(int row, bool zoom) {
   if (!model_ || row < 0 || static_cast<size_t>(row) >= model_->findings().size()) return;
+  findings_view_->selectRow(findings_proxy_->mapFromSource(findings_->index(row, 0)).row());
   const FindingInfo& f = model_->findings()[row];
   std::vector<std::pair<int64_t, int64_t>> bands;
   for (int64_t s : f.steps)
     if (int p = model_->step_position(s); p >= 0) bands.emplace_back(model_->steps()[p].start, model_->steps()[p].end);
   for (const auto& r : f.ranges) bands.push_back(r);
   timeline_->set_highlights(bands);
-  if (auto ext = model_->finding_extent(row)) timeline_->zoom_to(double(ext->first), double(ext->second));
+  if (auto ext = model_->finding_extent(row); ext && zoom) timeline_->zoom_to(double(ext->first), double(ext->second));
   timeline_->select_event(EventRef{EventKind::Finding, static_cast<uint32_t>(row)});
   details_->setHtml(finding_details_html(*model_, row));
 }

@@ -50,8 +50,9 @@ class MainWindow : public QMainWindow {
   const CallTreeModel& call_tree_model() const { return *call_tree_; }
   TraceLoader& loader() { return *loader_; }
 
-  // Selects finding `row` (of the findings model): zooms to its steps and highlights its evidence.
-  void select_finding(int row);
+  // Selects finding `row` (of the findings model): shades its steps, shows its evidence and, with `zoom`, zooms
+  // to them.
+  void select_finding(int row, bool zoom = true);
   // Selects step `row` (of the steps model): zooms to it, shades it and shows its breakdown and explanation.
   void select_step(int row);
 

@@ -19,6 +19,8 @@ TimelinePalette TimelinePalette::from(const QPalette& app) {
     p.time_selection = QColor(0x4f, 0x8c, 0xff, 50);
     p.highlight = QColor(0xff, 0xc1, 0x07, 40);
     p.flow = QColor(0xff, 0x80, 0x40);
+    p.gpu_busy = QColor(0x4c, 0xc0, 0x7a);
+    p.host_busy = QColor(0x6f, 0x9f, 0xd8);
   } else {
     p.background = QColor(0xfb, 0xfb, 0xfc);
     p.alternate = QColor(0xf2, 0xf3, 0xf5);
@@ -31,6 +33,8 @@ TimelinePalette TimelinePalette::from(const QPalette& app) {
     p.time_selection = QColor(0x1a, 0x73, 0xe8, 40);
     p.highlight = QColor(0xff, 0xb3, 0x00, 45);
     p.flow = QColor(0xd9, 0x48, 0x0f);
+    p.gpu_busy = QColor(0x1e, 0x8e, 0x4e);
+    p.host_busy = QColor(0x3a, 0x6e, 0xb5);
   }
   return p;
 }

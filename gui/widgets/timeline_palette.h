@@ -12,6 +12,8 @@ struct TimelinePalette {
   bool dark = false;
   QColor background, alternate, gutter, group_header, text, muted_text, grid, selection, time_selection, highlight,
       flow;
+  // Zoomed-out lanes: the busy share per pixel of a GPU stream, of a thread's calls and ranges.
+  QColor gpu_busy, host_busy;
 
   static TimelinePalette from(const QPalette& app);
   // Fill for an event with TimelineModel::colour_key `key`; merged blocks are drawn `muted`.

@@ -113,6 +113,14 @@ void TimelineView::zoom_to(double t0, double t1, double padding) {
   view_changed();
 }
 
+void TimelineView::zoom_to_steps() {
+  if (auto ext = model_ ? model_->steady_extent() : std::nullopt) {
+    zoom_to(double(ext->first), double(ext->second));
+    return;
+  }
+  zoom_to_all();
+}
+
 void TimelineView::zoom_to_all() {
   if (!model_) {
     vp_ = Viewport{0, 1e6, content_width()};
@@ -283,12 +291,35 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     const int y = layout_.lane_y(it.track, it.lane) - sy;
     if (y + lane_h < 0 || y > h) continue;
     const EventRef ref = track.lanes[it.lane].ref(it.index);
+    if (it.busy >= 0 && size_t(it.busy) < dl.busy.size()) {
+      // Zoomed out: how busy the lane is under each pixel, bottom-aligned bars over a faint band of the block.
+      const BusyStrip& strip = dl.busy[size_t(it.busy)];
+      QColor c = track.kind == TrackKind::GpuStream ? colours_.gpu_busy : colours_.host_busy;
+      if (search_active_) c.setAlpha(60);
+      QColor band = c;
+      band.setAlpha(search_active_ ? 15 : 38);
+      p.fillRect(QRectF(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2), band);
+      const double bw = std::max(1.0, strip.bucket_ns / vp_.ns_per_px());
+      for (size_t k = 0; k < strip.share.size(); ++k) {
+        if (strip.share[k] <= 0.f) continue;
+        const double bx = vp_.x_of(strip.t0 + double(k) * strip.bucket_ns);
+        if (bx + bw < 0 || bx > w - kGutterWidth) continue;
+        const double bh = std::max(1.0, double(strip.share[k]) * (lane_h - 2));
+        p.fillRect(QRectF(kGutterWidth + bx, y + lane_h - 1 - bh, bw, bh), c);
+      }
+      continue;
+    }
     QColor fill = colours_.event_colour(it.colour, it.count > 1);
     if (search_active_ && (it.count > 1 || !matches_search(ref))) fill.setAlpha(60);
-    const QRectF r(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2);
+    QRectF r(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2);
+    // Steps tile the run: a 1 px gap between neighbours keeps 79 steps of one colour from reading as one bar.
+    if ((track.kind == TrackKind::Steps || track.kind == TrackKind::Findings) && it.count == 1 && r.width() >= 4)
+      r.adjust(0, 0, -1, 0);
     p.fillRect(r, fill);
     if (r.width() > 28) {
-      QString label = it.count > 1 ? tr("%1 events").arg(it.count) : qs(model_->name_of(ref));
+      const bool steps = track.kind == TrackKind::Steps || track.kind == TrackKind::Findings;
+      QString label = it.count > 1 ? (steps ? tr("%1 steps").arg(it.count) : tr("%1 events").arg(it.count))
+                                   : qs(model_->name_of(ref));
       if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
         label += "  " + qs(format_duration(it.end - it.start));
       p.setPen(colours_.text_on(fill));
@@ -447,8 +478,15 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
     if (current_) {
       const double t = vp_.time_at(vpos.x() - kGutterWidth);
       for (const DrawItem& it : current_->items)
-        if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end)
-          return tr("%1 events merged (%2) — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
+        if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end) {
+          const Lane& lane = model_->tracks()[size_t(it.track)].lanes[size_t(it.lane)];
+          const auto a = int64_t(it.start), b = int64_t(it.end);
+          const double busy = b > a ? 100.0 * double(lane.busy_in(a, b)) / double(b - a) : 0.0;
+          return tr("%1 events in %2, busy %3 % of it — zoom in to see them")
+              .arg(it.count)
+              .arg(qs(format_duration(it.end - it.start)))
+              .arg(busy, 0, 'f', busy < 10 ? 1 : 0);
+        }
     }
     const EventRef e = hit->event;
     const double d = double(model_->end_of(e) - model_->start_of(e));
@@ -643,7 +681,16 @@ void TimelineView::set_time_selection(std::optional<std::pair<int64_t, int64_t>>
 }
 
 void TimelineView::set_highlights(std::vector<std::pair<int64_t, int64_t>> ranges) {
-  highlights_ = std::move(ranges);
+  // Their union: a finding's steps and its evidence ranges overlap, and overlapping translucent bands would stripe
+  // the view with darker shades that mean nothing.
+  std::sort(ranges.begin(), ranges.end());
+  highlights_.clear();
+  for (const auto& r : ranges) {
+    if (!highlights_.empty() && r.first <= highlights_.back().second)
+      highlights_.back().second = std::max(highlights_.back().second, r.second);
+    else
+      highlights_.push_back(r);
+  }
   viewport()->update();
 }
 

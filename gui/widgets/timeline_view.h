@@ -50,6 +50,8 @@ class TimelineView : public QAbstractScrollArea {
   // Shows [t0, t1] with `padding` of the span added on each side.
   void zoom_to(double t0, double t1, double padding = 0.02);
   void zoom_to_all();
+  // The steps after start-up (TimelineModel::steady_extent), else everything: what a file opens on.
+  void zoom_to_steps();
   // Zooms to the time selection, else the selected event.
   void zoom_to_selection();
 
@@ -57,8 +59,9 @@ class TimelineView : public QAbstractScrollArea {
   const std::optional<EventRef>& selected_event() const { return selected_; }
   void set_time_selection(std::optional<std::pair<int64_t, int64_t>> range);
   const std::optional<std::pair<int64_t, int64_t>>& time_selection() const { return time_selection_; }
-  // Bands shaded across every track (a finding's steps and evidence).
+  // Bands shaded across every track (a finding's steps and evidence); kept as their union, sorted.
   void set_highlights(std::vector<std::pair<int64_t, int64_t>> ranges);
+  const std::vector<std::pair<int64_t, int64_t>>& highlights() const { return highlights_; }
 
   // Highlights events whose name contains `text` (case-insensitive); returns how many match.
   size_t set_search(const QString& text);

@@ -15,8 +15,8 @@ namespace {
 
 // Rank k's pids become (k + 1) * kPidBase + pid, its devices (k + 1) * kDeviceBase + device, and its
 // correlation ids move past every other rank's, so tracks, groups and launch flows never mix ranks.
-constexpr int64_t kPidBase = 10'000'000;
-constexpr int64_t kDeviceBase = 1'000;
+constexpr int64_t kPidBase = kRankPidBase;
+constexpr int64_t kDeviceBase = kRankDeviceBase;
 constexpr int kCorrelationShift = 40;
 
 void relabel(store::Trace& t, size_t k, const std::string& label, int64_t shift) {
@@ -73,17 +73,40 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
     std::map<int64_t, int64_t> step_start;  // index → start
   };
   std::vector<One> ranks;
+  std::vector<std::string> kept;
   for (const auto& f : files) {
     One o;
     o.t = load_trace(f);
     if (auto it = o.t.meta.find("rank"); it != o.t.meta.end()) o.rank = std::atoll(it->second.c_str());
     for (const auto& s : analyze(o.t).steps) o.step_start.emplace(s.index, s.start_ns);
+    o.t.meta["source_file"] = f;
     ranks.push_back(std::move(o));
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const One& a, const One& b) {
     if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;
     return a.rank < b.rank;
   });
+  // As `analyze DIR` does (combine_ranks): an input without steps or without a rank among ranked ones (the
+  // launcher's own store, `record -o run-%r.db` → run-launcher.db) is left out, and said.
+  std::string left_out;
+  const bool any_ranked = std::any_of(ranks.begin(), ranks.end(), [](const One& o) { return o.rank >= 0; });
+  const bool any_steps = std::any_of(ranks.begin(), ranks.end(), [](const One& o) { return !o.step_start.empty(); });
+  auto why_left_out = [&](const One& o) -> const char* {
+    if (any_steps && o.step_start.empty()) return "no steps";
+    if (any_ranked && o.rank < 0) return "no rank, unlike the others";
+    return nullptr;
+  };
+  // Nothing would be left to show (ranked inputs without steps beside one unranked with steps): show them all.
+  if (std::any_of(ranks.begin(), ranks.end(), [&](const One& o) { return !why_left_out(o); })) {
+    std::vector<One> shown;
+    for (auto& o : ranks) {
+      if (const char* why = why_left_out(o))
+        left_out += (left_out.empty() ? "" : "; ") + o.t.meta["source_file"] + ": " + why;
+      else
+        shown.push_back(std::move(o));
+    }
+    ranks = std::move(shown);
+  }
   // Align at the first step index every rank has; ranks without it keep their own times.
   int64_t common = -1;
   if (!ranks.empty())
@@ -101,7 +124,7 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
     One& o = ranks[k];
     const int64_t shift = common >= 0 ? ranks.front().step_start[common] - o.step_start[common] : 0;
     relabel(o.t, k, o.rank >= 0 ? fmt::format("rank {}", o.rank) : fmt::format("input {}", k), shift);
-    sources += (sources.empty() ? "" : ";") + files[k];
+    sources += (sources.empty() ? "" : ";") + o.t.meta["source_file"];
     merge_into(all, o.t);
     o.t = store::Trace();  // keep one copy of each rank's rows
   }
@@ -109,6 +132,7 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
   all.meta["source_file"] = sources;
   all.meta["ranks"] = std::to_string(ranks.size());
   all.meta["ranks.aligned_step"] = std::to_string(common);
+  if (!left_out.empty()) all.meta["ranks.left_out"] = left_out;
   sort_by_time(all);
   return all;
 }

@@ -95,6 +95,26 @@ bool StepsModel::is_slow(int row) const {
   return o.median_ns > 0 && rows_[row]->dur_ns - o.median_ns > o.threshold_ns;
 }
 
+bool StepsModel::is_startup(int row) const {
+  if (rows_.empty() || row < 0 || row >= rowCount()) return false;
+  if (rows_[row]->warmup) return true;
+  for (const auto& s : model_->analysis()->step_outliers.slow)
+    if (s.index == rows_[row]->index) return s.startup;
+  return false;
+}
+
+int StepsModel::slowest_slow_row() const {
+  int best = -1;
+  for (int r = 0; r < rowCount(); ++r) {
+    if (!is_slow(r)) continue;
+    // Start-up is slow once and nothing in the loop changes it: a steady slow step comes first.
+    if (best < 0 || (is_startup(best) && !is_startup(r)) ||
+        (is_startup(best) == is_startup(r) && rows_[r]->dur_ns > rows_[best]->dur_ns))
+      best = r;
+  }
+  return best;
+}
+
 QString StepsModel::explanation(int row) const {
   if (!is_slow(row)) return {};
   for (const auto& s : model_->analysis()->step_outliers.slow)
@@ -119,7 +139,8 @@ QVariant StepsModel::data(const QModelIndex& index, int role) const {
   auto ns = [&](int64_t v) { return sort ? QVariant(static_cast<qlonglong>(v)) : QVariant(dur(double(v))); };
   if (col == Step) {
     if (sort) return static_cast<qlonglong>(s.index);
-    return is_slow(row) ? QString("%1 ▲").arg(s.index) : QString::number(s.index);
+    if (is_slow(row)) return is_startup(row) ? QString("%1 ▲ start-up").arg(s.index) : QString("%1 ▲").arg(s.index);
+    return s.warmup ? QString("%1 start-up").arg(s.index) : QString::number(s.index);
   }
   if (col == Duration) return ns(s.dur_ns);
   if (col == OverMedian) {

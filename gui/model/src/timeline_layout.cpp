@@ -112,7 +112,7 @@ std::vector<int> TimelineLayout::tracks_in(int y0, int y1) const {
 namespace {
 
 void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_index, const Viewport& vp,
-              const LodOptions& opt, DrawList& out) {
+              const LodOptions& opt, bool busy_strips, DrawList& out) {
   const size_t n = lane.size();
   if (!n) return;
   const double npp = vp.ns_per_px();
@@ -149,6 +149,25 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
     item.start = static_cast<double>(s);
     item.end = static_cast<double>(e);
     item.count = static_cast<uint32_t>(next - i);
+    if (item.count > 1 && busy_strips) {
+      // One column per pixel on the viewport's grid: two binary searches each, so O(pixels · log n) still.
+      const double x0 = std::max(0.0, std::floor(vp.x_of(item.start)));
+      const double x1 = std::min(double(vp.width), std::ceil(vp.x_of(item.end)));
+      if (x1 > x0) {
+        BusyStrip strip;
+        strip.t0 = vp.time_at(x0);
+        strip.bucket_ns = npp;
+        strip.share.reserve(size_t(x1 - x0));
+        for (double x = x0; x < x1; ++x) {
+          const int64_t a = static_cast<int64_t>(std::floor(vp.time_at(x)));
+          const int64_t b = std::max(a + 1, static_cast<int64_t>(std::floor(vp.time_at(x + 1))));
+          strip.share.push_back(float(double(lane.busy_in(a, b)) / double(b - a)));
+          ++out.busy_columns;
+        }
+        item.busy = static_cast<int32_t>(out.busy.size());
+        out.busy.push_back(std::move(strip));
+      }
+    }
     out.items.push_back(item);
     i = next;
   }
@@ -191,7 +210,10 @@ DrawList build_draw_list(const TimelineModel& model, const Viewport& vp, const s
       density(tr, ti, vp, options, out);
       continue;
     }
-    for (size_t li = 0; li < tr.lanes.size(); ++li) lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, out);
+    // Steps and findings tile the run: a merged run of them is drawn as a block, not as a busy share.
+    const bool busy = tr.kind == TrackKind::GpuStream || tr.kind == TrackKind::CpuRanges || tr.kind == TrackKind::DataWaits;
+    for (size_t li = 0; li < tr.lanes.size(); ++li)
+      lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, busy, out);
   }
   return out;
 }

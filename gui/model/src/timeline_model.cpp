@@ -6,6 +6,7 @@
 #include <set>
 
 #include "stepscope/analyzer/display_names.h"
+#include "stepscope/analyzer/multi_rank.h"
 
 namespace stepscope::gui {
 
@@ -73,7 +74,46 @@ int64_t Lane::long_dur(size_t i) const {
 size_t Lane::bytes() const {
   return starts.capacity() * sizeof(int64_t) + durs.capacity() * sizeof(uint32_t) +
          rows.capacity() * sizeof(uint32_t) + kinds.capacity() * sizeof(EventKind) +
-         long_durs.capacity() * sizeof(long_durs[0]) + max_end.capacity() * sizeof(int64_t);
+         long_durs.capacity() * sizeof(long_durs[0]) + max_end.capacity() * sizeof(int64_t) +
+         busy_marks.capacity() * sizeof(int64_t);
+}
+
+void Lane::index_busy() {
+  busy_marks.assign(size() / kBusyStride + 1, 0);
+  int64_t sum = 0;
+  for (size_t i = 0; i < size(); ++i) {
+    if (i % kBusyStride == 0) busy_marks[i / kBusyStride] = sum;
+    sum += dur(i);
+  }
+  if (size() % kBusyStride == 0) busy_marks.back() = sum;
+}
+
+int64_t Lane::summed_dur(size_t i) const {
+  const size_t k = busy_marks.empty() ? 0 : std::min(i / kBusyStride, busy_marks.size() - 1);
+  int64_t sum = busy_marks.empty() ? 0 : busy_marks[k];
+  for (size_t j = k * kBusyStride; j < i; ++j) sum += dur(j);
+  return sum;
+}
+
+int64_t Lane::busy_in(int64_t a, int64_t b) const {
+  if (b <= a || !size()) return 0;
+  const size_t i = first_ending_after(a);
+  const size_t j = first_starting_at_or_after(b, std::min(i, size()));
+  if (j <= i) return 0;
+  int64_t busy = summed_dur(j) - summed_dur(i);
+  // The first and last events may stick out of [a, b) (an event covering all of it is both).
+  if (starts[i] < a) busy -= std::min(dur(i), a - starts[i]);
+  if (end(j - 1) > b) busy -= std::min(dur(j - 1), end(j - 1) - b);
+  return std::clamp<int64_t>(busy, 0, b - a);
+}
+
+// Several ranks in one trace (merge_ranks_for_timeline) keep their ids apart with offsets: show the recorded ones.
+int64_t TimelineModel::shown_pid(int64_t pid) const {
+  return trace_->meta.count("ranks") && pid > 0 ? pid % analyzer::kRankPidBase : pid;
+}
+
+int64_t TimelineModel::shown_device(int64_t device) const {
+  return trace_->meta.count("ranks") && device > 0 ? device % analyzer::kRankDeviceBase : device;
 }
 
 size_t TimelineModel::lane_bytes() const {
@@ -155,6 +195,7 @@ std::vector<Lane> stack_into_lanes(std::vector<T>& items, const SpanOf& span_of)
     l.rows.push_back(it.row);
     if (info[lane_of[k]].mixed) l.kinds.push_back(it.kind);
   }
+  for (Lane& l : lanes) l.index_busy();
   for (size_t i = 0; i < lanes.size(); ++i) {
     if (info[i].ends_sorted) continue;
     Lane& l = lanes[i];
@@ -189,9 +230,9 @@ void TimelineModel::build_steps_and_findings() {
   const store::Trace& t = *trace_;
   if (analysis_ && !analysis_->steps.empty()) {
     for (const auto& s : analysis_->steps)
-      steps_.push_back({s.index, s.start_ns, s.start_ns + std::max<int64_t>(0, s.dur_ns), bound_name(s.bound)});
+      steps_.push_back({s.index, s.start_ns, s.start_ns + std::max<int64_t>(0, s.dur_ns), bound_name(s.bound), s.warmup});
   } else {
-    for (const auto& s : t.steps) steps_.push_back({s.index, s.start, std::max(s.start, s.end), ""});
+    for (const auto& s : t.steps) steps_.push_back({s.index, s.start, std::max(s.start, s.end), "", false});
   }
   std::sort(steps_.begin(), steps_.end(), [](const StepInfo& a, const StepInfo& b) { return a.start < b.start; });
 
@@ -234,6 +275,33 @@ int TimelineModel::step_position(int64_t step_index) const {
   for (size_t i = 0; i < steps_.size(); ++i)
     if (steps_[i].index == step_index) return static_cast<int>(i);
   return -1;
+}
+
+std::optional<std::pair<int64_t, int64_t>> TimelineModel::steady_extent() const {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const StepInfo& s : steps_)
+    if (!s.warmup) lo = std::min(lo, s.start), hi = std::max(hi, s.end);
+  // A host that runs ahead queues work the GPU does later: the GPU's own steps belong in the frame too.
+  if (analysis_)
+    for (const auto& g : analysis_->gpu_steps)
+      if (!g.warmup && g.dur_ns > 0) lo = std::min(lo, g.start_ns), hi = std::max(hi, g.start_ns + g.dur_ns);
+  if (lo >= hi) return std::nullopt;
+  return std::make_pair(lo, hi);
+}
+
+int TimelineModel::worst_finding() const {
+  auto rank = [](const std::string& severity) { return severity == "high" ? 2 : severity == "medium" ? 1 : 0; };
+  int best = -1;
+  for (size_t i = 0; i < findings_.size(); ++i) {
+    const FindingInfo& f = findings_[i];
+    if (best < 0) {
+      best = int(i);
+      continue;
+    }
+    const FindingInfo& b = findings_[size_t(best)];
+    if (rank(f.severity) > rank(b.severity) || (rank(f.severity) == rank(b.severity) && f.share > b.share)) best = int(i);
+  }
+  return best;
 }
 
 std::optional<std::pair<int64_t, int64_t>> TimelineModel::finding_extent(size_t finding) const {
@@ -349,7 +417,7 @@ void TimelineModel::build_tracks() {
     samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
 
   auto process_label = [&](int64_t pid) {
-    std::string s = "Process " + std::to_string(pid);
+    std::string s = "Process " + std::to_string(shown_pid(pid));
     auto it = process_names.find(pid);
     if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
     return s;
@@ -397,7 +465,7 @@ void TimelineModel::build_tracks() {
     auto [device, stream] = key;
     Track tr;
     tr.kind = TrackKind::GpuStream;
-    tr.group = "GPU " + std::to_string(device);
+    tr.group = "GPU " + std::to_string(shown_device(device));
     if (auto it = device_names.find(device); it != device_names.end() && !it->second.empty())
       tr.group += " " + it->second;
     tr.title = "Stream " + std::to_string(stream);

@@ -117,7 +117,14 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
 // "rank N · name" (pids, device ids and correlation ids made distinct per rank, so each rank is a group of
 // its own) and its times shifted so the first step index every rank has starts where it does on the lowest
 // rank. Ranks of different hosts need no common clock for this. The ranks' own findings are dropped.
+// Inputs `analyze` leaves out (no steps, or no rank among ranked inputs: a launcher's store) are left out here
+// too and named in meta `ranks.left_out` ("FILE: why; …"); meta `ranks` counts the ranks kept.
 store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
+
+// The offsets that keep ranks apart in that trace: rank k's pid p reads (k + 1) · kRankPidBase + p and its device
+// d (k + 1) · kRankDeviceBase + d. Views show the recorded ids (id % base).
+inline constexpr int64_t kRankPidBase = 10'000'000;
+inline constexpr int64_t kRankDeviceBase = 1'000;
 
 // The per-rank section of `diff BASE_DIR NEW_DIR`: ranks matched by rank number, means over aligned steps,
 // and each side's `straggler` / `exposed-comm` (text, or a Markdown section).

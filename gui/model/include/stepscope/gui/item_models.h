@@ -45,6 +45,11 @@ class StepsModel : public QAbstractTableModel {
   // Position in TimelineModel::steps() of a row.
   int step_position(int row) const;
   bool is_slow(int row) const;
+  // A warm-up step, or a slow step made slow by one-time work (SlowStep::startup).
+  bool is_startup(int row) const;
+  // What --select-slowest-step picks: the slowest slow step that is not start-up, else the slowest start-up one;
+  // -1 when no step is slow.
+  int slowest_slow_row() const;
   // The explanation of a slow step (empty when not slow or not among those explained).
   QString explanation(int row) const;
 

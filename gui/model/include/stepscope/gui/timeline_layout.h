@@ -85,6 +85,14 @@ struct DrawItem {
   uint32_t count = 1;   // events merged into this block
   uint32_t index = 0;   // lane position of the first event
   uint32_t colour = 0;  // TimelineModel::colour_key of the first event (merged blocks are drawn muted)
+  int32_t busy = -1;    // merged block of a GPU stream or thread lane: its busy share per pixel (DrawList::busy)
+};
+
+// A merged block drawn as what it is: the share of each pixel column its lane's events cover (as Nsight Systems'
+// GPU utilization row and Perfetto's track summaries), not a box saying "N events".
+struct BusyStrip {
+  double t0 = 0, bucket_ns = 1;  // column k covers [t0 + k · bucket_ns, t0 + (k + 1) · bucket_ns)
+  std::vector<float> share;      // 0..1
 };
 
 // Sample density of one CpuSamples track: fraction of the busiest bucket, per bucket of `bucket_px`.
@@ -100,7 +108,9 @@ struct DrawList {
   std::vector<int> tracks;  // the tracks it covers
   std::vector<DrawItem> items;
   std::vector<DensityStrip> density;
+  std::vector<BusyStrip> busy;  // DrawItem::busy indexes it
   size_t events_visited = 0;  // lane positions touched (for the benchmark: bounded by pixels, not events)
+  size_t busy_columns = 0;    // busy shares computed: two binary searches and ≤ 2 · Lane::kBusyStride sums each
 };
 
 struct LodOptions {

@@ -40,6 +40,10 @@ struct Lane {
   // Prefix maximum of the ends; empty when the ends are already non-decreasing (the usual case), so the
   // first event ending after t is one binary search either way.
   std::vector<int64_t> max_end;
+  // busy_marks[k]: the summed durations of events [0, k · kBusyStride): how busy a zoomed-out lane is over any
+  // span, in two binary searches and at most 2 · kBusyStride additions, for a quarter byte an event.
+  static constexpr size_t kBusyStride = 32;
+  std::vector<int64_t> busy_marks;
 
   size_t size() const { return starts.size(); }
   int64_t dur(size_t i) const { return durs[i] != kLongDur ? int64_t(durs[i]) : long_dur(i); }
@@ -53,6 +57,12 @@ struct Lane {
   size_t first_starting_at_or_after(int64_t t, size_t from = 0) const;
   // Heap bytes held by the lane's columns.
   size_t bytes() const;
+  // Summed durations of events [0, i).
+  int64_t summed_dur(size_t i) const;
+  // Time inside [a, b) covered by the lane's events (their overlaps with it, summed; at most b - a).
+  int64_t busy_in(int64_t a, int64_t b) const;
+  // Fills busy_marks (after the columns are complete).
+  void index_busy();
 
  private:
   int64_t long_dur(size_t i) const;
@@ -80,6 +90,7 @@ struct Track {
 struct StepInfo {
   int64_t index = 0, start = 0, end = 0;
   std::string bound;  // "input", "launch", "sync", "host", "gpu" or "" when not analyzed
+  bool warmup = false;  // the analyzer's warm-up step (StepBreakdown::warmup): start-up, not the loop
 };
 
 // A finding as the timeline shows it (the analyzer's result when present, else the stored finding).
@@ -109,6 +120,9 @@ class TimelineModel {
   size_t event_count() const { return event_count_; }
   // Heap bytes held by the lanes and sample columns of all tracks.
   size_t lane_bytes() const;
+  // The pid and device id as recorded (a trace of several ranks offsets them to keep ranks apart).
+  int64_t shown_pid(int64_t pid) const;
+  int64_t shown_device(int64_t device) const;
 
   int64_t start_of(EventRef e) const;
   int64_t end_of(EventRef e) const;
@@ -131,6 +145,11 @@ class TimelineModel {
 
   // Index of the step with this index value, or -1.
   int step_position(int64_t step_index) const;
+  // The steps after start-up: from the first step that is not a warm-up step to the end of the last (and of the
+  // GPU's own steps when the host runs ahead); the window opens on it. nullopt without steps.
+  std::optional<std::pair<int64_t, int64_t>> steady_extent() const;
+  // The finding to show first: the highest severity, then the largest share of step time; -1 when none.
+  int worst_finding() const;
   // Time extent of a finding (its steps and evidence ranges); nullopt when it has none.
   std::optional<std::pair<int64_t, int64_t>> finding_extent(size_t finding) const;
 
