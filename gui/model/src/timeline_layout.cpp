@@ -158,10 +158,14 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
         strip.t0 = vp.time_at(x0);
         strip.bucket_ns = npp;
         strip.share.reserve(size_t(x1 - x0));
+        // Neighbouring columns share their edge: one covered_before() per edge.
+        int64_t a = static_cast<int64_t>(std::floor(vp.time_at(x0)));
+        int64_t covered_a = lane.covered_before(a);
         for (double x = x0; x < x1; ++x) {
-          const int64_t a = static_cast<int64_t>(std::floor(vp.time_at(x)));
           const int64_t b = std::max(a + 1, static_cast<int64_t>(std::floor(vp.time_at(x + 1))));
-          strip.share.push_back(float(double(lane.busy_in(a, b)) / double(b - a)));
+          const int64_t covered_b = lane.covered_before(b);
+          strip.share.push_back(float(double(std::clamp<int64_t>(covered_b - covered_a, 0, b - a)) / double(b - a)));
+          a = b, covered_a = covered_b;
           ++out.busy_columns;
         }
         item.busy = static_cast<int32_t>(out.busy.size());

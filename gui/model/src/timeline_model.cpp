@@ -95,16 +95,18 @@ int64_t Lane::summed_dur(size_t i) const {
   return sum;
 }
 
+int64_t Lane::covered_before(int64_t t) const {
+  // Events before i ended by t; event i may straddle t. (In the overlapping overflow lane a later event may also
+  // have ended by t: that lane's figure is a lower bound.)
+  const size_t i = first_ending_after(t);
+  int64_t covered = summed_dur(i);
+  if (i < size() && starts[i] < t) covered += std::min(dur(i), t - starts[i]);
+  return covered;
+}
+
 int64_t Lane::busy_in(int64_t a, int64_t b) const {
   if (b <= a || !size()) return 0;
-  const size_t i = first_ending_after(a);
-  const size_t j = first_starting_at_or_after(b, std::min(i, size()));
-  if (j <= i) return 0;
-  int64_t busy = summed_dur(j) - summed_dur(i);
-  // The first and last events may stick out of [a, b) (an event covering all of it is both).
-  if (starts[i] < a) busy -= std::min(dur(i), a - starts[i]);
-  if (end(j - 1) > b) busy -= std::min(dur(j - 1), end(j - 1) - b);
-  return std::clamp<int64_t>(busy, 0, b - a);
+  return std::clamp<int64_t>(covered_before(b) - covered_before(a), 0, b - a);
 }
 
 // Several ranks in one trace (merge_ranks_for_timeline) keep their ids apart with offsets: show the recorded ones.

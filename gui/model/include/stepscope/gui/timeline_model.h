@@ -59,6 +59,8 @@ struct Lane {
   size_t bytes() const;
   // Summed durations of events [0, i).
   int64_t summed_dur(size_t i) const;
+  // Time before t covered by the lane's events: one binary search and at most kBusyStride additions.
+  int64_t covered_before(int64_t t) const;
   // Time inside [a, b) covered by the lane's events (their overlaps with it, summed; at most b - a).
   int64_t busy_in(int64_t a, int64_t b) const;
   // Fills busy_marks (after the columns are complete).
