@@ -326,22 +326,55 @@ std::optional<std::pair<int64_t, int64_t>> TimelineModel::finding_extent(size_t 
   return std::make_pair(lo, hi);
 }
 
-void TimelineModel::build_tracks() {
-  const store::Trace& t = *trace_;
-  std::map<int64_t, std::string> process_names;
-  for (const auto& p : t.processes) process_names[p.pid] = t.str(p.name);
-  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
-  for (const auto& th : t.threads) thread_names[{th.pid, th.tid}] = t.str(th.name);
-  std::map<int64_t, std::string> device_names;
-  for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
+namespace {
 
-  // Gather items per (pid, tid) and per (device, stream), ordered for a stable layout.
-  // Events are gathered per track as 8-byte references (not copies of their times), counted first so each
-  // list is allocated once at its exact size.
-  using Key = std::pair<int64_t, int64_t>;
+using Key = std::pair<int64_t, int64_t>;  // (pid, tid) or (device, stream)
+
+// An event's time span, whichever table it lives in.
+struct SpanOf {
+  const store::Trace& t;
+  Item operator()(EventRef e) const {
+    switch (e.kind) {
+      case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
+      case EventKind::Memcpy: return item_of(t.memcpys[e.row], e.row, e.kind);
+      case EventKind::Memset: return item_of(t.memsets[e.row], e.row, e.kind);
+      case EventKind::ApiCall: return item_of(t.api_calls[e.row], e.row, e.kind);
+      case EventKind::Range: return item_of(t.ranges[e.row], e.row, e.kind);
+      case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
+      case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);
+      case EventKind::Step:
+      case EventKind::Finding: break;
+    }
+    return Item{0, 0, e.row, e.kind};
+  }
+};
+
+}  // namespace
+
+// The trace's events as 8-byte references per future track: host events and data waits per thread, GPU activity
+// per stream, samples per thread.
+struct TimelineModel::EventsByTrack {
   using Refs = std::map<Key, std::vector<EventRef>>;
   Refs host, waits, gpu;
-  std::map<Key, std::vector<std::pair<int64_t, uint32_t>>> samples;
+  std::map<Key, std::vector<std::pair<int64_t, uint32_t>>> samples;  // (time, samples row)
+};
+
+void TimelineModel::build_tracks() {
+  EventsByTrack events = gather_events();
+  add_analysis_tracks();
+  add_gpu_tracks(events);
+  add_thread_tracks(events);
+  measure_extent();
+  index_flows();
+  index_names_and_stacks();
+}
+
+// Events are gathered per track as references (not copies of their times), counted first so each list is
+// allocated once at its exact size; a wait inside another wait of the same thread is one wait seen by several
+// sources and is kept once, its sources remembered.
+TimelineModel::EventsByTrack TimelineModel::gather_events() {
+  const store::Trace& t = *trace_;
+  EventsByTrack ev;
   auto gpu_key = [](const auto& r) { return Key{r.device, r.stream}; };
   auto thread_key = [](const auto& r) { return Key{r.pid, r.tid}; };
   // Calls f(row index, key) with a cached map slot: consecutive rows usually share a key.
@@ -367,21 +400,20 @@ void TimelineModel::build_tracks() {
   gather(t.ranges, thread_key, host_n, count);
   gather(t.syncs, thread_key, host_n, count);
   gather(t.data_waits, thread_key, waits_n, count);
-  for (const auto& [k, n] : gpu_n) gpu[k].reserve(n);
-  for (const auto& [k, n] : host_n) host[k].reserve(n);
-  for (const auto& [k, n] : waits_n) waits[k].reserve(n);
+  for (const auto& [k, n] : gpu_n) ev.gpu[k].reserve(n);
+  for (const auto& [k, n] : host_n) ev.host[k].reserve(n);
+  for (const auto& [k, n] : waits_n) ev.waits[k].reserve(n);
   auto add = [](EventKind kind) {
     return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
   };
-  gather(t.kernels, gpu_key, gpu, add(EventKind::Kernel));
-  gather(t.memcpys, gpu_key, gpu, add(EventKind::Memcpy));
-  gather(t.memsets, gpu_key, gpu, add(EventKind::Memset));
-  gather(t.api_calls, thread_key, host, add(EventKind::ApiCall));
-  gather(t.ranges, thread_key, host, add(EventKind::Range));
-  gather(t.syncs, thread_key, host, add(EventKind::Sync));
-  gather(t.data_waits, thread_key, waits, add(EventKind::DataWait));
-  // A wait inside another wait of the same thread is the same wait seen by another source: drawn once.
-  for (auto& [k, refs] : waits) {
+  gather(t.kernels, gpu_key, ev.gpu, add(EventKind::Kernel));
+  gather(t.memcpys, gpu_key, ev.gpu, add(EventKind::Memcpy));
+  gather(t.memsets, gpu_key, ev.gpu, add(EventKind::Memset));
+  gather(t.api_calls, thread_key, ev.host, add(EventKind::ApiCall));
+  gather(t.ranges, thread_key, ev.host, add(EventKind::Range));
+  gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
+  gather(t.data_waits, thread_key, ev.waits, add(EventKind::DataWait));
+  for (auto& [k, refs] : ev.waits) {
     std::sort(refs.begin(), refs.end(), [&t](EventRef a, EventRef b) {
       const auto &x = t.data_waits[a.row], &y = t.data_waits[b.row];
       return x.start != y.start ? x.start < y.start : x.end != y.end ? x.end > y.end : a.row < b.row;
@@ -401,30 +433,14 @@ void TimelineModel::build_tracks() {
     }
     refs = std::move(kept);
   }
-  auto span_of = [&t](EventRef e) -> Item {
-    switch (e.kind) {
-      case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
-      case EventKind::Memcpy: return item_of(t.memcpys[e.row], e.row, e.kind);
-      case EventKind::Memset: return item_of(t.memsets[e.row], e.row, e.kind);
-      case EventKind::ApiCall: return item_of(t.api_calls[e.row], e.row, e.kind);
-      case EventKind::Range: return item_of(t.ranges[e.row], e.row, e.kind);
-      case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
-      case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);
-      case EventKind::Step:
-      case EventKind::Finding: break;
-    }
-    return Item{0, 0, e.row, e.kind};
-  };
   for (size_t i = 0; i < t.samples.size(); ++i)
-    samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
+    ev.samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
+  return ev;
+}
 
-  auto process_label = [&](int64_t pid) {
-    std::string s = "Process " + std::to_string(shown_pid(pid));
-    auto it = process_names.find(pid);
-    if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
-    return s;
-  };
-
+// What the user looks for first comes first: the analysis, then the GPU (busiest stream first), then per process
+// the threads that launch GPU work or wait for data.
+void TimelineModel::add_analysis_tracks() {
   if (!steps_.empty()) {
     Track tr;
     tr.kind = TrackKind::Steps;
@@ -459,11 +475,15 @@ void TimelineModel::build_tracks() {
     findings_track_ = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
+}
 
-  // What the user looks for first comes first: the analysis, then the GPU (busiest stream first), then per
-  // process the threads that launch GPU work or wait for data; the other threads of a process are folded
-  // (Track::folded) into one "N other threads" row that the layout expands on request.
-  for (auto& [key, items] : gpu) {
+void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
+  const store::Trace& t = *trace_;
+  std::map<int64_t, std::string> device_names;
+  for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
+  const SpanOf span_of{t};
+  const size_t first_gpu = tracks_.size();
+  for (auto& [key, items] : events.gpu) {
     auto [device, stream] = key;
     Track tr;
     tr.kind = TrackKind::GpuStream;
@@ -480,15 +500,30 @@ void TimelineModel::build_tracks() {
     tr.lanes = stack_into_lanes(items, span_of);
     tracks_.push_back(std::move(tr));
   }
-  {
-    const auto first_gpu = tracks_.begin() + (steps_track_ >= 0) + (findings_track_ >= 0);
-    std::stable_sort(first_gpu, tracks_.end(), [](const Track& a, const Track& b) {
-      return a.device != b.device ? a.device < b.device : a.busy_ns > b.busy_ns;
-    });
-    for (size_t i = first_gpu - tracks_.begin(); i < tracks_.size(); ++i)
-      gpu_track_[{tracks_[i].device, tracks_[i].stream}] = static_cast<int>(i);
-  }
+  std::stable_sort(tracks_.begin() + ptrdiff_t(first_gpu), tracks_.end(), [](const Track& a, const Track& b) {
+    return a.device != b.device ? a.device < b.device : a.busy_ns > b.busy_ns;
+  });
+  for (size_t i = first_gpu; i < tracks_.size(); ++i) gpu_track_[{tracks_[i].device, tracks_[i].stream}] = static_cast<int>(i);
+}
 
+// Per process, first the threads that launch GPU work, sync with it, wait for data or hold the recorded steps;
+// the other threads are folded (Track::folded) into one "N other threads" row that the layout expands on request.
+void TimelineModel::add_thread_tracks(EventsByTrack& events) {
+  const store::Trace& t = *trace_;
+  auto& host = events.host;
+  auto& waits = events.waits;
+  auto& samples = events.samples;
+  std::map<int64_t, std::string> process_names;
+  for (const auto& p : t.processes) process_names[p.pid] = t.str(p.name);
+  std::map<Key, std::string> thread_names;
+  for (const auto& th : t.threads) thread_names[{th.pid, th.tid}] = t.str(th.name);
+  const SpanOf span_of{t};
+  auto process_label = [&](int64_t pid) {
+    std::string s = "Process " + std::to_string(shown_pid(pid));
+    auto it = process_names.find(pid);
+    if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
+    return s;
+  };
   std::set<Key> launches;  // threads that launch GPU work (an API call with a correlation id) or sync with it
   for (const auto& a : t.api_calls)
     if (a.correlation) launches.insert({a.pid, a.tid});
@@ -591,8 +626,10 @@ void TimelineModel::build_tracks() {
       }
     }
   }
+}
 
-  // Extent and counts.
+// The time the tracks span and how many events they hold.
+void TimelineModel::measure_extent() {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const Track& tr : tracks_) {
     for (const Lane& l : tr.lanes) {
@@ -611,8 +648,11 @@ void TimelineModel::build_tracks() {
   if (lo > hi) lo = hi = 0;
   begin_ = lo;
   end_ = std::max(hi, lo + 1);
+}
 
-  // Lookups for details: correlation flows, sample order, stacks and frames.
+// Flows between host and device: launch calls and the GPU work they launched, as sorted arrays of correlation ids.
+void TimelineModel::index_flows() {
+  const store::Trace& t = *trace_;
   {
     size_t n = 0;
     for (const auto& a : t.api_calls) n += a.correlation != 0;
@@ -659,6 +699,11 @@ void TimelineModel::build_tracks() {
     gpu_by_correlation_.resize(out);
     if (out < gpu_by_correlation_.capacity() / 2) gpu_by_correlation_.shrink_to_fit();
   }
+}
+
+// Lookups for details and names: samples in time order, short display names, stack and frame rows by id.
+void TimelineModel::index_names_and_stacks() {
+  const store::Trace& t = *trace_;
   samples_by_time_.resize(t.samples.size());
   for (size_t i = 0; i < t.samples.size(); ++i) samples_by_time_[i] = static_cast<uint32_t>(i);
   std::stable_sort(samples_by_time_.begin(), samples_by_time_.end(),

@@ -179,8 +179,17 @@ class TimelineModel {
 
  private:
   TimelineModel() = default;
-  void build_tracks();
   void build_steps_and_findings();
+  // build_tracks() in the order it runs them.
+  void build_tracks();
+  struct EventsByTrack;
+  EventsByTrack gather_events();
+  void add_analysis_tracks();
+  void add_gpu_tracks(EventsByTrack& events);
+  void add_thread_tracks(EventsByTrack& events);
+  void measure_extent();
+  void index_flows();
+  void index_names_and_stacks();
 
   std::shared_ptr<const store::Trace> trace_;
   std::shared_ptr<const analyzer::Analysis> analysis_;
