@@ -63,7 +63,8 @@ constexpr size_t kMaxTable = 1 << 20;  // bytes of a line table
 
 using GetTstateFn = void* (*)();
 
-struct State {
+// The CPython this process runs, found once by init().
+struct Interpreter {
   std::atomic<bool> ready{false};
   const Layout* layout = nullptr;
   GetTstateFn get_tstate = nullptr;
@@ -72,10 +73,10 @@ struct State {
   char description[200] = "CPython not looked for yet";
 };
 // Constant-initialized (no constructor runs), so init() may be called from any library constructor.
-constinit State g;
+constinit Interpreter interp;
 
 void set_description(const std::string& text) {
-  std::snprintf(g.description, sizeof g.description, "%s", text.c_str());
+  std::snprintf(interp.description, sizeof interp.description, "%s", text.c_str());
 }
 
 bool plausible(uint64_t p) { return p >= 4096 && p < (1ull << 47) && (p & 7) == 0; }
@@ -243,11 +244,11 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 bool read_unicode(uint64_t obj, std::string& out) {
-  const Layout& L = *g.layout;
+  const Layout& L = *interp.layout;
   if (!plausible(obj)) return false;
   unsigned char head[80];
   if (!safe_read(head, obj, L.compact_size)) return false;
-  if (field<uint64_t>(head, 8) != g.unicode_type) return false;
+  if (field<uint64_t>(head, 8) != interp.unicode_type) return false;
   const int64_t length = field<int64_t>(head, 16);
   const uint32_t state = field<uint32_t>(head, 32);
   const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
@@ -279,7 +280,7 @@ bool read_bytes(uint64_t obj, std::vector<uint8_t>& out) {
   if (!plausible(obj)) return false;
   unsigned char head[32];
   if (!safe_read(head, obj, sizeof head)) return false;
-  if (field<uint64_t>(head, 8) != g.bytes_type) return false;
+  if (field<uint64_t>(head, 8) != interp.bytes_type) return false;
   const int64_t size = field<int64_t>(head, 16);
   if (size < 0 || static_cast<size_t>(size) > kMaxTable) return false;
   out.resize(static_cast<size_t>(size));
@@ -305,13 +306,13 @@ Cache& cache() {
 constexpr size_t kMaxCacheEntries = 200000;
 
 size_t code_header_size() {
-  const Layout& L = *g.layout;
+  const Layout& L = *interp.layout;
   return std::max({L.code_filename, L.code_name, L.code_lines, L.code_firstlineno,
                    L.code_qualname == kNone ? 0u : L.code_qualname}) + 8;
 }
 
 bool load_code(uint64_t code, const std::vector<unsigned char>& header, CodeInfo& info) {
-  const Layout& L = *g.layout;
+  const Layout& L = *interp.layout;
   info.header = header;
   const uint64_t name = field<uint64_t>(header.data(), L.code_qualname != kNone ? L.code_qualname : L.code_name);
   if (!read_unicode(name, info.function)) return false;
@@ -326,7 +327,7 @@ bool load_code(uint64_t code, const std::vector<unsigned char>& header, CodeInfo
 
 int compute_line(const CodeInfo& info, int32_t instr) {
   if (instr < 0) return info.first_line;
-  switch (g.layout->lines) {
+  switch (interp.layout->lines) {
     case LineTable::Lnotab39: return line_from_lnotab(info.table, info.first_line, instr * 2);
     case LineTable::Linetable310: return line_from_linetable310(info.table, info.first_line, instr * 2);
     case LineTable::Locations311: return line_from_locations(info.table, info.first_line, instr);
@@ -372,7 +373,7 @@ class FrameWindow {
 }  // namespace
 
 bool init() {
-  if (g.ready.load(std::memory_order_acquire)) return true;
+  if (interp.ready.load(std::memory_order_acquire)) return true;
   auto get_tstate = reinterpret_cast<GetTstateFn>(symbol("PyGILState_GetThisThreadState"));
   void* eval = symbol("_PyEval_EvalFrameDefault");
   if (!get_tstate || !eval) {
@@ -389,10 +390,10 @@ bool init() {
     set_description(std::string("CPython ") + version + " is not supported (3.9–3.13 are)");
     return false;
   }
-  g.code_type = reinterpret_cast<uint64_t>(symbol("PyCode_Type"));
-  g.unicode_type = reinterpret_cast<uint64_t>(symbol("PyUnicode_Type"));
-  g.bytes_type = reinterpret_cast<uint64_t>(symbol("PyBytes_Type"));
-  if (!g.code_type || !g.unicode_type || !g.bytes_type) {
+  interp.code_type = reinterpret_cast<uint64_t>(symbol("PyCode_Type"));
+  interp.unicode_type = reinterpret_cast<uint64_t>(symbol("PyUnicode_Type"));
+  interp.bytes_type = reinterpret_cast<uint64_t>(symbol("PyBytes_Type"));
+  if (!interp.code_type || !interp.unicode_type || !interp.bytes_type) {
     set_description(std::string("CPython ") + version + ": type objects not exported");
     return false;
   }
@@ -403,32 +404,32 @@ bool init() {
     return false;
   }
   const size_t eval_size = symbol_size(eval);
-  g.eval_lo.store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
-  g.eval_hi.store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1), std::memory_order_relaxed);
+  interp.eval_lo.store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
+  interp.eval_hi.store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1), std::memory_order_relaxed);
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
-  g.layout = layout;
-  g.get_tstate = get_tstate;
+  interp.layout = layout;
+  interp.get_tstate = get_tstate;
   set_description(std::string("CPython ") + version + " (" + module_of(eval) + ")");
-  g.ready.store(true, std::memory_order_release);
+  interp.ready.store(true, std::memory_order_release);
   return true;
 }
 
-std::string describe() { return std::string(g.description); }
+std::string describe() { return std::string(interp.description); }
 
-uint32_t version_hex() { return g.ready.load(std::memory_order_acquire) ? g.layout->hex : 0; }
+uint32_t version_hex() { return interp.ready.load(std::memory_order_acquire) ? interp.layout->hex : 0; }
 
 bool is_eval_frame(uint64_t pc) {
-  return pc >= g.eval_lo.load(std::memory_order_relaxed) && pc < g.eval_hi.load(std::memory_order_relaxed);
+  return pc >= interp.eval_lo.load(std::memory_order_relaxed) && pc < interp.eval_hi.load(std::memory_order_relaxed);
 }
 
 int capture_current_thread(RawPyFrame* out, int max) {
-  if (max <= 0 || !g.ready.load(std::memory_order_acquire)) return 0;
-  const Layout& L = *g.layout;
+  if (max <= 0 || !interp.ready.load(std::memory_order_acquire)) return 0;
+  const Layout& L = *interp.layout;
   // The GIL-state TLS slot (pthread_getspecific): set for every thread that runs Python, kept while the
   // thread waits with the GIL released, read without locks. The thread is interrupted by us, so its own
   // frame chain cannot change under us.
-  const auto tstate = reinterpret_cast<uint64_t>(g.get_tstate());
+  const auto tstate = reinterpret_cast<uint64_t>(interp.get_tstate());
   if (!plausible(tstate)) return 0;
   uint64_t frame = 0;
   if (!safe_read(&frame, tstate + L.tstate_frame, 8)) return 0;
@@ -495,17 +496,17 @@ int capture_current_thread(RawPyFrame* out, int max) {
     const long got = vm_read(local, static_cast<unsigned long>(count), remote, static_cast<unsigned long>(count));
     const int ok = got < 0 ? 0 : static_cast<int>(got / 8);
     for (int i = 0; i < count; ++i) {
-      if (i >= ok || types[i] != g.code_type) return base + i;
+      if (i >= ok || types[i] != interp.code_type) return base + i;
     }
   }
   return n;
 }
 
 bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int& line) {
-  if (!g.ready.load(std::memory_order_acquire) || !plausible(f.code)) return false;
+  if (!interp.ready.load(std::memory_order_acquire) || !plausible(f.code)) return false;
   std::vector<unsigned char> header(code_header_size());
   if (!safe_read(header.data(), f.code, header.size())) return false;
-  if (field<uint64_t>(header.data(), 8) != g.code_type) return false;  // freed, or reused for something else
+  if (field<uint64_t>(header.data(), 8) != interp.code_type) return false;  // freed, or reused for something else
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.codes.find(f.code);
