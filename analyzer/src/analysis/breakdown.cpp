@@ -253,11 +253,11 @@ std::vector<std::vector<int64_t>> enclosing_ranges_batch(const store::Trace& t, 
   return out;
 }
 
-void build_breakdown(Context& ctx) {
-  const store::Trace& t = ctx.t();
-  ApiIndex apis(t);
+namespace {
 
-  // GPU work, each op tied to its launch call.
+// GPU work, each op tied to its launch call.
+void collect_gpu_ops(Context& ctx, const ApiIndex& apis) {
+  const store::Trace& t = ctx.t();
   ctx.ops.clear();
   ctx.ops.reserve(t.gpu_event_count());
   ctx.api_op_count.assign(t.api_calls.size(), 0);
@@ -280,8 +280,11 @@ void build_breakdown(Context& ctx) {
     if (!std::is_sorted(b, e, by_time)) std::sort(b, e, by_time);
   std::inplace_merge(ctx.ops.begin(), k_end, c_end, by_time);
   std::inplace_merge(ctx.ops.begin(), c_end, ctx.ops.end(), by_time);
+}
 
-  // Steps own the work they launched; work without a known launch belongs to the step it ran in.
+// Steps own the work they launched; work without a known launch belongs to the step it ran in.
+void assign_steps(Context& ctx) {
+  const store::Trace& t = ctx.t();
   ctx.steps.assign(ctx.windows.size(), {});
   for (size_t i = 0; i < ctx.windows.size(); ++i) {
     ctx.steps[i].index = int64_t(i);
@@ -303,8 +306,10 @@ void build_breakdown(Context& ctx) {
     op.step = ctx.step_at(op.api >= 0 ? t.api_calls[op.api].start : op.start);
     if (op.step >= 0 && op.kind == GpuOpKind::Kernel) ctx.steps[op.step].kernels++;
   }
+}
 
-  // Busy union over all devices and streams; for each piece, the launch call of its first op.
+// Busy union over all devices and streams; for each piece, the launch call of its first op.
+std::vector<int64_t> busy_union(Context& ctx) {
   ctx.busy.clear();
   std::vector<int64_t> piece_api;  // trace.api_calls index of each piece's first op, or -1
   for (const auto& op : ctx.ops) {
@@ -316,11 +321,15 @@ void build_breakdown(Context& ctx) {
       piece_api.push_back(op.api);
     }
   }
+  return piece_api;
+}
 
-  // Host-side data waits: the data_waits table and data-loader ranges (importers may provide either). The
-  // same wait may be recorded twice (a `with stepscope.data_wait()` around a hooked DataLoader call, or a
-  // loader range and its data_waits row): waits are a union, never a sum. When the steps were driven by one
-  // thread that waited, only that thread's waits count: another thread's (a prefetcher's) do not stall it.
+// Host-side data waits: the data_waits table and data-loader ranges (importers may provide either). The
+// same wait may be recorded twice (a `with stepscope.data_wait()` around a hooked DataLoader call, or a
+// loader range and its data_waits row): waits are a union, never a sum. When the steps were driven by one
+// thread that waited, only that thread's waits count: another thread's (a prefetcher's) do not stall it.
+void collect_data_waits(Context& ctx) {
+  const store::Trace& t = ctx.t();
   {
     bool one_thread = !ctx.windows.empty();
     for (const auto& w : ctx.windows)
@@ -341,8 +350,12 @@ void build_breakdown(Context& ctx) {
     }
     ctx.data_waits = union_of(own.empty() ? std::move(all) : std::move(own));
   }
+}
 
-  // Blocking host calls.
+// Host calls that block on the device — syncs, blocking and pageable copies, blocking ops — each with the tail
+// of GPU idle it may leave behind.
+void collect_blocking_calls(Context& ctx, const ApiIndex& apis) {
+  const store::Trace& t = ctx.t();
   ctx.blocking.clear();
   {
     std::unordered_map<store::StringId, int> api_class;  // 0 none, 1 sync api, 2 sync memcpy api
@@ -405,9 +418,11 @@ void build_breakdown(Context& ctx) {
     }
     std::sort(ctx.blocking.begin(), ctx.blocking.end(), [](const BlockingCall& x, const BlockingCall& y) { return x.start < y.start; });
   }
-  std::vector<SyncPiece> sync = sync_pieces(ctx.blocking);
+}
 
-  // Classify GPU idle over the analysed span (steps and GPU activity).
+// Classify GPU idle over the analysed span (steps and GPU activity).
+void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::vector<int64_t>& piece_api) {
+  const store::Trace& t = ctx.t();
   ctx.idle.clear();
   int64_t span0 = INT64_MAX, span1 = INT64_MIN;
   for (const auto& w : ctx.windows) span0 = std::min(span0, w.start), span1 = std::max(span1, w.end);
@@ -505,9 +520,10 @@ void build_breakdown(Context& ctx) {
     }
     if (span1 > cur) ctx.idle.push_back({cur, span1, IdleKind::Other, -1});
   }
+}
 
-  split_off_cpu_host_idle(ctx);
-  // Outside the GPU windows the GPU was not watched: its "idle" there is unknown, not idle.
+// Outside the GPU windows the GPU was not watched: its "idle" there is unknown, not idle.
+void clip_idle_to_gpu_windows(Context& ctx) {
   if (!ctx.gpu_windows.empty()) {
     std::vector<IdleSegment> kept;
     auto w = ctx.gpu_windows.begin();
@@ -521,15 +537,21 @@ void build_breakdown(Context& ctx) {
     }
     ctx.idle = std::move(kept);
   }
+}
 
-  // Launch calls per step (API calls that issued GPU work), for the profiler-cost correction.
+// Launch calls per step (API calls that issued GPU work), for the profiler-cost correction.
+void count_launches(Context& ctx) {
+  const store::Trace& t = ctx.t();
   ctx.launches.assign(ctx.windows.size(), 0);
   for (size_t i = 0; i < t.api_calls.size(); ++i)
     if (ctx.api_op_count[i])
       if (int32_t st = ctx.step_at(t.api_calls[i].start); st >= 0) ctx.launches[st]++;
   ctx.profiler = profiler_correction(t);
+}
 
-  // Per step.
+// Per step: GPU busy and the idle split by cause (data, launch, host, sync, other), the profiler's own cost
+// taken out, and the step's bound.
+void break_down_steps(Context& ctx) {
   ctx.total_step_ns = 0;
   ctx.traced_step_ns = 0;
   ctx.total_gpu_idle_ns = 0;
@@ -598,11 +620,13 @@ void build_breakdown(Context& ctx) {
   }
   for (const auto& seg : ctx.idle)
     if (seg.kind == IdleKind::Sync && seg.cause >= 0) ctx.blocking[seg.cause].idle_ns += seg.end - seg.start;
+}
 
-  // Steady steps: a first step much longer than the others carries one-time costs (CUDA context and module
-  // loading, allocator growth, autotuning, the first batch with nothing to prefetch behind) that no suggested change
-  // removes and that weigh differently in a 60- and a 600-step run. With 4 steps or more such a first step is left
-  // out of the shares that decide severities (torch.profiler's schedule skips warm-up steps for the same reason).
+// Steady steps: a first step much longer than the others carries one-time costs (CUDA context and module
+// loading, allocator growth, autotuning, the first batch with nothing to prefetch behind) that no suggested change
+// removes and that weigh differently in a 60- and a 600-step run. With 4 steps or more such a first step is left
+// out of the shares that decide severities (torch.profiler's schedule skips warm-up steps for the same reason).
+void mark_steady_steps(Context& ctx) {
   ctx.steady.assign(ctx.steps.size(), 1);
   if (ctx.steps.size() >= 4) {
     std::vector<int64_t> rest;
@@ -620,6 +644,23 @@ void build_breakdown(Context& ctx) {
   for (size_t i = 0; i < ctx.steps.size(); ++i)
     if (ctx.steady[i]) ctx.steady_step_ns += ctx.steps[i].dur_ns;
   ctx.residual_gap_ns = kResidualGapNs;
+}
+
+}  // namespace
+
+void build_breakdown(Context& ctx) {
+  const ApiIndex apis(ctx.t());
+  collect_gpu_ops(ctx, apis);
+  assign_steps(ctx);
+  const std::vector<int64_t> piece_api = busy_union(ctx);
+  collect_data_waits(ctx);
+  collect_blocking_calls(ctx, apis);
+  classify_idle(ctx, sync_pieces(ctx.blocking), piece_api);
+  split_off_cpu_host_idle(ctx);
+  clip_idle_to_gpu_windows(ctx);
+  count_launches(ctx);
+  break_down_steps(ctx);
+  mark_steady_steps(ctx);
 }
 
 }  // namespace stepscope::analyzer::detail
