@@ -606,6 +606,54 @@ class ModelTest : public QObject {
     QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("4 ▲"));
   }
 
+  // Issue 26 without the H100 recordings: a run whose step 0 loads CUDA modules for 30 ms opens on steps 1-11,
+  // its worst finding first, and the slowest steady step (8) is what --select-slowest-step picks.
+  void opensOnTheSteadyStepsAndTheWorstFinding() {
+    auto trace = std::make_shared<store::Trace>(stepscope::test::slow_steps_trace());
+    constexpr int64_t kCut = 1'000'000, kLoad = 30'000'000;
+    auto shift = [&](auto& rows) {
+      for (auto& r : rows) {
+        if (r.start >= kCut) r.start += kLoad;
+        if (r.end > kCut) r.end += kLoad;
+      }
+    };
+    shift(trace->ranges), shift(trace->api_calls), shift(trace->kernels);
+    store::ApiCall load;
+    load.start = kCut, load.end = kCut + kLoad, load.pid = 100, load.tid = 101, load.name = trace->intern("cuLibraryLoadData");
+    trace->api_calls.insert(trace->api_calls.begin(), load);
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace));
+    auto m = TimelineModel::build(trace, analysis);
+    QCOMPARE(m->steps().size(), size_t(12));
+    QVERIFY(m->steps()[0].warmup && !m->steps()[1].warmup);
+    const auto ext = m->steady_extent();
+    QVERIFY(ext.has_value());
+    QCOMPARE(ext->first, m->steps()[1].start);
+    QCOMPARE(ext->second, m->steps().back().end);
+    // The worst finding: the highest severity, then the largest share.
+    const int worst = m->worst_finding();
+    QVERIFY(worst >= 0);
+    for (const FindingInfo& f : m->findings()) {
+      const auto rank = [](const std::string& s) { return s == "high" ? 2 : s == "medium" ? 1 : 0; };
+      const FindingInfo& w = m->findings()[size_t(worst)];
+      QVERIFY(rank(f.severity) < rank(w.severity) || (rank(f.severity) == rank(w.severity) && f.share <= w.share));
+    }
+    StepsModel steps;
+    steps.set_model(m);
+    QVERIFY(steps.is_slow(0) && steps.is_startup(0));
+    QCOMPARE(steps.data(steps.index(0, StepsModel::Step)).toString(), QString("0 ▲ start-up"));
+    const int slowest = steps.slowest_slow_row();
+    QCOMPARE(m->steps()[size_t(steps.step_position(slowest))].index, int64_t(8));
+    QVERIFY(!steps.is_startup(slowest));
+    // Only start-up slow: then it is the one picked.
+    auto only = std::make_shared<analyzer::Analysis>(*analysis);
+    only->step_outliers.slow.erase(only->step_outliers.slow.begin() + 1, only->step_outliers.slow.end());
+    for (auto& s : only->steps)
+      if (s.index != 0) s.dur_ns = only->step_outliers.median_ns;
+    StepsModel startup_only;
+    startup_only.set_model(TimelineModel::build(trace, only));
+    QCOMPARE(startup_only.slowest_slow_row(), 0);
+  }
+
   void rangeBreakdownMeasuresGpuBusyAndProratesIdle() {
     auto a = synthetic_analysis();
     a->steps[0].data_wait_ns = 4 * kMs;  // step 0: [kBase, kBase + 10 ms)

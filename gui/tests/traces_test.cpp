@@ -2,6 +2,7 @@
 // the input-bound ResNet-50 trace shows GPU kernel tracks, input-bound steps, and its finding zooms there.
 #include <QDirIterator>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QStyleFactory>
 #include <QLineEdit>
@@ -234,6 +235,7 @@ class TracesTest : public QObject {
     const auto rows = w.findings_view()->selectionModel()->selectedRows();
     QCOMPARE(rows.size(), 1);
     QCOMPARE(rows.first().data().toString(), QString::fromStdString(m.findings()[size_t(worst)].severity));
+    QCOMPARE(rows.first().siblingAtColumn(FindingsModel::Rule).data().toString(), QString("input-bound"));
     // Shaded: every step of the finding lies in one band; the bands are disjoint (no darker stripes where a step
     // and an evidence range overlap).
     const auto& bands = w.timeline()->highlights();
@@ -405,7 +407,10 @@ class TracesTest : public QObject {
     const QString html = w.details()->toHtml(), text = w.details()->toPlainText();
     QVERIFY2(!text.contains("{\""), qPrintable(text));
     // Evidence keys read as words (issue 26): no "share for severity".
-    QVERIFY2(text.contains("host waiting for input") && text.contains("host waiting for input per step"), qPrintable(text));
+    // Each label stands on its own row with its value after it.
+    QVERIFY2(text.contains(QRegularExpression("host waiting for input\\s+\\d+\\.\\d%")) &&
+                 text.contains(QRegularExpression("host waiting for input per step\\s+\\d")),
+             qPrintable(text));
     QVERIFY2(text.contains("share of the steady steps' time (sets the severity)") && !text.contains("share for severity"),
              qPrintable(text));
     QVERIFY(text.contains("host data wait") && text.contains(" ms"));

@@ -300,12 +300,13 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
       QColor band = track.kind == TrackKind::GpuStream ? colours_.gpu_busy : colours_.host_busy;
       band.setAlpha(search_active_ ? 15 : 38);
       p.fillRect(QRectF(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2), band);
-      const double bw = std::max(1.0, strip.bucket_ns / vp_.ns_per_px());
+      // The strip's columns at the current zoom (narrower than a pixel while a zoom-out waits for its draw list).
+      const double bw = strip.bucket_ns / vp_.ns_per_px();
       const double bottom = y + lane_h - 1;
       if (strip.share.size() >= kBusyImageColumns) {
         // A wide strip is painted into a small image, a pixel column a share, and drawn once: 3.4 ms a zoomed-out
         // frame of bench/gui_frame against 9.4 ms with a rectangle a column (and 50 ms at mid zoom as polygons).
-        const int ih = lane_h - 2;
+        const int ih = std::max(1, lane_h - 2);
         QImage bars_img(int(strip.share.size()), ih, QImage::Format_ARGB32_Premultiplied);
         bars_img.fill(Qt::transparent);
         QColor c = track.kind == TrackKind::GpuStream ? colours_.gpu_busy : colours_.host_busy;
@@ -325,7 +326,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
         const double bx = vp_.x_of(strip.t0 + double(k) * strip.bucket_ns);
         if (bx + bw < 0 || bx > w - kGutterWidth) continue;
         const double bh = std::max(1.0, double(strip.share[k]) * (lane_h - 2));
-        bars.push_back(QRectF(kGutterWidth + bx, bottom - bh, bw, bh));
+        bars.push_back(QRectF(kGutterWidth + bx, bottom - bh, std::max(1.0, bw), bh));
       }
       continue;
     }
@@ -508,6 +509,9 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
       const double t = vp_.time_at(vpos.x() - kGutterWidth);
       for (const DrawItem& it : current_->items)
         if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end) {
+          const TrackKind kind = model_->tracks()[size_t(it.track)].kind;
+          if (kind == TrackKind::Steps || kind == TrackKind::Findings)
+            return tr("%1 steps in %2 — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
           const Lane& lane = model_->tracks()[size_t(it.track)].lanes[size_t(it.lane)];
           const auto a = int64_t(it.start), b = int64_t(it.end);
           const double busy = b > a ? 100.0 * double(lane.busy_in(a, b)) / double(b - a) : 0.0;

@@ -27,11 +27,23 @@ void relabel(store::Trace& t, size_t k, const std::string& label, int64_t shift)
   auto times = [&](auto& rows) {
     for (auto& r : rows) r.start += shift, r.end += shift;
   };
+  std::set<int64_t> with_row;
   for (auto& p : t.processes) {
+    with_row.insert(p.pid);
     pid(p.pid);
     pid(p.parent_pid);
     p.name = t.intern(label + " · " + t.str(p.name));
   }
+  // A process with no row of its own still gets the rank's label: its group title must differ from another rank's
+  // process of the same pid (views show the recorded pid).
+  auto name_process = [&](int64_t p) {
+    if (p && with_row.insert(p).second) t.processes.push_back({p + pid_off, t.intern(label), 0});
+  };
+  for (const auto& th : t.threads) name_process(th.pid);
+  for (const auto& r : t.api_calls) name_process(r.pid);
+  for (const auto& r : t.ranges) name_process(r.pid);
+  for (const auto& r : t.samples) name_process(r.pid);
+  for (const auto& r : t.data_waits) name_process(r.pid);
   for (auto& th : t.threads) pid(th.pid);
   std::set<int64_t> named;
   for (auto& d : t.devices) {

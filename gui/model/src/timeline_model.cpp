@@ -96,8 +96,8 @@ int64_t Lane::summed_dur(size_t i) const {
 }
 
 int64_t Lane::covered_before(int64_t t) const {
-  // Events before i ended by t; event i may straddle t. (In the overlapping overflow lane a later event may also
-  // have ended by t: that lane's figure is a lower bound.)
+  // Events before i ended by t; event i may straddle t. (In the overflow lane, whose events overlap, this is an
+  // approximation — overlaps counted twice, a later event ended by t missed — clamped by busy_in to the span.)
   const size_t i = first_ending_after(t);
   int64_t covered = summed_dur(i);
   if (i < size() && starts[i] < t) covered += std::min(dur(i), t - starts[i]);
@@ -283,10 +283,14 @@ std::optional<std::pair<int64_t, int64_t>> TimelineModel::steady_extent() const 
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const StepInfo& s : steps_)
     if (!s.warmup) lo = std::min(lo, s.start), hi = std::max(hi, s.end);
-  // A host that runs ahead queues work the GPU does later: the GPU's own steps belong in the frame too.
-  if (analysis_)
+  // A host that runs ahead queues work the GPU does later: the GPU's own steps belong in the frame too. They run
+  // from a step's first GPU work to the next step's, so the last step has none: it is given the last one's length.
+  if (analysis_ && !analysis_->gpu_steps.empty()) {
     for (const auto& g : analysis_->gpu_steps)
       if (!g.warmup && g.dur_ns > 0) lo = std::min(lo, g.start_ns), hi = std::max(hi, g.start_ns + g.dur_ns);
+    const auto& last = analysis_->gpu_steps.back();
+    hi = std::max(hi, last.start_ns + 2 * last.dur_ns);
+  }
   if (lo >= hi) return std::nullopt;
   return std::make_pair(lo, hi);
 }
@@ -301,7 +305,10 @@ int TimelineModel::worst_finding() const {
       continue;
     }
     const FindingInfo& b = findings_[size_t(best)];
-    if (rank(f.severity) > rank(b.severity) || (rank(f.severity) == rank(b.severity) && f.share > b.share)) best = int(i);
+    const bool same_severity = rank(f.severity) == rank(b.severity);
+    if (rank(f.severity) > rank(b.severity) || (same_severity && f.share > b.share) ||
+        (same_severity && f.share == b.share && f.est_savings_us_per_step > b.est_savings_us_per_step))
+      best = int(i);
   }
   return best;
 }
