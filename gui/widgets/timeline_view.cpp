@@ -285,6 +285,11 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   p.setClipRect(QRect(kGutterWidth, 0, w - kGutterWidth, h));
   // Narrow busy strips' bars, drawn in two calls after the loop.
   constexpr size_t kBusyImageColumns = 64;
+  auto busy_colour = [&](bool gpu) {
+    QColor c = gpu ? colours_.gpu_busy : colours_.host_busy;
+    if (search_active_) c.setAlpha(60);
+    return c;
+  };
   std::vector<QRectF> gpu_bars, host_bars;
   for (const DrawItem& it : dl.items) {
     const Track& track = tracks[it.track];
@@ -297,7 +302,8 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (it.busy >= 0 && size_t(it.busy) < dl.busy.size()) {
       // Zoomed out: how busy the lane is under each pixel, bottom-aligned bars over a faint band of the block.
       const BusyStrip& strip = dl.busy[size_t(it.busy)];
-      QColor band = track.kind == TrackKind::GpuStream ? colours_.gpu_busy : colours_.host_busy;
+      const bool gpu = track.kind == TrackKind::GpuStream;
+      QColor band = busy_colour(gpu);
       band.setAlpha(search_active_ ? 15 : 38);
       p.fillRect(QRectF(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2), band);
       // The strip's columns at the current zoom (narrower than a pixel while a zoom-out waits for its draw list).
@@ -309,9 +315,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
         const int ih = std::max(1, lane_h - 2);
         QImage bars_img(int(strip.share.size()), ih, QImage::Format_ARGB32_Premultiplied);
         bars_img.fill(Qt::transparent);
-        QColor c = track.kind == TrackKind::GpuStream ? colours_.gpu_busy : colours_.host_busy;
-        if (search_active_) c.setAlpha(60);
-        const QRgb rgb = qPremultiply(c.rgba());
+        const QRgb rgb = qPremultiply(busy_colour(gpu).rgba());
         for (size_t k = 0; k < strip.share.size(); ++k) {
           if (strip.share[k] <= 0.f) continue;
           const int bh = std::clamp(int(std::lround(double(strip.share[k]) * ih)), 1, ih);
@@ -320,7 +324,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
         p.drawImage(QRectF(kGutterWidth + vp_.x_of(strip.t0), y + 1, double(strip.share.size()) * bw, ih), bars_img);
         continue;
       }
-      auto& bars = track.kind == TrackKind::GpuStream ? gpu_bars : host_bars;
+      auto& bars = gpu ? gpu_bars : host_bars;
       for (size_t k = 0; k < strip.share.size(); ++k) {
         if (strip.share[k] <= 0.f) continue;
         const double bx = vp_.x_of(strip.t0 + double(k) * strip.bucket_ns);
@@ -334,12 +338,10 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (search_active_ && (it.count > 1 || !matches_search(ref))) fill.setAlpha(60);
     QRectF r(kGutterWidth + x0, y + 1, x1 - x0, lane_h - 2);
     // Steps tile the run: a 1 px gap between neighbours keeps 79 steps of one colour from reading as one bar.
-    if ((track.kind == TrackKind::Steps || track.kind == TrackKind::Findings) && it.count == 1 && r.width() >= 4)
-      r.adjust(0, 0, -1, 0);
+    if (tiles_the_run(track.kind) && it.count == 1 && r.width() >= 4) r.adjust(0, 0, -1, 0);
     p.fillRect(r, fill);
     if (r.width() > 28) {
-      const bool steps = track.kind == TrackKind::Steps || track.kind == TrackKind::Findings;
-      QString label = it.count > 1 ? (steps ? tr("%1 steps").arg(it.count) : tr("%1 events").arg(it.count))
+      QString label = it.count > 1 ? (tiles_the_run(track.kind) ? tr("%1 steps").arg(it.count) : tr("%1 events").arg(it.count))
                                    : qs(model_->name_of(ref));
       if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
         label += "  " + qs(format_duration(it.end - it.start));
@@ -350,10 +352,8 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   }
   for (auto* bars : {&gpu_bars, &host_bars}) {
     if (bars->empty()) continue;
-    QColor c = bars == &gpu_bars ? colours_.gpu_busy : colours_.host_busy;
-    if (search_active_) c.setAlpha(60);
     p.setPen(Qt::NoPen);
-    p.setBrush(c);
+    p.setBrush(busy_colour(bars == &gpu_bars));
     p.drawRects(bars->data(), int(bars->size()));
     p.setBrush(Qt::NoBrush);
   }
@@ -509,8 +509,7 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
       const double t = vp_.time_at(vpos.x() - kGutterWidth);
       for (const DrawItem& it : current_->items)
         if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end) {
-          const TrackKind kind = model_->tracks()[size_t(it.track)].kind;
-          if (kind == TrackKind::Steps || kind == TrackKind::Findings)
+          if (tiles_the_run(model_->tracks()[size_t(it.track)].kind))
             return tr("%1 steps in %2 — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
           const Lane& lane = model_->tracks()[size_t(it.track)].lanes[size_t(it.lane)];
           const auto a = int64_t(it.start), b = int64_t(it.end);

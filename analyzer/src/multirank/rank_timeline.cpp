@@ -85,7 +85,6 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
     std::map<int64_t, int64_t> step_start;  // index → start
   };
   std::vector<One> ranks;
-  std::vector<std::string> kept;
   for (const auto& f : files) {
     One o;
     o.t = load_trace(f);

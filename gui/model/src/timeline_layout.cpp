@@ -150,7 +150,7 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
     item.end = static_cast<double>(e);
     item.count = static_cast<uint32_t>(next - i);
     if (item.count > 1 && busy_strips) {
-      // One column per pixel on the viewport's grid: two binary searches each, so O(pixels · log n) still.
+      // One column per pixel on the viewport's grid, one covered_before() per column edge: O(pixels · log n) still.
       const double x0 = std::max(0.0, std::floor(vp.x_of(item.start)));
       const double x1 = std::min(double(vp.width), std::ceil(vp.x_of(item.end)));
       if (x1 > x0) {
@@ -214,10 +214,8 @@ DrawList build_draw_list(const TimelineModel& model, const Viewport& vp, const s
       density(tr, ti, vp, options, out);
       continue;
     }
-    // Steps and findings tile the run: a merged run of them is drawn as a block, not as a busy share.
-    const bool busy = tr.kind == TrackKind::GpuStream || tr.kind == TrackKind::CpuRanges || tr.kind == TrackKind::DataWaits;
     for (size_t li = 0; li < tr.lanes.size(); ++li)
-      lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, busy, out);
+      lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, !tiles_the_run(tr.kind), out);
   }
   return out;
 }

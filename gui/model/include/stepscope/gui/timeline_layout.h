@@ -110,7 +110,7 @@ struct DrawList {
   std::vector<DensityStrip> density;
   std::vector<BusyStrip> busy;  // DrawItem::busy indexes it
   size_t events_visited = 0;  // lane positions touched (for the benchmark: bounded by pixels, not events)
-  size_t busy_columns = 0;    // busy shares computed: two binary searches and ≤ 2 · Lane::kBusyStride sums each
+  size_t busy_columns = 0;    // busy shares computed: one binary search and ≤ Lane::kBusyStride sums each
 };
 
 struct LodOptions {

@@ -72,6 +72,9 @@ struct Lane {
 
 enum class TrackKind : uint8_t { Steps, Findings, CpuSamples, CpuRanges, DataWaits, GpuStream };
 const char* to_string(TrackKind k);
+// Steps and findings tile the run: zoomed out, a run of them is a block of steps, drawn a pixel apart, never a busy
+// share.
+inline bool tiles_the_run(TrackKind k) { return k == TrackKind::Steps || k == TrackKind::Findings; }
 
 struct Track {
   TrackKind kind = TrackKind::CpuRanges;
