@@ -3,6 +3,7 @@
 # Release tree (or a bundle of one: scripts/gpu-bundle.sh), in under 9 minutes:
 #
 #   scripts/gpu-proof.sh BUILD OUT        # writes OUT/gpu-proof.md, OUT/gpu-proof.json, OUT/stores/*.db.xz
+#   scripts/gpu-proof.sh BUILD OUT --phases attach,overhead --overhead-seconds 8   # a short look at some claims
 #
 # It records the claims' programs (scripts/gpu_proof.py run: a PyTorch trainer, the bundled samples and their
 # cures through scripts/record-samples.sh, attach/detach, record --paused with start/stop, two torchrun ranks, and
@@ -13,9 +14,9 @@
 # Exit codes: 0 every claim PASS; 1 some claim FAIL or NOT RUN; 2 usage or missing build outputs; 3 no GPU.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [[ ${1:-} == -h || ${1:-} == --help || $# -ne 2 ]]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
-  [[ $# -eq 2 || ${1:-} == -h || ${1:-} == --help ]] && exit 0 || exit 2
+if [[ ${1:-} == -h || ${1:-} == --help || $# -lt 2 ]]; then
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  [[ ${1:-} == -h || ${1:-} == --help ]] && exit 0 || exit 2
 fi
 start=$SECONDS
 if [[ ! -e /dev/nvidia0 ]] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
@@ -58,7 +59,7 @@ export LD_LIBRARY_PATH=$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export STEPSCOPE_COLLECTOR_LIB=$build/collector/libstepscope_collector.so
 echo "gpu-proof: libraries from the build: $(ls "$ldpath" | tr '\n' ' ')"
 
-PYTHONUNBUFFERED=1 "$py" "$here/gpu_proof.py" run --build "$build" --out "$out" --python "$py" || exit $?
+PYTHONUNBUFFERED=1 "$py" "$here/gpu_proof.py" run --build "$build" --out "$out" --python "$py" "${@:3}" || exit $?
 "$py" "$here/gpu_proof.py" check --out "$out" --stepscope "$build/cli/stepscope"
 status=$?
 # Keep the stores, compressed (xz where present, else Python's lzma).

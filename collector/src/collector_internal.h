@@ -87,6 +87,8 @@ void after_fork_child();
 void on_step(const char* source, int64_t steps);
 // On the collector thread, once CUDA is up: measures the per-launch cost of tracing (meta cupti.launch_cost_ns).
 void calibrate_if_due();
+// On the collector thread: asks CUDA's next call to detach CUPTI once a window has been off its grace period.
+void detach_if_due();
 }  // namespace cupti
 
 }  // namespace stepscope::collector

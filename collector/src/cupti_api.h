@@ -21,6 +21,8 @@ struct Api {
   decltype(&cuptiEnableCallback) enable_callback = nullptr;
   decltype(&cuptiActivityDisable) disable = nullptr;
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
+  decltype(&cuptiEnableDomain) enable_domain = nullptr;
+  decltype(&cuptiFinalize) finalize = nullptr;  // detach: the only way to take CUPTI's per-launch cost away
   // Fine-grained API records (CUPTI 12.x+); null in older libraries: lean tracing then falls back to all APIs.
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;

@@ -1,6 +1,7 @@
 // The per-launch cost CUPTI tracing adds, measured in the process being recorded: the collector thread launches
 // an empty kernel (a tiny PTX module through the driver API, on a stream of its own in the program's primary
-// context) with CUDA activity on, then off (a short gap in the trace, recorded in gpu_windows like a window),
+// context) with CUDA activity on, then off — CUPTI detached, as between GPU windows (a short gap in the trace,
+// recorded in gpu_windows like a window),
 // and writes the difference of the fastest rounds to meta cupti.launch_cost_ns. Never creates a context: it
 // waits until the program has initialized device 0. Any failure leaves the key absent and a note in
 // cupti.calibration. Its kernels and API records are dropped from the trace (DecodeState::skip_*).
@@ -86,7 +87,6 @@ void calibrate_if_due() {
   const int64_t now = now_ns();
   if (now < rec->next_calibration_check) return;
   rec->next_calibration_check = now + kCheckPeriodNs;
-  if (!rec->tracing.load()) return;  // the "on" rounds need tracing on: wait for a window
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!cuda) return;
   Driver d;
@@ -112,6 +112,7 @@ void calibrate_if_due() {
   CUstream stream = nullptr;
   bool pushed = false;
   double on = -1, off = -1;
+  std::string off_method;
   if (failure.empty() && step(d.primary_retain(&ctx, dev), "cuDevicePrimaryCtxRetain") &&
       step(d.push(ctx), "cuCtxPushCurrent")) {
     pushed = true;
@@ -123,17 +124,29 @@ void calibrate_if_due() {
         rec->state.skip_kernel = kKernelName;
         rec->state.skip_tid = current_tid();
       }
-      time_launches(d, fn, stream);  // warm-up: first launches load the module onto the GPU
-      on = time_launches(d, fn, stream);
-      {
-        std::lock_guard<std::mutex> wl(rec->window_mu);
-        if (rec->tracing.load()) {
-          tracing_off_locked(now_ns());
-          off = time_launches(d, fn, stream);
-          tracing_on_locked(now_ns());
+      // Under window_mu: no window switches meanwhile. Tracing goes on for the "on" rounds even between
+      // windows (most of a tiny-step run is between windows) and comes back as it was.
+      std::lock_guard<std::mutex> wl(rec->window_mu);
+      const bool was_tracing = rec->tracing.load();
+      if (!was_tracing && !tracing_on_locked(now_ns())) failure = "CUPTI could not be attached for the on rounds";
+      if (failure.empty()) {
+        time_launches(d, fn, stream);  // warm-up: first launches load the module onto the GPU
+        on = time_launches(d, fn, stream);
+        // "Off" is CUPTI detached where it can be: disabled kinds alone keep most of CUPTI's launch cost.
+        tracing_off_locked(now_ns(), -1);
+        request_detach_locked();
+        bool detached = false;
+        if (rec->link.load() == int(Link::DetachRequested) &&
+            d.launch(fn, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) == CUDA_SUCCESS) {
+          detached = wait_detached_locked(2000000000LL);  // that launch's exit (or another call's) detaches
+          d.stream_sync(stream);
         }
+        off_method = detached ? "CUPTI detached (cuptiFinalize)" : "CUDA activity disabled";
+        off = time_launches(d, fn, stream);
+        if (was_tracing && !tracing_on_locked(now_ns()))
+          failure = "CUPTI could not be attached again after the off rounds";
       }
-      if (on < 0 || off < 0) failure = "an empty-kernel launch failed or tracing was switched off meanwhile";
+      if (failure.empty() && (on < 0 || off < 0)) failure = "an empty-kernel launch failed";
     }
   }
   if (stream) d.stream_destroy(stream);
@@ -154,9 +167,9 @@ void calibrate_if_due() {
   set_process_meta("cupti.launch_cost_method",
                    "cuLaunchKernel of an empty PTX kernel on its own stream, fastest of " + std::to_string(kRounds) +
                        " rounds of " + std::to_string(kLaunchesPerRound) +
-                       " launches, host ns per launch with CUDA activity on minus off");
+                       " launches, host ns per launch with CUDA activity on minus off (" + off_method + ")");
   std::snprintf(buf, sizeof buf, "on %.0f ns, off %.0f ns per launch", on, off);
-  set_process_meta("cupti.calibration", buf);
+  set_process_meta("cupti.calibration", buf + std::string(" (off: ") + off_method + ")");
 }
 
 }  // namespace stepscope::collector::cupti

@@ -106,6 +106,8 @@ bool load_library(std::string* error) {
   STEPSCOPE_LOAD(enable_callback, cuptiEnableCallback);
   STEPSCOPE_LOAD(disable, cuptiActivityDisable);
   STEPSCOPE_LOAD(set_thread_id_type, cuptiSetThreadIdType);
+  STEPSCOPE_LOAD(enable_domain, cuptiEnableDomain);
+  STEPSCOPE_LOAD(finalize, cuptiFinalize);
   STEPSCOPE_LOAD(enable_runtime_api, cuptiActivityEnableRuntimeApi);
   STEPSCOPE_LOAD(enable_driver_api, cuptiActivityEnableDriverApi);
 #undef STEPSCOPE_LOAD
@@ -312,16 +314,35 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         break;
     }
   }
-  std::vector<size_t> calibration_syncs;  // came before their (dropped) API record in the buffer
-  for (size_t i : unresolved_syncs) {
-    auto it = st.correlation_tid.find(uint32_t(out.syncs[i].correlation));
-    if (it != st.correlation_tid.end())
-      out.syncs[i].tid = it->second;
-    else if (st.skipped_correlations.count(uint32_t(out.syncs[i].correlation)))
-      calibration_syncs.push_back(i);
-  }
-  for (auto i = calibration_syncs.rbegin(); i != calibration_syncs.rend(); ++i)
+  // Syncs whose API record was not in this buffer wait for a later one (the calibration's are dropped once
+  // their API record shows whose they were); ones held in earlier buffers are settled the same way.
+  constexpr int kSyncHoldBuffers = 8;
+  auto settle = [&st, &out](store::Sync& row) {  // true: written or dropped
+    const uint32_t c = uint32_t(row.correlation);
+    if (st.skipped_correlations.count(c)) return true;  // the collector's own calibration
+    auto it = st.correlation_tid.find(c);
+    if (it == st.correlation_tid.end()) return false;
+    row.tid = it->second;
+    out.syncs.push_back(row);
+    return true;
+  };
+  std::vector<store::Sync> unresolved;
+  for (auto i = unresolved_syncs.rbegin(); i != unresolved_syncs.rend(); ++i) {
+    unresolved.push_back(out.syncs[*i]);
     out.syncs.erase(out.syncs.begin() + std::ptrdiff_t(*i));
+  }
+  std::vector<DecodeState::HeldSync> still;
+  for (auto& h : st.held_syncs) {
+    if (settle(h.row)) continue;
+    if (++h.buffers > kSyncHoldBuffers) {
+      ++st.syncs_without_thread;
+      continue;
+    }
+    still.push_back(h);
+  }
+  for (auto i = unresolved.rbegin(); i != unresolved.rend(); ++i)
+    if (!settle(*i)) still.push_back({*i, 0});
+  st.held_syncs = std::move(still);
   return n;
 }
 

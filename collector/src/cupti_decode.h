@@ -33,6 +33,14 @@ struct DecodeState {
   std::string skip_kernel;
   int64_t skip_tid = 0;
   std::unordered_set<uint32_t> skipped_correlations;
+  // Syncs whose API record has not come yet (it may be in a later buffer): held, not written with thread 0.
+  // Given up after kSyncHoldBuffers more buffers (its API call was outside a window) and counted.
+  struct HeldSync {
+    store::Sync row;
+    int buffers = 0;
+  };
+  std::vector<HeldSync> held_syncs;
+  uint64_t syncs_without_thread = 0;
   uint64_t records = 0;
   uint64_t unknown_records = 0;
 };

@@ -94,14 +94,40 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   std::lock_guard<std::mutex> lk(rec->mu);
   set_process_meta("cupti.dropped_records", std::to_string(rec->dropped_records));
   set_process_meta("cupti.records", std::to_string(rec->state.records));
+  set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
 }
 
-// API-enter callbacks of the blocking calls (cupti_api_classes.h): the calling thread's stack.
+void detach_here();
+
+// The subscriber's callback: at API enter of the blocking calls (cupti_api_classes.h), the calling thread's
+// stack; at any API exit while a detach is asked for, the detach itself.
 void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  if (cb->callbackSite != CUPTI_API_ENTER || !rec || !rec->tracing.load(std::memory_order_relaxed)) return;
+  if (!rec) return;
+  if (cb->callbackSite == CUPTI_API_EXIT) {
+    if (rec->link.load(std::memory_order_acquire) == int(Link::DetachRequested)) detach_here();
+    return;
+  }
+  if (cb->callbackSite != CUPTI_API_ENTER || !rec->tracing.load(std::memory_order_relaxed)) return;
   capture_call_stack(cb->correlationId);
+}
+
+// At a CUDA call's exit on a program thread, NVIDIA's safe place for cuptiFinalize. Takes no lock: the thread
+// that asked waits on `link`, never the other way round.
+void detach_here() {
+  int expected = int(Link::DetachRequested);
+  if (!rec->link.compare_exchange_strong(expected, int(Link::Detaching))) return;
+  const int64_t t0 = now_ns();
+  const CUptiResult r = api->finalize();
+  rec->last_detach_ns.store(now_ns() - t0);
+  if (r == CUPTI_SUCCESS) {
+    rec->domains_on.store(false);
+    rec->link.store(int(Link::Detached), std::memory_order_release);
+  } else {
+    rec->finalize_failed = true;  // read under window_mu after `link` says Attached (release/acquire)
+    rec->link.store(int(Link::Attached), std::memory_order_release);
+  }
 }
 
 // Lean API selection per id; false when this libcupti cannot select (then all APIs are recorded).
@@ -119,67 +145,79 @@ std::string window_text() {
   return std::to_string(c.gpu_window_n) + "/" + std::to_string(c.gpu_window_m);
 }
 
+// API-enter callbacks of the blocking calls only (the stacks at them); also after a cancelled detach.
+size_t enable_stack_callbacks() {
+  size_t n = 0;
+  if (!rec->has_subscriber || !api->enable_callback || config().cuda_stacks_per_s <= 0) return 0;
+  for (auto kind : {store::ApiKind::Runtime, store::ApiKind::Driver})
+    for (uint32_t id : lean_callback_ids(kind, true))
+      if (api->enable_callback(1, rec->subscriber,
+                               kind == store::ApiKind::Runtime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                               : CUPTI_CB_DOMAIN_DRIVER_API,
+                               id) == CUPTI_SUCCESS)
+        ++n;
+  return n;
+}
 
-}  // namespace
+void enable_domains(bool on) {
+  if (!rec->has_subscriber || !api->enable_domain) return;
+  api->enable_domain(on ? 1 : 0, rec->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  api->enable_domain(on ? 1 : 0, rec->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  rec->domains_on.store(on);
+  if (!on) enable_stack_callbacks();  // a domain switch covers them too
+}
 
-void start_if_possible(const char* why) {
-  if (!running() || config().no_gpu) return;
-  if (!rec) rec = new Recorder();
-  if (rec->started.load() || rec->failed) return;
-  const bool injected = std::strcmp(why, "injection") == 0;
-  if (!injected) {
-    // Not called by the driver: only go on when CUDA is already initialized in this process (late load).
-    void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (!cuda) return;
-    dlclose(cuda);
-  }
-  std::lock_guard<std::mutex> lk(rec->mu);
-  if (rec->started.load() || rec->failed) return;
-  std::string err;
-  auto fail = [&](const std::string& status) {
-    rec->failed = true;
-    set_process_meta("cupti.status", status);
-  };
-  if (!load_library(&err)) return fail(err);
-  // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only. We keep ours
-  // when stacks at blocking calls are wanted (the callback API delivers them).
-  CUpti_SubscriberHandle sub{};
-  bool subscribed = false;
-  if (api->subscribe) {
+bool can_detach() { return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed; }
+
+// Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
+// callbacks: the first attach and every attach after a detach. "" on success; `fatal` when recording the GPU
+// must stop for good (another subscriber, no driver).
+std::string attach_cupti(bool* fatal) {
+  *fatal = false;
+  if (!rec->has_subscriber && api->subscribe) {
+    CUpti_SubscriberHandle sub{};
     CUptiResult r = api->subscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-      return fail("another CUPTI subscriber (Kineto, Nsight Systems?) is present: recording CPU data only");
-    subscribed = r == CUPTI_SUCCESS;
-  }
-  // CUDA rows on the OS thread that made them (gettid, as samples), not CUPTI's default pthread_t value.
-  // Before any kind is enabled, as CUPTI requires.
-  if (!api->set_thread_id_type || api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
-    set_process_meta("cupti.thread_ids", "default (cuptiSetThreadIdType failed): API rows carry CUPTI's ids");
-  else
-    set_process_meta("cupti.thread_ids", "system");
-  rec->state.pid = getpid();
-  rec->state.clock_offset = 0;
-  if (!api->register_timestamp || api->register_timestamp(monotonic_timestamp) != CUPTI_SUCCESS) {
-    // Fallback calibration: CUPTI clock minus CLOCK_MONOTONIC, from the tightest of a few bracketed reads.
-    int64_t best_gap = INT64_MAX;
-    for (int i = 0; i < 16 && api->get_timestamp; ++i) {
-      uint64_t c = 0;
-      int64_t a = now_ns();
-      if (api->get_timestamp(&c) != CUPTI_SUCCESS) break;
-      int64_t b = now_ns();
-      if (b - a < best_gap) {
-        best_gap = b - a;
-        rec->state.clock_offset = (a + (b - a) / 2) - static_cast<int64_t>(c);
-      }
+    // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only.
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      *fatal = true;
+      return "another CUPTI subscriber (Kineto, Nsight Systems?) is present: recording CPU data only";
     }
-    set_process_meta("cupti.clock", "offset " + std::to_string(rec->state.clock_offset) + " ns (cuptiGetTimestamp)");
-  } else {
-    set_process_meta("cupti.clock", "CLOCK_MONOTONIC (timestamp callback)");
+    rec->has_subscriber = r == CUPTI_SUCCESS;
+    rec->subscriber = sub;
   }
-  CUptiResult r = CUPTI_SUCCESS;
+  if (!rec->identity_set) {
+    // CUDA rows on the OS thread that made them (gettid, as samples), not CUPTI's default pthread_t value.
+    // Before any kind is enabled, as CUPTI requires.
+    if (!api->set_thread_id_type || api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+      set_process_meta("cupti.thread_ids", "default (cuptiSetThreadIdType failed): API rows carry CUPTI's ids");
+    else
+      set_process_meta("cupti.thread_ids", "system");
+    int64_t offset = 0;
+    if (!api->register_timestamp || api->register_timestamp(monotonic_timestamp) != CUPTI_SUCCESS) {
+      // Fallback calibration: CUPTI clock minus CLOCK_MONOTONIC, from the tightest of a few bracketed reads.
+      int64_t best_gap = INT64_MAX;
+      for (int i = 0; i < 16 && api->get_timestamp; ++i) {
+        uint64_t c = 0;
+        int64_t a = now_ns();
+        if (api->get_timestamp(&c) != CUPTI_SUCCESS) break;
+        int64_t b = now_ns();
+        if (b - a < best_gap) {
+          best_gap = b - a;
+          offset = (a + (b - a) / 2) - static_cast<int64_t>(c);
+        }
+      }
+      set_process_meta("cupti.clock", "offset " + std::to_string(offset) + " ns (cuptiGetTimestamp)");
+    } else {
+      set_process_meta("cupti.clock", "CLOCK_MONOTONIC (timestamp callback)");
+    }
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->state.pid = getpid();
+    rec->state.clock_offset = offset;
+    rec->identity_set = true;
+  }
   if (!rec->callbacks_registered) {
-    r = api->register_callbacks(buffer_requested, buffer_completed);
-    if (r != CUPTI_SUCCESS) return fail("cuptiActivityRegisterCallbacks: " + result_text(r));
+    CUptiResult r = api->register_callbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(r);
     rec->callbacks_registered = true;
   }
   // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id. Falls back to every
@@ -198,11 +236,12 @@ void start_if_possible(const char* why) {
   std::string disabled;
   rec->switched_kinds.clear();
   for (auto k : kinds) {
-    r = api->enable(k);
+    CUptiResult r = api->enable(k);
     if (r != CUPTI_SUCCESS) {
       if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-        if (subscribed && api->unsubscribe) api->unsubscribe(sub);
-        return fail("cuptiActivityEnable failed: " + result_text(r) + " (no CUDA driver or GPU?)");
+        for (int done : rec->switched_kinds) api->disable(CUpti_ActivityKind(done));
+        *fatal = true;
+        return "cuptiActivityEnable failed: " + result_text(r) + " (no CUDA driver or GPU?)";
       }
       disabled += (disabled.empty() ? "" : ",") + std::to_string(int(k));
     } else if (k != CUPTI_ACTIVITY_KIND_DEVICE) {
@@ -219,41 +258,142 @@ void start_if_possible(const char* why) {
                                    std::to_string(rec->lean_driver_ids.size()) + " driver callback ids)"
                    : config().cuda_api_all ? "all"
                                            : "all (this libcupti cannot select API ids)");
-  // Stacks at blocking calls: API-enter callbacks of those ids only.
-  size_t stack_ids = 0;
-  if (subscribed && api->enable_callback && config().cuda_stacks_per_s > 0) {
-    for (auto kind : {store::ApiKind::Runtime, store::ApiKind::Driver})
-      for (uint32_t id : lean_callback_ids(kind, true))
-        if (api->enable_callback(1, sub,
-                                 kind == store::ApiKind::Runtime ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                 : CUPTI_CB_DOMAIN_DRIVER_API,
-                                 id) == CUPTI_SUCCESS)
-          ++stack_ids;
-  } else if (subscribed && api->unsubscribe) {
-    api->unsubscribe(sub);
-    subscribed = false;
-  }
-  rec->has_subscriber = subscribed;
-  rec->subscriber = sub;
-  set_process_meta("cupti.stack_callback_ids", std::to_string(stack_ids));
+  set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
   if (api->flush_period) api->flush_period(500);  // a killed process loses at most ~0.5 s of GPU activity
-  {
-    std::lock_guard<std::mutex> wl(rec->window_mu);
-    rec->window_start = now_ns();
-    rec->switched = false;
-    rec->window_source.clear();
-    rec->tracing.store(true);
+  set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");
+  return "";
+}
+
+// Back to Attached from wherever a detach got to; false when CUPTI could not be attached again (the rest of
+// the run is then recorded without GPU activity, and meta cupti.status says why).
+bool ensure_attached_locked() {
+  int s = rec->link.load(std::memory_order_acquire);
+  if (s == int(Link::DetachRequested)) {
+    if (rec->link.compare_exchange_strong(s, int(Link::Attached))) {
+      enable_domains(false);  // no CUDA call came yet: cancelled
+      return true;
+    }
   }
+  // Detaching: a program thread is inside cuptiFinalize; it takes no lock we hold.
+  for (int64_t until = now_ns() + 5000000000LL;
+       rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
+    usleep(100);
+  s = rec->link.load(std::memory_order_acquire);
+  if (s == int(Link::Attached)) {
+    if (rec->finalize_failed) {
+      enable_domains(false);
+      set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
+    }
+    return true;
+  }
+  if (s != int(Link::Detached)) return false;
+  const int64_t detach_ns = rec->last_detach_ns.load();
+  rec->detach_ns_max = std::max(rec->detach_ns_max, detach_ns);
+  ++rec->detaches;
+  // CUPTI forgot everything: subscriber, buffer callbacks, thread id type, clock.
+  rec->has_subscriber = false;
+  rec->callbacks_registered = false;
+  rec->identity_set = false;
+  const int64_t t0 = now_ns();
+  bool fatal = false;
+  const std::string err = attach_cupti(&fatal);
+  const int64_t attach_ns = now_ns() - t0;
+  if (!err.empty()) {
+    rec->failed = true;
+    set_process_meta("cupti.status", "re-attach after a detach failed: " + err + "; GPU activity stops here");
+    return false;
+  }
+  rec->link.store(int(Link::Attached));
+  ++rec->attaches;
+  rec->attach_ns_max = std::max(rec->attach_ns_max, attach_ns);
+  rec->schedule.set_switch_cost(detach_ns + attach_ns);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%lld detaches, longest %.1f ms; %lld re-attaches, longest %.1f ms",
+                static_cast<long long>(rec->detaches), rec->detach_ns_max / 1e6,
+                static_cast<long long>(rec->attaches), rec->attach_ns_max / 1e6);
+  set_process_meta("cupti.detach", buf);
+  return true;
+}
+
+}  // namespace
+
+void start_if_possible(const char* why) {
+  if (!running() || config().no_gpu) return;
+  if (!rec) rec = new Recorder();
+  if (rec->started.load() || rec->failed) return;
+  const bool injected = std::strcmp(why, "injection") == 0;
+  if (!injected) {
+    // Not called by the driver: only go on when CUDA is already initialized in this process (late load).
+    void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!cuda) return;
+    dlclose(cuda);
+  }
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->started.load() || rec->failed) return;
+  std::string err;
+  if (!load_library(&err)) {
+    rec->failed = true;
+    set_process_meta("cupti.status", err);
+    return;
+  }
+  if (!rec->attached_once) {
+    bool fatal = false;
+    err = attach_cupti(&fatal);
+    if (!err.empty()) {
+      if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
+      rec->has_subscriber = false;
+      rec->failed = true;
+      set_process_meta("cupti.status", err);
+      return;
+    }
+    rec->attached_once = true;
+  } else {
+    // A later attach window: CUPTI was detached (or only switched off) when the last one ended.
+    const bool was_detached = rec->link.load() != int(Link::Attached);
+    if (!ensure_attached_locked()) return;
+    if (!was_detached) {
+      bool fatal = false;
+      err = attach_cupti(&fatal);  // re-subscribes where stop() had to unsubscribe
+      if (!err.empty()) {
+        rec->failed = true;
+        set_process_meta("cupti.status", err);
+        return;
+      }
+    }
+  }
+  rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
+  rec->window_steps = 0;
+  rec->window_start = now_ns();
+  rec->switched = false;
+  rec->window_source.clear();
+  rec->detach_due = 0;
+  rec->tracing.store(true);
   set_process_meta("gpu.window", window_text());
   rec->started.store(true);
-  set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");
 }
 
 void flush(bool final_flush) {
   if (!rec || !rec->started.load() || !api) return;
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->link.load() != int(Link::Attached)) {
+    int s = int(Link::DetachRequested);
+    if (!rec->link.compare_exchange_strong(s, int(Link::Attached))) {
+      // Detaching or detached: everything was flushed before the detach was asked for, and CUPTI must not be
+      // called while it finalizes.
+      if (final_flush && rec->switched) set_process_meta("gpu.window", window_text());
+      return;
+    }
+    enable_domains(false);
+  }
   flush_all(final_flush ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
   if (!final_flush) return;
-  std::lock_guard<std::mutex> wl(rec->window_mu);
+  {
+    // Syncs still waiting for their API record will not get it: counted, not written on thread 0.
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->state.syncs_without_thread += rec->state.held_syncs.size();
+    rec->state.held_syncs.clear();
+    set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
+  }
   if (!rec->switched) {
     // Never switched off (no step markers, or fewer steps than one window): the whole run was traced.
     if (window_text() != "all") set_process_meta("gpu.window_requested", window_text());
@@ -268,58 +408,100 @@ void flush(bool final_flush) {
   }
 }
 
-void tracing_off_locked(int64_t t) {
+void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   if (!rec->tracing.load()) return;
   rec->tracing.store(false);
   for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
   if (rec->lean) select_api_ids(false);
   flush_all(0);
   rec->switched = true;
+  rec->detach_due = detach_after_ns >= 0 && can_detach() ? t + detach_after_ns : 0;
   store::GpuWindow w{rec->window_start, t, getpid()};
   auto& p = pending();
   std::lock_guard<std::mutex> lk(p.mu);
   p.gpu_windows.push_back(w);
 }
 
-void tracing_on_locked(int64_t t) {
-  if (rec->tracing.load()) return;
-  for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(true);
+bool tracing_on_locked(int64_t t) {
+  if (rec->tracing.load()) return true;
+  rec->detach_due = 0;
+  const bool resume = rec->link.load() == int(Link::Attached);  // only switched off: the kinds come back
+  if (!ensure_attached_locked()) return false;
+  if (resume) {
+    for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
+    if (rec->lean) select_api_ids(true);
+  }
   rec->window_start = t;
   rec->tracing.store(true);
+  return true;
+}
+
+void request_detach_locked() {
+  if (!can_detach() || rec->tracing.load() || rec->link.load() != int(Link::Attached)) return;
+  rec->detach_due = 0;
+  flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // nothing stays buffered in a CUPTI about to forget it
+  rec->link.store(int(Link::DetachRequested), std::memory_order_release);
+  enable_domains(true);  // the next runtime or driver call's exit, on any thread, detaches
+}
+
+bool wait_detached_locked(int64_t wait_ns) {
+  for (int64_t until = now_ns() + wait_ns; now_ns() < until; usleep(100)) {
+    const int s = rec->link.load(std::memory_order_acquire);
+    if (s == int(Link::Detached)) return true;
+    if (s == int(Link::Attached)) return false;
+  }
+  return false;
+}
+
+void detach_if_due() {
+  if (!rec || !rec->started.load() || !api) return;
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->finalize_failed && rec->domains_on.load() && rec->link.load() == int(Link::Attached)) {
+    enable_domains(false);
+    set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
+  }
+  if (rec->detach_due == 0 || now_ns() < rec->detach_due) return;
+  request_detach_locked();
 }
 
 // GPU windows (gpu_window.h), counted by the first step source to report a step.
 void on_step(const char* source, int64_t steps) {
   if (!rec || !rec->started.load() || !api || !api->disable) return;
-  const Config& c = config();
-  if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;
+  if (rec->schedule.all()) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->window_source.empty()) rec->window_source = source;
-  if (rec->window_source != source) return;
-  switch (window_switch(steps, c.gpu_window_n, c.gpu_window_m)) {
-    case WindowSwitch::Off: tracing_off_locked(now_ns()); break;
-    case WindowSwitch::On: tracing_on_locked(now_ns()); break;
+  if (rec->window_source != source || steps <= rec->window_steps) return;
+  rec->window_steps = steps;
+  const int64_t t = now_ns();
+  switch (rec->schedule.at_step(t)) {
+    case WindowSwitch::Off: tracing_off_locked(t, rec->schedule.detach_grace_ns()); break;
+    case WindowSwitch::On: tracing_on_locked(t); break;
     case WindowSwitch::None: break;
   }
 }
 
-// The end of an attach window: flush what is buffered, switch every traced kind and API id off and release our
-// subscriber, so a dormant collector costs the GPU work nothing; the next window's start enables them again.
+// The end of an attach window: flush what is buffered, switch every traced kind and API id off and detach
+// CUPTI (where the library can), so a dormant collector costs the GPU work nothing and another tool may
+// subscribe; the next window's start attaches again.
 void stop() {
   if (!rec || !rec->started.load() || !api) return;
-  flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  {
-    std::lock_guard<std::mutex> wl(rec->window_mu);
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->link.load() == int(Link::Attached)) {
     if (rec->tracing.load()) {
       rec->tracing.store(false);
       if (api->disable)
         for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
       if (rec->lean) select_api_ids(false);
     }
+    if (can_detach()) {
+      request_detach_locked();
+    } else {
+      flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
+      rec->has_subscriber = false;
+    }
   }
-  if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
-  rec->has_subscriber = false;
+  rec->tracing.store(false);
   rec->started.store(false);
 }
 
@@ -331,6 +513,13 @@ void after_fork_child() {
     rec->tracing.store(false);
     new (&rec->window_mu) std::mutex();
     rec->calibration_done = false;
+    // The child's CUDA, if any, starts from nothing: a first attach, not a re-attach.
+    rec->link.store(int(Link::Attached));
+    rec->attached_once = false;
+    rec->has_subscriber = false;
+    rec->identity_set = false;
+    rec->domains_on.store(false);
+    rec->detach_due = 0;
   }
 }
 

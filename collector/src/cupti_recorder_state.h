@@ -11,6 +11,7 @@
 #include <cupti.h>
 
 #include "cupti_decode.h"
+#include "gpu_window.h"
 
 namespace stepscope::collector::cupti {
 
@@ -23,9 +24,20 @@ struct Recorder {
   DecodeState state;
   std::atomic<bool> started{false};
   bool failed = false;
-  bool callbacks_registered = false;  // once per process: a later attach window reuses them
-  bool has_subscriber = false;        // ours, kept for the stack callbacks; released when a window ends
+  bool attached_once = false;         // the first attach happened (later ones re-attach after a detach)
+  bool callbacks_registered = false;  // until a detach: CUPTI forgets them in cuptiFinalize
+  bool identity_set = false;          // thread id type and clock: before any kind is enabled, once per attach
+  bool has_subscriber = false;        // ours: stack callbacks and the detach callback
   CUpti_SubscriberHandle subscriber{};
+
+  // Detach (gpu_window.h): requested on the collector thread once a window has been off for a grace period,
+  // performed by api_callback at a CUDA call's exit on a program thread, undone by the next window.
+  std::atomic<int> link{int(Link::Attached)};
+  int64_t detach_due = 0;  // when the collector thread asks for the detach (0: not pending); window_mu
+  std::atomic<bool> finalize_failed{false};  // cuptiFinalize refused once: windows only disable kinds from then on
+  std::atomic<bool> domains_on{false};  // every runtime/driver callback enabled, waiting for a detach
+  std::atomic<int64_t> last_detach_ns{0};
+  int64_t detaches = 0, attaches = 0, detach_ns_max = 0, attach_ns_max = 0;  // window_mu
 
   // What tracing switches on and off (GPU windows, calibration): activity kinds and, in lean mode, API ids.
   std::vector<int> switched_kinds;
@@ -37,15 +49,22 @@ struct Recorder {
   int64_t window_start = 0;
   bool switched = false;  // tracing was off at some point: gpu_windows rows describe what was traced
   std::string window_source;  // the step source that drives the windows (the first one to report a step)
+  int64_t window_steps = 0;   // that source's last step count
+  WindowSchedule schedule{0, 0};
 
   int64_t next_calibration_check = 0;
   bool calibration_done = false;
 };
 extern Recorder* rec;
 
-// Switches the activity kinds (and lean API ids) off / on. Off flushes and queues the closed window's
-// gpu_windows row. Need window_mu.
-void tracing_off_locked(int64_t t);
-void tracing_on_locked(int64_t t);
+// Switches the activity kinds (and lean API ids) off / on. Off flushes, queues the closed window's gpu_windows
+// row and, when `detach_after_ns` >= 0, has CUPTI detached that long after (detach_if_due). On attaches CUPTI
+// again when it was detached; false when it cannot. Need window_mu.
+void tracing_off_locked(int64_t t, int64_t detach_after_ns);
+bool tracing_on_locked(int64_t t);
+// Asks for the detach now (flushes everything first); waits until it happened when `wait_ns` > 0 and a CUDA call
+// came (the calibration's launches). Need window_mu.
+void request_detach_locked();
+bool wait_detached_locked(int64_t wait_ns);
 
 }  // namespace stepscope::collector::cupti

@@ -10,4 +10,5 @@ void stop() {}
 void after_fork_child() {}
 void on_step(const char*, int64_t) {}
 void calibrate_if_due() {}
+void detach_if_due() {}
 }  // namespace stepscope::collector::cupti

@@ -177,7 +177,10 @@ void* collector_main(void*) {
     }
     try {
       if (final_pass) cupti::flush(true);
-      else cupti::calibrate_if_due();
+      else {
+        cupti::calibrate_if_due();
+        cupti::detach_if_due();
+      }
       std::lock_guard<std::mutex> io(g->io_mu);
       const int64_t now = clock_ns(CLOCK_MONOTONIC);
       if (!final_pass && now - last_poll >= kTaskPollPeriodMs * 1000000LL) {

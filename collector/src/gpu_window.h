@@ -1,21 +1,69 @@
-// GPU windows (`stepscope record --gpu-window N/M`): CUDA activity is traced for the first N steps of every M,
-// switched at step boundaries. Before the first boundary the run is traced, so a run without step markers or
-// with fewer than N steps is traced whole.
+// GPU windows (`stepscope record --gpu-window N/M`): CUDA activity is traced for N steps, then left off for at
+// least M−N steps, switched at step boundaries. Before the first boundary the run is traced, so a run without
+// step markers or with fewer than N steps is traced whole.
+//
+// "Off" means CUPTI detached (cuptiFinalize): merely disabling the activity kinds leaves CUPTI's per-launch cost
+// in place (on an H200, launch_bound paid +54% with every kind on and +55% with them off 90% of the steps). A
+// detach and the next attach cost time on the program's threads, and traced steps are slower than untraced
+// ones, so the off phase also lasts long enough in time: the traced share of the wall time stays near N/M, and
+// the switching itself near 1 / kSwitchCostFactor of it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace stepscope::collector::cupti {
 
 enum class WindowSwitch { None, Off, On };
 
-// At the boundary that completes `steps` steps (1, 2, ...): switch tracing off, on, or leave it.
-inline WindowSwitch window_switch(int64_t steps, int n, int m) {
-  if (n <= 0 || m <= n) return WindowSwitch::None;  // "all"
-  const int64_t pos = steps % m;
-  if (pos == n) return WindowSwitch::Off;
-  if (pos == 0) return WindowSwitch::On;
-  return WindowSwitch::None;
-}
+// The off phase lasts at least this many times the last detach + attach cost (≤ 1% of the time switching).
+inline constexpr int64_t kSwitchCostFactor = 100;
+// The detach waits this long, or two traced steps if longer, after tracing went off: the GPU may still run the
+// last traced step's kernels, whose records come after they end.
+inline constexpr int64_t kMinDetachGraceNs = 100000000;
+
+class WindowSchedule {
+ public:
+  WindowSchedule(int n, int m) : n_(n), m_(m) {}
+  bool all() const { return n_ <= 0 || m_ <= n_; }
+
+  // The boundary that completes a step, at time `now` (ns): switch tracing off, on, or leave it.
+  WindowSwitch at_step(int64_t now) {
+    if (all()) return WindowSwitch::None;
+    ++steps_;
+    if (tracing_) {
+      if (steps_ == 1) first_ = now;  // traced time is timed from the first boundary: start-up is not a step
+      if (steps_ < n_) return WindowSwitch::None;
+      const int64_t per_step = steps_ > 1 ? (now - first_) / (steps_ - 1) : 0;
+      grace_ = std::max(kMinDetachGraceNs, 2 * per_step);
+      // Long enough to detach and stay detached a while: tiny steps get windows of N steps a few times a second.
+      min_off_ = std::max({per_step * (m_ - n_), kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs});
+      tracing_ = false;
+      steps_ = 0;
+      off_at_ = now;
+      return WindowSwitch::Off;
+    }
+    if (steps_ < m_ - n_ || now - off_at_ < min_off_) return WindowSwitch::None;
+    tracing_ = true;
+    steps_ = 0;
+    return WindowSwitch::On;
+  }
+
+  // The last detach + attach took `ns` (measured by the recorder); later off phases last ≥ kSwitchCostFactor×.
+  void set_switch_cost(int64_t ns) { switch_cost_ = std::max<int64_t>(0, ns); }
+  int64_t min_off_ns() const { return min_off_; }
+  int64_t detach_grace_ns() const { return grace_; }
+  bool tracing() const { return tracing_; }
+
+ private:
+  int n_, m_;
+  bool tracing_ = true;
+  int64_t steps_ = 0;  // boundaries in the current phase
+  int64_t first_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
+};
+
+// Detaching CUPTI (cuptiFinalize) happens inside a CUDA API call's exit callback on a program thread, as NVIDIA
+// documents for a safe detach; the recorder asks for it, a callback performs it, a new window attaches again.
+enum class Link : int { Attached = 0, DetachRequested = 1, Detaching = 2, Detached = 3 };
 
 }  // namespace stepscope::collector::cupti

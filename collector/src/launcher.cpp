@@ -288,7 +288,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                             "collector.stack_window_bytes", "collector.ring_bytes", "collector.unwinder",
                             "cupti.api_tracing", "cupti.thread_ids", "cupti.stack_callback_ids", "gpu.window",
                             "gpu.window_requested", "cupti.launch_cost_ns", "cupti.launch_cost_method",
-                            "cupti.calibration"})
+                            "cupti.calibration", "cupti.detach"})
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
@@ -296,7 +296,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       for (const char* k : {"collector.unwound_samples", "collector.stack_truncated_samples",
                             "collector.stack_unreadable_samples", "collector.leaf_only_samples",
                             "collector.out_of_memory_passes", "collector.unknown_thread_signals",
-                            "collector.call_stacks_skipped", "collector.unwind_memory_reads"})
+                            "collector.call_stacks_skipped", "collector.unwind_memory_reads",
+                            "cupti.syncs_without_thread"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {

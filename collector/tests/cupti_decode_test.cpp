@@ -260,6 +260,52 @@ TEST_CASE("system thread ids: a sync before its API call in the buffer gets the 
   CHECK(t.ranges[0].tid == tid);
 }
 
+TEST_CASE("a sync whose API record comes in a later buffer waits for it; one that never gets it is counted") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  auto sync = [](Buffer& b, uint32_t correlation) {
+    auto& s = b.add<CUpti_ActivitySynchronization2>();
+    s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    s.correlationId = correlation;
+    s.start = 100;
+    s.end = 200;
+  };
+  auto api = [](Buffer& b, uint32_t tid, uint32_t correlation) {
+    auto& a = b.add<CUpti_ActivityAPI>();
+    a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    a.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+    a.threadId = tid;
+    a.correlationId = correlation;
+  };
+  collector::cupti::DecodeState st;
+  st.skip_tid = 555;  // the calibration's thread
+  store::Trace t;
+  Buffer b1;
+  sync(b1, 41);  // the program's: its API record is in the next buffer
+  sync(b1, 42);  // the calibration's (an attach window opened by it): dropped once its API record shows that
+  sync(b1, 43);  // its API call was before the window: never resolved
+  collector::cupti::decode_activity_buffer(b1.bytes.data(), b1.used, t, st);
+  CHECK(t.syncs.empty());  // nothing written with thread 0
+  CHECK(st.held_syncs.size() == 3);
+  Buffer b2;
+  api(b2, 777, 41);
+  api(b2, 555, 42);
+  collector::cupti::decode_activity_buffer(b2.bytes.data(), b2.used, t, st);
+  REQUIRE(t.syncs.size() == 1);
+  CHECK(t.syncs[0].correlation == 41);
+  CHECK(t.syncs[0].tid == 777);
+  REQUIRE(st.held_syncs.size() == 1);
+  for (int i = 0; i < 9; ++i) {
+    Buffer empty;
+    api(empty, 778, 1000 + i);
+    collector::cupti::decode_activity_buffer(empty.bytes.data(), empty.used, t, st);
+  }
+  CHECK(st.held_syncs.empty());
+  CHECK(st.syncs_without_thread == 1);
+  CHECK(t.syncs.size() == 1);
+}
+
 TEST_CASE("the collector's calibration kernels and its thread's API records are dropped") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
@@ -370,18 +416,46 @@ TEST_CASE("lean API tracing: the callback ids recorded by default, from the real
   CHECK(rt.size() > 30);
 }
 
-TEST_CASE("GPU windows switch tracing off after N steps and on again every M") {
+TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N more, long enough in time") {
+  using collector::cupti::kMinDetachGraceNs;
+  using collector::cupti::kSwitchCostFactor;
+  using collector::cupti::WindowSchedule;
   using collector::cupti::WindowSwitch;
-  using collector::cupti::window_switch;
-  std::string seq;
-  for (int64_t steps = 1; steps <= 12; ++steps) {
-    auto w = window_switch(steps, 2, 5);
-    seq += w == WindowSwitch::Off ? 'x' : w == WindowSwitch::On ? 'o' : '.';
+  auto run = [](WindowSchedule& w, int steps, int64_t step_ns, int64_t& t) {
+    std::string seq;
+    for (int i = 0; i < steps; ++i) {
+      t += step_ns;
+      auto s = w.at_step(t);
+      seq += s == WindowSwitch::Off ? 'x' : s == WindowSwitch::On ? 'o' : '.';
+    }
+    return seq;
+  };
+  {
+    // Long steps (1 s): the step counts decide. Steps 1-2 traced, off after step 2; on after 3 more; ...
+    WindowSchedule w(2, 5);
+    int64_t t = 0;
+    CHECK(run(w, 12, 1000000000, t) == ".x..o.x..o.x");
+    CHECK(w.detach_grace_ns() == 2000000000);  // two traced steps: the GPU may still run the last one
+    CHECK(w.min_off_ns() == 3000000000);       // M-N steps, longer than the grace + 100 ms
   }
-  // Steps 0-1 traced, off at the end of step 1; on again when step 5 starts; off after step 6; ...
-  CHECK(seq == ".x..o.x..o.x");
-  for (int64_t steps = 1; steps <= 400; ++steps) CHECK(window_switch(steps, 0, 0) == WindowSwitch::None);  // all
-  CHECK(window_switch(20, 20, 200) == WindowSwitch::Off);
-  CHECK(window_switch(200, 20, 200) == WindowSwitch::On);
-  CHECK(window_switch(19, 20, 200) == WindowSwitch::None);
+  {
+    // Tiny steps (100 us, as launch_bound): off for at least two grace periods, not M-N steps (18 ms).
+    WindowSchedule w(20, 200);
+    int64_t t = 0;
+    CHECK(run(w, 20, 100000, t) == std::string(19, '.') + "x");
+    CHECK(w.min_off_ns() == 2 * kMinDetachGraceNs);
+    const std::string off = run(w, 2000, 100000, t);  // on when 200 ms have passed: after 2000 steps
+    CHECK(off == std::string(1999, '.') + "o");
+    // A measured detach + attach of 5 ms: the next off phase lasts kSwitchCostFactor times that.
+    w.set_switch_cost(5000000);
+    run(w, 20, 100000, t);
+    CHECK(!w.tracing());
+    CHECK(w.min_off_ns() == kSwitchCostFactor * 5000000);
+  }
+  {
+    WindowSchedule all(0, 0);
+    int64_t t = 0;
+    CHECK(all.all());
+    CHECK(run(all, 400, 1000, t) == std::string(400, '.'));
+  }
 }
