@@ -10,6 +10,7 @@
 #endif
 #include <cuda.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -134,6 +135,7 @@ void calibrate_if_due() {
         on = time_launches(d, fn, stream);
         // "Off" is CUPTI detached where it can be: disabled kinds alone keep most of CUPTI's launch cost.
         tracing_off_locked(now_ns(), -1);
+        usleep(kMinDetachGraceNs / 1000);  // the program's kernels in flight end and their records come
         request_detach_locked();
         bool detached = false;
         if (rec->link.load() == int(Link::DetachRequested) &&

@@ -162,6 +162,10 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.registers = k->registersPerThread;
         r.shared_memory = int64_t(k->staticSharedMemory) + k->dynamicSharedMemory;
         if (k->name && !st.skip_kernel.empty() && st.skip_kernel == k->name) break;  // the collector's own calibration kernel
+        if (k->start == 0 || k->end < k->start) {  // flushed before it ended (a detach): no time to keep
+          ++st.incomplete_records;
+          break;
+        }
         r.name = out.intern(k->name ? k->name : "");
         r.graph_id = k->graphId;
         r.pid = st.pid;
@@ -181,6 +185,10 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
         r.pid = st.pid;
+        if (m->start == 0 || m->end < m->start) {
+          ++st.incomplete_records;
+          break;
+        }
         out.memcpys.push_back(r);
         break;
       }
@@ -195,6 +203,10 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.bytes = static_cast<int64_t>(m->bytes);
         r.mem_kind = memory_kind(m->memoryKind);
         r.pid = st.pid;
+        if (m->start == 0 || m->end < m->start) {
+          ++st.incomplete_records;
+          break;
+        }
         out.memsets.push_back(r);
         break;
       }
@@ -306,6 +318,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.sm_count = static_cast<int32_t>(d->numMultiprocessors);
         r.memory_bytes = static_cast<int64_t>(d->globalMemorySize);
         r.vendor = out.intern("nvidia");
+        if (!st.devices_seen.insert(r.id).second) break;  // sent again after each re-attach
         out.devices.push_back(r);
         break;
       }

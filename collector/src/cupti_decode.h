@@ -41,6 +41,8 @@ struct DecodeState {
   };
   std::vector<HeldSync> held_syncs;
   uint64_t syncs_without_thread = 0;
+  uint64_t incomplete_records = 0;     // GPU work without an end (flushed while running): left out, counted
+  std::unordered_set<uint32_t> devices_seen;  // CUPTI sends the device records again after each re-attach
   uint64_t records = 0;
   uint64_t unknown_records = 0;
 };

@@ -68,6 +68,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
     *buffer = nullptr;
     ++rec->buffers_refused;
   }
+  if (*buffer) rec->with_cupti.insert(*buffer);
   *size = *buffer ? kBufferBytes : 0;
 }
 
@@ -89,6 +90,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   }
   if (buffer) {
     std::lock_guard<std::mutex> lk(rec->mu);
+    rec->with_cupti.erase(buffer);
     rec->free_buffers.push_back(buffer);
   }
   std::lock_guard<std::mutex> lk(rec->mu);
@@ -119,7 +121,9 @@ void detach_here() {
   int expected = int(Link::DetachRequested);
   if (!rec->link.compare_exchange_strong(expected, int(Link::Detaching))) return;
   const int64_t t0 = now_ns();
+  t_our_flush = true;  // buffers CUPTI hands back while it finalizes come on this program thread
   const CUptiResult r = api->finalize();
+  t_our_flush = false;
   rec->last_detach_ns.store(now_ns() - t0);
   if (r == CUPTI_SUCCESS) {
     rec->domains_on.store(false);
@@ -264,14 +268,27 @@ std::string attach_cupti(bool* fatal) {
   return "";
 }
 
-// Back to Attached from wherever a detach got to; false when CUPTI could not be attached again (the rest of
-// the run is then recorded without GPU activity, and meta cupti.status says why).
-bool ensure_attached_locked() {
+enum class Attach { Failed, StillAttached, Reattached };
+
+// A re-attach that failed half way: leave CUPTI detached (when it can be) rather than attached with nothing on,
+// and record no more GPU activity in this run.
+void give_up_locked(const std::string& why) {
+  rec->failed = true;
+  for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
+  if (rec->lean) select_api_ids(false);
+  if (can_detach()) request_detach_locked();
+  set_process_meta("cupti.status", "re-attach after a detach failed: " + why + "; GPU activity stops here");
+}
+
+// Back to Attached from wherever a detach got to. StillAttached: CUPTI never left (a cancelled detach, a failed
+// finalize) and the kinds are off — the caller switches them on; Reattached: attached anew with everything on.
+Attach ensure_attached_locked() {
+  if (rec->failed) return Attach::Failed;
   int s = rec->link.load(std::memory_order_acquire);
   if (s == int(Link::DetachRequested)) {
     if (rec->link.compare_exchange_strong(s, int(Link::Attached))) {
       enable_domains(false);  // no CUDA call came yet: cancelled
-      return true;
+      return Attach::StillAttached;
     }
   }
   // Detaching: a program thread is inside cuptiFinalize; it takes no lock we hold.
@@ -280,28 +297,39 @@ bool ensure_attached_locked() {
     usleep(100);
   s = rec->link.load(std::memory_order_acquire);
   if (s == int(Link::Attached)) {
-    if (rec->finalize_failed) {
+    if (rec->finalize_failed && rec->domains_on.load()) {
       enable_domains(false);
       set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
     }
-    return true;
+    return Attach::StillAttached;
   }
-  if (s != int(Link::Detached)) return false;
+  if (s != int(Link::Detached)) return Attach::Failed;
   const int64_t detach_ns = rec->last_detach_ns.load();
   rec->detach_ns_max = std::max(rec->detach_ns_max, detach_ns);
   ++rec->detaches;
-  // CUPTI forgot everything: subscriber, buffer callbacks, thread id type, clock.
+  // CUPTI forgot everything: subscriber, buffer callbacks, thread id type, clock — and its correlation ids
+  // start again, so the old ones must not name threads any more. Buffers it held when it finalized never come
+  // back through buffer_completed: they are ours again.
   rec->has_subscriber = false;
   rec->callbacks_registered = false;
   rec->identity_set = false;
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    for (uint8_t* b : rec->with_cupti) rec->free_buffers.push_back(b);
+    rec->with_cupti.clear();
+    rec->state.correlation_tid.clear();
+    rec->state.skipped_correlations.clear();
+    rec->state.syncs_without_thread += rec->state.held_syncs.size();
+    rec->state.held_syncs.clear();
+  }
   const int64_t t0 = now_ns();
   bool fatal = false;
   const std::string err = attach_cupti(&fatal);
   const int64_t attach_ns = now_ns() - t0;
   if (!err.empty()) {
-    rec->failed = true;
-    set_process_meta("cupti.status", "re-attach after a detach failed: " + err + "; GPU activity stops here");
-    return false;
+    rec->link.store(int(Link::Attached));  // what did attach (a subscriber) is detached again by give_up
+    give_up_locked(err);
+    return Attach::Failed;
   }
   rec->link.store(int(Link::Attached));
   ++rec->attaches;
@@ -312,7 +340,13 @@ bool ensure_attached_locked() {
                 static_cast<long long>(rec->detaches), rec->detach_ns_max / 1e6,
                 static_cast<long long>(rec->attaches), rec->attach_ns_max / 1e6);
   set_process_meta("cupti.detach", buf);
-  return true;
+  return Attach::Reattached;
+}
+
+// The kinds and API ids that windows switch, on again (CUPTI attached all along).
+void kinds_on_locked() {
+  for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
+  if (rec->lean) select_api_ids(true);
 }
 
 }  // namespace
@@ -347,18 +381,21 @@ void start_if_possible(const char* why) {
       return;
     }
     rec->attached_once = true;
+  } else if (rec->link.load() != int(Link::Attached) || rec->has_subscriber) {
+    // A later attach window after a detach (or a detach still asked for): attach again, or switch on.
+    switch (ensure_attached_locked()) {
+      case Attach::Failed: return;
+      case Attach::StillAttached: kinds_on_locked(); break;
+      case Attach::Reattached: break;
+    }
   } else {
-    // A later attach window: CUPTI was detached (or only switched off) when the last one ended.
-    const bool was_detached = rec->link.load() != int(Link::Attached);
-    if (!ensure_attached_locked()) return;
-    if (!was_detached) {
-      bool fatal = false;
-      err = attach_cupti(&fatal);  // re-subscribes where stop() had to unsubscribe
-      if (!err.empty()) {
-        rec->failed = true;
-        set_process_meta("cupti.status", err);
-        return;
-      }
+    // stop() could not detach and released the subscriber: subscribe and switch everything on again.
+    bool fatal = false;
+    err = attach_cupti(&fatal);
+    if (!err.empty()) {
+      rec->failed = true;
+      set_process_meta("cupti.status", err);
+      return;
     }
   }
   rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
@@ -425,11 +462,10 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
 bool tracing_on_locked(int64_t t) {
   if (rec->tracing.load()) return true;
   rec->detach_due = 0;
-  const bool resume = rec->link.load() == int(Link::Attached);  // only switched off: the kinds come back
-  if (!ensure_attached_locked()) return false;
-  if (resume) {
-    for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
-    if (rec->lean) select_api_ids(true);
+  switch (ensure_attached_locked()) {
+    case Attach::Failed: return false;
+    case Attach::StillAttached: kinds_on_locked(); break;  // only switched off: the kinds come back
+    case Attach::Reattached: break;
   }
   rec->window_start = t;
   rec->tracing.store(true);
@@ -440,8 +476,10 @@ void request_detach_locked() {
   if (!can_detach() || rec->tracing.load() || rec->link.load() != int(Link::Attached)) return;
   rec->detach_due = 0;
   flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // nothing stays buffered in a CUPTI about to forget it
-  rec->link.store(int(Link::DetachRequested), std::memory_order_release);
+  // Callbacks first, then the request: once `link` says so, a program thread may be inside cuptiFinalize, and
+  // no call of ours may touch CUPTI (the exit callbacks of the blocking calls are on already).
   enable_domains(true);  // the next runtime or driver call's exit, on any thread, detaches
+  rec->link.store(int(Link::DetachRequested), std::memory_order_release);
 }
 
 bool wait_detached_locked(int64_t wait_ns) {
@@ -467,14 +505,18 @@ void detach_if_due() {
 // GPU windows (gpu_window.h), counted by the first step source to report a step.
 void on_step(const char* source, int64_t steps) {
   if (!rec || !rec->started.load() || !api || !api->disable) return;
-  if (rec->schedule.all()) return;
+  const Config& c = config();
+  if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all"
   std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->failed) return;
   if (rec->window_source.empty()) rec->window_source = source;
   if (rec->window_source != source || steps <= rec->window_steps) return;
   rec->window_steps = steps;
   const int64_t t = now_ns();
   switch (rec->schedule.at_step(t)) {
-    case WindowSwitch::Off: tracing_off_locked(t, rec->schedule.detach_grace_ns()); break;
+    case WindowSwitch::Off:
+      tracing_off_locked(t, rec->schedule.detach_this_phase() ? rec->schedule.detach_grace_ns() : -1);
+      break;
     case WindowSwitch::On: tracing_on_locked(t); break;
     case WindowSwitch::None: break;
   }
@@ -518,6 +560,8 @@ void after_fork_child() {
     rec->attached_once = false;
     rec->has_subscriber = false;
     rec->identity_set = false;
+    rec->callbacks_registered = false;
+    rec->finalize_failed.store(false);
     rec->domains_on.store(false);
     rec->detach_due = 0;
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <cupti.h>
@@ -18,6 +19,7 @@ namespace stepscope::collector::cupti {
 struct Recorder {
   std::mutex mu;  // buffers and decode state
   std::vector<uint8_t*> free_buffers;
+  std::unordered_set<uint8_t*> with_cupti;  // handed to CUPTI, not yet back (reclaimed after a detach)
   int allocated = 0;
   uint64_t buffers_refused = 0;
   uint64_t dropped_records = 0;
@@ -44,7 +46,7 @@ struct Recorder {
   std::vector<uint32_t> lean_runtime_ids, lean_driver_ids;
   bool lean = false;
 
-  std::mutex window_mu;  // switching; never held while taking Recorder::mu or PendingRows::mu
+  std::mutex window_mu;  // switching; taken before PendingRows::mu and Recorder::mu, never after them
   std::atomic<bool> tracing{false};
   int64_t window_start = 0;
   bool switched = false;  // tracing was off at some point: gpu_windows rows describe what was traced

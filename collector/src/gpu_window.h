@@ -32,13 +32,22 @@ class WindowSchedule {
     if (all()) return WindowSwitch::None;
     ++steps_;
     if (tracing_) {
-      if (steps_ == 1) first_ = now;  // traced time is timed from the first boundary: start-up is not a step
+      // Traced steps are timed from the boundary that switched tracing on; the first window from its first
+      // boundary (what came before is start-up, not a step).
+      if (first_window_ && steps_ == 1) on_at_ = now;
       if (steps_ < n_) return WindowSwitch::None;
-      const int64_t per_step = steps_ > 1 ? (now - first_) / (steps_ - 1) : 0;
+      const int64_t intervals = first_window_ ? steps_ - 1 : steps_;
+      const int64_t per_step = intervals > 0 ? (now - on_at_) / intervals : 0;
       grace_ = std::max(kMinDetachGraceNs, 2 * per_step);
-      // Long enough to detach and stay detached a while: tiny steps get windows of N steps a few times a second.
-      min_off_ = std::max({per_step * (m_ - n_), kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs});
+      // Detach when the off phase is long enough to stay detached a while. Short steps (< 50 ms) get a longer
+      // off phase for it — windows of N steps a few times a second; long steps with few off steps keep M−N
+      // steps and only switch the kinds off, so the traced share stays N/M.
+      const int64_t by_steps = per_step * (m_ - n_);
+      detach_ = 2 * per_step < kMinDetachGraceNs || by_steps >= grace_ + kMinDetachGraceNs;
+      min_off_ = detach_ ? std::max({by_steps, kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs})
+                         : by_steps;
       tracing_ = false;
+      first_window_ = false;
       steps_ = 0;
       off_at_ = now;
       return WindowSwitch::Off;
@@ -46,6 +55,7 @@ class WindowSchedule {
     if (steps_ < m_ - n_ || now - off_at_ < min_off_) return WindowSwitch::None;
     tracing_ = true;
     steps_ = 0;
+    on_at_ = now;
     return WindowSwitch::On;
   }
 
@@ -53,13 +63,14 @@ class WindowSchedule {
   void set_switch_cost(int64_t ns) { switch_cost_ = std::max<int64_t>(0, ns); }
   int64_t min_off_ns() const { return min_off_; }
   int64_t detach_grace_ns() const { return grace_; }
+  bool detach_this_phase() const { return detach_; }
   bool tracing() const { return tracing_; }
 
  private:
   int n_, m_;
-  bool tracing_ = true;
+  bool tracing_ = true, first_window_ = true, detach_ = false;
   int64_t steps_ = 0;  // boundaries in the current phase
-  int64_t first_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
+  int64_t on_at_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
 };
 
 // Detaching CUPTI (cuptiFinalize) happens inside a CUDA API call's exit callback on a program thread, as NVIDIA

@@ -260,7 +260,7 @@ TEST_CASE("system thread ids: a sync before its API call in the buffer gets the 
   CHECK(t.ranges[0].tid == tid);
 }
 
-TEST_CASE("a sync whose API record comes in a later buffer waits for it; one that never gets it is counted") {
+TEST_CASE("a sync whose API record comes in a later buffer waits for it, one that never gets it is counted") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
   auto sync = [](Buffer& b, uint32_t correlation) {
@@ -443,6 +443,7 @@ TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N m
     WindowSchedule w(20, 200);
     int64_t t = 0;
     CHECK(run(w, 20, 100000, t) == std::string(19, '.') + "x");
+    CHECK(w.detach_this_phase());
     CHECK(w.min_off_ns() == 2 * kMinDetachGraceNs);
     const std::string off = run(w, 2000, 100000, t);  // on when 200 ms have passed: after 2000 steps
     CHECK(off == std::string(1999, '.') + "o");
@@ -451,6 +452,25 @@ TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N m
     run(w, 20, 100000, t);
     CHECK(!w.tracing());
     CHECK(w.min_off_ns() == kSwitchCostFactor * 5000000);
+  }
+  {
+    // One traced step of 1 s: timed from the boundary that switched tracing on (not 0 for want of two
+    // boundaries), so the grace covers two such steps.
+    WindowSchedule w(1, 10);
+    int64_t t = 0;
+    CHECK(run(w, 1, 1000000000, t) == "x");  // the first window: no step timed yet
+    CHECK(run(w, 9, 1000000000, t) == "........o");
+    CHECK(run(w, 1, 1000000000, t) == "x");
+    CHECK(w.detach_grace_ns() == 2000000000);
+    CHECK(w.detach_this_phase());  // 9 s off > grace + 100 ms
+  }
+  {
+    // Few off steps of 500 ms (3/4): no detach — it would stretch the off phase past M−N steps; M−N decides.
+    WindowSchedule w(3, 4);
+    int64_t t = 0;
+    const std::string seq = run(w, 16, 500000000, t);
+    CHECK(seq == "..xo..xo..xo..xo");
+    CHECK(!w.detach_this_phase());
   }
   {
     WindowSchedule all(0, 0);
