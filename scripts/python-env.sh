@@ -81,4 +81,14 @@ if ! check_tf; then
   say "tensorflow-cpu installed ($(( $(date +%s) - t0 )) s)"
 fi
 
+# Holistic Trace Analysis, the peer bench/hta_compare holds stepscope's breakdowns against: a venv of its own
+# (it pins pandas/plotly versions of its own), beside the main one. Optional: its test says SKIPPED without it.
+HTA_VENV="${STEPSCOPE_HTA_VENV:-$(dirname "$VENV")/hta-venv}"
+if ! "$HTA_VENV/bin/python" -c 'import hta' >/dev/null 2>&1; then
+  say "installing HolisticTraceAnalysis into $HTA_VENV"
+  { [ -x "$HTA_VENV/bin/python" ] || "$PY" -m venv "$HTA_VENV"; } &&
+    "$HTA_VENV/bin/python" -m pip install --disable-pip-version-check --no-input HolisticTraceAnalysis==0.5.0 >>"$LOG" 2>&1 ||
+    say "warning: HolisticTraceAnalysis not installed (see $LOG): bench.hta_compare will say SKIPPED"
+fi
+
 say "ready: $VENV ($("$VENV/bin/python" -c 'import sys, numpy, torch, tensorflow as tf; print(sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__, "tensorflow", tf.__version__)' 2>/dev/null)) in $(( $(date +%s) - start )) s"

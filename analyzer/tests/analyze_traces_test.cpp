@@ -248,3 +248,64 @@ TEST_CASE("every shared trace analyzes - the breakdown partitions each step - no
     for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Host);
   }
 }
+
+TEST_CASE("HTA's kernel-type breakdown and launch statistics match the independent computation on real traces") {
+  STEPSCOPE_REQUIRE_TRACES();
+  static simdjson::dom::parser parser;
+  const simdjson::dom::element doc = parser.load(test::source_dir() + "/analyzer/tests/reference/expected.json");
+  for (const char* rel : {"kineto/resnet50_num_workers_0.json.gz", "hta/v100_resnet_gpu_bound_ns.json.gz",
+                          "hta/a100_rank0_many_small_kernels.json.gz", "tracelens/b200_eager.json.gz",
+                          "hta/trace_diff_test_v100.json.gz", "hta/gpu_user_annotation_steps.json.gz"}) {
+    INFO(rel);
+    const auto& b = analysis_of(rel).gpu_breakdowns;
+    const simdjson::dom::object want = doc[rel]["kernel_type_us"];
+    std::map<std::string, double> got;
+    for (const auto& k : b.kernel_types) got[k.type] = double(k.ns) / 1000.0;
+    REQUIRE(got.size() == want.size());
+    double percent = 0;
+    for (const auto& k : b.kernel_types) percent += k.percent;
+    CHECK(std::abs(percent - 100.0) < 1e-9);
+    for (auto [type, us] : want) {
+      INFO(std::string(type));
+      REQUIRE(got.count(std::string(type)));
+      CHECK(std::abs(got[std::string(type)] - double(us)) <= std::max(0.002, 1e-9 * double(us)));
+    }
+    CHECK(b.launch.count == int64_t(reference(rel, "launch_count")));
+    if (b.launch.count > 0) {
+      CHECK(std::abs(b.launch.cpu_duration.mean_us - reference(rel, "launch_cpu_mean_us")) < 1e-3);
+      CHECK(std::abs(b.launch.gpu_duration.mean_us - reference(rel, "launch_gpu_mean_us")) < 1e-3);
+      CHECK(std::abs(b.launch.launch_delay.mean_us - reference(rel, "launch_delay_mean_us")) < 1e-3);
+    }
+  }
+  // On the V100 trace: computation, communication and memory overlap in every combination (NCCL on its streams).
+  const auto& v100 = analysis_of("hta/trace_diff_test_v100.json.gz").gpu_breakdowns;
+  REQUIRE(v100.kernel_types.size() == 7);
+  CHECK(v100.kernel_types[0].type == "COMPUTATION");
+  CHECK(v100.kernel_types[0].ns == 322785000);
+}
+
+TEST_CASE("HTA's queue length and user-annotation breakdown on a trace with GPU annotations") {
+  STEPSCOPE_REQUIRE_TRACES();
+  // hta/gpu_user_annotation_steps: 140 launches on stream 7, each started before the next was enqueued, so the
+  // queue alternates 1, 0 (280 changes, mean 0.5, max 1 — what HTA 0.5 reports too); 10 GPU annotations.
+  const auto& b = analysis_of("hta/gpu_user_annotation_steps.json.gz").gpu_breakdowns;
+  REQUIRE(b.queues.size() == 1);
+  CHECK(b.queues[0].stream == 7);
+  CHECK(b.queues[0].events == 280);
+  CHECK(b.queues[0].mean == Approx(0.5));
+  CHECK(b.queues[0].max == 1);
+  CHECK(b.queues[0].min == 0);
+  CHECK(b.launch.count == 140);
+  int64_t annotations = 0;
+  for (const auto& a : b.annotations) annotations += a.count;
+  CHECK(annotations == 10);
+  for (const auto& a : b.annotations) {
+    CHECK(a.min_us <= a.mean_us);
+    CHECK(a.mean_us <= a.max_us);
+    CHECK(a.sum_us == Approx(a.mean_us * double(a.count)));
+  }
+  CHECK(analyzer::hta_kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float") == std::string("COMMUNICATION"));
+  CHECK(analyzer::hta_kernel_type("Memcpy DtoD (Device -> Device)") == std::string("MEMORY"));
+  CHECK(analyzer::hta_kernel_type("cudaStreamSynchronize") == std::string("OTHER"));
+  CHECK(analyzer::hta_kernel_type("void cutlass::Kernel<...>") == std::string("COMPUTATION"));
+}

@@ -258,6 +258,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   per_device_busy(ctx, ctx.steps);
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
+  a.gpu_breakdowns = gpu_breakdowns(trace);
   return a;
 }
 
@@ -440,6 +441,7 @@ std::string to_json(const Analysis& a) {
   w.end_array();
   w.end_object();
   w.key("step_outliers").raw(step_outliers_to_json(a.step_outliers));
+  w.key("gpu_breakdowns").raw(gpu_breakdowns_to_json(a.gpu_breakdowns));
   w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
   for (double u : a.utilization) w.value(u);
   w.end_array().end_object();

@@ -151,6 +151,7 @@ std::string render_text_report(const Analysis& a) {
                        format_us(k.mean_ns() / 1e3), printable(shorten(short_symbol(k.name), 100)));
   }
 
+  o += render_gpu_breakdowns_text(a.gpu_breakdowns, 8);
   o += render_host_activity_text(a.host_activity, 15);
 
   o += "\nFindings";

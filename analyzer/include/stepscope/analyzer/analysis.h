@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "stepscope/analyzer/gpu_breakdowns.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::analyzer {
@@ -197,6 +198,7 @@ struct Analysis {
   int64_t utilization_bucket_ns = 0;
   std::vector<double> utilization;
   StepOutliers step_outliers;  // slow steps explained against the median step
+  GpuBreakdowns gpu_breakdowns;  // HTA's kernel-type, launch, queue-length and annotation breakdowns (whole trace)
 };
 
 struct AnalyzeOptions {

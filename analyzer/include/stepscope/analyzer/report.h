@@ -27,6 +27,8 @@ std::string host_activity_heading(const HostActivity& h);
 std::string host_activity_sentence(const HostActivity& h);
 std::string host_activity_others_sentence(const HostActivity& h, size_t max_threads = 4);
 std::string render_host_activity_text(const HostActivity& h, size_t max_rows);
+// The text report's "GPU breakdowns" section (HTA's definitions); empty without GPU work.
+std::string render_gpu_breakdowns_text(const GpuBreakdowns& b, size_t max_rows);
 std::string render_markdown_report(const Analysis& a);
 std::string render_html_report(const Analysis& a);
 
