@@ -121,6 +121,53 @@ TEST_CASE("hta trace_diff A100 -> V100: kernel-level changes match an independen
   CHECK(md.find("Removed kernels (66 in all, largest shown)") != std::string::npos);
 }
 
+TEST_CASE("hta trace_diff A100 -> V100: op-level changes match an independent count, and a kernel threshold fails CI") {
+  STEPSCOPE_REQUIRE_TRACES();
+  analyzer::DiffConfig listed;  // kernel_regression_us 0: changes listed, none fails
+  auto d = analyzer::diff_runs({run_of(kA100)}, {run_of(kV100)}, listed);
+  CHECK(d.kernel_regressions == 0);
+  CHECK(d.ops.regressions == 0);
+  // Counted in Python from the JSON: cpu_op events starting inside ProfilerStep ranges, by name, per step (6 each).
+  auto find = [](const std::vector<analyzer::KernelDiff>& v, const std::string& name) -> const analyzer::KernelDiff* {
+    for (const auto& k : v)
+      if (k.name == name) return &k;
+    return nullptr;
+  };
+  const auto* item = find(d.ops.changed, "aten::item");
+  REQUIRE(item);
+  CHECK_THAT(item->base_us_per_step, Catch::Matchers::WithinRel(6162.667, 1e-6));
+  CHECK_THAT(item->new_us_per_step, Catch::Matchers::WithinRel(34576.833, 1e-6));
+  const auto* compiled = find(d.ops.added, "CompiledFunction");  // the V100 run is torch.compile'd
+  REQUIRE(compiled);
+  CHECK_THAT(compiled->new_us_per_step, Catch::Matchers::WithinRel(13064.667, 1e-6));
+  const auto* bmm = find(d.ops.removed, "aten::bmm");
+  REQUIRE(bmm);
+  CHECK_THAT(bmm->base_us_per_step, Catch::Matchers::WithinRel(913.5, 1e-6));
+
+  analyzer::DiffConfig gate;
+  gate.kernel_regression_us = 2000;  // +2 ms per step and +10%: fails
+  auto g = analyzer::diff_runs({run_of(kA100)}, {run_of(kV100)}, gate);
+  CHECK(g.kernel_regressions == 15);
+  CHECK(g.ops.regressions == 11);
+  CHECK(g.regression);
+  CHECK(g.exit_code() == 1);
+  REQUIRE_FALSE(g.kernel_changes.empty());
+  CHECK(g.kernel_changes[0].fails);  // failing ones first
+  CHECK(g.kernel_changes[0].name == "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)");
+  const auto* removed = find(g.kernels_removed, g.kernels_removed[0].name);
+  CHECK_FALSE(removed->fails);  // a removed kernel never fails
+  const std::string junit = analyzer::diff_to_junit(g);
+  CHECK(junit.find("message=\"15 kernels grew past 2000 µs per step and 10%") != std::string::npos);
+  CHECK(junit.find("message=\"11 ops grew past 2000 µs per step and 10%") != std::string::npos);
+  const std::string md = analyzer::diff_to_markdown(g);
+  CHECK(md.find("### Op time per step") != std::string::npos);
+  CHECK(md.find("Added ops (") != std::string::npos);
+  CHECK(md.find("| ❌ ncclKernel") != std::string::npos);
+  const std::string json = analyzer::diff_to_json(g);
+  CHECK(json.find("\"kernel_regression_us\":2000") != std::string::npos);
+  CHECK(json.find("\"ops\":{\"changed\":[") != std::string::npos);
+}
+
 TEST_CASE("several files per side pool their steps") {
   STEPSCOPE_REQUIRE_TRACES();
   auto w4 = run_of(kW4);
@@ -159,7 +206,7 @@ TEST_CASE("stepscope diff: exit codes, output files, JUnit read by Python's XML 
         test::shell_quote(junit));
     INFO(x.output);
     CHECK(x.exit_code == 0);
-    CHECK(x.output.rfind("8 4 step_time_median step_time_p90 gpu_busy_share data_wait_share", 0) == 0);
+    CHECK(x.output.rfind("9 4 step_time_median step_time_p90 gpu_busy_share data_wait_share", 0) == 0);  // 6 metrics, findings, kernels, ops
   }
 
   // Reverse and self: exit 0. Repeated runs with --base/--new pool.

@@ -417,8 +417,8 @@ TEST_CASE("JUnit output is well-formed XML with one testcase per metric and fail
   auto r = parse_junit_with_python(path);
   INFO(r.output);
   REQUIRE(r.ok);
-  CHECK(r.output.rfind("8 3 step_time_median,step_time_p90,gpu_busy_share,data_wait_share,launch_idle_share,"
-                       "sync_idle_share,findings,kernels step_time_median,step_time_p90,data_wait_share",
+  CHECK(r.output.rfind("9 3 step_time_median,step_time_p90,gpu_busy_share,data_wait_share,launch_idle_share,"
+                       "sync_idle_share,findings,kernels,ops step_time_median,step_time_p90,data_wait_share",
                        0) == 0);
   CHECK(r.output.find("kernels system-out") != std::string::npos);
   CHECK(r.output.find("<script>alert(1)</script>") != std::string::npos);  // round-trips as text

@@ -31,7 +31,13 @@ const char* to_string(FindingDiff::Status s) {
   }
 }
 
-std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+namespace {
+
+// Duration count and total by name of the items (kernels, op ranges) that start inside one of the steps (all of
+// them when there are no steps), largest total first.
+template <class Items, class Keep>
+std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& items, const std::vector<StepBreakdown>& steps,
+                                      Keep keep) {
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& s : steps)
     if (s.dur_ns > 0) windows.emplace_back(s.start_ns, s.start_ns + s.dur_ns);
@@ -44,8 +50,8 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
     return t >= it->first && t < it->second;
   };
   std::unordered_map<store::StringId, KernelStat> by_id;
-  for (const auto& k : trace.kernels) {
-    if (!inside(k.start)) continue;
+  for (const auto& k : items) {
+    if (!keep(k) || !inside(k.start)) continue;
     int64_t d = std::max<int64_t>(0, k.end - k.start);
     auto [it, fresh] = by_id.try_emplace(k.name);
     KernelStat& st = it->second;
@@ -77,6 +83,16 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
   return out;
+}
+
+}  // namespace
+
+std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+  return stats_by_name(trace, trace.kernels, steps, [](const store::Kernel&) { return true; });
+}
+
+std::vector<KernelStat> op_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
+  return stats_by_name(trace, trace.ranges, steps, [](const store::Range& r) { return r.source == store::RangeSource::Op; });
 }
 
 namespace {
@@ -167,6 +183,85 @@ std::map<std::string, FindingAgg> aggregate_findings(const std::vector<DiffRun>&
       a.share = std::max(a.share, f.share);
       a.present = true;
     }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Changes by name at one level (DiffRun::kernels or ::ops); see NameLevelDiff and DiffConfig::kernel_regression_us.
+NameLevelDiff name_level_diff(const std::vector<DiffRun>& base, const std::vector<DiffRun>& now,
+                              std::vector<KernelStat> DiffRun::*level, const DiffConfig& cfg) {
+  auto per_side = [level](const std::vector<DiffRun>& runs, double& steps) {
+    std::map<std::string, KernelStat> agg;
+    steps = 0;
+    for (const auto& r : runs) {
+      steps += double(std::max<size_t>(1, r.analysis.steps.size()));
+      for (const auto& k : r.*level) {
+        auto& a = agg[k.name];
+        a.name = k.name;
+        a.count += k.count;
+        a.total_ns += k.total_ns;
+      }
+    }
+    return agg;
+  };
+  auto fails = [&cfg](const KernelDiff& k) {
+    if (cfg.kernel_regression_us <= 0) return false;
+    const double delta = k.delta_us_per_step();
+    return delta > cfg.kernel_regression_us && delta > cfg.kernel_regression_ratio * k.base_us_per_step;
+  };
+  double sb = 0, sn = 0;
+  auto kb = per_side(base, sb), kn = per_side(now, sn);
+  NameLevelDiff out;
+  std::vector<KernelDiff>& both = out.changed;
+  for (const auto& [name, k] : kb) {
+    KernelDiff kd;
+    kd.name = name;
+    kd.base_us_per_step = double(k.total_ns) / 1e3 / sb;
+    kd.base_count_per_step = double(k.count) / sb;
+    auto it = kn.find(name);
+    if (it != kn.end()) {
+      kd.new_us_per_step = double(it->second.total_ns) / 1e3 / sn;
+      kd.new_count_per_step = double(it->second.count) / sn;
+      both.push_back(kd);
+    } else {
+      out.removed.push_back(kd);
+    }
+  }
+  for (const auto& [name, k] : kn) {
+    if (kb.count(name)) continue;
+    KernelDiff kd;
+    kd.name = name;
+    kd.new_us_per_step = double(k.total_ns) / 1e3 / sn;
+    kd.new_count_per_step = double(k.count) / sn;
+    out.added.push_back(kd);
+  }
+  // Unchanged ones are not "changes".
+  both.erase(std::remove_if(both.begin(), both.end(), [](const KernelDiff& k) { return k.delta_us_per_step() == 0; }),
+             both.end());
+  for (auto* v : {&both, &out.added})
+    for (auto& k : *v) {
+      k.fails = fails(k);
+      out.regressions += k.fails;
+    }
+  // Failing ones first (so the cut never hides them), then by size of the change.
+  std::sort(both.begin(), both.end(), [](const KernelDiff& x, const KernelDiff& y) {
+    double ax = std::fabs(x.delta_us_per_step()), ay = std::fabs(y.delta_us_per_step());
+    return x.fails != y.fails ? x.fails : ax != ay ? ax > ay : x.name < y.name;
+  });
+  std::sort(out.added.begin(), out.added.end(), [](const KernelDiff& x, const KernelDiff& y) {
+    return x.fails != y.fails ? x.fails : x.new_us_per_step != y.new_us_per_step ? x.new_us_per_step > y.new_us_per_step : x.name < y.name;
+  });
+  std::sort(out.removed.begin(), out.removed.end(), [](const KernelDiff& x, const KernelDiff& y) {
+    return x.base_us_per_step != y.base_us_per_step ? x.base_us_per_step > y.base_us_per_step : x.name < y.name;
+  });
+  out.added_total = static_cast<int64_t>(out.added.size());
+  out.removed_total = static_cast<int64_t>(out.removed.size());
+  const size_t top = static_cast<size_t>(std::max(0, cfg.top_kernels));
+  for (auto* v : {&both, &out.added, &out.removed})
+    if (v->size() > top) v->resize(std::max<size_t>(top, size_t(std::count_if(v->begin(), v->end(), [](const KernelDiff& k) { return k.fails; }))));
   return out;
 }
 
@@ -331,70 +426,15 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     d.metrics.push_back(m);
   }
 
-  // Kernel time by name, per step of each side (every step of every run, as the kernels were counted).
-  {
-    auto per_side = [](const std::vector<DiffRun>& runs, double& steps) {
-      std::map<std::string, KernelStat> agg;
-      steps = 0;
-      for (const auto& r : runs) {
-        steps += double(std::max<size_t>(1, r.analysis.steps.size()));
-        for (const auto& k : r.kernels) {
-          auto& a = agg[k.name];
-          a.name = k.name;
-          a.count += k.count;
-          a.total_ns += k.total_ns;
-        }
-      }
-      return agg;
-    };
-    double sb = 0, sn = 0;
-    auto kb = per_side(base, sb), kn = per_side(now, sn);
-    std::vector<KernelDiff> both, added, removed;
-    for (const auto& [name, k] : kb) {
-      KernelDiff kd;
-      kd.name = name;
-      kd.base_us_per_step = double(k.total_ns) / 1e3 / sb;
-      kd.base_count_per_step = double(k.count) / sb;
-      auto it = kn.find(name);
-      if (it != kn.end()) {
-        kd.new_us_per_step = double(it->second.total_ns) / 1e3 / sn;
-        kd.new_count_per_step = double(it->second.count) / sn;
-        both.push_back(kd);
-      } else {
-        removed.push_back(kd);
-      }
-    }
-    for (const auto& [name, k] : kn) {
-      if (kb.count(name)) continue;
-      KernelDiff kd;
-      kd.name = name;
-      kd.new_us_per_step = double(k.total_ns) / 1e3 / sn;
-      kd.new_count_per_step = double(k.count) / sn;
-      added.push_back(kd);
-    }
-    std::sort(both.begin(), both.end(), [](const KernelDiff& x, const KernelDiff& y) {
-      double ax = std::fabs(x.delta_us_per_step()), ay = std::fabs(y.delta_us_per_step());
-      return ax != ay ? ax > ay : x.name < y.name;
-    });
-    std::sort(added.begin(), added.end(), [](const KernelDiff& x, const KernelDiff& y) {
-      return x.new_us_per_step != y.new_us_per_step ? x.new_us_per_step > y.new_us_per_step : x.name < y.name;
-    });
-    std::sort(removed.begin(), removed.end(), [](const KernelDiff& x, const KernelDiff& y) {
-      return x.base_us_per_step != y.base_us_per_step ? x.base_us_per_step > y.base_us_per_step : x.name < y.name;
-    });
-    size_t top = static_cast<size_t>(std::max(0, cfg.top_kernels));
-    // Unchanged kernels are not "changes".
-    both.erase(std::remove_if(both.begin(), both.end(), [](const KernelDiff& k) { return k.delta_us_per_step() == 0; }),
-               both.end());
-    d.kernels_added_total = static_cast<int64_t>(added.size());
-    d.kernels_removed_total = static_cast<int64_t>(removed.size());
-    if (both.size() > top) both.resize(top);
-    if (added.size() > top) added.resize(top);
-    if (removed.size() > top) removed.resize(top);
-    d.kernel_changes = std::move(both);
-    d.kernels_added = std::move(added);
-    d.kernels_removed = std::move(removed);
-  }
+  // Kernel and op time by name, per step of each side (every step of every run, as they were counted).
+  NameLevelDiff kernels = name_level_diff(base, now, &DiffRun::kernels, cfg);
+  d.kernel_changes = std::move(kernels.changed);
+  d.kernels_added = std::move(kernels.added);
+  d.kernels_removed = std::move(kernels.removed);
+  d.kernels_added_total = kernels.added_total;
+  d.kernels_removed_total = kernels.removed_total;
+  d.kernel_regressions = kernels.regressions;
+  d.ops = name_level_diff(base, now, &DiffRun::ops, cfg);
 
   // Findings by rule.
   {
@@ -436,6 +476,7 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     if (m.verdict == Verdict::Regression) d.regression = true;
   for (const auto& f : d.findings)
     if (f.fails) d.regression = true;
+  if (d.kernel_regressions > 0 || d.ops.regressions > 0) d.regression = true;
   return d;
 }
 

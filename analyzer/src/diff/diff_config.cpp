@@ -1,5 +1,6 @@
 // --config for `stepscope diff`: a TOML subset or JSON with the same keys (docs/ci.md lists them).
 //   [thresholds] step_time_median step_time_p90 gpu_busy_share data_wait_share launch_idle_share sync_idle_share
+//                kernel_regression_us kernel_regression_ratio
 //   [test]       alpha skip_first_steps seed bootstrap_resamples
 //   [report]     top_kernels fail_on_new_findings
 #include <simdjson.h>
@@ -47,6 +48,8 @@ int64_t integer(const Value& v, const std::string& where, const char* key, int64
 
 const Setter kSetters[] = {
     {"thresholds.step_time_median", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_median = non_negative(v, w, "thresholds.step_time_median"); }},
+    {"thresholds.kernel_regression_us", [](DiffConfig& c, const Value& v, const std::string& w) { c.kernel_regression_us = non_negative(v, w, "thresholds.kernel_regression_us"); }},
+    {"thresholds.kernel_regression_ratio", [](DiffConfig& c, const Value& v, const std::string& w) { c.kernel_regression_ratio = non_negative(v, w, "thresholds.kernel_regression_ratio"); }},
     {"thresholds.step_time_p90", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_p90 = non_negative(v, w, "thresholds.step_time_p90"); }},
     {"thresholds.gpu_busy_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.gpu_busy_share = non_negative(v, w, "thresholds.gpu_busy_share"); }},
     {"thresholds.data_wait_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.data_wait_share = non_negative(v, w, "thresholds.data_wait_share"); }},

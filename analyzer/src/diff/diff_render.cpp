@@ -94,6 +94,7 @@ std::string diff_to_json(const DiffResult& d) {
   w.kv("step_time_median", c.step_time_median).kv("step_time_p90", c.step_time_p90);
   w.kv("gpu_busy_share", c.gpu_busy_share).kv("data_wait_share", c.data_wait_share);
   w.kv("launch_idle_share", c.launch_idle_share).kv("sync_idle_share", c.sync_idle_share);
+  w.kv("kernel_regression_us", c.kernel_regression_us).kv("kernel_regression_ratio", c.kernel_regression_ratio);
   w.end_object();
   w.key("test").begin_object();
   w.kv("alpha", c.alpha).kv("skip_first_steps", c.skip_first_steps).kv("seed", c.seed);
@@ -134,6 +135,7 @@ std::string diff_to_json(const DiffResult& d) {
       w.kv("base_us_per_step", k.base_us_per_step).kv("new_us_per_step", k.new_us_per_step);
       w.kv("delta_us_per_step", k.delta_us_per_step());
       w.kv("base_count_per_step", k.base_count_per_step).kv("new_count_per_step", k.new_count_per_step);
+      w.kv("fails", k.fails);
       w.end_object();
     }
     w.end_array();
@@ -143,6 +145,14 @@ std::string diff_to_json(const DiffResult& d) {
   kernel_list("added", d.kernels_added);
   kernel_list("removed", d.kernels_removed);
   w.kv("added_total", d.kernels_added_total).kv("removed_total", d.kernels_removed_total);
+  w.kv("regressions", d.kernel_regressions);
+  w.end_object();
+  w.key("ops").begin_object();
+  kernel_list("changed", d.ops.changed);
+  kernel_list("added", d.ops.added);
+  kernel_list("removed", d.ops.removed);
+  w.kv("added_total", d.ops.added_total).kv("removed_total", d.ops.removed_total);
+  w.kv("regressions", d.ops.regressions);
   w.end_object();
 
   w.key("findings").begin_array();
@@ -202,18 +212,31 @@ std::string diff_to_junit(const DiffResult& d) {
     testcase("findings", failing.empty() ? "" : "new findings: " + failing, failing.empty() ? "" : body,
              failing.empty() ? body : "");
   }
-  {
-    std::string body;
-    for (const auto& k : d.kernel_changes)
-      body += fmt::format("changed {} per step: {} → {}  {}\n", signed_us(k.delta_us_per_step()),
-                          fmt_us_per_step(k.base_us_per_step), fmt_us_per_step(k.new_us_per_step), k.name);
-    for (const auto& k : d.kernels_added)
-      body += fmt::format("added {} per step  {}\n", fmt_us_per_step(k.new_us_per_step), k.name);
-    for (const auto& k : d.kernels_removed)
+  auto level_case = [&](const char* what, const std::vector<KernelDiff>& changed, const std::vector<KernelDiff>& added,
+                        const std::vector<KernelDiff>& removed, int64_t regressions) {
+    std::string body, failing;
+    for (const auto& k : changed) {
+      body += fmt::format("changed {} per step: {} → {}  {}{}\n", signed_us(k.delta_us_per_step()),
+                          fmt_us_per_step(k.base_us_per_step), fmt_us_per_step(k.new_us_per_step), k.name,
+                          k.fails ? "  [fails]" : "");
+      if (k.fails) failing += (failing.empty() ? "" : ", ") + shorten(k.name, 60);
+    }
+    for (const auto& k : added) {
+      body += fmt::format("added {} per step  {}{}\n", fmt_us_per_step(k.new_us_per_step), k.name, k.fails ? "  [fails]" : "");
+      if (k.fails) failing += (failing.empty() ? "" : ", ") + shorten(k.name, 60);
+    }
+    for (const auto& k : removed)
       body += fmt::format("removed {} per step  {}\n", fmt_us_per_step(k.base_us_per_step), k.name);
-    if (body.empty()) body = "no kernel-level changes\n";
-    testcase("kernels", "", "", body);
-  }
+    if (body.empty()) body = fmt::format("no {}-level changes\n", std::string(what).substr(0, std::string(what).size() - 1));
+    if (regressions > 0)
+      testcase(what, fmt::format("{} {} grew past {:g} µs per step and {:g}%: {}", regressions, what,
+                                 d.config.kernel_regression_us, 100 * d.config.kernel_regression_ratio, failing),
+               body, "");
+    else
+      testcase(what, "", "", body);
+  };
+  level_case("kernels", d.kernel_changes, d.kernels_added, d.kernels_removed, d.kernel_regressions);
+  level_case("ops", d.ops.changed, d.ops.added, d.ops.removed, d.ops.regressions);
   std::string props;
   props += fmt::format("      <property name=\"base\" value=\"{}\"/>\n", xml_escape(files_str(d.base)));
   props += fmt::format("      <property name=\"new\" value=\"{}\"/>\n", xml_escape(files_str(d.now)));
@@ -262,32 +285,47 @@ std::string diff_to_markdown(const DiffResult& d) {
     o += "\n";
   }
 
-  o += "### Kernel time per step\n\n";
-  if (d.kernel_changes.empty() && d.kernels_added.empty() && d.kernels_removed.empty()) o += "No kernel-level changes.\n\n";
-  if (!d.kernel_changes.empty()) {
-    o += "Largest changes:\n\n| Kernel | Base / step | New / step | Δ / step | Calls / step (base → new) |\n|---|---:|---:|---:|---:|\n";
-    for (const auto& k : d.kernel_changes)
-      o += fmt::format("| {} | {} | {} | {} | {:.1f} → {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)),
-                       format_us(k.base_us_per_step), format_us(k.new_us_per_step), signed_us(k.delta_us_per_step()),
-                       k.base_count_per_step, k.new_count_per_step);
-    o += "\n";
-  }
-  if (!d.kernels_added.empty()) {
-    o += fmt::format("Added kernels ({} in all, largest shown):\n\n| Kernel | New / step | Calls / step |\n|---|---:|---:|\n",
-                     d.kernels_added_total);
-    for (const auto& k : d.kernels_added)
-      o += fmt::format("| {} | {} | {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)), format_us(k.new_us_per_step),
-                       k.new_count_per_step);
-    o += "\n";
-  }
-  if (!d.kernels_removed.empty()) {
-    o += fmt::format("Removed kernels ({} in all, largest shown):\n\n| Kernel | Base / step | Calls / step |\n|---|---:|---:|\n",
-                     d.kernels_removed_total);
-    for (const auto& k : d.kernels_removed)
-      o += fmt::format("| {} | {} | {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)), format_us(k.base_us_per_step),
-                       k.base_count_per_step);
-    o += "\n";
-  }
+  auto level_md = [&](const char* title, const char* noun, const std::vector<KernelDiff>& changed,
+                      const std::vector<KernelDiff>& added, const std::vector<KernelDiff>& removed, int64_t added_total,
+                      int64_t removed_total) {
+    o += fmt::format("### {} time per step\n\n", title);
+    if (changed.empty() && added.empty() && removed.empty()) o += fmt::format("No {}-level changes.\n\n", noun);
+    if (!changed.empty()) {
+      o += fmt::format("Largest changes:\n\n| {} | Base / step | New / step | Δ / step | Calls / step (base → new) |\n"
+                       "|---|---:|---:|---:|---:|\n", title);
+      for (const auto& k : changed)
+        o += fmt::format("| {}{} | {} | {} | {} | {:.1f} → {:.1f} |\n", k.fails ? "❌ " : "",
+                         markdown_escape(shorten(k.name, kNameChars)), format_us(k.base_us_per_step),
+                         format_us(k.new_us_per_step), signed_us(k.delta_us_per_step()), k.base_count_per_step,
+                         k.new_count_per_step);
+      o += "\n";
+    }
+    if (!added.empty()) {
+      o += fmt::format("Added {}s ({} in all, largest shown):\n\n| {} | New / step | Calls / step |\n|---|---:|---:|\n",
+                       noun, added_total, title);
+      for (const auto& k : added)
+        o += fmt::format("| {}{} | {} | {:.1f} |\n", k.fails ? "❌ " : "", markdown_escape(shorten(k.name, kNameChars)),
+                         format_us(k.new_us_per_step), k.new_count_per_step);
+      o += "\n";
+    }
+    if (!removed.empty()) {
+      o += fmt::format("Removed {}s ({} in all, largest shown):\n\n| {} | Base / step | Calls / step |\n|---|---:|---:|\n",
+                       noun, removed_total, title);
+      for (const auto& k : removed)
+        o += fmt::format("| {} | {} | {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)),
+                         format_us(k.base_us_per_step), k.base_count_per_step);
+      o += "\n";
+    }
+  };
+  level_md("Kernel", "kernel", d.kernel_changes, d.kernels_added, d.kernels_removed, d.kernels_added_total,
+           d.kernels_removed_total);
+  if (!d.ops.empty())
+    level_md("Op", "op", d.ops.changed, d.ops.added, d.ops.removed, d.ops.added_total, d.ops.removed_total);
+  if (d.config.kernel_regression_us > 0)
+    o += fmt::format("Kernels and ops fail past +{:g} µs per step and +{:g}% of their base (new ones past {:g} µs): "
+                     "{} kernels, {} ops.\n\n",
+                     d.config.kernel_regression_us, 100 * d.config.kernel_regression_ratio,
+                     d.config.kernel_regression_us, d.kernel_regressions, d.ops.regressions);
   return o;
 }
 
@@ -315,15 +353,31 @@ std::string diff_to_text(const DiffResult& d) {
   if (!d.kernel_changes.empty() || !d.kernels_added.empty() || !d.kernels_removed.empty()) {
     o += "\nKernel time per step\n";
     for (const auto& k : d.kernel_changes)
-      o += fmt::format("  changed {:>10} ({} → {})  {}\n", signed_us(k.delta_us_per_step()), format_us(k.base_us_per_step),
-                       format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)));
+      o += fmt::format("  changed {:>10} ({} → {})  {}{}\n", signed_us(k.delta_us_per_step()), format_us(k.base_us_per_step),
+                       format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)), k.fails ? "  [fails]" : "");
     for (const auto& k : d.kernels_added)
-      o += fmt::format("  added   {:>10}  {}\n", format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)));
+      o += fmt::format("  added   {:>10}  {}{}\n", format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)),
+                       k.fails ? "  [fails]" : "");
     for (const auto& k : d.kernels_removed)
       o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), printable(shorten(k.name, kNameChars)));
     if (d.kernels_added_total > int64_t(d.kernels_added.size()) || d.kernels_removed_total > int64_t(d.kernels_removed.size()))
       o += fmt::format("  ({} kernels added and {} removed in all)\n", d.kernels_added_total, d.kernels_removed_total);
   }
+  if (!d.ops.empty()) {
+    o += "\nOp time per step\n";
+    for (const auto& k : d.ops.changed)
+      o += fmt::format("  changed {:>10} ({} → {})  {}{}\n", signed_us(k.delta_us_per_step()), format_us(k.base_us_per_step),
+                       format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)), k.fails ? "  [fails]" : "");
+    for (const auto& k : d.ops.added)
+      o += fmt::format("  added   {:>10}  {}{}\n", format_us(k.new_us_per_step), printable(shorten(k.name, kNameChars)),
+                       k.fails ? "  [fails]" : "");
+    for (const auto& k : d.ops.removed)
+      o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), printable(shorten(k.name, kNameChars)));
+  }
+  if (d.kernel_regressions > 0 || d.ops.regressions > 0)
+    o += fmt::format("\n{} kernels and {} ops grew past +{:g} µs per step and +{:g}% of their base: the diff fails\n",
+                     d.kernel_regressions, d.ops.regressions, d.config.kernel_regression_us,
+                     100 * d.config.kernel_regression_ratio);
   return o;
 }
 

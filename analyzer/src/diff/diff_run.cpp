@@ -9,6 +9,7 @@ DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const 
   r.analysis = analyze(trace, options);
   if (r.analysis.source_file.empty()) r.analysis.source_file = file;
   r.kernels = kernel_stats_by_name(trace, r.analysis.steps);
+  r.ops = op_stats_by_name(trace, r.analysis.steps);
   return r;
 }
 

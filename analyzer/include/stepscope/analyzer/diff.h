@@ -26,7 +26,12 @@ struct DiffConfig {
   int skip_first_steps = 1;     // warm-up steps dropped from each run (only when it keeps >= 2 steps)
   uint64_t seed = 20240601;     // bootstrap seed: same inputs, same intervals
   int bootstrap_resamples = 2000;
-  int top_kernels = 15;         // kernel changes listed
+  int top_kernels = 15;         // kernel (and op) changes listed
+  // Kernel- and op-level regressions for CI: a kernel or framework op whose time per step grows by more than
+  // kernel_regression_us AND by more than kernel_regression_ratio of its base — or a new one taking more than
+  // kernel_regression_us per step — fails the diff. 0 (the default): changes are listed, none fails.
+  double kernel_regression_us = 0;
+  double kernel_regression_ratio = 0.10;
   // Findings that appear in NEW with at least this severity fail the diff: "none" (default), "low",
   // "medium" or "high".
   std::string fail_on_new_findings = "none";
@@ -43,11 +48,14 @@ struct DiffRun {
   std::string file;
   Analysis analysis;
   std::vector<KernelStat> kernels;  // every kernel name, not only the top ones
+  std::vector<KernelStat> ops;      // framework ops (Kineto cpu_op, store ranges of source Op) by name
 };
 
 // Kernel count and time by name, largest total first. With `steps` non-empty only kernels that start inside
 // one of those steps count (so per-step figures are not diluted by warm-up before the first step).
 std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps = {});
+// The same for framework ops (ranges of source Op, every depth), by their start.
+std::vector<KernelStat> op_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps = {});
 
 // Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()).
 DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {});
@@ -82,7 +90,17 @@ struct KernelDiff {
   std::string name;
   double base_us_per_step = 0, new_us_per_step = 0;
   double base_count_per_step = 0, new_count_per_step = 0;
+  bool fails = false;  // past kernel_regression_us / _ratio
   double delta_us_per_step() const { return new_us_per_step - base_us_per_step; }
+};
+
+// Changes by name at one level (kernels, ops): on both sides, largest |Δ time per step| first; only in NEW;
+// only in BASE — each list cut to the config's top N, the totals and regressions counted before the cut.
+struct NameLevelDiff {
+  std::vector<KernelDiff> changed, added, removed;
+  int64_t added_total = 0, removed_total = 0;
+  int64_t regressions = 0;
+  bool empty() const { return changed.empty() && added.empty() && removed.empty(); }
 };
 
 struct FindingDiff {
@@ -112,9 +130,11 @@ struct DiffResult {
   std::vector<KernelDiff> kernels_added;   // only in NEW, largest time first (top N)
   std::vector<KernelDiff> kernels_removed; // only in BASE, largest time first (top N)
   int64_t kernels_added_total = 0, kernels_removed_total = 0;
+  int64_t kernel_regressions = 0;          // kernels past kernel_regression_us / _ratio (they fail the diff)
+  NameLevelDiff ops;                       // framework ops, the same way
   std::vector<FindingDiff> findings;       // appeared, disappeared, changed, persisting (in that order)
   std::vector<std::string> notes;
-  bool regression = false;                 // any metric regression or failing finding
+  bool regression = false;                 // any metric regression, failing finding, kernel or op
   int exit_code() const { return regression ? 1 : 0; }
 };
 
