@@ -59,6 +59,14 @@ TEST_CASE("every shared trace renders as text, Markdown, HTML and JSON") {
       CHECK(text.find("No GPU activity in this trace") != std::string::npos);
       CHECK(html.find("No GPU activity in this trace:") != std::string::npos);
     }
+    // HTA's breakdowns: every kernel type with its time in each human-readable format; none without GPU work.
+    for (const auto& k : a.gpu_breakdowns.kernel_types) {
+      CHECK(text.find("type " + k.type + ",") != std::string::npos);
+      CHECK(md.find("| " + k.type + " |") != std::string::npos);
+      CHECK(html.find("title=\"" + k.type + "\">" + k.type + "</td>") != std::string::npos);
+    }
+    CHECK((md.find("### GPU breakdowns") != std::string::npos) == !a.gpu_breakdowns.empty());
+    CHECK((html.find("<section id=\"breakdowns\">") != std::string::npos) == !a.gpu_breakdowns.empty());
     // Every finding shows up in each human-readable format.
     for (const auto& f : a.findings) {
       CHECK(text.find("] " + f.rule + ":") != std::string::npos);

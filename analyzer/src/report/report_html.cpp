@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "report/gpu_breakdowns_tables.h"
 #include "report/report_util.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
@@ -399,6 +400,26 @@ std::string render_html_report(const Analysis& a) {
                        html_escape(format_us(double(k.min_ns) / 1e3)), html_escape(format_us(double(k.max_ns) / 1e3)));
     }
     o += "</tbody></table>\n</section>\n";
+  }
+
+  if (const auto tables = gpu_breakdown_tables(a.gpu_breakdowns, 8); !tables.empty()) {
+    o += "<section id=\"breakdowns\"><h2>GPU breakdowns (Holistic Trace Analysis' definitions)</h2>\n";
+    for (const auto& t : tables) {
+      o += "<h3>" + html_escape(t.title) + "</h3>\n<table><thead><tr>";
+      for (size_t c = 0; c < t.head.size(); ++c)
+        o += (c == 0 ? "<th>" : "<th class=\"n\">") + html_escape(t.head[c]) + "</th>";
+      o += "</tr></thead><tbody>\n";
+      for (const auto& r : t.rows) {
+        o += "<tr>";
+        for (size_t c = 0; c < r.size(); ++c)
+          o += (c == 0 ? "<td class=\"name\" title=\"" + html_escape(r[c]) + "\">" : std::string("<td class=\"n\">")) +
+               html_escape(c == 0 ? shorten(r[c], kHtmlNameChars) : r[c]) + "</td>";
+        o += "</tr>\n";
+      }
+      o += "</tbody></table>\n";
+      if (!t.note.empty()) o += "<p>" + html_escape(t.note) + "</p>\n";
+    }
+    o += "</section>\n";
   }
 
   // Where the training thread was while the GPU waited for it (no GPU: during the steps)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "report/gpu_breakdowns_tables.h"
 #include "report/report_util.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
@@ -112,6 +113,22 @@ std::string render_markdown_report(const Analysis& a) {
       o += fmt::format("| {} | {} | {} | {} |\n", markdown_escape(shorten(short_symbol(k.name), kMdNameChars)),
                        format_us(double(k.total_ns) / 1e3), k.count, format_us(k.mean_ns() / 1e3));
     o += "\n";
+  }
+  if (const auto tables = gpu_breakdown_tables(a.gpu_breakdowns, 8); !tables.empty()) {
+    o += "### GPU breakdowns (Holistic Trace Analysis' definitions)\n\n";
+    for (const auto& t : tables) {
+      o += "**" + markdown_escape(t.title) + "**\n\n|";
+      for (const auto& h : t.head) o += " " + markdown_escape(h) + " |";
+      o += "\n|";
+      for (size_t c = 0; c < t.head.size(); ++c) o += c == 0 ? "---|" : "---:|";
+      o += "\n";
+      for (const auto& r : t.rows) {
+        o += "|";
+        for (const auto& cell : r) o += " " + markdown_escape(shorten(cell, kMdNameChars)) + " |";
+        o += "\n";
+      }
+      o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
+    }
   }
   if (const auto& h = a.host_activity; !h.functions.empty() || !h.other_threads.empty()) {
     o += "### " + host_activity_heading(h) + "\n\n";
