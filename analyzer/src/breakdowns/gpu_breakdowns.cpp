@@ -32,35 +32,65 @@ const std::unordered_set<std::string>& queue_calls() {
   return s;
 }
 
-// One piece of GPU work: a kernel, a copy or a memset.
+// One piece of GPU work: a kernel, a copy or a memset (names are views into the trace's strings).
+enum class OpType : uint8_t { Computation, Communication, Memory, Other };
+
 struct GpuOp {
   int64_t start = 0, end = 0, device = 0, stream = 0, correlation = 0, pid = 0;
-  std::string name;  // kernel name, "Memcpy" or "Memset"
-  const char* type = "OTHER";
+  std::string_view name;  // kernel name, "Memcpy" or "Memset"
+  OpType type = OpType::Other;
 };
 
-std::vector<GpuOp> gpu_ops(const store::Trace& t) {
-  std::vector<GpuOp> ops;
-  ops.reserve(t.kernels.size() + t.memcpys.size() + t.memsets.size());
-  for (const auto& k : t.kernels) {
-    GpuOp o{k.start, k.end, k.device, k.stream, k.correlation, k.pid, t.str(k.name)};
-    o.type = hta_kernel_type(o.name);
-    ops.push_back(std::move(o));
-  }
-  for (const auto& m : t.memcpys) ops.push_back({m.start, m.end, m.device, m.stream, m.correlation, m.pid, "Memcpy", "MEMORY"});
-  for (const auto& m : t.memsets) ops.push_back({m.start, m.end, m.device, m.stream, m.correlation, m.pid, "Memset", "MEMORY"});
-  return ops;
+OpType op_type(const char* hta) {
+  const std::string_view t(hta);
+  return t == "COMPUTATION" ? OpType::Computation : t == "COMMUNICATION" ? OpType::Communication
+         : t == "MEMORY"    ? OpType::Memory
+                            : OpType::Other;
 }
 
-std::vector<KernelTypeTime> kernel_types(const std::vector<GpuOp>& ops) {
+// Every kernel, copy and memset as a GpuOp, made on the fly (a million kernels need no second copy).
+class GpuOps {
+ public:
+  explicit GpuOps(const store::Trace& t) : t_(t) {
+    std::unordered_map<store::StringId, OpType> by_name;  // one classification per kernel name
+    kernel_type_.reserve(t.kernels.size());
+    for (const auto& k : t.kernels) {
+      auto [it, fresh] = by_name.emplace(k.name, OpType::Other);
+      if (fresh) it->second = op_type(hta_kernel_type(t.str(k.name)));
+      kernel_type_.push_back(it->second);
+    }
+  }
+  size_t size() const { return t_.kernels.size() + t_.memcpys.size() + t_.memsets.size(); }
+  // f(op, i): i numbers the ops 0..size()-1 in this order, every time.
+  template <class F>
+  void each(F f) const {
+    size_t i = 0;
+    for (size_t k = 0; k < t_.kernels.size(); ++k, ++i) {
+      const auto& r = t_.kernels[k];
+      f(GpuOp{r.start, r.end, r.device, r.stream, r.correlation, r.pid, t_.str(r.name), kernel_type_[k]}, i);
+    }
+    for (const auto& m : t_.memcpys)
+      f(GpuOp{m.start, m.end, m.device, m.stream, m.correlation, m.pid, "Memcpy", OpType::Memory}, i++);
+    for (const auto& m : t_.memsets)
+      f(GpuOp{m.start, m.end, m.device, m.stream, m.correlation, m.pid, "Memset", OpType::Memory}, i++);
+  }
+
+ private:
+  const store::Trace& t_;
+  std::vector<OpType> kernel_type_;
+};
+
+std::vector<KernelTypeTime> kernel_types(const GpuOps& ops) {
   // HTA's order gives each type a bit: an overlap is named in this order ("COMPUTATION overlapping MEMORY").
   static const char* kTypes[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
   std::vector<std::pair<int64_t, int>> edges;  // (time, +bit at a merged interval's start, −bit at its end)
+  std::vector<std::pair<int64_t, int64_t>> by_type[3];
+  ops.each([&](const GpuOp& o, size_t) {
+    if (o.type != OpType::Other && o.end >= o.start) by_type[int(o.type)].push_back({o.start, o.end});
+  });
   for (int bit = 0; bit < 3; ++bit) {
-    std::vector<std::pair<int64_t, int64_t>> iv;
-    for (const auto& o : ops)
-      if (std::string(o.type) == kTypes[bit] && o.end >= o.start) iv.push_back({o.start, o.end});
-    std::sort(iv.begin(), iv.end());
+    auto& iv = by_type[bit];
+    if (!std::is_sorted(iv.begin(), iv.end())) std::sort(iv.begin(), iv.end());
     for (size_t i = 0; i < iv.size();) {
       int64_t s = iv[i].first, e = iv[i].second;
       for (++i; i < iv.size() && iv[i].first <= e; ++i) e = std::max(e, iv[i].second);
@@ -93,67 +123,92 @@ std::vector<KernelTypeTime> kernel_types(const std::vector<GpuOp>& ops) {
 Distribution distribution(std::vector<double> v) {
   Distribution d;
   if (v.empty()) return d;
-  std::sort(v.begin(), v.end());
   double sum = 0;
   for (double x : v) sum += x;
-  auto rank = [&v](double q) {  // nearest rank: the smallest value with at least q of them at or below it
-    const size_t i = size_t(std::ceil(q * double(v.size())));
-    return v[std::min(v.size() - 1, i > 0 ? i - 1 : 0)];
-  };
   d.mean_us = sum / double(v.size());
-  d.p50_us = rank(0.50), d.p90_us = rank(0.90), d.p99_us = rank(0.99), d.max_us = v.back();
+  // Nearest rank: the smallest value with at least q of them at or below it (selection, not a sort).
+  auto rank = [&v](double q) {
+    const size_t i = std::min(v.size() - 1, size_t(std::max(1.0, std::ceil(q * double(v.size())))) - 1);
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(i), v.end());
+    return v[i];
+  };
+  d.p50_us = rank(0.50), d.p90_us = rank(0.90), d.p99_us = rank(0.99);
+  d.max_us = *std::max_element(v.begin(), v.end());
   return d;
 }
 
-// The launch call of each GPU op, by correlation id (and process, where both are known).
+// The launch call of each GPU op, by correlation id (and process, where both are known): one sorted array, no
+// per-id allocation (a million launches are common), shared by the launch statistics and the queues.
 struct CallIndex {
-  std::unordered_map<int64_t, std::vector<const store::ApiCall*>> by_correlation;
-  const store::ApiCall* find(const GpuOp& o) const {
+  struct Entry {
+    int64_t correlation;
+    const store::ApiCall* call;
+    bool launch_stat;  // one of the calls the launch statistics join (the queues take them all)
+  };
+  std::vector<Entry> by_correlation;
+  const Entry* find(const GpuOp& o) const {
     if (o.correlation <= 0) return nullptr;
-    auto it = by_correlation.find(o.correlation);
-    if (it == by_correlation.end()) return nullptr;
-    for (const auto* c : it->second)
-      if (o.pid == 0 || c->pid == 0 || c->pid == o.pid) return c;
+    auto it = std::lower_bound(by_correlation.begin(), by_correlation.end(), o.correlation,
+                               [](const Entry& e, int64_t c) { return e.correlation < c; });
+    for (; it != by_correlation.end() && it->correlation == o.correlation; ++it)
+      if (o.pid == 0 || it->call->pid == 0 || it->call->pid == o.pid) return &*it;
     return nullptr;
   }
 };
 
-CallIndex index_calls(const store::Trace& t, const std::unordered_set<std::string>& names) {
+CallIndex index_calls(const store::Trace& t) {
   CallIndex idx;
-  std::unordered_map<store::StringId, bool> wanted;
+  std::unordered_map<store::StringId, int> kind;  // 0 no, 1 queue only, 2 queue and launch statistics
   for (const auto& c : t.api_calls) {
-    auto [it, fresh] = wanted.emplace(c.name, false);
-    if (fresh) it->second = names.count(t.str(c.name)) > 0;
-    if (it->second && c.correlation > 0) idx.by_correlation[c.correlation].push_back(&c);
+    auto [it, fresh] = kind.emplace(c.name, 0);
+    if (fresh) {
+      const std::string& n = t.str(c.name);
+      it->second = launch_stat_calls().count(n) ? 2 : queue_calls().count(n) ? 1 : 0;
+    }
+    if (it->second && c.correlation > 0) idx.by_correlation.push_back({c.correlation, &c, it->second == 2});
   }
+  auto before = [](const CallIndex::Entry& a, const CallIndex::Entry& b) {
+    return a.correlation != b.correlation ? a.correlation < b.correlation : a.call < b.call;  // trace order within an id
+  };
+  if (!std::is_sorted(idx.by_correlation.begin(), idx.by_correlation.end(), before))
+    std::sort(idx.by_correlation.begin(), idx.by_correlation.end(), before);
   return idx;
 }
 
-LaunchStats launch_stats(const store::Trace& t, const std::vector<GpuOp>& ops) {
+LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const std::vector<const CallIndex::Entry*>& call) {
   LaunchStats s;
-  const CallIndex idx = index_calls(t, launch_stat_calls());
+  size_t joined = 0;
+  for (const auto* c : call) joined += c && c->launch_stat;
   std::vector<double> cpu, gpu, delay;
-  std::vector<LaunchStats::Outlier> delays;
-  for (const auto& o : ops) {
-    const store::ApiCall* c = idx.find(o);
-    if (!c) continue;
+  cpu.reserve(joined), gpu.reserve(joined), delay.reserve(joined);
+  std::vector<std::pair<double, std::pair<GpuOp, const store::ApiCall*>>> worst;  // a min-heap of kMaxOutliers
+  auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  ops.each([&](const GpuOp& o, size_t i) {
+    if (!call[i] || !call[i]->launch_stat) return;
+    const store::ApiCall* c = call[i]->call;
     const double c_us = us(c->end - c->start), g_us = us(o.end - o.start);
     const double d_us = std::max(0.0, us(o.start - c->end));
     cpu.push_back(c_us), gpu.push_back(g_us), delay.push_back(d_us);
     s.gpu_shorter_than_cpu += g_us < c_us;
     s.cpu_over_cutoff += c_us > LaunchStats::kRuntimeCutoffUs;
     s.delay_over_cutoff += d_us > LaunchStats::kLaunchDelayCutoffUs;
-    delays.push_back({t.str(c->name), o.name, o.correlation, c->start, d_us});
-  }
+    if (worst.size() < kMaxOutliers || d_us > worst.front().first) {
+      worst.push_back({d_us, {o, c}});
+      std::push_heap(worst.begin(), worst.end(), later);
+      if (worst.size() > kMaxOutliers) {
+        std::pop_heap(worst.begin(), worst.end(), later);
+        worst.pop_back();
+      }
+    }
+  });
   s.count = int64_t(cpu.size());
   s.cpu_duration = distribution(std::move(cpu));
   s.gpu_duration = distribution(std::move(gpu));
   s.launch_delay = distribution(std::move(delay));
-  const size_t n = std::min(kMaxOutliers, delays.size());
-  std::partial_sort(delays.begin(), delays.begin() + std::ptrdiff_t(n), delays.end(),
-                    [](const auto& a, const auto& b) { return a.delay_us > b.delay_us; });
-  delays.resize(n);
-  s.longest_delays = std::move(delays);
+  std::sort_heap(worst.begin(), worst.end(), later);
+  for (const auto& [d_us, oc] : worst)
+    s.longest_delays.push_back({t.str(oc.second->name), std::string(oc.first.name), oc.first.correlation,
+                                oc.second->start, d_us});
   return s;
 }
 
@@ -165,22 +220,29 @@ double quantile(const std::vector<int64_t>& sorted, double q) {
   return double(sorted[lo]) + (pos - double(lo)) * double(sorted[hi] - sorted[lo]);
 }
 
-std::vector<StreamQueue> queues(const store::Trace& t, const std::vector<GpuOp>& ops) {
-  const CallIndex idx = index_calls(t, queue_calls());
+std::vector<StreamQueue> queues(const GpuOps& ops, const std::vector<const CallIndex::Entry*>& call) {
   // Per stream: (time, +1 | −1), the enqueues before the starts at equal times (HTA concatenates them so).
   std::map<std::pair<int64_t, int64_t>, std::vector<std::tuple<int64_t, int, int>>> events;
-  for (const auto& o : ops) {
-    const store::ApiCall* c = idx.find(o);
-    if (!c) continue;
+  std::map<std::pair<int64_t, int64_t>, size_t> per_stream;  // sized first: no regrowth of million-entry vectors
+  ops.each([&](const GpuOp& o, size_t i) {
+    if (call[i]) per_stream[{o.device, o.stream}] += 2;
+  });
+  for (const auto& [key, n] : per_stream) events[key].reserve(n);
+  ops.each([&](const GpuOp& o, size_t i) {
+    if (!call[i]) return;
+    const store::ApiCall* c = call[i]->call;
     auto& e = events[{o.device, o.stream}];
     e.emplace_back(c->start, 0, +1);
     e.emplace_back(o.start, 1, -1);
-  }
+  });
   std::vector<StreamQueue> out;
   for (auto& [key, e] : events) {
-    std::stable_sort(e.begin(), e.end(), [](const auto& a, const auto& b) {
+    // Equal times: the enqueue before the start (HTA concatenates them so); equal (time, kind) pairs change by
+    // the same amount, so their order does not matter.
+    auto earlier = [](const auto& a, const auto& b) {
       return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
-    });
+    };
+    std::sort(e.begin(), e.end(), earlier);
     StreamQueue q;
     q.device = key.first, q.stream = key.second;
     std::vector<int64_t> values;
@@ -243,10 +305,13 @@ const char* hta_kernel_type(const std::string& name) {
 
 GpuBreakdowns gpu_breakdowns(const store::Trace& t) {
   GpuBreakdowns b;
-  const std::vector<GpuOp> ops = gpu_ops(t);
+  const GpuOps ops(t);
   b.kernel_types = kernel_types(ops);
-  b.launch = launch_stats(t, ops);
-  b.queues = queues(t, ops);
+  const CallIndex idx = index_calls(t);
+  std::vector<const CallIndex::Entry*> call(ops.size(), nullptr);  // each op's launch call, joined once
+  ops.each([&](const GpuOp& o, size_t i) { call[i] = idx.find(o); });
+  b.launch = launch_stats(t, ops, call);
+  b.queues = queues(ops, call);
   b.annotations = annotations(t);
   return b;
 }
