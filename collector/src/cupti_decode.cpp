@@ -143,6 +143,12 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
   std::vector<size_t> unresolved_syncs;  // indices into out.syncs whose API record may follow
   const int64_t off = st.clock_offset;
   auto t = [off](uint64_t v) { return static_cast<int64_t>(v) + off; };
+  // GPU work flushed before it ended (at a detach) has no time to keep: left out, counted.
+  auto unfinished = [&st](uint64_t start, uint64_t end) {
+    const bool no = start == 0 || end < start;
+    st.incomplete_records += no;
+    return no;
+  };
   while (api->get_next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     ++n;
     ++st.records;
@@ -162,10 +168,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.registers = k->registersPerThread;
         r.shared_memory = int64_t(k->staticSharedMemory) + k->dynamicSharedMemory;
         if (k->name && !st.skip_kernel.empty() && st.skip_kernel == k->name) break;  // the collector's own calibration kernel
-        if (k->start == 0 || k->end < k->start) {  // flushed before it ended (a detach): no time to keep
-          ++st.incomplete_records;
-          break;
-        }
+        if (unfinished(k->start, k->end)) break;
         r.name = out.intern(k->name ? k->name : "");
         r.graph_id = k->graphId;
         r.pid = st.pid;
@@ -185,10 +188,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
         r.pid = st.pid;
-        if (m->start == 0 || m->end < m->start) {
-          ++st.incomplete_records;
-          break;
-        }
+        if (unfinished(m->start, m->end)) break;
         out.memcpys.push_back(r);
         break;
       }
@@ -203,10 +203,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.bytes = static_cast<int64_t>(m->bytes);
         r.mem_kind = memory_kind(m->memoryKind);
         r.pid = st.pid;
-        if (m->start == 0 || m->end < m->start) {
-          ++st.incomplete_records;
-          break;
-        }
+        if (unfinished(m->start, m->end)) break;
         out.memsets.push_back(r);
         break;
       }

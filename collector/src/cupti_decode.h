@@ -41,6 +41,11 @@ struct DecodeState {
   };
   std::vector<HeldSync> held_syncs;
   uint64_t syncs_without_thread = 0;
+  // No API record will come for the held syncs (the run ends, or CUPTI restarts its ids): counted, dropped.
+  void give_up_held_syncs() {
+    syncs_without_thread += held_syncs.size();
+    held_syncs.clear();
+  }
   uint64_t incomplete_records = 0;     // GPU work without an end (flushed while running): left out, counted
   std::unordered_set<uint32_t> devices_seen;  // CUPTI sends the device records again after each re-attach
   uint64_t records = 0;

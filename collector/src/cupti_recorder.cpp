@@ -97,6 +97,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   set_process_meta("cupti.dropped_records", std::to_string(rec->dropped_records));
   set_process_meta("cupti.records", std::to_string(rec->state.records));
   set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
+  set_process_meta("cupti.incomplete_records", std::to_string(rec->state.incomplete_records));
 }
 
 void detach_here();
@@ -171,21 +172,35 @@ void enable_domains(bool on) {
   if (!on) enable_stack_callbacks();  // a domain switch covers them too
 }
 
+// The kinds and API ids that windows switch, off or on again (CUPTI attached all along).
+void kinds_off_locked() {
+  for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
+  if (rec->lean) select_api_ids(false);
+}
+void kinds_on_locked() {
+  for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
+  if (rec->lean) select_api_ids(true);
+}
+
+// A detach asked for but not begun (no CUDA call came yet) is called off; false when it had begun.
+bool cancel_detach_locked() {
+  int s = int(Link::DetachRequested);
+  if (!rec->link.compare_exchange_strong(s, int(Link::Attached))) return false;
+  enable_domains(false);
+  return true;
+}
+
 bool can_detach() { return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed; }
 
 // Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
-// callbacks: the first attach and every attach after a detach. "" on success; `fatal` when recording the GPU
-// must stop for good (another subscriber, no driver).
-std::string attach_cupti(bool* fatal) {
-  *fatal = false;
+// callbacks: the first attach and every attach after a detach. "" on success, else why GPU recording stops.
+std::string attach_cupti() {
   if (!rec->has_subscriber && api->subscribe) {
     CUpti_SubscriberHandle sub{};
     CUptiResult r = api->subscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
     // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only.
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      *fatal = true;
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
       return "another CUPTI subscriber (Kineto, Nsight Systems?) is present: recording CPU data only";
-    }
     rec->has_subscriber = r == CUPTI_SUCCESS;
     rec->subscriber = sub;
   }
@@ -244,7 +259,6 @@ std::string attach_cupti(bool* fatal) {
     if (r != CUPTI_SUCCESS) {
       if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
         for (int done : rec->switched_kinds) api->disable(CUpti_ActivityKind(done));
-        *fatal = true;
         return "cuptiActivityEnable failed: " + result_text(r) + " (no CUDA driver or GPU?)";
       }
       disabled += (disabled.empty() ? "" : ",") + std::to_string(int(k));
@@ -274,8 +288,7 @@ enum class Attach { Failed, StillAttached, Reattached };
 // and record no more GPU activity in this run.
 void give_up_locked(const std::string& why) {
   rec->failed = true;
-  for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(false);
+  kinds_off_locked();
   if (can_detach()) request_detach_locked();
   set_process_meta("cupti.status", "re-attach after a detach failed: " + why + "; GPU activity stops here");
 }
@@ -284,18 +297,12 @@ void give_up_locked(const std::string& why) {
 // finalize) and the kinds are off — the caller switches them on; Reattached: attached anew with everything on.
 Attach ensure_attached_locked() {
   if (rec->failed) return Attach::Failed;
-  int s = rec->link.load(std::memory_order_acquire);
-  if (s == int(Link::DetachRequested)) {
-    if (rec->link.compare_exchange_strong(s, int(Link::Attached))) {
-      enable_domains(false);  // no CUDA call came yet: cancelled
-      return Attach::StillAttached;
-    }
-  }
+  if (cancel_detach_locked()) return Attach::StillAttached;
   // Detaching: a program thread is inside cuptiFinalize; it takes no lock we hold.
   for (int64_t until = now_ns() + 5000000000LL;
        rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
     usleep(100);
-  s = rec->link.load(std::memory_order_acquire);
+  const int s = rec->link.load(std::memory_order_acquire);
   if (s == int(Link::Attached)) {
     if (rec->finalize_failed && rec->domains_on.load()) {
       enable_domains(false);
@@ -319,12 +326,10 @@ Attach ensure_attached_locked() {
     rec->with_cupti.clear();
     rec->state.correlation_tid.clear();
     rec->state.skipped_correlations.clear();
-    rec->state.syncs_without_thread += rec->state.held_syncs.size();
-    rec->state.held_syncs.clear();
+    rec->state.give_up_held_syncs();
   }
   const int64_t t0 = now_ns();
-  bool fatal = false;
-  const std::string err = attach_cupti(&fatal);
+  const std::string err = attach_cupti();
   const int64_t attach_ns = now_ns() - t0;
   if (!err.empty()) {
     rec->link.store(int(Link::Attached));  // what did attach (a subscriber) is detached again by give_up
@@ -343,11 +348,6 @@ Attach ensure_attached_locked() {
   return Attach::Reattached;
 }
 
-// The kinds and API ids that windows switch, on again (CUPTI attached all along).
-void kinds_on_locked() {
-  for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(true);
-}
 
 }  // namespace
 
@@ -370,9 +370,16 @@ void start_if_possible(const char* why) {
     set_process_meta("cupti.status", err);
     return;
   }
-  if (!rec->attached_once) {
-    bool fatal = false;
-    err = attach_cupti(&fatal);
+  if (rec->attached_once && (rec->link.load() != int(Link::Attached) || rec->has_subscriber)) {
+    // A later attach window after a detach (or a detach still asked for): attach again, or switch on.
+    switch (ensure_attached_locked()) {
+      case Attach::Failed: return;
+      case Attach::StillAttached: kinds_on_locked(); break;
+      case Attach::Reattached: break;
+    }
+  } else {
+    // The first attach, or a later window after a stop() that could not detach and released the subscriber.
+    err = attach_cupti();
     if (!err.empty()) {
       if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
       rec->has_subscriber = false;
@@ -381,22 +388,6 @@ void start_if_possible(const char* why) {
       return;
     }
     rec->attached_once = true;
-  } else if (rec->link.load() != int(Link::Attached) || rec->has_subscriber) {
-    // A later attach window after a detach (or a detach still asked for): attach again, or switch on.
-    switch (ensure_attached_locked()) {
-      case Attach::Failed: return;
-      case Attach::StillAttached: kinds_on_locked(); break;
-      case Attach::Reattached: break;
-    }
-  } else {
-    // stop() could not detach and released the subscriber: subscribe and switch everything on again.
-    bool fatal = false;
-    err = attach_cupti(&fatal);
-    if (!err.empty()) {
-      rec->failed = true;
-      set_process_meta("cupti.status", err);
-      return;
-    }
   }
   rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
   rec->window_steps = 0;
@@ -412,23 +403,18 @@ void start_if_possible(const char* why) {
 void flush(bool final_flush) {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->link.load() != int(Link::Attached)) {
-    int s = int(Link::DetachRequested);
-    if (!rec->link.compare_exchange_strong(s, int(Link::Attached))) {
-      // Detaching or detached: everything was flushed before the detach was asked for, and CUPTI must not be
-      // called while it finalizes.
-      if (final_flush && rec->switched) set_process_meta("gpu.window", window_text());
-      return;
-    }
-    enable_domains(false);
+  if (rec->link.load() != int(Link::Attached) && !cancel_detach_locked()) {
+    // Detaching or detached: everything was flushed before the detach was asked for, and CUPTI must not be
+    // called while it finalizes.
+    if (final_flush && rec->switched) set_process_meta("gpu.window", window_text());
+    return;
   }
   flush_all(final_flush ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
   if (!final_flush) return;
   {
     // Syncs still waiting for their API record will not get it: counted, not written on thread 0.
     std::lock_guard<std::mutex> lk(rec->mu);
-    rec->state.syncs_without_thread += rec->state.held_syncs.size();
-    rec->state.held_syncs.clear();
+    rec->state.give_up_held_syncs();
     set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
   }
   if (!rec->switched) {
@@ -448,8 +434,7 @@ void flush(bool final_flush) {
 void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   if (!rec->tracing.load()) return;
   rec->tracing.store(false);
-  for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(false);
+  kinds_off_locked();
   flush_all(0);
   rec->switched = true;
   rec->detach_due = detach_after_ns >= 0 && can_detach() ? t + detach_after_ns : 0;
@@ -531,9 +516,7 @@ void stop() {
   if (rec->link.load() == int(Link::Attached)) {
     if (rec->tracing.load()) {
       rec->tracing.store(false);
-      if (api->disable)
-        for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
-      if (rec->lean) select_api_ids(false);
+      if (api->disable) kinds_off_locked();
     }
     if (can_detach()) {
       request_detach_locked();

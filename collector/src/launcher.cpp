@@ -297,7 +297,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                             "collector.stack_unreadable_samples", "collector.leaf_only_samples",
                             "collector.out_of_memory_passes", "collector.unknown_thread_signals",
                             "collector.call_stacks_skipped", "collector.unwind_memory_reads",
-                            "cupti.syncs_without_thread"})
+                            "cupti.syncs_without_thread", "cupti.incomplete_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {

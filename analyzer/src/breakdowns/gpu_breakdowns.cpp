@@ -41,11 +41,31 @@ struct GpuOp {
   OpType type = OpType::Other;
 };
 
-OpType op_type(const char* hta) {
-  const std::string_view t(hta);
-  return t == "COMPUTATION" ? OpType::Computation : t == "COMMUNICATION" ? OpType::Communication
-         : t == "MEMORY"    ? OpType::Memory
-                            : OpType::Other;
+// HTA's words for them; an overlap is named in this order ("COMPUTATION overlapping MEMORY").
+const char* type_name(OpType t) {
+  static const char* kNames[] = {"COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"};
+  return kNames[int(t)];
+}
+
+// HTA 0.5, hta/utils/utils.py: NCCL_KERNEL_RE, MEMORY_KERNEL_RE, NCCL_COMPUTE_KERNEL_RE (all re.match).
+OpType kernel_type(std::string_view name) {
+  auto starts = [name](std::string_view p) { return name.substr(0, p.size()) == p; };
+  if (starts("nccl") && name.find("Kernel", 4) != std::string_view::npos) return OpType::Communication;
+  if (starts("Memcpy") || starts("Memset") || starts("dma")) return OpType::Memory;
+  if (name.find("Memcpy") != std::string_view::npos || starts("Memset") || name.find("Sync") != std::string_view::npos)
+    return OpType::Other;
+  return OpType::Computation;
+}
+
+// Mean and sample standard deviation (n − 1, as pandas), for the queue lengths and the annotation durations.
+template <class V>
+std::pair<double, double> mean_std(const V& values) {
+  double sum = 0;
+  for (auto v : values) sum += double(v);
+  const double mean = sum / double(values.size());
+  double ss = 0;
+  for (auto v : values) ss += (double(v) - mean) * (double(v) - mean);
+  return {mean, values.size() > 1 ? std::sqrt(ss / double(values.size() - 1)) : 0.0};
 }
 
 // Every kernel, copy and memset as a GpuOp, made on the fly (a million kernels need no second copy).
@@ -56,7 +76,7 @@ class GpuOps {
     kernel_type_.reserve(t.kernels.size());
     for (const auto& k : t.kernels) {
       auto [it, fresh] = by_name.emplace(k.name, OpType::Other);
-      if (fresh) it->second = op_type(hta_kernel_type(t.str(k.name)));
+      if (fresh) it->second = kernel_type(t.str(k.name));
       kernel_type_.push_back(it->second);
     }
   }
@@ -81,8 +101,7 @@ class GpuOps {
 };
 
 std::vector<KernelTypeTime> kernel_types(const GpuOps& ops) {
-  // HTA's order gives each type a bit: an overlap is named in this order ("COMPUTATION overlapping MEMORY").
-  static const char* kTypes[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
+  // Each type a bit, in HTA's order.
   std::vector<std::pair<int64_t, int>> edges;  // (time, +bit at a merged interval's start, −bit at its end)
   std::vector<std::pair<int64_t, int64_t>> by_type[3];
   ops.each([&](const GpuOp& o, size_t) {
@@ -111,7 +130,7 @@ std::vector<KernelTypeTime> kernel_types(const GpuOps& ops) {
     if (ns <= 0) continue;
     std::string name;
     for (int bit = 0; bit < 3; ++bit)
-      if (mask & (1 << bit)) name += (name.empty() ? "" : " overlapping ") + std::string(kTypes[bit]);
+      if (mask & (1 << bit)) name += (name.empty() ? "" : " overlapping ") + std::string(type_name(OpType(bit)));
     out.push_back({name, ns, 0});
     total += ns;
   }
@@ -223,11 +242,6 @@ double quantile(const std::vector<int64_t>& sorted, double q) {
 std::vector<StreamQueue> queues(const GpuOps& ops, const std::vector<const CallIndex::Entry*>& call) {
   // Per stream: (time, +1 | −1), the enqueues before the starts at equal times (HTA concatenates them so).
   std::map<std::pair<int64_t, int64_t>, std::vector<std::tuple<int64_t, int, int>>> events;
-  std::map<std::pair<int64_t, int64_t>, size_t> per_stream;  // sized first: no regrowth of million-entry vectors
-  ops.each([&](const GpuOp& o, size_t i) {
-    if (call[i]) per_stream[{o.device, o.stream}] += 2;
-  });
-  for (const auto& [key, n] : per_stream) events[key].reserve(n);
   ops.each([&](const GpuOp& o, size_t i) {
     if (!call[i]) return;
     const store::ApiCall* c = call[i]->call;
@@ -250,12 +264,7 @@ std::vector<StreamQueue> queues(const GpuOps& ops, const std::vector<const CallI
     int64_t len = 0;
     for (const auto& ev : e) values.push_back(len += std::get<2>(ev));
     q.events = int64_t(values.size());
-    double sum = 0;
-    for (int64_t v : values) sum += double(v);
-    q.mean = sum / double(values.size());
-    double ss = 0;
-    for (int64_t v : values) ss += (double(v) - q.mean) * (double(v) - q.mean);
-    q.std = values.size() > 1 ? std::sqrt(ss / double(values.size() - 1)) : 0;
+    std::tie(q.mean, q.std) = mean_std(values);
     const int64_t max = *std::max_element(values.begin(), values.end());
     for (size_t i = 0; i + 1 < values.size(); ++i)
       if (values[i] >= max) q.ns_at_max += std::get<0>(e[i + 1]) - std::get<0>(e[i]);
@@ -280,10 +289,7 @@ std::vector<AnnotationTime> annotations(const store::Trace& t) {
     a.min_us = *std::min_element(durs.begin(), durs.end());
     a.max_us = *std::max_element(durs.begin(), durs.end());
     for (double d : durs) a.sum_us += d;
-    a.mean_us = a.sum_us / double(durs.size());
-    double ss = 0;
-    for (double d : durs) ss += (d - a.mean_us) * (d - a.mean_us);
-    a.std_us = durs.size() > 1 ? std::sqrt(ss / double(durs.size() - 1)) : 0;
+    std::tie(a.mean_us, a.std_us) = mean_std(durs);
     out.push_back(std::move(a));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.sum_us > b.sum_us || (a.sum_us == b.sum_us && a.name < b.name); });
@@ -292,16 +298,7 @@ std::vector<AnnotationTime> annotations(const store::Trace& t) {
 
 }  // namespace
 
-const char* hta_kernel_type(const std::string& name) {
-  // HTA 0.5, hta/utils/utils.py: NCCL_KERNEL_RE, MEMORY_KERNEL_RE, NCCL_COMPUTE_KERNEL_RE (all re.match).
-  auto starts = [&name](const char* p) { return name.rfind(p, 0) == 0; };
-  const bool nccl = starts("nccl") && name.find("Kernel", 4) != std::string::npos;
-  if (nccl) return "COMMUNICATION";
-  if (starts("Memcpy") || starts("Memset") || starts("dma")) return "MEMORY";
-  if (name.find("Memcpy") != std::string::npos || starts("Memset") || name.find("Sync") != std::string::npos)
-    return "OTHER";
-  return "COMPUTATION";
-}
+const char* hta_kernel_type(const std::string& name) { return type_name(kernel_type(name)); }
 
 GpuBreakdowns gpu_breakdowns(const store::Trace& t) {
   GpuBreakdowns b;
