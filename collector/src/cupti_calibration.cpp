@@ -129,7 +129,7 @@ void calibrate_if_due() {
       // windows (most of a tiny-step run is between windows) and comes back as it was.
       std::lock_guard<std::mutex> wl(rec->window_mu);
       const bool was_tracing = rec->tracing.load();
-      if (!was_tracing && !tracing_on_locked(now_ns())) failure = "CUPTI could not be attached for the on rounds";
+      if (!was_tracing && !tracing_on_locked()) failure = "CUPTI could not be attached for the on rounds";
       if (failure.empty()) {
         time_launches(d, fn, stream);  // warm-up: first launches load the module onto the GPU
         on = time_launches(d, fn, stream);
@@ -145,7 +145,7 @@ void calibrate_if_due() {
         }
         off_method = detached ? "CUPTI detached (cuptiFinalize)" : "CUDA activity disabled";
         off = time_launches(d, fn, stream);
-        if (was_tracing && !tracing_on_locked(now_ns()))
+        if (was_tracing && !tracing_on_locked())
           failure = "CUPTI could not be attached again after the off rounds";
       }
       if (failure.empty() && (on < 0 || off < 0)) failure = "an empty-kernel launch failed";

@@ -193,8 +193,9 @@ bool cancel_detach_locked() {
 bool can_detach() { return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed; }
 
 // Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
-// callbacks: the first attach and every attach after a detach. "" on success, else why GPU recording stops.
-std::string attach_cupti() {
+// callbacks: the first attach and every attach after a detach. `in_cuda_init`: called by the driver's injection
+// inside cuInit. "" on success, else why GPU recording stops.
+std::string attach_cupti(bool in_cuda_init) {
   if (!rec->has_subscriber && api->subscribe) {
     CUpti_SubscriberHandle sub{};
     CUptiResult r = api->subscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
@@ -239,10 +240,13 @@ std::string attach_cupti() {
     if (r != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(r);
     rec->callbacks_registered = true;
   }
-  // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id. Falls back to every
-  // runtime and driver call when this libcupti cannot select ids (or `--cuda-api all`).
+  // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id — at the injection only.
+  // Attached once CUDA has started (stepscope attach, every re-attach after a detach), CUPTI accepts the ids and
+  // records none of them (H200, CUDA 13 CUPTI, driver 580: 0 API rows while the RUNTIME/DRIVER kinds record
+  // them): then every runtime and driver call is recorded, or launches would lose their host side. Every call
+  // too with `--cuda-api all`, or when this libcupti cannot select ids.
   rec->lean = false;
-  if (!config().cuda_api_all && api->enable_runtime_api && api->enable_driver_api) {
+  if (!config().cuda_api_all && in_cuda_init && api->enable_runtime_api && api->enable_driver_api) {
     rec->lean_runtime_ids = lean_callback_ids(store::ApiKind::Runtime, false);
     rec->lean_driver_ids = lean_callback_ids(store::ApiKind::Driver, false);
     rec->lean = !rec->lean_runtime_ids.empty() && !rec->lean_driver_ids.empty();
@@ -271,11 +275,16 @@ std::string attach_cupti() {
     for (auto k : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
       if (api->enable(k) == CUPTI_SUCCESS) rec->switched_kinds.push_back(int(k));
   }
+  const std::string lean_text = "lean (" + std::to_string(rec->lean_runtime_ids.size()) + " runtime + " +
+                                std::to_string(rec->lean_driver_ids.size()) + " driver callback ids)";
+  if (in_cuda_init) rec->lean_at_injection = rec->lean;
   set_process_meta("cupti.api_tracing",
-                   rec->lean ? "lean (" + std::to_string(rec->lean_runtime_ids.size()) + " runtime + " +
-                                   std::to_string(rec->lean_driver_ids.size()) + " driver callback ids)"
-                   : config().cuda_api_all ? "all"
-                                           : "all (this libcupti cannot select API ids)");
+                   rec->lean                    ? lean_text
+                   : config().cuda_api_all      ? "all"
+                   : rec->lean_at_injection     ? lean_text + " until the first detach, then all: CUPTI selects API ids "
+                                                                  "only when attached as CUDA starts"
+                   : !in_cuda_init              ? "all: attached after CUDA started, when CUPTI selects no API ids"
+                                                : "all (this libcupti cannot select API ids)");
   set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
   if (api->flush_period) api->flush_period(500);  // a killed process loses at most ~0.5 s of GPU activity
   set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");
@@ -329,7 +338,7 @@ Attach ensure_attached_locked() {
     rec->state.give_up_held_syncs();
   }
   const int64_t t0 = now_ns();
-  const std::string err = attach_cupti();
+  const std::string err = attach_cupti(false);
   const int64_t attach_ns = now_ns() - t0;
   if (!err.empty()) {
     rec->link.store(int(Link::Attached));  // what did attach (a subscriber) is detached again by give_up
@@ -379,7 +388,7 @@ void start_if_possible(const char* why) {
     }
   } else {
     // The first attach, or a later window after a stop() that could not detach and released the subscriber.
-    err = attach_cupti();
+    err = attach_cupti(injected);
     if (!err.empty()) {
       if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
       rec->has_subscriber = false;
@@ -444,7 +453,7 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   p.gpu_windows.push_back(w);
 }
 
-bool tracing_on_locked(int64_t t) {
+bool tracing_on_locked() {
   if (rec->tracing.load()) return true;
   rec->detach_due = 0;
   switch (ensure_attached_locked()) {
@@ -452,7 +461,9 @@ bool tracing_on_locked(int64_t t) {
     case Attach::StillAttached: kinds_on_locked(); break;  // only switched off: the kinds come back
     case Attach::Reattached: break;
   }
-  rec->window_start = t;
+  // The window opens once CUPTI is back: a re-attach takes ~12 ms on the program's thread (H200), and the step
+  // that paid for it is the profiler's cost, not a traced step (too little of it lies inside the window).
+  rec->window_start = now_ns();
   rec->tracing.store(true);
   return true;
 }
@@ -502,7 +513,7 @@ void on_step(const char* source, int64_t steps) {
     case WindowSwitch::Off:
       tracing_off_locked(t, rec->schedule.detach_this_phase() ? rec->schedule.detach_grace_ns() : -1);
       break;
-    case WindowSwitch::On: tracing_on_locked(t); break;
+    case WindowSwitch::On: tracing_on_locked(); break;
     case WindowSwitch::None: break;
   }
 }

@@ -45,6 +45,7 @@ struct Recorder {
   std::vector<int> switched_kinds;
   std::vector<uint32_t> lean_runtime_ids, lean_driver_ids;
   bool lean = false;
+  bool lean_at_injection = false;  // the first attach, inside cuInit, selected API ids
 
   std::mutex window_mu;  // switching; taken before PendingRows::mu and Recorder::mu, never after them
   std::atomic<bool> tracing{false};
@@ -61,9 +62,9 @@ extern Recorder* rec;
 
 // Switches the activity kinds (and lean API ids) off / on. Off flushes, queues the closed window's gpu_windows
 // row and, when `detach_after_ns` >= 0, has CUPTI detached that long after (detach_if_due). On attaches CUPTI
-// again when it was detached; false when it cannot. Need window_mu.
+// again when it was detached, and the window opens when it is back; false when it cannot. Need window_mu.
 void tracing_off_locked(int64_t t, int64_t detach_after_ns);
-bool tracing_on_locked(int64_t t);
+bool tracing_on_locked();
 // Asks for the detach now (flushes everything first); waits until it happened when `wait_ns` > 0 and a CUDA call
 // came (the calibration's launches). Need window_mu.
 void request_detach_locked();
