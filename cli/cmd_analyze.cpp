@@ -121,13 +121,16 @@ void print_text(const analyzer::Analysis& a) {
                  pct(st.sync_idle_ns, st.dur_ns), pct(st.launch_idle_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
                  pct(st.other_idle_ns, st.dur_ns), st.kernels, analyzer::to_string(st.bound), stacked_bar(st));
     }
-    double total = s.step_time_us;
+    // GPU shares are known in the GPU-traced steps only.
+    const bool windowed = s.gpu_traced_steps < s.steps;
+    double total = windowed ? s.traced_step_time_us : s.step_time_us;
     auto share = [&](double us) { return total > 0 ? 100.0 * us / total : 0.0; };
     double busy_us = s.gpu_busy_share * total;
-    fmt::print("\nBreakdown over {} ms of steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data {} ms ({:.1f}%), "
+    fmt::print("\nBreakdown over {} ms of {}steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data {} ms ({:.1f}%), "
                "after syncs {} ms ({:.1f}%), in launch calls {} ms ({:.1f}%), host code between launches {} ms ({:.1f}%), "
                "other {} ms ({:.1f}%), profiler's own cost {} ms ({:.1f}%)\n",
-               ms(total), ms(busy_us), share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
+               ms(total), windowed ? fmt::format("the {} GPU-traced ", s.gpu_traced_steps) : std::string(), ms(busy_us),
+               share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
                ms(s.sync_idle_us), share(s.sync_idle_us), ms(s.launch_idle_us), share(s.launch_idle_us),
                ms(s.host_idle_us), share(s.host_idle_us), ms(s.other_idle_us), share(s.other_idle_us),
                ms(s.profiler_us), share(s.profiler_us));

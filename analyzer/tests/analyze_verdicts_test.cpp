@@ -6,6 +6,7 @@
 
 #include "findings.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/report.h"
 #include "stepscope/store/records.h"
 #include "synthetic_builder.h"
 
@@ -275,6 +276,21 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   CHECK(f->est_savings_us_per_step == Approx(fw->est_savings_us_per_step));
   CHECK(f->share == Approx(fw->share));
   CHECK(a.findings.size() == whole.findings.size());
+  // Kernels per step are per traced step (the untraced ones have none recorded), as in the whole run; the
+  // breakdown totals cover the traced steps only.
+  auto kernels_per_step = [](const analyzer::FindingResult& x) {
+    const auto at = x.evidence_json.find("\"kernels_per_step\":");
+    REQUIRE(at != std::string::npos);
+    return std::stod(x.evidence_json.substr(at + 19));
+  };
+  CHECK(kernels_per_step(*f) == Approx(double(p.kernels)));
+  CHECK(kernels_per_step(*fw) == Approx(double(p.kernels)));
+  double traced_us = 0;
+  for (const auto& s : a.steps)
+    if (s.gpu_traced) traced_us += double(s.dur_ns) / 1e3;
+  CHECK(a.summary.traced_step_time_us == Approx(traced_us));
+  CHECK(a.summary.traced_step_time_us == Approx(a.summary.step_time_us / 2).epsilon(0.01));
+  CHECK(analyzer::render_text_report(a).find(" summed time of the 20 GPU-traced steps: GPU busy ") != std::string::npos);
 
   // Read as if the whole run had been traced, the untraced steps look like an idle GPU: half the busy share.
   b.t.gpu_windows.clear();

@@ -81,7 +81,7 @@ TEST_CASE("text report: step table with bars, totals, kernels, findings with evi
       CHECK(l.find(std::string(20, '#') + "LL" + std::string(16, 'D') + "S.") != std::string::npos);
     }
   CHECK(found);
-  CHECK(t.find("Breakdown of 600 ms summed step time: GPU busy 50.0%, launch idle 4.0%, host code between launches 0.0%, "
+  CHECK(t.find("Breakdown of 600 ms summed time of the steps: GPU busy 50.0%, launch idle 4.0%, host code between launches 0.0%, "
                "data wait 40.0%, sync idle 3.0%, other 3.0%, profiler cost 0.0%") != std::string::npos);
   CHECK(t.find("[HIGH] input-bound:") != std::string::npos);
   CHECK(t.find("est. saving: 40 ms per step (40.0% of step time)") != std::string::npos);

@@ -200,6 +200,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
     s.profiler_us += us(st.profiler_ns);
   }
   s.step_time_us = us(ctx.total_step_ns);
+  s.traced_step_time_us = us(ctx.traced_step_ns);
   // The host's wait is measured in every step; the GPU's side only in the traced ones.
   if (ctx.total_step_ns > 0) s.data_wait_share = double(host_wait) / double(ctx.total_step_ns);
   if (ctx.traced_step_ns > 0) {
@@ -356,7 +357,7 @@ std::string to_json(const Analysis& a) {
   w.kv("gpu_busy_us", s.gpu_busy_us).kv("gpu_span_us", s.gpu_span_us);
   w.kv("steps", s.steps).kv("step_source", s.step_source).kv("step_confidence", s.step_confidence);
   w.kv("data_wait_share", s.data_wait_share).kv("input_idle_share", s.input_idle_share).kv("gpu_busy_share", s.gpu_busy_share);
-  w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("framework", s.framework);
+  w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("traced_step_time_us", s.traced_step_time_us).kv("framework", s.framework);
   w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
   w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
   w.kv("unread_device_events", s.unread_device_events);

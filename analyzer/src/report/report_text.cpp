@@ -91,8 +91,11 @@ std::string render_text_report(const Analysis& a) {
   if (!a.steps.empty()) {
     int64_t max_dur = 0;
     double tot[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t traced = 0;
     for (const auto& s : a.steps) {
       max_dur = std::max(max_dur, s.dur_ns);
+      if (sm.has_gpu && !s.gpu_traced) continue;  // its GPU side is unknown
+      ++traced;
       tot[0] += double(s.dur_ns), tot[1] += double(s.gpu_busy_ns), tot[2] += double(s.launch_idle_ns);
       tot[3] += double(s.data_wait_ns), tot[4] += double(s.sync_idle_ns), tot[5] += double(s.other_idle_ns);
       tot[6] += double(s.host_idle_ns), tot[7] += double(s.profiler_ns);
@@ -133,9 +136,10 @@ std::string render_text_report(const Analysis& a) {
       o += fmt::format("Breakdown of {} summed step time: waiting for input {}, the training thread's own work {}\n",
                        format_us(tot[0] / 1e3), format_share(tot[3] / tot[0]), format_share(tot[6] / tot[0]));
     } else if (tot[0] > 0) {
-      o += fmt::format("Breakdown of {} summed step time: GPU busy {}, launch idle {}, host code between launches {}, "
+      o += fmt::format("Breakdown of {} summed time of {}: GPU busy {}, launch idle {}, host code between launches {}, "
                        "data wait {}, sync idle {}, other {}, profiler cost {}\n",
-                       format_us(tot[0] / 1e3), format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
+                       format_us(tot[0] / 1e3),
+                       traced < a.steps.size() ? fmt::format("the {} GPU-traced steps", traced) : std::string("the steps"), format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
                        format_share(tot[6] / tot[0]), format_share(tot[3] / tot[0]), format_share(tot[4] / tot[0]),
                        format_share(tot[5] / tot[0]), format_share(tot[7] / tot[0]));
     }

@@ -138,6 +138,7 @@ struct AnalysisSummary {
   bool has_gpu = false;              // false: the trace holds no GPU activity (said plainly in reports)
   // Breakdown totals over all steps (µs); data_wait_share uses host data wait (see StepBreakdown).
   double step_time_us = 0;
+  double traced_step_time_us = 0;  // of the GPU-traced steps (all steps without GPU windows)
   double data_wait_idle_us = 0, launch_idle_us = 0, sync_idle_us = 0, host_idle_us = 0, other_idle_us = 0;
   double profiler_us = 0;
   ProfilerCorrection profiler;
