@@ -12,7 +12,8 @@ set -euo pipefail
 [[ $# -eq 2 ]] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 build=$1 dest=$2
 files=(cli/stepscope collector/libstepscope_collector.so samples/cuda/launch_bound samples/cuda/input_bound
-       samples/cuda/small_gemm_loop samples/cuda/sync_stall bench/gpu_overhead/libstepscope_cupti_count.so)
+       samples/cuda/small_gemm_loop samples/cuda/sync_stall bench/gpu_overhead/libstepscope_cupti_count.so
+       bench/gpu_overhead/stepscope_cupti_reattach_probe)
 for f in "${files[@]}"; do
   [[ -f $build/$f ]] || { echo "gpu-bundle: $build/$f is missing: build Release with CUDA first" >&2; exit 2; }
 done

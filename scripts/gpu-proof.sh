@@ -2,7 +2,8 @@
 # The GPU half of stepscope proven in one command, on a machine with one NVIDIA GPU, from an already-built
 # Release tree (or a bundle of one: scripts/gpu-bundle.sh), in under 9 minutes:
 #
-#   scripts/gpu-proof.sh BUILD OUT        # writes OUT/gpu-proof.md, OUT/gpu-proof.json, OUT/stores/*.db.xz
+#   scripts/gpu-proof.sh BUILD OUT        # writes OUT/gpu-proof.md, OUT/gpu-proof.json, OUT/stores/*.db.xz,
+#                                         # OUT/cupti-reattach-probe.md
 #   scripts/gpu-proof.sh BUILD OUT --phases attach,overhead --overhead-seconds 8   # a short look at some claims
 #
 # It records the claims' programs (scripts/gpu_proof.py run: a PyTorch trainer, the bundled samples and their
@@ -15,7 +16,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ${1:-} == -h || ${1:-} == --help || $# -lt 2 ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   [[ ${1:-} == -h || ${1:-} == --help ]] && exit 0 || exit 2
 fi
 start=$SECONDS
@@ -59,6 +60,14 @@ export LD_LIBRARY_PATH=$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export STEPSCOPE_COLLECTOR_LIB=$build/collector/libstepscope_collector.so
 echo "gpu-proof: libraries from the build: $(ls "$ldpath" | tr '\n' ' ')"
 
+# What CUPTI records when attached after CUDA started (bench/gpu_overhead/cupti_reattach_probe.cpp): a table of
+# its own, a few seconds, before the claims.
+probe=$build/bench/gpu_overhead/stepscope_cupti_reattach_probe
+if [[ -x $probe ]]; then
+  timeout 60 "$probe" 2000 > "$out/cupti-reattach-probe.md" 2>&1
+  echo "gpu-proof: CUPTI re-attach probe (exit $?): $out/cupti-reattach-probe.md"
+  cat "$out/cupti-reattach-probe.md"
+fi
 PYTHONUNBUFFERED=1 "$py" "$here/gpu_proof.py" run --build "$build" --out "$out" --python "$py" "${@:3}" || exit $?
 "$py" "$here/gpu_proof.py" check --out "$out" --stepscope "$build/cli/stepscope"
 status=$?

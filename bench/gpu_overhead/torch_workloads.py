@@ -158,15 +158,16 @@ def main(argv=None):
         marks.append(time.perf_counter())
         step_us = [(marks[i] - marks[i - 1]) * 1e6 for i in range(1, len(marks))]
     stepscope.step()  # closes the last step
+    s = sorted(step_us)
+    # The timed steps' lines first: torch.profiler's post-processing of a 30 s run takes minutes (H200: > 150 s).
+    print(f"time: {a.workload}: step median {statistics.median(s):.2f} us, mean {statistics.mean(s):.2f} us, "
+          f"min {s[0]:.2f} us, max {s[-1]:.2f} us ({len(s)} samples)")
+    print(f"steps: timed {len(step_us)} total {len(step_us) + a.warmup}")
+    print(f"memory: peak rss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB", flush=True)
     if prof is not None:
         prof.__exit__(None, None, None)
         kernels = sum(1 for ev in prof.events() if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA)
         print(f"profiler: {kernels} device events")
-    s = sorted(step_us)
-    print(f"time: {a.workload}: step median {statistics.median(s):.2f} us, mean {statistics.mean(s):.2f} us, "
-          f"min {s[0]:.2f} us, max {s[-1]:.2f} us ({len(s)} samples)")
-    print(f"steps: timed {len(step_us)} total {len(step_us) + a.warmup}")
-    print(f"memory: peak rss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB")
     if check is not None and not check():
         print("verification: FAIL (the loss did not fall)")
         return 1

@@ -109,6 +109,13 @@ class CheckOnH100Recordings(unittest.TestCase):
         self.assertTrue(c["measured"].startswith(f"{api / kernels:.2f} API rows/kernel"), c["measured"])
         self.assertGreater(api / kernels, 15)  # the README's "~19 per kernel"
 
+    def test_launch_rows_01_recorded_every_call(self):
+        # 0.1 traced every runtime and driver call, whole runs: every kernel has its launch row.
+        c = self.claims["launch-rows"]
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertEqual(c["measured"], "13 of 13 windows with kernels in 13 stores")
+        self.assertTrue(self.claims["lean-api"]["measured"].endswith("; 1518 of 1518 kernels with their launch row"))
+
     def test_blocking_stacks_absent_in_01(self):
         c = self.claims["blocking-stacks"]
         self.assertEqual(c["verdict"], "FAIL")
@@ -245,10 +252,62 @@ class WithoutGpu(unittest.TestCase):
         self.assertIn("runs.json", r.stderr)
 
 
+H200 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "h200-2026-11-26")
+
+
+class OnH200Recordings(unittest.TestCase):
+    """Two recordings of launch_bound on an H200 (data/h200-2026-11-26/README.md): one whose re-attach lost the
+    launches' API rows, one after the fix."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = os.path.join(SCRATCH, "h200")
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        os.makedirs(cls.dir)
+        cls.db = {}
+        for name in ("launch_bound-31403bd", "launch_bound-reattach-all-api"):
+            cls.db[name] = os.path.join(cls.dir, name + ".db")
+            with lzma.open(os.path.join(H200, name + ".db.xz")) as src, open(cls.db[name], "wb") as dst:
+                shutil.copyfileobj(src, dst)
+
+    def test_launch_rows_claim_sees_the_lost_host_side(self):
+        lost = gpu_proof.store_facts(self.db["launch_bound-31403bd"])
+        kept = gpu_proof.store_facts(self.db["launch_bound-reattach-all-api"])
+        # Window 0 attached at injection; window 1 after a cuptiFinalize re-attach (620 kernels = 20 steps x 31).
+        self.assertEqual(lost["window_launches"], [[2170, 2170], [620, 0]])
+        self.assertEqual(kept["window_launches"], [[2170, 2170], [620, 620]])
+        c = gpu_proof.claim_launch_rows({"samples/launch_bound": lost})
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(c["measured"], "1 of 2 windows with kernels in 1 stores; short: samples/launch_bound window 1: "
+                                        "0 of 620")
+        c = gpu_proof.claim_launch_rows({"samples/launch_bound": kept})
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertEqual(c["measured"], "2 of 2 windows with kernels in 1 stores")
+
+    @unittest.skipUnless(STEPSCOPE, "SKIPPED: no STEPSCOPE binary named")
+    def test_analyze_per_traced_step(self):
+        r = subprocess.run([STEPSCOPE, "analyze", "--json", self.db["launch_bound-reattach-all-api"]],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a = json.loads(r.stdout)
+        s = a["summary"]
+        self.assertEqual((s["steps"], s["gpu_traced_steps"]), (3000, 39))
+        traced = [x for x in a["steps"] if x["gpu_traced"]]
+        self.assertAlmostEqual(s["traced_step_time_us"], sum(x["dur_us"] for x in traced), places=2)
+        f = {x["rule"]: x for x in a["findings"]}["launch-overhead"]
+        self.assertEqual(f["severity"], "high")
+        # 31 kernels a step (the sample's 30 ops and one dense kernel), over the traced steps — not over all 3000.
+        self.assertAlmostEqual(f["evidence"]["kernels_per_step"], 30.8, delta=0.3)
+        text = subprocess.run([STEPSCOPE, "analyze", self.db["launch_bound-reattach-all-api"]], capture_output=True,
+                              text=True).stdout
+        self.assertIn(f"Breakdown over {s['traced_step_time_us'] / 1e3:.3f} ms of the 39 GPU-traced steps: ", text)
+        self.assertIn("(31 kernels per step)", text)
+
+
 BUILD = os.environ.get("STEPSCOPE_BUILD_DIR", "")
 BUNDLED = ["cli/stepscope", "collector/libstepscope_collector.so", "samples/cuda/launch_bound",
            "samples/cuda/input_bound", "samples/cuda/small_gemm_loop", "samples/cuda/sync_stall",
-           "bench/gpu_overhead/libstepscope_cupti_count.so"]
+           "bench/gpu_overhead/libstepscope_cupti_count.so", "bench/gpu_overhead/stepscope_cupti_reattach_probe"]
 
 
 @unittest.skipUnless(BUILD and all(os.path.exists(os.path.join(BUILD, f)) for f in BUNDLED),
@@ -263,7 +322,7 @@ class Bundle(unittest.TestCase):
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs)
         self.assertLess(size, 16 * 1024 * 1024)
         for f in BUNDLED:
-            self.assertTrue(os.access(os.path.join(dest, f), os.X_OK if "samples" in f or "cli" in f else os.R_OK), f)
+            self.assertTrue(os.access(os.path.join(dest, f), os.X_OK if "samples" in f or "cli" in f or "probe" in f else os.R_OK), f)
             self.assertLessEqual(os.path.getsize(os.path.join(dest, f)), os.path.getsize(os.path.join(BUILD, f)))
         deps = set(os.listdir(os.path.join(dest, "deps")))
         # What the collector dlopens (libunwind) and what the binaries link beyond glibc and libstdc++.
