@@ -135,6 +135,7 @@ void print_text(const analyzer::Analysis& a) {
                ms(s.host_idle_us), share(s.host_idle_us), ms(s.other_idle_us), share(s.other_idle_us),
                ms(s.profiler_us), share(s.profiler_us));
   }
+  if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty()) fmt::print("\n{}\n", cp);
   fmt::print("{}", analyzer::render_slow_steps_text(a));
   fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
   if (a.findings.empty()) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "analysis/context.h"
+#include "analysis/critical_path.h"
 #include "analysis/host_activity.h"
 #include "analysis/names.h"
 #include "analysis/step_detector.h"
@@ -257,6 +258,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   utilization(ctx, a);
   host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
+  a.critical_path = detail::critical_paths(ctx);
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
   a.gpu_breakdowns = gpu_breakdowns(trace);
@@ -443,6 +445,31 @@ std::string to_json(const Analysis& a) {
   w.end_object();
   w.key("step_outliers").raw(step_outliers_to_json(a.step_outliers));
   w.key("gpu_breakdowns").raw(gpu_breakdowns_to_json(a.gpu_breakdowns));
+  {
+    const CriticalPaths& cp = a.critical_path;
+    auto kinds = [&w](const int64_t (&ns)[kPathKinds]) {
+      w.begin_object();
+      for (int k = 0; k < kPathKinds; ++k) w.kv(to_string(PathKind(k)), us(ns[k]));
+      w.end_object();
+    };
+    w.key("critical_path").begin_object().kv("steady_us", us(cp.total_ns)).kv("segments", cp.segments).key("by_kind_us");
+    kinds(cp.ns);
+    w.key("steps").begin_array();
+    for (const auto& p : cp.steps) {
+      w.begin_object().kv("index", p.step).kv("segments", p.segments).key("by_kind_us");
+      kinds(p.ns);
+      w.key("longest").begin_array();
+      for (const auto& sg : p.longest)
+        w.begin_object()
+            .kv("kind", to_string(sg.kind))
+            .kv("start_us", us(sg.start))
+            .kv("dur_us", us(sg.end - sg.start))
+            .kv("what", sg.what)
+            .end_object();
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+  }
   w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
   for (double u : a.utilization) w.value(u);
   w.end_array().end_object();

@@ -48,6 +48,8 @@ std::string render_markdown_report(const Analysis& a) {
   o += "| | |\n|---|---|\n";
   o += fmt::format("| Steps | {} (source: `{}`) |\n", sm.steps, markdown_escape(sm.step_source));
   if (auto note = gpu_window_note(sm); !note.empty()) o += fmt::format("| GPU windows | {} |\n", markdown_escape(note));
+  if (auto cp = critical_path_sentence(a.critical_path); !cp.empty())
+    o += fmt::format("| Critical path | {} |\n", markdown_escape(cp.substr(cp.find(": ") + 2)));
   if (auto note = host_ahead_note(sm); !note.empty()) o += fmt::format("| host ahead | {} |\n", markdown_escape(note));
   o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
   o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));

@@ -156,6 +156,7 @@ std::string render_text_report(const Analysis& a) {
   }
 
   o += render_gpu_breakdowns_text(a.gpu_breakdowns, 8);
+  o += render_critical_path_text(a.critical_path);
   o += render_host_activity_text(a.host_activity, 15);
 
   o += "\nFindings";
@@ -176,6 +177,56 @@ std::string render_text_report(const Analysis& a) {
       if (!f.evidence_json.empty() && f.evidence_json != "{}")
         o += "  evidence:\n" + render_evidence_text(f.evidence_json, "    ");
     }
+  }
+  return o;
+}
+
+namespace {
+const char* path_kind_words(PathKind k) {
+  switch (k) {
+    case PathKind::GpuCompute: return "GPU compute";
+    case PathKind::GpuComm: return "GPU communication";
+    case PathKind::GpuMemory: return "GPU copies and memsets";
+    case PathKind::Launch: return "launches";
+    case PathKind::Host: return "host code";
+    case PathKind::DataWait: return "waiting for data";
+    case PathKind::Sync: return "syncs";
+    case PathKind::Other: return "other waits";
+  }
+  return "other";
+}
+}  // namespace
+
+std::string critical_path_sentence(const CriticalPaths& cp) {
+  if (cp.steps.empty() || cp.total_ns <= 0) return {};
+  std::vector<int> order;
+  for (int k = 0; k < kPathKinds; ++k)
+    if (double(cp.ns[k]) >= 0.005 * double(cp.total_ns)) order.push_back(k);
+  std::sort(order.begin(), order.end(), [&](int x, int y) { return cp.ns[x] > cp.ns[y]; });
+  std::string parts;
+  for (int k : order)
+    parts += (parts.empty() ? "" : ", ") +
+             fmt::format("{} {}", path_kind_words(PathKind(k)), format_share(double(cp.ns[k]) / double(cp.total_ns)));
+  return fmt::format("Critical path over the steady GPU-traced steps ({} of step time): {}", format_us(double(cp.total_ns) / 1e3),
+                     parts);
+}
+
+std::string render_critical_path_text(const CriticalPaths& cp) {
+  const std::string sentence = critical_path_sentence(cp);
+  if (sentence.empty()) return {};
+  std::string o = "\nCritical path\n" + sentence + "\n";
+  const CriticalPath* slowest = nullptr;
+  int64_t slowest_ns = -1;
+  for (const auto& p : cp.steps) {
+    int64_t d = 0;
+    for (int64_t v : p.ns) d += v;
+    if (d > slowest_ns) slowest = &p, slowest_ns = d;
+  }
+  if (slowest && !slowest->longest.empty()) {
+    o += fmt::format("Longest stretches of the slowest step ({}, {}):\n", slowest->step, format_us(double(slowest_ns) / 1e3));
+    for (const auto& sg : slowest->longest)
+      o += fmt::format("  {:>10}  {:<22}  {}\n", format_us(double(sg.end - sg.start) / 1e3), path_kind_words(sg.kind),
+                       printable(shorten(short_symbol(sg.what), 90)));
   }
   return o;
 }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "stepscope/analyzer/critical_path.h"
 #include "stepscope/analyzer/gpu_breakdowns.h"
 #include "stepscope/store/records.h"
 
@@ -200,6 +201,7 @@ struct Analysis {
   std::vector<double> utilization;
   StepOutliers step_outliers;  // slow steps explained against the median step
   GpuBreakdowns gpu_breakdowns;  // HTA's kernel-type, launch, queue-length and annotation breakdowns (whole trace)
+  CriticalPaths critical_path;   // per GPU-traced step: what decided when things happened (docs/critical-path.md)
 };
 
 struct AnalyzeOptions {

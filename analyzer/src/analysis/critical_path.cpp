@@ -1,0 +1,409 @@
+// The critical path, walked once over the trace and cut by steps (stepscope/analyzer/critical_path.h,
+// docs/critical-path.md).
+#include "analysis/critical_path.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/names.h"
+
+namespace stepscope::analyzer {
+
+const char* to_string(PathKind k) {
+  switch (k) {
+    case PathKind::GpuCompute: return "gpu_compute";
+    case PathKind::GpuComm: return "gpu_comm";
+    case PathKind::GpuMemory: return "gpu_memory";
+    case PathKind::Launch: return "launch";
+    case PathKind::Host: return "host";
+    case PathKind::DataWait: return "data_wait";
+    case PathKind::Sync: return "sync";
+    case PathKind::Other: return "other";
+  }
+  return "other";
+}
+
+namespace detail {
+namespace {
+
+// Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
+constexpr int64_t kQueuedGapNs = 2'000;
+constexpr size_t kLongest = 5;
+// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending was
+// blocked on that work.
+constexpr int64_t kBlockedCallNs = 50'000;
+constexpr int64_t kWakeUpNs = 20'000;
+constexpr int64_t kMaxSegments = 500'000'000;
+constexpr int64_t kMaxStalledTurns = 64;
+
+enum class HostKind : uint8_t { Launch, Sync, Api, DataWait };
+
+struct HostEvent {
+  int64_t start = 0, end = 0;
+  HostKind kind = HostKind::Api;
+  int64_t api = -1;  // trace.api_calls index
+  std::string_view what;
+};
+
+// One thread's calls and waits, sorted by start, with the running maximum of their ends: the event covering a
+// time is the outermost one (a runtime call around its driver call, a DataLoader wait around its copies).
+struct HostTimeline {
+  std::vector<HostEvent> events;
+  std::vector<size_t> widest;  // widest[i]: the event among 0..i that ends last
+
+  void finish() {
+    std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    widest.resize(events.size());
+    for (size_t i = 0; i < events.size(); ++i)
+      widest[i] = i > 0 && events[widest[i - 1]].end >= events[i].end ? widest[i - 1] : i;
+  }
+  // The event that ends last among those starting before t; nullptr when none.
+  const HostEvent* before(int64_t t) const {
+    auto it = std::lower_bound(events.begin(), events.end(), t, [](const HostEvent& e, int64_t v) { return e.start < v; });
+    if (it == events.begin()) return nullptr;
+    return &events[widest[size_t(it - events.begin()) - 1]];
+  }
+};
+
+// The host as the GPU sees it: the step's thread and every thread of its process that launches GPU work (PyTorch's
+// backward launches from the autograd engine's thread while the training thread waits in backward()).
+HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
+  const store::Trace& t = ctx.t();
+  std::unordered_map<int64_t, bool> launching{{tid, true}};
+  for (size_t i = 0; i < t.api_calls.size() && i < ctx.api_op_count.size(); ++i)
+    if (ctx.api_op_count[i] > 0 && (!pid || !t.api_calls[i].pid || t.api_calls[i].pid == pid))
+      launching[t.api_calls[i].tid] = true;
+  auto ours = [&](int64_t p, int64_t th) { return launching.count(th) && (!pid || !p || p == pid); };
+  HostTimeline h;
+  for (size_t i = 0; i < t.api_calls.size(); ++i) {
+    const auto& c = t.api_calls[i];
+    if (!ours(c.pid, c.tid) || c.end <= c.start) continue;
+    const std::string& n = t.str(c.name);
+    const HostKind k = is_sync_api(n) || is_sync_memcpy_api(n) ? HostKind::Sync
+                       : ctx.api_op_count.size() > i && ctx.api_op_count[i] > 0 ? HostKind::Launch
+                       : is_kernel_launch_api(n)                                ? HostKind::Launch
+                                                                                : HostKind::Api;
+    h.events.push_back({c.start, c.end, k, int64_t(i), n});
+  }
+  for (const auto& d : t.data_waits)
+    if (d.tid == tid && (!pid || !d.pid || d.pid == pid) && d.end > d.start)  // the training thread's own waits
+      h.events.push_back({d.start, d.end, HostKind::DataWait, -1, t.str(d.source)});
+  for (const auto& r : t.ranges)
+    if (r.tid == tid && (!pid || !r.pid || r.pid == pid) && r.end > r.start && r.source != store::RangeSource::GpuAnnotation &&
+        is_data_wait_range(t.str(r.name)))
+      h.events.push_back({r.start, r.end, HostKind::DataWait, -1, t.str(r.name)});
+  h.finish();
+  return h;
+}
+
+struct OpInfo {
+  int64_t device = 0, stream = 0, pid = 0;
+  PathKind kind = PathKind::GpuCompute;
+  std::string_view name;
+};
+
+// Time on the path attributed to the steps it crosses, as the backward walk produces it (latest first).
+class StepAttribution {
+ public:
+  StepAttribution(std::vector<CriticalPath>& paths, std::vector<std::pair<int64_t, int64_t>> spans)
+      : paths_(paths), spans_(std::move(spans)), k_(int64_t(spans_.size()) - 1) {}
+
+  void add(PathKind kind, int64_t a, int64_t b, std::string_view what) {
+    ++segments_;
+    while (b > a && k_ >= 0) {
+      if (spans_[size_t(k_)].first >= b) {
+        --k_;
+        continue;
+      }
+      const int64_t lo = std::max(a, spans_[size_t(k_)].first), hi = std::min(b, spans_[size_t(k_)].second);
+      if (hi > lo) {
+        CriticalPath& p = paths_[size_t(k_)];
+        p.ns[int(kind)] += hi - lo;
+        ++p.segments;
+        keep_longest(p, {kind, lo, hi, std::string(what)});
+      }
+      b = std::max(a, spans_[size_t(k_)].first);
+    }
+  }
+  int64_t segments() const { return segments_; }
+
+ private:
+  static void keep_longest(CriticalPath& p, CriticalPath::Segment sg) {
+    const auto len = [](const CriticalPath::Segment& x) { return x.end - x.start; };
+    if (p.longest.size() == kLongest && len(p.longest.back()) >= len(sg)) return;
+    p.longest.push_back(std::move(sg));
+    std::sort(p.longest.begin(), p.longest.end(), [&](const auto& u, const auto& v) { return len(u) > len(v); });
+    if (p.longest.size() > kLongest) p.longest.pop_back();
+  }
+
+  std::vector<CriticalPath>& paths_;
+  std::vector<std::pair<int64_t, int64_t>> spans_;  // the steps' [start, end), sorted, as paths_
+  int64_t k_;
+  int64_t segments_ = 0;
+};
+
+class Walker {
+ public:
+  explicit Walker(const Context& ctx) : ctx_(ctx), t_(ctx.t()) {
+    info_.resize(ctx.ops.size());
+    std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> streams;
+    for (size_t i = 0; i < ctx.ops.size(); ++i) {
+      const GpuOp& o = ctx.ops[i];
+      OpInfo& in = info_[i];
+      switch (o.kind) {
+        case GpuOpKind::Kernel: {
+          const auto& k = t_.kernels[o.index];
+          in = {k.device, k.stream, k.pid, PathKind::GpuCompute, t_.str(k.name)};
+          const auto& n = t_.str(k.name);
+          if ((n.rfind("nccl", 0) == 0 || n.rfind("rccl", 0) == 0) && n.find("Kernel") != std::string::npos)
+            in.kind = PathKind::GpuComm;
+          break;
+        }
+        case GpuOpKind::Memcpy: {
+          const auto& m = t_.memcpys[o.index];
+          in = {m.device, m.stream, m.pid, PathKind::GpuMemory, "copy"};
+          break;
+        }
+        case GpuOpKind::Memset: {
+          const auto& m = t_.memsets[o.index];
+          in = {m.device, m.stream, m.pid, PathKind::GpuMemory, "memset"};
+          break;
+        }
+      }
+      streams[{in.device, in.stream}].push_back(i);  // ctx.ops is sorted by start
+    }
+    prev_on_stream_.assign(ctx.ops.size(), -1);
+    for (auto& [key, v] : streams)
+      for (size_t j = 1; j < v.size(); ++j) prev_on_stream_[v[j]] = int64_t(v[j - 1]);
+    own_op_.assign(t_.api_calls.size(), -1);
+    for (size_t i = 0; i < ctx.ops.size(); ++i)
+      if (ctx.ops[i].api >= 0 && size_t(ctx.ops[i].api) < own_op_.size()) {
+        int64_t& o = own_op_[size_t(ctx.ops[i].api)];
+        if (o < 0 || ctx.ops[size_t(o)].end < ctx.ops[i].end) o = int64_t(i);  // the call's op that ends last
+      }
+    by_end_.resize(ctx.ops.size());
+    for (size_t i = 0; i < by_end_.size(); ++i) by_end_[i] = i;
+    std::sort(by_end_.begin(), by_end_.end(), [&](size_t a, size_t b) { return ctx.ops[a].end < ctx.ops[b].end; });
+  }
+
+  // One walk back over the whole trace of process `pid`, from the latest of `host_end` and its last GPU work to
+  // `begin`: at each point the dependency that ended last decided when the next thing could start. Walking the
+  // whole trace, not each step from its host end, follows a pipelined GPU-bound run into the GPU's work (a step's
+  // host end waits for nothing on the GPU).
+  void walk(int64_t pid, int64_t begin, int64_t host_end, const HostTimeline& host, StepAttribution& out) const {
+    int64_t t = host_end;
+    int64_t op = last_op_ending_in(begin, INT64_MAX, pid);  // on the GPU at the end of ctx.ops[op], else on the host
+    if (op >= 0 && ctx_.ops[size_t(op)].end >= host_end) t = ctx_.ops[size_t(op)].end;
+    else op = -1;
+    int64_t stalled = 0, last_t = INT64_MAX;
+    for (int64_t guard = 0; t > begin && guard < kMaxSegments; ++guard) {
+      // Every turn moves back in time or onto another lane at the same time; a lane change that keeps coming
+      // back to the same time is a cycle the trace's clocks made (a launch ending after its kernel started).
+      stalled = t < last_t ? 0 : stalled + 1;
+      last_t = t;
+      if (stalled > kMaxStalledTurns) {
+        out.add(PathKind::Other, begin, t, "walk stopped (inconsistent times)");
+        return;
+      }
+      if (op >= 0) {
+        const GpuOp& o = ctx_.ops[size_t(op)];
+        out.add(info_[size_t(op)].kind, std::min(o.start, t), t, info_[size_t(op)].name);
+        t = std::min(t, o.start);
+        // Its start waited for the later of the stream's previous op and its own launch call (the longest path's
+        // edge); a gap after both is a wait the trace does not name — another stream's work when some ended
+        // right before it, else the GPU's own scheduling.
+        const int64_t prev = prev_on_stream_[size_t(op)];
+        const int64_t pe = prev >= 0 ? std::min(ctx_.ops[size_t(prev)].end, t) : INT64_MIN;
+        // The launch edge leaves the call's end, or its start when the op began inside the call (a synchronous
+        // copy, a kernel on an idle GPU): the op waited for the call to issue it, not to return.
+        int64_t la = INT64_MIN;
+        if (o.api >= 0) {
+          const auto& c = t_.api_calls[size_t(o.api)];
+          la = std::min(c.end <= o.start ? c.end : c.start, t);
+        }
+        const bool waited = std::max(pe, la) < t - kQueuedGapNs;
+        if (waited) {
+          // Work of another stream that ended after both: the latest such is what it waited for (an event the
+          // trace does not record, a collective on the communication stream).
+          const int64_t other = last_op_ending_in(std::max({pe, la, begin}), t, pid);
+          if (other >= 0 && other != op) {
+            const int64_t oe = std::min(ctx_.ops[size_t(other)].end, t);
+            out.add(PathKind::Other, oe, t, "another stream's work");
+            t = oe;
+            op = other;
+            continue;
+          }
+          if (std::max(pe, la) != INT64_MIN) {
+            out.add(PathKind::Other, std::max(pe, la), t, "a wait the trace does not show");
+            t = std::max(pe, la);
+          }
+        }
+        if (pe != INT64_MIN && pe >= la) {
+          out.add(PathKind::Other, pe, t, "stream scheduling");
+          t = pe;
+          op = prev;
+          continue;
+        }
+        if (la != INT64_MIN) {
+          out.add(PathKind::Launch, la, t, t_.str(t_.api_calls[size_t(o.api)].name));  // launch to GPU start
+          t = la;
+          op = -1;
+          continue;
+        }
+        // No launch known (an imported trace without flows, a window's first op): the host's side is unknown; go
+        // on from the host at the op's start.
+        op = -1;
+        continue;
+      }
+      const HostEvent* e = host.before(t);
+      if (!e || e->end < t) {
+        // Host code since the last call or wait ended (or since the walk's start).
+        const int64_t from = e ? std::max(begin, e->end) : begin;
+        out.add(PathKind::Host, from, t, "host code");
+        t = from;  // next: the call or wait that ended there
+        continue;
+      }
+      // Inside (or at the end of) a call or wait on this thread.
+      switch (e->kind) {
+        case HostKind::DataWait:
+          out.add(PathKind::DataWait, e->start, t, e->what);
+          t = e->start;
+          break;
+        case HostKind::Launch:
+        case HostKind::Api: {
+          // A long call that returned right after GPU work ended was waiting for the GPU (a full launch queue,
+          // an allocator or a copy that synchronizes): it is a sync in effect.
+          const int64_t to = std::min(t, e->end);
+          if (to - e->start > kBlockedCallNs && e->api >= 0 && own_op_[size_t(e->api)] >= 0 &&
+              !is_kernel_launch_api(e->what)) {
+            // A long copy call whose own GPU work ended inside it (a pageable copy, "Async" or not): the call
+            // returned once its copy was done.
+            const int64_t own = own_op_[size_t(e->api)];
+            const GpuOp& oo = ctx_.ops[size_t(own)];
+            if (oo.end <= to && oo.end > e->start && oo.start < oo.end) {
+              out.add(PathKind::Sync, oo.end, t, e->what);
+              t = oo.end;
+              op = own;
+              break;
+            }
+          }
+          if (to - e->start > kBlockedCallNs) {
+            if (const int64_t running = op_running_at(to, pid); running >= 0 && ctx_.ops[size_t(running)].start < to) {
+              out.add(PathKind::Sync, to, t, e->what);
+              t = to;
+              op = running;  // still running on the GPU when the call returned: the call waited for room
+              break;
+            }
+            const int64_t waited = last_op_ending_in(e->start, to, pid);
+            if (waited >= 0 && ctx_.ops[size_t(waited)].end >= to - kWakeUpNs) {
+              out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, e->what);
+              t = ctx_.ops[size_t(waited)].end;
+              op = waited;
+              break;
+            }
+          }
+          out.add(e->kind == HostKind::Launch ? PathKind::Launch : PathKind::Host, e->start, t, e->what);
+          t = e->start;
+          break;
+        }
+        case HostKind::Sync: {
+          // What it waited for: the GPU work of this process that ended last inside the call.
+          const int64_t waited = last_op_ending_in(e->start, t, pid);
+          if (waited < 0) {
+            out.add(PathKind::Sync, e->start, t, e->what);
+            t = e->start;
+          } else {
+            out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, e->what);
+            t = ctx_.ops[size_t(waited)].end;
+            op = waited;
+          }
+          break;
+        }
+      }
+    }
+    if (t > begin) out.add(PathKind::Other, begin, t, "walk limit");
+  }
+
+ private:
+  // The op of this process running at time x (the latest-starting one among the last kScanBack starts), or -1.
+  int64_t op_running_at(int64_t x, int64_t pid) const {
+    constexpr int kScanBack = 256;
+    auto it = std::upper_bound(ctx_.ops.begin(), ctx_.ops.end(), x, [](int64_t v, const GpuOp& o) { return v < o.start; });
+    for (int n = 0; it != ctx_.ops.begin() && n < kScanBack; ++n) {
+      --it;
+      const size_t i = size_t(it - ctx_.ops.begin());
+      if (it->end >= x && (!pid || !info_[i].pid || info_[i].pid == pid)) return int64_t(i);
+    }
+    return -1;
+  }
+
+  // The op of this process that ends last in (from, to], or -1.
+  int64_t last_op_ending_in(int64_t from, int64_t to, int64_t pid) const {
+    auto it = std::upper_bound(by_end_.begin(), by_end_.end(), to,
+                               [&](int64_t v, size_t i) { return v < ctx_.ops[i].end; });
+    while (it != by_end_.begin()) {
+      --it;
+      const GpuOp& o = ctx_.ops[*it];
+      if (o.end <= from) return -1;
+      if (!pid || !info_[*it].pid || info_[*it].pid == pid) return int64_t(*it);
+    }
+    return -1;
+  }
+
+  const Context& ctx_;
+  const store::Trace& t_;
+  std::vector<OpInfo> info_;
+  std::vector<int64_t> prev_on_stream_;
+  std::vector<int64_t> own_op_;  // per trace.api_calls index: the op it launched that ends last, or -1
+  std::vector<size_t> by_end_;
+};
+
+}  // namespace
+
+CriticalPaths critical_paths(const Context& ctx) {
+  CriticalPaths out;
+  if (ctx.ops.empty() || ctx.steps.empty()) return out;
+  Walker walker(ctx);
+  // The traced steps by the host thread that drew them (one walk per thread: ranks in one trace walk apart).
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_thread;
+  for (size_t i = 0; i < ctx.steps.size(); ++i) {
+    if (!ctx.steps[i].gpu_traced || ctx.steps[i].dur_ns <= 0) continue;
+    StepWindow w = ctx.windows[i];
+    if (!w.tid) w.pid = ctx.training_pid, w.tid = ctx.training_tid;
+    by_thread[{w.pid, w.tid}].push_back(i);
+  }
+  std::vector<CriticalPath> all(ctx.steps.size());
+  for (auto& [who, steps] : by_thread) {
+    std::sort(steps.begin(), steps.end(), [&](size_t a, size_t b) { return ctx.steps[a].start_ns < ctx.steps[b].start_ns; });
+    std::vector<CriticalPath> paths(steps.size());
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (size_t j = 0; j < steps.size(); ++j) {
+      const auto& s = ctx.steps[steps[j]];
+      paths[j].step = s.index;
+      spans.emplace_back(s.start_ns, s.start_ns + s.dur_ns);
+    }
+    const int64_t begin = spans.front().first;
+    int64_t host_end = 0;
+    for (const auto& sp : spans) host_end = std::max(host_end, sp.second);
+    const HostTimeline host = host_timeline(ctx, who.first, who.second);
+    StepAttribution attribution(paths, std::move(spans));
+    walker.walk(who.first, begin, host_end, host, attribution);
+    out.segments += attribution.segments();
+    for (size_t j = 0; j < steps.size(); ++j) all[steps[j]] = std::move(paths[j]);
+  }
+  for (size_t i = 0; i < ctx.steps.size(); ++i) {
+    if (!ctx.steps[i].gpu_traced || ctx.steps[i].dur_ns <= 0) continue;
+    if (i < ctx.steady.size() && ctx.steady[i]) {
+      for (int k = 0; k < kPathKinds; ++k) out.ns[k] += all[i].ns[k];
+      out.total_ns += ctx.steps[i].dur_ns;
+    }
+    out.steps.push_back(std::move(all[i]));
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace stepscope::analyzer
