@@ -606,6 +606,48 @@ class ModelTest : public QObject {
     QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("4 ▲"));
   }
 
+  // The analyzer's critical path as a track of its own under Analysis: every stretch inside the traced steps,
+  // tiling each step exactly, named and coloured by its kind, selectable.
+  void criticalPathTrack() {
+    auto trace = std::make_shared<store::Trace>(stepscope::test::slow_steps_trace());
+    analyzer::AnalyzeOptions opt;
+    opt.critical_path_segments = true;
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace, opt));
+    const auto& path = analysis->critical_path.path;
+    QVERIFY(!path.empty());
+    auto m = TimelineModel::build(trace, analysis);
+    const int ti = track_of(*m, TrackKind::CriticalPath);
+    QVERIFY(ti > 0);
+    const Track& tr = m->tracks()[size_t(ti)];
+    QCOMPARE(QString::fromStdString(tr.group), QString("Analysis"));
+    QCOMPARE(QString::fromStdString(tr.title), QString("Critical path"));
+    QCOMPARE(m->tracks()[size_t(ti - 1)].kind, TrackKind::Steps);
+    size_t events = 0;
+    for (const Lane& l : tr.lanes) events += l.size();
+    QCOMPARE(events, path.size());
+    // Per traced step the stretches add up to the step, as the analyzer's per-step sums do.
+    for (const auto& p : analysis->critical_path.steps) {
+      int64_t sum = 0, by_kind = 0;
+      for (const auto& sg : path)
+        if (sg.step == p.step) sum += sg.end - sg.start;
+      for (int64_t v : p.ns) by_kind += v;
+      QCOMPARE(sum, by_kind);
+      QCOMPARE(sum, analysis->steps[size_t(p.step)].dur_ns);
+    }
+    const EventRef e{EventKind::PathSegment, 0};
+    QCOMPARE(m->start_of(e), path[0].start);
+    QCOMPARE(m->end_of(e), path[0].end);
+    QCOMPARE(QString::fromStdString(m->name_of(e)),
+             QString::fromStdString(std::string(analyzer::to_string(path[0].kind)) + ": " + std::string(path[0].what)));
+    QCOMPARE(m->colour_key(e), TimelineModel::kPathKey | uint32_t(path[0].kind));
+    const auto loc = m->locate(e);
+    QVERIFY(loc.has_value());
+    QCOMPARE(loc->track, ti);
+    // Without the option (stepscope report, analyze): no path kept, no track.
+    auto plain = TimelineModel::build(trace, std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace)));
+    QCOMPARE(track_of(*plain, TrackKind::CriticalPath), -1);
+  }
+
   // Issue 26 without the H100 recordings: a run whose step 0 loads CUDA modules for 30 ms opens on steps 1-11,
   // its worst finding first, and the slowest steady step (8) is what --select-slowest-step picks.
   void opensOnTheSteadyStepsAndTheWorstFinding() {

@@ -152,6 +152,13 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       break;
     }
     case EventKind::Finding: out += "</table>" + finding_details_html(m, e.row) + "<table>"; break;
+    case EventKind::PathSegment: {
+      const auto& sg = m.analysis()->critical_path.path[e.row];
+      out += row("on the critical path", h(analyzer::to_string(sg.kind)));
+      out += row("what", h(std::string(sg.what)));
+      out += row("step", QString::number(sg.step));
+      break;
+    }
   }
   out += "</table>";
   if (api) out += host_side(m, *api);

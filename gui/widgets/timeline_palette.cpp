@@ -58,6 +58,13 @@ QColor TimelinePalette::event_colour(uint32_t key, bool muted) const {
       static const QColor bound[] = {QColor(0xe6, 0x7e, 0x22), QColor(0x8e, 0x44, 0xad), QColor(0xc0, 0x39, 0x2b),
                                      QColor(0x29, 0x80, 0xb9), QColor(0x27, 0xae, 0x60), QColor(0x95, 0xa5, 0xa6)};
       c = bound[std::min<uint32_t>(low, 5)];
+    } else if (kind == TimelineModel::kPathKey) {
+      // analyzer::PathKind: GPU compute, communication, memory; launch, host, data wait, sync, other — the
+      // step bar's colours (GPU green, launch purple, host blue, data orange, sync red).
+      static const QColor path[] = {QColor(0x27, 0xae, 0x60), QColor(0x16, 0xa0, 0x85), QColor(0x8e, 0x6c, 0xc9),
+                                    QColor(0x8e, 0x44, 0xad), QColor(0x29, 0x80, 0xb9), QColor(0xe6, 0x7e, 0x22),
+                                    QColor(0xc0, 0x39, 0x2b), QColor(0x95, 0xa5, 0xa6)};
+      c = path[std::min<uint32_t>(low, 7)];
     } else if (kind == TimelineModel::kFindingKey) {
       c = low == 2 ? QColor(0xd3, 0x2f, 0x2f) : low == 1 ? QColor(0xf5, 0x7c, 0x00) : QColor(0xfb, 0xc0, 0x2d);
     } else {

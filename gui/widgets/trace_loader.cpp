@@ -33,7 +33,9 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     r.load_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(700, QObject::tr("Analyzing"));
-    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace));
+    analyzer::AnalyzeOptions aopt;
+    aopt.critical_path_segments = true;  // the "Critical path" track
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace, aopt));
     r.analyze_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(850, QObject::tr("Building timeline"));

@@ -258,7 +258,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   utilization(ctx, a);
   host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
-  a.critical_path = detail::critical_paths(ctx);
+  a.critical_path = detail::critical_paths(ctx, options.critical_path_segments);
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
   a.gpu_breakdowns = gpu_breakdowns(trace);

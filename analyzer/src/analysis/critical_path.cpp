@@ -108,8 +108,9 @@ struct OpInfo {
 // Time on the path attributed to the steps it crosses, as the backward walk produces it (latest first).
 class StepAttribution {
  public:
-  StepAttribution(std::vector<CriticalPath>& paths, std::vector<std::pair<int64_t, int64_t>> spans)
-      : paths_(paths), spans_(std::move(spans)), k_(int64_t(spans_.size()) - 1) {}
+  StepAttribution(std::vector<CriticalPath>& paths, std::vector<std::pair<int64_t, int64_t>> spans,
+                  std::vector<PathSegment>* keep)
+      : paths_(paths), spans_(std::move(spans)), k_(int64_t(spans_.size()) - 1), keep_(keep) {}
 
   void add(PathKind kind, int64_t a, int64_t b, std::string_view what) {
     ++segments_;
@@ -124,6 +125,7 @@ class StepAttribution {
         p.ns[int(kind)] += hi - lo;
         ++p.segments;
         keep_longest(p, {kind, lo, hi, std::string(what)});
+        if (keep_) keep_->push_back({lo, hi, p.step, kind, what});
       }
       b = std::max(a, spans_[size_t(k_)].first);
     }
@@ -142,6 +144,7 @@ class StepAttribution {
   std::vector<CriticalPath>& paths_;
   std::vector<std::pair<int64_t, int64_t>> spans_;  // the steps' [start, end), sorted, as paths_
   int64_t k_;
+  std::vector<PathSegment>* keep_;  // latest first
   int64_t segments_ = 0;
 };
 
@@ -363,7 +366,7 @@ class Walker {
 
 }  // namespace
 
-CriticalPaths critical_paths(const Context& ctx) {
+CriticalPaths critical_paths(const Context& ctx, bool keep_segments) {
   CriticalPaths out;
   if (ctx.ops.empty() || ctx.steps.empty()) return out;
   Walker walker(ctx);
@@ -389,11 +392,15 @@ CriticalPaths critical_paths(const Context& ctx) {
     int64_t host_end = 0;
     for (const auto& sp : spans) host_end = std::max(host_end, sp.second);
     const HostTimeline host = host_timeline(ctx, who.first, who.second);
-    StepAttribution attribution(paths, std::move(spans));
+    std::vector<PathSegment> kept;
+    StepAttribution attribution(paths, std::move(spans), keep_segments ? &kept : nullptr);
     walker.walk(who.first, begin, host_end, host, attribution);
+    out.path.insert(out.path.end(), kept.rbegin(), kept.rend());
     out.segments += attribution.segments();
     for (size_t j = 0; j < steps.size(); ++j) all[steps[j]] = std::move(paths[j]);
   }
+  if (by_thread.size() > 1)
+    std::stable_sort(out.path.begin(), out.path.end(), [](const PathSegment& a, const PathSegment& b) { return a.start < b.start; });
   for (size_t i = 0; i < ctx.steps.size(); ++i) {
     if (!ctx.steps[i].gpu_traced || ctx.steps[i].dur_ns <= 0) continue;
     if (i < ctx.steady.size() && ctx.steady[i]) {

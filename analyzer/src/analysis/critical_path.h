@@ -6,6 +6,7 @@
 
 namespace stepscope::analyzer::detail {
 
-CriticalPaths critical_paths(const Context& ctx);
+// keep_segments: fill CriticalPaths::path.
+CriticalPaths critical_paths(const Context& ctx, bool keep_segments = false);
 
 }  // namespace stepscope::analyzer::detail

@@ -21,6 +21,7 @@ const char* to_string(EventKind k) {
     case EventKind::DataWait: return "data wait";
     case EventKind::Step: return "step";
     case EventKind::Finding: return "finding";
+    case EventKind::PathSegment: return "critical path";
   }
   return "event";
 }
@@ -29,6 +30,7 @@ const char* to_string(TrackKind k) {
   switch (k) {
     case TrackKind::Steps: return "steps";
     case TrackKind::Findings: return "findings";
+    case TrackKind::CriticalPath: return "critical path";
     case TrackKind::CpuSamples: return "cpu samples";
     case TrackKind::CpuRanges: return "cpu ranges";
     case TrackKind::DataWaits: return "data waits";
@@ -350,7 +352,8 @@ struct SpanOf {
       case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
       case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);
       case EventKind::Step:
-      case EventKind::Finding: break;
+      case EventKind::Finding:
+      case EventKind::PathSegment: break;
     }
     return Item{0, 0, e.row, e.kind};
   }
@@ -458,6 +461,21 @@ void TimelineModel::add_analysis_tracks() {
       items.push_back({steps_[i].start, steps_[i].end, static_cast<uint32_t>(i), EventKind::Step});
     tr.lanes = stack_into_lanes(items, same);
     steps_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  if (analysis_ && !analysis_->critical_path.path.empty()) {
+    // The analyzer's critical path through the traced steps, stretch by stretch (docs/critical-path.md).
+    Track tr;
+    tr.kind = TrackKind::CriticalPath;
+    tr.group = "Analysis";
+    tr.title = "Critical path";
+    const auto& path = analysis_->critical_path.path;
+    std::vector<Item> items;
+    items.reserve(path.size());
+    for (size_t i = 0; i < path.size(); ++i)
+      items.push_back({path[i].start, path[i].end, static_cast<uint32_t>(i), EventKind::PathSegment});
+    tr.lanes = stack_into_lanes(items, same);
+    path_track_ = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
   if (!findings_.empty()) {
@@ -746,6 +764,7 @@ int64_t TimelineModel::start_of(EventRef e) const {
     case EventKind::DataWait: return t.data_waits[e.row].start;
     case EventKind::Step: return steps_[e.row].start;
     case EventKind::Finding: return findings_[e.row].start;
+    case EventKind::PathSegment: return analysis_->critical_path.path[e.row].start;
   }
   return 0;
 }
@@ -763,6 +782,7 @@ int64_t TimelineModel::end_of(EventRef e) const {
     case EventKind::DataWait: end = t.data_waits[e.row].end; break;
     case EventKind::Step: end = steps_[e.row].end; break;
     case EventKind::Finding: end = findings_[e.row].end; break;
+    case EventKind::PathSegment: end = analysis_->critical_path.path[e.row].end; break;
   }
   return std::max(end, start_of(e));
 }
@@ -806,6 +826,10 @@ std::string TimelineModel::name_of(EventRef e) const {
       return n;
     }
     case EventKind::Finding: return findings_[e.row].rule;
+    case EventKind::PathSegment: {
+      const auto& sg = analysis_->critical_path.path[e.row];
+      return std::string(analyzer::to_string(sg.kind)) + ": " + std::string(sg.what);
+    }
   }
   return {};
 }
@@ -825,6 +849,7 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
       const std::string& s = findings_[e.row].severity;
       return kFindingKey | (s == "high" ? 2u : s == "medium" ? 1u : 0u);
     }
+    case EventKind::PathSegment: return kPathKey | static_cast<uint32_t>(analysis_->critical_path.path[e.row].kind);
   }
   return 0;
 }
@@ -869,6 +894,7 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
     case EventKind::DataWait: track = find(waits_track_, t.data_waits[e.row].pid, t.data_waits[e.row].tid); break;
     case EventKind::Step: track = steps_track_; break;
     case EventKind::Finding: track = findings_track_; break;
+    case EventKind::PathSegment: track = path_track_; break;
   }
   if (track < 0) return std::nullopt;
   const int64_t start = start_of(e);

@@ -206,6 +206,8 @@ struct Analysis {
 
 struct AnalyzeOptions {
   std::string step_regex;  // --step-regex: NVTX/annotation ranges whose names match become steps
+  // Keep every stretch of the critical path (CriticalPaths::path: ~2 per GPU op) for a view that draws it.
+  bool critical_path_segments = false;
 };
 
 // Runs step detection, breakdown and every rule. Never throws for odd-but-valid traces.

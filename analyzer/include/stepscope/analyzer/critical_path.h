@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepscope::analyzer {
@@ -35,11 +36,20 @@ struct CriticalPath {
   std::vector<Segment> longest;
 };
 
+// One stretch of the path inside a GPU-traced step (kept with AnalyzeOptions::critical_path_segments).
+struct PathSegment {
+  int64_t start = 0, end = 0;
+  int64_t step = 0;  // StepBreakdown::index
+  PathKind kind = PathKind::Other;
+  std::string_view what;  // a name in the trace's strings, or static text: valid while the trace is
+};
+
 struct CriticalPaths {
   std::vector<CriticalPath> steps;  // the GPU-traced steps, in order
   int64_t ns[kPathKinds] = {};      // summed over the steady ones
   int64_t total_ns = 0;
   int64_t segments = 0;             // stretches the walk made
+  std::vector<PathSegment> path;    // the whole path in the traced steps, by time (only when asked for)
   bool empty() const { return steps.empty(); }
 };
 

@@ -16,7 +16,8 @@
 namespace stepscope::gui {
 
 // What table of the trace an event row comes from.
-enum class EventKind : uint8_t { Kernel, Memcpy, Memset, ApiCall, Range, Sync, DataWait, Step, Finding };
+// PathSegment: a stretch of the analyzer's critical path (row: index into analysis()->critical_path.path).
+enum class EventKind : uint8_t { Kernel, Memcpy, Memset, ApiCall, Range, Sync, DataWait, Step, Finding, PathSegment };
 const char* to_string(EventKind k);
 
 struct EventRef {
@@ -70,11 +71,13 @@ struct Lane {
   int64_t long_dur(size_t i) const;
 };
 
-enum class TrackKind : uint8_t { Steps, Findings, CpuSamples, CpuRanges, DataWaits, GpuStream };
+enum class TrackKind : uint8_t { Steps, Findings, CriticalPath, CpuSamples, CpuRanges, DataWaits, GpuStream };
 const char* to_string(TrackKind k);
 // Steps and findings tile the run: zoomed out, a run of them is a block of steps, drawn a pixel apart, never a busy
 // share.
-inline bool tiles_the_run(TrackKind k) { return k == TrackKind::Steps || k == TrackKind::Findings; }
+inline bool tiles_the_run(TrackKind k) {
+  return k == TrackKind::Steps || k == TrackKind::Findings || k == TrackKind::CriticalPath;
+}
 
 struct Track {
   TrackKind kind = TrackKind::CpuRanges;
@@ -144,6 +147,7 @@ class TimelineModel {
   static constexpr uint32_t kSyncKey = 0xFFFC0000u;
   static constexpr uint32_t kStepKey = 0xFFFB0000u;     // | bound code (bound_code())
   static constexpr uint32_t kFindingKey = 0xFFFA0000u;  // | Severity
+  static constexpr uint32_t kPathKey = 0xFFF90000u;     // | analyzer::PathKind
   static constexpr uint32_t kSpecialMask = 0xFFF00000u;
   // 0 input, 1 launch, 2 sync, 3 host, 4 gpu, 5 unknown.
   static uint32_t bound_code(const std::string& bound);
@@ -217,7 +221,7 @@ class TimelineModel {
   // once, as its outermost row: that row → every source, outermost first ("nvtx, api, dataloader").
   std::unordered_map<uint32_t, std::string> wait_sources_;
   PairMap samples_track_;  // (pid, tid) → CpuSamples track
-  int steps_track_ = -1, findings_track_ = -1;
+  int steps_track_ = -1, findings_track_ = -1, path_track_ = -1;
   std::vector<uint32_t> samples_by_time_;        // trace.samples rows sorted by time
   std::unordered_map<int64_t, uint32_t> stack_row_;  // stack id → trace.stacks row
   std::unordered_map<int64_t, uint32_t> frame_row_;  // frame id → trace.frames row
