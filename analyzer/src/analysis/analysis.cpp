@@ -1,4 +1,5 @@
-// analyze(): step detection, breakdown, statistics and rules; to_json(): the stepscope.analysis/1 contract.
+// The analysis before and after the rules (analysis/measure.h; analyze() itself is pipeline/analyze.cpp), and
+// to_json(): the stepscope.analysis/1 contract.
 #include "stepscope/analyzer/analysis.h"
 
 #include <fmt/format.h>
@@ -10,9 +11,10 @@
 #include "analysis/context.h"
 #include "analysis/critical_path.h"
 #include "analysis/host_activity.h"
+#include "analysis/measure.h"
 #include "analysis/names.h"
 #include "analysis/step_detector.h"
-#include "rules/rule.h"
+#include "format/units.h"
 #include "stepscope/analyzer/collector_threads.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
@@ -83,7 +85,7 @@ void utilization(const detail::Context& ctx, Analysis& a) {
 
 // Where the training thread was while the GPU waited for it between launches (host and other idle inside steps);
 // without GPU activity, where it spent the steps.
-void host_activity(const detail::Context& ctx, Analysis& a) {
+void fill_host_activity(const detail::Context& ctx, Analysis& a) {
   std::vector<detail::Interval> window;
   if (!ctx.busy.empty()) {
     for (const auto& seg : ctx.idle)
@@ -169,9 +171,7 @@ std::vector<StepBreakdown> gpu_time_steps(const detail::Context& ctx, const std:
 
 }  // namespace
 
-Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
-  Analysis a;
-  detail::Context ctx;
+void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, Context& ctx, Analysis& a) {
   ctx.trace = &trace;
   auto detected = detail::StepDetector(trace).detect(options.step_regex);
   ctx.step_source = detected.source;
@@ -248,21 +248,18 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   if (auto it = trace.meta.find("import.unread_device_events"); it != trace.meta.end())
     s.unread_device_events = it->second;
 
-  detail::SavingsLedger ledger;
-  for (const auto& rule : rules::all_rules()) rule->run(ctx, ledger, a.findings);
-  rules::drop_negligible(a.findings);
-  std::stable_sort(a.findings.begin(), a.findings.end(), [](const FindingResult& x, const FindingResult& y) {
-    return x.est_savings_us_per_step * double(x.steps.size()) > y.est_savings_us_per_step * double(y.steps.size());
-  });
+}
+
+void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) {
+  const store::Trace& trace = ctx.t();
   kernel_stats(trace, a);
   utilization(ctx, a);
-  host_activity(ctx, a);
+  fill_host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
   a.critical_path = detail::critical_paths(ctx, options.critical_path_segments);
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
   a.gpu_breakdowns = gpu_breakdowns(trace);
-  return a;
 }
 
 std::string gpu_window_note(const AnalysisSummary& s) {
@@ -326,7 +323,7 @@ std::string host_ahead_note(const AnalysisSummary& s) {
       "The host runs ahead of the GPU: a step takes {} on the GPU (start of its GPU work to the next step's) "
       "against {} on the host; the GPU's is the program's pace, and the per-step rows are in the GPU's time (findings "
       "and totals use the host's steps).",
-      rules::format_us(s.gpu_step_median_us * 1000.0), rules::format_us(s.host_step_median_us * 1000.0));
+      units::format_ns_fixed(s.gpu_step_median_us * 1000.0), units::format_ns_fixed(s.host_step_median_us * 1000.0));
 }
 
 std::string finding_to_json(const FindingResult& f) {

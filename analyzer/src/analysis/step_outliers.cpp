@@ -8,7 +8,7 @@
 
 #include "analysis/host_activity.h"
 #include "analysis/names.h"
-#include "report/report_util.h"
+#include "format/units.h"
 #include "stepscope/analyzer/collector_threads.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
@@ -211,7 +211,7 @@ bool allows(const StepCategory& c, Kind k) {
   return list.find(std::string(",") + kKindNames[int(k)] + ",") != std::string::npos;
 }
 
-std::string ms(int64_t ns) { return report_util::format_us(double(ns) / 1e3); }
+std::string ms(int64_t ns) { return units::format_us(double(ns) / 1e3); }
 
 // Driver calls that do one-time work: a step they make slow is slow once, at start-up or on first use of a
 // module (lazy loading), not every step.

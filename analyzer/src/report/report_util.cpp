@@ -175,40 +175,6 @@ namespace report_util {
 
 const char* bound_name(Bound b) { return to_string(b); }
 
-std::string format_us(double us) {
-  char buf[64];
-  double a = std::fabs(us);
-  if (!std::isfinite(us)) return "n/a";
-  if (a >= 1e6)
-    std::snprintf(buf, sizeof buf, "%.3g s", us / 1e6);
-  else if (a >= 1e3)
-    std::snprintf(buf, sizeof buf, "%.3g ms", us / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g µs", us);
-  return buf;
-}
-
-std::string format_share(double f) {
-  if (!std::isfinite(f)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
-  return buf;
-}
-
-std::string format_signed_percent(double f) {
-  if (!std::isfinite(f)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", f * 100.0);
-  return buf;
-}
-
-std::string format_signed_pp(double f) {
-  if (!std::isfinite(f)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f pp", f * 100.0);
-  return buf;
-}
-
 std::string printable(std::string_view s, bool keep_newlines) {
   std::string out;
   out.reserve(s.size());

@@ -5,19 +5,17 @@
 #include <string>
 #include <string_view>
 
+#include "format/units.h"
 #include "stepscope/analyzer/analysis.h"
 
 namespace stepscope::analyzer::report_util {
 
 const char* bound_name(Bound b);
-// 1234.5 µs → "1.23 ms"; 12.3 → "12.3 µs"; seconds above 1e6 µs.
-std::string format_us(double us);
-// 0.1234 → "12.3%"
-std::string format_share(double fraction);
-// Signed percent with one decimal: 0.052 → "+5.2%".
-std::string format_signed_percent(double fraction);
-// Signed percentage points: 0.021 → "+2.1 pp".
-std::string format_signed_pp(double fraction);
+// Times and shares (format/units.h, a room below the analysis, which words its slow-step explanations too).
+using units::format_share;
+using units::format_signed_pp;
+using units::format_signed_percent;
+using units::format_us;
 // Keeps at most `max_chars` characters (UTF-8 aware), eliding the middle with "…".
 std::string shorten(std::string_view s, size_t max_chars);
 // For a terminal: valid UTF-8 with control characters (escape sequences included) replaced by U+FFFD;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "format/units.h"
 #include "rules/rule.h"
 #include "stepscope/analyzer/json_writer.h"
 
@@ -76,12 +77,7 @@ double steady_share(const detail::Context& ctx, double ns_over_steady_steps) {
   return ctx.steady_step_ns > 0 ? ns_over_steady_steps / double(ctx.steady_step_ns) : 0.0;
 }
 
-std::string format_us(double ns) {
-  double us = ns / 1000.0;
-  if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
-  if (us >= 1000) return fmt::format("{:.2f} ms", us / 1000);
-  return fmt::format("{:.1f} µs", us);
-}
+std::string format_us(double ns) { return units::format_ns_fixed(ns); }
 
 std::string format_pct(double frac) { return fmt::format("{:.1f}%", frac * 100.0); }
 

@@ -1,0 +1,52 @@
+// Times and shares in words (format/units.h).
+#include "format/units.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace stepscope::analyzer::units {
+
+std::string format_us(double us) {
+  char buf[64];
+  double a = std::fabs(us);
+  if (!std::isfinite(us)) return "n/a";
+  if (a >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3g s", us / 1e6);
+  else if (a >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.3g ms", us / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g µs", us);
+  return buf;
+}
+
+std::string format_share(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
+  return buf;
+}
+
+std::string format_signed_percent(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", f * 100.0);
+  return buf;
+}
+
+std::string format_signed_pp(double f) {
+  if (!std::isfinite(f)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f pp", f * 100.0);
+  return buf;
+}
+
+std::string format_ns_fixed(double ns) {
+  const double us = ns / 1000.0;
+  if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
+  if (us >= 1000) return fmt::format("{:.2f} ms", us / 1000);
+  return fmt::format("{:.1f} µs", us);
+}
+
+}  // namespace stepscope::analyzer::units
