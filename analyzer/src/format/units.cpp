@@ -21,26 +21,19 @@ std::string format_us(double us) {
   return buf;
 }
 
-std::string format_share(double f) {
+namespace {
+// A fraction as a percentage in the given printf form ("n/a" when not finite).
+std::string percent(const char* form, double f) {
   if (!std::isfinite(f)) return "n/a";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
+  std::snprintf(buf, sizeof buf, form, f * 100.0);
   return buf;
 }
+}  // namespace
 
-std::string format_signed_percent(double f) {
-  if (!std::isfinite(f)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", f * 100.0);
-  return buf;
-}
-
-std::string format_signed_pp(double f) {
-  if (!std::isfinite(f)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f pp", f * 100.0);
-  return buf;
-}
+std::string format_share(double f) { return percent("%.1f%%", f); }
+std::string format_signed_percent(double f) { return percent("%+.1f%%", f); }
+std::string format_signed_pp(double f) { return percent("%+.1f pp", f); }
 
 std::string format_ns_fixed(double ns) {
   const double us = ns / 1000.0;
