@@ -18,8 +18,9 @@ using test::US;
 
 namespace {
 
-// Per step: per kernel 80 µs of host code, a 5 µs launch call, the kernel 1 µs after the call returns (or when
-// the GPU is free); with `sync`, the step ends in cudaDeviceSynchronize until the GPU is done, else when it is.
+// Per step: per kernel 80 µs of host code, a 5 µs launch call, the kernel 1 µs after the call returns (or
+// when the GPU is free); with `sync`, the step ends in cudaDeviceSynchronize until the GPU is done, else when
+// it is.
 Builder steps_of(int steps, int kernels, int64_t kernel_ns, bool sync) {
   Builder b;
   int64_t t = 0, gpu_free = 0;
@@ -45,7 +46,9 @@ int64_t sum(const analyzer::CriticalPath& p) {
   return n;
 }
 
-int64_t of(const analyzer::CriticalPath& p, PathKind k) { return p.ns[int(k)]; }
+int64_t of(const analyzer::CriticalPath& p, PathKind k) {
+  return p.ns[int(k)];
+}
 
 }  // namespace
 
@@ -60,8 +63,8 @@ TEST_CASE("critical path, host-bound: the host's code and launch calls, the kern
     CHECK(p.step == int64_t(i));
     CHECK(sum(p) == a.steps[i].dur_ns);  // 30 x 85 µs + the last kernel's 51 µs
     if (i + 1 < cp.steps.size()) {
-      // The walk reaches a step from the next one's first launch, on the host: 30 launch calls, the rest host code
-      // (the host waited for nothing: every kernel waited for its launch).
+      // The walk reaches a step from the next one's first launch, on the host: 30 launch calls, the rest host
+      // code (the host waited for nothing: every kernel waited for its launch).
       CHECK(of(p, PathKind::Launch) == 30 * 5 * US);
       CHECK(of(p, PathKind::Host) == a.steps[i].dur_ns - 30 * 5 * US);
       CHECK(of(p, PathKind::GpuCompute) == 0);
@@ -72,9 +75,11 @@ TEST_CASE("critical path, host-bound: the host's code and launch calls, the kern
       CHECK(of(p, PathKind::Host) == 30 * 80 * US);
     }
   }
-  // (5 x 2451 + 2400) / 15606 µs host code, (5 x 150 + 151) / 15606 launches; 50 µs of GPU compute is under 0.5%.
+  // (5 x 2451 + 2400) / 15606 µs host code, (5 x 150 + 151) / 15606 launches; 50 µs of GPU compute is under
+  // 0.5%.
   CHECK(analyzer::critical_path_sentence(cp) ==
-        "Critical path over the steady GPU-traced steps (15.6 ms of step time): host code 93.9%, launches 5.8%");
+        "Critical path over the steady GPU-traced steps (15.6 ms of step time): host code 93.9%, launches "
+        "5.8%");
 }
 
 TEST_CASE("critical path, GPU-bound with a sync at each step's end: the kernels, then the first launch") {
@@ -85,8 +90,8 @@ TEST_CASE("critical path, GPU-bound with a sync at each step's end: the kernels,
     INFO("step " << i);
     const auto& p = cp.steps[i];
     CHECK(sum(p) == a.steps[i].dur_ns);
-    // 80 µs of host code and the launch (5 µs call, 1 µs to the GPU) before the first kernel; then 30 kernels back
-    // to back on the stream. The sync's wait is not on the path: the kernels it waited for are.
+    // 80 µs of host code and the launch (5 µs call, 1 µs to the GPU) before the first kernel; then 30 kernels
+    // back to back on the stream. The sync's wait is not on the path: the kernels it waited for are.
     CHECK(a.steps[i].dur_ns == (86 + 30 * 200) * US);
     CHECK(of(p, PathKind::GpuCompute) == 30 * 200 * US);
     CHECK(of(p, PathKind::Launch) == 6 * US);
@@ -102,7 +107,7 @@ TEST_CASE("critical path on real traces and H100 recordings: what each is known 
   STEPSCOPE_REQUIRE_TRACES();
   struct Case {
     std::string path;
-    PathKind kind;  // the kind that must lead
+    PathKind kind;    // the kind that must lead
     double at_least;  // its share of the steady steps' time
   };
   std::vector<Case> cases = {
@@ -125,8 +130,10 @@ TEST_CASE("critical path on real traces and H100 recordings: what each is known 
     for (const auto& p : cp.steps) CHECK(sum(p) == a.steps[size_t(p.step)].dur_ns);
   }
   // The DataLoader wait is on the path where the loader is in the loop, and gone with 4 workers.
-  const auto w0 = analyzer::analyze(analyzer::load_trace(test::trace_path("kineto/resnet50_num_workers_0.json.gz")));
-  const auto w4 = analyzer::analyze(analyzer::load_trace(test::trace_path("kineto/resnet50_num_workers_4.json.gz")));
+  const auto w0 =
+      analyzer::analyze(analyzer::load_trace(test::trace_path("kineto/resnet50_num_workers_0.json.gz")));
+  const auto w4 =
+      analyzer::analyze(analyzer::load_trace(test::trace_path("kineto/resnet50_num_workers_4.json.gz")));
   CHECK(double(w0.critical_path.ns[int(PathKind::DataWait)]) >= 0.35 * double(w0.critical_path.total_ns));
   CHECK(double(w4.critical_path.ns[int(PathKind::DataWait)]) <= 0.02 * double(w4.critical_path.total_ns));
 }
@@ -139,7 +146,8 @@ TEST_CASE("critical path on the H100 recordings: launch-bound, its graph cure GP
     REQUIRE(!path.empty());
     const auto a = analyzer::analyze(analyzer::load_trace(path));
     std::array<double, analyzer::kPathKinds> s{};
-    for (int k = 0; k < analyzer::kPathKinds; ++k) s[size_t(k)] = double(a.critical_path.ns[k]) / double(a.critical_path.total_ns);
+    for (int k = 0; k < analyzer::kPathKinds; ++k)
+      s[size_t(k)] = double(a.critical_path.ns[k]) / double(a.critical_path.total_ns);
     return s;
   };
   auto lb = shares("launch_bound");  // 31 tiny kernels a step, the host issuing each

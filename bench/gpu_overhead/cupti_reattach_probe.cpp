@@ -1,10 +1,10 @@
 // Which ways of choosing CUDA API records work once CUDA has started? The collector selects API ids
-// (cuptiActivityEnableDriverApi/RuntimeApi) so a trainer pays for ~3 API rows per kernel instead of ~19; on an H200
-// (CUDA 13 CUPTI, driver 580) that selection recorded nothing when CUPTI attached after CUDA initialized — a
-// re-attach after cuptiFinalize, `stepscope attach` — while the RUNTIME/DRIVER activity kinds did. This probe
-// measures each way in one process: attach, launch an empty kernel N times through the driver API, flush, count
-// the launch's API rows, the other API rows and the kernels, and the host ns per launch; detach (cuptiFinalize in
-// a driver call's exit callback, as the collector does) and try the next way.
+// (cuptiActivityEnableDriverApi/RuntimeApi) so a trainer pays for ~3 API rows per kernel instead of ~19; on
+// an H200 (CUDA 13 CUPTI, driver 580) that selection recorded nothing when CUPTI attached after CUDA
+// initialized — a re-attach after cuptiFinalize, `stepscope attach` — while the RUNTIME/DRIVER activity kinds
+// did. This probe measures each way in one process: attach, launch an empty kernel N times through the driver
+// API, flush, count the launch's API rows, the other API rows and the kernels, and the host ns per launch;
+// detach (cuptiFinalize in a driver call's exit callback, as the collector does) and try the next way.
 //
 //   cupti_reattach_probe [N]     # exit 0 measured, 2 usage, 3 no CUDA driver or device
 #include <cuda.h>
@@ -57,7 +57,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
     if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER || r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(r);
-      const bool launch = r->kind == CUPTI_ACTIVITY_KIND_DRIVER && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+      const bool launch =
+          r->kind == CUPTI_ACTIVITY_KIND_DRIVER && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
       ++(launch ? launch_rows : other_rows);
     } else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       ++kernel_rows;
@@ -67,16 +68,20 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 }
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
-  if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT && finalize_asked.exchange(0))
+  if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT &&
+      finalize_asked.exchange(0))
     check(cuptiFinalize(), "cuptiFinalize");
 }
 
 enum class Way { SelectIds, KindsThenDisableOthers, Kinds };
 const char* way_name(Way w) {
   switch (w) {
-    case Way::SelectIds: return "select the launch id only";
-    case Way::KindsThenDisableOthers: return "DRIVER+RUNTIME kinds, then disable every other id";
-    case Way::Kinds: return "DRIVER+RUNTIME kinds (every call)";
+    case Way::SelectIds:
+      return "select the launch id only";
+    case Way::KindsThenDisableOthers:
+      return "DRIVER+RUNTIME kinds, then disable every other id";
+    case Way::Kinds:
+      return "DRIVER+RUNTIME kinds (every call)";
   }
   return "";
 }
@@ -84,19 +89,23 @@ const char* way_name(Way w) {
 bool attach(Way way) {
   if (!check(cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(on_callback), nullptr),
              "cuptiSubscribe") ||
-      !check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks") ||
+      !check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+             "cuptiActivityRegisterCallbacks") ||
       !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL"))
     return false;
   switch (way) {
     case Way::SelectIds:
-      check(cuptiActivityEnableDriverApi(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1), "cuptiActivityEnableDriverApi");
+      check(cuptiActivityEnableDriverApi(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1),
+            "cuptiActivityEnableDriverApi");
       break;
     case Way::KindsThenDisableOthers:
       check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable DRIVER");
       check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable RUNTIME");
       for (int id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
-        if (id != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) cuptiActivityEnableDriverApi(CUpti_CallbackId(id), 0);
-      for (int id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id) cuptiActivityEnableRuntimeApi(CUpti_CallbackId(id), 0);
+        if (id != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+          cuptiActivityEnableDriverApi(CUpti_CallbackId(id), 0);
+      for (int id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id)
+        cuptiActivityEnableRuntimeApi(CUpti_CallbackId(id), 0);
       break;
     case Way::Kinds:
       check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable DRIVER");
@@ -122,8 +131,9 @@ void measure(const std::string& label, CUfunction f, int n) {
   const auto t1 = std::chrono::steady_clock::now();
   drv.sync();
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::printf("| %s | %d | %ld | %ld | %ld | %.0f |\n", label.c_str(), n, kernel_rows.load(), launch_rows.load(),
-              other_rows.load(), std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
+  std::printf("| %s | %d | %ld | %ld | %ld | %.0f |\n", label.c_str(), n, kernel_rows.load(),
+              launch_rows.load(), other_rows.load(),
+              std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
 }
 
 }  // namespace
@@ -157,13 +167,15 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   CUmodule mod;
   CUfunction fn;
-  if (drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) != CUDA_SUCCESS || drv.retain(&ctx, dev) != CUDA_SUCCESS ||
-      drv.set_current(ctx) != CUDA_SUCCESS || drv.module_load(&mod, kPtx) != CUDA_SUCCESS ||
+  if (drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) != CUDA_SUCCESS ||
+      drv.retain(&ctx, dev) != CUDA_SUCCESS || drv.set_current(ctx) != CUDA_SUCCESS ||
+      drv.module_load(&mod, kPtx) != CUDA_SUCCESS ||
       drv.get_function(&fn, mod, "probe_empty") != CUDA_SUCCESS) {
     std::printf("cupti_reattach_probe: no CUDA device usable: run it on a GPU machine\n");
     return 3;
   }
-  std::printf("| attach | launches | kernel rows | cuLaunchKernel rows | other API rows | host ns/launch |\n");
+  std::printf(
+      "| attach | launches | kernel rows | cuLaunchKernel rows | other API rows | host ns/launch |\n");
   std::printf("|---|---|---|---|---|---|\n");
   measure(std::string("before CUDA started: ") + way_name(Way::SelectIds), fn, int(n));
   detach();

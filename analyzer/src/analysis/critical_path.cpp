@@ -12,14 +12,22 @@ namespace stepscope::analyzer {
 
 const char* to_string(PathKind k) {
   switch (k) {
-    case PathKind::GpuCompute: return "gpu_compute";
-    case PathKind::GpuComm: return "gpu_comm";
-    case PathKind::GpuMemory: return "gpu_memory";
-    case PathKind::Launch: return "launch";
-    case PathKind::Host: return "host";
-    case PathKind::DataWait: return "data_wait";
-    case PathKind::Sync: return "sync";
-    case PathKind::Other: return "other";
+    case PathKind::GpuCompute:
+      return "gpu_compute";
+    case PathKind::GpuComm:
+      return "gpu_comm";
+    case PathKind::GpuMemory:
+      return "gpu_memory";
+    case PathKind::Launch:
+      return "launch";
+    case PathKind::Host:
+      return "host";
+    case PathKind::DataWait:
+      return "data_wait";
+    case PathKind::Sync:
+      return "sync";
+    case PathKind::Other:
+      return "other";
   }
   return "other";
 }
@@ -30,8 +38,8 @@ namespace {
 // Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
 constexpr int64_t kQueuedGapNs = 2'000;
 constexpr size_t kLongest = 5;
-// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending was
-// blocked on that work.
+// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending
+// was blocked on that work.
 constexpr int64_t kBlockedCallNs = 50'000;
 constexpr int64_t kWakeUpNs = 20'000;
 constexpr int64_t kMaxSegments = 500'000'000;
@@ -62,14 +70,16 @@ struct HostTimeline {
   }
   // The event that ends last among those starting before t; nullptr when none.
   const HostEvent* before(int64_t t) const {
-    auto it = std::lower_bound(events.begin(), events.end(), t, [](const HostEvent& e, int64_t v) { return e.start < v; });
+    auto it = std::lower_bound(events.begin(), events.end(), t,
+                               [](const HostEvent& e, int64_t v) { return e.start < v; });
     if (it == events.begin()) return nullptr;
     return &events[widest[size_t(it - events.begin()) - 1]];
   }
 };
 
-// The host as the GPU sees it: the step's thread and every thread of its process that launches GPU work (PyTorch's
-// backward launches from the autograd engine's thread while the training thread waits in backward()).
+// The host as the GPU sees it: the step's thread and every thread of its process that launches GPU work
+// (PyTorch's backward launches from the autograd engine's thread while the training thread waits in
+// backward()).
 HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
   const store::Trace& t = ctx.t();
   std::unordered_map<int64_t, bool> launching{{tid, true}};
@@ -82,18 +92,19 @@ HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
     const auto& c = t.api_calls[i];
     if (!ours(c.pid, c.tid) || c.end <= c.start) continue;
     const std::string& n = t.str(c.name);
-    const HostKind k = is_sync_api(n) || is_sync_memcpy_api(n) ? HostKind::Sync
+    const HostKind k = is_sync_api(n) || is_sync_memcpy_api(n)                  ? HostKind::Sync
                        : ctx.api_op_count.size() > i && ctx.api_op_count[i] > 0 ? HostKind::Launch
                        : is_kernel_launch_api(n)                                ? HostKind::Launch
                                                                                 : HostKind::Api;
     h.events.push_back({c.start, c.end, k, int64_t(i), n});
   }
   for (const auto& d : t.data_waits)
-    if (d.tid == tid && (!pid || !d.pid || d.pid == pid) && d.end > d.start)  // the training thread's own waits
+    if (d.tid == tid && (!pid || !d.pid || d.pid == pid) &&
+        d.end > d.start)  // the training thread's own waits
       h.events.push_back({d.start, d.end, HostKind::DataWait, -1, t.str(d.source)});
   for (const auto& r : t.ranges)
-    if (r.tid == tid && (!pid || !r.pid || r.pid == pid) && r.end > r.start && r.source != store::RangeSource::GpuAnnotation &&
-        is_data_wait_range(t.str(r.name)))
+    if (r.tid == tid && (!pid || !r.pid || r.pid == pid) && r.end > r.start &&
+        r.source != store::RangeSource::GpuAnnotation && is_data_wait_range(t.str(r.name)))
       h.events.push_back({r.start, r.end, HostKind::DataWait, -1, t.str(r.name)});
   h.finish();
   return h;
@@ -137,7 +148,8 @@ class StepAttribution {
     const auto len = [](const CriticalPath::Segment& x) { return x.end - x.start; };
     if (p.longest.size() == kLongest && len(p.longest.back()) >= len(sg)) return;
     p.longest.push_back(std::move(sg));
-    std::sort(p.longest.begin(), p.longest.end(), [&](const auto& u, const auto& v) { return len(u) > len(v); });
+    std::sort(p.longest.begin(), p.longest.end(),
+              [&](const auto& u, const auto& v) { return len(u) > len(v); });
     if (p.longest.size() > kLongest) p.longest.pop_back();
   }
 
@@ -189,18 +201,23 @@ class Walker {
       }
     by_end_.resize(ctx.ops.size());
     for (size_t i = 0; i < by_end_.size(); ++i) by_end_[i] = i;
-    std::sort(by_end_.begin(), by_end_.end(), [&](size_t a, size_t b) { return ctx.ops[a].end < ctx.ops[b].end; });
+    std::sort(by_end_.begin(), by_end_.end(),
+              [&](size_t a, size_t b) { return ctx.ops[a].end < ctx.ops[b].end; });
   }
 
-  // One walk back over the whole trace of process `pid`, from the latest of `host_end` and its last GPU work to
-  // `begin`: at each point the dependency that ended last decided when the next thing could start. Walking the
-  // whole trace, not each step from its host end, follows a pipelined GPU-bound run into the GPU's work (a step's
-  // host end waits for nothing on the GPU).
-  void walk(int64_t pid, int64_t begin, int64_t host_end, const HostTimeline& host, StepAttribution& out) const {
+  // One walk back over the whole trace of process `pid`, from the latest of `host_end` and its last GPU work
+  // to `begin`: at each point the dependency that ended last decided when the next thing could start. Walking
+  // the whole trace, not each step from its host end, follows a pipelined GPU-bound run into the GPU's work
+  // (a step's host end waits for nothing on the GPU).
+  void walk(int64_t pid, int64_t begin, int64_t host_end, const HostTimeline& host,
+            StepAttribution& out) const {
     int64_t t = host_end;
-    int64_t op = last_op_ending_in(begin, INT64_MAX, pid);  // on the GPU at the end of ctx.ops[op], else on the host
-    if (op >= 0 && ctx_.ops[size_t(op)].end >= host_end) t = ctx_.ops[size_t(op)].end;
-    else op = -1;
+    int64_t op =
+        last_op_ending_in(begin, INT64_MAX, pid);  // on the GPU at the end of ctx.ops[op], else on the host
+    if (op >= 0 && ctx_.ops[size_t(op)].end >= host_end)
+      t = ctx_.ops[size_t(op)].end;
+    else
+      op = -1;
     int64_t stalled = 0, last_t = INT64_MAX;
     for (int64_t guard = 0; t > begin && guard < kMaxSegments; ++guard) {
       // Every turn moves back in time or onto another lane at the same time; a lane change that keeps coming
@@ -215,13 +232,13 @@ class Walker {
         const GpuOp& o = ctx_.ops[size_t(op)];
         out.add(info_[size_t(op)].kind, std::min(o.start, t), t, info_[size_t(op)].name);
         t = std::min(t, o.start);
-        // Its start waited for the later of the stream's previous op and its own launch call (the longest path's
-        // edge); a gap after both is a wait the trace does not name — another stream's work when some ended
-        // right before it, else the GPU's own scheduling.
+        // Its start waited for the later of the stream's previous op and its own launch call (the longest
+        // path's edge); a gap after both is a wait the trace does not name — another stream's work when some
+        // ended right before it, else the GPU's own scheduling.
         const int64_t prev = prev_on_stream_[size_t(op)];
         const int64_t pe = prev >= 0 ? std::min(ctx_.ops[size_t(prev)].end, t) : INT64_MIN;
-        // The launch edge leaves the call's end, or its start when the op began inside the call (a synchronous
-        // copy, a kernel on an idle GPU): the op waited for the call to issue it, not to return.
+        // The launch edge leaves the call's end, or its start when the op began inside the call (a
+        // synchronous copy, a kernel on an idle GPU): the op waited for the call to issue it, not to return.
         int64_t la = INT64_MIN;
         if (o.api >= 0) {
           const auto& c = t_.api_calls[size_t(o.api)];
@@ -256,8 +273,8 @@ class Walker {
           op = -1;
           continue;
         }
-        // No launch known (an imported trace without flows, a window's first op): the host's side is unknown; go
-        // on from the host at the op's start.
+        // No launch known (an imported trace without flows, a window's first op): the host's side is unknown;
+        // go on from the host at the op's start.
         op = -1;
         continue;
       }
@@ -277,8 +294,8 @@ class Walker {
           break;
         case HostKind::Launch:
         case HostKind::Api: {
-          // A long call that returned right after GPU work ended was waiting for the GPU (a full launch queue,
-          // an allocator or a copy that synchronizes): it is a sync in effect.
+          // A long call that returned right after GPU work ended was waiting for the GPU (a full launch
+          // queue, an allocator or a copy that synchronizes): it is a sync in effect.
           const int64_t to = std::min(t, e->end);
           if (to - e->start > kBlockedCallNs && e->api >= 0 && own_op_[size_t(e->api)] >= 0 &&
               !is_kernel_launch_api(e->what)) {
@@ -294,7 +311,8 @@ class Walker {
             }
           }
           if (to - e->start > kBlockedCallNs) {
-            if (const int64_t running = op_running_at(to, pid); running >= 0 && ctx_.ops[size_t(running)].start < to) {
+            if (const int64_t running = op_running_at(to, pid);
+                running >= 0 && ctx_.ops[size_t(running)].start < to) {
               out.add(PathKind::Sync, to, t, e->what);
               t = to;
               op = running;  // still running on the GPU when the call returned: the call waited for room
@@ -331,10 +349,12 @@ class Walker {
   }
 
  private:
-  // The op of this process running at time x (the latest-starting one among the last kScanBack starts), or -1.
+  // The op of this process running at time x (the latest-starting one among the last kScanBack starts), or
+  // -1.
   int64_t op_running_at(int64_t x, int64_t pid) const {
     constexpr int kScanBack = 256;
-    auto it = std::upper_bound(ctx_.ops.begin(), ctx_.ops.end(), x, [](int64_t v, const GpuOp& o) { return v < o.start; });
+    auto it = std::upper_bound(ctx_.ops.begin(), ctx_.ops.end(), x,
+                               [](int64_t v, const GpuOp& o) { return v < o.start; });
     for (int n = 0; it != ctx_.ops.begin() && n < kScanBack; ++n) {
       --it;
       const size_t i = size_t(it - ctx_.ops.begin());
@@ -380,7 +400,8 @@ CriticalPaths critical_paths(const Context& ctx, bool keep_segments) {
   }
   std::vector<CriticalPath> all(ctx.steps.size());
   for (auto& [who, steps] : by_thread) {
-    std::sort(steps.begin(), steps.end(), [&](size_t a, size_t b) { return ctx.steps[a].start_ns < ctx.steps[b].start_ns; });
+    std::sort(steps.begin(), steps.end(),
+              [&](size_t a, size_t b) { return ctx.steps[a].start_ns < ctx.steps[b].start_ns; });
     std::vector<CriticalPath> paths(steps.size());
     std::vector<std::pair<int64_t, int64_t>> spans;
     for (size_t j = 0; j < steps.size(); ++j) {
@@ -400,7 +421,8 @@ CriticalPaths critical_paths(const Context& ctx, bool keep_segments) {
     for (size_t j = 0; j < steps.size(); ++j) all[steps[j]] = std::move(paths[j]);
   }
   if (by_thread.size() > 1)
-    std::stable_sort(out.path.begin(), out.path.end(), [](const PathSegment& a, const PathSegment& b) { return a.start < b.start; });
+    std::stable_sort(out.path.begin(), out.path.end(),
+                     [](const PathSegment& a, const PathSegment& b) { return a.start < b.start; });
   for (size_t i = 0; i < ctx.steps.size(); ++i) {
     if (!ctx.steps[i].gpu_traced || ctx.steps[i].dur_ns <= 0) continue;
     if (i < ctx.steady.size() && ctx.steady[i]) {

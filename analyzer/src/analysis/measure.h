@@ -1,6 +1,6 @@
 // The analysis room's two halves of analyze() (pipeline/analyze.cpp runs the rules between them): the rules
-// read a measured Context; what comes after them (statistics, the critical path, slow steps, HTA's breakdowns)
-// reads the Context and fills the rest of the Analysis.
+// read a measured Context; what comes after them (statistics, the critical path, slow steps, HTA's
+// breakdowns) reads the Context and fills the rest of the Analysis.
 #pragma once
 
 #include "analysis/context.h"

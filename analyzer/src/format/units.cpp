@@ -31,9 +31,15 @@ std::string percent(const char* form, double f) {
 }
 }  // namespace
 
-std::string format_share(double f) { return percent("%.1f%%", f); }
-std::string format_signed_percent(double f) { return percent("%+.1f%%", f); }
-std::string format_signed_pp(double f) { return percent("%+.1f pp", f); }
+std::string format_share(double f) {
+  return percent("%.1f%%", f);
+}
+std::string format_signed_percent(double f) {
+  return percent("%+.1f%%", f);
+}
+std::string format_signed_pp(double f) {
+  return percent("%+.1f pp", f);
+}
 
 std::string format_ns_fixed(double ns) {
   const double us = ns / 1000.0;

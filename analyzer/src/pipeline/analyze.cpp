@@ -17,7 +17,8 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   rules::drop_negligible(a.findings);
   // Largest total saving first.
   std::stable_sort(a.findings.begin(), a.findings.end(), [](const FindingResult& x, const FindingResult& y) {
-    return x.est_savings_us_per_step * double(x.steps.size()) > y.est_savings_us_per_step * double(y.steps.size());
+    return x.est_savings_us_per_step * double(x.steps.size()) >
+           y.est_savings_us_per_step * double(y.steps.size());
   });
   detail::complete(ctx, options, a);
   return a;

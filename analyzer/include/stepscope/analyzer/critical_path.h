@@ -1,6 +1,6 @@
-// The critical path (docs/critical-path.md): one walk back over the whole trace, from its last GPU work or last
-// step end, along the dependency that ended last at each point — host work, launches, waits, GPU work — each
-// stretch named by its kind; then cut by the steps' host windows. A step's kinds sum to its duration.
+// The critical path (docs/critical-path.md): one walk back over the whole trace, from its last GPU work or
+// last step end, along the dependency that ended last at each point — host work, launches, waits, GPU work —
+// each stretch named by its kind; then cut by the steps' host windows. A step's kinds sum to its duration.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +18,15 @@ enum class PathKind : uint8_t {
   Host,        // the host ran its own code (Python, framework dispatch, other CUDA API calls)
   DataWait,    // the host waited for the next batch
   Sync,        // the host was inside a synchronizing call that did not wait for GPU work, or woke up after it
-  Other,       // GPU work that waited on neither its stream nor its launch (another stream's event), or unknown
+  Other,  // GPU work that waited on neither its stream nor its launch (another stream's event), or unknown
 };
 inline constexpr int kPathKinds = 8;
 const char* to_string(PathKind k);
 
 struct CriticalPath {
-  int64_t step = 0;                  // StepBreakdown::index
-  int64_t ns[kPathKinds] = {};       // time on the path by kind; sums to the step's duration
-  int64_t segments = 0;              // stretches walked
+  int64_t step = 0;             // StepBreakdown::index
+  int64_t ns[kPathKinds] = {};  // time on the path by kind; sums to the step's duration
+  int64_t segments = 0;         // stretches walked
   // The longest stretches on the path (at most 5): what to look at first.
   struct Segment {
     PathKind kind = PathKind::Other;
@@ -48,8 +48,8 @@ struct CriticalPaths {
   std::vector<CriticalPath> steps;  // the GPU-traced steps, in order
   int64_t ns[kPathKinds] = {};      // summed over the steady ones
   int64_t total_ns = 0;
-  int64_t segments = 0;             // stretches the walk made
-  std::vector<PathSegment> path;    // the whole path in the traced steps, by time (only when asked for)
+  int64_t segments = 0;           // stretches the walk made
+  std::vector<PathSegment> path;  // the whole path in the traced steps, by time (only when asked for)
   bool empty() const { return steps.empty(); }
 };
 
