@@ -6,25 +6,9 @@
 #include <cerrno>
 
 #include "collector_state.h"
+#include "interrupted.h"
 
 namespace stepscope::collector {
-namespace {
-
-// True when the thread was blocked in a system call when the signal came: the kernel either rewound the
-// instruction pointer onto the `syscall` instruction to restart it (SA_RESTART) or made it return -EINTR.
-// A thread that is merely waiting for a CPU (preempted in user code) counts as on-CPU.
-bool interrupted_in_syscall(const ucontext_t* uc) {
-  const uintptr_t ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-  const long ax = static_cast<long>(uc->uc_mcontext.gregs[REG_RAX]);
-  const auto* p = reinterpret_cast<const volatile uint8_t*>(ip);
-  // 0x0f starts a two-byte opcode, so p[1] is mapped whenever p[0] is 0x0f.
-  if (p[0] == 0x0f && p[1] == 0x05) return true;
-  // The two bytes before ip: only within ip's own (mapped) page.
-  if ((ip & 4095) >= 2 && ax == -EINTR && p[-2] == 0x0f && p[-1] == 0x05) return true;
-  return false;
-}
-
-}  // namespace
 
 size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec) {
   unwind::registers_from(uc, &h.regs);
