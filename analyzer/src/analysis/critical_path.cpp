@@ -135,7 +135,7 @@ class StepAttribution {
         CriticalPath& p = paths_[size_t(k_)];
         p.ns[int(kind)] += hi - lo;
         ++p.segments;
-        keep_longest(p, {kind, lo, hi, std::string(what)});
+        keep_longest(p, kind, lo, hi, what);
         if (keep_) keep_->push_back({lo, hi, p.step, kind, what});
       }
       b = std::max(a, spans_[size_t(k_)].first);
@@ -144,10 +144,10 @@ class StepAttribution {
   int64_t segments() const { return segments_; }
 
  private:
-  static void keep_longest(CriticalPath& p, CriticalPath::Segment sg) {
+  static void keep_longest(CriticalPath& p, PathKind kind, int64_t lo, int64_t hi, std::string_view what) {
     const auto len = [](const CriticalPath::Segment& x) { return x.end - x.start; };
-    if (p.longest.size() == kLongest && len(p.longest.back()) >= len(sg)) return;
-    p.longest.push_back(std::move(sg));
+    if (p.longest.size() == kLongest && len(p.longest.back()) >= hi - lo) return;  // no string made for it
+    p.longest.push_back({kind, lo, hi, std::string(what)});
     std::sort(p.longest.begin(), p.longest.end(),
               [&](const auto& u, const auto& v) { return len(u) > len(v); });
     if (p.longest.size() > kLongest) p.longest.pop_back();
