@@ -291,8 +291,6 @@ std::string attach_cupti(bool in_cuda_init) {
   return "";
 }
 
-enum class Attach { Failed, StillAttached, Reattached };
-
 // A re-attach that failed half way: leave CUPTI detached (when it can be) rather than attached with nothing on,
 // and record no more GPU activity in this run.
 void give_up_locked(const std::string& why) {
@@ -302,11 +300,14 @@ void give_up_locked(const std::string& why) {
   set_process_meta("cupti.status", "re-attach after a detach failed: " + why + "; GPU activity stops here");
 }
 
-// Back to Attached from wherever a detach got to. StillAttached: CUPTI never left (a cancelled detach, a failed
-// finalize) and the kinds are off — the caller switches them on; Reattached: attached anew with everything on.
-Attach ensure_attached_locked() {
-  if (rec->failed) return Attach::Failed;
-  if (cancel_detach_locked()) return Attach::StillAttached;
+// Back to Attached with everything on, from wherever a detach got to: where CUPTI never left (a cancelled
+// detach, a failed finalize) the kinds come back; after a detach it attaches anew. False when it cannot.
+bool attach_again_locked() {
+  if (rec->failed) return false;
+  if (cancel_detach_locked()) {
+    kinds_on_locked();
+    return true;
+  }
   // Detaching: a program thread is inside cuptiFinalize; it takes no lock we hold.
   for (int64_t until = now_ns() + 5000000000LL;
        rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
@@ -317,9 +318,10 @@ Attach ensure_attached_locked() {
       enable_domains(false);
       set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
     }
-    return Attach::StillAttached;
+    kinds_on_locked();
+    return true;
   }
-  if (s != int(Link::Detached)) return Attach::Failed;
+  if (s != int(Link::Detached)) return false;
   const int64_t detach_ns = rec->last_detach_ns.load();
   rec->detach_ns_max = std::max(rec->detach_ns_max, detach_ns);
   ++rec->detaches;
@@ -343,7 +345,7 @@ Attach ensure_attached_locked() {
   if (!err.empty()) {
     rec->link.store(int(Link::Attached));  // what did attach (a subscriber) is detached again by give_up
     give_up_locked(err);
-    return Attach::Failed;
+    return false;
   }
   rec->link.store(int(Link::Attached));
   ++rec->attaches;
@@ -354,7 +356,7 @@ Attach ensure_attached_locked() {
                 static_cast<long long>(rec->detaches), rec->detach_ns_max / 1e6,
                 static_cast<long long>(rec->attaches), rec->attach_ns_max / 1e6);
   set_process_meta("cupti.detach", buf);
-  return Attach::Reattached;
+  return true;
 }
 
 
@@ -381,11 +383,7 @@ void start_if_possible(const char* why) {
   }
   if (rec->attached_once && (rec->link.load() != int(Link::Attached) || rec->has_subscriber)) {
     // A later attach window after a detach (or a detach still asked for): attach again, or switch on.
-    switch (ensure_attached_locked()) {
-      case Attach::Failed: return;
-      case Attach::StillAttached: kinds_on_locked(); break;
-      case Attach::Reattached: break;
-    }
+    if (!attach_again_locked()) return;
   } else {
     // The first attach, or a later window after a stop() that could not detach and released the subscriber.
     err = attach_cupti(injected);
@@ -456,11 +454,7 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
 bool tracing_on_locked() {
   if (rec->tracing.load()) return true;
   rec->detach_due = 0;
-  switch (ensure_attached_locked()) {
-    case Attach::Failed: return false;
-    case Attach::StillAttached: kinds_on_locked(); break;  // only switched off: the kinds come back
-    case Attach::Reattached: break;
-  }
+  if (!attach_again_locked()) return false;
   // The window opens once CUPTI is back: a re-attach takes ~12 ms on the program's thread (H200), and the step
   // that paid for it is the profiler's cost, not a traced step (too little of it lies inside the window).
   rec->window_start = now_ns();
