@@ -208,7 +208,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     s.input_idle_share = double(idle_wait) / double(ctx.traced_step_ns);
     s.gpu_busy_share = double(busy) / double(ctx.traced_step_ns);
   }
-  for (const auto& st : ctx.steps) s.gpu_traced_steps += st.gpu_traced;
+  s.gpu_traced_steps = ctx.traced_steps;
   {
     std::vector<int64_t> durs, gpu_steps;
     for (const auto& st : ctx.steps) durs.push_back(st.dur_ns);

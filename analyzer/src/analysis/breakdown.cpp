@@ -554,6 +554,7 @@ void count_launches(Context& ctx) {
 void break_down_steps(Context& ctx) {
   ctx.total_step_ns = 0;
   ctx.traced_step_ns = 0;
+  ctx.traced_steps = 0;
   ctx.total_gpu_idle_ns = 0;
   ctx.dispatch_idle.assign(ctx.windows.size(), 0);
   ctx.dispatch_launch_idle.assign(ctx.windows.size(), 0);
@@ -615,6 +616,7 @@ void break_down_steps(Context& ctx) {
     ctx.dispatch_idle[i] = launch_dispatch + host_dispatch;
     ctx.dispatch_launch_idle[i] = launch_dispatch;
     ctx.traced_step_ns += st.dur_ns;
+    ++ctx.traced_steps;
     ctx.total_gpu_idle_ns += st.dur_ns - st.gpu_busy_ns - st.profiler_ns;
     st.bound = bound_of(st, ctx.busy.empty(), ctx.dispatch_idle[i]);
   }

@@ -110,6 +110,7 @@ struct Context {
   std::vector<uint8_t> steady;          // per step: 1 unless it is a warm-up first step (kWarmupStepFactor)
   int64_t total_step_ns = 0;
   int64_t traced_step_ns = 0;           // ... of the steps whose GPU activity was traced: the base of GPU shares
+  int64_t traced_steps = 0;             // how many those are (outside the GPU windows no kernel is recorded)
   int64_t total_gpu_idle_ns = 0;        // summed over steps (profiler cost excluded)
   int64_t steady_step_ns = 0;           // summed duration of the steady steps: the base of severity shares
   int64_t residual_gap_ns = 0;          // GPU-side gap left per kernel once launches are batched (measured)

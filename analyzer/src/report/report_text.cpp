@@ -139,7 +139,8 @@ std::string render_text_report(const Analysis& a) {
       o += fmt::format("Breakdown of {} summed time of {}: GPU busy {}, launch idle {}, host code between launches {}, "
                        "data wait {}, sync idle {}, other {}, profiler cost {}\n",
                        format_us(tot[0] / 1e3),
-                       traced < a.steps.size() ? fmt::format("the {} GPU-traced steps", traced) : std::string("the steps"), format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
+                       traced < a.steps.size() ? fmt::format("the {} GPU-traced steps", traced) : std::string("the steps"),
+                       format_share(tot[1] / tot[0]), format_share(tot[2] / tot[0]),
                        format_share(tot[6] / tot[0]), format_share(tot[3] / tot[0]), format_share(tot[4] / tot[0]),
                        format_share(tot[5] / tot[0]), format_share(tot[7] / tot[0]));
     }

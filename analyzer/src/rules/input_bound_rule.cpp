@@ -30,10 +30,9 @@ class InputBoundRule final : public Rule {
     const bool has_gpu = !ctx.busy.empty();
     int64_t host_wait = 0, idle_wait = 0;
     int64_t traced_host_wait = 0;  // the host's wait inside the GPU-traced steps
-    int64_t traced_steps = 0;      // GPU idle is known in these only
     for (const auto& s : ctx.steps) {
       host_wait += s.host_data_wait_ns, idle_wait += s.data_wait_ns;
-      if (s.gpu_traced) traced_host_wait += s.host_data_wait_ns, ++traced_steps;
+      if (s.gpu_traced) traced_host_wait += s.host_data_wait_ns;
     }
 
     // What counts is the wait the step could not hide: with a GPU, the time the GPU sat idle while the training
@@ -121,7 +120,7 @@ class InputBoundRule final : public Rule {
     w.kv("saving_model", "step = max(rest of the step, wait / assumed_parallel_loaders)");
     w.kv("assumed_parallel_loaders", kAssumedParallelLoaders);
     w.kv("host_data_wait_us_per_step", double(host_wait) / double(ctx.steps.size()) / 1000.0);
-    w.kv("gpu_idle_while_waiting_us_per_step", double(idle_wait) / double(std::max<int64_t>(1, traced_steps)) / 1000.0);
+    w.kv("gpu_idle_while_waiting_us_per_step", double(idle_wait) / double(std::max<int64_t>(1, ctx.traced_steps)) / 1000.0);
     w.kv("loader", single_process ? "pytorch-dataloader-num_workers-0"
                    : multi_process ? "pytorch-dataloader-workers"
                    : tf           ? "tf.data"

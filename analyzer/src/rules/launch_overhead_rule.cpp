@@ -144,10 +144,7 @@ class LaunchOverheadRule final : public Rule {
     const double share = steady_share(ctx, double(dispatch));
     int64_t steady_steps = 0;
     for (auto v : ctx.steady) steady_steps += v;
-    // Per GPU-traced step: outside the GPU windows no kernel is recorded.
-    int64_t traced_steps = 0;
-    for (const auto& s : ctx.steps) traced_steps += s.gpu_traced;
-    const double kernels_per_step = double(kernels) / double(std::max<int64_t>(1, traced_steps));
+    const double kernels_per_step = double(kernels) / double(std::max<int64_t>(1, ctx.traced_steps));
     const double fused_share = double(fused) / double(kernels);
     const bool already_fused = fused_share >= kFusedKernelShare || kernels_per_step <= kFewKernelsPerStep;
     bool small_gemm = false;
