@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -144,6 +145,24 @@ bool select_api_ids(bool enable) {
   return true;
 }
 
+// The other way to lean, for an attach after CUDA started: with the RUNTIME/DRIVER kinds on, every id outside
+// the lean lists switched off. How many ids it switched off (0: this libcupti cannot).
+size_t deselect_other_api_ids() {
+  size_t n = 0;
+  for (auto kind : {store::ApiKind::Runtime, store::ApiKind::Driver}) {
+    const std::vector<uint32_t>& keep = kind == store::ApiKind::Runtime ? rec->lean_runtime_ids : rec->lean_driver_ids;
+    const uint32_t size = kind == store::ApiKind::Runtime ? uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                                                          : uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE);
+    for (uint32_t id = 1; id < size; ++id) {
+      if (std::binary_search(keep.begin(), keep.end(), id)) continue;
+      const CUptiResult r =
+          kind == store::ApiKind::Runtime ? api->enable_runtime_api(id, 0) : api->enable_driver_api(id, 0);
+      if (r == CUPTI_SUCCESS) ++n;
+    }
+  }
+  return n;
+}
+
 std::string window_text() {
   const Config& c = config();
   if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return "all";
@@ -175,11 +194,12 @@ void enable_domains(bool on) {
 // The kinds and API ids that windows switch, off or on again (CUPTI attached all along).
 void kinds_off_locked() {
   for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(false);
+  if (rec->lean && !rec->lean_by_deselect) select_api_ids(false);
 }
 void kinds_on_locked() {
   for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
-  if (rec->lean) select_api_ids(true);
+  if (rec->lean && !rec->lean_by_deselect) select_api_ids(true);
+  if (rec->lean && rec->lean_by_deselect) deselect_other_api_ids();  // kinds switched on again may record all
 }
 
 // A detach asked for but not begun (no CUDA call came yet) is called off; false when it had begun.
@@ -240,22 +260,26 @@ std::string attach_cupti(bool in_cuda_init) {
     if (r != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(r);
     rec->callbacks_registered = true;
   }
-  // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id — at the injection only.
-  // Attached once CUDA has started (stepscope attach, every re-attach after a detach), CUPTI accepts the ids and
-  // records none of them (H200, CUDA 13 CUPTI, driver 580: 0 API rows while the RUNTIME/DRIVER kinds record
-  // them): then every runtime and driver call is recorded, or launches would lose their host side. Every call
-  // too with `--cuda-api all`, or when this libcupti cannot select ids.
+  // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id. Inside cuInit (the
+  // injection) the ids are selected one by one. Attached once CUDA has started (stepscope attach, every
+  // re-attach after a detach), CUPTI accepts selected ids and records none of them (H200, CUDA 13 CUPTI, driver
+  // 580): there the RUNTIME/DRIVER kinds go on and every other id is switched off, which the probe showed
+  // records the launches alone (H100, 2026-11-26). Every call with `--cuda-api all`, or when this libcupti
+  // cannot select ids.
   rec->lean = false;
-  if (!config().cuda_api_all && in_cuda_init && api->enable_runtime_api && api->enable_driver_api) {
+  rec->lean_by_deselect = false;
+  if (!config().cuda_api_all && api->enable_runtime_api && api->enable_driver_api) {
     rec->lean_runtime_ids = lean_callback_ids(store::ApiKind::Runtime, false);
     rec->lean_driver_ids = lean_callback_ids(store::ApiKind::Driver, false);
     rec->lean = !rec->lean_runtime_ids.empty() && !rec->lean_driver_ids.empty();
+    rec->lean_by_deselect = rec->lean && !in_cuda_init;
   }
   std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_DEVICE,          CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                            CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMSET,
                                            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MARKER,
                                            CUPTI_ACTIVITY_KIND_GRAPH_TRACE,     CUPTI_ACTIVITY_KIND_OVERHEAD};
-  if (!rec->lean) kinds.insert(kinds.begin() + 4, {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER});
+  if (!rec->lean || rec->lean_by_deselect)
+    kinds.insert(kinds.begin() + 4, {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER});
   std::string disabled;
   rec->switched_kinds.clear();
   for (auto k : kinds) {
@@ -270,21 +294,27 @@ std::string attach_cupti(bool in_cuda_init) {
       rec->switched_kinds.push_back(int(k));
     }
   }
-  if (rec->lean && !select_api_ids(true)) {
+  const int64_t select_t0 = now_ns();
+  size_t deselected = 0;
+  if (rec->lean_by_deselect) {
+    deselected = deselect_other_api_ids();
+    if (deselected == 0) rec->lean = rec->lean_by_deselect = false;  // the kinds stay on: every call
+  } else if (rec->lean && !select_api_ids(true)) {
     rec->lean = false;
     for (auto k : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
       if (api->enable(k) == CUPTI_SUCCESS) rec->switched_kinds.push_back(int(k));
   }
-  const std::string lean_text = "lean (" + std::to_string(rec->lean_runtime_ids.size()) + " runtime + " +
-                                std::to_string(rec->lean_driver_ids.size()) + " driver callback ids)";
-  if (in_cuda_init) rec->lean_at_injection = rec->lean;
+  const int64_t select_ns = now_ns() - select_t0;
+  const std::string ids_text = std::to_string(rec->lean_runtime_ids.size()) + " runtime + " +
+                               std::to_string(rec->lean_driver_ids.size()) + " driver callback ids";
+  char took[64];
+  std::snprintf(took, sizeof took, " in %.2f ms", select_ns / 1e6);
   set_process_meta("cupti.api_tracing",
-                   rec->lean                    ? lean_text
-                   : config().cuda_api_all      ? "all"
-                   : rec->lean_at_injection     ? lean_text + " until the first detach, then all: CUPTI selects API ids "
-                                                                  "only when attached as CUDA starts"
-                   : !in_cuda_init              ? "all: attached after CUDA started, when CUPTI selects no API ids"
-                                                : "all (this libcupti cannot select API ids)");
+                   rec->lean_by_deselect ? "lean (" + ids_text + "; attached after CUDA started: RUNTIME/DRIVER kinds, " +
+                                               std::to_string(deselected) + " other ids switched off" + took + ")"
+                   : rec->lean           ? "lean (" + ids_text + ")"
+                   : config().cuda_api_all ? std::string("all")
+                                           : std::string("all (this libcupti cannot select API ids)"));
   set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
   if (api->flush_period) api->flush_period(500);  // a killed process loses at most ~0.5 s of GPU activity
   set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");

@@ -45,7 +45,9 @@ struct Recorder {
   std::vector<int> switched_kinds;
   std::vector<uint32_t> lean_runtime_ids, lean_driver_ids;
   bool lean = false;
-  bool lean_at_injection = false;  // the first attach, inside cuInit, selected API ids
+  // Attached after CUDA started, lean means the RUNTIME/DRIVER kinds on and every id outside the lean lists
+  // switched off (CUPTI records nothing for ids selected one by one then); inside cuInit, the ids selected.
+  bool lean_by_deselect = false;
 
   std::mutex window_mu;  // switching; taken before PendingRows::mu and Recorder::mu, never after them
   std::atomic<bool> tracing{false};
