@@ -4,11 +4,18 @@
 //   --fused  one kernel applies the whole chain (what torch.compile/XLA fusion produces)
 //   --graph  the N-kernel chain is captured once into a CUDA graph and replayed with one launch per step
 //   --sweep  prints the whole curve: N = 1,5,10,…,30 for all three modes
+//   --duration S       ends the timed loop once S seconds of wall time passed (checked every --window steps;
+//                      --steps stays the cap) and prints `steps: timed N total M`
+//   --report-every N   prints `window: end_ns=T steps=N mean_us=X` every N steps (T on CLOCK_MONOTONIC, X the
+//                      host wall clock per step; the stream is synchronized at each report), as
+//                      bench/gpu_overhead/torch_workloads.py does, for scripts/gpu_proof.py's attach check
 // Each step starts with one "dense" kernel (--dense-iters dependent FMAs per element, ~15 us on an H100),
 // the rest of the model: with the chain fused or graphed, the GPU work per step then outlasts the one
 // launch, so the cured step is GPU-bound rather than bound by its single launch. --dense-iters 0 drops it
 // (the seed's bare chain).
 #include "sample_common.cuh"
+
+#include <time.h>
 
 namespace {
 
@@ -107,11 +114,22 @@ void enqueue_step(Mode mode, int ops, int dense_iters, cudaStream_t s, const flo
 struct RunResult {
   sample::StepStats gpu;   // step time on the GPU timeline (events every window)
   double host_us_per_step;  // wall time of the whole loop / steps
+  int steps;                // timed steps done (fewer than asked when the duration ran out)
   std::vector<float> out;
 };
 
+// Nanoseconds on CLOCK_MONOTONIC, the clock of stepscope's stores and of Python's time.monotonic_ns().
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Runs `steps` timed steps, or fewer when `duration_s` > 0 and that much wall time passed (checked before each
+// window of `window` steps, so the timing windows stay whole). `report_every` > 0: a `window:` line every that
+// many steps.
 RunResult run(Mode mode, int ops, int dense_iters, int n, int steps, int warmup, int window,
-              const std::vector<float>& input) {
+              const std::vector<float>& input, double duration_s = 0, int report_every = 0) {
   float *d_in = nullptr, *d_out = nullptr;
   SAMPLE_CUDA_CHECK(cudaMalloc(&d_in, n * sizeof(float)));
   SAMPLE_CUDA_CHECK(cudaMalloc(&d_out, n * sizeof(float)));
@@ -140,17 +158,34 @@ RunResult run(Mode mode, int ops, int dense_iters, int n, int steps, int warmup,
 
   sample::WindowTimer timer(stream, steps, window);
   auto t0 = sample::Clock::now();
-  for (int i = 0; i < steps; ++i) {
-    timer.before_step(i);
+  const auto deadline = t0 + std::chrono::duration_cast<sample::Clock::duration>(
+                                 std::chrono::duration<double>(duration_s));
+  auto report_start = t0;
+  int done = 0, report_steps = 0;
+  for (; done < steps; ++done) {
+    if (duration_s > 0 && done > 0 && done % window == 0 && sample::Clock::now() >= deadline) break;
+    timer.before_step(done);
     stepscope_step();
-    sample::NvtxRange range("step");
-    step();
+    {
+      sample::NvtxRange range("step");
+      step();
+    }
+    if (report_every > 0 && ++report_steps == report_every) {
+      SAMPLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const auto now = sample::Clock::now();
+      std::printf("window: end_ns=%lld steps=%d mean_us=%.2f\n", static_cast<long long>(monotonic_ns()),
+                  report_steps, std::chrono::duration<double, std::micro>(now - report_start).count() / report_steps);
+      std::fflush(stdout);
+      report_start = now;
+      report_steps = 0;
+    }
   }
-  timer.before_step(steps);
+  timer.before_step(done);
   stepscope_step();  // closes the last step
   SAMPLE_CUDA_CHECK(cudaStreamSynchronize(stream));
   RunResult r;
-  r.host_us_per_step = sample::us_since(t0) / steps;
+  r.steps = done;
+  r.host_us_per_step = sample::us_since(t0) / done;
   r.gpu = sample::summarize(timer.per_step_us());
   r.out.resize(n);
   sample::copy_to_host(r.out, d_out);
@@ -197,7 +232,8 @@ double checksum(const std::vector<float>& v) {
 int main(int argc, char** argv) {
   sample::program_name() = "launch_bound";
   CLI::App app{"launch_bound: a chain of N tiny elementwise kernels per step (launch-overhead bound)"};
-  int ops = 30, elements = 8192, steps = 2000, warmup = 50, window = 100, dense_iters = 8000;
+  int ops = 30, elements = 8192, steps = 2000, warmup = 50, window = 100, dense_iters = 8000, report_every = 0;
+  double duration = 0;
   bool fused = false, graph = false, sweep = false;
   app.add_option("--ops", ops, "number of elementwise ops in the chain")->check(CLI::Range(1, kMaxOps))->capture_default_str();
   app.add_option("--elements", elements, "tensor size (floats)")->check(CLI::Range(1, 1 << 26))->capture_default_str();
@@ -208,8 +244,14 @@ int main(int argc, char** argv) {
   auto* f = app.add_flag("--fused", fused, "cure: one kernel applies the whole chain");
   auto* g = app.add_flag("--graph", graph, "cure: capture the chain once in a CUDA graph, replay it each step");
   auto* sw = app.add_flag("--sweep", sweep, "print the curve: N = 1,5,…,30 in eager, fused and graph mode");
+  auto* d = app.add_option("--duration", duration, "end the timed loop after SECONDS of wall time (checked every "
+                           "--window steps; --steps stays the cap; 0: no limit)")
+                ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  auto* re = app.add_option("--report-every", report_every, "print `window: end_ns=T steps=N mean_us=X` every N "
+                            "steps (host wall clock, the stream synchronized; 0: none)")
+                 ->check(CLI::Range(0, 10000000))->capture_default_str();
   f->excludes(g);
-  sw->excludes(f)->excludes(g);
+  sw->excludes(f)->excludes(g)->excludes(d)->excludes(re);
   sample::parse_or_exit(app, argc, argv);
   window = std::min(window, steps);
 
@@ -238,9 +280,11 @@ int main(int argc, char** argv) {
   const int kernels = (mode == Mode::kFused ? 1 : ops) + (dense_iters > 0 ? 1 : 0);
   std::printf("launch_bound: mode=%s ops=%d dense_iters=%d elements=%d steps=%d kernels_per_step=%d\n", mode_name(mode),
               ops, dense_iters, elements, steps, kernels);
-  RunResult r = run(mode, ops, dense_iters, elements, steps, warmup, window, input);
+  RunResult r = run(mode, ops, dense_iters, elements, steps, warmup, window, input, duration, report_every);
   sample::print_step_time(mode_name(mode), r.gpu);
   std::printf("time: host loop %.2f us per step\n", r.host_us_per_step);
+  // The steps a --duration run did (they vary from run to run, like `time:`); torch_workloads.py's line.
+  if (duration > 0) std::printf("steps: timed %d total %d\n", r.steps, r.steps + warmup);
   std::printf("checksum: %.6f\n", checksum(r.out));
   ok = verify(input, r.out, ops, dense_iters, mode_name(mode));
   return ok ? sample::kExitOk : sample::kExitVerifyFailed;

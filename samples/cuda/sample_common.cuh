@@ -157,15 +157,18 @@ class WindowTimer {
   WindowTimer(const WindowTimer&) = delete;
   WindowTimer& operator=(const WindowTimer&) = delete;
 
-  // Call before step `step` begins (0-based) and once more with step == steps after the last one.
+  // Call before step `step` begins (0-based) and once more with step == steps after the last one (a loop cut
+  // short, e.g. by a time limit, calls it with the steps it did).
   void before_step(int step) {
-    if (step % window_ == 0 && step / window_ < static_cast<int>(events_.size()))
+    if (step % window_ == 0 && step / window_ < static_cast<int>(events_.size())) {
       SAMPLE_CUDA_CHECK(cudaEventRecord(events_[step / window_], stream_));
+      recorded_ = static_cast<size_t>(step / window_) + 1;
+    }
   }
-  // After the stream has drained: per-step microseconds, one value per full window.
+  // After the stream has drained: per-step microseconds, one value per full window recorded.
   std::vector<double> per_step_us() const {
     std::vector<double> out;
-    for (size_t i = 1; i < events_.size(); ++i) {
+    for (size_t i = 1; i < recorded_; ++i) {
       float ms = 0;
       SAMPLE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
       out.push_back(ms * 1000.0 / window_);
@@ -177,6 +180,7 @@ class WindowTimer {
   cudaStream_t stream_;
   int window_;
   std::vector<cudaEvent_t> events_;
+  size_t recorded_ = 0;  // events_[0, recorded_) were recorded
 };
 
 // Setup and read-back copies go through pinned staging memory, so the only pageable copies a trace of a
