@@ -231,6 +231,140 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(gpu_proof.claim_paused(r, {"paused": {"steps": steps[:2]}})["verdict"], "FAIL")
 
 
+FAKE_LAUNCH_BOUND = """#!/bin/bash
+# launch_bound's lines: with --duration it "did" 250000 steps, else --steps
+steps=; dur=
+while [ $# -gt 0 ]; do case $1 in --steps) steps=$2; shift;; --duration) dur=$2; shift;; esac; shift; done
+[ -n "$dur" ] && steps=250000
+echo "launch_bound: mode=eager ops=30 dense_iters=8000 elements=8192 steps=$steps kernels_per_step=31"
+echo "inject=${CUDA_INJECTION64_PATH:-none}"
+echo "time: eager: step median 120.00 us, mean 122.40 us, min 110.00 us, max 900.00 us (2500 samples)"
+[ -n "$dur" ] && echo "steps: timed $steps total $((steps + 50))"
+exit 0
+"""
+FAKE_PYTHON = """#!/bin/bash
+# torch_workloads.py train's lines: with --duration it "did" 17000 steps, else --steps; 1.5x slower profiled
+steps=; dur=; mean=1800.00
+shift  # the script
+while [ $# -gt 0 ]; do case $1 in --steps) steps=$2; shift;; --duration) dur=$2; shift;; --profiler) mean=2700.00;;
+esac; shift; done
+[ -n "$dur" ] && steps=17000
+echo "time: train: step median 1750.00 us, mean $mean us, min 1200.00 us, max 9000.00 us ($steps samples)"
+echo "steps: timed $steps total $((steps + 50))"
+exit 0
+"""
+FAKE_STEPSCOPE = """#!/bin/bash
+# record ... -- CMD: runs CMD
+while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+shift
+exec "$@"
+"""
+
+
+class OverheadRuns(unittest.TestCase):
+    """The overhead phase's commands (fake launch_bound, trainer and stepscope print the real programs' lines) and
+    the overhead claim on what they print."""
+
+    def setUp(self):
+        self.dir = os.path.join(SCRATCH, "overhead")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.build = os.path.join(self.dir, "build")
+        for rel, text in (("samples/cuda/launch_bound", FAKE_LAUNCH_BOUND), ("cli/stepscope", FAKE_STEPSCOPE),
+                          ("python", FAKE_PYTHON)):
+            path = os.path.join(self.build, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write(path, text)
+            os.chmod(path, 0o755)
+        self.out = os.path.join(self.dir, "out")
+
+    def phase(self, device="cuda"):
+        import argparse
+        a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
+                               overhead_seconds=30.0, deadline_s=10000, device=device)
+        runner = gpu_proof.Runner(a)
+        runner.runs["machine"] = {}
+        runner.phase_overhead()
+        return runner.runs
+
+    def test_plain_runs_for_the_duration_the_others_its_steps(self):
+        runs = self.phase()
+        lb = os.path.join(self.build, "samples", "cuda", "launch_bound")
+        ss = os.path.join(self.build, "cli", "stepscope")
+        db = os.path.join(self.out, "tmp", "launch_bound.db")
+        o = runs["overhead"]["launch_bound"]
+        self.assertEqual(list(o), ["plain", "default", "cupti-only", "all"])
+        # 30 s × 1.02; the cap: a 20 µs step over 30.6 s
+        self.assertEqual(o["plain"]["argv"], [lb, "--ops", "30", "--steps", "1530000", "--duration", "30.6"])
+        self.assertEqual(o["plain"]["timed_s"], 30.6)  # 122.40 µs × 250000 steps
+        self.assertEqual(o["default"]["argv"], [ss, "record", "-o", db, "--", lb, "--ops", "30", "--steps", "250000"])
+        self.assertEqual(o["all"]["argv"], [ss, "record", "--gpu-window", "all", "-o", db, "--", lb, "--ops", "30",
+                                            "--steps", "250000"])
+        self.assertEqual(o["cupti-only"]["argv"], [lb, "--ops", "30", "--steps", "250000"])
+        with open(os.path.join(self.out, o["cupti-only"]["log"])) as f:
+            self.assertIn("inject=" + os.path.join(self.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so"),
+                          f.read())
+        py = [os.path.join(self.build, "python"), gpu_proof.TRAINER, "train", "--device", "cuda"]
+        t = runs["overhead"]["trainer"]
+        self.assertEqual(list(t), ["plain", "default", "torch.profiler", "cupti-only", "all"])
+        self.assertEqual(t["plain"]["argv"], py + ["--steps", "100000000", "--duration", "30.6", "--item"])
+        self.assertEqual(t["default"]["argv"][-len(py) - 3:], py + ["--steps", "17000", "--item"])
+        # torch.profiler: the steps of 5 s of the plain trainer (17000 in 30.6 s), its own time limit 60 s + 25 ms
+        # a step
+        self.assertEqual(t["torch.profiler"]["argv"], py + ["--steps", "2778", "--item", "--profiler"])
+        self.assertEqual(t["torch.profiler"]["bounded_steps"], 2778)
+        self.assertAlmostEqual(t["torch.profiler"]["limit_s"], 129.45, delta=0.051)
+        self.assertEqual(t["torch.profiler"]["timed_s"], 7.5)  # 2700 µs × 2778
+        self.assertNotIn("bounded_steps", t["plain"])
+
+        with open(os.path.join(self.out, "runs.json")) as f:
+            saved = json.load(f)
+        saved["_out"] = self.out
+        c = gpu_proof.claim_overhead(saved, "trainer")
+        self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%; "
+                                        "torch.profiler +50.0% (a bounded run: its mean step over its own 2778 steps "
+                                        "against plain's over 17000)")
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertTrue(c["claim"].endswith("(torch.profiler: a bounded run, its post-processing is minutes)"))
+        c = gpu_proof.claim_overhead(saved, "launch_bound")
+        self.assertEqual(c["measured"], "plain 122.4 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%")
+        self.assertEqual(c["verdict"], "PASS")
+        # A torch.profiler run not bounded by design (runs.json of an earlier proof) is a short run.
+        del saved["overhead"]["trainer"]["torch.profiler"]["bounded_steps"]
+        c = gpu_proof.claim_overhead(saved, "trainer")
+        self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%; "
+                                        "torch.profiler +50.0%; runs under 30 s: torch.profiler")
+        self.assertEqual(c["verdict"], "FAIL")
+
+    def test_cpu_rehearsal_runs_the_trainer_only(self):
+        runs = self.phase("cpu")
+        self.assertEqual(list(runs["overhead"]), ["trainer"])
+        self.assertEqual(runs["overhead"]["trainer"]["torch.profiler"]["bounded_steps"], 2778)
+
+    def test_profiler_steps(self):
+        self.assertEqual(gpu_proof.profiler_steps(17000, 30.6), 2778)
+        self.assertEqual(gpu_proof.profiler_steps(2000, 30.6), 500)  # at least 500
+        self.assertEqual(gpu_proof.profiler_steps(300, 5.1), 300)  # at most the plain run's
+        self.assertEqual(gpu_proof.launch_bound_cap(20), 1000000)
+        self.assertEqual(gpu_proof.launch_bound_cap(1), 100000)
+        self.assertEqual(gpu_proof.launch_bound_cap(1000), 10000000)  # launch_bound's --steps range
+
+    def test_stopped_in_post_processing(self):
+        os.makedirs(self.out)
+        for name, mean, steps in (("plain", 1800.0, 17000), ("default", 1850.0, 17000), ("prof", 2700.0, 2778)):
+            write(os.path.join(self.out, name + ".log"),
+                  f"time: train: step median 1.00 us, mean {mean:.2f} us, min 1.00 us, max 1.00 us ({steps} samples)\n"
+                  f"steps: timed {steps} total {steps + 50}\n")
+        runs = {"_out": self.out, "overhead": {"trainer": {
+            "plain": {"rc": 0, "log": "plain.log", "timed_s": 30.6},
+            "default": {"rc": 0, "log": "default.log", "timed_s": 31.5},
+            "torch.profiler": {"rc": 124, "log": "prof.log", "timed_s": 7.5, "bounded_steps": 2778}}}}
+        c = gpu_proof.claim_overhead(runs, "trainer")
+        self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +2.8%; torch.profiler +50.0% (stopped in its "
+                                        "post-processing) (a bounded run: its mean step over its own 2778 steps "
+                                        "against plain's over 17000)")
+        self.assertEqual(c["verdict"], "PASS")
+
+
 class WithoutGpu(unittest.TestCase):
     def test_run_exits_3_and_check_without_runs_exits_2(self):
         if os.path.exists("/dev/nvidia0"):
