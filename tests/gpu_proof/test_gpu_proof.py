@@ -189,7 +189,8 @@ class Parsing(unittest.TestCase):
 
 
 class WindowClaims(unittest.TestCase):
-    """attach and paused verdicts from the trainer's window lines and a store's steps and kernel span."""
+    """attach and paused verdicts from window lines (launch_bound's, the trainer's) and a store's steps and kernel
+    span."""
 
     def setUp(self):
         self.out = os.path.join(SCRATCH, "windows")
@@ -199,26 +200,102 @@ class WindowClaims(unittest.TestCase):
     def runs(self, **r):
         return {"_out": self.out, "runs": r}
 
-    def test_attach(self):
+    def attach(self, before, after, first=(2000.0, 2000.0), straddling=(2000.0, 2000.0), outside=False,
+               target="launch_bound"):
+        """The attach claim on 20 windows of 2000 steps, one after the other (a window ends 2000 × its mean step
+        after the one before): windows 0-1 warm up, 2-6 are before the attach, which begins halfway through
+        window 7 and ends halfway through window 12 (8-11 inside it), 13-19 are after. The lists hold 20× the
+        step (µs), to keep the figures whole."""
         ms = 1_000_000
-        # windows of 200 steps at 1000 µs (0.2 s each) ending at 0.2 s … 4.0 s; attach from 1.5 s to 2.5 s
-        lines = [f"window: end_ns={(i + 1) * 200 * ms} steps=200 mean_us={1000.0 if i < 10 else 1020.0:.2f}"
-                 for i in range(20)]
+        assert len(before) == 5 and len(after) == 7
+        means = [m / 20 for m in list(first) + list(before) + [straddling[0]] + [2000.0] * 4 + [straddling[1]] +
+                 list(after)]
+        ends, t = [], 0
+        for m in means:
+            t += round(2000 * m * 1e3)
+            ends.append(t)
+        lines = [f"window: end_ns={e} steps=2000 mean_us={m:.2f}" for e, m in zip(ends, means)]
+        write(os.path.join(self.out, "t.log"), "launch_bound: mode=eager\n" + "\n".join(lines) + "\n")
+        t0, t1 = (ends[6] + ends[7]) // 2, (ends[11] + ends[12]) // 2
+        r = self.runs(attach={"log": "t.log", "attach_start_ns": t0, "attach_end_ns": t1, "target": target})
+        span = [t0 + 100 * ms, t1 + 100 * ms if outside else t1 - 100 * ms]
+        return gpu_proof.claim_attach(r, {"attach": {"kernels": 10, "kernel_span": span}})
+
+    def test_attach(self):
+        # mean_us is a step (window µs / 20 here: the list holds 20× the step to keep the figures whole)
+        c = self.attach([2000.0] * 5, [2040.0] * 7)
+        self.assertEqual(c["claim"], "attach to a running CUDA program (launch_bound), then detach")
+        self.assertEqual(c["measured"], "10 kernels; first 100 ms after attach, all inside the attach; median window "
+                                        "step 100.0 µs before (5 windows, IQR 0.0% of the median), 102.0 µs after "
+                                        "the detach (7 windows): +2.0%")
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertEqual((c["details"]["windows_before"], c["details"]["windows_after"]), (5, 7))
+        # a kernel after the detach
+        c = self.attach([2000.0] * 5, [2040.0] * 7, outside=True)
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("NOT all inside the attach", c["measured"])
+        c = self.attach([2000.0] * 5, [2080.0] * 7)  # +4.0%
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertTrue(c["measured"].endswith("104.0 µs after the detach (7 windows): +4.0%"), c["measured"])
+        c = self.attach([2000.0] * 5, [1920.0] * 7)  # faster after by 4%: a difference too
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(gpu_proof.claim_attach(self.runs(attach={"log": "t.log", "attach_start_ns": 0,
+                                                                  "attach_end_ns": 1}),
+                                                {"attach": {"kernels": 0, "kernel_span": [None, None]}})["verdict"],
+                         "FAIL")
+
+    def test_attach_medians_leave_out_warm_up_straddling_and_outliers(self):
+        # Warm-up windows at 5×, the windows holding the attach and detach at 3×, one 4.5× outlier each side: the
+        # medians are the steady 100 µs and 101 µs.
+        c = self.attach([2000.0, 2000.0, 9000.0, 2000.0, 2000.0], [2020.0] * 3 + [9000.0] + [2020.0] * 3,
+                        first=(10000.0, 10000.0), straddling=(6000.0, 6000.0))
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertIn("median window step 100.0 µs before (5 windows, IQR 0.0% of the median), 101.0 µs after the "
+                      "detach (7 windows): +1.0%", c["measured"])
+
+    def test_attach_inconclusive_when_the_windows_before_spread(self):
+        # before 95, 100, 100, 105, 110 µs: quartiles 100 and 105 (inclusive), IQR 5% of the median 100 µs; the
+        # median after is the same 100 µs, yet 5% of spread cannot tell 3%.
+        c = self.attach([1900.0, 2000.0, 2000.0, 2100.0, 2200.0], [2000.0] * 7)
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(c["measured"], "10 kernels; first 100 ms after attach, all inside the attach; median window "
+                                        "step 100.0 µs before (5 windows, IQR 5.0% of the median), 100.0 µs after "
+                                        "the detach (7 windows): +0.0%; inconclusive: the windows before spread 5.0%, "
+                                        "more than the 3% to tell")
+        self.assertAlmostEqual(c["details"]["iqr_before"], 0.05)
+        # 2% of spread is enough to tell
+        c = self.attach([1960.0, 2000.0, 2000.0, 2040.0, 2040.0], [2000.0] * 7)
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertIn("IQR 2.0% of the median", c["measured"])
+
+    def test_attach_too_few_windows(self):
+        ms = 1_000_000
+        lines = [f"window: end_ns={(i + 1) * 200 * ms} steps=2000 mean_us=100.00" for i in range(8)]
         write(os.path.join(self.out, "t.log"), "\n".join(lines) + "\n")
-        r = self.runs(attach={"log": "t.log", "attach_start_ns": 1500 * ms, "attach_end_ns": 2500 * ms})
-        facts = {"attach": {"kernels": 10, "kernel_span": [1600 * ms, 2400 * ms]}}
-        c = gpu_proof.claim_attach(r, facts)
-        self.assertEqual(c["verdict"], "PASS", c)  # +2.0% after detach
-        self.assertIn("step 1000.0 µs before, 1020.0 µs after detach (+2.0%)", c["measured"])
-        facts["attach"]["kernel_span"] = [1600 * ms, 2600 * ms]  # a kernel after the detach
-        self.assertEqual(gpu_proof.claim_attach(r, facts)["verdict"], "FAIL")
-        lines = [l.replace("1020.00", "1040.00") for l in lines]
-        write(os.path.join(self.out, "t.log"), "\n".join(lines) + "\n")
-        facts["attach"]["kernel_span"] = [1600 * ms, 2400 * ms]
-        c = gpu_proof.claim_attach(r, facts)
-        self.assertEqual(c["verdict"], "FAIL", c)  # +4.0%
-        self.assertEqual(gpu_proof.claim_attach(r, {"attach": {"kernels": 0, "kernel_span": [None, None]}})
-                         ["verdict"], "FAIL")
+        r = self.runs(attach={"log": "t.log", "attach_start_ns": 1100 * ms, "attach_end_ns": 1150 * ms})
+        c = gpu_proof.claim_attach(r, {"attach": {"kernels": 10, "kernel_span": [1110 * ms, 1140 * ms]}})
+        # before: windows 2-4 (ending 0.6-1.0 s); after: 6-7 (starting 1.2, 1.4 s)
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertTrue(c["measured"].endswith("too few step windows before (3) or after (2); 3 needed on each side"),
+                        c["measured"])
+        # runs.json of an earlier proof (no target): the trainer was attached to
+        self.assertEqual(c["claim"], "attach to a running CUDA program (trainer), then detach")
+
+    def test_attach_target(self):
+        import argparse
+        a = argparse.Namespace(build="/b", out=os.path.join(self.out, "o"), python="/py", device="cuda")
+        name, argv = gpu_proof.Runner(a).attach_target()
+        self.assertEqual(name, "launch_bound")
+        self.assertEqual(argv, ["/b/samples/cuda/launch_bound", "--ops", "30", "--steps", "1000000", "--duration", "20",
+                                "--report-every", "2000"])
+        a.device = "cpu"
+        name, argv = gpu_proof.Runner(a).attach_target()
+        self.assertEqual(name, "trainer")
+        self.assertEqual(argv, ["/py", gpu_proof.TRAINER, "train", "--device", "cpu", "--steps", "100000000",
+                                "--duration", "20", "--report-every", "200"])
+        self.assertEqual(gpu_proof.not_run("attach", "", "", "")["verdict"], "NOT RUN")
+        self.assertEqual(gpu_proof.claim_attach(self.runs(), {})["claim"],
+                         "attach to a running CUDA program (launch_bound), then detach")
 
     def test_paused(self):
         s = 1_000_000_000
