@@ -20,6 +20,7 @@ namespace {
 struct AnalyzeArgs {
   std::vector<std::string> files;  // several files or a directory: the ranks of one job (docs/multi-rank.md)
   std::string file, step_regex;
+  int what_if_workers = 4;
   std::string rank_csv, job = "job";  // --rank-csv DIR: per-rank tables for a query engine (docs/scale.md)
   bool json = false, write_findings = false;
 };
@@ -136,6 +137,7 @@ void print_text(const analyzer::Analysis& a) {
                ms(s.profiler_us), share(s.profiler_us));
   }
   if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty()) fmt::print("\n{}\n", cp);
+  if (auto wi = analyzer::what_if_sentence(a.what_if); !wi.empty()) fmt::print("{}\n", wi);
   fmt::print("{}", analyzer::render_slow_steps_text(a));
   fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
   if (a.findings.empty()) {
@@ -181,6 +183,7 @@ int run_analyze(AnalyzeArgs& args) {
   store::Trace trace = analyzer::load_trace(args.file);
   analyzer::AnalyzeOptions options;
   options.step_regex = args.step_regex;
+  options.what_if_loader_workers = args.what_if_workers;
   analyzer::Analysis a;
   try {
     a = analyzer::analyze(trace, options);
@@ -211,6 +214,10 @@ CommandRegistration analyze_command(30, [](CLI::App& app, int& exit_code) {
       ->required();
   sub->add_flag("--json", args->json, "Print the stepscope.analysis/1 JSON (docs/analysis-json.md)");
   sub->add_option("--step-regex", args->step_regex, "Ranges (NVTX/annotations) whose names match this regex are the steps");
+  sub->add_option("--what-if-workers", args->what_if_workers,
+                  "Loader workers the what-if replay gives a prefetching input pipeline (docs/critical-path.md)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   sub->add_option("--rank-csv", args->rank_csv, "Also write the per-rank tables rank_steps.csv and "
                                                 "rank_collectives.csv into this directory (docs/scale.md)");
   sub->add_option("--job", args->job, "Job name written in the --rank-csv rows")->capture_default_str();

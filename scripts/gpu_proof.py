@@ -50,6 +50,7 @@ MAX_STORE_BYTES_PER_KERNEL = 250.0
 MAX_DEFAULT_WINDOW_OVERHEAD = 0.03  # whole run, mean step time over plain
 MAX_PEAK_RSS_GROWTH_MB = 100.0
 MAX_SAVING_ERROR = 0.25  # |estimated - measured| / measured
+MAX_REPLAY_ERROR = 0.15  # |replayed cure step / the cure's measured step - 1| (issue 27)
 MAX_LAUNCH_COST_ERROR = 0.25
 MAX_DETACH_SLOWDOWN = 0.03  # |median window after the detach / median before - 1|; also the most the windows
 #                             before may spread (IQR / median) for the comparison to tell
@@ -517,6 +518,19 @@ def claims_samples(runs, stepscope):
                          f"estimated {est:.1f} µs, measured {measured:.1f} µs ({p[0]:.1f} → {c[0]:.1f}): "
                          f"{100 * (est / measured - 1) if measured > 0 else 0:+.0f}%", expected,
                          "PASS" if err <= MAX_SAVING_ERROR else "FAIL", estimated_us=est, measured_us=measured))
+        # The what-if replay (docs/critical-path.md): the recording replayed with the cure, against the cure's step.
+        text = f"sample {name}: the what-if step with the {rule} cure against {v['cure']}'s step"
+        expected = f"within {100 * MAX_REPLAY_ERROR:g}% of plain {v['cure']} (step median)"
+        replayed = found[rule].get("replayed")
+        if not replayed:
+            out.append(not_run(f"replay:{name}", text, expected, "no what-if replay in the analysis"))
+            continue
+        pred = replayed["step_us"]
+        off = pred / c[0] - 1 if c[0] > 0 else float("inf")
+        out.append(claim(f"replay:{name}", text,
+                         f"replayed with {replayed['cure']}: {pred:.1f} µs; {v['cure']} measured {c[0]:.1f} µs: "
+                         f"{100 * off:+.0f}%", expected, "PASS" if abs(off) <= MAX_REPLAY_ERROR else "FAIL",
+                         predicted_us=pred, measured_us=c[0]))
     return out
 
 

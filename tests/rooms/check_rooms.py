@@ -5,7 +5,8 @@ room and the rooms below it, never one above. Rooms, lowest first, with the publ
   names      analyzer/src/names, analyzer/src/format      display_names.h, json_writer.h, units.h
   import     analyzer/src/import, analyzer/src/breakdowns  gpu_breakdowns.h
   load       analyzer/src/load.cpp                          load.h
-  analysis   analyzer/src/analysis                          analysis.h, critical_path.h, step_outliers.h, collector_threads.h
+  analysis   analyzer/src/analysis                          analysis.h, critical_path.h, what_if.h, step_outliers.h,
+                                                            collector_threads.h
   rules      analyzer/src/rules
   pipeline   analyzer/src/pipeline                          (analyze(): the analysis, then the rules)
   report     analyzer/src/report                            report.h
@@ -24,7 +25,8 @@ FOLDER_ROOM = {"names": "names", "format": "names", "import": "import", "breakdo
                "diff": "diff", "export": "diff", "multirank": "multirank"}
 PUBLIC_ROOM = {"display_names.h": "names", "json_writer.h": "names", "units.h": "names",
                "gpu_breakdowns.h": "import", "load.h": "load",
-               "analysis.h": "analysis", "critical_path.h": "analysis", "step_outliers.h": "analysis",
+               "analysis.h": "analysis", "critical_path.h": "analysis", "what_if.h": "analysis",
+               "step_outliers.h": "analysis",
                "collector_threads.h": "analysis", "report.h": "report", "diff.h": "diff", "export.h": "diff",
                "multi_rank.h": "multirank"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

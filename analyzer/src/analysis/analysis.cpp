@@ -10,6 +10,7 @@
 
 #include "analysis/context.h"
 #include "analysis/critical_path.h"
+#include "analysis/what_if.h"
 #include "analysis/host_activity.h"
 #include "analysis/measure.h"
 #include "analysis/names.h"
@@ -257,6 +258,13 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
   fill_host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
   a.critical_path = detail::critical_paths(ctx, options.critical_path_segments);
+  a.what_if = detail::what_if(ctx, a.findings, options.what_if_loader_workers);
+  for (auto& f : a.findings)
+    for (const auto& c : a.what_if.cures)
+      if (c.rule == f.rule) {  // the first cure of a rule: launch-overhead's CUDA graphs
+        f.replayed_cure = c.cure, f.replayed_step_us = c.step_us, f.replayed_saving_us = c.saving_us;
+        break;
+      }
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
   a.gpu_breakdowns = gpu_breakdowns(trace);
@@ -335,6 +343,13 @@ std::string finding_to_json(const FindingResult& f) {
   for (auto s : f.steps) w.value(s);
   w.end_array();
   w.kv("est_savings_us_per_step", f.est_savings_us_per_step).kv("share", f.share);
+  if (!f.replayed_cure.empty())
+    w.key("replayed")
+        .begin_object()
+        .kv("cure", f.replayed_cure)
+        .kv("step_us", f.replayed_step_us)
+        .kv("saving_us", f.replayed_saving_us)
+        .end_object();
   w.kv("summary", f.summary).kv("suggestion", f.suggestion);
   w.key("ranges").begin_array();
   for (const auto& r : f.ranges) w.begin_array().value(us(r.start_ns)).value(us(r.end_ns)).end_array();
@@ -466,6 +481,29 @@ std::string to_json(const Analysis& a) {
       w.end_array().end_object();
     }
     w.end_array().end_object();
+  }
+  {
+    const WhatIf& wi = a.what_if;
+    w.key("what_if").begin_object().kv("steps", wi.steps);
+    if (wi.empty()) {
+      w.kv("note", wi.note);
+    } else {
+      w.kv("recorded_step_us", wi.recorded_step_us)
+          .kv("identity_step_us", wi.identity_step_us)
+          .kv("replayed_step_us", wi.replayed_step_us)
+          .kv("combined_step_us", wi.combined_step_us)
+          .key("cures")
+          .begin_array();
+      for (const auto& c : wi.cures)
+        w.begin_object()
+            .kv("rule", c.rule)
+            .kv("cure", c.cure)
+            .kv("step_us", c.step_us)
+            .kv("saving_us", c.saving_us)
+            .end_object();
+      w.end_array();
+    }
+    w.end_object();
   }
   w.key("utilization").begin_object().kv("bucket_us", us(a.utilization_bucket_ns)).key("busy").begin_array();
   for (double u : a.utilization) w.value(u);

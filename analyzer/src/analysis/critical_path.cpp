@@ -33,49 +33,6 @@ const char* to_string(PathKind k) {
 }
 
 namespace detail {
-namespace {
-
-// Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
-constexpr int64_t kQueuedGapNs = 2'000;
-constexpr size_t kLongest = 5;
-// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending
-// was blocked on that work.
-constexpr int64_t kBlockedCallNs = 50'000;
-constexpr int64_t kWakeUpNs = 20'000;
-constexpr int64_t kMaxSegments = 500'000'000;
-constexpr int64_t kMaxStalledTurns = 64;
-
-enum class HostKind : uint8_t { Launch, Sync, Api, DataWait };
-
-struct HostEvent {
-  int64_t start = 0, end = 0;
-  HostKind kind = HostKind::Api;
-  int64_t api = -1;  // trace.api_calls index
-  std::string_view what;
-};
-
-// One thread's calls and waits, sorted by start, with the running maximum of their ends: the event covering a
-// time is the outermost one (a runtime call around its driver call, a DataLoader wait around its copies).
-struct HostTimeline {
-  std::vector<HostEvent> events;
-  std::vector<size_t> widest;  // widest[i]: the event among 0..i that ends last
-
-  void finish() {
-    std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
-      return a.start != b.start ? a.start < b.start : a.end > b.end;
-    });
-    widest.resize(events.size());
-    for (size_t i = 0; i < events.size(); ++i)
-      widest[i] = i > 0 && events[widest[i - 1]].end >= events[i].end ? widest[i - 1] : i;
-  }
-  // The event that ends last among those starting before t; nullptr when none.
-  const HostEvent* before(int64_t t) const {
-    auto it = std::lower_bound(events.begin(), events.end(), t,
-                               [](const HostEvent& e, int64_t v) { return e.start < v; });
-    if (it == events.begin()) return nullptr;
-    return &events[widest[size_t(it - events.begin()) - 1]];
-  }
-};
 
 // The host as the GPU sees it: the step's thread and every thread of its process that launches GPU work
 // (PyTorch's backward launches from the autograd engine's thread while the training thread waits in
@@ -109,6 +66,18 @@ HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
   h.finish();
   return h;
 }
+
+namespace {
+
+// Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
+constexpr int64_t kQueuedGapNs = 2'000;
+constexpr size_t kLongest = 5;
+// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending
+// was blocked on that work.
+constexpr int64_t kBlockedCallNs = 50'000;
+constexpr int64_t kWakeUpNs = 20'000;
+constexpr int64_t kMaxSegments = 500'000'000;
+constexpr int64_t kMaxStalledTurns = 64;
 
 struct OpInfo {
   int64_t device = 0, stream = 0, pid = 0;

@@ -1,10 +1,50 @@
 // The critical-path walk over a built Context (analysis room internal).
 #pragma once
 
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
 #include "analysis/context.h"
 #include "stepscope/analyzer/critical_path.h"
 
 namespace stepscope::analyzer::detail {
+
+enum class HostKind : uint8_t { Launch, Sync, Api, DataWait };
+
+struct HostEvent {
+  int64_t start = 0, end = 0;
+  HostKind kind = HostKind::Api;
+  int64_t api = -1;  // trace.api_calls index
+  std::string_view what;
+};
+
+// One thread's calls and waits, sorted by start, with the running maximum of their ends: the event covering a
+// time is the outermost one (a runtime call around its driver call, a DataLoader wait around its copies).
+struct HostTimeline {
+  std::vector<HostEvent> events;
+  std::vector<size_t> widest;  // widest[i]: the event among 0..i that ends last
+
+  void finish() {
+    std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    widest.resize(events.size());
+    for (size_t i = 0; i < events.size(); ++i)
+      widest[i] = i > 0 && events[widest[i - 1]].end >= events[i].end ? widest[i - 1] : i;
+  }
+  // The event that ends last among those starting before t; nullptr when none.
+  const HostEvent* before(int64_t t) const {
+    auto it = std::lower_bound(events.begin(), events.end(), t,
+                               [](const HostEvent& e, int64_t v) { return e.start < v; });
+    if (it == events.begin()) return nullptr;
+    return &events[widest[size_t(it - events.begin()) - 1]];
+  }
+};
+
+// The host as the GPU sees it: the calls and waits of the step's thread and of every thread of its process that
+// launches GPU work (the critical path and the what-if replay walk it).
+HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid);
 
 // keep_segments: fill CriticalPaths::path.
 CriticalPaths critical_paths(const Context& ctx, bool keep_segments = false);

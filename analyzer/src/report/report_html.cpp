@@ -287,6 +287,7 @@ std::string render_html_report(const Analysis& a) {
     o += "<p class=\"notice\">" + html_escape(no_gpu_note(sm)) + "</p>\n";
   if (auto note = gpu_window_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (auto cp = critical_path_sentence(a.critical_path); !cp.empty()) o += "<p>" + html_escape(cp) + ".</p>\n";
+  if (auto wi = what_if_sentence(a.what_if); !wi.empty()) o += "<p>" + html_escape(wi) + "</p>\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   o += "<div class=\"cards\">";
   o += card(std::to_string(sm.steps), "steps (source: " + sm.step_source + ")");

@@ -50,6 +50,8 @@ std::string render_markdown_report(const Analysis& a) {
   if (auto note = gpu_window_note(sm); !note.empty()) o += fmt::format("| GPU windows | {} |\n", markdown_escape(note));
   if (auto cp = critical_path_sentence(a.critical_path); !cp.empty())
     o += fmt::format("| Critical path | {} |\n", markdown_escape(cp.substr(cp.find(": ") + 2)));
+  if (auto wi = what_if_sentence(a.what_if); !wi.empty())
+    o += fmt::format("| What-if replay | {} |\n", markdown_escape(wi));
   if (auto note = host_ahead_note(sm); !note.empty()) o += fmt::format("| host ahead | {} |\n", markdown_escape(note));
   o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
   o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));

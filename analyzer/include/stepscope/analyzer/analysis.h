@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stepscope/analyzer/critical_path.h"
+#include "stepscope/analyzer/what_if.h"
 #include "stepscope/analyzer/gpu_breakdowns.h"
 #include "stepscope/store/records.h"
 
@@ -63,6 +64,10 @@ struct FindingResult {
   std::string summary;                 // one line
   std::string suggestion;              // concrete change, may hold a code snippet
   std::string evidence_json = "{}";    // a JSON object: kernel names, counts, API calls, stacks
+  // The what-if replay of this finding's cure (WhatIf::cures; launch-overhead: CUDA graphs), when it ran: the
+  // predicted step and the replayed step minus it. The rule's own est_savings_us_per_step is the idle it explains.
+  std::string replayed_cure;
+  double replayed_step_us = 0, replayed_saving_us = 0;
 };
 
 struct KernelStat {
@@ -202,12 +207,15 @@ struct Analysis {
   StepOutliers step_outliers;  // slow steps explained against the median step
   GpuBreakdowns gpu_breakdowns;  // HTA's kernel-type, launch, queue-length and annotation breakdowns (whole trace)
   CriticalPaths critical_path;   // per GPU-traced step: what decided when things happened (docs/critical-path.md)
+  WhatIf what_if;  // the steps replayed unchanged and with each finding's cure (docs/critical-path.md)
 };
 
 struct AnalyzeOptions {
   std::string step_regex;  // --step-regex: NVTX/annotation ranges whose names match become steps
   // Keep every stretch of the critical path (CriticalPaths::path: ~2 per GPU op) for a view that draws it.
   bool critical_path_segments = false;
+  // The input-bound cure's what-if: loader workers that take the batches in turn (`analyze --what-if-workers`).
+  int what_if_loader_workers = 4;
 };
 
 // Runs step detection, breakdown and every rule. Never throws for odd-but-valid traces.

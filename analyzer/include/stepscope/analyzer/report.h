@@ -34,6 +34,9 @@ std::string render_gpu_breakdowns_text(const GpuBreakdowns& b, size_t max_rows);
 std::string critical_path_sentence(const CriticalPaths& cp);
 // The text section: that sentence and the longest stretches of the slowest traced step.
 std::string render_critical_path_text(const CriticalPaths& cp);
+// "What-if replay over N steady GPU-traced steps: …" — the replayed step unchanged and with each cure; "" when
+// nothing was replayed.
+std::string what_if_sentence(const WhatIf& w);
 std::string render_markdown_report(const Analysis& a);
 std::string render_html_report(const Analysis& a);
 
