@@ -257,8 +257,9 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
   utilization(ctx, a);
   fill_host_activity(ctx, a);
   per_device_busy(ctx, ctx.steps);
-  a.critical_path = detail::critical_paths(ctx, options.critical_path_segments);
-  a.what_if = detail::what_if(ctx, a.findings, options.what_if_loader_workers);
+  detail::HostTimelines timelines;
+  a.critical_path = detail::critical_paths(ctx, options.critical_path_segments, &timelines);
+  a.what_if = detail::what_if(ctx, a.findings, options.what_if_loader_workers, &timelines);
   for (auto& f : a.findings)
     for (const auto& c : a.what_if.cures)
       if (c.rule == f.rule) {  // the first cure of a rule: launch-overhead's CUDA graphs

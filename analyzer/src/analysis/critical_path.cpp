@@ -355,7 +355,7 @@ class Walker {
 
 }  // namespace
 
-CriticalPaths critical_paths(const Context& ctx, bool keep_segments) {
+CriticalPaths critical_paths(const Context& ctx, bool keep_segments, HostTimelines* timelines) {
   CriticalPaths out;
   if (ctx.ops.empty() || ctx.steps.empty()) return out;
   Walker walker(ctx);
@@ -381,7 +381,9 @@ CriticalPaths critical_paths(const Context& ctx, bool keep_segments) {
     const int64_t begin = spans.front().first;
     int64_t host_end = 0;
     for (const auto& sp : spans) host_end = std::max(host_end, sp.second);
-    const HostTimeline host = host_timeline(ctx, who.first, who.second);
+    HostTimeline built;
+    const HostTimeline& host =
+        timelines ? ((*timelines)[who] = host_timeline(ctx, who.first, who.second)) : (built = host_timeline(ctx, who.first, who.second));
     std::vector<PathSegment> kept;
     StepAttribution attribution(paths, std::move(spans), keep_segments ? &kept : nullptr);
     walker.walk(who.first, begin, host_end, host, attribution);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -46,7 +48,10 @@ struct HostTimeline {
 // launches GPU work (the critical path and the what-if replay walk it).
 HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid);
 
-// keep_segments: fill CriticalPaths::path.
-CriticalPaths critical_paths(const Context& ctx, bool keep_segments = false);
+// The host timelines of the step-drawing threads, by (pid, tid): built by the walk, reused by the what-if replay.
+using HostTimelines = std::map<std::pair<int64_t, int64_t>, HostTimeline>;
+
+// keep_segments: fill CriticalPaths::path. `timelines`, when given, receives the host timelines the walk built.
+CriticalPaths critical_paths(const Context& ctx, bool keep_segments = false, HostTimelines* timelines = nullptr);
 
 }  // namespace stepscope::analyzer::detail

@@ -128,48 +128,16 @@ class Replayer {
         pinned_ns += double(m.end - m.start);
       }
     pinned_bytes_per_us_ = pinned_ns > 0 ? pinned_bytes / (pinned_ns / 1e3) : kPinnedBytesPerUs;
-    // Each op once: what it is, its stream, when its stream's earlier work ended, and when it was launched.
+    // Each op once: its stream, when its stream's earlier work ended, and when it was launched.
     statics_.resize(ctx.ops.size());
     by_key_.reserve(ctx.ops.size());
-    std::map<std::pair<int64_t, int64_t>, int64_t> streams;
+    std::map<std::pair<int64_t, int64_t>, int32_t> streams;
     std::vector<int64_t> last_end;
     for (size_t oi = 0; oi < ctx.ops.size(); ++oi) {
       const GpuOp& o = ctx.ops[oi];
       OpStatic& st = statics_[oi];
-      Op& op = st.op;
-      int64_t dev = 0, stream = 0;
-      op.dur = o.end - o.start;
-      switch (o.kind) {
-        case GpuOpKind::Kernel: {
-          const auto& k = t.kernels[o.index];
-          dev = k.device, stream = k.stream, st.pid = k.pid;
-          op.kernel = true;
-          op.name = t.str(k.name);
-          op.gemm = is_gemm_kernel(op.name);
-          op.grid = std::max<int64_t>(1, int64_t(k.grid_x) * k.grid_y * k.grid_z);
-          op.threads = int64_t(k.block_x) * k.block_y * k.block_z;
-          op.registers = k.registers;
-          op.shared = k.shared_memory;
-          break;
-        }
-        case GpuOpKind::Memcpy: {
-          const auto& m = t.memcpys[o.index];
-          dev = m.device, stream = m.stream, st.pid = m.pid;
-          op.copy = true;
-          op.bytes = m.bytes;
-          op.pageable =
-              m.src_kind == store::MemoryKind::Pageable || m.dst_kind == store::MemoryKind::Pageable;
-          op.h2d = m.kind == store::CopyKind::HtoD;
-          break;
-        }
-        case GpuOpKind::Memset: {
-          const auto& m = t.memsets[o.index];
-          dev = m.device, stream = m.stream, st.pid = m.pid;
-          break;
-        }
-      }
-      op.device = dev;
-      auto [it, fresh] = streams.try_emplace({dev, stream}, int64_t(streams.size()));
+      const Where w = where(o);
+      auto [it, fresh] = streams.try_emplace({w.device, w.stream}, int32_t(streams.size()));
       if (fresh) last_end.push_back(INT64_MIN);
       st.stream = it->second;
       st.prev_end_on_stream = last_end[size_t(st.stream)];
@@ -257,14 +225,15 @@ class Replayer {
     std::vector<size_t> mine;
     for (auto it = std::lower_bound(by_key_.begin(), by_key_.end(), std::make_pair(r0, size_t(0)));
          it != by_key_.end() && it->first < r1; ++it)
-      if (!pid || !statics_[it->second].pid || statics_[it->second].pid == pid) mine.push_back(it->second);
+      if (const int64_t p = where(ctx_.ops[it->second]).pid; !pid || !p || p == pid)
+        mine.push_back(it->second);
     std::sort(mine.begin(), mine.end());
     std::unordered_map<int64_t, int64_t> local_stream;
     std::vector<int64_t> launch_calls_seen;
     for (size_t oi : mine) {
       const GpuOp& o = ctx_.ops[oi];
       const OpStatic& st = statics_[oi];
-      Op op = st.op;
+      Op op = make_op(o);
       auto [sit, fresh] = local_stream.try_emplace(st.stream, int64_t(local_stream.size()));
       if (fresh) run.stream_free.push_back(0);
       op.stream = sit->second;
@@ -565,10 +534,66 @@ class Replayer {
   double pinned_bytes_per_us_ = kPinnedBytesPerUs;
   mutable std::vector<int64_t> op_end_;
   struct OpStatic {
-    Op op;
-    int64_t stream = 0, pid = 0;
     int64_t prev_end_on_stream = INT64_MIN;
+    int32_t stream = 0;
   };
+  struct Where {
+    int64_t device = 0, stream = 0, pid = 0;
+  };
+  Where where(const GpuOp& o) const {
+    const store::Trace& t = ctx_.t();
+    switch (o.kind) {
+      case GpuOpKind::Kernel: {
+        const auto& k = t.kernels[o.index];
+        return {k.device, k.stream, k.pid};
+      }
+      case GpuOpKind::Memcpy: {
+        const auto& m = t.memcpys[o.index];
+        return {m.device, m.stream, m.pid};
+      }
+      case GpuOpKind::Memset: {
+        const auto& m = t.memsets[o.index];
+        return {m.device, m.stream, m.pid};
+      }
+    }
+    return {};
+  }
+  // What the replay needs of an op (GEMM names judged once per name).
+  Op make_op(const GpuOp& o) const {
+    const store::Trace& t = ctx_.t();
+    Op op;
+    op.dur = o.end - o.start;
+    switch (o.kind) {
+      case GpuOpKind::Kernel: {
+        const auto& k = t.kernels[o.index];
+        op.device = k.device;
+        op.kernel = true;
+        op.name = t.str(k.name);
+        auto [it, fresh] = gemm_names_.try_emplace(k.name, false);
+        if (fresh) it->second = is_gemm_kernel(op.name);
+        op.gemm = it->second;
+        op.grid = std::max<int64_t>(1, int64_t(k.grid_x) * k.grid_y * k.grid_z);
+        op.threads = int64_t(k.block_x) * k.block_y * k.block_z;
+        op.registers = k.registers;
+        op.shared = k.shared_memory;
+        break;
+      }
+      case GpuOpKind::Memcpy: {
+        const auto& m = t.memcpys[o.index];
+        op.device = m.device;
+        op.copy = true;
+        op.bytes = m.bytes;
+        op.pageable = m.src_kind == store::MemoryKind::Pageable || m.dst_kind == store::MemoryKind::Pageable;
+        op.h2d = m.kind == store::CopyKind::HtoD;
+        break;
+      }
+      case GpuOpKind::Memset:
+        op.device = t.memsets[o.index].device;
+        break;
+    }
+    return op;
+  }
+  mutable std::unordered_map<int64_t, bool> gemm_names_;
   std::vector<OpStatic> statics_;
   std::vector<std::pair<int64_t, size_t>>
       by_key_;  // (launch call's start, else the op's start; ctx.ops index)
@@ -576,7 +601,8 @@ class Replayer {
 
 }  // namespace
 
-WhatIf what_if(const Context& ctx, const std::vector<FindingResult>& findings, int loader_workers) {
+WhatIf what_if(const Context& ctx, const std::vector<FindingResult>& findings, int loader_workers,
+               const HostTimelines* timelines) {
   WhatIf w;
   if (ctx.ops.empty() || ctx.steps.empty()) {
     w.note = "no GPU activity in the steps: nothing to replay";
@@ -601,7 +627,12 @@ WhatIf what_if(const Context& ctx, const std::vector<FindingResult>& findings, i
   std::vector<size_t> steps = best->second;
   std::sort(steps.begin(), steps.end(),
             [&](size_t a, size_t b) { return ctx.steps[a].start_ns < ctx.steps[b].start_ns; });
-  const HostTimeline host = host_timeline(ctx, best->first.first, best->first.second);
+  HostTimeline built;
+  const HostTimeline* found = nullptr;
+  if (timelines)
+    if (auto it = timelines->find(best->first); it != timelines->end()) found = &it->second;
+  const HostTimeline& host =
+      found ? *found : (built = host_timeline(ctx, best->first.first, best->first.second));
   const double cost = ctx.profiler.applied ? ctx.profiler.cost_ns_per_launch : 0.0;
   Replayer r(ctx, cost, loader_workers);
 
