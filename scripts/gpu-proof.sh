@@ -71,12 +71,14 @@ fi
 PYTHONUNBUFFERED=1 "$py" "$here/gpu_proof.py" run --build "$build" --out "$out" --python "$py" "${@:3}" || exit $?
 "$py" "$here/gpu_proof.py" check --out "$out" --stepscope "$build/cli/stepscope"
 status=$?
-# Keep the stores, compressed (xz where present, else Python's lzma).
-for db in "$out"/stores/*.db "$out"/samples/*.db; do
+# Keep the stores, compressed (xz where present, else Python's lzma): the samples' first (the what-if replay is
+# validated on them, docs/critical-path.md), at xz's fastest level on every core — at -6 the H100 run of 3bbc37b
+# spent the rest of a 530 s device call compressing the trainer's stores.
+for db in "$out"/samples/*.db "$out"/stores/*.db; do
   [[ -f $db ]] || continue
-  if command -v xz >/dev/null 2>&1; then xz -T0 -6 -f "$db"; else "$py" -c 'import lzma, os, shutil, sys
+  if command -v xz >/dev/null 2>&1; then xz -T0 -1 -f "$db"; else "$py" -c 'import lzma, os, shutil, sys
 p = sys.argv[1]
-with open(p, "rb") as s, lzma.open(p + ".xz", "wb", preset=6) as d: shutil.copyfileobj(s, d)
+with open(p, "rb") as s, lzma.open(p + ".xz", "wb", preset=1) as d: shutil.copyfileobj(s, d)
 os.remove(p)' "$db"; fi
 done
 echo "gpu-proof: $((SECONDS - start)) s; table $out/gpu-proof.md, verdicts $out/gpu-proof.json, stores $out/stores"
