@@ -1,5 +1,8 @@
 // Loads a shared library into a running process with ptrace and calls one function of it (x86-64 Linux).
 // Internal to the attach side of the collector (stepscope attach); see docs/collector.md, "Attaching".
+// inject() orchestrates the units: process_status (checks), process_maps (libc and dlopen in the target),
+// tracee_threads (stop every thread), remote_call (registers, remote mmap, running the stub), remote_memory
+// (writing the page), x86_assembler (the stub's bytes).
 #pragma once
 
 #include <sys/types.h>
@@ -7,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "process_status.h"  // read_status, read_stat, explain_ptrace_failure: attach.cpp uses them too
 #include "stepscope/collector/attach.h"
 
 namespace stepscope::collector::attach {
@@ -37,26 +41,5 @@ struct InjectResult {
 // Throws AttachError with a one-line reason (no such process, permissions and which setting forbids ptrace,
 // already traced, seccomp, exited meanwhile, dlopen's error).
 InjectResult inject(const InjectRequest& request);
-
-// Why ptrace(PTRACE_SEIZE) of `pid` failed with `err`, as one line naming the setting to change.
-std::string explain_ptrace_failure(pid_t pid, int err);
-
-// Reads /proc/PID/status: the real uid and a few fields; throws AttachError("no such process") when absent.
-struct ProcessStatus {
-  std::string name;
-  uid_t uid = 0;
-  pid_t tracer = 0;
-  int seccomp = 0;
-};
-ProcessStatus read_status(pid_t pid);
-
-// /proc/PID/stat past the command name (which may hold spaces and parentheses): state, parent, flags.
-struct ProcessStat {
-  char state = 0;
-  pid_t ppid = 0;
-  unsigned long flags = 0;  // PF_KTHREAD (0x00200000): a kernel thread
-};
-// False when the process is gone or its stat cannot be read.
-bool read_stat(pid_t pid, ProcessStat& out);
 
 }  // namespace stepscope::collector::attach
