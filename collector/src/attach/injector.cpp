@@ -283,8 +283,8 @@ InjectResult inject(const InjectRequest& req) {
       result.page = allocate_page(pid, t, st);
       STEPSCOPE_ATTACH_DEBUG_LOG("page %llx", (unsigned long long)result.page);
       const user_regs_struct call = call_registers(saved.regs, result.page + kCodeOffset);
-      const uint64_t res =
-          call.rsp;  // 4 result words above the stub's stack pointer (inside the reserved gap)
+      // The stub's 4 result words: at its stack pointer, inside the gap call_registers reserved.
+      const uint64_t res = call.rsp;
       write_bytes(t.tid, result.page,
                   stub_page(req, result.page, dlopen_at, dlsym_at, dlerror_at, entry.flags));
       set_registers(t.tid, call);
