@@ -1,5 +1,5 @@
 // `stepscope doctor`: what works here (driver, CUPTI, perf events, ptrace, Python hooks) and a self-test
-// recording; the logic is in collector/src/doctor.cpp.
+// recording; the logic is in collector/src/launcher/doctor.cpp.
 #include <cstdio>
 #include <memory>
 

@@ -1,5 +1,5 @@
 // The floor any CUPTI-based tracer pays: a CUDA injection library (CUDA_INJECTION64_PATH) that enables the
-// activity kinds stepscope's collector enables (collector/src/cupti_recorder.cpp: keep the two lists equal),
+// activity kinds stepscope's collector enables (collector/src/gpu/cupti_recorder.cpp: keep the two lists equal),
 // with the same buffer size and flush period, and only counts and drops the records. No timestamp callback,
 // no decoding, no store. At exit it prints one line on stderr that bench/gpu_overhead reads:
 //   cupti_count: records R kernels K dropped D not_enabled LIST

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cupti_api_classes.h"
-#include "cupti_decode.h"
-#include "gpu_window.h"
+#include "gpu/cupti_api_classes.h"
+#include "gpu/cupti_decode.h"
+#include "gpu/gpu_window.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 

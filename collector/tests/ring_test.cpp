@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "ring.h"
+#include "sampling/ring.h"
 
 using stepscope::collector::SampleRing;
 

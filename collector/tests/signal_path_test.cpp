@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "interrupted.h"
+#include "sampling/interrupted.h"
 #include "unwind/stack_capture.h"
 
 using namespace stepscope::collector;

@@ -22,7 +22,7 @@
 #include <map>
 #include <set>
 
-#include "control_protocol.h"
+#include "control/control_protocol.h"
 #include "injector.h"
 #include "stepscope/store/store.h"
 

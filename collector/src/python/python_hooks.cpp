@@ -16,8 +16,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "collector_internal.h"
-#include "collector_state.h"
+#include "core/collector_internal.h"
+#include "core/collector_state.h"
 #include "python_embedded.h"
 
 namespace stepscope::collector::python_hooks {

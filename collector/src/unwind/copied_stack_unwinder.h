@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "module_maps.h"
+#include "output/module_maps.h"
 #include "stack_capture.h"
 
 namespace stepscope::collector::unwind {

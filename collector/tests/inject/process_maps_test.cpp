@@ -1,7 +1,7 @@
 // process_status and process_maps (issue 28) against a real forked child: its status and stat, libc and the
 // loader in its map where the parent has them, and getpid's address found in its libc file equal to the
 // parent's own getpid (fork keeps the layout).
-#include "process_maps.h"
+#include "attach/process_maps.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "child_process.h"
-#include "process_status.h"
+#include "attach/process_status.h"
 #include "stepscope/collector/attach.h"
 
 using namespace stepscope::collector::attach;

@@ -2,7 +2,7 @@
 // allocates a page the child can use, machine code written there that calls the child's getpid and stops on
 // int3, a call that never returns timed out and taken back; each time the registers restored and the child
 // going on counting.
-#include "remote_call.h"
+#include "attach/remote_call.h"
 
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -14,13 +14,13 @@
 #include <fstream>
 #include <string>
 
-#include "attach_support.h"
+#include "attach/attach_support.h"
 #include "child_process.h"
-#include "process_maps.h"
-#include "remote_memory.h"
+#include "attach/process_maps.h"
+#include "attach/remote_memory.h"
 #include "stepscope/collector/attach.h"
-#include "tracee_threads.h"
-#include "x86_assembler.h"
+#include "attach/tracee_threads.h"
+#include "attach/x86_assembler.h"
 
 using namespace stepscope::collector::attach;
 using stepscope::test::ChildProcess;

@@ -1,6 +1,6 @@
 // remote_memory (issue 28) against a real forked child: a known global read, words and a partial word
 // written, strings read back, and the child seeing the writes once released.
-#include "remote_memory.h"
+#include "attach/remote_memory.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include "child_process.h"
 #include "stepscope/collector/attach.h"
-#include "tracee_threads.h"
+#include "attach/tracee_threads.h"
 
 using namespace stepscope::collector::attach;
 using stepscope::test::ChildProcess;

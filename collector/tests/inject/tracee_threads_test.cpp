@@ -1,7 +1,7 @@
 // tracee_threads (issue 28) against a real forked child: every thread of a child with several stopped (they
 // stop counting) and resumed (they count again), one kept; a thread blocked in read() seen in that waiting
 // system call, which goes on after the release.
-#include "tracee_threads.h"
+#include "attach/tracee_threads.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "attach_support.h"
+#include "attach/attach_support.h"
 #include "child_process.h"
-#include "process_status.h"
+#include "attach/process_status.h"
 #include "stepscope/collector/attach.h"
 
 using namespace stepscope::collector::attach;

@@ -1,6 +1,6 @@
 // x86_assembler (issue 28): each instruction's exact bytes (Intel SDM encodings), the forward jump patched to
 // the current end, and the injected stub's shape.
-#include "x86_assembler.h"
+#include "attach/x86_assembler.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "rank_env.h"
+#include "core/rank_env.h"
 
 namespace stepscope::collector {
 

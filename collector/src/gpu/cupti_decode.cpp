@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cupti_decode.h"
-#include "cupti_api.h"
-#include "cupti_library.h"
+#include "gpu/cupti_api.h"
+#include "gpu/cupti_library.h"
 
 namespace stepscope::collector::cupti {
 

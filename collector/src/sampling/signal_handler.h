@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <ucontext.h>
 
-#include "collector_state.h"
+#include "core/collector_state.h"
 
 namespace stepscope::collector {
 

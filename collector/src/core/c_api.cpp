@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "collector_state.h"
+#include "core/collector_state.h"
 
 namespace stepscope::collector {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "collector_state.h"
+#include "core/collector_state.h"
 
 namespace stepscope::collector {
 namespace {

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <new>
 
-#include "collector_state.h"
-#include "control_server.h"
-#include "timers.h"
+#include "control/control_server.h"
+#include "core/collector_state.h"
+#include "sampling/timers.h"
 
 namespace stepscope::collector {
 namespace {

@@ -1,5 +1,5 @@
 // Built when stepscope is configured without CUDA: no CUPTI, CPU data only.
-#include "collector_internal.h"
+#include "core/collector_internal.h"
 
 namespace stepscope::collector::cupti {
 void start_if_possible(const char*) {

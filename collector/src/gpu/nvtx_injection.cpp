@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "collector_internal.h"
+#include "core/collector_internal.h"
 
 namespace stepscope::collector::nvtx {
 namespace {

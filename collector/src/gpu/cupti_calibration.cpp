@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <string>
 
-#include "collector_internal.h"
-#include "cupti_api.h"
-#include "cupti_recorder_state.h"
+#include "core/collector_internal.h"
+#include "gpu/cupti_api.h"
+#include "gpu/cupti_recorder_state.h"
 
 namespace stepscope::collector::cupti {
 namespace {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "collector_state.h"
-#include "interrupted.h"
+#include "core/collector_state.h"
+#include "sampling/interrupted.h"
 
 namespace stepscope::collector {
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "collector_state.h"
+#include "core/collector_state.h"
 
 namespace stepscope::collector {
 namespace {

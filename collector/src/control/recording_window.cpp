@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "collector_state.h"
-#include "control_server.h"
-#include "drainer.h"
-#include "drain_thread.h"
-#include "thread_registry.h"
-#include "timers.h"
+#include "control/control_server.h"
+#include "core/collector_state.h"
+#include "output/drain_thread.h"
+#include "output/drainer.h"
+#include "sampling/thread_registry.h"
+#include "sampling/timers.h"
 
 namespace stepscope::collector {
 namespace {

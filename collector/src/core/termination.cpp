@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <ctime>
 
-#include "collector_state.h"
+#include "core/collector_state.h"
 
 namespace stepscope::collector {
 namespace {

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <new>
 
-#include "collector_state.h"
-#include "module_maps.h"
-#include "drainer.h"
-#include "thread_registry.h"
+#include "core/collector_state.h"
+#include "output/drainer.h"
+#include "output/module_maps.h"
+#include "sampling/thread_registry.h"
 
 namespace stepscope::collector {
 namespace {

@@ -7,8 +7,8 @@
 #include <new>
 #include <cstring>
 
-#include "collector_state.h"
-#include "signal_handler.h"
+#include "core/collector_state.h"
+#include "sampling/signal_handler.h"
 
 namespace stepscope::collector {
 namespace {

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "control_protocol.h"
+#include "control/control_protocol.h"
 
 namespace stepscope::collector::control {
 namespace {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "collector_internal.h"
-#include "ring.h"
+#include "core/collector_internal.h"
+#include "sampling/ring.h"
 #include "unwind/stack_capture.h"
 
 #if __has_include("python/python_frames.h")

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "rank_env.h"
-#include "rank_outputs.h"
+#include "core/rank_env.h"
+#include "launcher/rank_outputs.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 

@@ -11,8 +11,8 @@
 
 #include <cupti.h>
 
-#include "cupti_decode.h"
-#include "gpu_window.h"
+#include "gpu/cupti_decode.h"
+#include "gpu/gpu_window.h"
 
 namespace stepscope::collector::cupti {
 

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "collector_internal.h"
-#include "cupti_api.h"
-#include "cupti_api_classes.h"
-#include "cupti_decode.h"
-#include "cupti_recorder_state.h"
-#include "gpu_window.h"
+#include "core/collector_internal.h"
+#include "gpu/cupti_api.h"
+#include "gpu/cupti_api_classes.h"
+#include "gpu/cupti_decode.h"
+#include "gpu/cupti_recorder_state.h"
+#include "gpu/gpu_window.h"
 
 namespace stepscope::collector::cupti {
 

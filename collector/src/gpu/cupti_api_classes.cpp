@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "cupti_api.h"
-#include "cupti_decode.h"
+#include "gpu/cupti_api.h"
+#include "gpu/cupti_decode.h"
 
 namespace stepscope::collector::cupti {
 namespace {

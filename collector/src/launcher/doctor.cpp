@@ -42,7 +42,7 @@
 #include <cuda.h>
 #include <cupti.h>
 
-#include "cupti_library.h"
+#include "gpu/cupti_library.h"
 #endif
 
 extern char** environ;

@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "collector_state.h"
-#include "module_maps.h"
+#include "core/collector_state.h"
+#include "output/module_maps.h"
 #include "stepscope/store/store.h"
 #include "unwind/copied_stack_unwinder.h"
 

@@ -9,14 +9,14 @@
 #include <cstring>
 #include <new>
 
-#include "collector_state.h"
-#include "control_server.h"
-#include "drain_thread.h"
-#include "drainer.h"
-#include "signal_handler.h"
-#include "termination.h"
-#include "thread_registry.h"
-#include "timers.h"
+#include "control/control_server.h"
+#include "core/collector_state.h"
+#include "core/termination.h"
+#include "output/drain_thread.h"
+#include "output/drainer.h"
+#include "sampling/signal_handler.h"
+#include "sampling/thread_registry.h"
+#include "sampling/timers.h"
 
 namespace stepscope::collector {
 namespace {
