@@ -44,12 +44,6 @@ constexpr size_t kUtilizationBuckets = 100;
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
 
-int64_t median_of(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + int64_t(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 void kernel_stats(const store::Trace& t, Analysis& a) {
   std::unordered_map<store::StringId, KernelStat> by;
   for (const auto& k : t.kernels) {
@@ -220,9 +214,9 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
       if (ctx.steps[i].gpu_traced && ctx.steps[i + 1].gpu_traced && first[i] != INT64_MAX && first[i + 1] != INT64_MAX &&
           first[i + 1] > first[i])
         gpu_steps.push_back(first[i + 1] - first[i]);
-    s.host_step_median_us = us(median_of(durs));
+    s.host_step_median_us = us(detail::upper_median(durs));
     if (gpu_steps.size() >= 2) {
-      s.gpu_step_median_us = us(median_of(gpu_steps));
+      s.gpu_step_median_us = us(detail::upper_median(gpu_steps));
       s.host_runs_ahead = s.gpu_step_median_us > (1.0 + kHostAheadMargin) * s.host_step_median_us;
     }
     if (s.host_runs_ahead) a.gpu_steps = gpu_time_steps(ctx, first);
@@ -241,8 +235,8 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
       cor.push_back(ctx.steps[i].dur_ns - ctx.steps[i].profiler_ns);
     }
     s.profiler.removed_us = s.profiler_us;
-    s.profiler.step_median_us = us(median_of(rec));
-    s.profiler.corrected_step_median_us = us(median_of(cor));
+    s.profiler.step_median_us = us(detail::upper_median(rec));
+    s.profiler.corrected_step_median_us = us(detail::upper_median(cor));
   }
   s.framework = ctx.framework;
   if (auto it = trace.meta.find("python.hooks"); it != trace.meta.end()) s.python_hooks = it->second;

@@ -1,6 +1,7 @@
 // The analyzer's working state, shared by the breakdown and the rules (internal; not installed).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +47,13 @@ inline constexpr double kWarmupStepFactor = 1.5;
 // recording's windows cover this share of it. The collector switches at its own step marker, a few µs from where
 // the analyzer puts the boundary; a step half in a window has half its GPU work missing and is left out.
 inline constexpr double kGpuWindowCoverage = 0.95;
+
+// The middle value, the upper of the two middles for an even count (nth_element's); `empty` when there is none.
+inline int64_t upper_median(std::vector<int64_t> v, int64_t empty = 0) {
+  if (v.empty()) return empty;
+  std::nth_element(v.begin(), v.begin() + int64_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 struct Interval {
   int64_t start = 0, end = 0;

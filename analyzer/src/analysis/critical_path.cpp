@@ -69,13 +69,7 @@ HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
 
 namespace {
 
-// Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
-constexpr int64_t kQueuedGapNs = 2'000;
 constexpr size_t kLongest = 5;
-// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending
-// was blocked on that work.
-constexpr int64_t kBlockedCallNs = 50'000;
-constexpr int64_t kWakeUpNs = 20'000;
 constexpr int64_t kMaxSegments = 500'000'000;
 constexpr int64_t kMaxStalledTurns = 64;
 

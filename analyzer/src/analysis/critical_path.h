@@ -12,6 +12,14 @@
 
 namespace stepscope::analyzer::detail {
 
+// What the walk and the what-if replay read the same way.
+// Back-to-back work on a stream: a gap this short is the GPU's own scheduling, not a wait for anything.
+inline constexpr int64_t kQueuedGapNs = 2'000;
+// A call longer than this (HTA's runtime outlier cut-off) that returned within kWakeUpNs of GPU work ending
+// was blocked on that work.
+inline constexpr int64_t kBlockedCallNs = 50'000;
+inline constexpr int64_t kWakeUpNs = 20'000;
+
 enum class HostKind : uint8_t { Launch, Sync, Api, DataWait };
 
 struct HostEvent {

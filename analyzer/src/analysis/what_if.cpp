@@ -15,15 +15,9 @@
 namespace stepscope::analyzer::detail {
 namespace {
 
-// Back-to-back work on a stream: a gap this short is the GPU's own scheduling (as the critical path).
-constexpr int64_t kQueuedGapNs = 2'000;
 // The GPU's own gap between queued ops replayed at most this long (its launch processing, an event record);
 // a longer one waited for another stream, which the replay does not model.
 constexpr int64_t kMaxSchedGapNs = 10'000;
-// A call longer than this that returned within kWakeUpNs of GPU work ending waited for that work (as the
-// critical path: HTA's runtime outlier cut-off).
-constexpr int64_t kBlockedCallNs = 50'000;
-constexpr int64_t kWakeUpNs = 20'000;
 // Host cost of one cudaGraphLaunch when the trace has none of its own: the mean cudaGraphLaunch of the H100
 // recording of `launch_bound --graph` (31 kernels per graph, stepscope 0.1 tracing it: shared/recordings/
 // h100-2026-11-22, 3050 calls, mean 33.9 µs). Traced, so an upper bound of the plain cost.
@@ -49,15 +43,14 @@ constexpr double kPinnedBytesPerUs = 49'800.0;
 // Pinned copies at least this large measure the link's bandwidth (smaller ones its latency).
 constexpr int64_t kBandwidthCopyBytes = 1 << 20;
 
-enum class Cure : uint8_t { None, Graph, Fused, Prefetch, Async, Batched, Pinned };
-constexpr int kCures = 7;
+enum class Cure : uint8_t { Graph, Fused, Prefetch, Async, Batched, Pinned };
+constexpr int kCures = 6;
 
 struct Op {
   int64_t dur = 0;
   int64_t stream = 0;  // index into streams
   int64_t lat = -1;    // from its call's start to its start when it waited on the launch; -1: it was queued
   int64_t sched = 0;   // its recorded gap after the stream's previous op when queued (≤ kMaxSchedGapNs)
-  int64_t ready_rel = 0;  // recorded start relative to its item's start (free ops)
   bool copy = false, pageable = false, h2d = false, gemm = false, kernel = false;
   int64_t bytes = 0;
   std::string_view name;
@@ -102,12 +95,6 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
-int64_t median(std::vector<int64_t> v, int64_t fallback) {
-  if (v.empty()) return fallback;
-  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 class Replayer {
  public:
   Replayer(const Context& ctx, double cost_per_launch, int loader_workers)
@@ -119,7 +106,7 @@ class Replayer {
     for (const auto& c : t.api_calls)
       if (t.str(c.name) == "cudaGraphLaunch" || t.str(c.name) == "cuGraphLaunch")
         graph.push_back(c.end - c.start);
-    graph_launch_ns_ = median(graph, kGraphLaunchHostNs);
+    graph_launch_ns_ = upper_median(graph, kGraphLaunchHostNs);
     double pinned_bytes = 0, pinned_ns = 0;
     for (const auto& m : t.memcpys)
       if ((m.src_kind == store::MemoryKind::Pinned || m.dst_kind == store::MemoryKind::Pinned) &&
@@ -219,7 +206,6 @@ class Replayer {
       prev_end = std::max(prev_end, e.end);
     }
     run.trailing = std::max<int64_t>(0, r1 - prev_end);
-    // Launch calls per item (runtime and driver calls nested in it count once per launched op's call).
     const store::Trace& t = ctx_.t();
     // The ops launched by a call in the window (or, without a known call, starting in it), in start order.
     std::vector<size_t> mine;
@@ -229,7 +215,8 @@ class Replayer {
         mine.push_back(it->second);
     std::sort(mine.begin(), mine.end());
     std::unordered_map<int64_t, int64_t> local_stream;
-    std::vector<int64_t> launch_calls_seen;
+    std::vector<int64_t> launch_calls_seen;  // per item: its last launch call (one call may launch several ops)
+    std::vector<int64_t> op_end;             // per run op: its recorded end
     for (size_t oi : mine) {
       const GpuOp& o = ctx_.ops[oi];
       const OpStatic& st = statics_[oi];
@@ -254,8 +241,7 @@ class Replayer {
                                                  : o.start - prev_end_on_stream <= kQueuedGapNs);
       if (queued) op.sched = std::clamp<int64_t>(o.start - prev_end_on_stream, 0, kMaxSchedGapNs);
       if (launched_by_item && !queued) op.lat = std::max<int64_t>(0, o.start - e.start);
-      op.ready_rel = o.start - e.start;
-      if (!launched_by_item) op.lat = std::max<int64_t>(0, op.ready_rel);
+      if (!launched_by_item) op.lat = std::max<int64_t>(0, o.start - e.start);  // it started under the item
       run.items[size_t(item)].ops.push_back(run.ops.size());
       if (launched_by_item && o.api >= 0) {
         if (launch_calls_seen.empty()) launch_calls_seen.assign(kept.size(), INT64_MIN);
@@ -263,39 +249,38 @@ class Replayer {
           ++run.items[size_t(item)].launches;  // one call, several ops
         launch_calls_seen[size_t(item)] = o.api;
       }
-      op_end_.push_back(o.end);
+      op_end.push_back(o.end);
       run.ops.push_back(op);
     }
     // Launch latency of the queued ops: the run's median of the observed ones.
     std::vector<int64_t> lats;
     for (const auto& op : run.ops)
       if (op.lat >= 0) lats.push_back(op.lat);
-    const int64_t lat = median(lats, 5'000);
+    const int64_t lat = upper_median(lats, 5'000);
     for (auto& op : run.ops)
       if (op.lat < 0) op.lat = lat;
     // What each blocking call waited for: the run's op that ended last inside it, when the call returned
     // within kWakeUpNs of it (and was long enough to have blocked, or is a sync, or waited for its own copy).
     std::vector<size_t> by_end(run.ops.size());
     for (size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
-    std::sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return op_end_[a] < op_end_[b]; });
+    std::sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return op_end[a] < op_end[b]; });
     for (size_t i = 0; i < run.items.size(); ++i) {
       Item& it = run.items[i];
       const HostEvent& e = *kept[i];
       if (it.kind == ItemKind::DataWait) continue;
       auto pos = std::upper_bound(by_end.begin(), by_end.end(), e.end,
-                                  [&](int64_t v, size_t k) { return v < op_end_[k]; });
+                                  [&](int64_t v, size_t k) { return v < op_end[k]; });
       if (pos == by_end.begin()) continue;
       const size_t w = *(pos - 1);
-      if (op_end_[w] <= e.start || e.end - op_end_[w] > kWakeUpNs) continue;
+      if (op_end[w] <= e.start || e.end - op_end[w] > kWakeUpNs) continue;
       const bool own = std::find(it.ops.begin(), it.ops.end(), w) != it.ops.end();
       const bool waits = it.kind == ItemKind::Sync || (own && run.ops[w].copy) ||
                          (it.dur > kBlockedCallNs && !is_kernel_launch_api(e.what));
       if (!waits) continue;
       it.waited = int64_t(w);
-      it.wake = e.end - op_end_[w];
+      it.wake = e.end - op_end[w];
       it.own_wait = own;
     }
-    op_end_.clear();
     return run;
   }
 
@@ -324,7 +309,7 @@ class Replayer {
     std::vector<int64_t> launch_durs;
     for (size_t i = 0; i < n; ++i)
       if (run.items[i].kind == ItemKind::Launch && run.items[i].waited < 0) launch_durs.push_back(p.dur[i]);
-    const int64_t one_launch = median(launch_durs, 5'000);
+    const int64_t one_launch = upper_median(launch_durs, 5'000);
 
     if (cures[int(Cure::Graph)] || cures[int(Cure::Fused)]) {
       // Launch runs: launch calls (and short other calls) of one step with host gaps shorter than dispatch,
@@ -405,7 +390,7 @@ class Replayer {
             for (size_t c = a; c < b; ++c) durs.push_back(run.ops[v[c]].dur), blocks += run.ops[v[c]].grid;
             const int64_t slots = sm_count(run.ops[v[a]].device) * blocks_per_sm(run.ops[v[a]]);
             const int64_t waves = (blocks + slots - 1) / slots;
-            p.op_dur[v[a]] = waves * median(durs, 0);
+            p.op_dur[v[a]] = waves * upper_median(durs, 0);
             for (size_t c = a + 1; c < b; ++c) p.op_dur[v[c]] = 0, p.op_extra_gap[v[c]] = 0;
             const int64_t first = op_item[v[a]], last = op_item[v[b - 1]];
             for (int64_t k = first + 1; k <= last; ++k) {
@@ -532,7 +517,6 @@ class Replayer {
   std::unordered_map<int64_t, DeviceLimits> sm_;
   int64_t graph_launch_ns_ = kGraphLaunchHostNs;
   double pinned_bytes_per_us_ = kPinnedBytesPerUs;
-  mutable std::vector<int64_t> op_end_;
   struct OpStatic {
     int64_t prev_end_on_stream = INT64_MIN;
     int32_t stream = 0;
