@@ -192,14 +192,19 @@ void enable_domains(bool on) {
 }
 
 // The kinds and API ids that windows switch, off or on again (CUPTI attached all along).
+// Lean by deselection, the ids stay as they are with the kinds off; switched on again, the kinds may record every
+// id, so the others go off once more.
 void kinds_off_locked() {
   for (int k : rec->switched_kinds) api->disable(CUpti_ActivityKind(k));
   if (rec->lean && !rec->lean_by_deselect) select_api_ids(false);
 }
 void kinds_on_locked() {
   for (int k : rec->switched_kinds) api->enable(CUpti_ActivityKind(k));
-  if (rec->lean && !rec->lean_by_deselect) select_api_ids(true);
-  if (rec->lean && rec->lean_by_deselect) deselect_other_api_ids();  // kinds switched on again may record all
+  if (!rec->lean) return;
+  if (rec->lean_by_deselect)
+    deselect_other_api_ids();
+  else
+    select_api_ids(true);
 }
 
 // A detach asked for but not begun (no CUDA call came yet) is called off; false when it had begun.
