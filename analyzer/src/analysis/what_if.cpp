@@ -215,8 +215,9 @@ class Replayer {
         mine.push_back(it->second);
     std::sort(mine.begin(), mine.end());
     std::unordered_map<int64_t, int64_t> local_stream;
-    std::vector<int64_t> launch_calls_seen;  // per item: its last launch call (one call may launch several ops)
-    std::vector<int64_t> op_end;             // per run op: its recorded end
+    std::vector<int64_t>
+        launch_calls_seen;        // per item: its last launch call (one call may launch several ops)
+    std::vector<int64_t> op_end;  // per run op: its recorded end
     for (size_t oi : mine) {
       const GpuOp& o = ctx_.ops[oi];
       const OpStatic& st = statics_[oi];
