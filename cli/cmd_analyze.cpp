@@ -62,6 +62,7 @@ std::string indent(const std::string& text, const std::string& pad) {
 void print_text(const analyzer::Analysis& a) {
   const auto& s = a.summary;
   fmt::print("{}\n", a.source_file);
+  if (auto note = analyzer::flight_note(s); !note.empty()) fmt::print("{}\n", note);
   fmt::print("{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source, s.kernels, s.memcpys,
              s.memsets);
   if (!s.has_gpu) {

@@ -1,5 +1,8 @@
 // `stepscope attach PID`, `detach PID`, `start PID`, `stop PID`: recording windows in running processes.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "command.h"
@@ -20,7 +23,14 @@ CommandRegistration reg_attach(11, [](CLI::App& app, int& exit_code) {
   cmd->add_option("pid", o->pid, "Process to record")->required();
   add_recording_options(cmd, o->record, "Stop recording after S seconds (0: until Ctrl-C or `stepscope detach`)");
   cmd->add_flag("--children", o->children, "Also record the process's descendants (DataLoader workers, ranks)");
-  cmd->callback([o, &exit_code]() {
+  auto flight = std::make_shared<FlightArgs>();
+  add_flight_options(cmd, o->record, *flight);
+  cmd->callback([cmd, o, flight, &exit_code]() {
+    if (const std::string bad = apply_flight_args(cmd, o->record, *flight); !bad.empty()) {
+      std::fprintf(stderr, "stepscope: attach: %s\n", bad.c_str());
+      exit_code = 2;
+      return;
+    }
     collector::record_attached(*o);
     exit_code = 0;
   });
@@ -37,6 +47,41 @@ void add_control_command(CLI::App& app, int& exit_code, const char* name, const 
     exit_code = 0;
   });
 }
+
+// `stepscope dump PID`: the flight recorder saves its window now; prints the store once the recording's
+// `record --flight` / `attach --flight` has written it.
+CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("dump", "Save a flight recording's window now (record --flight, attach --flight); "
+                                         "prints the store written");
+  auto pid = std::make_shared<int>(0);
+  auto wait_s = std::make_shared<double>(60);
+  cmd->add_option("pid", *pid, "Process recorded with --flight")->required();
+  cmd->add_option("--wait", *wait_s, "Seconds to wait for the store")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->callback([pid, wait_s, &exit_code]() {
+    const std::string reply = collector::control_request(*pid, "dump");
+    const auto at = reply.find("path=");
+    if (at == std::string::npos) {
+      std::fprintf(stderr, "stepscope: dump: process %d: unexpected reply: %s\n", *pid, reply.c_str());
+      exit_code = 1;
+      return;
+    }
+    std::string path = reply.substr(at + 5);
+    path = path.substr(0, path.find(' '));
+    // The recording's launcher merges the processes' parts a couple of seconds after the save began.
+    for (double waited = 0; waited < *wait_s; waited += 0.1) {
+      std::error_code ec;
+      if (std::filesystem::exists(path, ec)) {
+        std::printf("%s\n", path.c_str());
+        exit_code = 0;
+        return;
+      }
+      usleep(100000);
+    }
+    std::fprintf(stderr, "stepscope: dump: %s did not appear within %g s (is `stepscope record/attach --flight` still "
+                 "running? its output says why)\n", path.c_str(), *wait_s);
+    exit_code = 1;
+  });
+});
 
 CommandRegistration reg_control(12, [](CLI::App& app, int& exit_code) {
   add_control_command(app, exit_code, "detach", "stop",

@@ -16,8 +16,22 @@ CommandRegistration reg(10, [](CLI::App& app, int& exit_code) {
   add_recording_options(cmd, *o, "Stop the command (SIGINT) after S seconds");
   cmd->add_flag("--paused", o->paused,
                 "Load the collector but record only between `stepscope start PID` and `stepscope stop PID`");
+  auto flight = std::make_shared<FlightArgs>();
+  add_flight_options(cmd, *o, *flight);
   cmd->add_option("command", o->command, "The command to record (after --)")->required();
-  cmd->callback([o, &exit_code]() { exit_code = collector::record(*o).exit_code; });
+  cmd->callback([cmd, o, flight, &exit_code]() {
+    if (const std::string bad = apply_flight_args(cmd, *o, *flight); !bad.empty()) {
+      std::fprintf(stderr, "stepscope: record: %s\n", bad.c_str());
+      exit_code = 2;
+      return;
+    }
+    if (o->flight_s > 0 && o->paused) {
+      std::fprintf(stderr, "stepscope: record: --flight and --paused do not go together\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = collector::record(*o).exit_code;
+  });
 #else
   std::vector<std::string> command;
   cmd->add_option("command", command, "The command to record (after --)")->required();

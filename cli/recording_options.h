@@ -2,6 +2,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #ifdef HAVE_STEPSCOPE_LAUNCHER
 #include "stepscope/collector/launcher.h"
@@ -18,7 +23,9 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
                   "bytes of stack each sample copies for unwinding; deeper stacks are cut (counted)")
       ->capture_default_str()
       ->check(CLI::Range(1024, 262144));
-  cmd->add_flag("--wall", o.wall, "Wall-clock sampling: also sample threads blocked off-CPU");
+  cmd->add_flag("--wall,!--cpu-time", o.wall,
+                "Wall-clock sampling: also sample threads blocked off-CPU (--cpu-time: CPU time only, the default "
+                "except with --flight)");
   cmd->add_flag("--no-gpu", o.no_gpu, "Do not record CUDA activity (no CUPTI)");
   cmd->add_option("--duration", o.duration_s, duration_help)->check(CLI::NonNegativeNumber);
   cmd->add_option("--data-wait-regex", o.data_wait_regex, "NVTX ranges matching this (case-insensitive) are data waits")
@@ -45,6 +52,112 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
                   "Stacks captured at blocking CUDA calls per second and process (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+}
+
+// Text forms of the flight recorder's settings: "60s", "500ms", "2m", "1h" (plain numbers are seconds);
+// "1GiB", "500MiB", "0" (bytes); "slow-step=3x", "slow-step=off", "data-wait=200ms".
+inline bool parse_seconds(std::string v, double& out) {
+  double scale = 1;
+  for (const auto& [suffix, f] : {std::pair<const char*, double>{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}}) {
+    const std::string sf = suffix;
+    if (v.size() > sf.size() && v.compare(v.size() - sf.size(), sf.size(), sf) == 0) {
+      v.resize(v.size() - sf.size());
+      scale = f;
+      break;
+    }
+  }
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || !end || *end || x < 0) return false;
+  out = x * scale;
+  return true;
+}
+
+inline bool parse_bytes(std::string v, int64_t& out) {
+  double scale = 1;
+  for (const auto& [suffix, f] : {std::pair<const char*, double>{"KiB", 1024.0}, {"MiB", 1048576.0},
+                                  {"GiB", 1073741824.0}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}}) {
+    const std::string sf = suffix;
+    if (v.size() > sf.size() && v.compare(v.size() - sf.size(), sf.size(), sf) == 0) {
+      v.resize(v.size() - sf.size());
+      scale = f;
+      break;
+    }
+  }
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || !end || *end || x < 0) return false;
+  out = int64_t(x * scale);
+  return true;
+}
+
+struct FlightArgs {
+  std::string window;  // --flight
+  std::vector<std::string> triggers;
+  std::string quota = "1GiB";
+};
+
+inline void add_flight_options(CLI::App* cmd, collector::RecordOptions& o, FlightArgs& a) {
+  cmd->add_option("--flight", a.window,
+                  "Flight recorder: keep the last DURATION (60s, 2m) in memory, write nothing while all is well, "
+                  "and save it as a store when a trigger fires (docs/flight.md)");
+  cmd->add_option("--trigger", a.triggers,
+                  "Flight trigger: slow-step=Kx (a step slower than K times the running median; default 3x; "
+                  "slow-step=off), data-wait=DURATION (a data wait longer than that). Repeatable");
+  cmd->add_option("--flight-warmup", o.flight_warmup_steps, "Steps not judged at the start")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--flight-max-per-hour", o.flight_max_per_hour,
+                  "Saves by triggers in any hour (stepscope dump and a failing end always save)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--flight-quota", a.quota, "Disk all saves of the run may use together (1GiB, 500MiB; 0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--flight-gpu-steps", o.flight_gpu_steps,
+                  "Steps traced whole after a trigger when GPU tracing is windowed")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+// Applies the text forms; "" when valid, else the problem. A flight recording samples wall-clock time at 100 Hz
+// unless --cpu-hz / --cpu-time say otherwise (its cost goal is 1%: docs/flight.md).
+inline std::string apply_flight_args(CLI::App* cmd, collector::RecordOptions& o, const FlightArgs& a) {
+  if (a.window.empty()) {
+    if (!a.triggers.empty()) return "--trigger needs --flight";
+    return "";
+  }
+  if (!parse_seconds(a.window, o.flight_s) || o.flight_s <= 0) return "--flight: expected a duration like 60s, got " + a.window;
+  if (!parse_bytes(a.quota, o.flight_quota_bytes)) return "--flight-quota: expected a size like 1GiB, got " + a.quota;
+  for (const auto& t : a.triggers) {
+    const auto eq = t.find('=');
+    const std::string k = t.substr(0, eq), v = eq == std::string::npos ? "" : t.substr(eq + 1);
+    if (k == "slow-step") {
+      if (v == "off") {
+        o.flight_slow_step = 0;
+        continue;
+      }
+      std::string x = v;
+      if (!x.empty() && (x.back() == 'x' || x.back() == 'X')) x.pop_back();
+      char* end = nullptr;
+      const double f = std::strtod(x.c_str(), &end);
+      if (x.empty() || *end || f <= 1) return "--trigger slow-step: expected a factor above 1 like 3x, got " + v;
+      o.flight_slow_step = f;
+    } else if (k == "data-wait") {
+      double sec = 0;
+      if (v == "off") {
+        o.flight_data_wait_ms = 0;
+        continue;
+      }
+      if (!parse_seconds(v, sec) || sec <= 0) return "--trigger data-wait: expected a duration like 200ms, got " + v;
+      o.flight_data_wait_ms = sec * 1000;
+    } else {
+      return "--trigger: unknown trigger " + t + " (slow-step=Kx, data-wait=DURATION)";
+    }
+  }
+  if (cmd->get_option("--cpu-hz")->count() == 0) o.cpu_hz = 100;
+  // A slow step is most often a wait (a checkpoint, a read, a straggler): only wall-clock samples say where.
+  if (cmd->get_option("--wall")->count() == 0) o.wall = true;
+  return "";
 }
 
 }  // namespace stepscope::cli

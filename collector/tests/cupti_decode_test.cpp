@@ -473,6 +473,18 @@ TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N m
     CHECK(!w.detach_this_phase());
   }
   {
+    // The flight recorder fired (arm): off now → on at the next boundary, whatever the off phase's minimum, for
+    // the armed steps; on now → the current window lengthened to cover them.
+    WindowSchedule w(2, 5);
+    int64_t t = 0;
+    CHECK(run(w, 3, 1000000000, t) == ".x.");
+    w.arm(4);
+    CHECK(run(w, 6, 1000000000, t) == "o...x.");  // on at once, traced 4 steps, then off
+    CHECK(run(w, 3, 1000000000, t) == ".o.");     // the usual M-N steps off, then the usual window
+    w.arm(5);
+    CHECK(run(w, 7, 1000000000, t) == ".....x.");  // lengthened: 1 traced + 5 armed
+  }
+  {
     WindowSchedule all(0, 0);
     int64_t t = 0;
     CHECK(all.all());

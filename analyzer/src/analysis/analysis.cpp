@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -240,6 +241,12 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
   }
   s.framework = ctx.framework;
   if (auto it = trace.meta.find("python.hooks"); it != trace.meta.end()) s.python_hooks = it->second;
+  if (auto it = trace.meta.find("flight.trigger"); it != trace.meta.end()) {
+    s.flight_trigger = it->second;
+    if (auto d = trace.meta.find("flight.detail"); d != trace.meta.end()) s.flight_detail = d->second;
+    if (auto d = trace.meta.find("flight.gpu_steps"); d != trace.meta.end()) s.flight_gpu_steps = d->second;
+    if (auto d = trace.meta.find("flight.step"); d != trace.meta.end()) s.flight_step = std::atoll(d->second.c_str());
+  }
   if (auto it = trace.meta.find("import.unread_device_events"); it != trace.meta.end())
     s.unread_device_events = it->second;
 
@@ -261,7 +268,7 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
         break;
       }
   a.steps = std::move(ctx.steps);
-  a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid);
+  a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid, ctx.training_tid);
   a.gpu_breakdowns = gpu_breakdowns(trace);
 }
 
@@ -271,6 +278,15 @@ std::string gpu_window_note(const AnalysisSummary& s) {
          " steps (gpu window " + s.gpu_window +
          "): GPU shares, step breakdowns and findings come from those steps; step times and the training loop's "
          "data wait from all of them.";
+}
+
+std::string flight_note(const AnalysisSummary& s) {
+  if (s.flight_trigger.empty()) return "";
+  std::string out = "Saved by the flight recorder (" + s.flight_trigger + "): " + s.flight_detail + ".";
+  if (!s.flight_gpu_steps.empty())
+    out += s.flight_gpu_steps == "none" ? " No step of this window has GPU activity."
+                                        : " Steps with GPU activity: " + s.flight_gpu_steps + ".";
+  return out;
 }
 
 std::string steps_advice(const AnalysisSummary& s) {
@@ -370,6 +386,12 @@ std::string to_json(const Analysis& a) {
   w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
   w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
   w.kv("unread_device_events", s.unread_device_events);
+  if (!s.flight_trigger.empty()) {
+    w.key("flight").begin_object();
+    w.kv("trigger", s.flight_trigger).kv("detail", s.flight_detail).kv("step", s.flight_step);
+    w.kv("gpu_steps", s.flight_gpu_steps);
+    w.end_object();
+  }
   w.kv("host_step_median_us", s.host_step_median_us).kv("gpu_step_median_us", s.gpu_step_median_us);
   w.kv("host_runs_ahead", s.host_runs_ahead);
   w.key("idle_us").begin_object();

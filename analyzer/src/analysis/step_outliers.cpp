@@ -63,8 +63,9 @@ int64_t median_of(std::vector<int64_t> v) {
 // Time per contributor inside each step: events are assigned to the step their start falls in and clipped to it.
 class StepContributions {
  public:
-  StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps, int64_t training_pid)
-      : t_(t), steps_(steps), per_step_(steps.size()), training_pid_(training_pid) {
+  StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps, int64_t training_pid,
+                    int64_t training_tid)
+      : t_(t), steps_(steps), per_step_(steps.size()), training_pid_(training_pid), training_tid_(training_tid) {
     for (const auto& s : steps) starts_.push_back(s.start_ns);
     for (const auto& k : t.kernels) add(Kind::Kernel, k.name, k.start, k.end);
     for (const auto& m : t.memcpys) add(Kind::Copy, int64_t(m.kind), m.start, m.end);
@@ -188,6 +189,9 @@ class StepContributions {
     const CollectorThreads own(t_);
     for (const auto& s : t_.samples) {
       if (own.contains(s) || !s.stack) continue;
+      // Wall-clock samples of a thread blocked off the CPU (a pool's idle worker, a helper waiting for work) are
+      // no work the step did; the training thread's are (the step itself waiting).
+      if (!s.on_cpu && training_tid_ != 0 && s.tid != training_tid_) continue;
       const std::string& name = namer.name(s.stack);
       if (name.empty()) continue;
       auto [it, fresh] = ids.try_emplace(name, int64_t(names_.size()));
@@ -203,7 +207,7 @@ class StepContributions {
   std::vector<std::unordered_map<Key, int64_t>> per_step_;
   std::unordered_map<Key, int64_t> medians_;
   std::vector<std::string> names_;  // sampled functions' display names (Kind::Function ids)
-  int64_t training_pid_ = 0;
+  int64_t training_pid_ = 0, training_tid_ = 0;
 };
 
 bool allows(const StepCategory& c, Kind k) {
@@ -230,7 +234,8 @@ std::string contributor_display_name(const SlowStep& s) {
   return s.contributor_kind == "kernel" || s.contributor_kind == "function" ? short_symbol(s.contributor) : s.contributor;
 }
 
-StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps, int64_t training_pid) {
+StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps, int64_t training_pid,
+                                int64_t training_tid) {
   StepOutliers out;
   if (steps.size() < kSlowStepMinSteps) return out;
   std::vector<int64_t> durs;
@@ -256,7 +261,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     for (const auto& s : steps) v.push_back(s.*(c.field));
     cat_median.push_back(median_of(std::move(v)));
   }
-  StepContributions contrib(trace, steps, training_pid);
+  StepContributions contrib(trace, steps, training_pid, training_tid);
   // Without device activity a step is only its wait for input and the training thread's own work: say so.
   const bool no_gpu = trace.gpu_event_count() == 0;
   auto label = [&](const StepCategory& c) -> std::string {

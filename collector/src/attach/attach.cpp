@@ -4,6 +4,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "stepscope/collector/attach.h"
+#include "launcher/flight_watcher.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -136,6 +137,47 @@ pid_t command_of_launcher(pid_t pid) {
   return direct.size() == 1 ? direct.front() : 0;
 }
 
+// Loads the collector into `pid` when nobody listens there yet, then opens a window with `start`. Throws
+// AttachError; `summary` counts the injection and its stops.
+void load_and_start(pid_t pid, const attach::ProcessStatus& st, const std::string& lib, const control::Request& start,
+                    AttachSummary& summary) {
+  control::Request status;
+  status.command = "status";
+  bool listening = true;
+  try {
+    request(pid, st.uid, status, 2000);
+  } catch (const NoCollector&) {
+    listening = false;
+  } catch (const AttachError&) {
+    listening = false;  // not ours to open (another user's): ptrace below says precisely why
+  }
+  if (!listening) {
+    attach::InjectRequest ir;
+    ir.pid = pid;
+    ir.library = lib;
+    ir.function = "stepscope_collector_attach";
+    ir.argument = "page={page}";
+    const attach::InjectResult r = attach::inject(ir);
+    if (r.function_result != 0)
+      throw AttachError("the collector in process " + std::to_string(pid) + " cannot listen: " +
+                        r.function_message);
+    ++summary.injected;
+    summary.max_stopped_ms = std::max(summary.max_stopped_ms, double(r.stopped_all_ns) / 1e6);
+    summary.max_caller_stopped_ms = std::max(summary.max_caller_stopped_ms, double(r.stopped_caller_ns) / 1e6);
+  }
+  std::string reply;
+  try {
+    reply = request(pid, st.uid, start);
+  } catch (const NoCollector&) {
+    if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+    throw AttachError("the collector loaded into process " + std::to_string(pid) + " does not answer at " +
+                      control::socket_path(st.uid, pid));
+  }
+  if (reply.rfind("ok", 0) != 0)
+    throw AttachError("process " + std::to_string(pid) + " (" + st.name + "): cannot start recording: " +
+                      (reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply));
+}
+
 }  // namespace
 
 std::string control_request(pid_t pid, const std::string& command) {
@@ -204,6 +246,30 @@ AttachSummary record_attached(const AttachOptions& o) {
   start.options["STEPSCOPE_CUDA_API"] = o.record.cuda_api;
   start.options["STEPSCOPE_GPU_WINDOW"] = o.record.gpu_window;
   start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.record.cuda_stacks_per_s);
+  const bool flight = o.record.flight_s > 0;
+  const std::string flight_dir = output + ".flight";
+  if (flight) {
+    fs::remove_all(flight_dir, ec);
+    if (!fs::create_directories(flight_dir, ec) && ec) throw AttachError("cannot create " + flight_dir + ": " + ec.message());
+    fs::permissions(flight_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (root_status.uid != geteuid()) (void)!chown(flight_dir.c_str(), root_status.uid, static_cast<gid_t>(-1));
+    for (const auto& [k, v] : flight_env(o.record, flight_dir, flight_prefix(output))) start.options[k] = v;
+    start.options["STEPSCOPE_FLIGHT_ROOT_PID"] = std::to_string(o.pid);
+  }
+  struct FlightGuard {  // a failed attach leaves no flight folder behind
+    std::string dir;
+    bool on = false;
+    ~FlightGuard() {
+      std::error_code e;
+      if (on) fs::remove_all(dir, e);
+    }
+  } flight_guard{flight_dir, flight};
+  std::map<std::string, std::string> flight_meta{{"recorder", "stepscope attach --flight"},
+                                                 {"command", "attach " + std::to_string(o.pid)},
+                                                 {"collector.cpu_hz", std::to_string(o.record.cpu_hz)},
+                                                 {"collector.mode", o.record.wall ? "wall" : "cpu"}};
+  FlightWatcher watcher(flight_dir, flight_prefix(output), flight_meta, o.record.flight_quota_bytes,
+                        o.record.print_summary);
   for (const auto& [k, v] : start.options)
     if (v.find('\n') != std::string::npos) throw AttachError("option " + k + " contains a newline");
 
@@ -220,41 +286,7 @@ AttachSummary record_attached(const AttachOptions& o) {
       t.uid = st.uid;
       // The target writes its part: a process of another user (we are root) gets the directory as its own.
       if (st.uid != geteuid()) (void)!chown(parts_dir.c_str(), st.uid, static_cast<gid_t>(-1));
-      control::Request status;
-      status.command = "status";
-      bool listening = true;
-      try {
-        request(pid, st.uid, status, 2000);
-      } catch (const NoCollector&) {
-        listening = false;
-      } catch (const AttachError&) {
-        listening = false;  // not ours to open (another user's): ptrace below says precisely why
-      }
-      if (!listening) {
-        attach::InjectRequest ir;
-        ir.pid = pid;
-        ir.library = lib;
-        ir.function = "stepscope_collector_attach";
-        ir.argument = "page={page}";
-        const attach::InjectResult r = attach::inject(ir);
-        if (r.function_result != 0)
-          throw AttachError("the collector in process " + std::to_string(pid) + " cannot listen: " +
-                            r.function_message);
-        ++summary.injected;
-        summary.max_stopped_ms = std::max(summary.max_stopped_ms, double(r.stopped_all_ns) / 1e6);
-        summary.max_caller_stopped_ms = std::max(summary.max_caller_stopped_ms, double(r.stopped_caller_ns) / 1e6);
-      }
-      std::string reply;
-      try {
-        reply = request(pid, st.uid, start);
-      } catch (const NoCollector&) {
-        if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
-        throw AttachError("the collector loaded into process " + std::to_string(pid) + " does not answer at " +
-                          control::socket_path(st.uid, pid));
-      }
-      if (reply.rfind("ok", 0) != 0)
-        throw AttachError("process " + std::to_string(pid) + " (" + st.name + "): cannot start recording: " +
-                          (reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply));
+      load_and_start(pid, st, lib, start, summary);
       t.recording = true;
       targets[pid] = t;
       summary.attached.push_back(pid);
@@ -303,6 +335,7 @@ AttachSummary record_attached(const AttachOptions& o) {
   int64_t last_scan = t_recording;
   std::string ending;
   for (;;) {
+    if (flight) watcher.poll();
     int64_t wait = kPollNs;
     if (duration > 0) wait = std::min(wait, std::max<int64_t>(t_recording + duration - mono_ns(), 0));
     timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
@@ -348,6 +381,22 @@ AttachSummary record_attached(const AttachOptions& o) {
   const int64_t t_stop = mono_ns();
   stop_all();
   const int64_t t_end = mono_ns();
+  if (flight) {
+    // The process's own end by a signal is said in its last window; attach cannot see an exit status.
+    watcher.finish(targets[o.pid].ended ? watcher.exit_signal() : std::string());
+    fs::remove_all(parts_dir, ec);
+    parts_guard.keep = true;
+    summary.record.outputs = watcher.saved();
+    summary.record.flight_skipped = watcher.skipped();
+    summary.record.command_wall_s = double(t_end - t_recording) / 1e9;
+    if (o.record.print_summary)
+      std::fprintf(stderr, "stepscope: flight recorder attached to %zu process%s for %.1f s (%s): %zu window%s saved, "
+                   "%lld not saved\n",
+                   summary.attached.size(), summary.attached.size() == 1 ? "" : "es", summary.record.command_wall_s,
+                   ending.c_str(), summary.record.outputs.size(), summary.record.outputs.size() == 1 ? "" : "s",
+                   (long long)summary.record.flight_skipped);
+    return summary;
+  }
 
   std::map<std::string, std::string> meta;
   meta["recorder"] = "stepscope attach";
@@ -388,6 +437,94 @@ AttachSummary record_attached(const AttachOptions& o) {
     for (const auto& w : s.warnings) std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }
   return summary;
+}
+
+}  // namespace stepscope::collector
+
+namespace stepscope::collector {
+
+LiveWindow::LiveWindow(pid_t pid, const RecordOptions& o, double window_s, std::string scratch_dir)
+    : pid_(pid), scratch_(std::move(scratch_dir)) {
+  const std::string lib = collector_library_path();
+  std::error_code ec;
+  if (!fs::exists(lib, ec)) throw AttachError("collector library not found: " + lib + " (set STEPSCOPE_COLLECTOR_LIB)");
+  if (pid == getpid()) throw AttachError("stepscope cannot attach to itself");
+  const attach::ProcessStatus st = attach::read_status(pid);
+  uid_ = st.uid;
+  for (const char* d : {"/parts", "/flight", "/snapshot"}) {
+    fs::create_directories(scratch_ + d, ec);
+    if (st.uid != geteuid()) (void)!chown((scratch_ + d).c_str(), st.uid, static_cast<gid_t>(-1));
+  }
+  if (st.uid != geteuid()) (void)!chown(scratch_.c_str(), st.uid, static_cast<gid_t>(-1));
+  control::Request start;
+  start.command = "start";
+  start.options["STEPSCOPE_PARTS_DIR"] = scratch_ + "/parts";
+  start.options["STEPSCOPE_CPU_HZ"] = std::to_string(o.cpu_hz);
+  start.options["STEPSCOPE_STACK_BYTES"] = std::to_string(o.stack_bytes);
+  start.options["STEPSCOPE_WALL"] = o.wall ? "1" : "0";
+  start.options["STEPSCOPE_NO_GPU"] = o.no_gpu ? "1" : "0";
+  start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.data_wait_regex;
+  start.options["STEPSCOPE_STEP_REGEX"] = o.step_regex;
+  start.options["STEPSCOPE_DATA_WAIT_FUNC"] = o.data_wait_func;
+  start.options["STEPSCOPE_STEP_FUNC"] = o.step_func;
+  start.options["STEPSCOPE_CUDA_API"] = o.cuda_api;
+  start.options["STEPSCOPE_GPU_WINDOW"] = o.gpu_window;
+  start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.cuda_stacks_per_s);
+  start.options["STEPSCOPE_FLIGHT_DIR"] = scratch_ + "/flight";
+  start.options["STEPSCOPE_FLIGHT_WINDOW_MS"] = std::to_string(int64_t(window_s * 1000));
+  start.options["STEPSCOPE_FLIGHT_SLOW_STEP"] = "0";
+  start.options["STEPSCOPE_FLIGHT_MAX_PER_HOUR"] = "0";
+  start.options["STEPSCOPE_FLIGHT_GPU_STEPS"] = "0";
+  for (const auto& [k, v] : start.options)
+    if (v.find('\n') != std::string::npos) throw AttachError("option " + k + " contains a newline");
+  try {
+    load_and_start(pid, st, lib, start, summary_);
+  } catch (const AttachError&) {
+    if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+    throw;
+  }
+  summary_.attached.push_back(pid);
+  open_ = true;
+}
+
+LiveWindow::~LiveWindow() {
+  if (!open_) return;
+  control::Request stop;
+  stop.command = "stop";
+  try {
+    request(pid_, uid_, stop);
+  } catch (const std::exception&) {  // the process is gone, or its collector stopped
+  }
+}
+
+bool LiveWindow::snapshot(const std::string& output, std::string& error) {
+  const std::string dir = scratch_ + "/snapshot";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) fs::remove_all(e.path(), ec);
+  control::Request snap;
+  snap.command = "snapshot";
+  snap.options["dir"] = dir;
+  try {
+    const std::string reply = request(pid_, uid_, snap, 30000);
+    if (reply.rfind("ok", 0) != 0) {
+      error = reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply;
+      return false;
+    }
+  } catch (const NoCollector&) {
+    error = alive(pid_) ? "the collector does not answer" : "the process exited";
+    return false;
+  } catch (const AttachError& e) {
+    error = e.what();
+    return false;
+  }
+  try {
+    RecordSummary rs;
+    merge_parts(dir, output, {{"recorder", "stepscope top"}, {"command", "top " + std::to_string(pid_)}}, rs);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace stepscope::collector

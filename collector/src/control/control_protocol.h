@@ -2,7 +2,8 @@
 // unix stream socket per process, /tmp/stepscope-<uid>/<pid>.sock, in a directory of mode 0700 owned by the
 // process's user, the socket itself 0600; the collector also checks the peer's uid (same user or root).
 // No network listener. A request is a command line followed by `key=value` lines and an empty line; the reply
-// is one line, "ok ..." or "error ...". Commands: status, start (options as key=value), stop.
+// is one line, "ok ..." or "error ...". Commands: status, start (options as key=value), stop, and for a flight
+// recording dump (a save; "ok path=STORE") and snapshot (dir=DIR: this process's window as a part there).
 #pragma once
 
 #include <sys/types.h>

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "control_server.h"
+#include "flight/flight_recorder.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -63,6 +64,15 @@ std::string handle(const Request& req) {
   if (req.command == "stop") {
     if (!window_open()) return "ok dormant";
     return "ok stopped " + close_window();
+  }
+  if (req.command == "dump" || req.command == "snapshot") {
+    // The flight recorder's window: a save of every process (dump), or this process's part for `stepscope top`.
+    auto it = req.options.find("dir");
+    if (req.command == "snapshot" && (it == req.options.end() || it->second.empty())) return "error snapshot needs dir=";
+    std::string result, error;
+    if (!flight::request(req.command, it == req.options.end() ? std::string() : it->second, result, error))
+      return "error " + error;
+    return "ok " + result;
   }
   return "error unknown command " + req.command;
 }

@@ -33,10 +33,12 @@ int64_t end_window() {
   for (int i = 0; i < kHandlerWaitSpins && g->in_handler.load(std::memory_order_acquire) != 0; ++i) sched_yield();
   {
     std::unique_lock<std::mutex> lk(g->wake_mu);
+    g->closing_window = true;
     g->stop_requested = true;
     g->wake_cv.notify_all();
   }
   pthread_join(g->thread, nullptr);  // its final pass drains, writes meta and commits
+  g->closing_window = false;
   const int64_t samples = static_cast<int64_t>(g->counters.samples.load());
   {
     std::lock_guard<std::mutex> io(g->io_mu);

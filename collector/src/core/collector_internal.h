@@ -29,6 +29,18 @@ struct Config {
   bool calibrate = true;        // measure the per-launch cost of CUPTI tracing at start
   // --data-wait-func / --step-func: regexes over Python qualified names, handed to the Python hooks.
   std::string python_wait_func, python_step_func;
+  // The flight recorder (docs/flight.md; STEPSCOPE_FLIGHT_*): with a folder, the last flight_window_ns are kept
+  // in memory and nothing is written until a trigger saves them there, one sub-folder per save.
+  std::string flight_dir;
+  std::string flight_prefix;          // the launcher writes each save as <prefix>-<sub-folder>.db
+  int64_t flight_window_ns = 60LL * 1000000000;
+  double flight_slow_step = 3.0;      // × the running median (0: off)
+  int flight_warmup_steps = 20;
+  int64_t flight_data_wait_ns = 0;    // 0: off
+  int flight_max_per_hour = 10;
+  int flight_gpu_steps = 20;          // steps traced whole after a trigger (windowed GPU tracing)
+  int flight_root_pid = 0;            // the process whose end with a signal or an error is saved (0: by parent)
+  int flight_parent_pid = 0;          // ... or the process whose parent is this one (record's launcher)
 };
 
 // True once the collector is recording in this process.
@@ -85,6 +97,8 @@ void stop();
 void after_fork_child();
 // A step boundary was recorded (its source's step count `steps`): switches GPU windows.
 void on_step(const char* source, int64_t steps);
+// The flight recorder fired (collector thread): trace the next `steps` steps whole, windowed tracing or not.
+void arm_window(int steps);
 // On the collector thread, once CUDA is up: measures the per-launch cost of tracing (meta cupti.launch_cost_ns).
 void calibrate_if_due();
 // On the collector thread: asks CUDA's next call to detach CUPTI once a window has been off its grace period.

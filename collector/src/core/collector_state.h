@@ -144,6 +144,7 @@ struct Globals {
   // registers itself, so no thread-local pointer outlives a window), no termination stand-ins, a forked child
   // stays dormant.
   bool windowed = false;
+  bool closing_window = false;  // the final pass ends a window, not the process (flight: no exit save)
   bool key_created = false;
   std::atomic<int> in_handler{0};  // sample handlers running now: a window's end frees rings only at 0
 };

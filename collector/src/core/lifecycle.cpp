@@ -12,6 +12,7 @@
 #include "control/control_server.h"
 #include "core/collector_state.h"
 #include "core/termination.h"
+#include "flight/flight_recorder.h"
 #include "output/drain_thread.h"
 #include "output/drainer.h"
 #include "sampling/signal_handler.h"
@@ -74,6 +75,17 @@ bool load_config(Config& c, const std::function<const char*(const char*)>& get) 
   if (const char* v = get("STEPSCOPE_CALIBRATE")) c.calibrate = std::strcmp(v, "0") != 0;
   if (const char* v = get("STEPSCOPE_DATA_WAIT_FUNC")) c.python_wait_func = v;
   if (const char* v = get("STEPSCOPE_STEP_FUNC")) c.python_step_func = v;
+  if (const char* v = get("STEPSCOPE_FLIGHT_DIR")) c.flight_dir = v;
+  if (const char* v = get("STEPSCOPE_FLIGHT_PREFIX")) c.flight_prefix = v;
+  if (const char* v = get("STEPSCOPE_FLIGHT_WINDOW_MS"))
+    c.flight_window_ns = std::max<int64_t>(1, std::atoll(v)) * 1000000;
+  if (const char* v = get("STEPSCOPE_FLIGHT_SLOW_STEP")) c.flight_slow_step = std::max(0.0, std::atof(v));
+  if (const char* v = get("STEPSCOPE_FLIGHT_WARMUP")) c.flight_warmup_steps = std::max(0, std::atoi(v));
+  if (const char* v = get("STEPSCOPE_FLIGHT_DATA_WAIT_MS")) c.flight_data_wait_ns = std::max(0LL, std::atoll(v)) * 1000000;
+  if (const char* v = get("STEPSCOPE_FLIGHT_MAX_PER_HOUR")) c.flight_max_per_hour = std::atoi(v);
+  if (const char* v = get("STEPSCOPE_FLIGHT_GPU_STEPS")) c.flight_gpu_steps = std::max(0, std::atoi(v));
+  if (const char* v = get("STEPSCOPE_FLIGHT_ROOT_PID")) c.flight_root_pid = std::atoi(v);
+  if (const char* v = get("STEPSCOPE_FLIGHT_PARENT_PID")) c.flight_parent_pid = std::atoi(v);
   try {
     if (const char* r = get("STEPSCOPE_DATA_WAIT_REGEX"); r && *r)
       c.data_wait_regex = std::regex(r, std::regex::icase | std::regex::optimize);
@@ -133,6 +145,8 @@ void start_with(const Config* config, bool windowed) {
     atfork_done = true;
   }
   g_drainer = new Drainer(g->config.parts_dir);
+  flight::begin();
+  g_drainer->set_flight(flight::window_rows());
   g->flush_signal.store(0);
   g->final_done.store(false);
   g->state.store(kRunning);
@@ -141,7 +155,14 @@ void start_with(const Config* config, bool windowed) {
   else
     register_current_thread();
   start_collector_thread();
-  if (!windowed) install_termination_standins();  // the program's signal handling stays exactly as it was
+  // The program's signal handling stays exactly as it was. A flight recording also saves its window when the
+  // program crashes (SIGSEGV, SIGABRT, ...), where the program left those signals at their default.
+  if (!windowed) install_termination_standins(flight::active());
+  if (flight::active() && !windowed) {
+    std::string error;  // `stepscope dump PID` asks over the control channel
+    if (!control::start_server(error))
+      std::fprintf(stderr, "stepscope: no `stepscope dump` for pid %d: %s\n", int(getpid()), error.c_str());
+  }
 #if STEPSCOPE_HAVE_PYTHON
   // Before the interpreter starts (LD_PRELOAD) or into a running one (attach): steps and data waits need them.
   python_hooks::arm(g->config.python_wait_func, g->config.python_step_func);
@@ -204,6 +225,10 @@ void atfork_child() {
   try {
     // the parent's (copied) tables are leaked, not freed; a window's child records nothing until attached itself
     g_drainer = g->windowed ? nullptr : new Drainer(g->config.parts_dir);
+    if (g_drainer) {
+      flight::begin();  // the child's own window: the parent's rows are the parent's
+      g_drainer->set_flight(flight::window_rows());
+    }
     // The parent's threads, rows and counters are not this process's (its perf-event descriptors are shared:
     // only closed). Pending call stacks and GPU windows went too: the child must not write the parent's.
     reset_recorded_state(true);

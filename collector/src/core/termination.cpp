@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cerrno>
 #include <ctime>
+#include <iterator>
+#include <vector>
 
 #include "core/collector_state.h"
 
@@ -15,6 +17,7 @@ namespace {
 using sigaction_fn = int (*)(int, const struct sigaction*, struct sigaction*);
 sigaction_fn real_sigaction_fn = nullptr;
 constexpr int kTerminationSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxSignal = 65;
 std::atomic<bool> g_standin[kMaxSignal];  // the stand-in is installed for this signal
 constexpr int kFlushWaitMs = 2000;
@@ -58,9 +61,11 @@ void on_termination_signal(int sig, siginfo_t*, void*) {
 
 }  // namespace
 
-void install_termination_standins() {
+void install_termination_standins(bool crash_signals) {
   if (!real_sigaction()) return;
-  for (int sig : kTerminationSignals) {
+  std::vector<int> signals(std::begin(kTerminationSignals), std::end(kTerminationSignals));
+  if (crash_signals) signals.insert(signals.end(), std::begin(kCrashSignals), std::end(kCrashSignals));
+  for (int sig : signals) {
     struct sigaction cur{};
     if (real_sigaction_fn(sig, nullptr, &cur) != 0 || cur.sa_handler != SIG_DFL) continue;  // program's own, or SIG_IGN
     struct sigaction sa{};

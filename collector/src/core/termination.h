@@ -8,6 +8,8 @@
 
 namespace stepscope::collector {
 
-void install_termination_standins();
+// `crash_signals`: SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT too (the flight recorder saves its window when the
+// program crashes; the collector thread writes it while the crashing thread waits, bounded).
+void install_termination_standins(bool crash_signals = false);
 
 }  // namespace stepscope::collector

@@ -547,6 +547,14 @@ void on_step(const char* source, int64_t steps) {
   }
 }
 
+void arm_window(int steps) {
+  if (!rec || !rec->started.load() || !api || !api->disable) return;
+  const Config& c = config();
+  if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all": traced already
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  rec->schedule.arm(steps);
+}
+
 // The end of an attach window: flush what is buffered, switch every traced kind and API id off and detach
 // CUPTI (where the library can), so a dormant collector costs the GPU work nothing and another tool may
 // subscribe; the next window's start attaches again.

@@ -9,6 +9,7 @@ void flush(bool) {}
 void stop() {}
 void after_fork_child() {}
 void on_step(const char*, int64_t) {}
+void arm_window(int) {}
 void calibrate_if_due() {}
 void detach_if_due() {}
 }  // namespace stepscope::collector::cupti

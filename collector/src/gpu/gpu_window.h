@@ -27,15 +27,33 @@ class WindowSchedule {
   WindowSchedule(int n, int m) : n_(n), m_(m) {}
   bool all() const { return n_ <= 0 || m_ <= n_; }
 
+  // The flight recorder fired: the next `steps` steps are traced (from the next boundary when off now, the
+  // current window lengthened when on), whatever the off phase's minimum.
+  void arm(int steps) { armed_ = std::max(armed_, steps); }
+
   // The boundary that completes a step, at time `now` (ns): switch tracing off, on, or leave it.
   WindowSwitch at_step(int64_t now) {
     if (all()) return WindowSwitch::None;
     ++steps_;
+    if (armed_ > 0) {
+      if (tracing_) {
+        length_ = std::max<int64_t>(n_, steps_ + armed_);
+        armed_ = 0;
+        return WindowSwitch::None;
+      }
+      tracing_ = true;
+      steps_ = 0;
+      on_at_ = now;
+      length_ = std::max(n_, armed_);
+      armed_ = 0;
+      return WindowSwitch::On;
+    }
     if (tracing_) {
       // Traced steps are timed from the boundary that switched tracing on; the first window from its first
       // boundary (what came before is start-up, not a step).
       if (first_window_ && steps_ == 1) on_at_ = now;
-      if (steps_ < n_) return WindowSwitch::None;
+      if (steps_ < std::max<int64_t>(n_, length_)) return WindowSwitch::None;
+      length_ = 0;
       const int64_t intervals = first_window_ ? steps_ - 1 : steps_;
       const int64_t per_step = intervals > 0 ? (now - on_at_) / intervals : 0;
       grace_ = std::max(kMinDetachGraceNs, 2 * per_step);
@@ -70,6 +88,8 @@ class WindowSchedule {
   int n_, m_;
   bool tracing_ = true, first_window_ = true, detach_ = false;
   int64_t steps_ = 0;  // boundaries in the current phase
+  int armed_ = 0;       // steps the flight recorder asked to trace
+  int64_t length_ = 0;  // this window's steps when armed (0: n_)
   int64_t on_at_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
 };
 

@@ -27,6 +27,7 @@
 #include "core/rank_env.h"
 #include "launcher/rank_outputs.h"
 #include "stepscope/collector/launcher.h"
+#include "launcher/flight_watcher.h"
 #include "stepscope/store/store.h"
 
 extern char** environ;
@@ -292,6 +293,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
+      // A flight save's parts say what their window held (flight_recorder.cpp); the trigger's meta comes first.
+      for (const auto& [k, v] : t.meta)
+        if (k.rfind("flight.", 0) == 0) merged_meta.emplace(k, v);
       call_stacks += meta_int(t.meta, "collector.call_stacks");
       for (const char* k : {"collector.unwound_samples", "collector.stack_truncated_samples",
                             "collector.stack_unreadable_samples", "collector.leaf_only_samples",
@@ -385,6 +389,19 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   }
 }
 
+std::map<std::string, std::string> flight_env(const RecordOptions& o, const std::string& dir, const std::string& prefix) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", o.flight_slow_step);
+  return {{"STEPSCOPE_FLIGHT_DIR", dir},
+          {"STEPSCOPE_FLIGHT_PREFIX", prefix},
+          {"STEPSCOPE_FLIGHT_WINDOW_MS", std::to_string(int64_t(o.flight_s * 1000))},
+          {"STEPSCOPE_FLIGHT_SLOW_STEP", buf},
+          {"STEPSCOPE_FLIGHT_WARMUP", std::to_string(o.flight_warmup_steps)},
+          {"STEPSCOPE_FLIGHT_DATA_WAIT_MS", std::to_string(int64_t(o.flight_data_wait_ms))},
+          {"STEPSCOPE_FLIGHT_MAX_PER_HOUR", std::to_string(o.flight_max_per_hour)},
+          {"STEPSCOPE_FLIGHT_GPU_STEPS", std::to_string(o.flight_gpu_steps)}};
+}
+
 RecordSummary record(const RecordOptions& o) {
   RecordSummary summary;
   if (o.command.empty()) throw store::StoreError(o.output, "no command to record (stepscope record -- CMD ...)");
@@ -444,6 +461,16 @@ RecordSummary record(const RecordOptions& o) {
   set_env(env, "STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s));
   if (!o.data_wait_func.empty()) set_env(env, "STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func);
   if (!o.step_func.empty()) set_env(env, "STEPSCOPE_STEP_FUNC", o.step_func);
+  const bool flight = o.flight_s > 0;
+  const std::string flight_dir = output + ".flight";
+  if (flight) {
+    fs::remove_all(flight_dir, ec);
+    if (!fs::create_directories(flight_dir, ec) && ec)
+      throw store::StoreError(output, "cannot create " + flight_dir + ": " + ec.message());
+    fs::permissions(flight_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    for (const auto& [k, v] : flight_env(o, flight_dir, flight_prefix(output))) set_env(env, k, v);
+    set_env(env, "STEPSCOPE_FLIGHT_PARENT_PID", launcher_pid);  // the command itself is the root process
+  }
   // No PYTHONPATH: the collector installs the Python hooks itself (collector/src/python/python_hooks.cpp), so
   // the program's own PYTHONPATH and sitecustomize stay exactly as they were.
 
@@ -470,6 +497,16 @@ RecordSummary record(const RecordOptions& o) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &chld, &old_mask);
+
+  std::map<std::string, std::string> flight_meta;
+  if (flight) {
+    std::string cmdline;
+    for (const auto& a : o.command) cmdline += (cmdline.empty() ? "" : " ") + a;
+    flight_meta = {{"recorder", "stepscope record --flight"}, {"command", cmdline}, {"host", host},
+                   {"collector.cpu_hz", std::to_string(o.cpu_hz)}, {"collector.mode", o.wall ? "wall" : "cpu"}};
+    for (const auto& [k, v] : own_rank) flight_meta[k] = v;
+  }
+  FlightWatcher watcher(flight_dir, flight_prefix(output), flight_meta, o.flight_quota_bytes, o.print_summary);
 
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw store::StoreError(output, "pipe: " + std::string(std::strerror(errno)));
@@ -542,6 +579,7 @@ RecordSummary record(const RecordOptions& o) {
       kill(child, SIGKILL);
       killed = true;
     }
+    if (flight) watcher.poll();
     int64_t wait = 200000000;  // a periodic look even without SIGCHLD (orphans, missed signals)
     if (duration > 0 && !interrupted) wait = std::min(wait, std::max<int64_t>(duration - elapsed, 1000000));
     if (interrupted && !killed) wait = std::min(wait, std::max<int64_t>(duration + 5000000000LL - elapsed, 1000000));
@@ -576,6 +614,23 @@ RecordSummary record(const RecordOptions& o) {
     return summary;
   }
   const int64_t t_finalize = mono_ns();
+  if (flight) {
+    std::string failure;
+    if (WIFSIGNALED(status)) failure = "signal " + std::to_string(WTERMSIG(status));
+    else if (summary.exit_code != 0) failure = "exit status " + std::to_string(summary.exit_code);
+    watcher.finish(failure);
+    fs::remove_all(parts_dir, ec);
+    summary.outputs = watcher.saved();
+    summary.flight_skipped = watcher.skipped();
+    summary.command_wall_s = double(t_exit - t_start) / 1e9;
+    summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
+    if (o.print_summary)
+      std::fprintf(stderr, "stepscope: flight recorder: %zu window%s saved (%.1f MiB), %lld not saved%s\n",
+                   summary.outputs.size(), summary.outputs.size() == 1 ? "" : "s",
+                   double(watcher.saved_bytes()) / (1024.0 * 1024.0), (long long)summary.flight_skipped,
+                   summary.outputs.empty() ? ": no trigger fired" : "");
+    return summary;
+  }
 
   std::map<std::string, std::string> meta;
   std::string cmdline;

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/collector_state.h"
+#include "flight/flight_recorder.h"
 #include "output/drainer.h"
 #include "output/module_maps.h"
 #include "sampling/thread_registry.h"
@@ -139,20 +140,25 @@ void drain_once() {
     rows.gpu_windows.swap(g->pending.gpu_windows);
   }
   g_drainer->add_call_stacks(call_stacks);  // before the rows: their API calls pick the stacks up
+  flight::observe(rows);
   if (!rows.kernels.empty() || !rows.memcpys.empty() || !rows.memsets.empty() || !rows.api_calls.empty() ||
       !rows.syncs.empty() || !rows.ranges.empty() || !rows.data_waits.empty() || !rows.steps.empty() ||
       !rows.devices.empty() || !rows.threads.empty() || !rows.gpu_windows.empty())
     g_drainer->append_pending(rows);
 }
 
-void write_status_meta() {
+std::map<std::string, std::string> status_meta() {
   std::map<std::string, std::string> m;
   {
     std::lock_guard<std::mutex> lk(g->meta_mu);
     m = g->meta;
   }
   counters_to_meta(m);
-  g_drainer->write_meta(m);
+  return m;
+}
+
+void write_status_meta() {
+  g_drainer->write_meta(status_meta());
   g_drainer->name_thread(g->collector_tid.load());  // marked as the collector's in threads
 }
 
@@ -192,6 +198,14 @@ void* collector_main(void*) {
         if (final_pass && !g->flush_signal.load()) set_process_meta("collector.end", "exit");
         if (g_drainer->has_writer() || final_pass) write_status_meta();
         last_meta = now;
+      }
+      if (flight::active()) {
+        if (final_pass) {
+          const int sig = g->flush_signal.load();
+          flight::final_pass(!g->closing_window, sig > 0 ? sig : 0, status_meta);
+        } else {
+          flight::after_pass(now, status_meta);
+        }
       }
       if (final_pass || now - last_commit >= kCommitPeriodMs * 1000000LL) {
         g_drainer->commit();

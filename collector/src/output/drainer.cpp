@@ -26,12 +26,9 @@ store::StoreWriter& Drainer::writer() {
     writer_->set_meta("source", "stepscope-collector");
     // Which rank this process belongs to (workers inherit it): `record -o run-%r.db` groups parts by it.
     for (const auto& [k, v] : rank_from_env()) writer_->set_meta(k, v);
-    store::Process p;
-    p.pid = pid_;
-    std::string exe = self_exe();
-    std::string comm = read_small_file("/proc/self/comm");
-    p.name = writer_->intern(exe.empty() ? comm : exe.substr(exe.rfind('/') + 1));
-    p.parent_pid = getppid();
+    store::Trace names;
+    store::Process p = process_row(names);
+    p.name = writer_->intern(names.str(p.name));
     writer_->add(p);
   }
   return *writer_;
@@ -42,12 +39,12 @@ void Drainer::refresh_modules() {
                           uint64_t file_offset) {
     store::Module m;
     m.pid = pid_;
-    m.path = writer().intern(path);
-    m.build_id = writer().intern(build_id);
+    m.path = intern(path);
+    m.build_id = intern(build_id);
     m.start = static_cast<int64_t>(lo);
     m.end = static_cast<int64_t>(hi);
     m.file_offset = static_cast<int64_t>(file_offset);
-    writer().add(m);
+    put(m);
   });
   raw_stacks_.clear();  // a library may have been replaced at the same addresses
 }
@@ -67,10 +64,10 @@ int64_t Drainer::native_frame(uintptr_t pc, bool leaf) {
   if (it != frames_.end()) return it->second;
   store::Frame f;
   f.id = ++last_frame_;
-  f.module = writer().intern(m ? modules_.path(m->index) : "[unknown]");
+  f.module = intern(m ? modules_.path(m->index) : "[unknown]");
   f.address = rel;
   f.kind = store::FrameKind::Native;
-  writer().add(f);
+  put(f);
   frames_.emplace(key, f.id);
   return f.id;
 }
@@ -81,22 +78,22 @@ int64_t Drainer::python_frame(const python::RawPyFrame& pf) {
   if (it != py_frames_.end()) return it->second;
   store::Frame f;
   f.id = ++last_frame_;
-  f.module = writer().intern("python");
+  f.module = intern("python");
   f.kind = store::FrameKind::Python;
 #if STEPSCOPE_HAVE_PYTHON
   std::string function, file;
   int line = 0;
   if (python::resolve(pf, function, file, line)) {
-    f.symbol = writer().intern(function);
-    f.file = writer().intern(file);
+    f.symbol = intern(function);
+    f.file = intern(file);
     f.line = line;
   } else {
-    f.symbol = writer().intern("[python]");
+    f.symbol = intern("[python]");
   }
 #else
-  f.symbol = writer().intern("[python]");
+  f.symbol = intern("[python]");
 #endif
-  writer().add(f);
+  put(f);
   py_frames_.emplace(key, f.id);
   return f.id;
 }
@@ -114,11 +111,11 @@ int64_t Drainer::truncated_frame() {
   if (truncated_frame_) return truncated_frame_;
   store::Frame f;
   f.id = ++last_frame_;
-  f.module = writer().intern("[stepscope]");
-  f.symbol = writer().intern("[stack deeper than the " + std::to_string(g->stack_window / 1024) +
+  f.module = intern("[stepscope]");
+  f.symbol = intern("[stack deeper than the " + std::to_string(g->stack_window / 1024) +
                              " KiB window: outer frames cut]");
   f.kind = store::FrameKind::Native;
-  writer().add(f);
+  put(f);
   return truncated_frame_ = f.id;
 }
 
@@ -130,7 +127,7 @@ int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
   s.id = ++last_stack_;
   s.parent = parent;
   s.frame = frame;
-  writer().add(s);
+  put(s);
   stacks_.emplace(key, s.id);
   return s.id;
 }
@@ -204,7 +201,7 @@ void Drainer::add_sample(const uint8_t* rec, size_t len) {
   s.tid = h.tid;
   s.stack = node;
   s.on_cpu = h.on_cpu != 0;
-  writer().add(s);
+  put(s);
 }
 
 // The prefix-tree node of one stack (PCs innermost first, then the raw Python frames).
@@ -244,12 +241,12 @@ void Drainer::name_thread(int64_t tid) {
   store::Thread t;
   t.pid = pid_;
   t.tid = tid;
-  t.name = writer().intern(read_small_file("/proc/self/task/" + std::to_string(tid) + "/comm"));
+  t.name = intern(read_small_file("/proc/self/task/" + std::to_string(tid) + "/comm"));
   {
     std::lock_guard<std::mutex> lk(g->own_mu);
     t.collector = std::find(g->own_tids.begin(), g->own_tids.end(), tid) != g->own_tids.end();
   }
-  writer().add(t);
+  put(t);
 }
 
 void Drainer::add_call_stacks(std::vector<PendingRows::CallStack>& stacks) {
@@ -284,17 +281,50 @@ void Drainer::append_pending(store::Trace& rows) {
         continue;
       }
       r.stack = it->second;
-      r.name = writer().intern(rows.str(r.name));
-      writer().add(r);
+      r.name = intern(rows.str(r.name));
+      put(r);
       stack_of_call_.erase(it);
     }
     rows.api_calls.swap(plain);
+  }
+  if (flight_) {
+    append_to_flight(rows);
+    return;
   }
   writer().append(rows);
 }
 
 void Drainer::write_meta(const std::map<std::string, std::string>& meta) {
+  if (flight_) {
+    for (const auto& [k, v] : meta) flight_->meta[k] = v;
+    return;
+  }
   for (const auto& [k, v] : meta) writer().set_meta(k, v);
+}
+
+void Drainer::set_flight(store::Trace* window) {
+  flight_ = window;
+  if (!flight_) return;
+  // The window's own process row and rank meta: what writer() puts in a part.
+  for (const auto& [k, v] : rank_from_env()) flight_->meta[k] = v;
+  flight_->add(process_row(*flight_));
+}
+
+store::Process Drainer::process_row(store::Trace& strings_of) {
+  store::Process p;
+  p.pid = pid_;
+  std::string exe = self_exe();
+  std::string comm = read_small_file("/proc/self/comm");
+  p.name = strings_of.intern(exe.empty() ? comm : exe.substr(exe.rfind('/') + 1));
+  p.parent_pid = getppid();
+  return p;
+}
+
+// Pending rows (their own string table) joined to the window: strings re-interned, no frames or stacks to shift.
+void Drainer::append_to_flight(const store::Trace& rows) {
+  store::visit_remapped(
+      rows, [&](store::StringId id) { return flight_->intern(rows.str(id)); }, 0, 0,
+      [&](const auto& r) { flight_->add(r); });
 }
 
 

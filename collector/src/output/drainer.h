@@ -28,7 +28,10 @@ class Drainer {
 
   // Opens the part lazily: a process that forks and execs at once leaves no empty part behind.
   store::StoreWriter& writer();
-  bool has_writer() const { return writer_ != nullptr; }
+  bool has_writer() const { return writer_ != nullptr || flight_ != nullptr; }
+  // Flight recording (docs/flight.md): rows go to `window` (in memory) instead of a part on disk.
+  void set_flight(store::Trace* window);
+  bool flight() const { return flight_ != nullptr; }
   // After fork the child must not touch the parent's SQLite handle: forget it without closing.
   void abandon_after_fork() { (void)writer_.release(); }
 
@@ -59,6 +62,14 @@ class Drainer {
   }
 
  private:
+  template <class Row>
+  void put(const Row& r) {
+    if (flight_) flight_->add(r);
+    else writer().add(r);
+  }
+  store::StringId intern(std::string_view s) { return flight_ ? flight_->intern(s) : writer().intern(s); }
+  store::Process process_row(store::Trace& strings_of);
+  void append_to_flight(const store::Trace& rows);
   // The prefix-tree node of one record's stack (unwound, then spliced with its Python frames); -1 when malformed.
   int64_t record_stack(const uint8_t* rec, size_t len, SampleHeader& h);
   // `first_is_leaf`: pcs[0] is where the thread was interrupted, not a return address.
@@ -74,6 +85,7 @@ class Drainer {
   std::string parts_dir_;
   int32_t pid_;
   std::unique_ptr<store::StoreWriter> writer_;
+  store::Trace* flight_ = nullptr;
   ModuleMap modules_;
   unwind::CopiedStackUnwinder unwinder_{modules_};
   bool unwinder_tried_ = false;

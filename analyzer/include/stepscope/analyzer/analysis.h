@@ -162,6 +162,10 @@ struct AnalysisSummary {
   // Device events the importer found and could not read (meta import.unread_device_events, e.g.
   // "mtia_ccp_events:25814,mtia_runtime:3453"); empty when none.
   std::string unread_device_events;
+  // A flight recorder's save (meta flight.*, docs/flight.md): which trigger fired, on which step, and which steps
+  // of the window have GPU activity. Empty trigger: not a flight save.
+  std::string flight_trigger, flight_detail, flight_gpu_steps;
+  int64_t flight_step = -1;
 };
 
 // The GPU's step is this much longer than the host's before the host is said to run ahead.
@@ -227,6 +231,8 @@ std::string to_json(const Analysis& a);
 std::string gpu_window_note(const AnalysisSummary& s);
 // When the run has no step markers: why (from the Python hooks' status) and what to do, else empty.
 std::string steps_advice(const AnalysisSummary& s);
+// For a flight recorder's save, the sentence that says why it was saved; "" otherwise.
+std::string flight_note(const AnalysisSummary& s);
 // Without GPU activity, the one sentence every view opens with: that the breakdown is host time, and which device
 // events the trace held that stepscope could not read (an MTIA trace is not a run without an accelerator).
 std::string no_gpu_note(const AnalysisSummary& s);

@@ -36,10 +36,11 @@ const StepCategory* find_step_category(const std::string& key);
 std::string contributor_display_name(const SlowStep& s);
 
 // `training_pid`: the process of the thread that runs the steps (0: unknown); functions sampled in other processes
-// (DataLoader workers) are named "[another process]". No contributor grew by more than its step's excess or its
+// (DataLoader workers) are named "[another process]"; `training_tid` (0: unknown): wall-clock samples of other
+// threads blocked off the CPU are not counted (an idle pool thread is not what made a step slow). No contributor grew by more than its step's excess or its
 // category's growth.
 StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps,
-                                int64_t training_pid = 0);
+                                int64_t training_pid = 0, int64_t training_tid = 0);
 
 // The "step_outliers" object of stepscope.analysis/1.
 std::string step_outliers_to_json(const StepOutliers& o);

@@ -39,6 +39,29 @@ struct AttachSummary {
 // AttachError (one line) when the process cannot be attached; the process is never left stopped.
 AttachSummary record_attached(const AttachOptions& options);
 
+// `stepscope top PID`: a flight window in a running process (the collector loaded when needed) that keeps the
+// last `window_s` in memory and fires no trigger; snapshot() turns it into a store. The destructor closes the
+// window: the process keeps running, its collector dormant.
+class LiveWindow {
+ public:
+  // Throws AttachError (one line) when the process cannot be attached; `scratch_dir` must exist and be private.
+  LiveWindow(pid_t pid, const RecordOptions& options, double window_s, std::string scratch_dir);
+  ~LiveWindow();
+  LiveWindow(const LiveWindow&) = delete;
+  LiveWindow& operator=(const LiveWindow&) = delete;
+  // The window now, merged and symbolized into the store `output`; false with `error` when the process is gone or
+  // does not answer.
+  bool snapshot(const std::string& output, std::string& error);
+  const AttachSummary& summary() const { return summary_; }
+
+ private:
+  pid_t pid_;
+  uid_t uid_ = 0;
+  std::string scratch_;
+  AttachSummary summary_;
+  bool open_ = false;
+};
+
 // Sends `start` (record --paused processes: the environment's options) or `stop` to the collector in `pid`.
 // Returns the collector's reply ("ok ..."); throws AttachError when no collector listens there.
 std::string control_request(pid_t pid, const std::string& command);

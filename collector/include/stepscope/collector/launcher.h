@@ -26,6 +26,15 @@ struct RecordOptions {
   int cuda_stacks_per_s = 200;        // stacks captured at blocking CUDA calls per second and process (0: none)
   std::vector<std::string> command;
   bool paused = false;  // record only inside windows opened by `stepscope start PID` (control channel)
+  // The flight recorder (docs/flight.md): > 0 keeps the last flight_s seconds in memory, writes nothing while
+  // all is well, and saves the window as <output without .db>-<time>-<trigger>.db when a trigger fires.
+  double flight_s = 0;
+  double flight_slow_step = 3.0;     // × the running median of the steps before (0: off)
+  int flight_warmup_steps = 20;
+  double flight_data_wait_ms = 0;    // a data wait longer than this (0: off)
+  int flight_max_per_hour = 10;      // automatic saves per hour (dump and exit saves are not counted)
+  int64_t flight_quota_bytes = int64_t(1) << 30;  // all saves of the run together (0: no limit)
+  int flight_gpu_steps = 20;         // steps traced whole after a trigger (windowed GPU tracing)
   bool print_summary = true;
 };
 
@@ -38,12 +47,17 @@ struct RecordSummary {
   double command_wall_s = 0;  // fork of the command to its exit (start-up and the collector's final flush included)
   double finalize_s = 0;      // after the command ended: merge parts, symbolize, write the store
   std::vector<std::string> warnings;
-  std::vector<std::string> outputs;  // the stores written: one, or one per rank (-o with %r)
+  std::vector<std::string> outputs;  // the stores written: one, or one per rank (-o with %r); flight: the saves
+  int64_t flight_skipped = 0;        // flight saves not written (quota, nothing recorded)
 };
 
 // Runs the command to completion and writes options.output. Throws store::StoreError when the output cannot
 // be written. Never throws for a failing command: its status is in the summary.
 RecordSummary record(const RecordOptions& options);
+
+// The STEPSCOPE_FLIGHT_* settings of `options` for a recording whose saves go to `dir`, named <prefix>-*.db.
+std::map<std::string, std::string> flight_env(const RecordOptions& options, const std::string& dir,
+                                              const std::string& prefix);
 
 // True when `spec` is a valid --gpu-window value: "all" or "N/M" with 0 < N < M.
 bool valid_gpu_window(const std::string& spec);

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""What the flight recorder costs a trainer (issue 25's goal: <= 1% of step time at the default settings), side by
+side with the plain run and with `stepscope record` at its defaults (1 kHz CPU time, everything written).
+
+The trainer is samples/cpu/python_slow_steps.py with no slow step: a fixed amount of numpy work per step (the
+iteration count is measured once, plain, and then passed to every run), so the loop's wall time shows the cost.
+Modes alternate round by round; the table gives the median loop time, its overhead against plain and the spread
+(max-min over median) of each mode. A last flight run ends with an error so the recorder saves its window: its
+meta gives the window's memory, per thread and per second.
+
+  bench/flight/flight_cost.py --stepscope build/cli/stepscope [--seconds 120] [--rounds 3] [--python PY]
+"""
+import argparse
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAINER = os.path.join(HERE, "..", "..", "samples", "cpu", "python_slow_steps.py")
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"^loop_s ([0-9.]+)$", p.stdout, re.M)
+    return p, float(m.group(1)) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stepscope", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--step-ms", type=float, default=8.0)
+    a = ap.parse_args()
+    steps = int(a.seconds * 1000 / a.step_ms)
+    p, _ = run([a.python, TRAINER, "--steps", "50", "--every", "1000000000", "--step-ms", str(a.step_ms)])
+    iters = int(re.search(r"^iters (\d+)$", p.stdout, re.M).group(1))
+    trainer = [a.python, TRAINER, "--steps", str(steps), "--every", "1000000000", "--iters", str(iters)]
+    tmp = tempfile.mkdtemp(prefix="flight-cost-")
+    modes = {
+        "plain": [],
+        "record --flight 60s (100 Hz wall)": [a.stepscope, "record", "--flight", "60s", "--step-func", "train_step", "-o", f"{tmp}/f.db", "--"],
+        "record (1 kHz CPU, all written)": [a.stepscope, "record", "--step-func", "train_step", "-o", f"{tmp}/r.db", "--"],
+    }
+    loops = {m: [] for m in modes}
+    for r in range(a.rounds):
+        for m, prefix in modes.items():
+            p, loop = run(prefix + trainer)
+            if loop is None:
+                sys.exit(f"flight_cost: {m} failed: {p.stderr[-2000:]}")
+            loops[m].append(loop)
+            print(f"round {r + 1} {m}: loop {loop:.3f} s", file=sys.stderr, flush=True)
+    base = statistics.median(loops["plain"])
+    print(f"{steps} steps of {iters} matmul iterations (~{a.step_ms} ms each), {a.rounds} alternating rounds, medians")
+    print(f"{'mode':36} {'loop s':>9} {'ovh %':>7} {'spread %':>9} {'step ms':>8}   goal")
+    for m, v in loops.items():
+        med = statistics.median(v)
+        spread = 100 * (max(v) - min(v)) / med
+        goal = "" if m == "plain" else ("<= 1%" if "flight" in m else "(for comparison)")
+        print(f"{m:36} {med:9.3f} {100 * (med / base - 1):7.2f} {spread:9.2f} {1000 * med / steps:8.3f}   {goal}")
+    # The window's memory: a flight run that fails at its last step saves the window at exit.
+    out = f"{tmp}/mem.db"
+    p = subprocess.run([a.stepscope, "record", "--flight", "60s", "--step-func", "train_step", "-o", out, "--"] + trainer[:-4] +
+                       ["--every", "1000000000", "--iters", str(iters), "--crash-at", str(steps - 1)],
+                       capture_output=True, text=True)
+    saves = [f for f in os.listdir(tmp) if f.startswith("mem-") and f.endswith("-exit.db")]
+    if saves:
+        db = sqlite3.connect(os.path.join(tmp, saves[0]))
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        threads = db.execute("SELECT COUNT(DISTINCT tid) FROM samples").fetchone()[0]
+        span = db.execute("SELECT (MAX(time) - MIN(time)) / 1e9 FROM samples").fetchone()[0] or 0
+        mem = int(meta.get("flight.window_memory_bytes", "0"))
+        per = mem / max(1, threads) / max(1e-9, span)
+        print(f"window memory: {mem / 1024:.0f} KiB for {threads} sampled threads over {span:.1f} s "
+              f"= {per / 1024:.1f} KiB per thread per second (dictionary of frames and stacks included)")
+    else:
+        print("window memory: the failing run saved no window:", p.stderr[-500:])
+
+
+if __name__ == "__main__":
+    main()

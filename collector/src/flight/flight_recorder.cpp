@@ -1,0 +1,332 @@
+#include "flight/flight_recorder.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "core/collector_state.h"
+#include "flight/flight_trigger.h"
+#include "flight/flight_window.h"
+
+namespace stepscope::collector::flight {
+namespace {
+
+// A trigger's save waits this long after the slow step ended: the next step's start, the GPU records of the
+// slow step (CUPTI hands buffers over late) and the other processes' rows arrive in the meantime.
+constexpr int64_t kTailNs = 500LL * 1000000;
+constexpr int64_t kScanPeriodNs = 250LL * 1000000;  // other processes' save folders
+constexpr int64_t kPrunePeriodNs = 1000LL * 1000000;
+constexpr int kRequestWaitS = 20;
+
+struct Request {
+  std::string kind, dir;
+  bool done = false, ok = false;
+  std::string result;
+};
+
+struct Recorder {
+  FlightWindow window;
+  TriggerEvaluator triggers;
+  std::set<std::string> seen;  // save folders this process started or answered
+  std::optional<Trigger> due;
+  int64_t due_at = 0, last_scan = 0, last_prune = 0;
+  int64_t saves = 0, parts = 0, failures = 0;
+  std::mutex mu;  // requests (the control thread) ↔ the collector thread
+  std::condition_variable cv;
+  std::deque<Request*> requests;
+  explicit Recorder(TriggerSettings s) : triggers(s) {}
+};
+Recorder* r = nullptr;  // never freed: a forked child's copy is leaked, the control thread may hold a pointer
+
+std::string utc_stamp() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  gmtime_r(&ts.tv_sec, &t);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d.%03ld", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
+  return buf;
+}
+
+// Step indices as ranges: "200-263, 400".
+std::string ranges_of(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+// What the save says about itself: the window, and which of its steps have GPU activity.
+std::map<std::string, std::string> part_meta(const MetaFn& meta) {
+  std::map<std::string, std::string> m = meta();
+  const store::Trace& t = r->window.rows();
+  m["flight.window_s"] = std::to_string(double(g->config.flight_window_ns) / 1e9);
+  m["flight.window_memory_bytes"] = std::to_string(r->window.memory_bytes());
+  if (!t.steps.empty()) {
+    std::vector<int64_t> gpu, all;
+    for (const auto& s : t.steps) {
+      all.push_back(s.index);
+      const auto in = [&s](const auto& a) { return a.start < s.end && a.end > s.start; };
+      if (std::any_of(t.kernels.begin(), t.kernels.end(), in) ||
+          std::any_of(t.memcpys.begin(), t.memcpys.end(), in))
+        gpu.push_back(s.index);
+    }
+    m["flight.gpu_steps"] = gpu.empty() ? "none" : ranges_of(gpu);
+  }
+  if (r->triggers.suppressed()) m["flight.suppressed_triggers"] = std::to_string(r->triggers.suppressed());
+  return m;
+}
+
+bool write_part_into(const std::string& dir, const MetaFn& meta) {
+  try {
+    r->window.prune(clock_ns(CLOCK_MONOTONIC) - g->config.flight_window_ns);
+    r->window.write_part(dir, g->pid, part_meta(meta));
+    ++r->parts;
+    return true;
+  } catch (const std::exception& e) {
+    if (r->failures++ == 0)
+      std::fprintf(stderr, "stepscope: flight save of pid %d: %s\n", int(g->pid), e.what());
+    return false;
+  }
+}
+
+// A save folder, made whole (with its trigger file) before it appears under its name. "" on failure.
+std::string make_save_folder(const std::string& label, const std::map<std::string, std::string>& trigger) {
+  const std::string& base = g->config.flight_dir;
+  std::string name = utc_stamp() + "-" + label;
+  for (int i = 2; i < 100; ++i) {
+    const std::string hidden = base + "/." + name;
+    if (mkdir(hidden.c_str(), 0700) == 0) {
+      {
+        std::ofstream out(hidden + "/trigger");
+        for (const auto& [k, v] : trigger) out << k << '=' << v << '\n';
+      }
+      if (std::rename(hidden.c_str(), (base + "/" + name).c_str()) == 0) {
+        r->seen.insert(name);
+        return name;
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(hidden, ec);
+      return "";
+    }
+    if (errno != EEXIST) return "";
+    name = utc_stamp() + "-" + label + "-" + std::to_string(i);
+  }
+  return "";
+}
+
+std::map<std::string, std::string> trigger_meta(const Trigger* t, const std::string& kind) {
+  std::map<std::string, std::string> m;
+  m["kind"] = t ? t->kind : kind;
+  m["pid"] = std::to_string(g->pid);
+  if (t) {
+    m["detail"] = t->detail();
+    m["source"] = t->source;
+    m["start_ns"] = std::to_string(t->start_ns);
+    m["end_ns"] = std::to_string(t->end_ns);
+    if (t->step >= 0) m["step"] = std::to_string(t->step);
+    if (t->median_ns) m["median_ns"] = std::to_string(t->median_ns);
+  } else {
+    m["detail"] = kind == "dump" ? "stepscope dump" : kind;
+  }
+  return m;
+}
+
+std::string save(const Trigger* t, const std::string& kind, const MetaFn& meta) {
+  const std::string label = t ? (t->step >= 0 ? "step" + std::to_string(t->step) : t->kind) : kind;
+  const std::string name = make_save_folder(label, trigger_meta(t, kind));
+  if (name.empty()) {
+    if (r->failures++ == 0)
+      std::fprintf(stderr, "stepscope: flight save of pid %d: cannot make a folder in %s\n", int(g->pid),
+                   g->config.flight_dir.c_str());
+    return "";
+  }
+  ++r->saves;
+  write_part_into(g->config.flight_dir + "/" + name, meta);
+  return name;
+}
+
+// Save folders other processes made since the last look: this process adds its window to each.
+void answer_other_saves(const MetaFn& meta) {
+  DIR* d = opendir(g->config.flight_dir.c_str());
+  if (!d) return;
+  std::vector<std::string> fresh;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.empty() || n[0] == '.' || n == "exit" || r->seen.count(n)) continue;
+    fresh.push_back(n);
+  }
+  closedir(d);
+  for (const auto& n : fresh) {
+    r->seen.insert(n);
+    if (r->window.timed_rows() > 0) write_part_into(g->config.flight_dir + "/" + n, meta);
+  }
+}
+
+void mark_existing_seen() {
+  DIR* d = opendir(g->config.flight_dir.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) r->seen.insert(e->d_name);
+  closedir(d);
+}
+
+bool is_root() {
+  const Config& c = g->config;
+  if (c.flight_root_pid > 0) return c.flight_root_pid == g->pid;
+  return c.flight_parent_pid > 0 && c.flight_parent_pid == getppid();
+}
+
+}  // namespace
+
+void begin() {
+  if (g->config.flight_dir.empty()) {
+    r = nullptr;
+    return;
+  }
+  TriggerSettings s;
+  s.slow_step_factor = g->config.flight_slow_step;
+  s.warmup_steps = g->config.flight_warmup_steps;
+  s.data_wait_ns = g->config.flight_data_wait_ns;
+  s.max_per_hour = g->config.flight_max_per_hour;
+  r = new Recorder(s);  // a child's (or an earlier window's) recorder is left behind: see `r`
+  mark_existing_seen();
+}
+
+bool active() {
+  return r != nullptr;
+}
+
+store::Trace* window_rows() {
+  return r ? &r->window.rows() : nullptr;
+}
+
+void observe(const store::Trace& rows) {
+  if (!r || (rows.steps.empty() && rows.data_waits.empty())) return;
+  // In the order they ended, so a data wait inside a slow step and the step itself fire once.
+  struct Ended {
+    int64_t end;
+    const store::Step* step;
+    const store::DataWait* wait;
+  };
+  std::vector<Ended> order;
+  for (const auto& s : rows.steps) order.push_back({s.end, &s, nullptr});
+  for (const auto& w : rows.data_waits) order.push_back({w.end, nullptr, &w});
+  std::sort(order.begin(), order.end(), [](const Ended& a, const Ended& b) { return a.end < b.end; });
+  for (const auto& e : order) {
+    std::optional<Trigger> t =
+        e.step ? r->triggers.on_step(rows.str(e.step->source), e.step->index, e.step->start, e.step->end)
+               : r->triggers.on_data_wait(rows.str(e.wait->source), e.wait->start, e.wait->end);
+    if (!t || r->due) continue;  // one save at a time: a second trigger in its tail is in the same window
+    r->due = std::move(t);
+    r->due_at = clock_ns(CLOCK_MONOTONIC) + kTailNs;
+    // The steps after a trigger are traced whole (slow steps often come back), with windowed GPU tracing.
+    if (g->config.flight_gpu_steps > 0) cupti::arm_window(g->config.flight_gpu_steps);
+  }
+}
+
+void after_pass(int64_t now, const MetaFn& meta) {
+  if (!r) return;
+  if (r->due && now >= r->due_at) {
+    const Trigger t = *r->due;
+    r->due.reset();
+    save(&t, t.kind, meta);
+  }
+  std::deque<Request*> requests;
+  {
+    std::lock_guard<std::mutex> lk(r->mu);
+    requests.swap(r->requests);
+  }
+  for (Request* q : requests) {
+    if (q->kind == "snapshot") {
+      q->ok = write_part_into(q->dir, meta);
+      q->result = q->ok ? "snapshot" : "error writing the snapshot";
+    } else {
+      const std::string name = save(nullptr, "dump", meta);
+      q->ok = !name.empty();
+      q->result = q->ok ? "path=" + g->config.flight_prefix + "-" + name + ".db"
+                        : "cannot save (see the process's stderr)";
+    }
+    std::lock_guard<std::mutex> lk(r->mu);
+    q->done = true;
+    r->cv.notify_all();
+  }
+  if (now - r->last_scan >= kScanPeriodNs) {
+    r->last_scan = now;
+    answer_other_saves(meta);
+  }
+  if (now - r->last_prune >= kPrunePeriodNs) {
+    r->last_prune = now;
+    r->window.prune(now - g->config.flight_window_ns);
+  }
+}
+
+void final_pass(bool process_end, int signal, const MetaFn& meta) {
+  if (!r) return;
+  // A trigger still in its tail: the program is ending, so its window is saved now.
+  if (r->due) r->due_at = 0;
+  after_pass(clock_ns(CLOCK_MONOTONIC), meta);
+  if (!process_end || !is_root()) return;
+  // The launcher keeps it only when the program failed (a signal, or an exit status other than 0).
+  const std::string dir = g->config.flight_dir + "/exit";
+  mkdir(dir.c_str(), 0700);
+  const MetaFn with_end = [&] {
+    auto m = meta();
+    m["flight.end"] = signal > 0 ? "signal " + std::to_string(signal) : "exit";
+    return m;
+  };
+  write_part_into(dir, with_end);
+}
+
+bool request(const std::string& kind, const std::string& dir, std::string& result, std::string& error) {
+  Recorder* rec = r;
+  if (!rec || !g || g->state.load() != kRunning) {
+    error = "not flight recording (stepscope record --flight or attach --flight)";
+    return false;
+  }
+  Request q;
+  q.kind = kind;
+  q.dir = dir;
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->requests.push_back(&q);
+  }
+  {
+    std::lock_guard<std::mutex> lk(g->wake_mu);
+    g->wake_cv.notify_all();
+  }
+  std::unique_lock<std::mutex> lk(rec->mu);
+  if (!rec->cv.wait_for(lk, std::chrono::seconds(kRequestWaitS), [&] { return q.done; })) {
+    // Still queued: take it back so the collector thread never touches this stack frame.
+    auto it = std::find(rec->requests.begin(), rec->requests.end(), &q);
+    if (it != rec->requests.end()) {
+      rec->requests.erase(it);
+      error = "the collector thread did not answer in time";
+      return false;
+    }
+    rec->cv.wait(lk, [&] { return q.done; });
+  }
+  if (!q.ok) error = q.result;
+  result = q.result;
+  return q.ok;
+}
+
+}  // namespace stepscope::collector::flight

@@ -1,0 +1,162 @@
+#include "launcher/flight_watcher.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "stepscope/collector/launcher.h"
+#include "stepscope/store/store.h"
+
+namespace fs = std::filesystem;
+
+namespace stepscope::collector {
+namespace {
+
+int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::map<std::string, std::string> read_trigger(const std::string& path) {
+  std::map<std::string, std::string> m;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (const auto eq = line.find('='); eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
+  return m;
+}
+
+int64_t parts_bytes(const std::string& dir) {
+  int64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".db") n += int64_t(e.file_size(ec));
+  return n;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string utc_stamp() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  gmtime_r(&ts.tv_sec, &t);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d.%03ld", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
+  return buf;
+}
+
+}  // namespace
+
+std::string flight_prefix(const std::string& output) {
+  fs::path p(output);
+  if (p.extension() == ".db") p.replace_extension();
+  return p.string();
+}
+
+FlightWatcher::FlightWatcher(std::string dir, std::string prefix, std::map<std::string, std::string> meta,
+                             int64_t quota_bytes, bool print)
+    : dir_(std::move(dir)),
+      prefix_(std::move(prefix)),
+      meta_(std::move(meta)),
+      quota_(quota_bytes),
+      print_(print) {}
+
+void FlightWatcher::poll() {
+  std::error_code ec;
+  const int64_t now = mono_ns();
+  std::vector<std::string> ready;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n[0] == '.' || n == "exit" || !e.is_directory(ec)) continue;
+    auto [it, fresh] = first_seen_.emplace(n, now);
+    if (!fresh && now - it->second >= kFlightGatherNs) ready.push_back(n);
+  }
+  std::sort(ready.begin(), ready.end());
+  for (const auto& n : ready) {
+    first_seen_.erase(n);
+    merge(n, read_trigger(dir_ + "/" + n + "/trigger"));
+  }
+}
+
+void FlightWatcher::merge(const std::string& name, std::map<std::string, std::string> trigger) {
+  std::error_code ec;
+  // Renamed first: a process still scanning takes a dot-name for none of its business.
+  const std::string taken = dir_ + "/.merging-" + name;
+  fs::rename(dir_ + "/" + name, taken, ec);
+  if (ec) return;
+  const std::string output = prefix_ + "-" + name + ".db";
+  const int64_t bytes = parts_bytes(taken);
+  const std::string why = trigger.count("detail") ? trigger["kind"] + ": " + trigger["detail"] : name;
+  if (bytes == 0) {
+    ++skipped_;
+    if (print_)
+      std::fprintf(stderr, "stepscope: flight: nothing to save for %s (no process had rows)\n", why.c_str());
+  } else if (quota_ > 0 && saved_bytes_ + bytes > quota_) {
+    ++skipped_;
+    if (print_)
+      std::fprintf(
+          stderr,
+          "stepscope: flight: not saved (%s): the --flight-quota of %s is used (%zu saves, %s); raise it "
+          "or remove saves\n",
+          why.c_str(), mib(quota_).c_str(), saved_.size(), mib(saved_bytes_).c_str());
+  } else {
+    std::map<std::string, std::string> meta = meta_;
+    for (const auto& [k, v] : trigger) meta["flight." + (k == "kind" ? std::string("trigger") : k)] = v;
+    meta["flight.save"] = name;
+    try {
+      RecordSummary s;
+      merge_parts(taken, output, meta, s);
+      saved_bytes_ += int64_t(fs::file_size(output, ec));
+      saved_.push_back(output);
+      if (print_) std::fprintf(stderr, "stepscope: flight: saved %s (%s)\n", output.c_str(), why.c_str());
+    } catch (const std::exception& e) {
+      ++skipped_;
+      if (print_) std::fprintf(stderr, "stepscope: flight: cannot save %s: %s\n", output.c_str(), e.what());
+    }
+  }
+  fs::remove_all(taken, ec);
+}
+
+std::string FlightWatcher::exit_signal() const {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_ + "/exit", ec)) {
+    if (e.path().extension() != ".db") continue;
+    try {
+      const auto m = store::StoreReader(e.path().string()).meta();
+      if (auto it = m.find("flight.end"); it != m.end() && it->second.rfind("signal", 0) == 0)
+        return it->second;
+    } catch (const std::exception&) {
+    }
+  }
+  return "";
+}
+
+void FlightWatcher::finish(const std::string& failure) {
+  // Saves made just before the end: their processes have ended (or answered) by now.
+  for (auto& [n, seen] : first_seen_) seen = mono_ns() - kFlightGatherNs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!n.empty() && n[0] != '.' && n != "exit") first_seen_.emplace(n, mono_ns() - kFlightGatherNs);
+  }
+  poll();
+  const std::string exit_dir = dir_ + "/exit";
+  if (!failure.empty() && fs::is_directory(exit_dir, ec)) {
+    const std::string name = utc_stamp() + "-exit";
+    fs::rename(exit_dir, dir_ + "/" + name, ec);
+    if (!ec) merge(name, {{"kind", "exit"}, {"detail", "the program ended with " + failure}});
+  }
+  fs::remove_all(dir_, ec);
+}
+
+}  // namespace stepscope::collector

@@ -1,0 +1,304 @@
+// The flight recorder end to end (issue 25): samples/cpu/python_slow_steps.py under the built `stepscope
+// record
+// --flight`, its saves read back and analyzed; `stepscope dump`; failing ends; the quota; `stepscope top`
+// through a pseudo-terminal.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+namespace test = stepscope::test;
+
+namespace {
+
+const std::string kCli = STEPSCOPE_CLI;
+
+std::string python() {
+  return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python3";
+}
+std::string trainer() {
+  return test::source_dir() + "/samples/cpu/python_slow_steps.py";
+}
+
+bool have_numpy() {
+  return fs::exists(python()) &&
+         test::run_shell(test::shell_quote(python()) + " -c 'import numpy' 2>&1").status == 0;
+}
+
+// Files in `dir` whose names match `pattern`, sorted.
+std::vector<std::string> files_matching(const std::string& dir, const std::string& pattern) {
+  std::vector<std::string> out;
+  const std::regex re(pattern);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (std::regex_match(e.path().filename().string(), re)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::map<std::string, std::string> meta_of(const std::string& path) {
+  return stepscope::store::StoreReader(path).meta();
+}
+
+// The analyze line that explains step `step` ("  step 199 took ...").
+std::string explanation_of(const std::string& store, int64_t step) {
+  const auto r = test::run_shell(test::shell_quote(kCli) + " analyze " + test::shell_quote(store) + " 2>&1");
+  std::istringstream in(r.output);
+  std::string line;
+  const std::string head = "  step " + std::to_string(step) + " took ";
+  while (std::getline(in, line))
+    if (line.rfind(head, 0) == 0) return line;
+  return "(no line for step " + std::to_string(step) + " in:\n" + r.output + ")";
+}
+
+std::string record_flight(const std::string& dir, const std::string& flags, const std::string& trainer_args) {
+  return test::shell_quote(kCli) + " record --flight 5s --step-func train_step " + flags + " -o " +
+         test::shell_quote(dir + "/run.db") + " -- " + test::shell_quote(python()) + " " +
+         test::shell_quote(trainer()) + " " + trainer_args + " 2>&1";
+}
+
+}  // namespace
+
+TEST_CASE("record --flight saves exactly the slow steps, and analyze names the sleep in each") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_slow_steps");
+  // Every 200th step sleeps 500 ms in save_checkpoint(): steps 199, 399 and 599 of 650.
+  const auto r = test::run_shell(record_flight(dir.path().string(), "", "--steps 650 --step-ms 5"));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto saves = files_matching(dir.path().string(), R"(run-.*\.db)");
+  REQUIRE(saves.size() == 3);
+  const int64_t slow[] = {199, 399, 599};
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(saves[i]);
+    CHECK(saves[i].find("-step" + std::to_string(slow[i]) + ".db") != std::string::npos);
+    const std::string path = dir.file(saves[i]);
+    auto m = meta_of(path);
+    CHECK(m["flight.trigger"] == "slow-step");
+    CHECK(m["flight.step"] == std::to_string(slow[i]));
+    CHECK(m["flight.source"] == "step-func");
+    CHECK(m["flight.gpu_steps"] == "none");
+    CHECK(m["recorder"] == "stepscope record --flight");
+    CHECK(m["collector.mode"] == "wall");
+    // The window holds the steps before the slow one (its median): 5 s of ~5 ms steps, capped by the run so
+    // far.
+    stepscope::store::Trace t = stepscope::store::StoreReader(path).load();
+    int64_t before = 0;
+    for (const auto& s : t.steps) before += s.index < slow[i] ? 1 : 0;
+    CHECK(before >= 150);
+    const std::string line = explanation_of(path, slow[i]);
+    INFO(line);
+    CHECK(line.find("biggest contributor: function save_checkpoint (python_slow_steps.py:") !=
+          std::string::npos);
+    const auto a = test::run_shell(test::shell_quote(kCli) + " analyze " + test::shell_quote(path) + " 2>&1");
+    CHECK(a.output.find("Saved by the flight recorder (slow-step): step " + std::to_string(slow[i]) +
+                        " took ") != std::string::npos);
+  }
+  CHECK(r.output.find("flight recorder: 3 windows saved") != std::string::npos);
+  CHECK(!fs::exists(dir.file("run.db")));         // nothing else is written
+  CHECK(!fs::exists(dir.file("run.db.flight")));  // and the scratch folders are gone
+  CHECK(!fs::exists(dir.file("run.db.parts")));
+}
+
+TEST_CASE("record --flight writes nothing for a run where all is well") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_quiet");
+  const auto r =
+      test::run_shell(record_flight(dir.path().string(), "", "--steps 300 --step-ms 5 --every 100000"));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(files_matching(dir.path().string(), ".*").empty());
+  CHECK(r.output.find("flight recorder: 0 windows saved (0.0 MiB), 0 not saved: no trigger fired") !=
+        std::string::npos);
+}
+
+TEST_CASE("a failing end saves the last window: exit status and a crash by signal") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_failing");
+  {
+    const auto r = test::run_shell(
+        record_flight(dir.path().string(), "", "--steps 400 --step-ms 5 --every 100000 --crash-at 120"));
+    INFO(r.output);
+    CHECK(r.status == 1);
+    const auto saves = files_matching(dir.path().string(), R"(run-.*-exit\.db)");
+    REQUIRE(saves.size() == 1);
+    auto m = meta_of(dir.file(saves[0]));
+    CHECK(m["flight.trigger"] == "exit");
+    CHECK(m["flight.detail"] == "the program ended with exit status 1");
+    CHECK(m["flight.end"] == "exit");
+    auto t = stepscope::store::StoreReader(dir.file(saves[0])).load();
+    CHECK(t.steps.size() >= 100);
+    fs::remove(dir.file(saves[0]));
+  }
+  {
+    const auto r = test::run_shell(
+        record_flight(dir.path().string(), "", "--steps 400 --step-ms 5 --every 100000 --abort-at 120"));
+    INFO(r.output);
+    CHECK(r.status == 128 + SIGABRT);
+    const auto saves = files_matching(dir.path().string(), R"(run-.*-exit\.db)");
+    REQUIRE(saves.size() == 1);
+    auto m = meta_of(dir.file(saves[0]));
+    CHECK(m["flight.detail"] == "the program ended with signal 6");
+    CHECK(m["flight.end"] == "signal 6");  // the collector's stand-in saw it and wrote the window first
+  }
+}
+
+TEST_CASE("the quota: saves that would pass it are not written, and the run says so") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_quota");
+  const auto r =
+      test::run_shell(record_flight(dir.path().string(), "--flight-quota 1KiB", "--steps 450 --step-ms 5"));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(files_matching(dir.path().string(), ".*").empty());
+  CHECK(r.output.find("the --flight-quota of 0.0 MiB is used (0 saves, 0.0 MiB)") != std::string::npos);
+  CHECK(r.output.find("flight recorder: 0 windows saved (0.0 MiB), 2 not saved") != std::string::npos);
+}
+
+namespace {
+
+struct Spawned {
+  pid_t pid = -1;
+  int wait() {
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid) pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  ~Spawned() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+Spawned spawn_sh(const std::string& command) {
+  signal(SIGCHLD, SIG_DFL);  // children are waited for here (an inherited SIG_IGN would reap them unseen)
+  Spawned s;
+  std::vector<std::string> args{"/bin/sh", "-c", command};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn(&s.pid, "/bin/sh", nullptr, nullptr, argv.data(), environ);
+  return s;
+}
+
+// The pid of the trainer: the python process whose command line names the sample and `tag`.
+pid_t wait_for_trainer(const std::string& tag, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    // Anchored at the interpreter: the launcher's and the shells' command lines name the sample too.
+    const auto r =
+        test::run_shell("pgrep -f -n '^" + python() + " .*python_slow_steps.py.*" + tag + "' 2>/dev/null");
+    if (r.status == 0 && std::atoi(r.output.c_str()) > 0) return std::atoi(r.output.c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("stepscope dump saves the window on demand and prints the store") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_dump");
+  Spawned rec =
+      spawn_sh(record_flight(dir.path().string(), "", "--steps 1400 --step-ms 5 --every 100000 --slow-ms 7") +
+               " > " + test::shell_quote(dir.file("record.log")));
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 7", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const auto d = test::run_shell(test::shell_quote(kCli) + " dump " + std::to_string(trainer_pid) + " 2>&1");
+  INFO(d.output);
+  REQUIRE(d.status == 0);
+  std::string path = d.output.substr(0, d.output.find('\n'));
+  CHECK(path.find(dir.file("run-")) == 0);
+  CHECK(path.size() > 8);
+  CHECK(path.substr(path.size() - 8) == "-dump.db");
+  REQUIRE(fs::exists(path));
+  auto m = meta_of(path);
+  CHECK(m["flight.trigger"] == "dump");
+  CHECK(m["flight.pid"] == std::to_string(trainer_pid));
+  auto t = stepscope::store::StoreReader(path).load();
+  CHECK(t.samples.size() >= 100);
+  CHECK(t.steps.size() >= 200);
+  CHECK(rec.wait() == 0);
+  INFO(test::slurp(dir.file("record.log")));
+  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").size() == 1);
+}
+
+TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the trainer runs on") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
+    STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
+  test::ScratchDir dir("flight_top");
+  Spawned target = spawn_sh(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+                            " --steps 4000 --step-ms 5 --every 100000 --slow-ms 9 > /dev/null");
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 9", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // numpy imported, the loop running
+  int master = -1;
+  const pid_t top = forkpty(&master, nullptr, nullptr, nullptr);
+  REQUIRE(top >= 0);
+  if (top == 0) {
+    execl(kCli.c_str(), kCli.c_str(), "top", std::to_string(trainer_pid).c_str(), "--interval", "500ms",
+          "--window", "3s", "--step-func", "train_step", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string screen;
+  auto read_for = [&](int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{master, POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        const ssize_t n = read(master, buf, sizeof buf);
+        if (n > 0)
+          screen.append(buf, size_t(n));
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the terminal closed: top has ended
+      }
+    }
+  };
+  // Three refreshes (each one clears the screen first).
+  for (int i = 0; i < 150 && std::count(screen.begin(), screen.end(), '\x1b') < 6; ++i) read_for(200);
+  INFO(screen);
+  // The last complete refresh.
+  const size_t last = screen.rfind("\x1b[H\x1b[2J", screen.rfind("\x1b[H\x1b[2J") - 1);
+  REQUIRE(last != std::string::npos);
+  const std::string view = screen.substr(last);
+  CHECK(view.find("stepscope top - pid " + std::to_string(trainer_pid)) != std::string::npos);
+  CHECK(std::regex_search(
+      view, std::regex(R"(steps/s (1[5-9][0-9]|2[0-4][0-9])\.[0-9]{2})")));  // ~5 ms steps: ~200 a second
+  CHECK(std::regex_search(view, std::regex(R"(step p50 [4-9]\.[0-9]{2} ms)")));
+  CHECK(view.find("(steps: step-func)") != std::string::npos);
+  CHECK(view.find("GPU busy -- (no GPU activity traced)") != std::string::npos);
+  CHECK(view.find("Top host functions of the training thread python") != std::string::npos);
+  CHECK(view.find("train_step (python_slow_steps.py:") != std::string::npos);
+  CHECK(view.find("Top Python lines") != std::string::npos);
+  CHECK(view.find("Findings") != std::string::npos);
+  (void)!write(master, "q", 1);
+  int status = -1;
+  pid_t waited = 0;
+  for (int i = 0; i < 100 && (waited = waitpid(top, &status, WNOHANG)) == 0; ++i) read_for(100);
+  read_for(200);  // what it wrote last
+  CHECK(waited == top);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(screen.find("detached from " + std::to_string(trainer_pid) + " (it keeps running)") !=
+        std::string::npos);
+  close(master);
+  CHECK(kill(trainer_pid, 0) == 0);  // detached: the trainer runs on
+  kill(trainer_pid, SIGTERM);
+}

@@ -1,0 +1,95 @@
+// TriggerEvaluator (collector/src/flight/flight_trigger.h): when a step or a data wait fires a flight save.
+#include <catch2/catch.hpp>
+
+#include "flight/flight_trigger.h"
+
+using stepscope::collector::flight::TriggerEvaluator;
+using stepscope::collector::flight::TriggerSettings;
+
+namespace {
+constexpr int64_t kMs = 1000000;
+
+// Steps of `ms` each from `t`, numbered from `index`; returns the indices that fired.
+std::vector<int64_t> feed(TriggerEvaluator& e, const std::string& source, int64_t& index, int64_t& t,
+                          const std::vector<int64_t>& ms) {
+  std::vector<int64_t> fired;
+  for (int64_t d : ms) {
+    if (auto tr = e.on_step(source, index, t, t + d * kMs)) fired.push_back(tr->step);
+    t += d * kMs;
+    ++index;
+  }
+  return fired;
+}
+}  // namespace
+
+TEST_CASE("a step slower than k times the running median fires once, after the warm-up") {
+  TriggerSettings s;  // 3x, 20 warm-up steps, 10 per hour
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0;
+  std::vector<int64_t> warm(20, 10);
+  warm[5] = 500;  // in the warm-up: never judged
+  CHECK(feed(e, "optimizer", i, t, warm).empty());
+  CHECK(feed(e, "optimizer", i, t, {10, 29, 31}) == std::vector<int64_t>{22});  // 31 > 3 x 10; 29 is not
+  auto tr = e.on_step("optimizer", 23, t, t + 500 * kMs);
+  REQUIRE(tr);
+  CHECK(tr->kind == "slow-step");
+  CHECK(tr->median_ns == 10 * kMs);
+  CHECK(tr->steps_judged == 23);
+  CHECK(tr->detail() == "step 23 took 500.0 ms, 50.0x the median 10.0 ms of the 23 steps before it");
+}
+
+TEST_CASE("the median follows the steps before: a trainer that slows down for good stops firing") {
+  TriggerSettings s;
+  s.max_per_hour = 1000;
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(30, 10));
+  const auto fired = feed(e, "optimizer", i, t, std::vector<int64_t>(100, 40));
+  // The k-th 40 ms step is judged against 30 steps of 10 ms and k of 40 ms: it fires while the median is 10
+  // ms (k < 30), never after.
+  REQUIRE(fired.size() == 30);
+  CHECK(fired.front() == 30);
+  CHECK(fired.back() == 59);
+}
+
+TEST_CASE("two step sources marking the same slow interval, and a data wait inside it, fire once") {
+  TriggerSettings s;
+  s.data_wait_ns = 100 * kMs;
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0, j = 0, u = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(25, 10));
+  feed(e, "dataloader", j, u, std::vector<int64_t>(25, 10));
+  CHECK(e.on_data_wait("dataloader", t + 1 * kMs, t + 400 * kMs));  // the first to see it fires
+  CHECK(!e.on_step("optimizer", 25, t, t + 410 * kMs));
+  CHECK(!e.on_step("dataloader", 25, t + 2 * kMs, t + 411 * kMs));
+  CHECK(e.on_step("optimizer", 26, t + 410 * kMs, t + 900 * kMs));  // the next slow step is a new interval
+  CHECK(!e.on_data_wait("dataloader", 0, 50 * kMs));                // under the limit
+}
+
+TEST_CASE("at most max_per_hour automatic saves in any hour, the rest counted") {
+  TriggerSettings s;
+  s.max_per_hour = 2;
+  s.warmup_steps = 0;
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0;
+  std::vector<int64_t> pattern;
+  for (int k = 0; k < 5; ++k) {
+    for (int n = 0; n < 10; ++n) pattern.push_back(10);
+    pattern.push_back(200);
+  }
+  CHECK(feed(e, "api", i, t, pattern) == std::vector<int64_t>{10, 21});
+  CHECK(e.suppressed() == 3);
+  t += 3600LL * 1000 * kMs;  // an hour later the limit has room again
+  CHECK(feed(e, "api", i, t, {10, 10, 300}).size() == 1);
+}
+
+TEST_CASE("slow-step off and data-wait off never fire") {
+  TriggerSettings s;
+  s.slow_step_factor = 0;
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0;
+  std::vector<int64_t> steps(40, 10);
+  steps.push_back(10000);
+  CHECK(feed(e, "api", i, t, steps).empty());
+  CHECK(!e.on_data_wait("dataloader", 0, 100000 * kMs));
+}
