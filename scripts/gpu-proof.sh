@@ -7,8 +7,8 @@
 #   scripts/gpu-proof.sh BUILD OUT --phases attach,overhead --overhead-seconds 8   # a short look at some claims
 #
 # It records the claims' programs (scripts/gpu_proof.py run: a PyTorch trainer, the bundled samples and their
-# cures through scripts/record-samples.sh, attach/detach, record --paused with start/stop, two torchrun ranks, and
-# the ≥ 30 s overhead runs), then checks them (scripts/gpu_proof.py check: claim | measured | expected | verdict).
+# cures through scripts/record-samples.sh, attach/detach, record --paused with start/stop, two torchrun ranks,
+# the ≥ 30 s overhead runs and the flight recorder with a dump), then checks them (scripts/gpu_proof.py check: claim | measured | expected | verdict).
 # Python: $STEPSCOPE_PROOF_PYTHON, else the python3 on PATH; it must have a torch that sees the GPU.
 # Libraries: BUILD/deps (a bundle's) joins LD_LIBRARY_PATH for the sonames this machine lacks; libcupti.so.13 is
 # looked up in ldconfig, /usr/local/cuda*, and the Python's nvidia-* wheels.

@@ -20,7 +20,20 @@ The attach: launch_bound --ops 30 runs 20 s with a `window:` line every 2000 ste
 after its first window for 6 s. The claim compares the median window after the detach with the median before
 the attach (the first two windows and those the attach or detach falls in left out) and states the spread
 (IQR / median) of the windows before: PASS within 3%, "inconclusive" (FAIL) when that spread alone exceeds 3%.
-A CPU rehearsal (--device cpu) attaches to the trainer instead: no CUDA sample runs there. Exit codes: run 0 done (some runs may have failed: check says which), 2 usage, 3 no GPU;
+A CPU rehearsal (--device cpu) attaches to the trainer instead: no CUDA sample runs there.
+
+The flight recorder (docs/flight.md): launch_bound --ops 30 runs 20 s under `record --flight 30s` (its defaults:
+100 Hz wall-clock, `--gpu-window 20/200`, the slow-step trigger) with a `window:` line every 2000 steps; 10 s after
+its first window `stepscope dump <record's pid>` (--wait 30, a 45 s limit) saves the window. flight-dump: the
+store it printed exists, with meta flight.trigger = dump, kernels and flight.gpu_steps not `none`. flight-overhead:
+its windows (the first two and those the dump falls in left out) against plain's — the overhead phase's plain
+launch_bound (whose runs print the same windows) where it ran, else a 20 s plain run of this phase: the median
+window and the mean step each ≤ +1% (the issue's always-on goal), "inconclusive" (FAIL) when plain's windows spread
+(IQR / median) more than 1%. The phase takes ~25 s (~50 s with its own plain run; at most ~115 s by its limits);
+when it comes after the overhead phase, that phase leaves it 40 s of the deadline. Its saves stay out of the
+threads and launch-rows claims: a save has no `gpu_windows` row for a GPU window still open at the save.
+
+Exit codes: run 0 done (some runs may have failed: check says which), 2 usage, 3 no GPU;
 check 0 every claim PASS, 1 some FAIL or NOT RUN, 2 usage or no runs.json.
 """
 import argparse
@@ -56,7 +69,22 @@ MAX_DETACH_SLOWDOWN = 0.03  # |median window after the detach / median before - 
 #                             before may spread (IQR / median) for the comparison to tell
 MIN_ATTACH_WINDOWS = 3  # on each side of the attach
 ATTACH_SECONDS = 20  # launch_bound's run in the attach phase
-ATTACH_REPORT_EVERY = 2000  # launch_bound steps per window line: ~0.23 s on an H100 (117 µs a step)
+LB_REPORT_EVERY = 2000  # launch_bound steps per window line: ~0.23 s on an H100 (117 µs a step); attach, flight and
+#                         the overhead runs (flight-overhead reuses plain's windows)
+ATTACH_REPORT_EVERY = LB_REPORT_EVERY
+# The flight phase: launch_bound FLIGHT_SECONDS under `record --flight FLIGHT_WINDOW`, `stepscope dump` at
+# FLIGHT_DUMP_AFTER_S after its first window line; the run's limit (start, the dump, the end) FLIGHT_SECONDS +
+# FLIGHT_RUN_SLACK_S. The overhead phase keeps FLIGHT_RESERVE_S of the deadline for it.
+FLIGHT_WINDOW = "30s"
+FLIGHT_SECONDS = 20
+FLIGHT_DUMP_AFTER_S = 10
+FLIGHT_DUMP_WAIT_S = 30  # `dump --wait`: the launcher merges a save 2 s after it appeared, then symbolizes it
+FLIGHT_DUMP_TIMEOUT_S = 45
+FLIGHT_RUN_SLACK_S = 40
+FLIGHT_RESERVE_S = FLIGHT_SECONDS + 20  # the flight run (plain reused from the overhead phase) and its start/end
+MAX_FLIGHT_OVERHEAD = 0.01  # median window and mean step over plain's: the issue's goal for always-on; also the
+#                             most plain's windows may spread (IQR / median) for the comparison to tell
+MIN_FLIGHT_WINDOWS = 5  # of each run, after the warm-up windows and those the dump falls in
 MIN_OVERHEAD_RUN_S = 30.0
 TRAINER_STEPS = 600
 # torch.profiler's trainer run: as many steps as PROFILER_SECONDS of the plain trainer did (at least
@@ -675,6 +703,132 @@ def claim_doctor(runs):
                  expected, "PASS" if r.get("rc") == 0 and last == "doctor: recording works fully" else "FAIL")
 
 
+def flight_store_facts(runs, out):
+    """Facts of the store `stepscope dump` printed in the flight phase: None when there is none, {"error": …} when
+    it does not read. Kept apart from the other stores' facts (see the docstring: threads, launch-rows)."""
+    p = runs.get("runs", {}).get("flight", {}).get("dump_store")
+    if not p or not os.path.exists(resolve(out, p)):
+        return None
+    try:
+        return store_facts(resolve(out, p))
+    except sqlite3.Error as e:
+        return {"error": str(e)}
+
+
+def _clip(text, n=60):
+    """text, cut after the last ", " before n characters (flight.gpu_steps' ranges)."""
+    if len(text) <= n:
+        return text
+    cut = text.rfind(", ", 0, n)
+    return text[:cut] + ", …" if cut > 0 else text[:n] + "…"
+
+
+def _flight_target(r):
+    return r.get("target", "launch_bound") if r else "launch_bound"
+
+
+def _other_saves(r):
+    """The flight run's saves other than the dump's: its own triggers'."""
+    dump = os.path.basename(r.get("dump_store") or "")
+    return [x for x in r.get("saves", []) if os.path.basename(x) != dump]
+
+
+def claim_flight_dump(runs, f):
+    """f: the dump store's facts (flight_store_facts)."""
+    r = runs.get("runs", {}).get("flight")
+    text = (f"`stepscope dump PID` during `record --flight {FLIGHT_WINDOW}` ({_flight_target(r)}): the window saved "
+            f"on demand")
+    expected = "a store printed; its meta flight.trigger = dump, kernels > 0, flight.gpu_steps not `none`"
+    if not r:
+        return not_run("flight-dump", text, expected, "no flight run")
+    if "dump_rc" not in r:
+        return claim("flight-dump", text, f"no dump: the run printed no window line (exit {r.get('rc')})", expected,
+                     "FAIL")
+    if r["dump_rc"] != 0 or not r.get("dump_store"):
+        said = [l.strip() for l in read_text(resolve(runs["_out"], r["dump_log"])).splitlines()[1:] if l.strip()]
+        return claim("flight-dump", text, f"dump exit {r['dump_rc']} in {r.get('dump_s')} s, no store printed"
+                     + (f": {said[-1]}" if said else ""), expected, "FAIL")
+    name = os.path.basename(r["dump_store"])
+    if not f:
+        return claim("flight-dump", text, f"dump printed {r['dump_store']}: no such store", expected, "FAIL")
+    if "error" in f:
+        return claim("flight-dump", text, f"{name} does not read: {f['error']}", expected, "FAIL")
+    trigger = f["meta"].get("flight.trigger", "absent")
+    gpu = f["meta"].get("flight.gpu_steps")
+    parts = [f"dump exit 0 in {r.get('dump_s')} s: {name}", f"flight.trigger {trigger}",
+             f"{f['kernels']} kernels, {len(f['steps'])} steps",
+             f"flight.gpu_steps {_clip(gpu) if gpu is not None else 'absent'}"]
+    others = _other_saves(r)
+    if others:
+        parts.append(f"the run's own triggers saved {len(others)} more")
+    ok = trigger == "dump" and f["kernels"] > 0 and gpu not in (None, "none")
+    return claim("flight-dump", text, "; ".join(parts), expected, "PASS" if ok else "FAIL",
+                 gpu_steps=gpu, detail=f["meta"].get("flight.detail"), other_saves=others)
+
+
+def flight_plain(runs, r):
+    """(name, record) of the plain run flight-overhead compares with: `overhead/W/plain` or the phase's own."""
+    name = r.get("plain")
+    if not name:
+        return None, None
+    if name.startswith("overhead/"):
+        _, w, m = name.split("/", 2)
+        return name, runs.get("overhead", {}).get(w, {}).get(m)
+    return name, runs.get("runs", {}).get(name)
+
+
+def _weighted_mean(wins):
+    """The mean step over windows: their time over their steps."""
+    return sum(n * m for _, n, m in wins) / sum(n for _, n, _ in wins)
+
+
+def claim_flight_overhead(runs):
+    r = runs.get("runs", {}).get("flight")
+    goal = 100 * MAX_FLIGHT_OVERHEAD
+    text = (f"the flight recorder always on ({_flight_target(r)}): step time under `record --flight {FLIGHT_WINDOW}` "
+            f"(default GPU window) against plain")
+    expected = (f"median window and mean step ≤ +{goal:g}% over plain's (the first two windows and those the dump "
+                f"falls in left out); plain's windows spreading (IQR) ≤ {goal:g}%")
+    if not r:
+        return not_run("flight-overhead", text, expected, "no flight run")
+    pname, p = flight_plain(runs, r)
+    if not p:
+        return not_run("flight-overhead", text, expected, "no plain run to compare with")
+    if r.get("rc") != 0:
+        return claim("flight-overhead", text, f"the flight run failed (exit {r.get('rc')})", expected, "FAIL")
+    if p.get("rc") != 0:
+        return claim("flight-overhead", text, f"the plain run ({pname}) failed (exit {p.get('rc')})", expected, "FAIL")
+    out = runs["_out"]
+    flight = windows_of(read_text(resolve(out, r["log"])))[2:]
+    d0, d1 = r.get("dump_start_ns"), r.get("dump_end_ns")
+    kept = flight if d0 is None else [w for w in flight if w[0] < d0 or w[0] - w[1] * w[2] * 1e3 > d1]
+    plain = windows_of(read_text(resolve(out, p["log"])))[2:]
+    details = {"plain": pname, "windows_plain": len(plain), "windows_flight": len(kept),
+               "windows_dump": len(flight) - len(kept)}
+    if len(plain) < MIN_FLIGHT_WINDOWS or len(kept) < MIN_FLIGHT_WINDOWS:
+        return claim("flight-overhead", text, f"too few step windows: plain {len(plain)}, flight {len(kept)}; "
+                     f"{MIN_FLIGHT_WINDOWS} needed in each", expected, "FAIL", **details)
+    mp, mf = statistics.median(w[2] for w in plain), statistics.median(w[2] for w in kept)
+    ap, af = _weighted_mean(plain), _weighted_mean(kept)
+    spread = relative_iqr([w[2] for w in plain])
+    details.update(median_plain_us=mp, median_flight_us=mf, mean_plain_us=ap, mean_flight_us=af, iqr_plain=spread,
+                   iqr_flight=relative_iqr([w[2] for w in kept]))
+    where = "the overhead phase's run" if pname.startswith("overhead/") else "a run of this phase"
+    parts = [f"plain {mp:.1f} µs median window ({len(plain)} windows, IQR {100 * spread:.1f}% of the median; {where})",
+             f"flight {mf:.1f} µs ({len(kept)} windows" +
+             (f", the {details['windows_dump']} the dump falls in left out" if details["windows_dump"] else "") +
+             f"): {_pct(mf, mp):+.1f}%",
+             f"mean step {ap:.1f} → {af:.1f} µs: {_pct(af, ap):+.1f}%"]
+    others = _other_saves(r)
+    if others:
+        parts.append(f"the run's own triggers saved {len(others)} time{'s' if len(others) != 1 else ''}")
+    ok = _pct(mf, mp) <= goal and _pct(af, ap) <= goal
+    if spread > MAX_FLIGHT_OVERHEAD:
+        parts.append(f"inconclusive: plain's windows spread {100 * spread:.1f}%, more than the {goal:g}% to tell")
+        ok = False
+    return claim("flight-overhead", text, "; ".join(parts), expected, "PASS" if ok else "FAIL", **details)
+
+
 def check(out, stepscope=None):
     with open(os.path.join(out, "runs.json")) as fh:
         runs = json.load(fh)
@@ -684,7 +838,8 @@ def check(out, stepscope=None):
               claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_memory(runs)]
     claims += claims_samples(runs, stepscope)
     claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
-               claim_ranks(runs, facts), claim_doctor(runs)]
+               claim_ranks(runs, facts), claim_doctor(runs), claim_flight_dump(runs, flight_store_facts(runs, out)),
+               claim_flight_overhead(runs)]
     machine = runs.get("machine", {})
     result = {"machine": machine, "claims": claims,
               "passed": sum(c["verdict"] == "PASS" for c in claims), "total": len(claims)}
@@ -720,6 +875,7 @@ class Runner:
         self.out = a.out
         self.t_start = time.monotonic()
         self.runs = {"runs": {}, "overhead": {}, "samples_dir": "samples"}
+        self.reserve_s = 0  # seconds of the deadline the phases after this one need (the overhead phase keeps them)
         self.ss = os.path.join(a.build, "cli", "stepscope")
         for d in ("logs", "stores", "tmp"):
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
@@ -853,7 +1009,9 @@ class Runner:
         loop's wall time); every other mode runs the plain run's step count, torch.profiler a bounded one."""
         s = self.a.overhead_seconds
         cupti = os.path.join(self.a.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so")
-        lb = [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30"]
+        # launch_bound's window lines: flight-overhead compares its windows with plain's
+        lb = [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--report-every",
+              str(LB_REPORT_EVERY)]
         workloads = {
             "launch_bound": lb + ["--steps", str(launch_bound_cap(s * 1.02)), "--duration", f"{s * 1.02:g}"],
             "trainer": self.trainer("--steps", "100000000", "--duration", str(s * 1.02), "--item"),
@@ -873,8 +1031,9 @@ class Runner:
                 continue
             cmd = workloads[w]
             res = self.runs["overhead"].setdefault(w, {})
-            if self.left() < s + 20:
-                self.say(f"overhead {w} {m}: skipped, {self.left():.0f} s left")
+            if self.left() - self.reserve_s < s + 20:
+                self.say(f"overhead {w} {m}: skipped, {self.left():.0f} s left" +
+                         (f", {self.reserve_s:.0f} s of them for the phases after" if self.reserve_s else ""))
                 continue
             if m == "torch.profiler" and profiler is None:
                 self.say(f"overhead {w} {m}: skipped, the plain run printed no step count to bound it by")
@@ -886,8 +1045,8 @@ class Runner:
             # torch.profiler's post-processing after the timed steps takes minutes on a 30 s run (H200: 146 s for
             # 18,625 steps): it runs a bounded step count, under its own time limit, and if it is stopped anyway
             # its timed steps were printed first (the claim reads them).
-            limit = self.left() - 5 if m != "torch.profiler" else \
-                min(self.left() - 5, profiler_timeout(int(argv[argv.index("--steps") + 1])))
+            limit = self.left() - self.reserve_s - 5 if m != "torch.profiler" else \
+                min(self.left() - self.reserve_s - 5, profiler_timeout(int(argv[argv.index("--steps") + 1])))
             rec = self.run(f"overhead {w} {m}", argv, f"logs/overhead_{w}_{m.replace('.', '_')}.log", limit, env)
             if m == "torch.profiler":
                 rec["bounded_steps"] = int(argv[argv.index("--steps") + 1])
@@ -911,6 +1070,73 @@ class Runner:
                     workloads[w] = self.trainer("--steps", str(n), "--item")
                     profiler = self.trainer("--steps", str(profiler_steps(n, s * 1.02)), "--item")
 
+    def flight_target(self):
+        """(name, argv) of the program the flight phase records: launch_bound with a window line every ~0.2 s, as the
+        attach phase's; on a CPU rehearsal the trainer."""
+        if self.a.device == "cpu":
+            return "trainer", self.trainer("--steps", "100000000", "--duration", str(FLIGHT_SECONDS),
+                                           "--report-every", "200")
+        return "launch_bound", [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30",
+                                "--steps", str(launch_bound_cap(FLIGHT_SECONDS)), "--duration", str(FLIGHT_SECONDS),
+                                "--report-every", str(LB_REPORT_EVERY)]
+
+    def phase_flight(self):
+        """launch_bound under `record --flight 30s`; `stepscope dump` of record's pid 10 s after its first window; then
+        the plain run flight-overhead compares with: the overhead phase's where it printed windows, else one here."""
+        target, argv = self.flight_target()
+        if self.left() < FLIGHT_SECONDS + 15:
+            self.say(f"flight: skipped, {self.left():.0f} s left")
+            return
+        log = f"logs/flight_{target}.log"
+        cmd = self.record("stores/flight.db", "--flight", FLIGHT_WINDOW) + argv  # saves: stores/flight-<time>-<why>.db
+        rec = {"argv": cmd, "log": log, "target": target}
+        self.runs["runs"]["flight"] = rec
+        started = time.time()
+        end = time.monotonic() + FLIGHT_SECONDS + FLIGHT_RUN_SLACK_S
+        t0 = time.monotonic_ns()
+        with open(os.path.join(self.out, log), "w") as f:
+            f.write(" ".join(cmd) + "\n")
+            f.flush()
+            try:
+                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+            except OSError as e:
+                f.write(f"gpu_proof: cannot run {cmd[0]}: {e}\n")
+                rec["rc"] = 127
+                return
+        if self.wait_for_line(os.path.join(self.out, log), "window:", p, min(60, end - time.monotonic())):
+            time.sleep(FLIGHT_DUMP_AFTER_S)
+            d = self.run("flight dump", [self.ss, "dump", str(p.pid), "--wait", str(FLIGHT_DUMP_WAIT_S)],
+                         "logs/flight_dump.log", min(FLIGHT_DUMP_TIMEOUT_S, end - time.monotonic()))
+            rec.update(dump_rc=d["rc"], dump_start_ns=d["t0_ns"], dump_end_ns=d["t1_ns"], dump_s=d["wall_s"],
+                       dump_log=d["log"])
+            printed = [l.strip() for l in read_text(os.path.join(self.out, d["log"])).splitlines()[1:]
+                       if l.strip().endswith(".db")]
+            if printed:
+                rec["dump_store"] = self.relative(printed[-1])
+        rec["rc"] = self.wait(p, max(1, end - time.monotonic()))
+        t1 = time.monotonic_ns()
+        rec.update(t0_ns=t0, t1_ns=t1, wall_s=round((t1 - t0) / 1e9, 2))
+        stores = os.path.join(self.out, "stores")
+        rec["saves"] = sorted(f"stores/{n}" for n in os.listdir(stores) if n.startswith("flight-") and n.endswith(".db")
+                              and os.path.getmtime(os.path.join(stores, n)) >= started - 1)
+        self.say(f"flight: exit {rec['rc']} in {rec['wall_s']:.1f} s; dump exit {rec.get('dump_rc', '-')}, "
+                 f"{len(rec['saves'])} saves")
+        plain = self.runs["overhead"].get(target, {}).get("plain")
+        if plain and plain.get("rc") == 0 and \
+                len(windows_of(read_text(os.path.join(self.out, plain["log"])))) >= MIN_FLIGHT_WINDOWS + 2:
+            rec["plain"] = f"overhead/{target}/plain"
+        elif self.left() < FLIGHT_SECONDS + 10:
+            self.say(f"flight plain: skipped, {self.left():.0f} s left")
+        else:
+            self.runs["runs"]["flight_plain"] = self.run("flight plain", argv, f"logs/flight_plain_{target}.log",
+                                                         FLIGHT_SECONDS + 20)
+            rec["plain"] = "flight_plain"
+
+    def relative(self, path):
+        """path relative to OUT when it is inside OUT (as runs.json names stores), else as it is."""
+        rel = os.path.relpath(os.path.abspath(path), self.out)
+        return path if rel.startswith("..") else rel
+
     @staticmethod
     def wait(p, timeout):
         try:
@@ -931,6 +1157,15 @@ class Runner:
                 return True
             time.sleep(0.2)
         return False
+
+
+# What a phase needs of the deadline when it comes after the overhead phase, which otherwise runs until the deadline.
+PHASE_RESERVE_S = {"flight": FLIGHT_RESERVE_S}
+
+
+def reserve_after(phases, i):
+    """Seconds of the deadline the phases after phases[i] need (a+b: side by side, both counted)."""
+    return sum(PHASE_RESERVE_S.get(x, 0) for later in phases[i + 1:] for x in later.split("+"))
 
 
 def side_by_side(jobs):
@@ -966,8 +1201,9 @@ def main(argv=None):
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
     r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
-    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,overhead",
-                   help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,overhead)")
+    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,overhead,flight",
+                   help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,overhead,"
+                   "flight)")
     r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
                    "GPU (the orchestration only: no GPU claim can pass)")
     c = sub.add_parser("check")
@@ -982,7 +1218,7 @@ def main(argv=None):
         sys.stdout.write(markdown(result))
         return 0 if result["passed"] == result["total"] else 1
     if a.device == "cpu" and a.phases == r.get_default("phases"):
-        a.phases = "doctor+trainer+paused+ranks,attach,overhead"
+        a.phases = "doctor+trainer+paused+ranks,attach,overhead,flight"
     if a.device != "cpu" and not gpu_present():
         print("gpu_proof: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing)", file=sys.stderr)
         return 3
@@ -992,7 +1228,9 @@ def main(argv=None):
     runner.runs["machine"] = machine_facts(a)
     runner.say(f"{runner.runs['machine']['gpu']}, {runner.runs['machine']['torch']}, "
                f"{runner.runs['machine']['stepscope']}")
-    for phase in a.phases.split(","):  # a+b: phases side by side (no time is claimed of them)
+    phases = a.phases.split(",")
+    for i, phase in enumerate(phases):  # a+b: phases side by side (no time is claimed of them)
+        runner.reserve_s = reserve_after(phases, i)
         if runner.left() < 10:
             runner.say(f"{phase}: skipped, out of time")
             continue

@@ -93,3 +93,15 @@ TEST_CASE("slow-step off and data-wait off never fire") {
   CHECK(feed(e, "api", i, t, steps).empty());
   CHECK(!e.on_data_wait("dataloader", 0, 100000 * kMs));
 }
+
+TEST_CASE(
+    "a step that paid for a GPU window's CUPTI switch is the profiler's: not judged, not in the median") {
+  TriggerEvaluator e(TriggerSettings{});
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(30, 1));  // 1 ms steps
+  e.exclude(t + 1 * kMs, t + 13 * kMs);                     // a re-attach of 12 ms inside the next step
+  CHECK(feed(e, "optimizer", i, t, {14}).empty());
+  CHECK(e.excluded_steps() == 1);
+  CHECK(feed(e, "optimizer", i, t, {14}) ==
+        std::vector<int64_t>{31});  // the same length without a switch fires
+}

@@ -189,7 +189,7 @@ class CheckOnH100Recordings(unittest.TestCase):
     def test_launch_cost_absent_in_01_and_the_rest_not_run(self):
         self.assertEqual(self.claims["launch-cost"]["verdict"], "FAIL")
         self.assertIn("no cupti.launch_cost_ns", self.claims["launch-cost"]["measured"])
-        for cid in ("memory", "attach", "paused", "ranks", "doctor"):
+        for cid in ("memory", "attach", "paused", "ranks", "doctor", "flight-dump", "flight-overhead"):
             self.assertEqual(self.claims[cid]["verdict"], "NOT RUN", cid)
 
 
@@ -211,8 +211,8 @@ class Parsing(unittest.TestCase):
 
 
 class WindowClaims(unittest.TestCase):
-    """attach and paused verdicts from window lines (launch_bound's, the trainer's) and a store's steps and kernel
-    span."""
+    """attach, paused and flight verdicts from window lines (launch_bound's, the trainer's), a store's steps and kernel
+    span, and a flight save's meta."""
 
     def setUp(self):
         self.out = os.path.join(SCRATCH, "windows")
@@ -319,6 +319,152 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(gpu_proof.claim_attach(self.runs(), {})["claim"],
                          "attach to a running CUDA program (launch_bound), then detach")
 
+    DUMP = "stores/flight-20261127-101010.123-dump.db"
+
+    def dump_claim(self, facts=None, **r):
+        flight = {"log": "f.log", "target": "launch_bound", "rc": 0, "dump_rc": 0, "dump_s": 3.2,
+                  "dump_log": "d.log", "dump_store": self.DUMP, "saves": [self.DUMP], **r}
+        return gpu_proof.claim_flight_dump(self.runs(flight=flight), facts)
+
+    def dump_facts(self, gpu_steps="0-1873, 9000-9019, 18000-18019", kernels=1240, trigger="dump"):
+        meta = {"flight.trigger": trigger, "flight.detail": "stepscope dump"}
+        if gpu_steps is not None:
+            meta["flight.gpu_steps"] = gpu_steps
+        return {"meta": meta, "kernels": kernels, "steps": [[0, 1]] * 85000}
+
+    def test_flight_dump(self):
+        c = self.dump_claim(self.dump_facts())
+        self.assertEqual(c["id"], "flight-dump")
+        self.assertEqual(c["claim"], "`stepscope dump PID` during `record --flight 30s` (launch_bound): the window "
+                                     "saved on demand")
+        self.assertEqual(c["expected"], "a store printed; its meta flight.trigger = dump, kernels > 0, "
+                                        "flight.gpu_steps not `none`")
+        self.assertEqual(c["measured"], "dump exit 0 in 3.2 s: flight-20261127-101010.123-dump.db; flight.trigger "
+                                        "dump; 1240 kernels, 85000 steps; flight.gpu_steps 0-1873, 9000-9019, "
+                                        "18000-18019")
+        self.assertEqual(c["verdict"], "PASS")
+        # the slow-step trigger saved too: said, no failure
+        c = self.dump_claim(self.dump_facts(), saves=["stores/flight-20261127-101005.000-step412.db", self.DUMP])
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertTrue(c["measured"].endswith("; the run's own triggers saved 1 more"), c["measured"])
+        self.assertEqual(c["details"]["other_saves"], ["stores/flight-20261127-101005.000-step412.db"])
+        # a long flight.gpu_steps is cut at a range
+        c = self.dump_claim(self.dump_facts(", ".join(f"{i}000-{i}019" for i in range(10, 30))))
+        self.assertTrue(c["measured"].endswith("flight.gpu_steps 10000-10019, 11000-11019, 12000-12019, "
+                                               "13000-13019, …"), c["measured"])
+
+    def test_flight_dump_fails(self):
+        for facts, said in ((self.dump_facts(gpu_steps="none"), "flight.gpu_steps none"),
+                            (self.dump_facts(gpu_steps=None), "flight.gpu_steps absent"),
+                            (self.dump_facts(kernels=0), "; 0 kernels, 85000 steps;"),
+                            (self.dump_facts(trigger="slow-step"), "; flight.trigger slow-step;")):
+            c = self.dump_claim(facts)
+            self.assertEqual(c["verdict"], "FAIL", said)
+            self.assertIn(said, c["measured"])
+        c = self.dump_claim(None)
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", f"dump printed {self.DUMP}: no such store"))
+        c = self.dump_claim({"error": "no such table: meta"})
+        self.assertEqual(c["measured"], "flight-20261127-101010.123-dump.db does not read: no such table: meta")
+        write(os.path.join(self.out, "d.log"), "stepscope dump 4242 --wait 30\nstepscope: dump: process 4242: "
+                                               "unexpected reply: error not flight recording\n")
+        c = self.dump_claim(None, dump_rc=1, dump_s=0.1, dump_store=None)
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(c["measured"], "dump exit 1 in 0.1 s, no store printed: stepscope: dump: process 4242: "
+                                        "unexpected reply: error not flight recording")
+        r = self.runs(flight={"log": "f.log", "target": "launch_bound", "rc": 1})  # no window line: no dump
+        c = gpu_proof.claim_flight_dump(r, None)
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "no dump: the run printed no window line (exit 1)"))
+
+    def test_flight_not_run(self):
+        for c in (gpu_proof.claim_flight_dump(self.runs(), None), gpu_proof.claim_flight_overhead(self.runs())):
+            self.assertEqual(c["verdict"], "NOT RUN")
+            self.assertEqual(c["measured"], "not run: no flight run")
+        self.assertEqual([c["id"] for c in (gpu_proof.claim_flight_dump(self.runs(), None),
+                                            gpu_proof.claim_flight_overhead(self.runs()))],
+                         ["flight-dump", "flight-overhead"])
+        # the flight run, but no plain one (the deadline left it out)
+        c = gpu_proof.claim_flight_overhead(self.runs(flight={"log": "f.log", "rc": 0}))
+        self.assertEqual((c["verdict"], c["measured"]), ("NOT RUN", "not run: no plain run to compare with"))
+
+    def windows_log(self, name, means, t=10 ** 12):
+        """Window lines of 2000 steps, one after the other (a window ends 2000 × its step after the one before);
+        their end times."""
+        ends = []
+        for m in means:
+            t += round(2000 * m * 1e3)
+            ends.append(t)
+        write(os.path.join(self.out, name), "launch_bound: mode=eager\n" + "".join(
+            f"window: end_ns={e} steps=2000 mean_us={m:.2f}\n" for e, m in zip(ends, means)))
+        return ends
+
+    def flight_overhead(self, plain, flight, dump=(7, 9), plain_from="flight_plain", **r):
+        """The flight-overhead claim: plain and flight each 2 warm-up windows at 150 µs, then theirs (µs a step); the
+        dump from the middle of flight window dump[0] to the middle of window dump[1] (counted with the warm-up)."""
+        self.windows_log("p.log", [150.0, 150.0] + plain)
+        ends = self.windows_log("f.log", [150.0, 150.0] + flight, t=10 ** 13)
+        d0, d1 = (ends[dump[0] - 1] + ends[dump[0]]) // 2, (ends[dump[1] - 1] + ends[dump[1]]) // 2
+        runs = self.runs(flight={"log": "f.log", "target": "launch_bound", "rc": 0, "dump_rc": 0,
+                                 "dump_start_ns": d0, "dump_end_ns": d1, "dump_store": self.DUMP,
+                                 "saves": [self.DUMP], "plain": plain_from, **r})
+        if plain_from.startswith("overhead/"):
+            runs["overhead"] = {"launch_bound": {"plain": {"rc": 0, "log": "p.log"}}}
+        else:
+            runs["runs"][plain_from] = {"rc": 0, "log": "p.log"}
+        return gpu_proof.claim_flight_overhead(runs)
+
+    def test_flight_overhead(self):
+        # flight windows 2-13; the dump falls in 7, 8 and 9 (at 300 µs a step: left out)
+        c = self.flight_overhead([100.0] * 10, [100.5] * 5 + [300.0] * 3 + [100.5] * 4)
+        self.assertEqual(c["id"], "flight-overhead")
+        self.assertEqual(c["claim"], "the flight recorder always on (launch_bound): step time under `record --flight "
+                                     "30s` (default GPU window) against plain")
+        self.assertEqual(c["expected"], "median window and mean step ≤ +1% over plain's (the first two windows and "
+                                        "those the dump falls in left out); plain's windows spreading (IQR) ≤ 1%")
+        self.assertEqual(c["measured"], "plain 100.0 µs median window (10 windows, IQR 0.0% of the median; a run of "
+                                        "this phase); flight 100.5 µs (9 windows, the 3 the dump falls in left out): "
+                                        "+0.5%; mean step 100.0 → 100.5 µs: +0.5%")
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertEqual((c["details"]["windows_plain"], c["details"]["windows_flight"], c["details"]["windows_dump"]),
+                         (10, 9, 3))
+        # the overhead phase's plain run, and the run's own saves said
+        c = self.flight_overhead([100.0] * 10, [100.5] * 12, plain_from="overhead/launch_bound/plain",
+                                 saves=[self.DUMP, "stores/flight-20261127-101001.000-step300.db",
+                                        "stores/flight-20261127-101002.000-step9100.db"])
+        self.assertEqual(c["verdict"], "PASS")
+        self.assertIn("(10 windows, IQR 0.0% of the median; the overhead phase's run)", c["measured"])
+        self.assertTrue(c["measured"].endswith("; the run's own triggers saved 2 times"), c["measured"])
+        self.assertEqual(c["details"]["plain"], "overhead/launch_bound/plain")
+
+    def test_flight_overhead_fails(self):
+        c = self.flight_overhead([100.0] * 10, [102.0] * 12)  # +2%
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("flight 102.0 µs (9 windows, the 3 the dump falls in left out): +2.0%; mean step 100.0 → "
+                      "102.0 µs: +2.0%", c["measured"])
+        # the median within 1%, the mean not: one window in five pays (a GPU window's re-attach, a save)
+        c = self.flight_overhead([100.0] * 10, [100.0, 100.0, 100.0, 100.0, 108.0, 300.0, 300.0, 300.0, 100.0,
+                                                100.0, 100.0, 108.0])
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertTrue(c["measured"].endswith("flight 100.0 µs (9 windows, the 3 the dump falls in left out): "
+                                               "+0.0%; mean step 100.0 → 101.8 µs: +1.8%"), c["measured"])
+        c = self.flight_overhead([100.0] * 10, [100.0] * 12, rc=130)
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "the flight run failed (exit 130)"))
+        c = self.flight_overhead([100.0] * 10, [100.0] * 6, dump=(3, 4))  # 6 after the warm-up, 2 the dump's
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "too few step windows: plain 10, flight 4; 5 needed in each"))
+
+    def test_flight_overhead_inconclusive_when_plain_spreads(self):
+        # plain 98 and 102 µs in turn: quartiles 98 and 102, IQR 4% of the median 100 µs; flight the same 100 µs
+        c = self.flight_overhead([98.0, 102.0] * 5, [100.0] * 12)
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(c["measured"], "plain 100.0 µs median window (10 windows, IQR 4.0% of the median; a run of "
+                                        "this phase); flight 100.0 µs (9 windows, the 3 the dump falls in left out): "
+                                        "+0.0%; mean step 100.0 → 100.0 µs: +0.0%; inconclusive: plain's windows "
+                                        "spread 4.0%, more than the 1% to tell")
+        self.assertAlmostEqual(c["details"]["iqr_plain"], 0.04)
+        # 0.8% of spread is enough to tell
+        c = self.flight_overhead([99.6, 100.4] * 5, [100.0] * 12)
+        self.assertEqual(c["verdict"], "PASS", c)
+
     def test_paused(self):
         s = 1_000_000_000
         r = self.runs(paused={"windows": [[2 * s, 4 * s], [6 * s, 8 * s]]})
@@ -330,17 +476,32 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(gpu_proof.claim_paused(r, {"paused": {"steps": steps[:2]}})["verdict"], "FAIL")
 
 
-FAKE_LAUNCH_BOUND = """#!/bin/bash
-# launch_bound's lines: with --duration it "did" 250000 steps, else --steps
-steps=; dur=
-while [ $# -gt 0 ]; do case $1 in --steps) steps=$2; shift;; --duration) dur=$2; shift;; esac; shift; done
-[ -n "$dur" ] && steps=250000
-echo "launch_bound: mode=eager ops=30 dense_iters=8000 elements=8192 steps=$steps kernels_per_step=31"
-echo "inject=${CUDA_INJECTION64_PATH:-none}"
-echo "time: eager: step median 120.00 us, mean 122.40 us, min 110.00 us, max 900.00 us (2500 samples)"
-[ -n "$dur" ] && echo "steps: timed $steps total $((steps + 50))"
-exit 0
-"""
+FAKE_LAUNCH_BOUND = """#!%s
+# launch_bound's lines: with --duration it "did" 250000 steps, else --steps. With --report-every N, `window:` lines
+# of N steps at 120 µs: with FAKE_LB_REAL set one every N x 120 µs for --duration seconds (the steps it did), else
+# 12 at once.
+import os, sys, time
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+steps, dur, every, mean = args.get("--steps"), args.get("--duration"), int(args.get("--report-every", 0)), 120.0
+if dur:
+    steps = 250000
+print(f"launch_bound: mode=eager ops=30 dense_iters=8000 elements=8192 steps={steps} kernels_per_step=31")
+print("inject=" + os.environ.get("CUDA_INJECTION64_PATH", "none"), flush=True)
+if every and dur and os.environ.get("FAKE_LB_REAL"):
+    end, steps = time.monotonic() + float(dur), 0
+    while time.monotonic() < end:
+        time.sleep(every * mean / 1e6)
+        steps += every
+        print(f"window: end_ns={time.monotonic_ns()} steps={every} mean_us={mean:.2f}", flush=True)
+elif every:
+    t = time.monotonic_ns()
+    for _ in range(12):
+        t += round(every * mean * 1e3)
+        print(f"window: end_ns={t} steps={every} mean_us={mean:.2f}")
+print("time: eager: step median 120.00 us, mean 122.40 us, min 110.00 us, max 900.00 us (2500 samples)")
+if dur:
+    print(f"steps: timed {steps} total {steps + 50}")
+""" % sys.executable
 FAKE_PYTHON = """#!/bin/bash
 # torch_workloads.py train's lines: with --duration it "did" 17000 steps, else --steps; 1.5x slower profiled
 steps=; dur=; mean=1800.00
@@ -353,11 +514,43 @@ echo "steps: timed $steps total $((steps + 50))"
 exit 0
 """
 FAKE_STEPSCOPE = """#!/bin/bash
-# record ... -- CMD: runs CMD
-while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+# record ... -o DB ... -- CMD: runs CMD in its place (the pid stays record's), DB kept by that pid for dump;
+# dump PID ...: fake_dump.py
+here=$(dirname "$0")
+[ "$1" = dump ] && exec "$here/fake_dump.py" "$2"
+while [ $# -gt 0 ] && [ "$1" != -- ]; do [ "$1" = -o ] && echo "$2" > "$here/record-$$.out"; shift; done
 shift
 exec "$@"
 """
+FAKE_DUMP = """#!%s
+# stepscope dump PID: record --flight's save of a dump, the tables gpu_proof reads; FAKE_DUMP_FAIL: dump's error
+import os, sqlite3, sys, time
+if os.environ.get("FAKE_DUMP_FAIL"):
+    sys.exit(f"stepscope: dump: process {sys.argv[1]}: unexpected reply: error not flight recording")
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"record-{sys.argv[1]}.out")) as f:
+    prefix = f.read().strip()[:-len(".db")]
+path = f"{prefix}-{time.strftime('%%Y%%m%%d-%%H%%M%%S', time.gmtime())}.000-dump.db"
+con = sqlite3.connect(path)
+con.executescript(\"\"\"
+CREATE TABLE meta(key TEXT, value TEXT);
+CREATE TABLE kernels(start_ns INT, end_ns INT, pid INT, correlation INT, graph_id INT);
+CREATE TABLE api_calls(start_ns INT, end_ns INT, pid INT, tid INT, correlation INT);
+CREATE TABLE syncs(pid INT, tid INT);
+CREATE TABLE samples(pid INT, tid INT);
+CREATE TABLE threads(pid INT, tid INT);
+CREATE TABLE steps(start_ns INT, end_ns INT);
+CREATE TABLE frames(id INT, kind INT, file INT, line INT);
+CREATE TABLE strings(id INT, value TEXT);
+CREATE TABLE stacks(id INT, parent INT, frame INT);
+\"\"\")
+con.executemany("INSERT INTO meta VALUES (?, ?)", [("flight.trigger", "dump"), ("flight.detail", "stepscope dump"),
+                                                   ("flight.gpu_steps", "0-19, 2000-2019")])
+con.executemany("INSERT INTO kernels VALUES (?, ?, 7, ?, 0)", [(i * 1000, i * 1000 + 500, i) for i in range(40)])
+con.executemany("INSERT INTO steps VALUES (?, ?)", [(i * 100000, (i + 1) * 100000) for i in range(4000)])
+con.commit()
+con.close()
+print(path)
+""" % sys.executable
 
 
 class OverheadRuns(unittest.TestCase):
@@ -369,7 +562,7 @@ class OverheadRuns(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
         self.build = os.path.join(self.dir, "build")
         for rel, text in (("samples/cuda/launch_bound", FAKE_LAUNCH_BOUND), ("cli/stepscope", FAKE_STEPSCOPE),
-                          ("python", FAKE_PYTHON)):
+                          ("cli/fake_dump.py", FAKE_DUMP), ("python", FAKE_PYTHON)):
             path = os.path.join(self.build, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write(path, text)
@@ -392,13 +585,14 @@ class OverheadRuns(unittest.TestCase):
         db = os.path.join(self.out, "tmp", "launch_bound.db")
         o = runs["overhead"]["launch_bound"]
         self.assertEqual(list(o), ["plain", "default", "cupti-only", "all"])
-        # 30 s × 1.02; the cap: a 20 µs step over 30.6 s
-        self.assertEqual(o["plain"]["argv"], [lb, "--ops", "30", "--steps", "1530000", "--duration", "30.6"])
+        # 30 s × 1.02; the cap: a 20 µs step over 30.6 s; a window line every 2000 steps (flight-overhead's plain)
+        lb_ = [lb, "--ops", "30", "--report-every", "2000"]
+        self.assertEqual(o["plain"]["argv"], lb_ + ["--steps", "1530000", "--duration", "30.6"])
         self.assertEqual(o["plain"]["timed_s"], 30.6)  # 122.40 µs × 250000 steps
-        self.assertEqual(o["default"]["argv"], [ss, "record", "-o", db, "--", lb, "--ops", "30", "--steps", "250000"])
-        self.assertEqual(o["all"]["argv"], [ss, "record", "--gpu-window", "all", "-o", db, "--", lb, "--ops", "30",
-                                            "--steps", "250000"])
-        self.assertEqual(o["cupti-only"]["argv"], [lb, "--ops", "30", "--steps", "250000"])
+        self.assertEqual(o["default"]["argv"], [ss, "record", "-o", db, "--"] + lb_ + ["--steps", "250000"])
+        self.assertEqual(o["all"]["argv"], [ss, "record", "--gpu-window", "all", "-o", db, "--"] + lb_ +
+                         ["--steps", "250000"])
+        self.assertEqual(o["cupti-only"]["argv"], lb_ + ["--steps", "250000"])
         with open(os.path.join(self.out, o["cupti-only"]["log"])) as f:
             self.assertIn("inject=" + os.path.join(self.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so"),
                           f.read())
@@ -433,6 +627,89 @@ class OverheadRuns(unittest.TestCase):
         self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%; "
                                         "torch.profiler +50.0%; runs under 30 s: torch.profiler")
         self.assertEqual(c["verdict"], "FAIL")
+
+    def flight_phase(self, **env):
+        """The flight phase on the fake programs in real time: 2 s runs, a window every 500 × 120 µs, the dump 0.5 s
+        after the first; its runs.json checked."""
+        import argparse
+        for name, value in (("FLIGHT_SECONDS", 2), ("FLIGHT_DUMP_AFTER_S", 0.5), ("LB_REPORT_EVERY", 500)):
+            self.addCleanup(setattr, gpu_proof, name, getattr(gpu_proof, name))
+            setattr(gpu_proof, name, value)
+        for k, v in {"FAKE_LB_REAL": "1", **env}.items():
+            self.addCleanup(os.environ.pop, k, None)
+            os.environ[k] = v
+        a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
+                               overhead_seconds=30.0, deadline_s=10000, device="cuda")
+        runner = gpu_proof.Runner(a)
+        runner.runs["machine"] = {}
+        return runner
+
+    def check_flight(self, runner):
+        runner.phase_flight()
+        runner.save()
+        claims = {c["id"]: c for c in gpu_proof.check(self.out)["claims"]}
+        return runner.runs["runs"], claims["flight-dump"], claims["flight-overhead"]
+
+    def test_flight_phase_dumps_and_runs_its_own_plain(self):
+        runs, dump, overhead = self.check_flight(self.flight_phase())
+        lb = [os.path.join(self.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--steps", "100000",
+              "--duration", "2", "--report-every", "500"]
+        ss = os.path.join(self.build, "cli", "stepscope")
+        f = runs["flight"]
+        self.assertEqual(f["argv"], [ss, "record", "--flight", "30s", "-o", os.path.join(self.out, "stores",
+                                                                                         "flight.db"), "--"] + lb)
+        self.assertEqual(f["rc"], 0)
+        self.assertEqual(f["dump_rc"], 0)
+        with open(os.path.join(self.out, f["dump_log"])) as fh:
+            argv = fh.readline().split()  # record's pid: the launcher's
+        self.assertEqual(argv[:2] + argv[3:], [ss, "dump", "--wait", "30"])
+        self.assertTrue(argv[2].isdigit(), argv)
+        self.assertRegex(f["dump_store"], r"^stores/flight-\d{8}-\d{6}\.000-dump\.db$")
+        self.assertEqual(f["saves"], [f["dump_store"]])
+        self.assertLess(f["dump_start_ns"], f["dump_end_ns"])
+        self.assertEqual(f["plain"], "flight_plain")
+        self.assertEqual(runs["flight_plain"]["argv"], lb)
+        self.assertEqual(dump["verdict"], "PASS", dump)
+        self.assertTrue(dump["measured"].endswith(": " + os.path.basename(f["dump_store"]) + "; flight.trigger dump; "
+                                                  "40 kernels, 4000 steps; flight.gpu_steps 0-19, 2000-2019"),
+                        dump["measured"])
+        self.assertEqual(overhead["verdict"], "PASS", overhead)
+        self.assertIn("IQR 0.0% of the median; a run of this phase); flight 120.0 µs (", overhead["measured"])
+        self.assertGreaterEqual(overhead["details"]["windows_flight"], gpu_proof.MIN_FLIGHT_WINDOWS)
+
+    def test_flight_phase_reuses_the_overhead_plain_run(self):
+        runner = self.flight_phase(FAKE_DUMP_FAIL="1")
+        write(os.path.join(self.out, "logs", "plain.log"), "".join(
+            f"window: end_ns={(i + 1) * 60_000_000} steps=500 mean_us=120.00\n" for i in range(12)))
+        runner.runs["overhead"]["launch_bound"] = {"plain": {"rc": 0, "log": "logs/plain.log"}}
+        runs, dump, overhead = self.check_flight(runner)
+        self.assertNotIn("flight_plain", runs)
+        self.assertEqual(runs["flight"]["plain"], "overhead/launch_bound/plain")
+        self.assertEqual(overhead["verdict"], "PASS", overhead)
+        self.assertIn("(10 windows, IQR 0.0% of the median; the overhead phase's run)", overhead["measured"])
+        # the dump failed: no store, its message in the row
+        self.assertEqual(runs["flight"]["dump_rc"], 1)
+        self.assertNotIn("dump_store", runs["flight"])
+        self.assertEqual(runs["flight"]["saves"], [])
+        self.assertEqual(dump["verdict"], "FAIL")
+        self.assertRegex(dump["measured"], r"^dump exit 1 in [0-9.]+ s, no store printed: stepscope: dump: process "
+                                           r"\d+: unexpected reply: error not flight recording$")
+
+    def test_overhead_leaves_the_later_phases_their_time(self):
+        self.assertEqual(gpu_proof.reserve_after(["doctor+trainer", "samples", "attach", "overhead", "flight"], 3), 40)
+        self.assertEqual(gpu_proof.reserve_after(["overhead", "attach+flight"], 0), 40)
+        self.assertEqual(gpu_proof.reserve_after(["flight", "overhead"], 1), 0)
+        import argparse
+        a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
+                               overhead_seconds=30.0, deadline_s=89, device="cuda")
+        runner = gpu_proof.Runner(a)
+        runner.runs["machine"] = {}
+        runner.reserve_s = 40  # 89 s left, 40 s of them kept: under the 30 s + 20 s a run needs
+        runner.phase_overhead()
+        self.assertEqual(runner.runs["overhead"], {"launch_bound": {}, "trainer": {}})
+        runner.reserve_s = 0
+        runner.phase_overhead()
+        self.assertEqual(runner.runs["overhead"]["launch_bound"]["plain"]["rc"], 0)
 
     def test_cpu_rehearsal_runs_the_trainer_only(self):
         runs = self.phase("cpu")

@@ -479,12 +479,13 @@ LiveWindow::LiveWindow(pid_t pid, const RecordOptions& o, double window_s, std::
     if (v.find('\n') != std::string::npos) throw AttachError("option " + k + " contains a newline");
   try {
     load_and_start(pid, st, lib, start, summary_);
-  } catch (const AttachError&) {
+    open_ = true;
+  } catch (const AttachError& e) {
     if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
-    throw;
+    // Recording already (record --flight, attach --flight): its own window serves the snapshots, and stays.
+    if (std::string(e.what()).find("already recording") == std::string::npos) throw;
   }
   summary_.attached.push_back(pid);
-  open_ = true;
 }
 
 LiveWindow::~LiveWindow() {

@@ -99,6 +99,9 @@ void after_fork_child();
 void on_step(const char* source, int64_t steps);
 // The flight recorder fired (collector thread): trace the next `steps` steps whole, windowed tracing or not.
 void arm_window(int steps);
+// The intervals since the last call in which a GPU window's switch (CUPTI detach, re-attach, tracing off) ran
+// on a program thread: the flight recorder does not judge the steps that paid for them.
+void take_switches(std::vector<std::pair<int64_t, int64_t>>& out);
 // On the collector thread, once CUDA is up: measures the per-launch cost of tracing (meta cupti.launch_cost_ns).
 void calibrate_if_due();
 // On the collector thread: asks CUDA's next call to detach CUPTI once a window has been off its grace period.

@@ -79,7 +79,9 @@ std::string ranges_of(std::vector<int64_t> v) {
 std::map<std::string, std::string> part_meta(const MetaFn& meta) {
   std::map<std::string, std::string> m = meta();
   const store::Trace& t = r->window.rows();
-  m["flight.window_s"] = std::to_string(double(g->config.flight_window_ns) / 1e9);
+  char window[32];
+  std::snprintf(window, sizeof window, "%g", double(g->config.flight_window_ns) / 1e9);
+  m["flight.window_s"] = window;
   m["flight.window_memory_bytes"] = std::to_string(r->window.memory_bytes());
   if (!t.steps.empty()) {
     std::vector<int64_t> gpu, all;
@@ -93,6 +95,9 @@ std::map<std::string, std::string> part_meta(const MetaFn& meta) {
     m["flight.gpu_steps"] = gpu.empty() ? "none" : ranges_of(gpu);
   }
   if (r->triggers.suppressed()) m["flight.suppressed_triggers"] = std::to_string(r->triggers.suppressed());
+  if (r->triggers.excluded_steps())
+    m["flight.steps_not_judged"] =
+        std::to_string(r->triggers.excluded_steps());  // they paid for a GPU window switch
   return m;
 }
 
@@ -220,7 +225,11 @@ store::Trace* window_rows() {
 }
 
 void observe(const store::Trace& rows) {
-  if (!r || (rows.steps.empty() && rows.data_waits.empty())) return;
+  if (!r) return;
+  std::vector<std::pair<int64_t, int64_t>> switches;
+  cupti::take_switches(switches);
+  for (const auto& [a, b] : switches) r->triggers.exclude(a, b);
+  if (rows.steps.empty() && rows.data_waits.empty()) return;
   // In the order they ended, so a data wait inside a slow step and the step itself fire once.
   struct Ended {
     int64_t end;

@@ -28,6 +28,11 @@ std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int6
                                                  int64_t end_ns) {
   const int64_t dur = end_ns - start_ns;
   if (dur <= 0) return std::nullopt;
+  for (const auto& [a, b] : excluded_)
+    if (a < end_ns && b > start_ns) {
+      ++excluded_steps_;
+      return std::nullopt;
+    }
   Source& src = sources_[source];
   std::optional<Trigger> fired;
   if (s_.slow_step_factor > 0 && src.seen >= s_.warmup_steps && !src.recent.empty()) {
@@ -51,6 +56,11 @@ std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int6
   src.recent.push_back(dur);
   if (src.recent.size() > kMedianSteps) src.recent.pop_front();
   return fired;
+}
+
+void TriggerEvaluator::exclude(int64_t start_ns, int64_t end_ns) {
+  excluded_.emplace_back(start_ns, end_ns);
+  if (excluded_.size() > kMaxExcluded) excluded_.pop_front();
 }
 
 std::optional<Trigger> TriggerEvaluator::on_data_wait(const std::string& source, int64_t start_ns,

@@ -15,6 +15,7 @@ namespace stepscope::collector::flight {
 // The running median is over this many steps before the one judged: long enough to ride out a noisy step,
 // short enough to follow a trainer that changes pace (a new epoch, a learning-rate phase).
 inline constexpr size_t kMedianSteps = 64;
+inline constexpr size_t kMaxExcluded = 64;
 
 struct TriggerSettings {
   double slow_step_factor = 3.0;  // 0: no slow-step trigger
@@ -41,6 +42,11 @@ class TriggerEvaluator {
   // once: a step overlapping the last trigger's interval does not fire again.
   std::optional<Trigger> on_step(const std::string& source, int64_t index, int64_t start_ns, int64_t end_ns);
   std::optional<Trigger> on_data_wait(const std::string& source, int64_t start_ns, int64_t end_ns);
+  // The profiler itself worked on the program's threads in [start, end] (a GPU window's CUPTI detach or
+  // re-attach: ~12 ms against steps of 100 µs): a step overlapping it is neither judged nor part of the
+  // median.
+  void exclude(int64_t start_ns, int64_t end_ns);
+  int64_t excluded_steps() const { return excluded_steps_; }
   // Triggers that fired but the hourly limit held back (counted for the store's meta).
   int64_t suppressed() const { return suppressed_; }
   const TriggerSettings& settings() const { return s_; }
@@ -55,7 +61,8 @@ class TriggerEvaluator {
   std::map<std::string, Source> sources_;
   std::deque<int64_t> fired_at_;  // end times of the automatic triggers in the last hour
   int64_t last_start_ = -1, last_end_ = -1;
-  int64_t suppressed_ = 0;
+  int64_t suppressed_ = 0, excluded_steps_ = 0;
+  std::deque<std::pair<int64_t, int64_t>> excluded_;  // the last kMaxExcluded profiler intervals
   std::vector<int64_t> scratch_;
 };
 

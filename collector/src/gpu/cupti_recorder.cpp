@@ -117,6 +117,15 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId,
   capture_call_stack(cb->correlationId);
 }
 
+// GPU window switches as intervals, for the flight recorder (take_switches). Its own small lock: detach_here
+// records from a program thread that holds nothing else.
+std::mutex g_switch_mu;
+std::vector<std::pair<int64_t, int64_t>> g_switches;
+void log_switch(int64_t start, int64_t end) {
+  std::lock_guard<std::mutex> lk(g_switch_mu);
+  if (g_switches.size() < 256) g_switches.emplace_back(start, end);
+}
+
 // At a CUDA call's exit on a program thread, NVIDIA's safe place for cuptiFinalize. Takes no lock: the thread
 // that asked waits on `link`, never the other way round.
 void detach_here() {
@@ -127,6 +136,7 @@ void detach_here() {
   const CUptiResult r = api->finalize();
   t_our_flush = false;
   rec->last_detach_ns.store(now_ns() - t0);
+  log_switch(t0, now_ns());
   if (r == CUPTI_SUCCESS) {
     rec->domains_on.store(false);
     rec->link.store(int(Link::Detached), std::memory_order_release);
@@ -478,6 +488,7 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   rec->tracing.store(false);
   kinds_off_locked();
   flush_all(0);
+  log_switch(t, now_ns());
   rec->switched = true;
   rec->detach_due = detach_after_ns >= 0 && can_detach() ? t + detach_after_ns : 0;
   store::GpuWindow w{rec->window_start, t, getpid()};
@@ -489,7 +500,10 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
 bool tracing_on_locked() {
   if (rec->tracing.load()) return true;
   rec->detach_due = 0;
-  if (!attach_again_locked()) return false;
+  const int64_t t0 = now_ns();
+  const bool attached = attach_again_locked();
+  log_switch(t0, now_ns());
+  if (!attached) return false;
   // The window opens once CUPTI is back: a re-attach takes ~12 ms on the program's thread (H200), and the step
   // that paid for it is the profiler's cost, not a traced step (too little of it lies inside the window).
   rec->window_start = now_ns();
@@ -545,6 +559,12 @@ void on_step(const char* source, int64_t steps) {
     case WindowSwitch::On: tracing_on_locked(); break;
     case WindowSwitch::None: break;
   }
+}
+
+void take_switches(std::vector<std::pair<int64_t, int64_t>>& out) {
+  std::lock_guard<std::mutex> lk(g_switch_mu);
+  out.insert(out.end(), g_switches.begin(), g_switches.end());
+  g_switches.clear();
 }
 
 void arm_window(int steps) {

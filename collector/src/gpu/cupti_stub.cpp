@@ -10,6 +10,7 @@ void stop() {}
 void after_fork_child() {}
 void on_step(const char*, int64_t) {}
 void arm_window(int) {}
+void take_switches(std::vector<std::pair<int64_t, int64_t>>&) {}
 void calibrate_if_due() {}
 void detach_if_due() {}
 }  // namespace stepscope::collector::cupti
