@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,9 +57,10 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
 
 // Text forms of the flight recorder's settings: "60s", "500ms", "2m", "1h" (plain numbers are seconds);
 // "1GiB", "500MiB", "0" (bytes); "slow-step=3x", "slow-step=off", "data-wait=200ms".
-inline bool parse_seconds(std::string v, double& out) {
+// A non-negative number with one of `units` (suffix → scale; the first that ends `v` wins, none: scale 1).
+inline bool parse_scaled(std::string v, std::initializer_list<std::pair<const char*, double>> units, double& out) {
   double scale = 1;
-  for (const auto& [suffix, f] : {std::pair<const char*, double>{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}}) {
+  for (const auto& [suffix, f] : units) {
     const std::string sf = suffix;
     if (v.size() > sf.size() && v.compare(v.size() - sf.size(), sf.size(), sf) == 0) {
       v.resize(v.size() - sf.size());
@@ -73,21 +75,17 @@ inline bool parse_seconds(std::string v, double& out) {
   return true;
 }
 
-inline bool parse_bytes(std::string v, int64_t& out) {
-  double scale = 1;
-  for (const auto& [suffix, f] : {std::pair<const char*, double>{"KiB", 1024.0}, {"MiB", 1048576.0},
-                                  {"GiB", 1073741824.0}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}}) {
-    const std::string sf = suffix;
-    if (v.size() > sf.size() && v.compare(v.size() - sf.size(), sf.size(), sf) == 0) {
-      v.resize(v.size() - sf.size());
-      scale = f;
-      break;
-    }
-  }
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || !end || *end || x < 0) return false;
-  out = int64_t(x * scale);
+inline bool parse_seconds(const std::string& v, double& out) {
+  return parse_scaled(v, {{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}}, out);
+}
+
+inline bool parse_bytes(const std::string& v, int64_t& out) {
+  double x = 0;
+  if (!parse_scaled(v, {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"K", 1024.0}, {"M", 1048576.0},
+                        {"G", 1073741824.0}},
+                    x))
+    return false;
+  out = int64_t(x);
   return true;
 }
 
@@ -102,8 +100,9 @@ inline void add_flight_options(CLI::App* cmd, collector::RecordOptions& o, Fligh
                   "Flight recorder: keep the last DURATION (60s, 2m) in memory, write nothing while all is well, "
                   "and save it as a store when a trigger fires (docs/flight.md)");
   cmd->add_option("--trigger", a.triggers,
-                  "Flight trigger: slow-step=Kx (a step slower than K times the running median; default 3x; "
-                  "slow-step=off), data-wait=DURATION (a data wait longer than that). Repeatable");
+                  "Flight trigger: slow-step=Kx[+DURATION] (a step slower than K times the running median and at "
+                  "least DURATION over it; default 3x+50ms; slow-step=off), data-wait=DURATION (a data wait "
+                  "longer than that). Repeatable");
   cmd->add_option("--flight-warmup", o.flight_warmup_steps, "Steps not judged at the start")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -137,6 +136,13 @@ inline std::string apply_flight_args(CLI::App* cmd, collector::RecordOptions& o,
         continue;
       }
       std::string x = v;
+      if (const auto plus = x.find('+'); plus != std::string::npos) {
+        double excess = 0;
+        if (!parse_seconds(x.substr(plus + 1), excess))
+          return "--trigger slow-step: expected Kx+DURATION like 3x+50ms, got " + v;
+        o.flight_min_excess_ms = excess * 1000;
+        x.resize(plus);
+      }
       if (!x.empty() && (x.back() == 'x' || x.back() == 'X')) x.pop_back();
       char* end = nullptr;
       const double f = std::strtod(x.c_str(), &end);

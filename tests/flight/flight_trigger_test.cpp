@@ -24,6 +24,7 @@ std::vector<int64_t> feed(TriggerEvaluator& e, const std::string& source, int64_
 
 TEST_CASE("a step slower than k times the running median fires once, after the warm-up") {
   TriggerSettings s;  // 3x, 20 warm-up steps, 10 per hour
+  s.min_excess_ns = 0;
   TriggerEvaluator e(s);
   int64_t i = 0, t = 0;
   std::vector<int64_t> warm(20, 10);
@@ -41,6 +42,7 @@ TEST_CASE("a step slower than k times the running median fires once, after the w
 TEST_CASE("the median follows the steps before: a trainer that slows down for good stops firing") {
   TriggerSettings s;
   s.max_per_hour = 1000;
+  s.min_excess_ns = 0;
   TriggerEvaluator e(s);
   int64_t i = 0, t = 0;
   feed(e, "optimizer", i, t, std::vector<int64_t>(30, 10));
@@ -55,6 +57,7 @@ TEST_CASE("the median follows the steps before: a trainer that slows down for go
 TEST_CASE("two step sources marking the same slow interval, and a data wait inside it, fire once") {
   TriggerSettings s;
   s.data_wait_ns = 100 * kMs;
+  s.min_excess_ns = 0;
   TriggerEvaluator e(s);
   int64_t i = 0, t = 0, j = 0, u = 0;
   feed(e, "optimizer", i, t, std::vector<int64_t>(25, 10));
@@ -70,6 +73,7 @@ TEST_CASE("at most max_per_hour automatic saves in any hour, the rest counted") 
   TriggerSettings s;
   s.max_per_hour = 2;
   s.warmup_steps = 0;
+  s.min_excess_ns = 0;
   TriggerEvaluator e(s);
   int64_t i = 0, t = 0;
   std::vector<int64_t> pattern;
@@ -94,9 +98,19 @@ TEST_CASE("slow-step off and data-wait off never fire") {
   CHECK(!e.on_data_wait("dataloader", 0, 100000 * kMs));
 }
 
+TEST_CASE("a step must also be min_excess over the median: a preempted short step is not a stall") {
+  TriggerEvaluator e(TriggerSettings{});  // 3x and 50 ms over
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(30, 4));
+  CHECK(feed(e, "optimizer", i, t, {12, 40, 53}).empty());              // 3x, 10x, 13x: at most 49 ms over
+  CHECK(feed(e, "optimizer", i, t, {54}) == std::vector<int64_t>{33});  // 50 ms over: fires
+}
+
 TEST_CASE(
-    "a step that paid for a GPU window's CUPTI switch is the profiler's: not judged, not in the median") {
-  TriggerEvaluator e(TriggerSettings{});
+    "a step that paid for a GPU window's CUPTI switch is the profiler's, not judged nor in the median") {
+  TriggerSettings settings;
+  settings.min_excess_ns = 0;
+  TriggerEvaluator e(settings);
   int64_t i = 0, t = 0;
   feed(e, "optimizer", i, t, std::vector<int64_t>(30, 1));  // 1 ms steps
   e.exclude(t + 1 * kMs, t + 13 * kMs);                     // a re-attach of 12 ms inside the next step

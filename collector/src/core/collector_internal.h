@@ -35,6 +35,7 @@ struct Config {
   std::string flight_prefix;          // the launcher writes each save as <prefix>-<sub-folder>.db
   int64_t flight_window_ns = 60LL * 1000000000;
   double flight_slow_step = 3.0;      // × the running median (0: off)
+  int64_t flight_min_excess_ns = 50LL * 1000000;  // ... and at least this much over it
   int flight_warmup_steps = 20;
   int64_t flight_data_wait_ns = 0;    // 0: off
   int flight_max_per_hour = 10;

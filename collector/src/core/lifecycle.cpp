@@ -80,6 +80,8 @@ bool load_config(Config& c, const std::function<const char*(const char*)>& get) 
   if (const char* v = get("STEPSCOPE_FLIGHT_WINDOW_MS"))
     c.flight_window_ns = std::max<int64_t>(1, std::atoll(v)) * 1000000;
   if (const char* v = get("STEPSCOPE_FLIGHT_SLOW_STEP")) c.flight_slow_step = std::max(0.0, std::atof(v));
+  if (const char* v = get("STEPSCOPE_FLIGHT_MIN_EXCESS_MS"))
+    c.flight_min_excess_ns = std::max(0LL, std::atoll(v)) * 1000000;
   if (const char* v = get("STEPSCOPE_FLIGHT_WARMUP")) c.flight_warmup_steps = std::max(0, std::atoi(v));
   if (const char* v = get("STEPSCOPE_FLIGHT_DATA_WAIT_MS")) c.flight_data_wait_ns = std::max(0LL, std::atoll(v)) * 1000000;
   if (const char* v = get("STEPSCOPE_FLIGHT_MAX_PER_HOUR")) c.flight_max_per_hour = std::atoi(v);

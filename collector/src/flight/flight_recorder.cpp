@@ -19,6 +19,7 @@
 #include "core/collector_state.h"
 #include "flight/flight_trigger.h"
 #include "flight/flight_window.h"
+#include "flight/save_names.h"
 
 namespace stepscope::collector::flight {
 namespace {
@@ -49,17 +50,6 @@ struct Recorder {
   explicit Recorder(TriggerSettings s) : triggers(s) {}
 };
 Recorder* r = nullptr;  // never freed: a forked child's copy is leaked, the control thread may hold a pointer
-
-std::string utc_stamp() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm t{};
-  gmtime_r(&ts.tv_sec, &t);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d.%03ld", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
-  return buf;
-}
 
 // Step indices as ranges: "200-263, 400".
 std::string ranges_of(std::vector<int64_t> v) {
@@ -209,6 +199,7 @@ void begin() {
   }
   TriggerSettings s;
   s.slow_step_factor = g->config.flight_slow_step;
+  s.min_excess_ns = g->config.flight_min_excess_ns;
   s.warmup_steps = g->config.flight_warmup_steps;
   s.data_wait_ns = g->config.flight_data_wait_ns;
   s.max_per_hour = g->config.flight_max_per_hour;

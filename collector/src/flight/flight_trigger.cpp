@@ -40,7 +40,8 @@ std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int6
     const size_t mid = scratch_.size() / 2;
     std::nth_element(scratch_.begin(), scratch_.begin() + std::ptrdiff_t(mid), scratch_.end());
     const int64_t median = scratch_[mid];
-    if (median > 0 && double(dur) > s_.slow_step_factor * double(median)) {
+    if (median > 0 && double(dur) > s_.slow_step_factor * double(median) &&
+        dur - median >= s_.min_excess_ns) {
       Trigger t;
       t.kind = "slow-step";
       t.step = index;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "flight/save_names.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 
@@ -41,17 +42,6 @@ int64_t parts_bytes(const std::string& dir) {
 std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
-
-std::string utc_stamp() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm t{};
-  gmtime_r(&ts.tv_sec, &t);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d.%03ld", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000000);
   return buf;
 }
 
@@ -152,7 +142,7 @@ void FlightWatcher::finish(const std::string& failure) {
   poll();
   const std::string exit_dir = dir_ + "/exit";
   if (!failure.empty() && fs::is_directory(exit_dir, ec)) {
-    const std::string name = utc_stamp() + "-exit";
+    const std::string name = flight::utc_stamp() + "-exit";
     fs::rename(exit_dir, dir_ + "/" + name, ec);
     if (!ec) merge(name, {{"kind", "exit"}, {"detail", "the program ended with " + failure}});
   }

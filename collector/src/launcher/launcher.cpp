@@ -396,6 +396,7 @@ std::map<std::string, std::string> flight_env(const RecordOptions& o, const std:
           {"STEPSCOPE_FLIGHT_PREFIX", prefix},
           {"STEPSCOPE_FLIGHT_WINDOW_MS", std::to_string(int64_t(o.flight_s * 1000))},
           {"STEPSCOPE_FLIGHT_SLOW_STEP", buf},
+          {"STEPSCOPE_FLIGHT_MIN_EXCESS_MS", std::to_string(int64_t(o.flight_min_excess_ms))},
           {"STEPSCOPE_FLIGHT_WARMUP", std::to_string(o.flight_warmup_steps)},
           {"STEPSCOPE_FLIGHT_DATA_WAIT_MS", std::to_string(int64_t(o.flight_data_wait_ms))},
           {"STEPSCOPE_FLIGHT_MAX_PER_HOUR", std::to_string(o.flight_max_per_hour)},

@@ -30,6 +30,7 @@ struct RecordOptions {
   // all is well, and saves the window as <output without .db>-<time>-<trigger>.db when a trigger fires.
   double flight_s = 0;
   double flight_slow_step = 3.0;     // × the running median of the steps before (0: off)
+  double flight_min_excess_ms = 50;  // ... and at least this many ms over it
   int flight_warmup_steps = 20;
   double flight_data_wait_ms = 0;    // a data wait longer than this (0: off)
   int flight_max_per_hour = 10;      // automatic saves per hour (dump and exit saves are not counted)
