@@ -302,3 +302,38 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   CHECK(kill(trainer_pid, 0) == 0);  // detached: the trainer runs on
   kill(trainer_pid, SIGTERM);
 }
+
+TEST_CASE("attach --flight to a running trainer saves its slow steps, and the trainer runs on to its end") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
+    STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
+  test::ScratchDir dir("flight_attach");
+  // Every 300th step sleeps 500 ms: steps 299, 599, 899, ... about every 2 s.
+  Spawned target = spawn_sh(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+                            " --steps 2400 --step-ms 5 --every 300 --slow-ms 500 > " +
+                            test::shell_quote(dir.file("trainer.log")));
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 500", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto r = test::run_shell(test::shell_quote(kCli) + " attach " + std::to_string(trainer_pid) +
+                                 " --flight 5s --step-func train_step --duration 7 -o " +
+                                 test::shell_quote(dir.file("att.db")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto saves = files_matching(dir.path().string(), R"(att-.*\.db)");
+  REQUIRE(!saves.empty());
+  for (const auto& s : saves) {
+    INFO(s);
+    auto m = meta_of(dir.file(s));
+    CHECK(m["recorder"] == "stepscope attach --flight");
+    CHECK(m["flight.trigger"] == "slow-step");
+    // The hook numbers steps from the attach; the saved one is a sleeping step.
+    CHECK(std::atoll(m["flight.end_ns"].c_str()) - std::atoll(m["flight.start_ns"].c_str()) >= 500000000LL);
+    CHECK(explanation_of(dir.file(s), std::atoll(m["flight.step"].c_str()))
+              .find("biggest contributor: function save_checkpoint (python_slow_steps.py:") !=
+          std::string::npos);
+  }
+  CHECK(r.output.find("flight recorder attached to 1 process") != std::string::npos);
+  CHECK(target.wait() == 0);  // detached: the trainer ran to its end
+  CHECK(test::slurp(dir.file("trainer.log")).find("steps 2400") != std::string::npos);
+}
