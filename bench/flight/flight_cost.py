@@ -9,6 +9,7 @@ Modes alternate round by round; the table gives the median loop time, its overhe
 meta gives the window's memory, per thread and per second.
 
   bench/flight/flight_cost.py --stepscope build/cli/stepscope [--seconds 120] [--rounds 3] [--python PY]
+                              [--only 1,2] [--no-memory]
 """
 import argparse
 import os
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--step-ms", type=float, default=8.0)
+    ap.add_argument("--only", default="", help="comma-separated mode numbers to run (1 plain, 2 flight, 3 flight + "
+                    "step-func, 4 record); default all")
+    ap.add_argument("--no-memory", action="store_true", help="skip the last run that measures the window's memory")
     a = ap.parse_args()
     steps = int(a.seconds * 1000 / a.step_ms)
     p, _ = run([a.python, TRAINER, "--steps", "50", "--every", "1000000000", "--step-ms", str(a.step_ms)])
@@ -52,6 +56,9 @@ def main():
         "record (1 kHz CPU, all written)": [a.stepscope, "record", "--step-func", "train_step", "-o", f"{tmp}/r.db",
                                             "--"],
     }
+    if a.only:
+        keep = {int(x) for x in a.only.split(",")} | {1}
+        modes = {m: v for k, (m, v) in enumerate(modes.items(), 1) if k in keep}
     loops = {m: [] for m in modes}
     for r in range(a.rounds):
         for m, prefix in modes.items():
@@ -68,6 +75,8 @@ def main():
         spread = 100 * (max(v) - min(v)) / med
         goal = {"plain": "", "record --flight 60s (100 Hz wall)": "<= 1%"}.get(m, "(for comparison)")
         print(f"{m:36} {med:9.3f} {100 * (med / base - 1):7.2f} {spread:9.2f} {1000 * med / steps:8.3f}   {goal}")
+    if a.no_memory:
+        return
     # The window's memory: a flight run that fails at its last step saves the window at exit.
     out = f"{tmp}/mem.db"
     p = subprocess.run([a.stepscope, "record", "--flight", "60s", "--step-func", "train_step", "-o", out, "--"] + trainer[:-4] +
