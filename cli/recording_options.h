@@ -119,7 +119,7 @@ inline void add_flight_options(CLI::App* cmd, collector::RecordOptions& o, Fligh
 }
 
 // Applies the text forms; "" when valid, else the problem. A flight recording samples wall-clock time at 100 Hz
-// unless --cpu-hz / --cpu-time say otherwise (its cost goal is 1%: docs/flight.md).
+// unless --cpu-hz / --cpu-time say otherwise (its cost goal is 1%: docs/flight.md, "Cost").
 inline std::string apply_flight_args(CLI::App* cmd, collector::RecordOptions& o, const FlightArgs& a) {
   if (a.window.empty()) {
     if (!a.triggers.empty()) return "--trigger needs --flight";
