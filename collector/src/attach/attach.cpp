@@ -137,6 +137,22 @@ pid_t command_of_launcher(pid_t pid) {
   return direct.size() == 1 ? direct.front() : 0;
 }
 
+// The settings `record` passes through the environment, under the same names, for a window's `start`.
+std::map<std::string, std::string> start_options(const RecordOptions& o, const std::string& parts_dir) {
+  return {{"STEPSCOPE_PARTS_DIR", parts_dir},
+          {"STEPSCOPE_CPU_HZ", std::to_string(o.cpu_hz)},
+          {"STEPSCOPE_STACK_BYTES", std::to_string(o.stack_bytes)},
+          {"STEPSCOPE_WALL", o.wall ? "1" : "0"},
+          {"STEPSCOPE_NO_GPU", o.no_gpu ? "1" : "0"},
+          {"STEPSCOPE_DATA_WAIT_REGEX", o.data_wait_regex},
+          {"STEPSCOPE_STEP_REGEX", o.step_regex},
+          {"STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func},
+          {"STEPSCOPE_STEP_FUNC", o.step_func},
+          {"STEPSCOPE_CUDA_API", o.cuda_api},
+          {"STEPSCOPE_GPU_WINDOW", o.gpu_window},
+          {"STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s)}};
+}
+
 // Loads the collector into `pid` when nobody listens there yet, then opens a window with `start`. Throws
 // AttachError; `summary` counts the injection and its stops.
 void load_and_start(pid_t pid, const attach::ProcessStatus& st, const std::string& lib, const control::Request& start,
@@ -233,19 +249,7 @@ AttachSummary record_attached(const AttachOptions& o) {
 
   control::Request start;
   start.command = "start";
-  // The settings `record` passes through the environment, under the same names.
-  start.options["STEPSCOPE_PARTS_DIR"] = parts_dir;
-  start.options["STEPSCOPE_CPU_HZ"] = std::to_string(o.record.cpu_hz);
-  start.options["STEPSCOPE_STACK_BYTES"] = std::to_string(o.record.stack_bytes);
-  start.options["STEPSCOPE_WALL"] = o.record.wall ? "1" : "0";
-  start.options["STEPSCOPE_NO_GPU"] = o.record.no_gpu ? "1" : "0";
-  start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.record.data_wait_regex;
-  start.options["STEPSCOPE_STEP_REGEX"] = o.record.step_regex;
-  start.options["STEPSCOPE_DATA_WAIT_FUNC"] = o.record.data_wait_func;
-  start.options["STEPSCOPE_STEP_FUNC"] = o.record.step_func;
-  start.options["STEPSCOPE_CUDA_API"] = o.record.cuda_api;
-  start.options["STEPSCOPE_GPU_WINDOW"] = o.record.gpu_window;
-  start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.record.cuda_stacks_per_s);
+  start.options = start_options(o.record, parts_dir);
   const bool flight = o.record.flight_s > 0;
   const std::string flight_dir = output + ".flight";
   if (flight) {
@@ -458,18 +462,7 @@ LiveWindow::LiveWindow(pid_t pid, const RecordOptions& o, double window_s, std::
   if (st.uid != geteuid()) (void)!chown(scratch_.c_str(), st.uid, static_cast<gid_t>(-1));
   control::Request start;
   start.command = "start";
-  start.options["STEPSCOPE_PARTS_DIR"] = scratch_ + "/parts";
-  start.options["STEPSCOPE_CPU_HZ"] = std::to_string(o.cpu_hz);
-  start.options["STEPSCOPE_STACK_BYTES"] = std::to_string(o.stack_bytes);
-  start.options["STEPSCOPE_WALL"] = o.wall ? "1" : "0";
-  start.options["STEPSCOPE_NO_GPU"] = o.no_gpu ? "1" : "0";
-  start.options["STEPSCOPE_DATA_WAIT_REGEX"] = o.data_wait_regex;
-  start.options["STEPSCOPE_STEP_REGEX"] = o.step_regex;
-  start.options["STEPSCOPE_DATA_WAIT_FUNC"] = o.data_wait_func;
-  start.options["STEPSCOPE_STEP_FUNC"] = o.step_func;
-  start.options["STEPSCOPE_CUDA_API"] = o.cuda_api;
-  start.options["STEPSCOPE_GPU_WINDOW"] = o.gpu_window;
-  start.options["STEPSCOPE_CUDA_STACKS_PER_S"] = std::to_string(o.cuda_stacks_per_s);
+  start.options = start_options(o, scratch_ + "/parts");
   start.options["STEPSCOPE_FLIGHT_DIR"] = scratch_ + "/flight";
   start.options["STEPSCOPE_FLIGHT_WINDOW_MS"] = std::to_string(int64_t(window_s * 1000));
   start.options["STEPSCOPE_FLIGHT_SLOW_STEP"] = "0";
