@@ -67,12 +67,25 @@ CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
     }
     std::string path = reply.substr(at + 5);
     path = path.substr(0, path.find(' '));
-    // The recording's launcher merges the processes' parts a couple of seconds after the save began.
+    const auto save_at = reply.find(" save=");
+    const std::string save = save_at == std::string::npos ? "" : reply.substr(save_at + 6);
+    // The recording's launcher merges the processes' parts a couple of seconds after the save began. With
+    // -o run-%r.db it writes one store per rank: done when it has removed the save's folder.
+    const bool per_rank = path.find("%r") != std::string::npos && !save.empty();
     for (double waited = 0; waited < *wait_s; waited += 0.1) {
       std::error_code ec;
-      if (std::filesystem::exists(path, ec)) {
+      if (!per_rank && std::filesystem::exists(path, ec)) {
         std::printf("%s\n", path.c_str());
         exit_code = 0;
+        return;
+      }
+      const auto slash = save.rfind('/');
+      if (per_rank && !std::filesystem::exists(save, ec) &&
+          !std::filesystem::exists(save.substr(0, slash + 1) + ".merging-" + save.substr(slash + 1), ec)) {
+        const auto stores = collector::rank_stores(path);
+        for (const auto& s : stores) std::printf("%s\n", s.c_str());
+        exit_code = stores.empty() ? 1 : 0;
+        if (stores.empty()) std::fprintf(stderr, "stepscope: dump: no store was written for %s\n", path.c_str());
         return;
       }
       usleep(100000);

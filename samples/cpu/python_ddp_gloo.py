@@ -4,12 +4,14 @@ started by torchrun. Unchanged user code: stepscope finds the optimizer steps of
     torchrun --nproc_per_node 2 python_ddp_gloo.py --steps 20
     torchrun --nproc_per_node 2 python_ddp_gloo.py --device cuda   # both ranks on one GPU (scripts/gpu_proof.py)
     stepscope record -o run-%r.db -- torchrun --nproc_per_node 2 python_ddp_gloo.py   # one store per rank
+    torchrun --nproc_per_node 2 python_ddp_gloo.py --seconds 10   # at least --steps, and on for 10 s
 
 Prints one line per rank: rank, world size, steps, final loss.
 """
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -19,6 +21,7 @@ import torch.nn as nn
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=0, help="go on past --steps until this long has passed")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: every rank on cuda:0 (gloo reduces through the host)")
     args = ap.parse_args()
     dist.init_process_group("gloo")
@@ -31,7 +34,18 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)
     loss = torch.zeros(())
-    for _ in range(args.steps):
+    steps, start = 0, time.monotonic()
+
+    def go_on():
+        if steps < args.steps or args.seconds <= 0:
+            return steps < args.steps
+        # Every rank must take as many steps as the others (each backward is a collective): rank 0's clock decides.
+        more = torch.tensor([1.0 if time.monotonic() - start < args.seconds else 0.0])
+        dist.broadcast(more, src=0)
+        return more.item() > 0
+
+    while go_on():
+        steps += 1
         x = torch.randn(64, 256, generator=g).to(dev)
         y = torch.randint(0, 10, (64,), generator=g).to(dev)
         opt.zero_grad()
@@ -39,7 +53,7 @@ def main():
         loss.backward()  # gloo all-reduce of the gradients
         opt.step()
     # One write per line: the ranks share the terminal and an unbuffered print writes the newline apart.
-    sys.stdout.write(f"rank {rank} of {world} (local {os.environ.get('LOCAL_RANK')}): {args.steps} steps, "
+    sys.stdout.write(f"rank {rank} of {world} (local {os.environ.get('LOCAL_RANK')}): {steps} steps, "
                      f"loss {loss.item():.4f}\n")
     sys.stdout.flush()
     dist.destroy_process_group()

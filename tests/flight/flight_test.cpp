@@ -170,32 +170,6 @@ TEST_CASE("the quota: saves that would pass it are not written, and the run says
 
 namespace {
 
-struct Spawned {
-  pid_t pid = -1;
-  int wait() {
-    int status = 0;
-    if (pid > 0 && waitpid(pid, &status, 0) == pid) pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  ~Spawned() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-Spawned spawn_sh(const std::string& command) {
-  signal(SIGCHLD, SIG_DFL);  // children are waited for here (an inherited SIG_IGN would reap them unseen)
-  Spawned s;
-  std::vector<std::string> args{"/bin/sh", "-c", command};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn(&s.pid, "/bin/sh", nullptr, nullptr, argv.data(), environ);
-  return s;
-}
-
 // The pid of the trainer: the python process whose command line names the sample and `tag`.
 pid_t wait_for_trainer(const std::string& tag, int seconds) {
   for (int i = 0; i < seconds * 10; ++i) {
@@ -213,8 +187,8 @@ pid_t wait_for_trainer(const std::string& tag, int seconds) {
 TEST_CASE("stepscope dump saves the window on demand and prints the store") {
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   test::ScratchDir dir("flight_dump");
-  Spawned rec =
-      spawn_sh(record_flight(dir.path().string(), "", "--steps 1400 --step-ms 5 --every 100000 --slow-ms 7") +
+  test::Spawned rec =
+      test::spawn_shell(record_flight(dir.path().string(), "", "--steps 1400 --step-ms 5 --every 100000 --slow-ms 7") +
                " > " + test::shell_quote(dir.file("record.log")));
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 7", 30);
   REQUIRE(trainer_pid > 0);
@@ -243,7 +217,7 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_top");
-  Spawned target = spawn_sh(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
                             " --steps 4000 --step-ms 5 --every 100000 --slow-ms 9 > /dev/null");
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 9", 30);
   REQUIRE(trainer_pid > 0);
@@ -309,7 +283,7 @@ TEST_CASE("attach --flight to a running trainer saves its slow steps, and the tr
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_attach");
   // Every 300th step sleeps 500 ms: steps 299, 599, 899, ... about every 2 s.
-  Spawned target = spawn_sh(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
                             " --steps 2400 --step-ms 5 --every 300 --slow-ms 500 > " +
                             test::shell_quote(dir.file("trainer.log")));
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 500", 30);
@@ -336,4 +310,30 @@ TEST_CASE("attach --flight to a running trainer saves its slow steps, and the tr
   CHECK(r.output.find("flight recorder attached to 1 process") != std::string::npos);
   CHECK(target.wait() == 0);  // detached: the trainer ran to its end
   CHECK(test::slurp(dir.file("trainer.log")).find("steps 2400") != std::string::npos);
+}
+
+TEST_CASE("attach --flight: a trainer that fails after the attach keeps its last window, with its exit status") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
+    STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
+  test::ScratchDir dir("flight_attach_failing");
+  // Raises after step 700 (about 4 s in): Python exits with status 1. Not the attacher's child: only the
+  // collector inside sees that status.
+  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+                                           " --steps 2000 --step-ms 5 --every 100000 --slow-ms 11 --crash-at 700"
+                                           " > /dev/null 2>&1");
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 11", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto r = test::run_shell(test::shell_quote(kCli) + " attach " + std::to_string(trainer_pid) +
+                                 " --flight 10s -o " + test::shell_quote(dir.file("att.db")) + " 2>&1");
+  INFO(r.output);
+  CHECK(target.wait() == 1);
+  const auto saves = files_matching(dir.path().string(), R"(att-.*-exit\.db)");
+  REQUIRE(saves.size() == 1);
+  auto m = meta_of(dir.file(saves[0]));
+  CHECK(m["flight.trigger"] == "exit");
+  CHECK(m["flight.end"] == "exit status 1");
+  CHECK(m["flight.detail"] == "the program ended with exit status 1");
+  CHECK(stepscope::store::StoreReader(dir.file(saves[0])).load().samples.size() >= 100);
 }

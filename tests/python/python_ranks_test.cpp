@@ -1,9 +1,13 @@
 // `stepscope record -o run-%r.db -- torchrun ...`: a real data-parallel job (DDP over gloo on CPU, 2 ranks)
-// gives one store per rank with its rank in meta, and `analyze` takes them together (issue 16).
+// gives one store per rank with its rank in meta, and `analyze` takes them together (issue 16); under
+// `--flight`, each save is split per rank the same way (issue 25).
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <sstream>
+#include <thread>
 
 #include "python_test_support.h"
 #include "stepscope/store/store.h"
@@ -85,4 +89,45 @@ TEST_CASE("under srun/mpirun stepscope knows its rank: %r, %h and %% are replace
   CHECK(meta["world_size"] == "8");
   CHECK(meta["local_rank"] == "1");
   CHECK(meta["host"] == host);
+}
+
+TEST_CASE("record --flight -o run-%r.db: a dump is saved as one store per rank, each rank's window in its own") {
+  if (auto why = missing_torchrun(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  ScratchDir dir("python_ranks_flight");
+  const std::string tag = "--steps 20 --seconds 12";
+  Spawned rec = spawn_shell("cd " + shell_quote(dir.path().string()) + " && " + shell_quote(kCli) +
+                            " record --flight 30s -o 'run-%r.db' -- " + shell_quote(kVenv + "/bin/torchrun") +
+                            " --nproc_per_node 2 " + shell_quote(source_dir() + "/samples/cpu/python_ddp_gloo.py") +
+                            " " + tag + " > record.log 2>&1");
+  // Rank 0's process: torchrun's agent names the sample on its command line too, but has no RANK.
+  const auto pid = run_shell("for i in $(seq 300); do for p in $(pgrep -f 'python_ddp_gloo.py " + tag +
+                             "'); do if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=0; then "
+                             "echo $p; exit 0; fi; done; sleep 0.1; done; exit 1");
+  REQUIRE(pid.status == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // both ranks past gloo's rendezvous, training
+  const auto d = run_shell(shell_quote(kCli) + " dump " + pid.output.substr(0, pid.output.find('\n')) + " 2>&1");
+  INFO(d.output);
+  REQUIRE(d.status == 0);
+  CHECK(rec.wait() == 0);
+  INFO(slurp(dir.file("record.log")));
+  // One store per rank and one for the agent, printed by dump; %r replaced in each.
+  std::vector<std::string> printed;
+  std::istringstream lines(d.output);
+  for (std::string l; std::getline(lines, l);) printed.push_back(std::filesystem::path(l).filename().string());
+  REQUIRE(printed.size() == 3);
+  REQUIRE(printed[0].rfind("run-0-", 0) == 0);
+  const std::string stamp = printed[0].substr(5);  // "-<UTC time>-dump.db"
+  CHECK(printed == std::vector<std::string>{"run-0" + stamp, "run-1" + stamp, "run-launcher" + stamp});
+  CHECK(stamp.substr(stamp.size() - 8) == "-dump.db");
+  for (int rank : {0, 1}) {
+    store::StoreReader reader(dir.file("run-" + std::to_string(rank) + stamp));
+    auto meta = reader.meta();
+    CHECK(meta["rank"] == std::to_string(rank));
+    CHECK(meta["world_size"] == "2");
+    CHECK(meta["flight.trigger"] == "dump");
+    CHECK(reader.processes().size() == 1);  // the rank's own process: the other rank is in its own store
+    CHECK(reader.steps().size() >= 20);     // its optimizer steps of the last seconds
+  }
+  CHECK(store::StoreReader(dir.file("run-launcher" + stamp)).meta().count("rank") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("run-%r" + stamp)));
 }

@@ -1,6 +1,8 @@
 // Paths and skips shared by the tests.
 #pragma once
 
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +103,32 @@ inline RunResult run_argv(const std::vector<std::string>& args, const ScratchDir
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// A command run by `sh -c` in the background (spawn_shell); killed and reaped if still running at scope end.
+struct Spawned {
+  pid_t pid = -1;
+  int wait() {  // exit code, or 128 + signal
+    int status = 0;
+    if (pid > 0 && ::waitpid(pid, &status, 0) == pid) pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  ~Spawned() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+inline Spawned spawn_shell(const std::string& command) {
+  ::signal(SIGCHLD, SIG_DFL);  // children are waited for here (an inherited SIG_IGN would reap them unseen)
+  Spawned s;
+  std::string c = command;
+  char sh[] = "/bin/sh", dash_c[] = "-c";
+  char* argv[] = {sh, dash_c, c.data(), nullptr};
+  if (::posix_spawn(&s.pid, "/bin/sh", nullptr, nullptr, argv, environ) != 0) s.pid = -1;
+  return s;
 }
 
 }  // namespace stepscope::test

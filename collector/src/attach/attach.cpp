@@ -386,8 +386,8 @@ AttachSummary record_attached(const AttachOptions& o) {
   stop_all();
   const int64_t t_end = mono_ns();
   if (flight) {
-    // The process's own end by a signal is said in its last window; attach cannot see an exit status.
-    watcher.finish(targets[o.pid].ended ? watcher.exit_signal() : std::string());
+    // The process's failing end (a signal, an exit status) is said in its last window: attach cannot wait for it.
+    watcher.finish(targets[o.pid].ended ? watcher.exit_failure() : std::string());
     fs::remove_all(parts_dir, ec);
     parts_guard.keep = true;
     summary.record.outputs = watcher.saved();

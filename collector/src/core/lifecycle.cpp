@@ -160,6 +160,7 @@ void start_with(const Config* config, bool windowed) {
   // The program's signal handling stays exactly as it was. A flight recording also saves its window when the
   // program crashes (SIGSEGV, SIGABRT, ...), where the program left those signals at their default.
   if (!windowed) install_termination_standins(flight::active());
+  if (windowed && flight::active()) flight::watch_exit_status();  // the launcher sees it only under record
   if (flight::active() && !windowed) {
     std::string error;  // `stepscope dump PID` asks over the control channel
     if (!control::start_server(error))

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -262,7 +264,9 @@ void after_pass(int64_t now, const MetaFn& meta) {
     } else {
       const std::string name = save(nullptr, "dump", meta);
       q->ok = !name.empty();
-      q->result = q->ok ? "path=" + g->config.flight_prefix + "-" + name + ".db"
+      // save=: the folder the launcher merges and then removes (with -o run-%r.db the path is a pattern).
+      q->result = q->ok ? "path=" + g->config.flight_prefix + "-" + name + ".db save=" + g->config.flight_dir +
+                              "/" + name
                         : "cannot save (see the process's stderr)";
     }
     std::lock_guard<std::mutex> lk(r->mu);
@@ -279,6 +283,17 @@ void after_pass(int64_t now, const MetaFn& meta) {
   }
 }
 
+namespace {
+std::atomic<int> g_exit_status{-1};  // what exit() was given, once watch_exit_status() registered for it
+void note_exit_status(int status, void*) { g_exit_status.store(status, std::memory_order_relaxed); }
+}  // namespace
+
+void watch_exit_status() {
+  // Registered once: the library stays loaded after a window closes (dormant), so the handler stays valid.
+  static std::atomic<bool> registered{false};
+  if (!registered.exchange(true)) on_exit(note_exit_status, nullptr);
+}
+
 void final_pass(bool process_end, int signal, const MetaFn& meta) {
   if (!r) return;
   // A trigger still in its tail: the program is ending, so its window is saved now.
@@ -290,7 +305,10 @@ void final_pass(bool process_end, int signal, const MetaFn& meta) {
   mkdir(dir.c_str(), 0700);
   const MetaFn with_end = [&] {
     auto m = meta();
-    m["flight.end"] = signal > 0 ? "signal " + std::to_string(signal) : "exit";
+    const int status = g_exit_status.load(std::memory_order_relaxed);
+    m["flight.end"] = signal > 0   ? "signal " + std::to_string(signal)
+                      : status > 0 ? "exit status " + std::to_string(status)
+                                   : "exit";
     return m;
   };
   write_part_into(dir, with_end);

@@ -34,6 +34,9 @@ void observe(const store::Trace& rows);
 void after_pass(int64_t now_ns, const MetaFn& meta);
 // The last pass: `process_end` when the process is ending (exit, _exit, a signal), not a window closing.
 void final_pass(bool process_end, int signal, const MetaFn& meta);
+// Under attach: an on_exit() handler keeps the status exit() was given, which the attacher, not the parent,
+// cannot see otherwise; the exit window then says "exit status N" (flight.end).
+void watch_exit_status();
 // On the control thread: "dump" (a save of every process, named like a trigger's) or "snapshot" (this
 // process's part only, written into `dir`: `stepscope top`). Waits for the collector thread (bounded).
 // Returns the reply's text after "ok " or an error.

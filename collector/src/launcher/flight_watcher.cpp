@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "flight/save_names.h"
+#include "launcher/rank_outputs.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 
@@ -85,6 +86,8 @@ void FlightWatcher::merge(const std::string& name, std::map<std::string, std::st
   fs::rename(dir_ + "/" + name, taken, ec);
   if (ec) return;
   const std::string output = prefix_ + "-" + name + ".db";
+  // -o run-%r.db: one store per rank for each save, as `record` writes one per rank at the end.
+  const bool per_rank = prefix_.find("%r") != std::string::npos;
   const int64_t bytes = parts_bytes(taken);
   const std::string why = trigger.count("detail") ? trigger["kind"] + ": " + trigger["detail"] : name;
   if (bytes == 0) {
@@ -105,10 +108,17 @@ void FlightWatcher::merge(const std::string& name, std::map<std::string, std::st
     meta["flight.save"] = name;
     try {
       RecordSummary s;
-      merge_parts(taken, output, meta, s);
-      saved_bytes_ += int64_t(fs::file_size(output, ec));
-      saved_.push_back(output);
-      if (print_) std::fprintf(stderr, "stepscope: flight: saved %s (%s)\n", output.c_str(), why.c_str());
+      if (per_rank) {
+        merge_parts_by_rank(taken, output, meta.count("host") ? meta["host"] : host_name(), meta, s);
+      } else {
+        merge_parts(taken, output, meta, s);
+        s.outputs.push_back(output);
+      }
+      for (const auto& out : s.outputs) {
+        saved_bytes_ += int64_t(fs::file_size(out, ec));
+        saved_.push_back(out);
+        if (print_) std::fprintf(stderr, "stepscope: flight: saved %s (%s)\n", out.c_str(), why.c_str());
+      }
     } catch (const std::exception& e) {
       ++skipped_;
       if (print_) std::fprintf(stderr, "stepscope: flight: cannot save %s: %s\n", output.c_str(), e.what());
@@ -117,14 +127,13 @@ void FlightWatcher::merge(const std::string& name, std::map<std::string, std::st
   fs::remove_all(taken, ec);
 }
 
-std::string FlightWatcher::exit_signal() const {
+std::string FlightWatcher::exit_failure() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_ + "/exit", ec)) {
     if (e.path().extension() != ".db") continue;
     try {
       const auto m = store::StoreReader(e.path().string()).meta();
-      if (auto it = m.find("flight.end"); it != m.end() && it->second.rfind("signal", 0) == 0)
-        return it->second;
+      if (auto it = m.find("flight.end"); it != m.end() && it->second != "exit") return it->second;
     } catch (const std::exception&) {
     }
   }

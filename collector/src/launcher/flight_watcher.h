@@ -26,8 +26,9 @@ class FlightWatcher {
   // (`failure`: "exit status 1", "signal 11"; empty: it succeeded, and that window is dropped). Removes the
   // flight folder.
   void finish(const std::string& failure);
-  // "signal N" when the root process's last window says it ended by a signal (attach cannot see the status).
-  std::string exit_signal() const;
+  // "signal N" or "exit status N" when the root process's last window says it failed (attach cannot wait for
+  // the status: the collector kept it, flight_recorder.h).
+  std::string exit_failure() const;
   const std::vector<std::string>& saved() const { return saved_; }
   int64_t skipped() const { return skipped_; }
   int64_t saved_bytes() const { return saved_bytes_; }

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,25 @@ std::string expand_output(const std::string& pattern, const std::string* rank, c
     else
       out += pattern[i];
   }
+  return out;
+}
+
+std::vector<std::string> rank_stores(const std::string& pattern) {
+  // Whatever stands in for %r, and the rest of the file name as it is.
+  const fs::path p(pattern);
+  const std::string name = p.filename().string();
+  const auto at = name.find("%r");
+  std::vector<std::string> out;
+  if (at == std::string::npos) return out;
+  const std::string head = name.substr(0, at), tail = name.substr(at + 2);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > head.size() + tail.size() && n.compare(0, head.size(), head) == 0 &&
+        n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
+      out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -60,6 +60,9 @@ RecordSummary record(const RecordOptions& options);
 std::map<std::string, std::string> flight_env(const RecordOptions& options, const std::string& dir,
                                               const std::string& prefix);
 
+// The stores a path with %r was written as (one per rank, "launcher" included), sorted; none: empty.
+std::vector<std::string> rank_stores(const std::string& pattern);
+
 // True when `spec` is a valid --gpu-window value: "all" or "N/M" with 0 < N < M.
 bool valid_gpu_window(const std::string& spec);
 
