@@ -4,11 +4,43 @@
 #                                whose subject is no instrumented code, left out), the collector's
 #                                ring/drain test with TSan (build-tsan/), and each libFuzzer target for
 #                                STEPSCOPE_FUZZ_RUNS (20000) executions (build-fuzz/); see docs/reliability.md
+#   scripts/test.sh --sanitize-build   only the builds of --sanitize (not build-test/)
+# STEPSCOPE_SANITIZED_PREBUILD=1 (.ci/run): the plain run also starts --sanitize-build in the background at the
+# lowest CPU and I/O priority, so the sanitized trees are built on the cores the suite leaves idle (its tests
+# wait on child processes; a test marked SERIAL runs alone). A later --sanitize waits for that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-sanitize=0
-[[ ${1:-} == --sanitize ]] && sanitize=1
+mode=plain
+case ${1:-} in
+  --sanitize) mode=sanitize ;;
+  --sanitize-build) mode=sanitize-build ;;
+  "") ;;
+  *) echo "test.sh: unknown option $1 (--sanitize, --sanitize-build)" >&2; exit 2 ;;
+esac
+jobs=$(nproc)
+prebuild_log=$root/build-sanitize.log prebuild_pid=$root/build-sanitize.pid prebuild_status=$root/build-sanitize.status
+
+# The builds of --sanitize. The collector library is injected into arbitrary programs (python, sh): a sanitizer
+# runtime cannot be preloaded into them, so `stepscope record` in the sanitized suite injects the plain build's
+# library, and its concurrency is proven by the TSan ring test.
+sanitized_builds() {
+  # -O1: the usual sanitizer setting (fast enough to run, short stack traces stay exact). -g1: line tables, all a
+  # sanitizer report prints, at a fraction of -g's compile and link time. No CUDA samples: nvcc's host code is
+  # not instrumented and no test of this build runs them.
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=address,undefined \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DSTEPSCOPE_CUDA_SAMPLES=OFF
+  cmake --build build-asan -j"$jobs"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
+  cmake --build build-tsan -j"$jobs" --target collector_ring_test
+  STEPSCOPE_FUZZ_BUILD_ONLY=1 bash bench/fuzz/run.sh
+}
+
+if [[ $mode == sanitize-build ]]; then
+  sanitized_builds
+  exit 0
+fi
 
 if [[ $(id -u) -eq 0 ]]; then
   bash scripts/install-deps.sh
@@ -21,31 +53,39 @@ if [[ -x scripts/python-env.sh ]]; then
   bash scripts/python-env.sh || echo "test.sh: Python environment incomplete; framework tests will say SKIPPED"
 fi
 
-jobs=$(nproc)
-if [[ $sanitize == 1 ]]; then
-  # The collector library is injected into arbitrary programs (python, sh): a sanitizer runtime cannot be
-  # preloaded into them, so `stepscope record` in the sanitized suite injects the plain build's library, and
-  # its concurrency is proven by the TSan ring test below.
+if [[ $mode == sanitize ]]; then
+  # A build started in the background by the plain run: wait for it, and fail with its log if it failed.
+  if [[ -f $prebuild_pid ]]; then
+    echo "test.sh: waiting for the sanitized build started with the suite ($prebuild_log)"
+    while kill -0 "$(cat "$prebuild_pid")" 2>/dev/null; do sleep 5; done
+    rm -f "$prebuild_pid"
+    if [[ $(cat "$prebuild_status" 2>/dev/null) != 0 ]]; then
+      tail -50 "$prebuild_log" >&2
+      echo "test.sh: the sanitized build failed (log: $prebuild_log)" >&2
+      exit 1
+    fi
+  fi
   cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build build-test -j"$jobs" --target stepscope_collector stepscope
-  # -O1: the usual sanitizer setting (fast enough to run, short stack traces stay exact). -g1: line tables, all a
-  # sanitizer report prints, at a fraction of -g's compile and link time. No CUDA samples: nvcc's host code is
-  # not instrumented and no test of this build runs them.
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=address,undefined \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DSTEPSCOPE_CUDA_SAMPLES=OFF
-  cmake --build build-asan -j"$jobs"
+  sanitized_builds
   (cd build-asan &&
     STEPSCOPE_COLLECTOR_LIB="$root/build-test/collector/libstepscope_collector.so" \
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0" \
     LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --output-on-failure -j"$jobs" --timeout 1200 --label-exclude plain_only)
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
-  cmake --build build-tsan -j"$jobs" --target collector_ring_test
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
-  STEPSCOPE_CLI="$root/build-test/cli/stepscope" bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
+  STEPSCOPE_CLI="$root/build-test/cli/stepscope" STEPSCOPE_FUZZ_BUILD=0 bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
   exit 0
+fi
+
+if [[ ${STEPSCOPE_SANITIZED_PREBUILD:-0} == 1 ]]; then
+  rm -f "$prebuild_status"
+  # setsid: its own session, so it outlives this script and a Ctrl-C of the suite does not reach it midway.
+  setsid nice -n 19 ionice -c 3 bash -c 'bash scripts/test.sh --sanitize-build > "$1" 2>&1; echo $? > "$2"' \
+    _ "$prebuild_log" "$prebuild_status" < /dev/null &
+  echo $! > "$prebuild_pid"
+  echo "test.sh: building the sanitized trees in the background at the lowest priority ($prebuild_log)"
 fi
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test -j"$jobs"

@@ -10,6 +10,14 @@ meta gives the window's memory, per thread and per second.
 
   bench/flight/flight_cost.py --stepscope build/cli/stepscope [--seconds 120] [--rounds 3] [--python PY]
                               [--only 1,2] [--no-memory]
+
+--side-by-side runs plain and `record --flight 60s` at the same time instead, each pinned to a core of its own
+(taskset; one BLAS thread each), then again with the cores swapped, so a machine that drifts moves both alike.
+The collector's thread shares its trainer's core, so all its CPU is charged to the trainer: the strictest case,
+a host with no idle core. Every 30 s it reads the collector thread's CPU time (/proc, the thread named
+"stepscope"), to tell a fixed cost from one that grows with the run.
+
+  bench/flight/flight_cost.py --stepscope build/cli/stepscope --side-by-side --seconds 600 --rounds 1
 """
 import argparse
 import os
@@ -19,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINER = os.path.join(HERE, "..", "..", "samples", "cpu", "python_slow_steps.py")
@@ -40,12 +49,16 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated mode numbers to run (1 plain, 2 flight, 3 flight + "
                     "step-func, 4 record); default all")
     ap.add_argument("--no-memory", action="store_true", help="skip the last run that measures the window's memory")
+    ap.add_argument("--side-by-side", action="store_true", help="plain and flight at once, on a core each, swapped "
+                    "in the next pair")
     a = ap.parse_args()
     steps = int(a.seconds * 1000 / a.step_ms)
     p, _ = run([a.python, TRAINER, "--steps", "50", "--every", "1000000000", "--step-ms", str(a.step_ms)])
     iters = int(re.search(r"^iters (\d+)$", p.stdout, re.M).group(1))
     trainer = [a.python, TRAINER, "--steps", str(steps), "--every", "1000000000", "--iters", str(iters)]
     tmp = tempfile.mkdtemp(prefix="flight-cost-")
+    if a.side_by_side:
+        return side_by_side(a, trainer, steps, iters, tmp)
     # The step-func hook (a profile function on Python < 3.12, called at every Python and C call) costs the
     # same with or without the flight recorder: its own mode keeps the recorder's cost apart from the hook's.
     modes = {
@@ -94,6 +107,63 @@ def main():
               f"= {per / 1024:.1f} KiB per thread per second (dictionary of frames and stacks included)")
     else:
         print("window memory: the failing run saved no window:", p.stderr[-500:])
+
+
+def collector_cpu_s(launcher_pid):
+    """CPU seconds of the collector thread ("stepscope") in the recorded trainer under `launcher_pid`, or None."""
+    try:
+        children = open(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            for tid in os.listdir(f"/proc/{child}/task"):
+                if open(f"/proc/{child}/task/{tid}/comm").read().strip() == "stepscope":
+                    fields = open(f"/proc/{child}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return None
+
+
+def side_by_side(a, trainer, steps, iters, tmp):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    flight = [a.stepscope, "record", "--flight", "60s", "-o", f"{tmp}/f.db", "--"]
+    pairs = []
+    for r in range(a.rounds):
+        for plain_cpu, flight_cpu in ((0, 1), (1, 0)):
+            p_plain = subprocess.Popen(["taskset", "-c", str(plain_cpu)] + trainer, env=env, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p_flight = subprocess.Popen(["taskset", "-c", str(flight_cpu)] + flight + trainer, env=env, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            start, series, last = time.monotonic(), [], (0.0, 0.0)
+            while p_flight.poll() is None:
+                time.sleep(1)
+                if time.monotonic() - start - last[0] >= 30:
+                    cpu = collector_cpu_s(p_flight.pid)
+                    if cpu is not None:
+                        now = time.monotonic() - start
+                        series.append((now, 100 * (cpu - last[1]) / (now - last[0])))
+                        last = (now, cpu)
+            outs = [p.communicate() for p in (p_plain, p_flight)]
+            loops = []
+            for (out, err), name in zip(outs, ("plain", "flight")):
+                m = re.search(r"^loop_s ([0-9.]+)$", out, re.M)
+                if not m:
+                    sys.exit(f"flight_cost: {name} failed: {err[-2000:]}")
+                loops.append(float(m.group(1)))
+            pairs.append((plain_cpu, flight_cpu, loops[0], loops[1], series))
+            print(f"pair {len(pairs)}: plain on cpu {plain_cpu} {loops[0]:.3f} s, flight on cpu {flight_cpu} "
+                  f"{loops[1]:.3f} s ({100 * (loops[1] / loops[0] - 1):+.2f}%)", file=sys.stderr, flush=True)
+    print(f"{steps} steps of {iters} matmul iterations (~{a.step_ms} ms each); plain and `record --flight 60s` at the "
+          f"same time, each pinned to one core (its collector thread on its trainer's core), cores swapped pair by pair")
+    print(f"{'pair':>4} {'plain cpu':>9} {'plain s':>9} {'flight cpu':>10} {'flight s':>9} {'ovh %':>7}   collector "
+          f"thread's CPU per 30 s, % of its core")
+    for i, (pc, fc, lp, lf, series) in enumerate(pairs, 1):
+        cpu = " ".join(f"{v:.2f}" for _, v in series)
+        print(f"{i:4} {pc:9} {lp:9.3f} {fc:10} {lf:9.3f} {100 * (lf / lp - 1):7.2f}   {cpu}")
+    total_plain, total_flight = sum(p[2] for p in pairs), sum(p[3] for p in pairs)
+    print(f"all pairs: {100 * (total_flight / total_plain - 1):+.2f}% (goal <= 1%; each core ran each mode as often)")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #   bench/fuzz/run.sh [RUNS] [TARGET...]      RUNS defaults to 20000 (the CI setting); goal: 1000000 each
 #   STEPSCOPE_FUZZ_SECONDS=S                   also stop each target after S seconds (whichever comes first)
 #
-# Builds build-fuzz/ with clang (-DSTEPSCOPE_FUZZ=ON: libFuzzer + ASan + UBSan) unless STEPSCOPE_FUZZ_BUILD=0.
+# Builds build-fuzz/ with clang (-DSTEPSCOPE_FUZZ=ON: libFuzzer + ASan + UBSan) unless STEPSCOPE_FUZZ_BUILD=0;
+# STEPSCOPE_FUZZ_BUILD_ONLY=1 builds and stops.
 # A hang is an input that takes more than 1 s; a leak is reported by LeakSanitizer at the end of an input.
 # Crash inputs are kept under build-fuzz/fuzz-work/TARGET/; each one found becomes a test under tests/fuzz-crashes/.
 # Exit status 1 when any target crashed.
@@ -25,6 +26,7 @@ if [[ ${STEPSCOPE_FUZZ_BUILD:-1} != 0 ]]; then
     -DSTEPSCOPE_WITH_GUI=OFF -DSTEPSCOPE_WITH_CUDA=OFF -DSTEPSCOPE_TRACES_DIR="$traces" >/dev/null
   cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}" >/dev/null
 fi
+[[ ${STEPSCOPE_FUZZ_BUILD_ONLY:-0} == 1 ]] && exit 0  # scripts/test.sh --sanitize-build: the build only
 
 work=$build/fuzz-work
 mkdir -p "$work"

@@ -19,7 +19,9 @@
 // --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and mode
 // the median of the workload's own compute time and CPU time, their overhead against plain, and the spread
 // (lowest and highest round against plain's median).
-//   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...]
+// The paired column compares each round with the same round's plain run, so a drifting machine moves both.
+//   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...] [--scale F]
+//                           [--modes stepscope,hooks-off,py-spy,py-spy-nonblocking]   (plain always runs)
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -35,6 +37,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "stepscope/store/store.h"
@@ -157,29 +160,39 @@ std::string pct(double v, double base) {
 }  // namespace
 
 // The --python mode (see the top of this file).
-int python_main(int rounds, const std::string& python, const std::string& pyspy, std::vector<std::string> workloads) {
+int python_main(int rounds, const std::string& python, const std::string& pyspy, std::vector<std::string> workloads,
+                const std::vector<std::string>& modes, const std::string& scale) {
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-pyoverhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string err = dir + "/stderr", script = PYTHON_WORKLOADS;
   const bool have_pyspy = spawn({pyspy, "--version"}, {}, "").status == 0;
   const std::string load_before = loadavg();
   enum Kind { kPlain, kStepscope, kNoHooks, kPySpy, kPySpyNonblocking };
-  const std::vector<std::pair<Kind, std::string>> kinds{{kPlain, "plain"},
-                                                        {kStepscope, "stepscope --cpu-hz 1000"},
-                                                        {kNoHooks, "stepscope, hooks off"},
-                                                        {kPySpy, "py-spy --rate 1000"},
-                                                        {kPySpyNonblocking, "py-spy --nonblocking"}};
+  const std::vector<std::tuple<Kind, std::string, std::string>> all_kinds{
+      {kPlain, "plain", "plain"},
+      {kStepscope, "stepscope", "stepscope --cpu-hz 1000"},
+      {kNoHooks, "hooks-off", "stepscope, hooks off"},
+      {kPySpy, "py-spy", "py-spy --rate 1000"},
+      {kPySpyNonblocking, "py-spy-nonblocking", "py-spy --nonblocking"}};
+  std::vector<std::pair<Kind, std::string>> kinds;
+  for (const auto& [kind, key, label] : all_kinds)
+    if (kind == kPlain || modes.empty() || std::find(modes.begin(), modes.end(), key) != modes.end())
+      kinds.emplace_back(kind, label);
   struct Cell {
     std::vector<double> compute, compute_cpu;
+    std::vector<double> by_round;  // compute time of each round (-1: none), for the paired ratios
+    std::vector<double> handler_ns, unwind_ns;  // stepscope: the sample handler's median, unwind CPU per sample
     int timeouts = 0;
   };
   std::vector<std::vector<Cell>> cells(workloads.size(), std::vector<Cell>(kinds.size()));
+  for (auto& row : cells)
+    for (auto& c : row) c.by_round.assign(rounds, -1);
   for (int r = 0; r < rounds; ++r) {
     for (size_t w = 0; w < workloads.size(); ++w) {
       for (size_t k = 0; k < kinds.size(); ++k) {
         const Kind kind = kinds[k].first;
         if (cells[w][k].timeouts > 0) continue;  // once stopped, not again: each try costs the full 60 s
-        const std::vector<std::string> cmd{python, script, workloads[w]};
+        const std::vector<std::string> cmd{python, script, workloads[w], "--scale", scale};
         std::vector<std::string> args, env;
         if (kind == kPlain) {
           args = cmd;
@@ -214,6 +227,10 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
             stepscope::store::StoreReader rd(dir + "/run.db");
             auto meta = rd.meta();
             const std::string hooks = meta["python.hooks"];
+            if (!meta["collector.handler_ns_median"].empty())
+              cells[w][k].handler_ns.push_back(std::atof(meta["collector.handler_ns_median"].c_str()));
+            if (!meta["collector.unwind_cpu_ns_per_sample"].empty())
+              cells[w][k].unwind_ns.push_back(std::atof(meta["collector.unwind_cpu_ns_per_sample"].c_str()));
             if ((kind == kStepscope) != (hooks.rfind("installed in 1 of 1", 0) == 0))
               std::fprintf(stderr, "overhead_bench: %s %s: python.hooks is \"%s\"\n", workloads[w].c_str(),
                            kinds[k].second.c_str(), hooks.c_str());
@@ -221,7 +238,7 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
             std::fprintf(stderr, "overhead_bench: %s\n", e.what());
           }
         }
-        if (run.compute > 0) cells[w][k].compute.push_back(run.compute);
+        if (run.compute > 0) cells[w][k].compute.push_back(run.compute), cells[w][k].by_round[r] = run.compute;
         if (run.compute_cpu > 0) cells[w][k].compute_cpu.push_back(run.compute_cpu);
       }
     }
@@ -229,8 +246,8 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
   std::printf("Python workloads (bench/overhead/python_workloads.py, %s), %d alternated rounds; medians, and the "
               "lowest..highest round against plain's median; %ld CPUs; load average before: %s, after: %s\n",
               python.c_str(), rounds, sysconf(_SC_NPROCESSORS_ONLN), load_before.c_str(), loadavg().c_str());
-  std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s\n", "workload", "mode", "compute s", "ovh %", "spread %",
-              "cpu s", "ovh %", "spread %");
+  std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s %8s %15s\n", "workload", "mode", "compute s", "ovh %",
+              "spread %", "cpu s", "ovh %", "spread %", "paired %", "q1..q3 %");
   auto spread = [](const std::vector<double>& v, double base) {
     if (v.empty() || base <= 0) return std::string("-");
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
@@ -245,14 +262,28 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
                     c.timeouts ? "> 60 s (stopped)" : "n/a");
         continue;
       }
-      std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s\n", workloads[w].c_str(), kinds[k].second.c_str(),
+      // Paired: each round's run against the plain run of the same round (minutes apart at most), so a machine
+      // that drifts over the whole bench moves both; the median of those ratios and their quartiles.
+      std::vector<double> ratios;
+      for (int r = 0; r < rounds; ++r)
+        if (c.by_round[r] > 0 && cells[w][0].by_round[r] > 0) ratios.push_back(c.by_round[r] / cells[w][0].by_round[r]);
+      std::sort(ratios.begin(), ratios.end());
+      const auto quantile = [&](double q) { return ratios[std::min(ratios.size() - 1, size_t(q * ratios.size()))]; };
+      const std::string paired = ratios.empty() ? "-" : pct(median(ratios), 1.0);
+      const std::string quartiles = ratios.empty() ? "-" : pct(quantile(0.25), 1.0) + ".." + pct(quantile(0.75), 1.0);
+      std::printf("%-10s %-24s %10s %8s %17s %10s %8s %17s %8s %15s\n", workloads[w].c_str(), kinds[k].second.c_str(),
                   fmt(median(c.compute)).c_str(), pct(median(c.compute), base).c_str(), spread(c.compute, base).c_str(),
                   fmt(median(c.compute_cpu)).c_str(), pct(median(c.compute_cpu), base_cpu).c_str(),
-                  spread(c.compute_cpu, base_cpu).c_str());
+                  spread(c.compute_cpu, base_cpu).c_str(), paired.c_str(), quartiles.c_str());
+      if (!c.handler_ns.empty())
+        std::printf("%-10s %-24s handler %.1f us a sample (median), collector thread's unwind %.1f us a sample\n", "",
+                    "", median(c.handler_ns) / 1000, c.unwind_ns.empty() ? -1.0 : median(c.unwind_ns) / 1000);
     }
   }
   std::printf("compute: the workload's own time around its work (imports and start-up excluded); cpu: the process's "
-              "CPU time over it (the collector's thread included; py-spy samples from its own process, not counted)\n");
+              "CPU time over it (the collector's thread included; py-spy samples from its own process, not counted); "
+              "paired: the median over rounds of compute time against the same round's plain run, q1..q3 its "
+              "quartiles\n");
   std::printf("goal: stepscope <= 2%% compute overhead at 1 kHz on every workload, hooks in; hooks off vs on: their "
               "own cost\n");
   std::filesystem::remove_all(dir);
@@ -264,7 +295,8 @@ int main(int argc, char** argv) {
   std::string iterations = "2000000000", baseline;
   bool python = false;
   std::string python_bin = PYTHON_VENV "/bin/python", pyspy = PYTHON_VENV "/bin/py-spy";
-  std::vector<std::string> workloads{"loop", "recursion", "dicts", "numpy", "torch"};
+  std::vector<std::string> workloads{"loop", "recursion", "dicts", "numpy", "torch"}, python_modes;
+  std::string scale = "1";
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--python")) python = true;
@@ -273,7 +305,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--baseline") && has_value) baseline = argv[++i];
     else if (!std::strcmp(argv[i], "--python-bin") && has_value) python_bin = argv[++i];
     else if (!std::strcmp(argv[i], "--py-spy") && has_value) pyspy = argv[++i];
-    else if (!std::strcmp(argv[i], "--workloads") && has_value) {
+    else if (!std::strcmp(argv[i], "--scale") && has_value) scale = argv[++i];
+    else if (!std::strcmp(argv[i], "--modes") && has_value) {
+      std::stringstream ss(argv[++i]);
+      for (std::string m; std::getline(ss, m, ',');) python_modes.push_back(m);
+    } else if (!std::strcmp(argv[i], "--workloads") && has_value) {
       workloads.clear();
       std::stringstream ss(argv[++i]);
       for (std::string w; std::getline(ss, w, ',');) workloads.push_back(w);
@@ -282,7 +318,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (python) return python_main(rounds, python_bin, pyspy, workloads);
+  if (python) return python_main(rounds, python_bin, pyspy, workloads, python_modes, scale);
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-overhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string err = dir + "/stderr";
