@@ -81,8 +81,11 @@ fi
 
 if [[ ${STEPSCOPE_SANITIZED_PREBUILD:-0} == 1 ]]; then
   rm -f "$prebuild_status"
-  # setsid: its own session, so it outlives this script and a Ctrl-C of the suite does not reach it midway.
-  setsid nice -n 19 ionice -c 3 bash -c 'bash scripts/test.sh --sanitize-build > "$1" 2>&1; echo $? > "$2"' \
+  # setsid: its own session, so it outlives this script and a Ctrl-C of the suite does not reach it midway. A new
+  # session is a new scheduler autogroup, which shares the CPU fairly with the suite's whatever its processes'
+  # nice values: the group's own nice value is set too (/proc/self/autogroup), or the suite would get half.
+  setsid nice -n 19 ionice -c 3 bash -c \
+    'echo 19 > /proc/self/autogroup 2>/dev/null; bash scripts/test.sh --sanitize-build > "$1" 2>&1; echo $? > "$2"' \
     _ "$prebuild_log" "$prebuild_status" < /dev/null &
   echo $! > "$prebuild_pid"
   echo "test.sh: building the sanitized trees in the background at the lowest priority ($prebuild_log)"
