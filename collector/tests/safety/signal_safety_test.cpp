@@ -153,7 +153,14 @@ TEST_CASE("the allocation/exception/dlopen storm at 5 kHz: never a call the guar
     CHECK(g.runs > 1000);   // 7 busy threads at 5 kHz for a second
     store::Trace t = store::StoreReader(db).load();
     CHECK(t.samples.size() > 1000);
-    CHECK(t.meta["collector.dropped_samples"] == "0");
+    // Nothing lost silently: every record the handler committed is in the store, and what a full ring refused is
+    // counted. Usually none is refused; in CI beside the sanitized build (nice 19) one run of 5 had 422 of 5,729:
+    // 7 busy threads at 5 kHz on 2 cores leave the collector thread what the host leaves it.
+    const long long committed = std::atoll(t.meta["collector.samples"].c_str());
+    const long long dropped = std::atoll(t.meta["collector.dropped_samples"].c_str());
+    CHECK(static_cast<long long>(t.samples.size()) == committed);
+    CHECK(committed + dropped <= static_cast<long long>(g.runs));
+    CHECK(dropped * 4 < committed);
     // The storm's stacks are shallow: nothing is cut by the window, and most samples unwind past their leaf.
     CHECK(t.meta["collector.stack_truncated_samples"] == "0");
     CHECK(std::atoll(t.meta["collector.leaf_only_samples"].c_str()) * 10 < std::atoll(t.meta["collector.samples"].c_str()));
