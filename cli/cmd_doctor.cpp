@@ -12,7 +12,7 @@
 namespace stepscope::cli {
 namespace {
 
-CommandRegistration reg(80, [](CLI::App& app, int& exit_code) {
+CommandRegistration doctor_command(80, [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "doctor",
       "What works here: CUDA driver, CUPTI, perf events, ptrace, Python hooks, and a self-test recording");

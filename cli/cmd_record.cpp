@@ -9,7 +9,7 @@
 namespace stepscope::cli {
 namespace {
 
-CommandRegistration reg(10, [](CLI::App& app, int& exit_code) {
+CommandRegistration record_command(10, [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("record", "Run a command under the sampling collector (CPU stacks, CUDA, NVTX)");
 #ifdef HAVE_STEPSCOPE_LAUNCHER
   auto o = std::make_shared<collector::RecordOptions>();

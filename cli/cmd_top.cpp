@@ -165,7 +165,7 @@ int run_top(pid_t pid, TopOptions& o) {
   return 0;
 }
 
-CommandRegistration reg(14, [](CLI::App& app, int& exit_code) {
+CommandRegistration top_command(14, [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("top",
                                  "Live view of a running trainer: pace, GPU and data-wait shares, hot "
                                  "functions and Python lines, findings; q or Ctrl-C detaches");

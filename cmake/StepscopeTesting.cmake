@@ -9,15 +9,18 @@ target_compile_definitions(stepscope_catch_main PUBLIC
   STEPSCOPE_BINARY_DIR="${CMAKE_BINARY_DIR}"
   STEPSCOPE_PYTHON_VENV="${STEPSCOPE_PYTHON_VENV}")
 
-# stepscope_add_test(NAME SOURCES a.cpp b.cpp LIBS x y [TIMEOUT s] [SERIAL] [PLAIN_ONLY])
+# stepscope_add_test(NAME SOURCES a.cpp b.cpp LIBS x y [TIMEOUT s] [SERIAL] [PLAIN_ONLY] [FRAMEWORK_CASES])
 # One executable per test file group; each Catch2 TEST_CASE becomes a CTest test. A test prints
 # "SKIPPED:" (see test_support.h) when what it needs is absent, and CTest reports it as skipped.
 # PLAIN_ONLY labels its tests `plain_only`: what they prove runs no instrumented stepscope code (a wheel pip
 # builds itself, the plain collector under the handler guard), so the sanitized suite leaves them out.
+# FRAMEWORK_CASES: the file's cases tagged [framework] run PyTorch or TensorFlow and get the label `framework`.
+# Their instrumented part (launcher, attach, analyzer) is the one the framework-free cases take; what they add is
+# the plain collector inside a framework, so the sanitized suite leaves them out too (docs/reliability.md).
 function(stepscope_add_test name)
   # SERIAL: the test measures time shares of a real program, which other tests running beside it on a
   # small machine would skew (CI runs ctest -j$(nproc)); ctest runs it alone.
-  cmake_parse_arguments(T "SERIAL;PLAIN_ONLY" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL;PLAIN_ONLY;FRAMEWORK_CASES" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -33,9 +36,15 @@ function(stepscope_add_test name)
   endif()
   # A test case whose name CTest cannot pass back to Catch (a ';' splits the list) would run nothing and pass:
   # "No tests ran" fails the test instead.
-  catch_discover_tests(${name}
-    TEST_PREFIX "${name}: "
-    PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_REGULAR_EXPRESSION "SKIPPED:"
-               FAIL_REGULAR_EXPRESSION "No tests ran|No test cases matched"
-               ENVIRONMENT "QT_QPA_PLATFORM=offscreen" RUN_SERIAL ${_serial} ${_labels})
+  set(_properties TIMEOUT ${T_TIMEOUT} SKIP_REGULAR_EXPRESSION "SKIPPED:"
+                  FAIL_REGULAR_EXPRESSION "No tests ran|No test cases matched"
+                  ENVIRONMENT "QT_QPA_PLATFORM=offscreen" RUN_SERIAL ${_serial})
+  if(T_FRAMEWORK_CASES)
+    catch_discover_tests(${name} TEST_SPEC "~[framework]" TEST_PREFIX "${name}: "
+      PROPERTIES ${_properties} ${_labels})
+    catch_discover_tests(${name} TEST_SPEC "[framework]" TEST_PREFIX "${name}: "
+      PROPERTIES ${_properties} LABELS framework)
+  else()
+    catch_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES ${_properties} ${_labels})
+  endif()
 endfunction()

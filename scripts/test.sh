@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything into build-test/ and runs the whole suite (the README's test command; CI runs this).
 #   scripts/test.sh --sanitize   instead: the suite built with ASan + UBSan (build-asan/; tests labelled plain_only,
-#                                whose subject is no instrumented code, left out), the collector's
+#                                whose subject is no instrumented code, and framework, whose instrumented
+#                                part the framework-free tests take, left out), the collector's
 #                                ring/drain test with TSan (build-tsan/), and each libFuzzer target for
 #                                STEPSCOPE_FUZZ_RUNS (20000) executions (build-fuzz/); see docs/reliability.md
 #   scripts/test.sh --sanitize-build   only the builds of --sanitize (not build-test/)
@@ -19,6 +20,11 @@ case ${1:-} in
   *) echo "test.sh: unknown option $1 (--sanitize, --sanitize-build)" >&2; exit 2 ;;
 esac
 jobs=$(nproc)
+# build-test: RelWithDebInfo's -O2 with -g1, line tables: what symbolizing stepscope's own frames and a failure's
+# backtrace need, for three quarters of -g's compile time (the code is the same). The CPU samples the tests
+# record keep -g (samples/cpu).
+plain_config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 prebuild_log=$root/build-sanitize.log prebuild_pid=$root/build-sanitize.pid prebuild_status=$root/build-sanitize.status
 
 # The builds of --sanitize. The collector library is injected into arbitrary programs (python, sh): a sanitizer
@@ -65,7 +71,7 @@ if [[ $mode == sanitize ]]; then
       exit 1
     fi
   fi
-  cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S . -B build-test "${plain_config[@]}"
   cmake --build build-test -j"$jobs" --target stepscope_collector stepscope
   sanitized_builds
   (cd build-asan &&
@@ -73,7 +79,7 @@ if [[ $mode == sanitize ]]; then
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0" \
     LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    ctest --output-on-failure -j"$jobs" --timeout 1200 --label-exclude plain_only)
+    ctest --output-on-failure -j"$jobs" --timeout 1200 --label-exclude 'plain_only|framework')
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
   STEPSCOPE_CLI="$root/build-test/cli/stepscope" STEPSCOPE_FUZZ_BUILD=0 bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
   exit 0
@@ -90,7 +96,7 @@ if [[ ${STEPSCOPE_SANITIZED_PREBUILD:-0} == 1 ]]; then
   echo $! > "$prebuild_pid"
   echo "test.sh: building the sanitized trees in the background at the lowest priority ($prebuild_log)"
 fi
-cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build-test "${plain_config[@]}"
 cmake --build build-test -j"$jobs"
 cd build-test
 ctest --output-on-failure -j"$jobs" --timeout 600

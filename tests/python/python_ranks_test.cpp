@@ -31,7 +31,8 @@ std::string missing_torchrun() {
 
 }  // namespace
 
-TEST_CASE("torchrun --nproc_per_node 2 (gloo, CPU) under record -o run-%r.db gives one store per rank") {
+TEST_CASE("torchrun --nproc_per_node 2 (gloo, CPU) under record -o run-%r.db gives one store per rank",
+          "[framework]") {
   if (auto why = missing_torchrun(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_ranks");
   const std::string pattern = dir.file("run-%r.db");

@@ -229,7 +229,8 @@ void check_host_activity_adds_up(Analyzed& a, int64_t training_tid) {
 }  // namespace
 
 TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thread and agrees with Kineto, "
-          "num_workers=2 is not") {
+          "num_workers=2 is not",
+          "[framework]") {
   if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_torch");
   double saving_estimated_us = 0, step_w0_us = 0;
@@ -329,7 +330,8 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
   }
 }
 
-TEST_CASE("record --wall: the training thread's off-CPU time is measured and names the loader, not backward") {
+TEST_CASE("record --wall: the training thread's off-CPU time is measured and names the loader, not backward",
+          "[framework]") {
   if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_wall");
   const std::string db = dir.file("wall.db");
@@ -351,7 +353,8 @@ TEST_CASE("record --wall: the training thread's off-CPU time is measured and nam
   CHECK(top_off.find("SlowImages.__getitem__") != std::string::npos);
 }
 
-TEST_CASE("tf.data: a slow map without prefetch is input-bound (source tf.data), AUTOTUNE + prefetch cures most of it") {
+TEST_CASE("tf.data: a slow map without prefetch is input-bound (source tf.data), AUTOTUNE + prefetch cures most of it",
+          "[framework]") {
   if (auto why = missing("tensorflow"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_tfdata");
   double uncured = -1;
@@ -382,7 +385,8 @@ TEST_CASE("tf.data: a slow map without prefetch is input-bound (source tf.data),
   }
 }
 
-TEST_CASE("TensorFlow's JIT matmul kernels survive 1 kHz sampling (alternate signal stack)") {
+TEST_CASE("TensorFlow's JIT matmul kernels survive 1 kHz sampling (alternate signal stack)",
+          "[framework]") {
   if (auto why = missing("tensorflow"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_tf_matmul");
   const auto plain = run_shell(shell_quote(venv_python()) + " " + shell_quote(sample("python_tf_matmul.py")) + " 2>/dev/null");
@@ -401,7 +405,8 @@ TEST_CASE("TensorFlow's JIT matmul kernels survive 1 kHz sampling (alternate sig
 
 TEST_CASE(
     "attach to a running DataLoader trainer: the hooks go in and give record's steps, waits and input-bound "
-    "share") {
+    "share",
+    "[framework]") {
   if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_attach");
   const std::string recorded = dir.file("record.db"), attached = dir.file("attach.db");
@@ -451,7 +456,8 @@ TEST_CASE(
 
 TEST_CASE(
     "an installed copy with the source and build trees out of sight records a DataLoader trainer's steps and "
-    "waits") {
+    "waits",
+    "[framework]") {
   if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   if (std::getenv(
           "STEPSCOPE_COLLECTOR_LIB"))  // the sanitized suite: its installed collector cannot go into python
