@@ -8,7 +8,8 @@
 #   scripts/test.sh --sanitize-build   only the builds of --sanitize (not build-test/)
 # STEPSCOPE_SANITIZED_PREBUILD=1 (.ci/run): the plain run also starts --sanitize-build in the background at the
 # lowest CPU and I/O priority, so the sanitized trees are built on the cores the suite leaves idle (its tests
-# wait on child processes; a test marked SERIAL runs alone). A later --sanitize waits for that build.
+# wait on child processes; a test marked SERIAL runs alone). A later --sanitize waits for its ASan tree, runs the
+# ASan suite while the TSan and fuzz builds finish, then waits for those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,6 +27,7 @@ jobs=$(nproc)
 plain_config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 prebuild_log=$root/build-sanitize.log prebuild_pid=$root/build-sanitize.pid prebuild_status=$root/build-sanitize.status
+prebuild_asan=$root/build-sanitize.asan-done
 
 # The builds of --sanitize. The collector library is injected into arbitrary programs (python, sh): a sanitizer
 # runtime cannot be preloaded into them, so `stepscope record` in the sanitized suite injects the plain build's
@@ -38,12 +40,14 @@ sanitized_builds() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DSTEPSCOPE_CUDA_SAMPLES=OFF
   cmake --build build-asan -j"$jobs"
+  touch "$prebuild_asan"  # the ASan suite can start while the TSan and fuzz builds go on
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
   cmake --build build-tsan -j"$jobs" --target collector_ring_test
   STEPSCOPE_FUZZ_BUILD_ONLY=1 bash bench/fuzz/run.sh
 }
 
 if [[ $mode == sanitize-build ]]; then
+  rm -f "$prebuild_asan"
   sanitized_builds
   exit 0
 fi
@@ -60,33 +64,46 @@ if [[ -x scripts/python-env.sh ]]; then
 fi
 
 if [[ $mode == sanitize ]]; then
-  # A build started in the background by the plain run: wait for it, and fail with its log if it failed.
-  if [[ -f $prebuild_pid ]]; then
+  # A build started in the background by the plain run: the ASan suite waits for its ASan tree only, the TSan
+  # and fuzz runs for all of it (which goes on at the lowest priority beside the ASan suite); a failed build
+  # fails here with its log.
+  prebuild_running() { [[ -f $prebuild_pid ]] && kill -0 "$(cat "$prebuild_pid")" 2>/dev/null; }
+  wait_for_prebuild() {  # $1: a file whose presence ends the wait early
+    [[ -f $prebuild_pid ]] || return 0
     echo "test.sh: waiting for the sanitized build started with the suite ($prebuild_log)"
-    while kill -0 "$(cat "$prebuild_pid")" 2>/dev/null; do sleep 5; done
-    rm -f "$prebuild_pid"
-    if [[ $(cat "$prebuild_status" 2>/dev/null) != 0 ]]; then
-      tail -50 "$prebuild_log" >&2
-      echo "test.sh: the sanitized build failed (log: $prebuild_log)" >&2
-      exit 1
+    while prebuild_running && [[ ! -f ${1:-/nonexistent} ]]; do sleep 5; done
+    if ! prebuild_running; then
+      rm -f "$prebuild_pid"
+      if [[ $(cat "$prebuild_status" 2>/dev/null) != 0 ]]; then
+        tail -50 "$prebuild_log" >&2
+        echo "test.sh: the sanitized build failed (log: $prebuild_log)" >&2
+        exit 1
+      fi
     fi
-  fi
+  }
+  background=0
+  [[ -f $prebuild_pid ]] && background=1
+  wait_for_prebuild "$prebuild_asan"
   cmake -S . -B build-test "${plain_config[@]}"
   cmake --build build-test -j"$jobs" --target stepscope_collector stepscope
-  sanitized_builds
+  [[ $background == 1 ]] || sanitized_builds
   (cd build-asan &&
     STEPSCOPE_COLLECTOR_LIB="$root/build-test/collector/libstepscope_collector.so" \
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0" \
     LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --output-on-failure -j"$jobs" --timeout 1200 --label-exclude 'plain_only|framework')
+  if [[ $background == 1 ]]; then
+    wait_for_prebuild
+    sanitized_builds  # up to date: checks it
+  fi
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
   STEPSCOPE_CLI="$root/build-test/cli/stepscope" STEPSCOPE_FUZZ_BUILD=0 bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
   exit 0
 fi
 
 if [[ ${STEPSCOPE_SANITIZED_PREBUILD:-0} == 1 ]]; then
-  rm -f "$prebuild_status"
+  rm -f "$prebuild_status" "$prebuild_asan"
   # setsid: its own session, so it outlives this script and a Ctrl-C of the suite does not reach it midway. A new
   # session is a new scheduler autogroup, which shares the CPU fairly with the suite's whatever its processes'
   # nice values: the group's own nice value is set too (/proc/self/autogroup), or the suite would get half.

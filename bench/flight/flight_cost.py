@@ -18,10 +18,15 @@ a host with no idle core. Every 30 s it reads the collector thread's CPU time (/
 "stepscope"), to tell a fixed cost from one that grows with the run.
 
   bench/flight/flight_cost.py --stepscope build/cli/stepscope --side-by-side --seconds 600 --rounds 1
+
+To take the cost apart, --flight-args adds options to the flight run (e.g. "--cpu-hz 10"), --flight-env sets
+variables for it only (e.g. STEPSCOPE_PYTHON_HOOKS=0), and --null runs the plain trainer in the flight slot: an
+A/A pair, the noise floor of the method.
 """
 import argparse
 import os
 import re
+import shlex
 import sqlite3
 import statistics
 import subprocess
@@ -51,6 +56,10 @@ def main():
     ap.add_argument("--no-memory", action="store_true", help="skip the last run that measures the window's memory")
     ap.add_argument("--side-by-side", action="store_true", help="plain and flight at once, on a core each, swapped "
                     "in the next pair")
+    ap.add_argument("--flight-args", default="", help="--side-by-side: more options for the flight run")
+    ap.add_argument("--flight-env", action="append", default=[], metavar="K=V",
+                    help="--side-by-side: a variable for the flight run only (repeatable)")
+    ap.add_argument("--null", action="store_true", help="--side-by-side: plain in both slots (the noise floor)")
     a = ap.parse_args()
     steps = int(a.seconds * 1000 / a.step_ms)
     p, _ = run([a.python, TRAINER, "--steps", "50", "--every", "1000000000", "--step-ms", str(a.step_ms)])
@@ -128,13 +137,16 @@ def collector_cpu_s(launcher_pid):
 
 def side_by_side(a, trainer, steps, iters, tmp):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    flight = [a.stepscope, "record", "--flight", "60s", "-o", f"{tmp}/f.db", "--"]
+    flight = [a.stepscope, "record", "--flight", "60s"] + shlex.split(a.flight_args) + ["-o", f"{tmp}/f.db", "--"]
+    if a.null:
+        flight = []
+    flight_env = dict(env, **dict(kv.split("=", 1) for kv in a.flight_env))
     pairs = []
     for r in range(a.rounds):
         for plain_cpu, flight_cpu in ((0, 1), (1, 0)):
             p_plain = subprocess.Popen(["taskset", "-c", str(plain_cpu)] + trainer, env=env, text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            p_flight = subprocess.Popen(["taskset", "-c", str(flight_cpu)] + flight + trainer, env=env, text=True,
+            p_flight = subprocess.Popen(["taskset", "-c", str(flight_cpu)] + flight + trainer, env=flight_env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             start, series, last = time.monotonic(), [], (0.0, 0.0)
             while p_flight.poll() is None:
@@ -155,7 +167,10 @@ def side_by_side(a, trainer, steps, iters, tmp):
             pairs.append((plain_cpu, flight_cpu, loops[0], loops[1], series))
             print(f"pair {len(pairs)}: plain on cpu {plain_cpu} {loops[0]:.3f} s, flight on cpu {flight_cpu} "
                   f"{loops[1]:.3f} s ({100 * (loops[1] / loops[0] - 1):+.2f}%)", file=sys.stderr, flush=True)
-    print(f"{steps} steps of {iters} matmul iterations (~{a.step_ms} ms each); plain and `record --flight 60s` at the "
+    what = "plain (--null)" if a.null else " ".join(["`record --flight 60s", a.flight_args]).strip() + "`"
+    if a.flight_env and not a.null:
+        what += " with " + " ".join(a.flight_env)
+    print(f"{steps} steps of {iters} matmul iterations (~{a.step_ms} ms each); plain and {what} at the "
           f"same time, each pinned to one core (its collector thread on its trainer's core), cores swapped pair by pair")
     print(f"{'pair':>4} {'plain cpu':>9} {'plain s':>9} {'flight cpu':>10} {'flight s':>9} {'ovh %':>7}   collector "
           f"thread's CPU per 30 s, % of its core")
