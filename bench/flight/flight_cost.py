@@ -135,6 +135,15 @@ def collector_cpu_s(launcher_pid):
     return None
 
 
+def own_cpu_s(pid):
+    """CPU seconds of process `pid` itself (all its threads, not its children), or None."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return None
+
+
 def side_by_side(a, trainer, steps, iters, tmp):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     flight = [a.stepscope, "record", "--flight", "60s"] + shlex.split(a.flight_args) + ["-o", f"{tmp}/f.db", "--"]
@@ -148,9 +157,11 @@ def side_by_side(a, trainer, steps, iters, tmp):
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             p_flight = subprocess.Popen(["taskset", "-c", str(flight_cpu)] + flight + trainer, env=flight_env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            start, series, last = time.monotonic(), [], (0.0, 0.0)
+            start, series, last, launcher_cpu = time.monotonic(), [], (0.0, 0.0), None
             while p_flight.poll() is None:
                 time.sleep(1)
+                if not a.null:
+                    launcher_cpu = own_cpu_s(p_flight.pid) or launcher_cpu
                 if time.monotonic() - start - last[0] >= 30:
                     cpu = collector_cpu_s(p_flight.pid)
                     if cpu is not None:
@@ -164,6 +175,9 @@ def side_by_side(a, trainer, steps, iters, tmp):
                 if not m:
                     sys.exit(f"flight_cost: {name} failed: {err[-2000:]}")
                 loops.append(float(m.group(1)))
+            if launcher_cpu is not None:
+                print(f"the launcher (`stepscope record`, on the flight trainer's core): {launcher_cpu:.2f} s of CPU",
+                      file=sys.stderr, flush=True)
             pairs.append((plain_cpu, flight_cpu, loops[0], loops[1], series))
             print(f"pair {len(pairs)}: plain on cpu {plain_cpu} {loops[0]:.3f} s, flight on cpu {flight_cpu} "
                   f"{loops[1]:.3f} s ({100 * (loops[1] / loops[0] - 1):+.2f}%)", file=sys.stderr, flush=True)
