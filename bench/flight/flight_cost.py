@@ -118,6 +118,12 @@ def main():
         print("window memory: the failing run saved no window:", p.stderr[-500:])
 
 
+def stat_cpu_s(stat_path):
+    """utime + stime of a /proc .../stat file, in seconds (OSError when it is gone)."""
+    fields = open(stat_path).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def collector_cpu_s(launcher_pid):
     """CPU seconds of the collector thread ("stepscope") in the recorded trainer under `launcher_pid`, or None."""
     try:
@@ -128,8 +134,7 @@ def collector_cpu_s(launcher_pid):
         try:
             for tid in os.listdir(f"/proc/{child}/task"):
                 if open(f"/proc/{child}/task/{tid}/comm").read().strip() == "stepscope":
-                    fields = open(f"/proc/{child}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-                    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                    return stat_cpu_s(f"/proc/{child}/task/{tid}/stat")
         except OSError:
             continue
     return None
@@ -138,8 +143,7 @@ def collector_cpu_s(launcher_pid):
 def own_cpu_s(pid):
     """CPU seconds of process `pid` itself (all its threads, not its children), or None."""
     try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return stat_cpu_s(f"/proc/{pid}/stat")
     except OSError:
         return None
 

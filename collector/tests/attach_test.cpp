@@ -121,17 +121,23 @@ int64_t status_kb(pid_t pid, const char* key) {
     if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
   return -1;
 }
+// A /proc .../stat line past the command name (which may hold spaces and parentheses): field 3 (state) on; empty
+// when it cannot be read.
+std::string stat_after_comm(const fs::path& stat) {
+  std::ifstream f(stat);
+  std::string s;
+  std::getline(f, s);
+  const auto cp = s.rfind(')');
+  return cp == std::string::npos || cp + 2 >= s.size() ? std::string() : s.substr(cp + 2);
+}
 // CPU time of each of the process's threads, in ms: CPU-time sampling at 1 kHz turns it into about as many samples.
 std::map<int64_t, int64_t> thread_cpu_ms(pid_t pid) {
   std::map<int64_t, int64_t> ms;
   std::error_code ec;
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream f(task.path() / "stat");
-    std::string s;
-    std::getline(f, s);
-    const size_t close = s.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(s.substr(close + 2));
+    const std::string after_comm = stat_after_comm(task.path() / "stat");
+    if (after_comm.empty()) continue;  // the thread ended
+    std::istringstream rest(after_comm);
     std::string field;
     int64_t ticks = 0;
     for (int i = 3; i <= 15 && rest >> field; ++i)
@@ -141,11 +147,8 @@ std::map<int64_t, int64_t> thread_cpu_ms(pid_t pid) {
   return ms;
 }
 char state_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s;
-  std::getline(f, s);
-  const auto cp = s.rfind(')');
-  return cp == std::string::npos || cp + 2 >= s.size() ? '?' : s[cp + 2];
+  const std::string rest = stat_after_comm("/proc/" + std::to_string(pid) + "/stat");
+  return rest.empty() ? '?' : rest[0];
 }
 
 // Leaf function names of the samples of `pid` (all processes when 0).
