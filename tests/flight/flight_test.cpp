@@ -253,9 +253,20 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   REQUIRE(last != std::string::npos);
   const std::string view = screen.substr(last);
   CHECK(view.find("stepscope top - pid " + std::to_string(trainer_pid)) != std::string::npos);
-  CHECK(std::regex_search(
-      view, std::regex(R"(steps/s (1[5-9][0-9]|2[0-4][0-9])\.[0-9]{2})")));  // ~5 ms steps: ~200 a second
-  CHECK(std::regex_search(view, std::regex(R"(step p50 [4-9]\.[0-9]{2} ms)")));
+  // The trainer calibrates its ~5 ms of numpy work once at start, so on a loaded machine its steps can come out
+  // anywhere from ~2 to ~15 ms; what must hold is that the view's rate and its percentiles agree.
+  std::smatch m;
+  REQUIRE(std::regex_search(view, m,
+                            std::regex(R"(steps/s ([0-9]+\.[0-9]{2})   step p50 ([0-9]+\.[0-9]{2}) ms   p95 ([0-9]+\.[0-9]{2}) ms)")));
+  const double per_s = std::stod(m[1]), p50 = std::stod(m[2]), p95 = std::stod(m[3]);
+  CHECK(p50 >= 1.5);
+  CHECK(p50 <= 20.0);
+  CHECK(p50 <= p95);
+  // The mean step the rate implies lies between the median and p95 (loaded machines skew steps to the right;
+  // the slow-step sleep never fires here).
+  const double mean_ms = 1000.0 / per_s;
+  CHECK(mean_ms >= 0.8 * p50);
+  CHECK(mean_ms <= 1.1 * p95);
   CHECK(view.find("(steps: step-func)") != std::string::npos);
   CHECK(view.find("GPU busy -- (no GPU activity traced)") != std::string::npos);
   CHECK(view.find("Top host functions of the training thread python") != std::string::npos);
