@@ -253,11 +253,13 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   REQUIRE(last != std::string::npos);
   const std::string view = screen.substr(last);
   CHECK(view.find("stepscope top - pid " + std::to_string(trainer_pid)) != std::string::npos);
-  // The trainer calibrates its ~5 ms of numpy work once at start, so on a loaded machine its steps can come out
-  // anywhere from ~2 to ~15 ms; what must hold is that the view's rate and its percentiles agree.
+  // The trainer calibrates its ~5 ms of numpy work once at start, so on a loaded machine its steps can come
+  // out anywhere from ~2 to ~15 ms; what must hold is that the view's rate and its percentiles agree.
   std::smatch m;
-  REQUIRE(std::regex_search(view, m,
-                            std::regex(R"(steps/s ([0-9]+\.[0-9]{2})   step p50 ([0-9]+\.[0-9]{2}) ms   p95 ([0-9]+\.[0-9]{2}) ms)")));
+  REQUIRE(std::regex_search(
+      view, m,
+      std::regex(
+          R"(steps/s ([0-9]+\.[0-9]{2})   step p50 ([0-9]+\.[0-9]{2}) ms   p95 ([0-9]+\.[0-9]{2}) ms)")));
   const double per_s = std::stod(m[1]), p50 = std::stod(m[2]), p95 = std::stod(m[3]);
   CHECK(p50 >= 1.5);
   CHECK(p50 <= 20.0);
