@@ -155,6 +155,31 @@ TEST_CASE("one hot function gets most samples, with symbol and file:line, stepsc
   CHECK(exe_has_build_id);
 }
 
+TEST_CASE(
+    "a 200-function call chain: every frame unwound, each return address's unwind rule looked up once") {
+  test::ScratchDir dir("collector_wide");
+  const std::string db = dir.file("wide.db");
+  auto r = test::run_argv(record_cmd(db, {sample("wide_chain"), "--iterations", "400000000"}), dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.samples.size() >= 200);
+  size_t hot = 0, whole = 0;
+  for (const auto& [tid, li] : leaves(t)) {
+    if (li.symbol.find("hot_leaf") == std::string::npos) continue;
+    ++hot;
+    if (li.depth >= 203) ++whole;  // hot_leaf + 200 links + main + libc start (+ _start)
+  }
+  CHECK(hot >= t.samples.size() * 80 / 100);
+  CHECK(whole >= hot * 95 / 100);
+  // ~205 distinct return addresses and a few leaf PCs: with libunwind's cache at its default 128 entries
+  // (what a single unw_set_cache_size call leaves) each sample searched the tables for ~200 frames.
+  const long long searches = std::atoll(t.meta["collector.unwind_table_searches"].c_str());
+  INFO("table searches " << searches << " for " << t.samples.size() << " samples");
+  CHECK(searches > 0);
+  CHECK(searches < 1000);
+}
+
 TEST_CASE("eight threads each hot in their own function are each attributed") {
   test::ScratchDir dir("collector_threads");
   const std::string db = dir.file("threads.db");

@@ -40,7 +40,9 @@ struct RawPyFrame {
 
 namespace stepscope::collector {
 
-constexpr int kMaxPcs = 128;
+// Native frames kept per sample. Nested imports reach 200+ native frames within the 32 KiB window; a stack
+// cut here is marked truncated like one cut by the window, so its root is the truncation marker.
+constexpr int kMaxPcs = 256;
 constexpr int kMaxPy = 64;
 // The stack window each sample copies from the stack pointer up (STEPSCOPE_STACK_BYTES, --stack-bytes): what
 // the collector thread can unwind. Deeper stacks are cut there (counted: collector.stack_truncated_samples).

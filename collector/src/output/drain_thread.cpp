@@ -29,10 +29,14 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.stack_truncated_samples"] = std::to_string(u.truncated);
   m["collector.stack_unreadable_samples"] = std::to_string(u.unreadable);
   m["collector.leaf_only_samples"] = std::to_string(u.leaf_only);
+  m["collector.raw_stack_hits"] = std::to_string(u.raw_hits);
+  m["collector.stack_node_lookups"] = std::to_string(u.node_lookups);
   m["collector.stack_window_bytes"] = std::to_string(g->stack_window);
   m["collector.ring_bytes"] = std::to_string(g->ring_bytes);
   m["collector.stack_bytes_max"] = std::to_string(u.max_stack_bytes);
-  m["collector.unwind_memory_reads"] = std::to_string(g_drainer->unwinder_memory_reads());
+  m["collector.unwind_memory_reads"] = std::to_string(g_drainer->unwinder().memory_reads());
+  m["collector.unwind_table_searches"] = std::to_string(g_drainer->unwinder().table_searches());
+  m["collector.unwind_object_reads"] = std::to_string(g_drainer->unwinder().object_reads());
   m["collector.unwinder"] = unwind::CopiedStackUnwinder::skips_signal_masks()
                                 ? "libunwind remote, copied stacks (cache lock without signal masks)"
                                 : "libunwind remote, copied stacks";

@@ -47,9 +47,19 @@ void Drainer::refresh_modules() {
     put(m);
   });
   raw_stacks_.clear();  // a library may have been replaced at the same addresses
+  std::fill(pc_frames_.begin(), pc_frames_.end(), PcSlot{});
 }
 
 int64_t Drainer::native_frame(uintptr_t pc, bool leaf) {
+  const uintptr_t pc_key = (pc << 1) | uintptr_t(leaf);
+  PcSlot& slot = pc_frames_[(pc_key ^ (pc_key >> 13)) & (kPcSlots - 1)];
+  if (slot.key == pc_key) return slot.frame;
+  const int64_t id = native_frame_uncached(pc, leaf);
+  slot = {pc_key, id};  // after a refresh (which empties the slots) too: the id is the new map's
+  return id;
+}
+
+int64_t Drainer::native_frame_uncached(uintptr_t pc, bool leaf) {
   const ModuleRange* m = modules_.find(pc);
   if (!m && clock_ns(CLOCK_MONOTONIC) - modules_.last_refresh_ns() > 50000000) {  // a dlopen since the last look
     refresh_modules();
@@ -112,8 +122,8 @@ int64_t Drainer::truncated_frame() {
   store::Frame f;
   f.id = ++last_frame_;
   f.module = intern("[stepscope]");
-  f.symbol = intern("[stack deeper than the " + std::to_string(g->stack_window / 1024) +
-                             " KiB window: outer frames cut]");
+  f.symbol = intern("[stack deeper than the " + std::to_string(g->stack_window / 1024) + " KiB window or " +
+                    std::to_string(kMaxPcs) + " frames: outer frames cut]");
   f.kind = store::FrameKind::Native;
   put(f);
   return truncated_frame_ = f.id;
@@ -133,8 +143,13 @@ int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
 }
 
 void Drainer::check_modules() {
-  if (modules_.empty() || modules_.loader_changed()) {
-    refresh_modules();
+  if (modules_.empty() || modules_.loader_changed()) refresh_modules();
+  // The unwinder's rules and memory lines stay true while nothing is unloaded: a library loaded since only
+  // adds addresses (a PyTorch loop loads a few dozen in its first steps; flushing for each re-searched every
+  // table). Compared here, not in refresh_modules(): native_frame() may have refreshed after a dlclose
+  // already.
+  if (modules_.unloads() != unloads_flushed_) {
+    unloads_flushed_ = modules_.unloads();
     unwinder_.flush();
   }
 }
@@ -183,7 +198,10 @@ int64_t Drainer::record_stack(const uint8_t* rec, size_t len, SampleHeader& h) {
   raw_key_.assign(reinterpret_cast<const char*>(pcs), n_pcs * sizeof(uintptr_t));
   raw_key_.append(reinterpret_cast<const char*>(py_.data()), n_py_bytes);
   raw_key_.push_back(r.truncated ? 't' : 'w');
-  if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) return it->second;
+  if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) {
+    ++stats_.raw_hits;
+    return it->second;
+  }
   const int64_t node = intern_stack(pcs, n_pcs, py_.data(), py_.size(), skip == 0, r.truncated);
   if (raw_stacks_.size() >= kMaxRawStacks) raw_stacks_.clear();  // bounded memory (Python's varied stacks)
   raw_stacks_.emplace(raw_key_, node);
@@ -231,8 +249,21 @@ int64_t Drainer::intern_stack(const uintptr_t* pcs, size_t n_pcs, const python::
   }
   // A stack deeper than the copied window: its outermost frames are missing, and the tree says so at its root.
   if (truncated) frame_ids_.push_back(truncated_frame());
-  int64_t node = 0;
-  for (auto it = frame_ids_.rbegin(); it != frame_ids_.rend(); ++it) node = stack_node(node, *it);
+  // Consecutive samples of a thread share most of their outer frames: the nodes of the prefix (root first)
+  // this stack has in common with the last one interned are known, so only the rest is looked up.
+  const size_t depth = frame_ids_.size();
+  size_t same = 0;
+  while (same < depth && same < last_ids_.size() && last_ids_[same] == frame_ids_[depth - 1 - same]) ++same;
+  last_ids_.resize(depth);
+  last_nodes_.resize(depth);
+  int64_t node = same ? last_nodes_[same - 1] : 0;
+  stats_.node_lookups += depth - same;
+  for (size_t k = same; k < depth; ++k) {
+    const int64_t frame = frame_ids_[depth - 1 - k];
+    node = stack_node(node, frame);
+    last_ids_[k] = frame;
+    last_nodes_[k] = node;
+  }
   return node;
 }
 

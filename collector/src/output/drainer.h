@@ -1,6 +1,7 @@
 // The collector thread's writer: this process's partial store, and the deduplication that turns raw samples
 // (PCs + raw Python frames) into frames and prefix-tree stack nodes. Only the collector thread uses it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,9 +46,11 @@ class Drainer {
     uint64_t records = 0, truncated = 0, unreadable = 0, leaf_only = 0, frames = 0;
     uint64_t ns = 0, timed = 0;  // CPU time of the timed unwinds (one in 16)
     uint64_t stack_bytes = 0, max_stack_bytes = 0;
+    uint64_t raw_hits = 0;      // samples whose raw stack was interned before (no frame or node lookups)
+    uint64_t node_lookups = 0;  // prefix-tree nodes looked up for the others
   };
   const UnwindStats& unwind_stats() const { return stats_; }
-  uint64_t unwinder_memory_reads() const { return unwinder_.memory_reads(); }
+  const unwind::CopiedStackUnwinder& unwinder() const { return unwinder_; }
   void append_pending(store::Trace& rows);
   // Interns stacks captured at blocking CUDA calls; append_pending() attaches them to their API calls.
   void add_call_stacks(std::vector<PendingRows::CallStack>& stacks);
@@ -78,6 +81,7 @@ class Drainer {
                        bool first_is_leaf, bool truncated);
   int64_t truncated_frame();
   int64_t native_frame(uintptr_t pc, bool leaf);
+  int64_t native_frame_uncached(uintptr_t pc, bool leaf);
   int64_t python_frame(const python::RawPyFrame& pf);
   bool is_eval_frame(uintptr_t pc);
   int64_t stack_node(int64_t parent, int64_t frame);
@@ -89,12 +93,22 @@ class Drainer {
   ModuleMap modules_;
   unwind::CopiedStackUnwinder unwinder_{modules_};
   bool unwinder_tried_ = false;
+  unsigned long long unloads_flushed_ = 0;  // the loader's unload count when the unwinder was last flushed
   UnwindStats stats_;
   std::vector<uintptr_t> unwound_;
   std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> frames_, py_frames_, stacks_;
   int64_t last_frame_ = 0, last_stack_ = 0, truncated_frame_ = 0;
   std::unordered_set<int32_t> threads_named_;
+  // PC → frame id, direct-mapped in front of the module lookup and frames_ (emptied when the modules change).
+  struct PcSlot {
+    uintptr_t key = 0;  // pc << 1 | leaf
+    int64_t frame = 0;
+  };
+  static constexpr size_t kPcSlots = 8192;
+  std::array<PcSlot, kPcSlots> pc_frames_{};
   std::vector<int64_t> frame_ids_;
+  std::vector<int64_t> last_ids_,
+      last_nodes_;  // the last interned stack, root first: frame ids and their nodes
   std::vector<python::RawPyFrame> py_;
   std::string raw_key_;
   std::unordered_map<std::string, int64_t> raw_stacks_;  // raw PCs + raw Python frames → stack node

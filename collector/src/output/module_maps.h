@@ -36,6 +36,8 @@ class ModuleMap {
   const ModuleImage* find_image(uintptr_t addr) const;
   // Whether objects were loaded or unloaded since the last refresh (dl_iterate_phdr's adds/subs counters).
   bool loader_changed() const;
+  // Objects unloaded before the last refresh (dl_iterate_phdr's subs counter).
+  unsigned long long unloads() const { return subs_; }
   const std::string& path(int index) const { return paths_[index]; }
   bool empty() const { return ranges_.empty(); }
   int64_t last_refresh_ns() const { return last_refresh_ns_; }

@@ -24,7 +24,7 @@ class CopiedStackUnwinder {
   // then keep their leaf only.
   bool init(std::string& why);
   bool ready() const { return as_ != nullptr; }
-  // Objects were loaded or unloaded: cached unwind rules and memory may belong to objects gone since.
+  // Objects were unloaded: cached unwind rules and memory may belong to objects gone since.
   void flush();
 
   struct Result {
@@ -39,6 +39,9 @@ class CopiedStackUnwinder {
   static bool skips_signal_masks();
   // Process-memory reads that went to the kernel (cache misses), for the collector's own accounting.
   uint64_t memory_reads() const { return memory_reads_; }
+  // Unwind-table searches (libunwind's rule cache missed) and reads of objects' memory (tables, code).
+  uint64_t table_searches() const { return table_searches_; }
+  uint64_t object_reads() const { return object_reads_; }
 
   // libunwind's callbacks (public for the C accessor table; not part of the interface).
   struct Sample;
@@ -51,7 +54,9 @@ class CopiedStackUnwinder {
   const ModuleMap& modules_;
   void* as_ = nullptr;  // unw_addr_space_t
   bool flush_due_ = false;
-  uint64_t memory_reads_ = 0;
+  uint64_t memory_reads_ = 0, table_searches_ = 0, object_reads_ = 0;
+  uintptr_t image_lo_ = 0, image_span_ = 0;  // the object the last read outside the stack copy fell in
+  int64_t image_generation_ = -1;            // the module map's refresh it was found in
   // Direct-mapped cache of process memory read through the kernel: objects' code and unwind tables are
   // read-only and read again and again on cache misses of libunwind's own.
   static constexpr int kLines = 4096;
