@@ -79,9 +79,7 @@ CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
         exit_code = 0;
         return;
       }
-      const auto slash = save.rfind('/');
-      if (per_rank && !std::filesystem::exists(save, ec) &&
-          !std::filesystem::exists(save.substr(0, slash + 1) + ".merging-" + save.substr(slash + 1), ec)) {
+      if (per_rank && !collector::flight_save_pending(save)) {
         const auto stores = collector::rank_stores(path);
         for (const auto& s : stores) std::printf("%s\n", s.c_str());
         exit_code = stores.empty() ? 1 : 0;

@@ -23,6 +23,11 @@ for f in "${files[@]}"; do
   mkdir -p "$dest/$(dirname "$f")"
   strip --strip-unneeded -o "$dest/$f" "$build/$f"
 done
+# Optional: what one sampling signal costs there (bench/signal_cost), beside this VM's figure.
+if [[ -f $build/bench/signal_cost/signal_cost_bench ]]; then
+  mkdir -p "$dest/bench/signal_cost"
+  strip --strip-unneeded -o "$dest/bench/signal_cost/signal_cost_bench" "$build/bench/signal_cost/signal_cost_bench"
+fi
 # libunwind is dlopen'ed by the collector: ldd cannot see it.
 extra=$(ldconfig -p | sed -n 's/.*libunwind-x86_64\.so\.8 (.*) => //p' | head -1)
 deps=$( { for f in "${files[@]}"; do ldd "$build/$f"; done; [[ -n $extra ]] && ldd "$extra" && echo " x => $extra (0)"; } |

@@ -68,6 +68,13 @@ if [[ -x $probe ]]; then
   echo "gpu-proof: CUPTI re-attach probe (exit $?): $out/cupti-reattach-probe.md"
   cat "$out/cupti-reattach-probe.md"
 fi
+# The floor under any in-process signal sampler on that machine (docs/performance.md: ~30 µs a signal on the
+# project VM), half a minute.
+if [[ -x $build/bench/signal_cost/signal_cost_bench ]]; then
+  timeout 90 "$build/bench/signal_cost/signal_cost_bench" --rounds 5 > "$out/signal-cost.md" 2>&1
+  echo "gpu-proof: signal cost (exit $?): $out/signal-cost.md"
+  cat "$out/signal-cost.md"
+fi
 PYTHONUNBUFFERED=1 "$py" "$here/gpu_proof.py" run --build "$build" --out "$out" --python "$py" "${@:3}" || exit $?
 "$py" "$here/gpu_proof.py" check --out "$out" --stepscope "$build/cli/stepscope"
 status=$?

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "sampling/interrupted.h"
+#include "unwind/safe_copy.h"
 #include "unwind/stack_capture.h"
 
 using namespace stepscope::collector;
@@ -179,4 +181,91 @@ TEST_CASE("read_own_memory: true only when every byte is readable") {
   CHECK_FALSE(read_own_memory(buf, p.at(2 * kPage - 128), sizeof buf));  // into the hole
   CHECK_FALSE(read_own_memory(buf, p.at(2 * kPage + 16), 16));           // inside it
   CHECK_FALSE(read_own_memory(buf, 0, 8));                               // null
+}
+
+namespace {
+
+// In a child: `body`, then how the child ended (exit status, or 128 + the signal that ended it).
+template <class F>
+int in_child(F body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL);  // Catch's own handler is inherited: the program here starts at the default
+    signal(SIGBUS, SIG_DFL);
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+void exit_42(int) {
+  _exit(42);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the fault guard: guarded copies stop at the first unreadable byte, and every other fault is the "
+    "program's") {
+  using namespace stepscope::collector::unwind;
+  SECTION("guarded copies inside a scope: exact counts at holes, no system call, no crash") {
+    CHECK(in_child([] {
+            Pages p(3);
+            p.hole(2);
+            if (!install_fault_guard()) _exit(10);
+            uint8_t buf[2 * kPage];
+            const FaultGuardScope guard;
+            if (!guard.active() || !fault_guard_active()) _exit(11);
+            if (read_memory(buf, p.at(kPage - 100), 300) != 300) _exit(12);  // across two readable pages
+            if (std::memcmp(buf, p.base + kPage - 100, 300) != 0) _exit(13);
+            if (read_memory(buf, p.at(2 * kPage - 64), 300) != 64) _exit(14);  // up to the hole, exactly
+            if (std::memcmp(buf, p.base + 2 * kPage - 64, 64) != 0) _exit(15);
+            if (read_memory(buf, p.at(2 * kPage + 8), 8) != 0) _exit(16);  // inside it
+            if (read_memory(buf, 0, 8) != 0) _exit(17);                    // null
+            // copy_stack without bounds goes through the same copy.
+            const StackCopy c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf);
+            if (c.bytes != 2 * kPage - 100 || c.faulted || c.capped) _exit(18);
+          }) == 0);
+  }
+  SECTION("outside a scope, reads are process_vm_readv's, with the same counts") {
+    CHECK(in_child([] {
+            Pages p(3);
+            p.hole(2);
+            if (!install_fault_guard()) _exit(10);
+            uint8_t buf[300];
+            if (fault_guard_active()) _exit(11);
+            if (read_memory(buf, p.at(kPage - 100), 300) != 300) _exit(12);
+            if (read_memory(buf, p.at(2 * kPage - 64), 300) != 64) _exit(13);
+            if (read_memory(buf, p.at(2 * kPage + 8), 8) != 0) _exit(14);
+          }) == 0);
+  }
+  SECTION("a real fault of the program still ends it with SIGSEGV") {
+    CHECK(in_child([] {
+            if (!install_fault_guard()) _exit(10);
+            volatile int* null = nullptr;
+            *null = 1;
+          }) == 128 + SIGSEGV);
+  }
+  SECTION("a handler the program had installed before still gets its faults") {
+    CHECK(in_child([] {
+            signal(SIGSEGV, exit_42);
+            if (!install_fault_guard()) _exit(10);
+            volatile int* null = nullptr;
+            *null = 1;
+          }) == 42);
+  }
+  SECTION("a handler the program installs later replaces the guard: scopes are inactive, reads still safe") {
+    CHECK(in_child([] {
+            Pages p(3);
+            p.hole(2);
+            if (!install_fault_guard()) _exit(10);
+            signal(SIGSEGV, exit_42);
+            const FaultGuardScope guard;
+            if (guard.active() || fault_guard_active()) _exit(11);
+            uint8_t buf[300];
+            if (read_memory(buf, p.at(2 * kPage - 64), 300) != 64) _exit(12);  // the system call, no fault
+          }) == 0);
+  }
 }

@@ -1,7 +1,8 @@
 // Test-only preload library: samples the process with SIGPROF, captures Python frames in the signal handler
 // through collector/src/python exactly as the collector does, and writes them resolved when the Python
 // script calls stepscope_probe_dump(path) through ctypes. Also counts the native _PyEval_EvalFrameDefault
-// frames of each sample (libunwind), to check the splice rule: one evaluator frame per is_entry frame.
+// frames of each sample (libunwind), to check the splice rule: one evaluator frame per is_entry frame. Every
+// other sample reads through the collector's fault guard (unwind/safe_copy.h), the others by system call.
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "python_frames.h"
+#include "unwind/safe_copy.h"
 
 namespace py = stepscope::collector::python;
 
@@ -42,7 +44,12 @@ void on_prof(int, siginfo_t*, void*) {
   if (i >= kMaxSamples) return;
   Sample& s = g_samples[i];
   const int64_t t0 = now_ns();
-  s.count = py::capture_current_thread(s.frames, kMaxFrames);
+  if (i % 2 == 0) {  // every other sample reads with guarded copies, as the collector's handler does
+    const stepscope::collector::unwind::FaultGuardScope guard;
+    s.count = py::capture_current_thread(s.frames, kMaxFrames);
+  } else {
+    s.count = py::capture_current_thread(s.frames, kMaxFrames);
+  }
   if (s.count > 0) g_capture_ns += now_ns() - t0, ++g_captures;
   void* pcs[256];
   const int depth = unw_backtrace(pcs, 256);
@@ -56,6 +63,7 @@ __attribute__((constructor)) void start() {
     std::fprintf(stderr, "probe: %s\n", py::describe().c_str());
     return;
   }
+  stepscope::collector::unwind::install_fault_guard();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   void* warm[8];
   unw_backtrace(warm, 8);

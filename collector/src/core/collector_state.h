@@ -103,8 +103,25 @@ struct Counters {
   std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls
   std::atomic<uint64_t> call_stacks_skipped{0};  // over the rate limit or the queue bound
   std::atomic<uint64_t> out_of_memory_passes{0};  // drain passes lost because an allocation failed
-  std::atomic<uint64_t> handler_hist[64] = {};  // handler duration, 100 ns buckets (last: >= 6.3 us)
+  std::atomic<uint64_t> handler_hist[64] = {};    // handler duration, buckets of handler_bucket()
 };
+
+// Handler durations: 100 ns buckets up to 3.2 µs, then four a doubling up to ~820 µs (the last open-ended).
+// Integer-only, for the signal handler. (Linear buckets capped at 6.3 µs once hid handlers that took longer.)
+inline int handler_bucket(int64_t ns) {
+  const uint64_t r = ns > 0 ? uint64_t(ns) / 100 : 0;  // in 100 ns units
+  if (r < 32) return int(r);
+  const int msb = 63 - __builtin_clzll(r);  // >= 5
+  const int b = 32 + (msb - 5) * 4 + int((r >> (msb - 2)) & 3);
+  return b < 63 ? b : 63;
+}
+// The middle of bucket b, in ns.
+inline double handler_bucket_mid_ns(int b) {
+  if (b < 32) return b * 100.0 + 50.0;
+  const int msb = 5 + (b - 32) / 4, q = (b - 32) % 4;
+  return 100.0 * double((4 + q) << (msb - 2)) *
+         1.125;  // 4+q .. 5+q quarters of a doubling: 4.5/4 of the low end
+}
 
 enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };
 

@@ -18,6 +18,7 @@
 #include "sampling/signal_handler.h"
 #include "sampling/thread_registry.h"
 #include "sampling/timers.h"
+#include "unwind/safe_copy.h"
 
 namespace stepscope::collector {
 namespace {
@@ -160,6 +161,9 @@ void start_with(const Config* config, bool windowed) {
   // The program's signal handling stays exactly as it was. A flight recording also saves its window when the
   // program crashes (SIGSEGV, SIGABRT, ...), where the program left those signals at their default.
   if (!windowed) install_termination_standins(flight::active());
+  // After the stand-ins (which take only a signal left at its default): the guard passes every fault that is
+  // not its own to whatever was installed before it (unwind/safe_copy.h).
+  unwind::install_fault_guard();
   if (windowed && flight::active()) flight::watch_exit_status();  // the launcher sees it only under record
   if (flight::active() && !windowed) {
     std::string error;  // `stepscope dump PID` asks over the control channel

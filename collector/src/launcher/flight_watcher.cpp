@@ -79,10 +79,23 @@ void FlightWatcher::poll() {
   }
 }
 
+namespace {
+// Renamed first: a process still scanning takes a dot-name for none of its business.
+std::string merging_path(const std::string& dir, const std::string& name) {
+  return dir + "/.merging-" + name;
+}
+}  // namespace
+
+bool flight_save_pending(const std::string& save) {
+  std::error_code ec;
+  const auto slash = save.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : save.substr(0, slash);
+  return fs::exists(save, ec) || fs::exists(merging_path(dir, save.substr(slash + 1)), ec);
+}
+
 void FlightWatcher::merge(const std::string& name, std::map<std::string, std::string> trigger) {
   std::error_code ec;
-  // Renamed first: a process still scanning takes a dot-name for none of its business.
-  const std::string taken = dir_ + "/.merging-" + name;
+  const std::string taken = merging_path(dir_, name);
   fs::rename(dir_ + "/" + name, taken, ec);
   if (ec) return;
   const std::string output = prefix_ + "-" + name + ".db";

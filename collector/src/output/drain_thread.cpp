@@ -51,10 +51,15 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.threads_unsampled"] = std::to_string(c.threads_unsampled.load());
   uint64_t total = 0, seen = 0;
   for (auto& b : c.handler_hist) total += b.load();
+  bool median_done = false;
   for (int i = 0; i < 64 && total; ++i) {
     seen += c.handler_hist[i].load();
-    if (seen * 2 >= total) {
-      m["collector.handler_ns_median"] = std::to_string(i * 100 + 50);  // bucket midpoint
+    if (!median_done && seen * 2 >= total) {
+      m["collector.handler_ns_median"] = std::to_string(int64_t(handler_bucket_mid_ns(i)));
+      median_done = true;
+    }
+    if (seen * 100 >= total * 99) {
+      m["collector.handler_ns_p99"] = std::to_string(int64_t(handler_bucket_mid_ns(i)));
       break;
     }
   }
@@ -89,7 +94,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   std::snprintf(buf, sizeof buf, "%.6f", own_s);
   m["collector.own_threads_cpu_s"] = buf;
   double handler_ns = 0;
-  for (int i = 0; i < 64; ++i) handler_ns += double(c.handler_hist[i].load()) * (i * 100 + 50);
+  for (int i = 0; i < 64; ++i) handler_ns += double(c.handler_hist[i].load()) * handler_bucket_mid_ns(i);
   std::snprintf(buf, sizeof buf, "%.6f", handler_ns / 1e9);
   m["collector.handler_cpu_s_estimate"] = buf;
   std::snprintf(buf, sizeof buf, "%.6f", own_s + handler_ns / 1e9);

@@ -7,6 +7,7 @@
 
 #include "core/collector_state.h"
 #include "sampling/interrupted.h"
+#include "unwind/safe_copy.h"
 
 namespace stepscope::collector {
 
@@ -68,10 +69,14 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
   h.tid = tid;
   h.on_cpu = 1;
   if (ts->timer_kind == TimerKind::WallTimer && interrupted_in_syscall(uc)) h.on_cpu = 0;
-  ts->ring.commit(capture_record(uc, ts->stack, h, rec));
+  {
+    const unwind::FaultGuardScope
+        guard;  // reads below are guarded copies, not system calls, when it is active
+    ts->ring.commit(capture_record(uc, ts->stack, h, rec));
+  }
   g->counters.samples.fetch_add(1, std::memory_order_relaxed);
-  const int64_t bucket = std::min<int64_t>((clock_ns(CLOCK_MONOTONIC) - t_enter) / 100, 63);
-  g->counters.handler_hist[bucket].fetch_add(1, std::memory_order_relaxed);
+  g->counters.handler_hist[handler_bucket(clock_ns(CLOCK_MONOTONIC) - t_enter)].fetch_add(
+      1, std::memory_order_relaxed);
   errno = saved_errno;
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "unwind/safe_copy.h"
+
 namespace stepscope::collector::unwind {
 namespace {
 
@@ -49,6 +51,12 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
     c.bytes = avail < max ? avail : max;
     c.capped = avail > max;
     std::memcpy(dst, reinterpret_cast<const void*>(sp), c.bytes);
+    return c;
+  }
+  if (fault_guard_active()) {  // a guarded copy stops at the first unreadable byte: the first unmapped page
+    c.bytes = read_memory(dst, sp, max);
+    c.faulted = c.bytes == 0;
+    c.capped = c.bytes == max;
     return c;
   }
   // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page.

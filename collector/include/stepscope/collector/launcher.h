@@ -60,6 +60,10 @@ RecordSummary record(const RecordOptions& options);
 std::map<std::string, std::string> flight_env(const RecordOptions& options, const std::string& dir,
                                               const std::string& prefix);
 
+// True while the flight save folder `save` (a full path) waits for its merge or is being merged (the launcher
+// renames it to a dot-name first, flight_watcher.cpp).
+bool flight_save_pending(const std::string& save);
+
 // The stores a path with %r was written as (one per rank, "launcher" included), sorted; none: empty.
 std::vector<std::string> rank_stores(const std::string& pattern);
 

@@ -1,0 +1,36 @@
+// Fault-safe reads of this process's memory without a system call per read: a copy whose faults a
+// SIGSEGV/SIGBUS handler of the collector turns into a short count (async-profiler's SafeAccess, Go's and the
+// JVM's safe fetch). The handler is installed once and passes every other fault on to the handler that was
+// there before; a program that installs its own later (Python's faulthandler, a Rust runtime) replaces it,
+// and reads go back to process_vm_readv. Everything here but install_fault_guard() is async-signal-safe.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace stepscope::collector::unwind {
+
+// Installs the guard for SIGSEGV and SIGBUS (once per process; false when it could not). Not
+// async-signal-safe.
+bool install_fault_guard();
+
+// Within its scope the calling thread reads with guarded copies, if the guard is still the installed handler
+// of both signals (checked once, two rt_sigaction system calls). For the sampling signal handler.
+class FaultGuardScope {
+ public:
+  FaultGuardScope();
+  ~FaultGuardScope();
+  FaultGuardScope(const FaultGuardScope&) = delete;
+  FaultGuardScope& operator=(const FaultGuardScope&) = delete;
+  bool active() const { return active_; }
+
+ private:
+  bool active_ = false;
+};
+
+// Copies up to `n` bytes from `addr` upward: the bytes copied before the first unreadable one. A guarded copy
+// inside a FaultGuardScope that is active, process_vm_readv otherwise (then a partial count ends at a page).
+size_t read_memory(void* dst, uintptr_t addr, size_t n);
+// Whether the calling thread is inside an active FaultGuardScope.
+bool fault_guard_active();
+
+}  // namespace stepscope::collector::unwind
