@@ -162,17 +162,20 @@ TEST_CASE("a CPU-burning Python function is the top Python frame of its thread, 
   CHECK(double(top_burn_line) >= 0.5 * top_burn);  // the hot line is the loop body
 }
 
-TEST_CASE("a Python program that segfaults ends as it would without stepscope, faulthandler's traceback included") {
+TEST_CASE(
+    "a Python program that segfaults ends as it would without stepscope, faulthandler's traceback included") {
   // The collector's fault guard (unwind/safe_copy.h) sees every SIGSEGV first, or second when faulthandler
   // installed its handler after it: the program's own crash must still end it with SIGSEGV, and faulthandler
   // must still print. Half a second of Python work first, sampled at 2 kHz, so the guard is in use.
   ScratchDir dir("python_record_segv");
-  const std::string crash = " -c 'import ctypes; [sum(range(20000)) for _ in range(2000)]; ctypes.string_at(0)'";
+  const std::string crash =
+      " -c 'import ctypes; [sum(range(20000)) for _ in range(2000)]; ctypes.string_at(0)'";
   for (const std::string fh : {"", " -X faulthandler"}) {
     INFO("python" << fh);
     const auto plain = run_shell(shell_quote(venv_python()) + fh + crash + " 2>&1");
-    const auto rec = run_shell(shell_quote(kCli) + " record --cpu-hz 2000 -o " + shell_quote(dir.file("segv.db")) +
-                               " -- " + shell_quote(venv_python()) + fh + crash + " 2>&1");
+    const auto rec =
+        run_shell(shell_quote(kCli) + " record --cpu-hz 2000 -o " + shell_quote(dir.file("segv.db")) +
+                  " -- " + shell_quote(venv_python()) + fh + crash + " 2>&1");
     INFO(rec.output);
     CHECK(plain.status == 128 + SIGSEGV);
     CHECK(rec.status == 128 + SIGSEGV);
