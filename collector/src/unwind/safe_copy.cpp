@@ -49,7 +49,9 @@ struct KernelSigaction {
 
 struct sigaction g_previous[2];  // SIGSEGV, SIGBUS: what was installed before the guard
 bool g_installed = false;
-__thread bool t_guarded __attribute__((tls_model("initial-exec"))) = false;
+// 0: no scope; 1: in a scope, the guard not checked yet (checked at the first read that needs it, so a sample
+// of native code with known stack bounds makes no system call); 2: guarded; 3: not guarded.
+__thread int t_scope __attribute__((tls_model("initial-exec"))) = 0;
 
 int slot(int sig) {
   return sig == SIGBUS ? 1 : 0;
@@ -109,24 +111,30 @@ bool install_fault_guard() {
 }
 
 FaultGuardScope::FaultGuardScope() {
-  const int saved = errno;
-  active_ = g_installed && guard_installed(SIGSEGV) && guard_installed(SIGBUS);
-  t_guarded = active_;
-  errno = saved;
+  t_scope = g_installed ? 1 : 3;
 }
 
 FaultGuardScope::~FaultGuardScope() {
-  t_guarded = false;
+  t_scope = 0;
+}
+
+bool FaultGuardScope::active() const {
+  return fault_guard_active();
 }
 
 bool fault_guard_active() {
-  return t_guarded;
+  if (t_scope == 1) {
+    const int saved = errno;
+    t_scope = guard_installed(SIGSEGV) && guard_installed(SIGBUS) ? 2 : 3;
+    errno = saved;
+  }
+  return t_scope == 2;
 }
 
 size_t read_memory(void* dst, uintptr_t addr, size_t n) {
   if (n == 0) return 0;
   if (addr < 4096 || addr + n < addr) return 0;
-  if (t_guarded) return n - stepscope_guarded_copy(dst, reinterpret_cast<const void*>(addr), n);
+  if (fault_guard_active()) return n - stepscope_guarded_copy(dst, reinterpret_cast<const void*>(addr), n);
   const int saved = errno;
   const size_t got = vm_read(dst, addr, n);
   errno = saved;

@@ -14,17 +14,15 @@ namespace stepscope::collector::unwind {
 bool install_fault_guard();
 
 // Within its scope the calling thread reads with guarded copies, if the guard is still the installed handler
-// of both signals (checked once, two rt_sigaction system calls). For the sampling signal handler.
+// of both signals: checked at the first read that needs it (two rt_sigaction system calls), so a scope
+// without such a read costs nothing. For the sampling signal handler.
 class FaultGuardScope {
  public:
   FaultGuardScope();
   ~FaultGuardScope();
   FaultGuardScope(const FaultGuardScope&) = delete;
   FaultGuardScope& operator=(const FaultGuardScope&) = delete;
-  bool active() const { return active_; }
-
- private:
-  bool active_ = false;
+  bool active() const;
 };
 
 // Copies up to `n` bytes from `addr` upward: the bytes copied before the first unreadable one. A guarded copy
