@@ -142,9 +142,11 @@ int main(int argc, char** argv) {
       continue;
     }
     const double s = median(secs[m]), rate = median(rates[m]);
-    const double per = rate > 0 ? (s - plain) / (rate * s) * 1e6 : 0;
-    std::printf("%-32s %10.0f %9.3f %+8.1f %16s\n", modes[m].name, rate, s, 100 * (s / plain - 1),
-                m == 0 ? "-" : (std::to_string(per).substr(0, std::to_string(per).find('.') + 2)).c_str());
+    std::printf("%-32s %10.0f %9.3f %+8.1f", modes[m].name, rate, s, 100 * (s / plain - 1));
+    if (m == 0 || rate <= 0)
+      std::printf(" %16s\n", "-");
+    else
+      std::printf(" %16.1f\n", (s - plain) / (rate * s) * 1e6);
   }
   return 0;
 }

@@ -115,12 +115,12 @@ inline int handler_bucket(int64_t ns) {
   const int b = 32 + (msb - 5) * 4 + int((r >> (msb - 2)) & 3);
   return b < 63 ? b : 63;
 }
-// The middle of bucket b, in ns.
+// The middle of bucket b, in ns. Above 3.2 µs bucket b spans [4+q, 5+q) << (msb-2) in 100 ns units: its
+// middle is 4.5/4 of its low end.
 inline double handler_bucket_mid_ns(int b) {
   if (b < 32) return b * 100.0 + 50.0;
   const int msb = 5 + (b - 32) / 4, q = (b - 32) % 4;
-  return 100.0 * double((4 + q) << (msb - 2)) *
-         1.125;  // 4+q .. 5+q quarters of a doubling: 4.5/4 of the low end
+  return 100.0 * double((4 + q) << (msb - 2)) * 1.125;
 }
 
 enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };

@@ -107,8 +107,8 @@ class Drainer {
   static constexpr size_t kPcSlots = 8192;
   std::array<PcSlot, kPcSlots> pc_frames_{};
   std::vector<int64_t> frame_ids_;
-  std::vector<int64_t> last_ids_,
-      last_nodes_;  // the last interned stack, root first: frame ids and their nodes
+  // The last interned stack, root first: its frame ids and their prefix-tree nodes.
+  std::vector<int64_t> last_ids_, last_nodes_;
   std::vector<python::RawPyFrame> py_;
   std::string raw_key_;
   std::unordered_map<std::string, int64_t> raw_stacks_;  // raw PCs + raw Python frames → stack node

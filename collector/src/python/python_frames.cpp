@@ -95,20 +95,17 @@ pid_t own_pid() {
 }
 void forget_pid() { g_pid.store(0, std::memory_order_relaxed); }
 
-long vm_read(const iovec* local, unsigned long nl, const iovec* remote, unsigned long nr) {
-  const int saved = errno;
-  const long got = syscall(SYS_process_vm_readv, own_pid(), local, nl, remote, nr, 0ul);
-  errno = saved;
-  return got;
+// Fault-safe reads of our own memory (pairs of equal length): guarded copies in the sampling handler,
+// otherwise the kernel copies or fails with EFAULT; the target never faults.
+long vm_read(const iovec* local, const iovec* remote, unsigned long n) {
+  return unwind::read_own(local, remote, n, own_pid());
 }
 
-// Fault-safe read of our own memory: the kernel copies or fails with EFAULT; the target never faults.
 bool safe_read(void* dst, uint64_t addr, size_t n) {
   if (addr < 4096 || addr + n < addr) return false;
-  if (unwind::fault_guard_active()) return unwind::read_memory(dst, addr, n) == n;  // no system call
   iovec local{dst, n};
   iovec remote{reinterpret_cast<void*>(addr), n};
-  return vm_read(&local, 1, &remote, 1) == static_cast<long>(n);
+  return vm_read(&local, &remote, 1) == static_cast<long>(n);
 }
 
 template <typename T>
@@ -348,23 +345,6 @@ class FrameWindow {
     if (frame >= valid_lo_ && frame + size <= hi_) return buf_ + (frame - base_);
     const uint64_t hi = frame + size;
     const uint64_t base = hi > sizeof buf_ ? hi - sizeof buf_ : 0;
-    if (unwind::fault_guard_active()) {  // top-down page by page, as below, with guarded copies
-      uint64_t lo = hi;
-      for (uint64_t top = hi; top > base;) {
-        const uint64_t bottom = std::max(base, (top - 1) & ~uint64_t{4095});
-        if (unwind::read_memory(buf_ + (bottom - base), bottom, top - bottom) != top - bottom) break;
-        lo = bottom;
-        top = bottom;
-      }
-      if (hi - lo < size) {
-        valid_lo_ = hi_ = 0;
-        return nullptr;
-      }
-      base_ = base;
-      hi_ = hi;
-      valid_lo_ = lo;
-      return buf_ + (frame - base_);
-    }
     iovec local[4], remote[4];
     unsigned long n = 0;
     for (uint64_t top = hi; top > base && n < 4;) {
@@ -374,7 +354,7 @@ class FrameWindow {
       ++n;
       top = bottom;
     }
-    const long got = vm_read(local, n, remote, n);
+    const long got = vm_read(local, remote, n);
     if (got < static_cast<long>(size)) {
       valid_lo_ = hi_ = 0;
       return nullptr;
@@ -513,14 +493,7 @@ int capture_current_thread(RawPyFrame* out, int max) {
       local[i] = {&types[i], 8};
       remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), 8};
     }
-    int ok = 0;
-    if (unwind::fault_guard_active()) {
-      while (ok < count && unwind::read_memory(&types[ok], out[base + ok].code + 8, 8) == 8) ++ok;
-    } else {
-      const long got =
-          vm_read(local, static_cast<unsigned long>(count), remote, static_cast<unsigned long>(count));
-      ok = got < 0 ? 0 : static_cast<int>(got / 8);
-    }
+    const int ok = static_cast<int>(vm_read(local, remote, static_cast<unsigned long>(count)) / 8);
     for (int i = 0; i < count; ++i) {
       if (i >= ok || types[i] != interp.code_type) return base + i;
     }

@@ -70,8 +70,8 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
   h.on_cpu = 1;
   if (ts->timer_kind == TimerKind::WallTimer && interrupted_in_syscall(uc)) h.on_cpu = 0;
   {
-    const unwind::FaultGuardScope
-        guard;  // reads below are guarded copies, not system calls, when it is active
+    // Reads below are guarded copies, not system calls, when the guard is installed.
+    const unwind::FaultGuardScope guard;
     ts->ring.commit(capture_record(uc, ts->stack, h, rec));
   }
   g->counters.samples.fetch_add(1, std::memory_order_relaxed);

@@ -86,12 +86,6 @@ bool guard_installed(int sig) {
   return cur.handler == reinterpret_cast<void*>(&on_fault);
 }
 
-size_t vm_read(void* dst, uintptr_t addr, size_t n) {
-  iovec local{dst, n}, remote{reinterpret_cast<void*>(addr), n};
-  const long got = syscall(SYS_process_vm_readv, static_cast<long>(getpid()), &local, 1ul, &remote, 1ul, 0ul);
-  return got > 0 ? static_cast<size_t>(got) : 0;
-}
-
 }  // namespace
 
 bool install_fault_guard() {
@@ -131,14 +125,32 @@ bool fault_guard_active() {
   return t_scope == 2;
 }
 
-size_t read_memory(void* dst, uintptr_t addr, size_t n) {
-  if (n == 0) return 0;
-  if (addr < 4096 || addr + n < addr) return 0;
-  if (fault_guard_active()) return n - stepscope_guarded_copy(dst, reinterpret_cast<const void*>(addr), n);
+long read_own(const iovec* local, const iovec* remote, unsigned long n, pid_t pid) {
+  if (fault_guard_active()) {
+    long got = 0;
+    for (unsigned long k = 0; k < n; ++k) {
+      const auto addr = reinterpret_cast<uintptr_t>(remote[k].iov_base);
+      const size_t len = remote[k].iov_len;
+      const size_t c = addr < 4096 || addr + len < addr
+                           ? 0
+                           : len - stepscope_guarded_copy(local[k].iov_base, remote[k].iov_base, len);
+      got += static_cast<long>(c);
+      if (c != len) break;
+    }
+    return got;
+  }
   const int saved = errno;
-  const size_t got = vm_read(dst, addr, n);
+  // getpid() is a plain system call since glibc 2.25 (no cached pid to go stale across fork or clone).
+  const long got =
+      syscall(SYS_process_vm_readv, static_cast<long>(pid ? pid : getpid()), local, n, remote, n, 0ul);
   errno = saved;
-  return got;
+  return got > 0 ? got : 0;
+}
+
+size_t read_memory(void* dst, uintptr_t addr, size_t n) {
+  if (n == 0 || addr < 4096 || addr + n < addr) return 0;
+  const iovec local{dst, n}, remote{reinterpret_cast<void*>(addr), n};
+  return static_cast<size_t>(read_own(&local, &remote, 1));
 }
 
 }  // namespace stepscope::collector::unwind

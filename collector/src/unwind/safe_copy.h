@@ -4,6 +4,9 @@
 // there before; a program that installs its own later (Python's faulthandler, a Rust runtime) replaces it,
 // and reads go back to process_vm_readv. Everything here but install_fault_guard() is async-signal-safe.
 #pragma once
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -25,8 +28,13 @@ class FaultGuardScope {
   bool active() const;
 };
 
-// Copies up to `n` bytes from `addr` upward: the bytes copied before the first unreadable one. A guarded copy
-// inside a FaultGuardScope that is active, process_vm_readv otherwise (then a partial count ends at a page).
+// Reads `n` (local, remote) pairs of equal length from this process, in order, and stops at the first pair
+// not read whole: the bytes read (0 when none). Guarded copies inside an active FaultGuardScope, one
+// process_vm_readv otherwise (`pid`: this process's, which a caller may cache; 0: getpid()). errno is left as
+// it was.
+long read_own(const iovec* local, const iovec* remote, unsigned long n, pid_t pid = 0);
+
+// Copies up to `n` bytes from `addr` upward: the bytes copied before the first unreadable one (read_own).
 size_t read_memory(void* dst, uintptr_t addr, size_t n);
 // Whether the calling thread is inside an active FaultGuardScope.
 bool fault_guard_active();

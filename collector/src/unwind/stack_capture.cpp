@@ -15,11 +15,6 @@ namespace {
 
 constexpr uintptr_t kPage = 4096;
 
-long own_vm_read(const iovec* local, unsigned long nl, const iovec* remote, unsigned long nr) {
-  // getpid() is a plain system call since glibc 2.25 (no cached pid to go stale across fork or clone).
-  return syscall(SYS_process_vm_readv, static_cast<long>(getpid()), local, nl, remote, nr, 0ul);
-}
-
 }  // namespace
 
 void registers_from(const ucontext_t* uc, Registers* out) {
@@ -53,13 +48,8 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
     std::memcpy(dst, reinterpret_cast<const void*>(sp), c.bytes);
     return c;
   }
-  if (fault_guard_active()) {  // a guarded copy stops at the first unreadable byte: the first unmapped page
-    c.bytes = read_memory(dst, sp, max);
-    c.faulted = c.bytes == 0;
-    c.capped = c.bytes == max;
-    return c;
-  }
-  // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page.
+  // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page (guarded
+  // copies in the sampling handler, process_vm_readv elsewhere: read_own).
   constexpr int kMaxIov = 80;  // 320 KiB windows at most
   iovec local[kMaxIov], remote[kMaxIov];
   int n = 0;
@@ -73,7 +63,7 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
     planned += len;
     at += len;
   }
-  const long got = own_vm_read(local, n, remote, n);
+  const long got = read_own(local, remote, n);
   if (got <= 0) {
     c.faulted = true;
     return c;
@@ -85,7 +75,7 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
 
 bool read_own_memory(void* dst, uintptr_t addr, size_t n) {
   iovec local{dst, n}, remote{reinterpret_cast<void*>(addr), n};
-  return own_vm_read(&local, 1, &remote, 1) == static_cast<long>(n);
+  return read_own(&local, &remote, 1) == static_cast<long>(n);
 }
 
 }  // namespace stepscope::collector::unwind
