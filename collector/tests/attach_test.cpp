@@ -426,6 +426,33 @@ TEST_CASE("a process that ends during the window: its samples are kept — one t
   CHECK(refused + attached == 12);
 }
 
+TEST_CASE("a process that exits as its window closes: the window is answered and whole, no warning") {
+  // window_end_exit_target calls exit() the moment the collector's thread is gone, while the control thread
+  // still closes the part and has yet to answer `stop`. The exit waits for that request (control_server.h);
+  // before it did, `attach` printed "no reply from the collector" and merged a part still being written.
+  test::ScratchDir dir("attach_window_exit");
+  const int runs = 4;
+  for (int i = 0; i < runs; ++i) {
+    Proc target = spawn({bin("collector/tests/window_end_exit_target"), "60"}, dir.file("target"));
+    REQUIRE(wait_until([&] { return target.stdout_text() == "ready\n"; }, 10000));
+    const std::string db = dir.file("window_exit" + std::to_string(i) + ".db");
+    Proc a = run(attach_cmd(target.pid, db, {"--duration", "0.5", "--cpu-hz", "1000"}), dir.file("attach"));
+    const std::string err = a.stderr_text();
+    INFO("run " << i << ": " << err);
+    REQUIRE(a.status == 0);
+    REQUIRE(target.wait() == 0);
+    CHECK(target.stdout_text() == "ready\nended with the window\n");
+    CHECK(err.find("warning") == std::string::npos);
+    CHECK(err.find("(duration;") != std::string::npos);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.meta["attach.ending"] == "duration");
+    CHECK(t.meta["collector.unreadable_parts"] == "0");
+    // Two spinning threads for 0.5 s at 1 kHz of CPU time: about 1,000 samples.
+    CHECK(t.samples.size() >= 300);
+    CHECK(!fs::exists(db + ".parts"));
+  }
+}
+
 TEST_CASE("stepscope detach PID and Ctrl-C end the window — the store is written either way") {
   test::ScratchDir dir("attach_detach");
   Proc target = spawn({sample("hot_loop"), "--iterations", "6000000000"}, dir.file("target"));

@@ -13,6 +13,7 @@ using detail::Statement;
 
 namespace {
 
+constexpr int kBusyTimeoutMs = 5000;  // a writer closing its store: index creation, the WAL checkpoint
 const char* const kTimedTables[] = {"kernels", "memcpys", "memsets", "syncs", "api_calls", "ranges", "data_waits"};
 
 // Reads every row of `sql` with `fn(stmt)`.
@@ -214,6 +215,8 @@ StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>
     impl_->db = nullptr;
     throw StoreError(path, "cannot open: " + msg);
   }
+  // A store whose writer is finishing it (indexes, leaving WAL mode) is locked for a moment: wait, not fail.
+  sqlite3_busy_timeout(impl_->db, kBusyTimeoutMs);
   try {
     impl_->version = int(impl_->scalar("PRAGMA user_version"));
     if (impl_->version > kSchemaVersion)

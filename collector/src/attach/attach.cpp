@@ -52,6 +52,20 @@ bool alive(pid_t pid) {
          s[close_paren + 2] != 'X';
 }
 
+// A target that does not answer `stop` because it is exiting: its exit waits up to 5 s for a request in
+// progress and up to 5 s for the collector's final pass.
+constexpr int64_t kExitWaitNs = 12000000000;
+
+bool gone_within(pid_t pid, int64_t ns) {
+  const int64_t until = mono_ns() + ns;
+  while (alive(pid)) {
+    if (mono_ns() > until) return false;
+    timespec ts{0, 20000000};
+    nanosleep(&ts, nullptr);
+  }
+  return true;
+}
+
 struct NoCollector {};  // nobody listens at the process's control socket
 
 // One request, one reply line. Throws NoCollector when there is no socket or it refuses.
@@ -311,7 +325,13 @@ AttachSummary record_attached(const AttachOptions& o) {
         request(pid, t.uid, stop);
       } catch (const NoCollector&) {
       } catch (const AttachError& e) {
-        std::fprintf(stderr, "stepscope: warning: %s\n", e.what());
+        // A process that ends as its window closes answers nothing: its exit stops the collector and
+        // completes the part (control_server.h). The merge waits for that end; only a live process's silence
+        // is news.
+        if (gone_within(pid, kExitWaitNs))
+          t.ended = true;
+        else
+          std::fprintf(stderr, "stepscope: warning: %s\n", e.what());
       }
       t.recording = false;
     }

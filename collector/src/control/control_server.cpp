@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,9 +31,14 @@ namespace {
 
 constexpr int kHighFd = 900;           // out of the program's own descriptor numbering, like the timers' fds
 constexpr int kRequestTimeoutS = 5;    // a client that connects and sends nothing is dropped
+constexpr int kExitWaitS = 5;  // at exit, how long a request in progress (a window closing) is waited for
 
 struct Server {
   std::mutex mu;
+  // Held from a request's decoding to its reply's write: the process's exit waits for it, so a window that
+  // closes as the program ends is closed whole (its part complete) and answered.
+  std::timed_mutex serving;
+  std::atomic<bool> ending{false};  // quiesce_for_exit has run: requests are refused unanswered
   int fd = -1;
   pid_t pid = 0;  // the process that listens (a forked child must not unlink its parent's socket)
   std::string path;
@@ -46,6 +52,7 @@ void after_fork_child() {
   // The listening thread did not survive the fork; the child's copy of the descriptor belongs to the parent.
   if (!g_server) return;
   new (&g_server->mu) std::mutex();
+  new (&g_server->serving) std::timed_mutex();
   if (g_server->fd >= 0) close(g_server->fd);
   g_server->fd = -1;
   g_server->pid = 0;
@@ -97,6 +104,9 @@ void serve(int client) {
     if (text.find("\n\n") != std::string::npos) break;
   }
   if (!decode(text, req)) return;
+  std::unique_lock<std::timed_mutex> serving(g_server->serving);
+  if (g_server->ending.load())
+    return;  // the process is ending: the client sees no reply and looks at the pid
   if (const uint64_t page = g_server->page_to_unmap.exchange(0)) munmap(reinterpret_cast<void*>(page), 4096);
   std::string reply;
   try {
@@ -149,6 +159,14 @@ void unmap_page_later(uint64_t page) {
 }
 
 int32_t thread_id() { return g_server ? g_server->tid.load() : 0; }
+
+void quiesce_for_exit() {
+  if (!g_server || g_server->pid != getpid()) return;
+  // Never unlocked: the process is ending, and no request may start a window or half-answer after this. A
+  // request still running after the wait (stuck) is left to the exit; later ones are refused.
+  (void)g_server->serving.try_lock_for(std::chrono::seconds(kExitWaitS));
+  g_server->ending.store(true);
+}
 
 bool server_running() { return g_server && g_server->fd >= 0 && g_server->pid == getpid(); }
 

@@ -21,6 +21,9 @@ bool start_server(std::string& error);
 bool server_running();
 // The control thread's tid (0: none in this process): never sampled.
 int32_t thread_id();
+// At the process's exit, before the collector stops: waits (5 s at most) for a request being served — a
+// window closing as the program ends — to finish and be answered; no request is served after it.
+void quiesce_for_exit();
 // The injector's page: unmapped at the first request (its call has returned by then).
 void unmap_page_later(uint64_t page);
 }  // namespace control

@@ -269,7 +269,10 @@ __attribute__((constructor)) void collector_init() {
   }
 }
 
-__attribute__((destructor)) void collector_fini() { stop(); }
+__attribute__((destructor)) void collector_fini() {
+  control::quiesce_for_exit();
+  stop();
+}
 
 }  // namespace
 }  // namespace stepscope::collector
