@@ -5,6 +5,7 @@ started by torchrun. Unchanged user code: stepscope finds the optimizer steps of
     torchrun --nproc_per_node 2 python_ddp_gloo.py --device cuda   # both ranks on one GPU (scripts/gpu_proof.py)
     stepscope record -o run-%r.db -- torchrun --nproc_per_node 2 python_ddp_gloo.py   # one store per rank
     torchrun --nproc_per_node 2 python_ddp_gloo.py --seconds 10   # at least --steps, and on for 10 s
+    ... --ready-file F   # rank 0 creates F after --ready-steps (25) steps: when to look at a running job
 
 Prints one line per rank: rank, world size, steps, final loss.
 """
@@ -23,6 +24,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=0, help="go on past --steps until this long has passed")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: every rank on cuda:0 (gloo reduces through the host)")
+    ap.add_argument("--ready-file", default="", help="rank 0 creates this file once it has taken --ready-steps steps")
+    ap.add_argument("--ready-steps", type=int, default=25)
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -52,6 +55,8 @@ def main():
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()  # gloo all-reduce of the gradients
         opt.step()
+        if args.ready_file and rank == 0 and steps == args.ready_steps:
+            open(args.ready_file, "w").close()  # a test's cue: training is under way, not still importing
     # One write per line: the ranks share the terminal and an unbuffered print writes the newline apart.
     sys.stdout.write(f"rank {rank} of {world} (local {os.environ.get('LOCAL_RANK')}): {steps} steps, "
                      f"loss {loss.item():.4f}\n")

@@ -330,18 +330,30 @@ TEST_CASE("attach --flight: a trainer that fails after the attach keeps its last
   if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_attach_failing");
-  // Raises after step 700 (about 4 s in): Python exits with status 1. Not the attacher's child: only the
-  // collector inside sees that status.
-  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
-                                           " --steps 2000 --step-ms 5 --every 100000 --slow-ms 11 --crash-at 700"
-                                           " > /dev/null 2>&1");
+  // Raises once the test creates `fail` (after the window opened): Python exits with status 1. Not the
+  // attacher's child: only the collector inside sees that status. A fixed failing step (700, ~4 s in) came
+  // before the window on a loaded machine, where the attach itself took seconds: no window was saved.
+  const std::string fail = dir.file("fail");
+  test::Spawned target =
+      test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+                        " --steps 1000000 --step-ms 5 --every 100000 --slow-ms 11 --crash-when " +
+                        test::shell_quote(fail) + " > /dev/null 2>&1");
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 11", 30);
   REQUIRE(trainer_pid > 0);
+  test::Spawned attach = test::spawn_shell(
+      test::shell_quote(kCli) + " attach " + std::to_string(trainer_pid) + " --flight 10s -o " +
+      test::shell_quote(dir.file("att.db")) + " > " + test::shell_quote(dir.file("attach.log")) + " 2>&1");
+  // The window is open once the collector's thread runs in the trainer; then a second of steps in it.
+  const auto open =
+      test::run_shell("for i in $(seq 1200); do grep -qx stepscope /proc/" + std::to_string(trainer_pid) +
+                      "/task/*/comm 2>/dev/null && exit 0; sleep 0.1; done; exit 1");
+  REQUIRE(open.status == 0);
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  const auto r = test::run_shell(test::shell_quote(kCli) + " attach " + std::to_string(trainer_pid) +
-                                 " --flight 10s -o " + test::shell_quote(dir.file("att.db")) + " 2>&1");
-  INFO(r.output);
+  std::ofstream(fail).put('\n');
   CHECK(target.wait() == 1);
+  const int attach_status = attach.wait();
+  INFO(test::slurp(dir.file("attach.log")));
+  CHECK(attach_status == 0);
   const auto saves = files_matching(dir.path().string(), R"(att-.*-exit\.db)");
   REQUIRE(saves.size() == 1);
   auto m = meta_of(dir.file(saves[0]));

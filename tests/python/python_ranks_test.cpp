@@ -95,17 +95,23 @@ TEST_CASE("under srun/mpirun stepscope knows its rank: %r, %h and %% are replace
 TEST_CASE("record --flight -o run-%r.db: a dump is saved as one store per rank, each rank's window in its own") {
   if (auto why = missing_torchrun(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_ranks_flight");
+  const std::string ready = dir.file("rank0-ready");
   const std::string tag = "--steps 20 --seconds 12";
-  Spawned rec = spawn_shell("cd " + shell_quote(dir.path().string()) + " && " + shell_quote(kCli) +
-                            " record --flight 30s -o 'run-%r.db' -- " + shell_quote(kVenv + "/bin/torchrun") +
-                            " --nproc_per_node 2 " + shell_quote(source_dir() + "/samples/cpu/python_ddp_gloo.py") +
-                            " " + tag + " > record.log 2>&1");
+  Spawned rec =
+      spawn_shell("cd " + shell_quote(dir.path().string()) + " && " + shell_quote(kCli) +
+                  " record --flight 30s -o 'run-%r.db' -- " + shell_quote(kVenv + "/bin/torchrun") +
+                  " --nproc_per_node 2 " + shell_quote(source_dir() + "/samples/cpu/python_ddp_gloo.py") +
+                  " " + tag + " --ready-file " + shell_quote(ready) + " > record.log 2>&1");
   // Rank 0's process: torchrun's agent names the sample on its command line too, but has no RANK.
   const auto pid = run_shell("for i in $(seq 300); do for p in $(pgrep -f 'python_ddp_gloo.py " + tag +
                              "'); do if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=0; then "
                              "echo $p; exit 0; fi; done; sleep 0.1; done; exit 1");
   REQUIRE(pid.status == 0);
-  std::this_thread::sleep_for(std::chrono::seconds(5));  // both ranks past gloo's rendezvous, training
+  // Both ranks past torch's import and gloo's rendezvous, 25 steps taken: on a loaded machine (the sanitized
+  // suite beside it) a fixed 5 s wait ended while they were still importing, and the window held < 20 steps.
+  const auto ready_wait = run_shell("for i in $(seq 1200); do [ -e " + shell_quote(ready) +
+                                    " ] && exit 0; sleep 0.1; done; exit 1");
+  REQUIRE(ready_wait.status == 0);
   const auto d = run_shell(shell_quote(kCli) + " dump " + pid.output.substr(0, pid.output.find('\n')) + " 2>&1");
   INFO(d.output);
   REQUIRE(d.status == 0);
