@@ -159,6 +159,42 @@ TEST_CASE("a regular run has no slow steps") {
   CHECK(analyzer::explain_slow_steps(t, {regular.begin(), regular.begin() + 4}).median_ns == 0);  // too few steps
 }
 
+TEST_CASE(
+    "a window that starts mid-run keeps the recorder's step numbers: its slow step is named as it was "
+    "saved") {
+  // What a flight save of `--step-func` steps holds: the steps from 3 on (0-2 fell out of the window), 4 ms
+  // each, step 7 taking 504 ms. The save says "step 7 took 504 ms"; the report must too, not "step 4".
+  store::Trace t;
+  constexpr int64_t kPid = 11;
+  for (int64_t n = 3; n < 15; ++n) {
+    store::Step st;
+    st.index = n;
+    st.start = (n == 3 ? 0 : t.steps.back().end);
+    st.end = st.start + (n == 7 ? 504 * MS : 4 * MS);
+    st.source = t.intern("step-func"), st.pid = kPid, st.tid = kPid;
+    t.steps.push_back(st);
+  }
+  const auto a = analyzer::analyze(t);
+  REQUIRE(a.steps.size() == 12);
+  CHECK(a.steps.front().index == 3);
+  CHECK(a.steps.back().index == 14);
+  REQUIRE(a.step_outliers.slow.size() == 1);
+  CHECK(a.step_outliers.slow[0].index == 7);
+  CHECK(a.step_outliers.slow[0].explanation.rfind("step 7 took 504 ms", 0) == 0);
+  const std::string text = analyzer::render_text_report(a);
+  INFO(text);
+  CHECK(text.find("\n     7     504 ms ") != std::string::npos);    // the step table's row
+  CHECK(text.find("\n  step 7 took 504 ms") != std::string::npos);  // and the slow steps' line
+
+  SECTION("numbers that do not go up one after the other (an importer that left them 0) are positions") {
+    for (auto& st : t.steps) st.index = 0;
+    const auto b = analyzer::analyze(t);
+    REQUIRE(b.step_outliers.slow.size() == 1);
+    CHECK(b.steps.front().index == 0);
+    CHECK(b.step_outliers.slow[0].index == 4);
+  }
+}
+
 TEST_CASE("ResNet-50 Kineto traces: slow steps explained with a category and a contributor") {
   if (!test::have_traces()) {
     WARN("SKIPPED: no shared traces");

@@ -286,8 +286,15 @@ void collect_gpu_ops(Context& ctx, const ApiIndex& apis) {
 void assign_steps(Context& ctx) {
   const store::Trace& t = ctx.t();
   ctx.steps.assign(ctx.windows.size(), {});
+  // The recorder's numbers where it numbered the steps, one after the other: a flight save's window starts
+  // mid-run, and its "step 732 took 504 ms" must be step 732 here too (it was 729, the position in the
+  // window), as in the GUI's step rows. Anything else (found here, numbers missing or repeated) is numbered
+  // by position.
+  bool recorded = !ctx.windows.empty();
+  for (size_t i = 0; recorded && i < ctx.windows.size(); ++i)
+    recorded = ctx.windows[i].number >= 0 && (i == 0 || ctx.windows[i].number > ctx.windows[i - 1].number);
   for (size_t i = 0; i < ctx.windows.size(); ++i) {
-    ctx.steps[i].index = int64_t(i);
+    ctx.steps[i].index = recorded ? ctx.windows[i].number : int64_t(i);
     ctx.steps[i].start_ns = ctx.windows[i].start;
     ctx.steps[i].dur_ns = ctx.windows[i].end - ctx.windows[i].start;
   }

@@ -96,6 +96,7 @@ struct BlockingCall {
 struct StepWindow {
   int64_t start = 0, end = 0;
   int64_t pid = 0, tid = 0;
+  int64_t number = -1;  // the recorder's step number (store `steps`); -1: found here, numbered by position
 };
 
 struct Context {

@@ -72,7 +72,7 @@ bool StepDetector::from_regex(const std::string& re, DetectedSteps& out) const {
 bool StepDetector::from_store_steps(const char* source, DetectedSteps& out) const {
   std::vector<StepWindow> w;
   for (const auto& s : t_.steps)
-    if (t_.str(s.source) == source) w.push_back({s.start, s.end, s.pid, s.tid});
+    if (t_.str(s.source) == source) w.push_back({s.start, s.end, s.pid, s.tid, s.index});
   out.windows = top_level_on_busiest_thread(std::move(w));
   out.source = source;
   return !out.windows.empty();
