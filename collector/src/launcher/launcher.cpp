@@ -237,17 +237,14 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     try {
       store::StoreReader reader(p);
       traces.push_back(reader.load());
-    } catch (const store::StoreError& e) {
+    } catch (const std::exception& e) {
       // A process killed before its first commit leaves a part with no schema: nothing to lose. Any other
       // unreadable part held samples that the recording now lacks: say so.
       ++summary.unreadable_parts;
-      const std::string& why = e.reason();
+      const auto* store_error = dynamic_cast<const store::StoreError*>(&e);
+      const std::string why = store_error ? store_error->reason() : e.what();
       if (why.rfind("empty file", 0) != 0 && why.find("(no schema version)") == std::string::npos)
         summary.warnings.push_back("part " + fs::path(p).filename().string() + " not merged: " + why);
-      continue;
-    } catch (const std::exception& e) {
-      ++summary.unreadable_parts;
-      summary.warnings.push_back("part " + fs::path(p).filename().string() + " not merged: " + e.what());
       continue;
     }
   }
