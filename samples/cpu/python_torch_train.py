@@ -4,10 +4,14 @@ decode. Unchanged user code: stepscope finds DataLoader waits and Optimizer step
     python_torch_train.py --workers 0     # input-bound: the training thread waits for each batch
     python_torch_train.py --workers 2     # forked worker processes load in parallel: waits mostly hidden
     python_torch_train.py --kineto out.json   # also trace with torch.profiler (Kineto JSON)
+    python_torch_train.py --step-log s.txt    # each step's own times, to check a recording's steps against
+    python_torch_train.py --ready-file F      # creates F after --ready-steps (2) steps: training is under way
 
-Prints: steps, the loop's own measured DataLoader wait share, and the final loss.
+Prints: steps, the loop's own measured DataLoader wait share, and the final loss. The step log has a line per
+step, "wait_start wait_end step_end" in CLOCK_MONOTONIC ns (time.monotonic_ns), the clock stepscope records on.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -35,6 +39,9 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--decode-ms", type=float, default=2.0, help="per item")
     ap.add_argument("--kineto", default="")
+    ap.add_argument("--step-log", default="")
+    ap.add_argument("--ready-file", default="", help="created once --ready-steps steps are taken")
+    ap.add_argument("--ready-steps", type=int, default=2)
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -52,6 +59,7 @@ def main():
         prof = profile(activities=[ProfilerActivity.CPU])
         prof.__enter__()
     waited, steps, loss, first_wait = 0, 0, None, 0
+    log = []
     start = time.monotonic_ns()
     it = iter(loader)
     while True:
@@ -60,7 +68,8 @@ def main():
             x, y = next(it)
         except StopIteration:
             break
-        waited += time.monotonic_ns() - t0
+        t1 = time.monotonic_ns()
+        waited += t1 - t0
         if steps == 0:
             first_wait = time.monotonic_ns() - t0
         opt.zero_grad()
@@ -68,12 +77,19 @@ def main():
         loss.backward()
         opt.step()
         steps += 1
+        log.append((t0, t1, time.monotonic_ns()))
+        if a.ready_file and steps == a.ready_steps:
+            open(a.ready_file, "w").close()  # a test's cue: the loop runs (torch's import took 2-13 s here)
         if prof is not None:
             prof.step()
     total = time.monotonic_ns() - start
     if prof is not None:
         prof.__exit__(None, None, None)
         prof.export_chrome_trace(a.kineto)
+    if a.step_log:
+        with open(a.step_log + ".tmp", "w") as f:
+            f.writelines(f"{w0} {w1} {e}\n" for w0, w1, e in log)
+        os.replace(a.step_log + ".tmp", a.step_log)
     print(f"steps {steps}")
     print(f"wait_share {waited / total:.4f}")
     print(f"first_wait_ms {first_wait / 1e6:.1f} loop_s {total / 1e9:.2f}")
