@@ -180,6 +180,56 @@ TEST_CASE(
   CHECK(searches < 1000);
 }
 
+TEST_CASE(
+    "wall-clock sampling of more busy threads than cores: each sample carries the periods its timer merged") {
+  test::ScratchDir dir("collector_wall_overruns");
+  // Four busy threads a core: each waits for one most of the time, and a POSIX timer queues one signal at a
+  // time, so the expiries while it waits arrive merged (si_overrun). Unweighted, the samples covered a
+  // quarter of each thread's time.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::min(64u, 4 * cores));
+  const std::string db = dir.file("wall.db");
+  auto r = test::run_argv(
+      record_cmd(db, {sample("hot_loop"), "--iterations", "400000000", "--threads", threads}, {"--wall"}),
+      dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.meta["collector.mode"] == "wall");
+  const int64_t overruns = std::atoll(t.meta["collector.timer_overruns"].c_str());
+  const int64_t period = int64_t(1e9 / std::atof(t.meta["collector.cpu_hz"].c_str()));
+  CHECK(overruns > 0);
+  CHECK(t.meta["collector.dropped_samples"] == "0");
+  int64_t periods = 0;
+  struct Span {
+    int64_t first = INT64_MAX, last = INT64_MIN, periods = 0, first_periods = 0;
+  };
+  std::map<int64_t, Span> by_tid;
+  std::map<int64_t, std::string> leaf_of;
+  for (const auto& [tid, li] : leaves(t))
+    if (li.symbol.find("worker_") != std::string::npos) leaf_of[tid] = li.symbol;
+  for (const auto& s : t.samples) {
+    periods += s.periods;
+    Span& sp = by_tid[s.tid];
+    if (s.time < sp.first) sp.first = s.time, sp.first_periods = s.periods;
+    sp.last = std::max(sp.last, s.time);
+    sp.periods += s.periods;
+  }
+  // Every expiry is in the store: the samples, and the periods merged into them.
+  CHECK(periods == std::atoll(t.meta["collector.samples"].c_str()) + overruns);
+  int workers = 0;
+  for (const auto& [tid, sp] : by_tid) {
+    if (!leaf_of.count(tid) || sp.periods < 100) continue;
+    ++workers;
+    // A thread's periods add up to its sampled span (from the start of its first sample's periods to its
+    // last).
+    const double span = double(sp.last - sp.first + sp.first_periods * period);
+    INFO("tid " << tid << ": " << sp.periods << " periods over " << span / 1e6 << " ms");
+    CHECK(double(sp.periods * period) == Approx(span).epsilon(0.05));
+  }
+  CHECK(workers == std::stoi(threads));
+}
+
 TEST_CASE("eight threads each hot in their own function are each attributed") {
   test::ScratchDir dir("collector_threads");
   const std::string db = dir.file("threads.db");

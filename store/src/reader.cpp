@@ -114,7 +114,9 @@ Range range_of(const Statement& s) {
   return r;
 }
 Sample sample_of(const Statement& s) {
-  return Sample{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4) != 0};
+  // A damaged count never weighs a sample below one period or without bound (a day of 1 kHz periods at most).
+  return Sample{s.col_int(0), s.col_int(1),      s.col_int(2),
+                s.col_int(3), s.col_int(4) != 0, std::clamp<int64_t>(s.col_int(5), 1, 86'400'000)};
 }
 DataWait wait_of(const Statement& s) {
   return DataWait{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)};
@@ -144,6 +146,7 @@ struct StoreReader::Impl {
   std::map<std::string, int64_t> max_duration;  // per timed table, for overlap queries
 
   const char* api_cols() const;
+  const char* sample_cols() const;
 
   int64_t scalar(const std::string& sql) const {
     Statement s(db, sql, path);
@@ -188,9 +191,15 @@ const char* kApiCols = "start_ns,end_ns,pid,tid,kind,name,correlation,return_cod
 const char* kApiColsV1 = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code,0";
 const char* kRangeCols = "start_ns,end_ns,pid,tid,domain,name,depth,source,correlation";
 const char* kWaitCols = "start_ns,end_ns,pid,tid,source";
+// v1 and v2 stores have no samples.periods: each sample is one period.
+const char* kSampleCols = "time_ns,pid,tid,stack,on_cpu,periods";
+const char* kSampleColsV2 = "time_ns,pid,tid,stack,on_cpu,1";
 }  // namespace
 
 const char* StoreReader::Impl::api_cols() const { return version >= 2 ? kApiCols : kApiColsV1; }
+const char* StoreReader::Impl::sample_cols() const {
+  return version >= 3 ? kSampleCols : kSampleColsV2;
+}
 
 StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
@@ -314,7 +323,7 @@ Trace StoreReader::load() const {
            });
   each_row(db, f, "SELECT id, parent, frame FROM stacks ORDER BY id",
            [&](const Statement& s) { t.stacks.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
-  each_row(db, f, "SELECT time_ns, pid, tid, stack, on_cpu FROM samples ORDER BY rowid",
+  each_row(db, f, std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
            [&](const Statement& s) { t.samples.push_back(sample_of(s)); });
   each_row(db, f, all(kWaitCols, "data_waits"), [&](const Statement& s) { t.data_waits.push_back(wait_of(s)); });
   each_row(db, f, "SELECT step_index, start_ns, end_ns, source, pid, tid FROM steps ORDER BY rowid",
@@ -350,8 +359,8 @@ std::vector<DataWait> StoreReader::data_waits(int64_t t0, int64_t t1) const {
 std::vector<Sample> StoreReader::samples(int64_t t0, int64_t t1) const {
   std::vector<Sample> out;
   Statement s(impl_->db,
-              "SELECT time_ns, pid, tid, stack, on_cpu FROM samples WHERE time_ns >= ?1 AND time_ns < ?2 "
-              "ORDER BY time_ns",
+              std::string("SELECT ") + impl_->sample_cols() +
+                  " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2 ORDER BY time_ns",
               impl_->path);
   s.bind(1, t0);
   s.bind(2, t1);

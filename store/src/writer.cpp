@@ -35,7 +35,7 @@ const char* const kInsertSql[kTableCount] = {
     "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?,?)",
     "INSERT INTO frames VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO stacks VALUES (?,?,?)",
-    "INSERT INTO samples VALUES (?,?,?,?,?)",
+    "INSERT INTO samples VALUES (?,?,?,?,?,?)",
     "INSERT INTO data_waits VALUES (?,?,?,?,?)",
     "INSERT INTO steps VALUES (?,?,?,?,?,?)",
     "INSERT INTO findings VALUES (?,?,?,?,?,?,?)",
@@ -189,7 +189,9 @@ void StoreWriter::add(const Stack& r) {
   impl_->row(kStacks, r.id, r.parent, r.frame);
   impl_->max_stack_id = std::max(impl_->max_stack_id, r.id);
 }
-void StoreWriter::add(const Sample& r) { impl_->row(kSamples, r.time, r.pid, r.tid, r.stack, I(r.on_cpu)); }
+void StoreWriter::add(const Sample& r) {
+  impl_->row(kSamples, r.time, r.pid, r.tid, r.stack, I(r.on_cpu), r.periods);
+}
 void StoreWriter::add(const DataWait& r) { impl_->row(kDataWaits, r.start, r.end, r.pid, r.tid, r.source); }
 void StoreWriter::add(const Step& r) { impl_->row(kSteps, r.index, r.start, r.end, r.source, r.pid, r.tid); }
 void StoreWriter::add(const Finding& r) {

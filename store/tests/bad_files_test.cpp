@@ -62,10 +62,13 @@ TEST_CASE("a store of a newer schema version is refused") {
   {
     sqlite3* db = nullptr;
     sqlite3_open(dir.file("new.db").c_str(), &db);
-    sqlite3_exec(db, "PRAGMA user_version=3", nullptr, nullptr, nullptr);
+    sqlite3_exec(db, ("PRAGMA user_version=" + std::to_string(kSchemaVersion + 1)).c_str(), nullptr, nullptr,
+                 nullptr);
     sqlite3_close(db);
   }
-  CHECK(open_error(dir.file("new.db")) == "schema version 3 is newer than this stepscope reads (2)");
+  CHECK(open_error(dir.file("new.db")) == "schema version " + std::to_string(kSchemaVersion + 1) +
+                                              " is newer than this stepscope reads (" +
+                                              std::to_string(kSchemaVersion) + ")");
 }
 
 TEST_CASE("a truncated store is reported as corrupt") {

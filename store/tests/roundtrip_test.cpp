@@ -31,7 +31,7 @@ Trace sample_trace() {
   t.stacks.push_back({1, 0, 2});
   t.stacks.push_back({2, 1, 1});
   t.samples.push_back({1100, 100, 101, 2, true});
-  t.samples.push_back({1200, 100, 101, 1, false});
+  t.samples.push_back({1200, 100, 101, 1, false, 3});  // 2 timer expiries merged into its signal
   t.data_waits.push_back({500, 800, 100, 101, t.intern("dataloader")});
   t.steps.push_back({3, 500, 5000, t.intern("profiler-step"), 100, 101});
   t.findings.push_back({t.intern("input-bound"), Severity::High, 3, 3, 250.5, t.intern("waits"), "{\"a\":1}"});
@@ -47,10 +47,10 @@ TEST_CASE("every table round-trips through a store file") {
   Trace in = sample_trace();
   write_store_atomically(in, dir.file("run.db"));
   StoreReader r(dir.file("run.db"));
-  CHECK(r.schema_version() == 2);
+  CHECK(r.schema_version() == 3);
   Trace out = r.load();
   CHECK(out.meta.at("source_format") == "test");
-  CHECK(out.meta.at("schema_version") == "2");
+  CHECK(out.meta.at("schema_version") == "3");
   CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
 
   REQUIRE(out.processes.size() == 1);
@@ -118,6 +118,11 @@ TEST_CASE("every table round-trips through a store file") {
   CHECK(out.samples[0].stack == 2);
   CHECK(out.samples[0].on_cpu);
   CHECK_FALSE(out.samples[1].on_cpu);
+  CHECK(out.samples[0].periods == 1);
+  CHECK(out.samples[1].periods == 3);
+  const auto ranged = r.samples(1150, 1250);
+  REQUIRE(ranged.size() == 1);
+  CHECK(ranged[0].periods == 3);
   REQUIRE(out.data_waits.size() == 1);
   CHECK(out.str(out.data_waits[0].source) == "dataloader");
   REQUIRE(out.steps.size() == 1);
@@ -147,8 +152,11 @@ TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(dir.file("v1.db").c_str(), &db) == SQLITE_OK);
     const char* to_v1 =
-        "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector; ALTER TABLE api_calls DROP COLUMN stack;"
-        "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version'; PRAGMA user_version=1;";
+        "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector; ALTER TABLE api_calls DROP COLUMN "
+        "stack;"
+        "ALTER TABLE samples DROP COLUMN periods;"
+        "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version'; PRAGMA "
+        "user_version=1;";
     char* err = nullptr;
     int rc = sqlite3_exec(db, to_v1, nullptr, nullptr, &err);
     INFO((err ? err : ""));
@@ -171,6 +179,32 @@ TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
   for (const auto& c : r.counts()) lists_windows |= c.table == "gpu_windows";
   CHECK_FALSE(lists_windows);
   CHECK(t.kernels.size() == 1);
+}
+
+TEST_CASE("a schema v2 store reads back with one period a sample") {
+  stepscope::test::ScratchDir dir("store_v2");
+  write_store_atomically(sample_trace(), dir.file("v2.db"));
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("v2.db").c_str(), &db) == SQLITE_OK);
+    const char* to_v2 =
+        "ALTER TABLE samples DROP COLUMN periods; UPDATE meta SET value='2' WHERE key='schema_version';"
+        "PRAGMA user_version=2;";
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, to_v2, nullptr, nullptr, &err);
+    INFO((err ? err : ""));
+    sqlite3_free(err);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+  }
+  StoreReader r(dir.file("v2.db"));
+  CHECK(r.schema_version() == 2);
+  Trace t = r.load();
+  REQUIRE(t.samples.size() == 2);
+  CHECK(t.samples[1].periods == 1);
+  CHECK_FALSE(t.samples[1].on_cpu);
+  CHECK(r.samples(1150, 1250).at(0).periods == 1);
+  CHECK(t.gpu_windows.size() == r.gpu_windows().size());
 }
 
 TEST_CASE("range queries return rows overlapping the window") {

@@ -253,11 +253,12 @@ TEST_CASE("8 Python threads under 1 kHz sampling run to completion with byte-ide
 
 namespace {
 
-double median_step_us(Analyzed& a) {
+// The step time at quantile q of a run's steps (0.5: the median).
+double step_quantile_us(Analyzed& a, double q) {
   std::vector<double> d;
   for (auto st : a.doc["steps"].get_array()) d.push_back(double(st["dur_us"]));
   std::sort(d.begin(), d.end());
-  return d.empty() ? 0 : d[d.size() / 2];
+  return d.empty() ? 0 : d[size_t(q * double(d.size() - 1) + 0.5)];
 }
 
 // Issue 23: on a run without GPU activity the host activity is the training thread's own time over the steps,
@@ -278,9 +279,11 @@ void check_host_activity_adds_up(Analyzed& a, int64_t training_tid) {
   if (!bool(h["wall"])) CHECK(on + off == Approx(double(h["window_us"])).epsilon(1e-6));
   double listed = 0;
   for (auto f : a.doc["idle_host_top"].get_array()) {
-    // Each sample stands for at most one period, and only its part inside the steps counts.
-    CHECK(double(f["time_us"]) <= double(int64_t(f["samples"])) * period + 1e-6);
-    CHECK(double(f["time_us"]) >= 0.5 * double(int64_t(f["samples"])) * period);
+    // Each sample stands for at most its periods (more than one where its timer merged expiries while the
+    // thread waited for a core), and only its part inside the steps counts.
+    CHECK(int64_t(f["periods"]) >= int64_t(f["samples"]));
+    CHECK(double(f["time_us"]) <= double(int64_t(f["periods"])) * period + 1e-6);
+    CHECK(double(f["time_us"]) >= 0.5 * double(int64_t(f["periods"])) * period);
     listed += double(f["time_us"]);
   }
   CHECK(listed <= on + off + 1e-6);
@@ -329,7 +332,7 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
         CHECK(suggestion.find("cuda") == std::string_view::npos);
         CHECK(suggestion.find("pin_memory") == std::string_view::npos);
       }
-    step_w0_us = median_step_us(a);
+    step_w0_us = step_quantile_us(a, 0.1);
     // No device activity: the words speak of the step and the training thread, never of a GPU.
     const auto text = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
     CHECK(text.output.find("GPU idle") == std::string::npos);
@@ -367,13 +370,19 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
     int children = 0;
     for (const auto& p : procs) children += p.parent_pid == main_pid && p.pid != main_pid;
     CHECK(children >= 2);
-    // The cure measured against the saving estimated from the num_workers=0 run: the step becomes max(rest of the
-    // step, wait / 8 loaders). Measured here 2026-11-25: 66.5 ms estimated, 62.2 saved (179.6 -> 117.3 ms) alone;
-    // during the fresh-clone CI run 69.1 estimated, 94.7 saved (219.5 -> 124.8 ms: the loaded machine slowed the
-    // inline-loading run's compute too). Two runs on 2 shared cores: a band, not an equality.
-    const double saved_us = step_w0_us - median_step_us(a);
-    std::printf("torch num_workers 0 -> 2: median step %.1f -> %.1f ms, saved %.1f ms, estimated %.1f ms\n",
-                step_w0_us / 1e3, median_step_us(a) / 1e3, saved_us / 1e3, saving_estimated_us / 1e3);
+    // The cure measured against the saving estimated from the num_workers=0 run: the step becomes max(rest of
+    // the step, wait / 8 loaders). Two runs on this VM, whose host slows for seconds at a time: one
+    // num_workers=2 run took 200-240 ms a step for 24 steps and 112-120 ms for the rest, the training
+    // thread's own CPU time (its task-clock samples) doubling with them for the same work, and medians of
+    // such pairs of runs gave a saving of 14.6 to 93.3 ms against a steady 68-70 ms estimate. The host's
+    // noise only slows steps, so the runs are compared at their fastest tenth (three pairs: 57.7, 63.3
+    // and 71.5 ms saved, 67.6-68.9 estimated).
+    const double saved_us = step_w0_us - step_quantile_us(a, 0.1);
+    std::printf(
+        "torch num_workers 0 -> 2: step (fastest tenth) %.1f -> %.1f ms, saved %.1f ms, estimated %.1f ms; "
+        "median %.1f ms\n",
+        step_w0_us / 1e3, step_quantile_us(a, 0.1) / 1e3, saved_us / 1e3, saving_estimated_us / 1e3,
+        step_quantile_us(a, 0.5) / 1e3);
     CHECK(saving_estimated_us >= 0.5 * saved_us);
     CHECK(saving_estimated_us <= 1.5 * saved_us);
     // The workers are other processes: kept apart from the training thread, and named so if they explain a slow step.

@@ -453,7 +453,13 @@ std::string to_json(const Analysis& a) {
   const HostActivity& ha = a.host_activity;
   w.key("idle_host_top").begin_array();
   for (const auto& h : ha.functions)
-    w.begin_object().kv("name", h.name).kv("samples", h.samples).kv("time_us", us(h.time_ns)).kv("on_cpu", h.on_cpu).end_object();
+    w.begin_object()
+        .kv("name", h.name)
+        .kv("samples", h.samples)
+        .kv("periods", h.periods)
+        .kv("time_us", us(h.time_ns))
+        .kv("on_cpu", h.on_cpu)
+        .end_object();
   w.end_array();
   w.key("host_activity").begin_object();
   w.kv("window", ha.window).kv("window_us", us(ha.window_ns)).kv("source", ha.source);

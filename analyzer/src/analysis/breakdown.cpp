@@ -146,10 +146,16 @@ void split_off_cpu_host_idle(Context& ctx) {
   bool any_off = false;
   for (const auto& s : t.samples) any_off |= !s.on_cpu;
   if (!any_off) return;
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, bool>>> by_thread;
-  for (const auto& s : t.samples) by_thread[{s.pid, s.tid}].push_back({s.time, s.on_cpu});
+  struct Timed {
+    int64_t time;
+    bool on_cpu;
+    int64_t periods;
+    bool operator<(const Timed& o) const { return time < o.time; }
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Timed>> by_thread;
+  for (const auto& s : t.samples) by_thread[{s.pid, s.tid}].push_back({s.time, s.on_cpu, s.periods});
   for (auto& [k, v] : by_thread)
-    if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    if (!std::is_sorted(v.begin(), v.end())) std::stable_sort(v.begin(), v.end());
   std::vector<IdleSegment> out;
   out.reserve(ctx.idle.size());
   for (const auto& seg : ctx.idle) {
@@ -161,9 +167,9 @@ void split_off_cpu_host_idle(Context& ctx) {
     auto it = by_thread.find({a.pid, a.tid});
     int64_t on = 0, off = 0;
     if (it != by_thread.end())
-      for (auto p = std::lower_bound(it->second.begin(), it->second.end(), std::pair<int64_t, bool>{seg.start, false});
-           p != it->second.end() && p->first < seg.end; ++p)
-        (p->second ? on : off)++;
+      for (auto p = std::lower_bound(it->second.begin(), it->second.end(), Timed{seg.start, false, 0});
+           p != it->second.end() && p->time < seg.end; ++p)
+        (p->on_cpu ? on : off) += p->periods;
     if (off == 0) {
       out.push_back(seg);
       continue;

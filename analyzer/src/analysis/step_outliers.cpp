@@ -173,9 +173,10 @@ class StepContributions {
       add(Kind::Op, r.name, r.start, r.start + std::max<int64_t>(0, self[k]));
     }
   }
-  // CPU samples named as the host activity names them (detail::SampleNamer: the innermost Python frame, else the
-  // innermost symbolized native frame; libc, unsymbolized addresses and the profiler's frames fold into their
-  // caller), each worth one sampling period ending at it.
+  // CPU samples named as the host activity names them (detail::SampleNamer: the innermost Python frame, else
+  // the innermost symbolized native frame; libc, unsymbolized addresses and the profiler's frames fold into
+  // their caller), each worth its sampling periods (one, or more when a POSIX timer merged expiries) ending
+  // at it.
   void add_samples() {
     if (t_.samples.empty()) return;
     detail::SampleNamer namer(t_);
@@ -197,7 +198,7 @@ class StepContributions {
       auto [it, fresh] = ids.try_emplace(name, int64_t(names_.size()));
       if (fresh) names_.push_back(name);
       const bool other = training_pid_ != 0 && s.pid != training_pid_;
-      add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time - p, s.time);
+      add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time - p * s.periods, s.time);
     }
   }
 

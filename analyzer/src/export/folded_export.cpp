@@ -73,7 +73,7 @@ std::string to_folded_stacks(const Trace& t) {
       if (!st.empty()) line += ";" + st;
     }
     if (!s.on_cpu) line += ";[off CPU]";
-    ++counts[line];
+    counts[line] += s.periods;  // a sample that stands for several periods weighs as many
   }
   std::string out;
   for (const auto& [line, n] : counts) out += line + " " + std::to_string(n) + "\n";

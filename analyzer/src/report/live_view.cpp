@@ -101,10 +101,10 @@ LiveView live_view(const store::Trace& t, const Analysis& a, size_t max_rows) {
           id = node.parent;
         }
       }
-      ++n;
+      n += x.periods;
       if (!it->second) continue;
       const auto& f = t.frames[frame_at[it->second]];
-      counts[{frame_display_name(t, f), x.on_cpu}] += 1;
+      counts[{frame_display_name(t, f), x.on_cpu}] += x.periods;
     }
     std::vector<LiveLine> lines;
     for (const auto& [k, c] : counts) lines.push_back({k.first, n ? double(c) / double(n) : 0, k.second});

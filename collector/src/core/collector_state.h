@@ -71,7 +71,9 @@ struct SampleHeader {
   uint8_t on_cpu;
   uint8_t flags;
   uint32_t stack_bytes;
-  uint32_t pad;
+  // Timer expiries merged into this signal (si_overrun): a thread waiting for a core takes one signal for
+  // several periods, and the sample stands for 1 + overruns of them.
+  uint32_t overruns;
   unwind::Registers regs;
 };
 static_assert(sizeof(SampleHeader) % 8 == 0);
@@ -97,6 +99,7 @@ ThreadState* const kTombstone = reinterpret_cast<ThreadState*>(uintptr_t{1});
 struct Counters {
   std::atomic<uint64_t> samples{0};
   std::atomic<uint64_t> dropped_ring_full{0};
+  std::atomic<uint64_t> timer_overruns{0};  // periods carried by samples beyond their own (si_overrun)
   std::atomic<uint64_t> unknown_thread{0};
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};

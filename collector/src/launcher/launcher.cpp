@@ -264,6 +264,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   std::set<std::string> statuses, endings;
   PythonHooksTally python_hooks;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
+  int64_t timer_overruns = 0;
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
   std::map<std::string, int64_t> summed;  // per-process counters, summed over processes
   std::map<std::string, double> weighted;  // per-process means × their unwound samples
@@ -283,6 +284,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
       summary.unsampled_threads += meta_int(t.meta, "collector.threads_unsampled");
       captured += meta_int(t.meta, "collector.samples");
+      timer_overruns += meta_int(t.meta, "collector.timer_overruns");
       if (auto it = t.meta.find("collector.thread_cpu_s"); it != t.meta.end()) collector_cpu += std::atof(it->second.c_str());
       if (auto it = t.meta.find("collector.start_s"); it != t.meta.end())
         start_max = std::max(start_max, std::atof(it->second.c_str()));
@@ -373,6 +375,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     merged_meta["record.symbolized_addresses"] = std::to_string(symbolizer.addresses_looked_up());
     merged_meta["record.symbol_cache_hits"] = std::to_string(symbolizer.cache_hits());
     merged_meta["collector.dropped_samples"] = std::to_string(summary.dropped_samples);
+    merged_meta["collector.timer_overruns"] = std::to_string(timer_overruns);
     merged_meta["collector.threads_unsampled"] = std::to_string(summary.unsampled_threads);
     merged_meta["cupti.dropped_records"] = std::to_string(summary.dropped_gpu_records);
     merged_meta["collector.processes"] = std::to_string(summary.processes);

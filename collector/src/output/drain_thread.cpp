@@ -21,6 +21,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   auto& c = g->counters;
   m["collector.samples"] = std::to_string(c.samples.load());
   m["collector.dropped_samples"] = std::to_string(c.dropped_ring_full.load());
+  m["collector.timer_overruns"] = std::to_string(c.timer_overruns.load());
   m["collector.out_of_memory_passes"] = std::to_string(c.out_of_memory_passes.load());
   m["collector.unknown_thread_signals"] = std::to_string(c.unknown_thread.load());
   // The unwinding of the copied stacks (on this thread): how deep, how often cut by the window, its cost.

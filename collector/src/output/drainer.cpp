@@ -219,6 +219,7 @@ void Drainer::add_sample(const uint8_t* rec, size_t len) {
   s.tid = h.tid;
   s.stack = node;
   s.on_cpu = h.on_cpu != 0;
+  s.periods = int64_t(h.overruns) + 1;
   put(s);
 }
 

@@ -38,7 +38,7 @@ size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, S
 // but the collector's own initial-exec t_state, no loader call, no unwinding: the collector thread unwinds
 // the copy later (unwind/copied_stack_unwinder.h). scripts/stress-record.sh and the handler guard
 // (collector/tests/safety) hold it to that.
-void on_sample_signal(int, siginfo_t*, void* ucv) {
+void on_sample_signal(int, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
   const int64_t t_enter = clock_ns(CLOCK_MONOTONIC);
   struct InHandler {  // lock-free count: the end of a window frees the rings only when no handler runs
@@ -69,6 +69,12 @@ void on_sample_signal(int, siginfo_t*, void* ucv) {
   h.tid = tid;
   h.on_cpu = 1;
   if (ts->timer_kind == TimerKind::WallTimer && interrupted_in_syscall(uc)) h.on_cpu = 0;
+  // A POSIX timer queues one signal at a time: expiries while it is pending (the thread runnable but not
+  // running, on a busy machine) are counted in si_overrun, not lost. perf_event signals carry no such count.
+  if (si && si->si_code == SI_TIMER && si->si_overrun > 0) {
+    h.overruns = static_cast<uint32_t>(si->si_overrun);
+    g->counters.timer_overruns.fetch_add(h.overruns, std::memory_order_relaxed);
+  }
   {
     // Reads below are guarded copies, not system calls, when the guard is installed.
     const unwind::FaultGuardScope guard;

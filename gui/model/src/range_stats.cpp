@@ -96,7 +96,7 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
     path.insert(path.end(), it->second.begin(), it->second.end());
     int32_t node = 0;
     for (int32_t n : path) node = tree.child(node, n);
-    tree.nodes_[node].self += 1;
+    tree.nodes_[node].self += s.periods;
   }
   tree.finish(true);
   return dir == Direction::TopDown ? tree : tree.inverted();

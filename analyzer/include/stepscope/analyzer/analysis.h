@@ -81,6 +81,8 @@ struct KernelStat {
 struct HostFunctionStat {  // where the training thread was: a function (CPU samples) or an op (ranges)
   std::string name;
   int64_t samples = 0;  // sample count (for ops: 0)
+  int64_t periods =
+      0;  // sampling periods they stand for: more than samples where a POSIX timer merged expiries
   int64_t time_ns = 0;  // its samples' periods inside the window, or the op's exclusive time: a time, never a share
   bool on_cpu = true;   // false: `--wall` samples of the thread blocked here (off CPU)
 };

@@ -191,6 +191,10 @@ struct Sample {
   int64_t pid = 0, tid = 0;
   int64_t stack = 0;  // 0 = no stack
   bool on_cpu = true;
+  // Sampling periods this sample stands for: 1, or 1 + the timer expiries merged into its signal while the
+  // thread waited for a core (POSIX timers: --wall and the CPU-clock fallback). Schema v3; older stores
+  // read 1.
+  int64_t periods = 1;
 };
 
 struct DataWait {

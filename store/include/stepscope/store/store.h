@@ -13,8 +13,9 @@
 
 namespace stepscope::store {
 
-// 2: threads.collector, api_calls.stack, gpu_windows. Readers still read 1 (new columns read as 0, no windows).
-inline constexpr int kSchemaVersion = 2;
+// 2: threads.collector, api_calls.stack, gpu_windows. 3: samples.periods. Readers still read 1 and 2 (new
+// columns read as their defaults, no windows).
+inline constexpr int kSchemaVersion = 3;
 inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
 inline constexpr int32_t kApplicationId = 0x53545053;
 
