@@ -21,6 +21,8 @@ case ${1:-} in
   *) echo "test.sh: unknown option $1 (--sanitize, --sanitize-build)" >&2; exit 2 ;;
 esac
 jobs=$(nproc)
+# Each phase's end on stdout (and in the background build's log): where a CI run's time went.
+phase() { echo "test.sh: $(date +%T) $* (${SECONDS} s)"; }
 # build-test: RelWithDebInfo's -O2 with -g1, line tables: what symbolizing stepscope's own frames and a failure's
 # backtrace need, for three quarters of -g's compile time (the code is the same). The CPU samples the tests
 # record keep -g (samples/cpu).
@@ -40,10 +42,13 @@ sanitized_builds() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DSTEPSCOPE_CUDA_SAMPLES=OFF
   cmake --build build-asan -j"$jobs"
+  phase "ASan tree built"
   touch "$prebuild_asan"  # the ASan suite can start while the TSan and fuzz builds go on
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
   cmake --build build-tsan -j"$jobs" --target collector_ring_test
+  phase "TSan ring test built"
   STEPSCOPE_FUZZ_BUILD_ONLY=1 bash bench/fuzz/run.sh
+  phase "fuzzers built"
 }
 
 if [[ $mode == sanitize-build ]]; then
@@ -93,11 +98,13 @@ if [[ $mode == sanitize ]]; then
     LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --output-on-failure -j"$jobs" --timeout 1200 --label-exclude 'plain_only|framework')
+  phase "ASan suite done"
   if [[ $background == 1 ]]; then
     wait_for_prebuild
     sanitized_builds  # up to date: checks it
   fi
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
+  phase "TSan ring test done"
   STEPSCOPE_CLI="$root/build-test/cli/stepscope" STEPSCOPE_FUZZ_BUILD=0 bash bench/fuzz/run.sh "${STEPSCOPE_FUZZ_RUNS:-20000}"
   exit 0
 fi
@@ -113,7 +120,10 @@ if [[ ${STEPSCOPE_SANITIZED_PREBUILD:-0} == 1 ]]; then
   echo $! > "$prebuild_pid"
   echo "test.sh: building the sanitized trees in the background at the lowest priority ($prebuild_log)"
 fi
+phase "dependencies and Python environment ready"
 cmake -S . -B build-test "${plain_config[@]}"
 cmake --build build-test -j"$jobs"
+phase "plain tree built"
 cd build-test
 ctest --output-on-failure -j"$jobs" --timeout 600
+phase "plain suite done"
