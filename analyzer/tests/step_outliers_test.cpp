@@ -237,20 +237,11 @@ TEST_CASE(
   t.meta["collector.timer"] = "timer_create CLOCK_MONOTONIC (wall)";
   t.add(store::Process{kPid, t.intern("python3"), 1});
   t.add(store::Thread{kPid, kPid, t.intern("python3"), false});
-  const store::Frame sleep{1,
-                           t.intern("python_slow_steps.py"),
-                           t.intern("save_checkpoint"),
-                           t.intern("python_slow_steps.py"),
-                           21,
-                           store::FrameKind::Python,
-                           0};
-  const store::Frame step{2,
-                          t.intern("python_slow_steps.py"),
-                          t.intern("train_step"),
-                          t.intern("python_slow_steps.py"),
-                          52,
-                          store::FrameKind::Python,
-                          0};
+  auto python_frame = [&](int64_t id, const char* function, int32_t line) {
+    const store::StringId file = t.intern("python_slow_steps.py");
+    return store::Frame{id, file, t.intern(function), file, line, store::FrameKind::Python, 0};
+  };
+  const store::Frame sleep = python_frame(1, "save_checkpoint", 21), step = python_frame(2, "train_step", 52);
   t.add(sleep), t.add(step);
   t.add(store::Stack{1, 0, step.id});
   t.add(store::Stack{2, 1, sleep.id});

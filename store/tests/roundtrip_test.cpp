@@ -40,6 +40,17 @@ Trace sample_trace() {
   t.meta["gpu.window"] = "20/200";
   return t;
 }
+// Turns a store this writer made into what an older writer left, by the SQL given.
+void rewrite_as_older(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+  INFO((err ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
 }  // namespace
 
 TEST_CASE("every table round-trips through a store file") {
@@ -147,23 +158,13 @@ TEST_CASE("every table round-trips through a store file") {
 TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
   stepscope::test::ScratchDir dir("store_v1");
   write_store_atomically(sample_trace(), dir.file("v1.db"));
-  {
-    // Turn the file into exactly what a v1 writer left: no threads.collector, no api_calls.stack, no gpu_windows.
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(dir.file("v1.db").c_str(), &db) == SQLITE_OK);
-    const char* to_v1 =
-        "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector; ALTER TABLE api_calls DROP COLUMN "
-        "stack;"
-        "ALTER TABLE samples DROP COLUMN periods;"
-        "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version'; PRAGMA "
-        "user_version=1;";
-    char* err = nullptr;
-    int rc = sqlite3_exec(db, to_v1, nullptr, nullptr, &err);
-    INFO((err ? err : ""));
-    sqlite3_free(err);
-    sqlite3_close(db);
-    REQUIRE(rc == SQLITE_OK);
-  }
+  // Exactly what a v1 writer left: no threads.collector, no api_calls.stack, no samples.periods, no
+  // gpu_windows.
+  rewrite_as_older(dir.file("v1.db"),
+                   "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector;"
+                   "ALTER TABLE api_calls DROP COLUMN stack; ALTER TABLE samples DROP COLUMN periods;"
+                   "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version';"
+                   "PRAGMA user_version=1;");
   StoreReader r(dir.file("v1.db"));
   CHECK(r.schema_version() == 1);
   Trace t = r.load();
@@ -184,19 +185,10 @@ TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
 TEST_CASE("a schema v2 store reads back with one period a sample") {
   stepscope::test::ScratchDir dir("store_v2");
   write_store_atomically(sample_trace(), dir.file("v2.db"));
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(dir.file("v2.db").c_str(), &db) == SQLITE_OK);
-    const char* to_v2 =
-        "ALTER TABLE samples DROP COLUMN periods; UPDATE meta SET value='2' WHERE key='schema_version';"
-        "PRAGMA user_version=2;";
-    char* err = nullptr;
-    int rc = sqlite3_exec(db, to_v2, nullptr, nullptr, &err);
-    INFO((err ? err : ""));
-    sqlite3_free(err);
-    sqlite3_close(db);
-    REQUIRE(rc == SQLITE_OK);
-  }
+  rewrite_as_older(
+      dir.file("v2.db"),
+      "ALTER TABLE samples DROP COLUMN periods; UPDATE meta SET value='2' WHERE key='schema_version';"
+      "PRAGMA user_version=2;");
   StoreReader r(dir.file("v2.db"));
   CHECK(r.schema_version() == 2);
   Trace t = r.load();
