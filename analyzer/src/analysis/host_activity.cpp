@@ -30,10 +30,9 @@ int64_t sample_period_ns(const store::Trace& t, std::string* source) {
   double hz = std::atof(meta_or(t, "collector.cpu_hz").c_str());
   if (!(hz >= 1 && hz <= 1e6)) hz = 0;
   // perf_event task-clock fires after each period of the thread's own CPU time, a CLOCK_MONOTONIC timer
-  // (--wall) after each period of wall time; the CPU-clock fallback fires on the scheduler tick whatever is
-  // asked. The CPU-clock fallback fires on the scheduler tick with the expiries it merged counted
-  // (collector.timer_overruns present: the sample carries 1 + them as its periods), so a period is the asked
-  // one there too.
+  // (--wall) after each period of wall time. The CPU-clock fallback fires on the scheduler tick whatever is
+  // asked; where the collector counted the expiries it merged (collector.timer_overruns present: a sample
+  // carries 1 + them as its periods), a period is the asked one there too.
   const bool counted_overruns = t.meta.count("collector.timer_overruns") > 0;
   if (hz > 0 && (timer.rfind("perf_event", 0) == 0 || mode == "wall" || counted_overruns)) {
     if (source) *source = "meta collector.cpu_hz (" + (mode == "wall" ? std::string("wall timer") : timer) + ")";

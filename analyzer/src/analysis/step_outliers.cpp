@@ -81,6 +81,9 @@ class StepContributions {
     return it == per_step_[step].end() ? 0 : it->second;
   }
   const std::unordered_map<Key, int64_t>& of(size_t step) const { return per_step_[step]; }
+  // A sampled function's time is known to a sampling period: 50 samples at 100 Hz in a 502 ms step read 500
+  // ms.
+  int64_t sample_period_ns() const { return sample_period_ns_; }
   int64_t median(Key k) {
     auto it = medians_.find(k);
     if (it != medians_.end()) return it->second;
@@ -210,12 +213,7 @@ class StepContributions {
   std::unordered_map<Key, int64_t> medians_;
   std::vector<std::string> names_;  // sampled functions' display names (Kind::Function ids)
   int64_t training_pid_ = 0, training_tid_ = 0;
-  int64_t sample_period_ns_ = 0;
-
- public:
-  // A sampled function's time is known to a sampling period: 50 samples at 100 Hz in a 502 ms step read 500
-  // ms.
-  int64_t sample_period_ns() const { return sample_period_ns_; }
+  int64_t sample_period_ns_ = 0;  // the samples' period (0: no samples), the resolution of a function's time
 };
 
 bool allows(const StepCategory& c, Kind k) {
