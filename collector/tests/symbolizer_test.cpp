@@ -1,13 +1,16 @@
-// The symbolizer names an address only with a symbol that covers it: a stripped library's local functions, which
-// only an unsized `_init` precedes, read module+offset (the H100 Hugging Face recording showed `_init` 27 ms).
+// The symbolizer names an address only with a symbol that covers it: a stripped library's local functions,
+// which only an unsized `_init` precedes, read module+offset (the H100 Hugging Face recording showed `_init`
+// 27 ms). And a program built by clang, which writes no .debug_aranges, gets its file:line.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/records.h"
+#include "test_support.h"
 
 using namespace stepscope;
 
@@ -61,4 +64,42 @@ TEST_CASE("an unsized symbol covers only its own section: a stripped library's l
   CHECK(by_address.at(in_local) == expected);
   CHECK(by_address.at(in_fini) == "_fini");
   CHECK(by_address.at(in_init) == "_init");
+}
+
+TEST_CASE("a clang-built program, which has no .debug_aranges, gets file:line as addr2line reads it") {
+  setenv("STEPSCOPE_SYMBOL_CACHE", "off", 1);
+  if (test::run_shell("command -v clang >/dev/null 2>&1").status != 0) STEPSCOPE_SKIP("no clang on PATH");
+  test::ScratchDir dir("symbolizer_clang");
+  const std::string src = dir.file("clang_lines.c"), prog = dir.file("clang_lines");
+  std::ofstream(src) << "__attribute__((noinline)) int scaled(int x) {\n"
+                        "  return x * 3 + 1;\n"
+                        "}\n"
+                        "int main(int argc, char** argv) { (void)argv; return scaled(argc); }\n";
+  REQUIRE(
+      test::run_shell("clang -O1 -g -o " + test::shell_quote(prog) + " " + test::shell_quote(src) + " 2>&1")
+          .status == 0);
+  // What made libdw find no compile unit (and so no line) for any of its addresses:
+  REQUIRE(test::run_shell("readelf -S " + test::shell_quote(prog)).output.find(".debug_aranges") ==
+          std::string::npos);
+  const auto symbols = symbols_of(prog);
+  REQUIRE(symbols.count("scaled"));
+  const long long address = symbols.at("scaled");
+  // binutils' own reading of the line table, independent of libdw: "path:line".
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", address);
+  std::string expected = test::run_shell("addr2line -e " + test::shell_quote(prog) + " " + hex).output;
+  while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  REQUIRE(expected.rfind(src + ":", 0) == 0);
+
+  store::Trace t;
+  const auto module = t.intern(prog);
+  t.frames.push_back({1, module, 0, 0, 0, store::FrameKind::Native, address});
+  t.stacks.push_back({1, 0, 1});
+  collector::Symbolizer s;
+  s.symbolize(t);
+  REQUIRE(t.frames.size() == 1);
+  const auto& f = t.frames[0];
+  CHECK(t.str(f.symbol) == "scaled");
+  CHECK(t.str(f.file) + ":" + std::to_string(f.line) == expected);
+  CHECK((f.line == 1 || f.line == 2));  // the function's own lines, not main's
 }

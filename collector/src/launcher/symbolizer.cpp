@@ -64,9 +64,9 @@ class ModuleSymbolizer {
   ModuleSymbolizer(std::string path, std::string build_id, const std::string& cache_dir)
       : path_(std::move(path)), build_id_(std::move(build_id)) {
     if (!cache_dir.empty() && build_id_.size() >= 8 && build_id_.find('/') == std::string::npos) {
-      // The suffix names the lookup rules: results cached under older rules (an unsized symbol reaching past its
-      // section) are not reused.
-      cache_file_ = cache_dir + "/" + build_id_ + ".2";
+      // The suffix names the lookup rules: results cached under older rules (.2: an unsized symbol reaching
+      // past its section; .3: no file:line without .debug_aranges) are not reused.
+      cache_file_ = cache_dir + "/" + build_id_ + ".3";
       load_cache();
     }
   }
@@ -229,6 +229,61 @@ class ModuleSymbolizer {
     return e.name;
   }
 
+  // The compile unit holding `addr`. libdw finds it through .debug_aranges, which clang does not write unless
+  // asked
+  // (-gdwarf-aranges) and elfutils 0.188 does not make up: without them every file:line of a clang-built
+  // module was lost. Then the units' own address ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are indexed
+  // once.
+  Dwarf_Die* compile_unit_of(Dwarf_Addr addr, Dwarf_Addr& bias, Dwarf_Die& storage) {
+    if (Dwarf_Die* d = dwfl_module_addrdie(mod_, addr, &bias)) return d;
+    if (!unit_ranges_built_) build_unit_ranges();
+    if (!dwarf_) return nullptr;
+    const Dwarf_Addr a = addr - dwarf_bias_;
+    auto it = std::upper_bound(unit_ranges_.begin(), unit_ranges_.end(), a,
+                               [](Dwarf_Addr v, const UnitRange& r) { return v < r.start; });
+    // Ranges of different units may nest (a unit spanning others' code): the nearest start below wins, else
+    // the ones before it are tried.
+    for (int tries = 0; it != unit_ranges_.begin() && tries < 8; ++tries) {
+      --it;
+      if (a < it->end) {
+        if (!dwarf_offdie(dwarf_, it->die_offset, &storage)) return nullptr;
+        bias = dwarf_bias_;
+        return &storage;
+      }
+    }
+    return nullptr;
+  }
+
+  void build_unit_ranges() {
+    unit_ranges_built_ = true;
+    dwarf_ = dwfl_module_getdwarf(mod_, &dwarf_bias_);
+    if (!dwarf_) return;
+    Dwarf_CU* cu = nullptr;
+    Dwarf_Half version = 0;
+    uint8_t unit_type = 0;
+    Dwarf_Die unit;
+    while (dwarf_get_units(dwarf_, cu, &cu, &version, &unit_type, &unit, nullptr) == 0) {
+      if (unit_type != DW_UT_compile && unit_type != DW_UT_partial) continue;
+      Dwarf_Addr base = 0, start = 0, end = 0;
+      for (ptrdiff_t o = 0; (o = dwarf_ranges(&unit, o, &base, &start, &end)) > 0;)
+        if (end > start) unit_ranges_.push_back({start, end, dwarf_dieoffset(&unit)});
+    }
+    std::sort(unit_ranges_.begin(), unit_ranges_.end(),
+              [](const UnitRange& x, const UnitRange& y) { return x.start < y.start; });
+  }
+
+  // A line table's path relative to its unit's directory (clang writes the directories below the compilation
+  // directory that way, and libdw 0.188 does not join them) made absolute with DW_AT_comp_dir.
+  static std::string in_unit_dir(const char* f, Dwarf_Die* cudie) {
+    if (f[0] == '/' || !cudie) return f;
+    Dwarf_Attribute attr;
+    const char* dir = dwarf_attr(cudie, DW_AT_comp_dir, &attr) ? dwarf_formstring(&attr) : nullptr;
+    if (!dir || !*dir) return f;
+    std::string out = dir;
+    if (out.back() != '/') out += '/';
+    return out + f;
+  }
+
   std::vector<Sym> lookup_uncached(Dwarf_Addr addr) {
     std::vector<Sym> out;
     if (!mod_) return out;
@@ -236,22 +291,25 @@ class ModuleSymbolizer {
     const char* symname = find_symbol(addr, off);
     std::string symtab_name = demangle(symname);
 
+    Dwarf_Addr bias = 0;
+    Dwarf_Die cu_storage;
+    Dwarf_Die* cudie = compile_unit_of(addr, bias, cu_storage);
+
     std::string leaf_file;
     int leaf_line = 0;
-    if (Dwfl_Line* line = dwfl_module_getsrc(mod_, addr)) {
+    if (Dwarf_Line* line = cudie ? dwarf_getsrc_die(cudie, addr - bias) : nullptr) {
       int lineno = 0;
       Dwarf_Addr row = 0;
-      const char* f = dwfl_lineinfo(line, &row, &lineno, nullptr, nullptr, nullptr);
+      dwarf_lineno(line, &lineno);
+      dwarf_lineaddr(line, &row);
+      const char* f = dwarf_linesrc(line, nullptr, nullptr);
       // The nearest line row at or below the address may belong to code before this function when the
       // function itself has no line information (e.g. _start from crt1.o): then there is no file:line.
-      if (f && (!symname || row >= addr - off)) {
-        leaf_file = f;
+      if (f && (!symname || row + bias >= addr - off)) {
+        leaf_file = in_unit_dir(f, cudie);
         leaf_line = lineno;
       }
     }
-
-    Dwarf_Addr bias = 0;
-    Dwarf_Die* cudie = dwfl_module_addrdie(mod_, addr, &bias);
 
     Dwarf_Die* scopes = nullptr;
     int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
@@ -283,7 +341,7 @@ class ModuleSymbolizer {
       if (dwarf_attr(&d, DW_AT_call_file, &attr)) dwarf_formudata(&attr, &call_file);
       if (dwarf_attr(&d, DW_AT_call_line, &attr)) dwarf_formudata(&attr, &call_line);
       const char* f = files && call_file < nfiles ? dwarf_filesrc(files, call_file, nullptr, nullptr) : nullptr;
-      file = f ? f : "";
+      file = f ? in_unit_dir(f, cudie) : "";
       line = static_cast<int>(call_line);
       // Past an inlined instance, dwarf_getscopes() goes on with the scopes of the inlined function's
       // abstract definition (its namespace), not with the function it was inlined into: take the scopes
@@ -320,6 +378,14 @@ class ModuleSymbolizer {
     const char* name;  // in the ELF's string table, alive as long as dwfl_
   };
   std::vector<SymbolEntry> symbols_;
+  struct UnitRange {
+    Dwarf_Addr start, end;
+    Dwarf_Off die_offset;
+  };
+  std::vector<UnitRange> unit_ranges_;  // only for a module without .debug_aranges
+  bool unit_ranges_built_ = false;
+  Dwarf* dwarf_ = nullptr;
+  Dwarf_Addr dwarf_bias_ = 0;
   std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_, cached_;
 };
 
