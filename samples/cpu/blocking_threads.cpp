@@ -16,8 +16,18 @@ namespace {
 
 std::atomic<bool> g_done{false};
 
-// noipa: the call must not be moved before the threads start (GCC would find it pure and free to move).
-__attribute__((noipa)) uint64_t spin_function(uint64_t iterations) {
+// Each function keeps its own frame: GCC's noipa, clang's noinline (clang has no noipa; the sanitized tree is
+// built by clang).
+#if defined(__clang__)
+#define SAMPLE_NOIPA __attribute__((noinline))
+#else
+#define SAMPLE_NOIPA __attribute__((noipa))
+#endif
+
+// The call must not be moved before the threads start: the compiler would find it pure and free to move,
+// which the empty asm with a memory clobber forbids in clang too.
+SAMPLE_NOIPA uint64_t spin_function(uint64_t iterations) {
+  asm volatile("" ::: "memory");
   uint64_t x = 88172645463325252ull;
   for (uint64_t i = 0; i < iterations; ++i) {
     x ^= x << 13;
@@ -29,7 +39,7 @@ __attribute__((noipa)) uint64_t spin_function(uint64_t iterations) {
 
 // read() on a pipe is restarted after a signal (SA_RESTART), so the wall-clock sampling signal is invisible
 // to this thread: it returns only when main writes the byte.
-__attribute__((noipa)) int blocked_reader(int fd) {
+SAMPLE_NOIPA int blocked_reader(int fd) {
   char c = 0;
   ssize_t n;
   do {
@@ -38,7 +48,7 @@ __attribute__((noipa)) int blocked_reader(int fd) {
   return c;
 }
 
-__attribute__((noipa)) int sleeping_waiter() {
+SAMPLE_NOIPA int sleeping_waiter() {
   int naps = 0;
   while (!g_done.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retries nanosleep after EINTR

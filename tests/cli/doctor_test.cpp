@@ -49,7 +49,7 @@ int64_t number_after(const std::string& line, const std::string& pattern) {
   return std::atoll(m[1].str().c_str());
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(STEPSCOPE_TEST_ASAN) || defined(STEPSCOPE_TEST_TSAN)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;

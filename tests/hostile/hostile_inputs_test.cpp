@@ -28,7 +28,7 @@ namespace {
 // Peak resident memory allowed for one `stepscope` run on any case. The largest real trace imports in ~100 MB
 // and the 100 MB name case needs a few copies of the name; a sanitized build (ASan's shadow memory and
 // quarantine) is allowed three times as much.
-#ifdef __SANITIZE_ADDRESS__
+#ifdef STEPSCOPE_TEST_ASAN
 constexpr long kMemoryBoundMb = 3 * 1024;
 #else
 constexpr long kMemoryBoundMb = 1024;
@@ -74,7 +74,7 @@ Outcome run_cli(const std::vector<std::string>& args, const test::ScratchDir& di
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(126);
     rlimit cpu{kCpuLimitS, kCpuLimitS};
     setrlimit(RLIMIT_CPU, &cpu);
-#ifndef __SANITIZE_ADDRESS__
+#ifndef STEPSCOPE_TEST_ASAN
     // A runaway allocation fails here instead of swapping the machine (ASan reserves terabytes of address
     // space, so a sanitized build relies on ru_maxrss alone).
     rlimit as{rlim_t(4) << 30, rlim_t(4) << 30};

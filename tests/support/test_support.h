@@ -15,6 +15,24 @@
 #include <string>
 #include <vector>
 
+// Whether this tree is built with AddressSanitizer / ThreadSanitizer (scripts/test.sh --sanitize): GCC
+// defines
+// __SANITIZE_ADDRESS__, clang answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPSCOPE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPSCOPE_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define STEPSCOPE_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STEPSCOPE_TEST_TSAN 1
+#endif
+#endif
+
 namespace stepscope::test {
 
 inline std::string traces_dir() { return STEPSCOPE_TRACES_DIR; }

@@ -163,8 +163,12 @@ int main(int argc, char** argv) {
     std::printf("memory-limit sum %lx\n", sum);
     return 9;
   }
-  if (mode == "burn-forever")
-    for (;;) burn(1000000ul);
+  if (mode == "burn-forever") {
+    // The volatile store keeps the loop: an infinite loop without side effects is undefined, and clang drops
+    // it.
+    [[maybe_unused]] volatile unsigned long sink = 0;
+    for (;;) sink = burn(1000000ul);
+  }
   std::printf("burn %lx\n", burn(100000000ul));
   return 0;
 }

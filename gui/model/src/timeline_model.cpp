@@ -613,7 +613,7 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
     const std::string group = process_label(pid);
     for (int part = 0; part < 2; ++part) {
       for (const Key& key : part == 0 ? key_threads : others) {
-        const auto [p, tid] = key;
+        const auto p = key.first, tid = key.second;  // not a structured binding: clang 14 cannot capture one
         const std::string title = thread_title(key);
         auto base = [&](TrackKind kind, std::string t) {
           Track tr;
