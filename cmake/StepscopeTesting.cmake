@@ -2,6 +2,20 @@
 add_library(stepscope_catch_main STATIC ${CMAKE_SOURCE_DIR}/tests/support/catch_main.cpp)
 target_link_libraries(stepscope_catch_main PUBLIC Catch2::Catch2)
 target_include_directories(stepscope_catch_main PUBLIC ${CMAKE_SOURCE_DIR}/tests/support)
+# In a sanitized tree the tests' own files are compiled at -O0 (the product's files a test compiles in, those
+# under a src/ folder, keep the tree's -O1). The sanitizers check them just the same, and an instrumented test
+# file compiles in less than half the time at -O0 (28.8 s against 12.1 s for analyze_synthetic_test.cpp with
+# GCC 12): the CI's time (docs/reliability.md).
+function(stepscope_test_code_at_O0)
+  if(STEPSCOPE_SANITIZE)
+    foreach(src ${ARGN})
+      if(NOT src MATCHES "(^|/)src/")
+        set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -O0)
+      endif()
+    endforeach()
+  endif()
+endfunction()
+stepscope_test_code_at_O0(${CMAKE_SOURCE_DIR}/tests/support/catch_main.cpp)
 target_compile_definitions(stepscope_catch_main PUBLIC
   STEPSCOPE_TRACES_DIR="${STEPSCOPE_TRACES_DIR}"
   STEPSCOPE_RECORDINGS_DIR="${STEPSCOPE_RECORDINGS_DIR}"
@@ -26,6 +40,7 @@ function(stepscope_add_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE stepscope_catch_main ${T_LIBS})
+  stepscope_test_code_at_O0(${T_SOURCES})
   set(_serial FALSE)
   if(T_SERIAL)
     set(_serial TRUE)

@@ -6,7 +6,8 @@
 #   STEPSCOPE_FUZZ_SECONDS=S                   also stop each target after S seconds (whichever comes first)
 #
 # Builds build-fuzz/ with clang (-DSTEPSCOPE_FUZZ=ON: libFuzzer + ASan + UBSan) unless STEPSCOPE_FUZZ_BUILD=0;
-# STEPSCOPE_FUZZ_BUILD_ONLY=1 builds and stops.
+# STEPSCOPE_FUZZ_BUILD_ONLY=1 builds and stops. STEPSCOPE_FUZZ_DIR=DIR takes the targets from another tree
+# (scripts/test.sh --sanitize: build-asan/, where clang builds them beside the sanitized suite).
 # A hang is an input that takes more than 1 s; a leak is reported by LeakSanitizer at the end of an input.
 # Crash inputs are kept under build-fuzz/fuzz-work/TARGET/; each one found becomes a test under tests/fuzz-crashes/.
 # Exit status 1 when any target crashed.
