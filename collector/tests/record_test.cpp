@@ -478,10 +478,10 @@ TEST_CASE("symbolization results are reused from the per-build-id cache with ide
   CHECK(addresses > 0);
   CHECK(std::atoi(traces[1].meta["record.symbol_cache_hits"].c_str()) >= addresses * 3 / 4);
   size_t cache_files = 0;
-  // One file per build-id (40 hex digits) with the lookup rules' suffix ".2".
+  // One file per build-id (40 hex digits) with the lookup rules' suffix ".3".
   for (const auto& e : std::filesystem::directory_iterator(cache)) {
     const std::string name = e.path().filename().string();
-    cache_files += name.size() == 42 && name.compare(40, 2, ".2") == 0;
+    cache_files += name.size() == 42 && name.compare(40, 2, ".3") == 0;
   }
   CHECK(cache_files >= 2);  // hot_loop and libc at least
   auto frame_set = [](const store::Trace& t) {
