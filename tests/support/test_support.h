@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-// Whether this tree is built with AddressSanitizer / ThreadSanitizer (scripts/test.sh --sanitize): GCC
-// defines
+// Whether this tree is built with AddressSanitizer / ThreadSanitizer (scripts/test.sh --sanitize): GCC defines
 // __SANITIZE_ADDRESS__, clang answers __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
 #define STEPSCOPE_TEST_ASAN 1

@@ -230,10 +230,8 @@ class ModuleSymbolizer {
   }
 
   // The compile unit holding `addr`. libdw finds it through .debug_aranges, which clang does not write unless
-  // asked
-  // (-gdwarf-aranges) and elfutils 0.188 does not make up: without them every file:line of a clang-built
-  // module was lost. Then the units' own address ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are indexed
-  // once.
+  // asked (-gdwarf-aranges) and elfutils 0.188 does not make up: without them every file:line of a clang-built
+  // module was lost. Then the units' own address ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are indexed once.
   Dwarf_Die* compile_unit_of(Dwarf_Addr addr, Dwarf_Addr& bias, Dwarf_Die& storage) {
     if (Dwarf_Die* d = dwfl_module_addrdie(mod_, addr, &bias)) return d;
     if (!unit_ranges_built_) build_unit_ranges();

@@ -164,8 +164,7 @@ int main(int argc, char** argv) {
     return 9;
   }
   if (mode == "burn-forever") {
-    // The volatile store keeps the loop: an infinite loop without side effects is undefined, and clang drops
-    // it.
+    // The volatile store keeps the loop: an endless loop without side effects is undefined (clang drops it).
     [[maybe_unused]] volatile unsigned long sink = 0;
     for (;;) sink = burn(1000000ul);
   }
