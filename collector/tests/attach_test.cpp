@@ -240,6 +240,10 @@ TEST_CASE("attach to a running hot_loop: samples from after the attach, with sym
     CHECK(std::atoll(t.meta["collector.leaf_only_samples"].c_str()) == 0);
     CHECK(t.meta["collector.stack_truncated_samples"] == "0");
     CHECK(t.meta["collector.stack_unreadable_samples"] == "0");
+    // Its first copy ran into the end of the stack (a handled fault); later ones stopped there without one.
+    REQUIRE(t.meta.count("collector.guarded_read_faults"));
+    INFO("collector.guarded_read_faults: " << t.meta["collector.guarded_read_faults"]);
+    CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) <= 4);
   }
   // Dormant collector: one control thread blocked in accept() and its socket.
   const int threads_dormant = threads_of(target.pid), fds_dormant = fds_of(target.pid);
@@ -447,8 +451,13 @@ TEST_CASE("a process that exits as its window closes: the window is answered and
     store::Trace t = store::StoreReader(db).load();
     CHECK(t.meta["attach.ending"] == "duration");
     CHECK(t.meta["collector.unreadable_parts"] == "0");
-    // Two spinning threads for 0.5 s at 1 kHz of CPU time: about 1,000 samples.
-    CHECK(t.samples.size() >= 300);
+    // Two spinning threads for 0.5 s at 1 kHz of CPU time: about 1,000 samples on an idle machine, ~240 with
+    // six busy processes on its two cores (what CI's background build and stress come close to). Both threads
+    // are in the window.
+    CHECK(t.samples.size() >= 100);
+    std::set<int> tids;
+    for (const auto& s : t.samples) tids.insert(s.tid);
+    CHECK(tids.size() >= 2);
     CHECK(!fs::exists(db + ".parts"));
   }
 }

@@ -229,6 +229,43 @@ TEST_CASE(
             if (c.bytes != 2 * kPage - 100 || c.faulted || c.capped) _exit(18);
           }) == 0);
   }
+  SECTION(
+      "a stack of unknown bounds: the first copy faults at its end, later ones stop there without a fault") {
+    CHECK(in_child([] {
+            Pages p(6);
+            p.hole(3);
+            p.hole(5);
+            if (!install_fault_guard()) _exit(10);
+            uint8_t buf[4 * kPage];
+            const FaultGuardScope guard;
+            std::atomic<uintptr_t> top{0};
+            const uint64_t f0 = guarded_read_faults();
+            StackCopy c = copy_stack(p.at(2 * kPage + 100), StackBounds{}, buf, sizeof buf, &top);
+            if (c.bytes != kPage - 100 || c.capped || guarded_read_faults() != f0 + 1) _exit(20);
+            if (top.load() != p.at(3 * kPage)) _exit(21);
+            // Deeper on the same stack: every byte up to the remembered end, and no fault.
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &top);
+            if (c.bytes != 3 * kPage - 100 || c.capped || c.faulted || guarded_read_faults() != f0 + 1)
+              _exit(22);
+            if (std::memcmp(buf, p.base + 100, c.bytes) != 0) _exit(23);
+            // A window that ends below the end: capped by the window, the end kept.
+            c = copy_stack(p.at(100), StackBounds{}, buf, kPage, &top);
+            if (c.bytes != kPage || !c.capped || top.load() != p.at(3 * kPage) ||
+                guarded_read_faults() != f0 + 1)
+              _exit(24);
+            // A stack pointer above the end (another stack): read as unknown, and its own end remembered.
+            c = copy_stack(p.at(4 * kPage + 8), StackBounds{}, buf, sizeof buf, &top);
+            if (c.bytes != kPage - 8 || guarded_read_faults() != f0 + 2 || top.load() != p.at(5 * kPage))
+              _exit(25);
+            // Memory below the remembered end turned unreadable: the copy stops at it, and the end moves
+            // down.
+            top.store(p.at(3 * kPage));
+            p.hole(1);
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &top);
+            if (c.bytes != kPage - 100 || guarded_read_faults() != f0 + 3 || top.load() != p.at(kPage))
+              _exit(26);
+          }) == 0);
+  }
   SECTION("outside a scope, reads are process_vm_readv's, with the same counts") {
     CHECK(in_child([] {
             Pages p(3);

@@ -91,6 +91,8 @@ struct ThreadState {
   // Known for threads that register themselves: the handler then copies the stack with memcpy; otherwise it
   // reads it fault-safely (unwind::copy_stack).
   unwind::StackBounds stack;
+  // Without them: where the last fault-safe copy of its stack stopped (unwind::copy_stack's seen_top).
+  std::atomic<uintptr_t> stack_seen_top{0};
   ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
 };
 
@@ -107,6 +109,7 @@ struct Counters {
   std::atomic<uint64_t> call_stacks_skipped{0};  // over the rate limit or the queue bound
   std::atomic<uint64_t> out_of_memory_passes{0};  // drain passes lost because an allocation failed
   std::atomic<uint64_t> handler_hist[64] = {};    // handler duration, buckets of handler_bucket()
+  uint64_t guarded_faults_before = 0;             // unwind::guarded_read_faults() when the window began
 };
 
 // Handler durations: 100 ns buckets up to 3.2 µs, then four a doubling up to ~820 µs (the last open-ended).

@@ -308,10 +308,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       for (const char* k :
            {"collector.unwound_samples", "collector.stack_truncated_samples",
             "collector.stack_unreadable_samples", "collector.leaf_only_samples",
-            "collector.out_of_memory_passes", "collector.unknown_thread_signals",
-            "collector.call_stacks_skipped", "collector.unwind_memory_reads", "collector.raw_stack_hits",
-            "collector.stack_node_lookups", "collector.unwind_table_searches",
-            "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records"})
+            "collector.guarded_read_faults", "collector.out_of_memory_passes",
+            "collector.unknown_thread_signals", "collector.call_stacks_skipped",
+            "collector.unwind_memory_reads", "collector.raw_stack_hits", "collector.stack_node_lookups",
+            "collector.unwind_table_searches", "collector.unwind_object_reads", "cupti.syncs_without_thread",
+            "cupti.incomplete_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {

@@ -13,6 +13,7 @@
 #include "output/drainer.h"
 #include "output/module_maps.h"
 #include "sampling/thread_registry.h"
+#include "unwind/safe_copy.h"
 
 namespace stepscope::collector {
 namespace {
@@ -29,6 +30,8 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.unwound_samples"] = std::to_string(u.records);
   m["collector.stack_truncated_samples"] = std::to_string(u.truncated);
   m["collector.stack_unreadable_samples"] = std::to_string(u.unreadable);
+  m["collector.guarded_read_faults"] =
+      std::to_string(unwind::guarded_read_faults() - c.guarded_faults_before);
   m["collector.leaf_only_samples"] = std::to_string(u.leaf_only);
   m["collector.raw_stack_hits"] = std::to_string(u.raw_hits);
   m["collector.stack_node_lookups"] = std::to_string(u.node_lookups);

@@ -45,7 +45,8 @@ void capture_call_stack(int64_t correlation) {
   h.flags = kSampleSkipLeaf;
   ThreadState* ts = t_state;
   cs.record.resize(capture_record(&uc, ts ? ts->stack : unwind::StackBounds{}, h,
-                                  reinterpret_cast<uint8_t*>(cs.record.data())));
+                                  reinterpret_cast<uint8_t*>(cs.record.data()),
+                                  ts ? &ts->stack_seen_top : nullptr));
   auto& p = pending();
   std::lock_guard<std::mutex> lk(p.mu);
   if (p.call_stacks.size() >= kMaxQueuedStacks) {

@@ -11,10 +11,12 @@
 
 namespace stepscope::collector {
 
-size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec) {
+size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec,
+                      std::atomic<uintptr_t>* seen_top) {
   unwind::registers_from(uc, &h.regs);
   uint8_t* stack = rec + sizeof(SampleHeader);
-  const unwind::StackCopy copy = unwind::copy_stack(h.regs.r[unwind::kRegSp], bounds, stack, g->stack_window);
+  const unwind::StackCopy copy =
+      unwind::copy_stack(h.regs.r[unwind::kRegSp], bounds, stack, g->stack_window, seen_top);
   h.stack_bytes = static_cast<uint32_t>(copy.bytes);
   if (copy.capped) h.flags |= kSampleStackCapped;
   if (copy.faulted) h.flags |= kSampleStackUnreadable;
@@ -78,7 +80,7 @@ void on_sample_signal(int, siginfo_t* si, void* ucv) {
   {
     // Reads below are guarded copies, not system calls, when the guard is installed.
     const unwind::FaultGuardScope guard;
-    ts->ring.commit(capture_record(uc, ts->stack, h, rec));
+    ts->ring.commit(capture_record(uc, ts->stack, h, rec, &ts->stack_seen_top));
   }
   g->counters.samples.fetch_add(1, std::memory_order_relaxed);
   g->counters.handler_hist[handler_bucket(clock_ns(CLOCK_MONOTONIC) - t_enter)].fetch_add(

@@ -16,7 +16,9 @@ inline size_t max_record_bytes() {
 }
 // Fills `rec` (max_record_bytes() of room) with one record of the interrupted (or getcontext'ed) context:
 // `h` completed with registers, stack size and flags, then the stack copy and the Python frames. Returns the
-// record's length. Async-signal-safe: the handler and the stacks at blocking CUDA calls share it.
-size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec);
+// record's length. Async-signal-safe: the handler and the stacks at blocking CUDA calls share it. `seen_top`:
+// the thread's ThreadState::stack_seen_top (unwind::copy_stack).
+size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec,
+                      std::atomic<uintptr_t>* seen_top = nullptr);
 
 }  // namespace stepscope::collector

@@ -13,6 +13,7 @@
 #include "control/control_server.h"
 #include "core/collector_state.h"
 #include "sampling/timers.h"
+#include "unwind/safe_copy.h"
 
 namespace stepscope::collector {
 namespace {
@@ -250,6 +251,7 @@ void reset_recorded_state(bool after_fork) {
                   &c.threads_unsampled, &c.call_stacks, &c.call_stacks_skipped})
     a->store(0);
   for (auto& b : c.handler_hist) b.store(0);
+  c.guarded_faults_before = unwind::guarded_read_faults();
 }
 
 }  // namespace stepscope::collector

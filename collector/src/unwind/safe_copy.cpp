@@ -6,6 +6,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <initializer_list>
 
@@ -49,6 +50,7 @@ struct KernelSigaction {
 
 struct sigaction g_previous[2];  // SIGSEGV, SIGBUS: what was installed before the guard
 bool g_installed = false;
+std::atomic<uint64_t> g_faults{0};  // faults the guard turned into short copies
 // 0: no scope; 1: in a scope, the guard not checked yet (checked at the first read that needs it, so a sample
 // of native code with known stack bounds makes no system call); 2: guarded; 3: not guarded.
 __thread int t_scope __attribute__((tls_model("initial-exec"))) = 0;
@@ -61,6 +63,7 @@ void on_fault(int sig, siginfo_t* info, void* ucv) {
   auto* uc = static_cast<ucontext_t*>(ucv);
   if (uc->uc_mcontext.gregs[REG_RIP] == reinterpret_cast<greg_t>(stepscope_guarded_copy_at)) {
     uc->uc_mcontext.gregs[REG_RIP] = reinterpret_cast<greg_t>(stepscope_guarded_copy_resume);
+    g_faults.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   // Not ours: as if the guard were not there.
@@ -145,6 +148,10 @@ long read_own(const iovec* local, const iovec* remote, unsigned long n, pid_t pi
       syscall(SYS_process_vm_readv, static_cast<long>(pid ? pid : getpid()), local, n, remote, n, 0ul);
   errno = saved;
   return got > 0 ? got : 0;
+}
+
+uint64_t guarded_read_faults() {
+  return g_faults.load(std::memory_order_relaxed);
 }
 
 size_t read_memory(void* dst, uintptr_t addr, size_t n) {

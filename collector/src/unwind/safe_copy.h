@@ -36,6 +36,8 @@ long read_own(const iovec* local, const iovec* remote, unsigned long n, pid_t pi
 
 // Copies up to `n` bytes from `addr` upward: the bytes copied before the first unreadable one (read_own).
 size_t read_memory(void* dst, uintptr_t addr, size_t n);
+// Faults that guarded copies turned into short counts, in this process since it started.
+uint64_t guarded_read_faults();
 // Whether the calling thread is inside an active FaultGuardScope.
 bool fault_guard_active();
 

@@ -39,7 +39,8 @@ StackBounds thread_stack_bounds() {
   return b;
 }
 
-StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max) {
+StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max,
+                     std::atomic<uintptr_t>* seen_top) {
   StackCopy c;
   if (sp >= bounds.lo && sp < bounds.hi) {
     const size_t avail = bounds.hi - sp;
@@ -50,13 +51,16 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
   }
   // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page (guarded
   // copies in the sampling handler, process_vm_readv elsewhere: read_own).
+  const uintptr_t top = seen_top ? seen_top->load(std::memory_order_relaxed) : 0;
+  const size_t want = top > sp && top - sp < max ? top - sp : max;
+  if (want == 0) return c;
   constexpr int kMaxIov = 80;  // 320 KiB windows at most
   iovec local[kMaxIov], remote[kMaxIov];
   int n = 0;
   size_t planned = 0;
   uintptr_t at = sp;
-  while (planned < max && n < kMaxIov) {
-    const size_t len = std::min<size_t>(max - planned, kPage - (at & (kPage - 1)));
+  while (planned < want && n < kMaxIov) {
+    const size_t len = std::min<size_t>(want - planned, kPage - (at & (kPage - 1)));
     local[n] = {dst + planned, len};
     remote[n] = {reinterpret_cast<void*>(at), len};
     ++n;
@@ -70,6 +74,7 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
   }
   c.bytes = static_cast<size_t>(got);
   c.capped = c.bytes == max;
+  if (seen_top && c.bytes < planned) seen_top->store(sp + c.bytes, std::memory_order_relaxed);
   return c;
 }
 

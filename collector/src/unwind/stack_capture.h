@@ -5,6 +5,7 @@
 #pragma once
 #include <ucontext.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -35,9 +36,14 @@ struct StackCopy {
   bool faulted = false; // nothing could be read at sp
 };
 
-// Copies up to `max` bytes from `sp` up into `dst`. Inside known bounds a plain copy; otherwise page by page
-// with process_vm_readv on this process, which stops at the first unmapped page instead of faulting.
-StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max);
+// Copies up to `max` bytes from `sp` up into `dst`. Inside known bounds a plain copy; otherwise a fault-safe
+// read (read_own) that stops at the first unreadable page. `seen_top`, when given, is where such a read of
+// the same thread's stack stopped before: a later copy from below it stops there too instead of taking the
+// same fault again (a handled fault costs several µs, most of an unregistered thread's sample). A read that
+// stops short moves it; a stack pointer at or above it is read as if it were not known. Written only by the
+// thread's own sampling handler.
+StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max,
+                     std::atomic<uintptr_t>* seen_top = nullptr);
 
 // Fault-safe read of this process's memory (process_vm_readv): false when any of it is unmapped.
 bool read_own_memory(void* dst, uintptr_t addr, size_t n);
