@@ -91,4 +91,13 @@ if ! "$HTA_VENV/bin/python" -c 'import hta' >/dev/null 2>&1; then
     say "warning: HolisticTraceAnalysis not installed (see $LOG): bench.hta_compare will say SKIPPED"
 fi
 
+# CPython 3.14 from Debian sid, unpacked beside the venv (Debian 12 has none): the frame reader's test runs it
+# when it is there. Optional: without it that test covers the other versions.
+SID_PY="$(dirname "$VENV")/cpython-sid/usr/bin/python3.14"
+if ! "$SID_PY" -c 'import sys' >/dev/null 2>&1; then
+  say "unpacking CPython 3.14 from Debian sid (scripts/python-sid.sh)"
+  bash "$(dirname "$0")/python-sid.sh" "$(dirname "$VENV")/cpython-sid" >>"$LOG" 2>&1 ||
+    say "warning: CPython 3.14 not unpacked (see $LOG): python_frames_test covers 3.9-3.13 only"
+fi
+
 say "ready: $VENV ($("$VENV/bin/python" -c 'import sys, numpy, torch, tensorflow as tf; print(sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__, "tensorflow", tf.__version__)' 2>/dev/null)) in $(( $(date +%s) - start )) s"

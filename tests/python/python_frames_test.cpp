@@ -1,4 +1,4 @@
-// The CPython frame reader (collector/src/python) against real interpreters: each available CPython 3.9–3.13
+// The CPython frame reader (collector/src/python) against real interpreters: each available CPython 3.9–3.14
 // runs tests/python/frames_probe.py with a preloaded probe whose SIGPROF handler captures Python frames the
 // way the collector does; the resolved samples must name the hot function, its file and line, the whole
 // call chain, and mark evaluator entries so that they match the native _PyEval_EvalFrameDefault frames.
@@ -48,10 +48,17 @@ std::vector<std::string> interpreters() {
   std::error_code ec;
   for (const auto& dir : std::filesystem::directory_iterator(root + "/versions", ec)) {
     const std::string name = dir.path().filename().string();
-    for (const char* minor : {"3.9.", "3.10.", "3.11.", "3.12.", "3.13."})
+    for (const char* minor : {"3.9.", "3.10.", "3.11.", "3.12.", "3.13.", "3.14."})
       if (name.rfind(minor, 0) == 0 && name.find_first_not_of("0123456789.") == std::string::npos)
         candidates.push_back((dir.path() / "bin" / "python3").string());
   }
+  // More interpreters, e.g. Debian sid's CPython 3.14 unpacked by scripts/python-sid.sh.
+  if (const char* more = std::getenv("STEPSCOPE_TEST_PYTHONS"))
+    for (const auto& exe : split(more, ':'))
+      if (!exe.empty()) candidates.push_back(exe);
+  const std::string sid = (std::getenv("HOME") ? std::string(std::getenv("HOME")) : "") +
+                          "/.cache/stepscope/cpython-sid/usr/bin/python3.14";
+  if (std::filesystem::exists(sid)) candidates.push_back(sid);
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& c : candidates) {
@@ -75,7 +82,7 @@ TEST_CASE("python frames: a process without CPython reports none and never crash
   CHECK_FALSE(py::resolve(py::RawPyFrame{0x10, 0, 0}, fn, file, line));
 }
 
-TEST_CASE("python frames: real CPython 3.9-3.13 name the hot function, file, line and call chain") {
+TEST_CASE("python frames: real CPython 3.9-3.14 name the hot function, file, line and call chain") {
   const std::string script = source_dir() + "/tests/python/frames_probe.py";
   const int hot_line = line_of(script, "# HOT LINE");
   const int middle_line = line_of(script, "w.hot_leaf(20000)");

@@ -157,6 +157,41 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "python frames: the store says in how many Python processes they were read, and where not, one warning") {
+  ScratchDir dir("python_frames_status");
+  const std::string script = "import time\nt = time.time()\nwhile time.time() - t < 0.3: pass\n";
+  write_text(dir.file("spin.py"), script);
+  {
+    const std::string db = dir.file("read.db");
+    const auto r = run_shell(shell_quote(kCli) + " record --no-gpu -o " + shell_quote(db) + " -- python3 " +
+                             shell_quote(dir.file("spin.py")) + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("Python frames are not read") == std::string::npos);
+    CHECK(meta_of(db, "python.frames") == "read in 1 of 1 Python process");
+  }
+  // CPython 3.8: hooks, but no frame layout for it (the reader covers 3.9-3.14).
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  std::string py38;
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(home + "/.pyenv/versions", ec))
+    if (d.path().filename().string().rfind("3.8.", 0) == 0) py38 = (d.path() / "bin/python3").string();
+  if (py38.empty() || !std::filesystem::exists(py38))
+    STEPSCOPE_SKIP("no pyenv CPython 3.8 for the unsupported case");
+  const std::string db = dir.file("unread.db");
+  const auto r = run_shell(shell_quote(kCli) + " record --no-gpu -o " + shell_quote(db) + " -- " +
+                           shell_quote(py38) + " " + shell_quote(dir.file("spin.py")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(
+            "stepscope: warning: Python frames are not read in 1 of 1 Python process (CPython 3.8 is not "
+            "supported (3.9–3.14 are)): their samples show the interpreter's native frames only "
+            "(docs/python.md)\n") != std::string::npos);
+  CHECK(meta_of(db, "python.frames") ==
+        "read in 0 of 1 Python process; first without them: CPython 3.8 is not supported (3.9–3.14 are)");
+}
+
+TEST_CASE(
     "python hooks: where they cannot go in (attach while the main thread sleeps), attach and analyze say "
     "so") {
   ScratchDir dir("python_hooks_pending");

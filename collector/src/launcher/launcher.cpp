@@ -154,6 +154,27 @@ struct PythonHooksTally {
   }
 };
 
+// The processes' `python.frames` lines (python::describe()): in how many Python processes the frame reader
+// works.
+struct PythonFramesTally {
+  int64_t read = 0, unread = 0;
+  std::string first_unread;
+  void add(const std::string& s, bool is_read) {
+    if (s.rfind("CPython ", 0) != 0) return;  // no CPython in that process
+    if (is_read)
+      ++read;
+    else if (unread++ == 0)
+      first_unread = s;
+  }
+  std::string warning() const {
+    if (!unread) return {};
+    const int64_t n = read + unread;
+    return "Python frames are not read in " + std::to_string(unread) + " of " + std::to_string(n) +
+           " Python process" + (n == 1 ? "" : "es") + " (" + first_unread +
+           "): their samples show the interpreter's native frames only (docs/python.md)";
+  }
+};
+
 }  // namespace
 
 bool valid_gpu_window(const std::string& spec) {
@@ -263,6 +284,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   std::map<std::string, std::string> merged_meta = meta;
   std::set<std::string> statuses, endings;
   PythonHooksTally python_hooks;
+  PythonFramesTally python_frames;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
   int64_t timer_overruns = 0;
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
@@ -290,6 +312,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
         start_max = std::max(start_max, std::atof(it->second.c_str()));
       if (auto it = t.meta.find("collector.end"); it != t.meta.end()) endings.insert(it->second);
       if (auto it = t.meta.find("python.hooks"); it != t.meta.end()) python_hooks.add(it->second);
+      if (auto it = t.meta.find("python.frames"); it != t.meta.end())
+        python_frames.add(it->second,
+                          t.meta.count("python.frames_read") && t.meta.at("python.frames_read") == "1");
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
       for (const char* k :
@@ -389,11 +414,19 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       merged_meta["python.hooks_installed"] = std::to_string(python_hooks.installed);
       merged_meta["python.processes"] = std::to_string(python_hooks.python_processes());
     }
+    if (python_frames.read + python_frames.unread > 0) {
+      const int64_t n = python_frames.read + python_frames.unread;
+      std::string l = "read in " + std::to_string(python_frames.read) + " of " + std::to_string(n) +
+                      " Python process" + (n == 1 ? "" : "es");
+      if (python_frames.unread) l += "; first without them: " + python_frames.first_unread;
+      merged_meta["python.frames"] = l;
+    }
     for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
     w.close();
   }
   for (const auto& s : statuses) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
+  if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);
   if (std::rename(tmp.c_str(), output.c_str()) != 0) {
     std::string err = std::strerror(errno);
     fs::remove(tmp, ec);

@@ -112,6 +112,8 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.cpu_hz"] = std::to_string(g->config.cpu_hz);
 #if STEPSCOPE_HAVE_PYTHON
   m["python.hooks"] = python_hooks::status();
+  m["python.frames"] = python::describe();
+  m["python.frames_read"] = g->python_ready.load() ? "1" : "0";
 #endif
   m["collector.signal"] = std::to_string(g->signo);
 }

@@ -27,7 +27,7 @@
 namespace stepscope::collector::python {
 namespace {
 
-enum class FrameModel { FrameObject, Cframe311, Cframe312, Current313 };
+enum class FrameModel { FrameObject, Cframe311, Cframe312, Current313, Current314 };
 enum class LineTable { Lnotab39, Linetable310, Locations311 };
 
 struct Layout {
@@ -35,7 +35,7 @@ struct Layout {
   FrameModel model;
   LineTable lines;
   // thread state → frame chain
-  uint32_t tstate_frame;    // 3.9/3.10 tstate->frame, 3.11/3.12 tstate->cframe, 3.13 tstate->current_frame
+  uint32_t tstate_frame;    // 3.9/3.10 tstate->frame, 3.11/3.12 tstate->cframe, 3.13+ tstate->current_frame
   uint32_t cframe_current;  // 3.11/3.12 _PyCFrame.current_frame
   // frame (PyFrameObject for 3.9/3.10, _PyInterpreterFrame after)
   uint32_t frame_code, frame_previous, frame_instr, frame_owner, frame_is_entry, frame_read;
@@ -46,7 +46,10 @@ struct Layout {
 };
 
 constexpr uint32_t kNone = 0xFFFFFFFFu;
-constexpr uint8_t kOwnedByCstack = 3;  // FRAME_OWNED_BY_CSTACK: the shim frame an evaluator call pushes (3.12+)
+// The shim frame an evaluator call pushes (3.12+): FRAME_OWNED_BY_CSTACK in 3.12/3.13,
+// FRAME_OWNED_BY_INTERPRETER in 3.14. Owners above it (3.14's FRAME_OWNED_BY_CSTACK) are not Python frames
+// either.
+constexpr uint8_t kOwnedByEntryShim = 3;
 
 // clang-format off
 constexpr Layout kLayouts[] = {
@@ -56,6 +59,7 @@ constexpr Layout kLayouts[] = {
   {0x030B0000, FrameModel::Cframe311,   LineTable::Locations311,  56, 8,         32, 48,  56, 69, 68, 80,         112, 120, 128, 136, 72, 184,  48, 72, 56, 48},
   {0x030C0000, FrameModel::Cframe312,   LineTable::Locations311,  56, 0,          0,  8,  56, 70, kNone, 80,      112, 120, 128, 136, 68, 192,  40, 56, 48, 40},
   {0x030D0000, FrameModel::Current313,  LineTable::Locations311,  72, kNone,      0,  8,  56, 70, kNone, 80,      112, 120, 128, 136, 68, 200,  40, 56, 48, 40},
+  {0x030E0000, FrameModel::Current314,  LineTable::Locations311,  72, kNone,      0,  8,  56, 74, kNone, 80,      112, 120, 128, 136, 68, 208,  40, 56, 48, 40},
 };
 // clang-format on
 
@@ -71,7 +75,9 @@ struct Interpreter {
   const Layout* layout = nullptr;
   GetTstateFn get_tstate = nullptr;
   uint64_t code_type = 0, unicode_type = 0, bytes_type = 0;
-  std::atomic<uint64_t> eval_lo{0}, eval_hi{0};
+  // The evaluator's code: the symbol, then the parts a compiler split from it (kMaxEvalParts in all).
+  static constexpr int kMaxEvalParts = 4;
+  std::atomic<uint64_t> eval_lo[kMaxEvalParts] = {}, eval_hi[kMaxEvalParts] = {};
   char description[200] = "CPython not looked for yet";
 };
 // Constant-initialized (no constructor runs), so init() may be called from any library constructor.
@@ -130,6 +136,69 @@ std::string module_of(void* addr) {
   if (!dladdr(addr, &info) || !info.dli_fname || !*info.dli_fname) return "the executable";
   const char* slash = std::strrchr(info.dli_fname, '/');
   return slash ? slash + 1 : info.dli_fname;
+}
+
+// libgcc's lookup of the unwind table entry (FDE) that covers a pc, through .eh_frame_hdr.
+struct DwarfEhBases {
+  void* tbase;
+  void* dbase;
+  void* func;
+};
+extern "C" const void* _Unwind_Find_FDE(void* pc, DwarfEhBases* bases);
+
+struct CodeRange {
+  uint64_t lo = 0, hi = 0;
+};
+
+// The function that covers `pc` as its unwind table sees it: [start, end). The FDE's address range follows
+// its length, CIE pointer and start (both 4 bytes: the pcrel|sdata4 encoding every x86-64 toolchain writes);
+// anything else is not trusted.
+CodeRange unwind_function_of(uint64_t pc) {
+  DwarfEhBases bases{};
+  const auto* fde = static_cast<const unsigned char*>(_Unwind_Find_FDE(reinterpret_cast<void*>(pc), &bases));
+  if (!fde || !bases.func) return {};
+  int32_t begin_rel = 0;
+  uint32_t range = 0;
+  std::memcpy(&begin_rel, fde + 8, 4);
+  std::memcpy(&range, fde + 12, 4);
+  const uint64_t begin = reinterpret_cast<uint64_t>(fde + 8) + static_cast<int64_t>(begin_rel);
+  if (begin != reinterpret_cast<uint64_t>(bases.func) || pc < begin || pc >= begin + range) return {};
+  return {begin, begin + range};
+}
+
+// Parts of the evaluator that the compiler split off (GCC's hot/cold partitioning: Debian's CPython 3.14
+// exports a 1,184-byte _PyEval_EvalFrameDefault that jumps into an 84 KB body without a symbol of its own).
+// Native frames there are evaluator frames too, or Python frames cannot be spliced into native stacks. Found
+// by the jumps out of the symbol (jmp and jcc rel32, scanned byte by byte): a target in an unwind-table
+// function that is large (the body) and does not start at an exported symbol (that would be a tail call).
+std::vector<CodeRange> split_parts(void* eval, size_t size) {
+  std::vector<CodeRange> parts;
+  if (size < 6) return parts;
+  const auto* code = static_cast<const unsigned char*>(eval);
+  const uint64_t lo = reinterpret_cast<uint64_t>(eval), hi = lo + size;
+  constexpr uint64_t kMinPart = 16 * 1024;
+  for (size_t i = 0; i + 5 <= size; ++i) {
+    size_t len = 0;
+    if (code[i] == 0xE9)
+      len = 5;  // jmp rel32
+    else if (code[i] == 0x0F && i + 6 <= size && (code[i + 1] & 0xF0) == 0x80)
+      len = 6;  // jcc rel32
+    if (!len) continue;
+    int32_t rel = 0;
+    std::memcpy(&rel, code + i + len - 4, 4);
+    const uint64_t target = lo + i + len + static_cast<int64_t>(rel);
+    if (target >= lo && target < hi) continue;
+    bool known = false;
+    for (const auto& p : parts) known |= target >= p.lo && target < p.hi;
+    if (known) continue;
+    const CodeRange f = unwind_function_of(target);
+    if (f.hi - f.lo < kMinPart || (lo >= f.lo && lo < f.hi)) continue;
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(f.lo), &info) || info.dli_saddr == reinterpret_cast<void*>(f.lo))
+      continue;
+    parts.push_back(f);
+  }
+  return parts;
 }
 
 uint32_t detect_version() {
@@ -387,8 +456,20 @@ bool init() {
   char version[32];
   std::snprintf(version, sizeof version, "%u.%u", hex >> 24, (hex >> 16) & 0xFF);
   if (!layout) {
-    set_description(std::string("CPython ") + version + " is not supported (3.9–3.13 are)");
+    set_description(std::string("CPython ") + version + " is not supported (3.9–3.14 are)");
     return false;
+  }
+  if (hex >= 0x030D0000u) {
+    // 3.13+ begin _PyRuntime with _Py_DebugOffsets: "xdebugpy", the version, then whether the build is
+    // free-threaded, whose frames and code objects are laid out differently.
+    const auto* runtime = static_cast<const unsigned char*>(symbol("_PyRuntime"));
+    uint64_t head[3] = {};
+    if (runtime && safe_read(head, reinterpret_cast<uint64_t>(runtime), sizeof head) &&
+        std::memcmp(head, "xdebugpy", 8) == 0 && head[2] != 0) {
+      set_description(std::string("CPython ") + version +
+                      " free-threaded is not supported (the GIL builds are)");
+      return false;
+    }
   }
   interp.code_type = reinterpret_cast<uint64_t>(symbol("PyCode_Type"));
   interp.unicode_type = reinterpret_cast<uint64_t>(symbol("PyUnicode_Type"));
@@ -404,8 +485,16 @@ bool init() {
     return false;
   }
   const size_t eval_size = symbol_size(eval);
-  interp.eval_lo.store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
-  interp.eval_hi.store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1), std::memory_order_relaxed);
+  interp.eval_lo[0].store(reinterpret_cast<uint64_t>(eval), std::memory_order_relaxed);
+  interp.eval_hi[0].store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1),
+                          std::memory_order_relaxed);
+  int parts = 1;
+  for (const CodeRange& r : split_parts(eval, eval_size)) {
+    if (parts == Interpreter::kMaxEvalParts) break;
+    interp.eval_lo[parts].store(r.lo, std::memory_order_relaxed);
+    interp.eval_hi[parts].store(r.hi, std::memory_order_relaxed);
+    ++parts;
+  }
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
   interp.layout = layout;
@@ -420,7 +509,11 @@ std::string describe() { return std::string(interp.description); }
 uint32_t version_hex() { return interp.ready.load(std::memory_order_acquire) ? interp.layout->hex : 0; }
 
 bool is_eval_frame(uint64_t pc) {
-  return pc >= interp.eval_lo.load(std::memory_order_relaxed) && pc < interp.eval_hi.load(std::memory_order_relaxed);
+  for (int i = 0; i < Interpreter::kMaxEvalParts; ++i)
+    if (pc >= interp.eval_lo[i].load(std::memory_order_relaxed) &&
+        pc < interp.eval_hi[i].load(std::memory_order_relaxed))
+      return true;
+  return false;
 }
 
 int capture_current_thread(RawPyFrame* out, int max) {
@@ -450,13 +543,16 @@ int capture_current_thread(RawPyFrame* out, int max) {
       break;
     }
     const uint64_t previous = field<uint64_t>(buf, L.frame_previous);
-    if (L.frame_owner != kNone && L.model != FrameModel::Cframe311 && buf[L.frame_owner] == kOwnedByCstack) {
+    if (L.frame_owner != kNone && L.model != FrameModel::Cframe311 &&
+        buf[L.frame_owner] >= kOwnedByEntryShim) {
       // The shim an evaluator call pushes: the Python frame just above it was that call's first.
-      if (n > 0) out[n - 1].is_entry = 1;
+      if (n > 0 && buf[L.frame_owner] == kOwnedByEntryShim) out[n - 1].is_entry = 1;
       frame = previous;
       continue;
     }
-    const uint64_t code = field<uint64_t>(buf, L.frame_code);
+    uint64_t code = field<uint64_t>(buf, L.frame_code);
+    // 3.14's f_executable is a _PyStackRef: a tagged pointer (Py_TAG_REFCNT, the low bit, in GIL builds).
+    if (L.model == FrameModel::Current314) code &= ~uint64_t{3};
     if (!plausible(code)) break;
     int64_t instr = -1;
     switch (L.model) {

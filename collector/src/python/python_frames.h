@@ -1,4 +1,4 @@
-// Python frames of CPython 3.9–3.13, read from inside the process.
+// Python frames of CPython 3.9–3.14, read from inside the process.
 //
 // The signal handler calls capture_current_thread(): it reads the interrupted thread's own frame chain with
 // fault-safe reads (process_vm_readv on our own pid: a bad pointer makes the read fail, never the target)
