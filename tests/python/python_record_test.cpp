@@ -277,15 +277,19 @@ void check_host_activity_adds_up(Analyzed& a, int64_t training_tid) {
   CHECK(on > 0);
   CHECK(on <= double(h["window_us"]) * 1.02);
   if (!bool(h["wall"])) CHECK(on + off == Approx(double(h["window_us"])).epsilon(1e-6));
-  double listed = 0;
+  double listed = 0, listed_periods_us = 0;
   for (auto f : a.doc["idle_host_top"].get_array()) {
     // Each sample stands for at most its periods (more than one where its timer merged expiries while the
     // thread waited for a core), and only its part inside the steps counts.
     CHECK(int64_t(f["periods"]) >= int64_t(f["samples"]));
     CHECK(double(f["time_us"]) <= double(int64_t(f["periods"])) * period + 1e-6);
-    CHECK(double(f["time_us"]) >= 0.5 * double(int64_t(f["periods"])) * period);
     listed += double(f["time_us"]);
+    listed_periods_us += double(int64_t(f["periods"])) * period;
   }
+  // Most of it inside the steps, over all functions: one function can lose most of its few periods where a
+  // sample of merged expiries straddles the first step's start (2.2 of 7 ms seen with six busy processes on
+  // two cores).
+  CHECK(listed >= 0.5 * listed_periods_us);
   CHECK(listed <= on + off + 1e-6);
 }
 
