@@ -240,10 +240,11 @@ TEST_CASE("attach to a running hot_loop: samples from after the attach, with sym
     CHECK(std::atoll(t.meta["collector.leaf_only_samples"].c_str()) == 0);
     CHECK(t.meta["collector.stack_truncated_samples"] == "0");
     CHECK(t.meta["collector.stack_unreadable_samples"] == "0");
-    // Its first copy ran into the end of the stack (a handled fault); later ones stopped there without one.
+    // Its first copy ran into the end of the stack (a handled fault); later ones stopped there without one,
+    // but for one copy in 64 that reads past it (unwind::kSeenTopRecheck).
     REQUIRE(t.meta.count("collector.guarded_read_faults"));
     INFO("collector.guarded_read_faults: " << t.meta["collector.guarded_read_faults"]);
-    CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) <= 4);
+    CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) <= 2 + int64_t(t.samples.size()) / 64);
   }
   // Dormant collector: one control thread blocked in accept() and its socket.
   const int threads_dormant = threads_of(target.pid), fds_dormant = fds_of(target.pid);

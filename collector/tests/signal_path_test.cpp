@@ -238,32 +238,48 @@ TEST_CASE(
             if (!install_fault_guard()) _exit(10);
             uint8_t buf[4 * kPage];
             const FaultGuardScope guard;
-            std::atomic<uintptr_t> top{0};
+            SeenStackTop seen;
             const uint64_t f0 = guarded_read_faults();
-            StackCopy c = copy_stack(p.at(2 * kPage + 100), StackBounds{}, buf, sizeof buf, &top);
+            StackCopy c = copy_stack(p.at(2 * kPage + 100), StackBounds{}, buf, sizeof buf, &seen);
             if (c.bytes != kPage - 100 || c.capped || guarded_read_faults() != f0 + 1) _exit(20);
-            if (top.load() != p.at(3 * kPage)) _exit(21);
+            if (seen.top.load() != p.at(3 * kPage)) _exit(21);
             // Deeper on the same stack: every byte up to the remembered end, and no fault.
-            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &top);
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &seen);
             if (c.bytes != 3 * kPage - 100 || c.capped || c.faulted || guarded_read_faults() != f0 + 1)
               _exit(22);
             if (std::memcmp(buf, p.base + 100, c.bytes) != 0) _exit(23);
             // A window that ends below the end: capped by the window, the end kept.
-            c = copy_stack(p.at(100), StackBounds{}, buf, kPage, &top);
-            if (c.bytes != kPage || !c.capped || top.load() != p.at(3 * kPage) ||
+            c = copy_stack(p.at(100), StackBounds{}, buf, kPage, &seen);
+            if (c.bytes != kPage || !c.capped || seen.top.load() != p.at(3 * kPage) ||
                 guarded_read_faults() != f0 + 1)
               _exit(24);
             // A stack pointer above the end (another stack): read as unknown, and its own end remembered.
-            c = copy_stack(p.at(4 * kPage + 8), StackBounds{}, buf, sizeof buf, &top);
-            if (c.bytes != kPage - 8 || guarded_read_faults() != f0 + 2 || top.load() != p.at(5 * kPage))
+            c = copy_stack(p.at(4 * kPage + 8), StackBounds{}, buf, sizeof buf, &seen);
+            if (c.bytes != kPage - 8 || guarded_read_faults() != f0 + 2 || seen.top.load() != p.at(5 * kPage))
               _exit(25);
             // Memory below the remembered end turned unreadable: the copy stops at it, and the end moves
             // down.
-            top.store(p.at(3 * kPage));
+            seen.top.store(p.at(3 * kPage));
             p.hole(1);
-            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &top);
-            if (c.bytes != kPage - 100 || guarded_read_faults() != f0 + 3 || top.load() != p.at(kPage))
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &seen);
+            if (c.bytes != kPage - 100 || guarded_read_faults() != f0 + 3 || seen.top.load() != p.at(kPage))
               _exit(26);
+            // Memory above the remembered end became readable: copies stop at the old end until the next
+            // recheck, which reads past it (here up to the next hole, remembered instead).
+            if (mprotect(p.base + kPage, kPage, PROT_READ | PROT_WRITE) != 0) _exit(27);
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &seen);
+            if (c.bytes != kPage - 100 || guarded_read_faults() != f0 + 3) _exit(28);
+            seen.copies.store(kSeenTopRecheck - 1);
+            c = copy_stack(p.at(100), StackBounds{}, buf, sizeof buf, &seen);
+            if (c.bytes != 3 * kPage - 100 || guarded_read_faults() != f0 + 4 ||
+                seen.top.load() != p.at(3 * kPage))
+              _exit(29);
+            // A recheck whose window ends above the remembered end without a fault forgets it.
+            seen.top.store(p.at(kPage));
+            seen.copies.store(kSeenTopRecheck - 1);
+            c = copy_stack(p.at(100), StackBounds{}, buf, 2 * kPage, &seen);
+            if (c.bytes != 2 * kPage || !c.capped || seen.top.load() != 0 || guarded_read_faults() != f0 + 4)
+              _exit(30);
           }) == 0);
   }
   SECTION("outside a scope, reads are process_vm_readv's, with the same counts") {

@@ -91,8 +91,8 @@ struct ThreadState {
   // Known for threads that register themselves: the handler then copies the stack with memcpy; otherwise it
   // reads it fault-safely (unwind::copy_stack).
   unwind::StackBounds stack;
-  // Without them: where the last fault-safe copy of its stack stopped (unwind::copy_stack's seen_top).
-  std::atomic<uintptr_t> stack_seen_top{0};
+  // Without them: where fault-safe copies of its stack stopped (unwind::copy_stack).
+  unwind::SeenStackTop stack_seen_top;
   ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
 };
 

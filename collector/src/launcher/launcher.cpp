@@ -158,13 +158,14 @@ struct PythonHooksTally {
 // works.
 struct PythonFramesTally {
   int64_t read = 0, unread = 0;
-  std::string first_unread;
+  std::string first_read, first_unread;
   void add(const std::string& s, bool is_read) {
     if (s.rfind("CPython ", 0) != 0) return;  // no CPython in that process
-    if (is_read)
-      ++read;
-    else if (unread++ == 0)
+    if (is_read) {
+      if (read++ == 0) first_read = s;
+    } else if (unread++ == 0) {
       first_unread = s;
+    }
   }
   std::string warning() const {
     if (!unread) return {};
@@ -418,6 +419,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       const int64_t n = python_frames.read + python_frames.unread;
       std::string l = "read in " + std::to_string(python_frames.read) + " of " + std::to_string(n) +
                       " Python process" + (n == 1 ? "" : "es");
+      if (python_frames.read) l += " (first: " + python_frames.first_read + ")";
       if (python_frames.unread) l += "; first without them: " + python_frames.first_unread;
       merged_meta["python.frames"] = l;
     }

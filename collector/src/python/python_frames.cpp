@@ -78,7 +78,7 @@ struct Interpreter {
   // The evaluator's code: the symbol, then the parts a compiler split from it (kMaxEvalParts in all).
   static constexpr int kMaxEvalParts = 4;
   std::atomic<uint64_t> eval_lo[kMaxEvalParts] = {}, eval_hi[kMaxEvalParts] = {};
-  char description[200] = "CPython not looked for yet";
+  char description[200] = "not looked for yet";
 };
 // Constant-initialized (no constructor runs), so init() may be called from any library constructor.
 constinit Interpreter interp;
@@ -168,15 +168,20 @@ CodeRange unwind_function_of(uint64_t pc) {
 
 // Parts of the evaluator that the compiler split off (GCC's hot/cold partitioning: Debian's CPython 3.14
 // exports a 1,184-byte _PyEval_EvalFrameDefault that jumps into an 84 KB body without a symbol of its own).
-// Native frames there are evaluator frames too, or Python frames cannot be spliced into native stacks. Found
-// by the jumps out of the symbol (jmp and jcc rel32, scanned byte by byte): a target in an unwind-table
-// function that is large (the body) and does not start at an exported symbol (that would be a tail call).
+// Native frames there are evaluator frames too, or Python frames cannot be spliced into native stacks. Only a
+// symbol too small to hold the evaluator is scanned: its jumps out of it (jmp and jcc rel32, read byte by
+// byte, so an immediate can pass for one) must reach, from at least two places, one unwind-table function of
+// the same object that is large (the body) and does not start at an exported symbol (that would be a tail
+// call).
 std::vector<CodeRange> split_parts(void* eval, size_t size) {
+  constexpr uint64_t kMinPart = 16 * 1024;
   std::vector<CodeRange> parts;
-  if (size < 6) return parts;
+  if (size < 6 || size >= kMinPart) return parts;
+  Dl_info self{};
+  if (!dladdr(eval, &self)) return parts;
   const auto* code = static_cast<const unsigned char*>(eval);
   const uint64_t lo = reinterpret_cast<uint64_t>(eval), hi = lo + size;
-  constexpr uint64_t kMinPart = 16 * 1024;
+  std::vector<std::pair<CodeRange, int>> seen;  // candidate functions and their jump sites
   for (size_t i = 0; i + 5 <= size; ++i) {
     size_t len = 0;
     if (code[i] == 0xE9)
@@ -189,15 +194,19 @@ std::vector<CodeRange> split_parts(void* eval, size_t size) {
     const uint64_t target = lo + i + len + static_cast<int64_t>(rel);
     if (target >= lo && target < hi) continue;
     bool known = false;
-    for (const auto& p : parts) known |= target >= p.lo && target < p.hi;
+    for (auto& [r, sites] : seen)
+      if (target >= r.lo && target < r.hi) known = true, ++sites;
     if (known) continue;
     const CodeRange f = unwind_function_of(target);
     if (f.hi - f.lo < kMinPart || (lo >= f.lo && lo < f.hi)) continue;
     Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(f.lo), &info) || info.dli_saddr == reinterpret_cast<void*>(f.lo))
+    if (!dladdr(reinterpret_cast<void*>(f.lo), &info) || info.dli_fbase != self.dli_fbase ||
+        info.dli_saddr == reinterpret_cast<void*>(f.lo))
       continue;
-    parts.push_back(f);
+    seen.emplace_back(f, 1);
   }
+  for (const auto& [r, sites] : seen)
+    if (sites >= 2) parts.push_back(r);
   return parts;
 }
 
@@ -465,7 +474,7 @@ bool init() {
     const auto* runtime = static_cast<const unsigned char*>(symbol("_PyRuntime"));
     uint64_t head[3] = {};
     if (runtime && safe_read(head, reinterpret_cast<uint64_t>(runtime), sizeof head) &&
-        std::memcmp(head, "xdebugpy", 8) == 0 && head[2] != 0) {
+        std::memcmp(head, "xdebugpy", 8) == 0 && (head[1] & 0xFFFF0000u) == hex && head[2] != 0) {
       set_description(std::string("CPython ") + version +
                       " free-threaded is not supported (the GIL builds are)");
       return false;
@@ -489,17 +498,23 @@ bool init() {
   interp.eval_hi[0].store(reinterpret_cast<uint64_t>(eval) + (eval_size ? eval_size : 1),
                           std::memory_order_relaxed);
   int parts = 1;
+  uint64_t split_bytes = 0;
   for (const CodeRange& r : split_parts(eval, eval_size)) {
     if (parts == Interpreter::kMaxEvalParts) break;
     interp.eval_lo[parts].store(r.lo, std::memory_order_relaxed);
     interp.eval_hi[parts].store(r.hi, std::memory_order_relaxed);
+    split_bytes += r.hi - r.lo;
     ++parts;
   }
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
   interp.layout = layout;
   interp.get_tstate = get_tstate;
-  set_description(std::string("CPython ") + version + " (" + module_of(eval) + ")");
+  std::string where = module_of(eval);
+  if (parts > 1)
+    where += "; evaluator split: " + std::to_string(parts - 1) + " part(s), " + std::to_string(split_bytes) +
+             " bytes, beside the symbol's " + std::to_string(eval_size);
+  set_description(std::string("CPython ") + version + " (" + where + ")");
   interp.ready.store(true, std::memory_order_release);
   return true;
 }

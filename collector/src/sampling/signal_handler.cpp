@@ -12,7 +12,7 @@
 namespace stepscope::collector {
 
 size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec,
-                      std::atomic<uintptr_t>* seen_top) {
+                      unwind::SeenStackTop* seen_top) {
   unwind::registers_from(uc, &h.regs);
   uint8_t* stack = rec + sizeof(SampleHeader);
   const unwind::StackCopy copy =

@@ -19,6 +19,6 @@ inline size_t max_record_bytes() {
 // record's length. Async-signal-safe: the handler and the stacks at blocking CUDA calls share it. `seen_top`:
 // the thread's ThreadState::stack_seen_top (unwind::copy_stack).
 size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec,
-                      std::atomic<uintptr_t>* seen_top = nullptr);
+                      unwind::SeenStackTop* seen_top = nullptr);
 
 }  // namespace stepscope::collector

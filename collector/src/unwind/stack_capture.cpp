@@ -39,8 +39,7 @@ StackBounds thread_stack_bounds() {
   return b;
 }
 
-StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max,
-                     std::atomic<uintptr_t>* seen_top) {
+StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max, SeenStackTop* seen) {
   StackCopy c;
   if (sp >= bounds.lo && sp < bounds.hi) {
     const size_t avail = bounds.hi - sp;
@@ -51,7 +50,9 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
   }
   // Unknown bounds: one iovec per page, so a partial read ends exactly at the first unmapped page (guarded
   // copies in the sampling handler, process_vm_readv elsewhere: read_own).
-  const uintptr_t top = seen_top ? seen_top->load(std::memory_order_relaxed) : 0;
+  uintptr_t top = 0;
+  if (seen && seen->copies.fetch_add(1, std::memory_order_relaxed) % kSeenTopRecheck != kSeenTopRecheck - 1)
+    top = seen->top.load(std::memory_order_relaxed);
   const size_t want = top > sp && top - sp < max ? top - sp : max;
   if (want == 0) return c;
   constexpr int kMaxIov = 80;  // 320 KiB windows at most
@@ -74,7 +75,13 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
   }
   c.bytes = static_cast<size_t>(got);
   c.capped = c.bytes == max;
-  if (seen_top && c.bytes < planned) seen_top->store(sp + c.bytes, std::memory_order_relaxed);
+  if (seen) {
+    const uintptr_t known = seen->top.load(std::memory_order_relaxed);
+    if (c.bytes < planned)
+      seen->top.store(sp + c.bytes, std::memory_order_relaxed);
+    else if (known > sp && known < sp + c.bytes)
+      seen->top.store(0, std::memory_order_relaxed);  // read past it
+  }
   return c;
 }
 

@@ -36,14 +36,24 @@ struct StackCopy {
   bool faulted = false; // nothing could be read at sp
 };
 
+// Where fault-safe copies of one thread's stack stopped (copy_stack). Kept by the thread itself (its sampling
+// handler, or a capture outside one), lock-free.
+struct SeenStackTop {
+  std::atomic<uintptr_t> top{0};
+  std::atomic<uint32_t> copies{0};
+};
+// One copy in this many reads past the remembered end, so an end that moved up (memory mapped above it later)
+// is found: a fault every 64 samples instead of every sample.
+constexpr uint32_t kSeenTopRecheck = 64;
+
 // Copies up to `max` bytes from `sp` up into `dst`. Inside known bounds a plain copy; otherwise a fault-safe
-// read (read_own) that stops at the first unreadable page. `seen_top`, when given, is where such a read of
-// the same thread's stack stopped before: a later copy from below it stops there too instead of taking the
-// same fault again (a handled fault costs several µs, most of an unregistered thread's sample). A read that
-// stops short moves it; a stack pointer at or above it is read as if it were not known. Written only by the
-// thread's own sampling handler.
+// read (read_own) that stops at the first unreadable page. `seen`, when given, remembers where such a read of
+// the same thread's stack stopped: a later copy from below it stops there too instead of taking the same
+// fault again (a handled fault costs several µs, most of an unregistered thread's sample). A read that stops
+// short moves it; a stack pointer at or above it is read as if it were not known; a recheck that reads past
+// it forgets it.
 StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size_t max,
-                     std::atomic<uintptr_t>* seen_top = nullptr);
+                     SeenStackTop* seen = nullptr);
 
 // Fault-safe read of this process's memory (process_vm_readv): false when any of it is unmapped.
 bool read_own_memory(void* dst, uintptr_t addr, size_t n);
