@@ -43,22 +43,13 @@ std::vector<std::string> interpreters() {
   if (std::string(STEPSCOPE_PYTHON_EXE).size()) candidates.push_back(STEPSCOPE_PYTHON_EXE);
   candidates.push_back("python3");
   candidates.push_back("/usr/bin/python3");  // Debian's: libpython linked statically into the executable
-  std::string root = std::getenv("PYENV_ROOT") ? std::getenv("PYENV_ROOT") : "";
-  if (root.empty() && std::getenv("HOME")) root = std::string(std::getenv("HOME")) + "/.pyenv";
-  std::error_code ec;
-  for (const auto& dir : std::filesystem::directory_iterator(root + "/versions", ec)) {
-    const std::string name = dir.path().filename().string();
-    for (const char* minor : {"3.9.", "3.10.", "3.11.", "3.12.", "3.13.", "3.14."})
-      if (name.rfind(minor, 0) == 0 && name.find_first_not_of("0123456789.") == std::string::npos)
-        candidates.push_back((dir.path() / "bin" / "python3").string());
-  }
+  for (const auto& exe : pyenv_pythons({"3.9.", "3.10.", "3.11.", "3.12.", "3.13.", "3.14."}))
+    candidates.push_back(exe);
   // More interpreters, e.g. Debian sid's CPython 3.14 unpacked by scripts/python-sid.sh.
   if (const char* more = std::getenv("STEPSCOPE_TEST_PYTHONS"))
     for (const auto& exe : split(more, ':'))
       if (!exe.empty()) candidates.push_back(exe);
-  const std::string sid = (std::getenv("HOME") ? std::string(std::getenv("HOME")) : "") +
-                          "/.cache/stepscope/cpython-sid/usr/bin/python3.14";
-  if (std::filesystem::exists(sid)) candidates.push_back(sid);
+  if (std::filesystem::exists(sid_python())) candidates.push_back(sid_python());
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& c : candidates) {

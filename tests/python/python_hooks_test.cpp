@@ -173,11 +173,8 @@ TEST_CASE(
     CHECK(frames.find("not supported") == std::string::npos);
   }
   // CPython 3.8: hooks, but no frame layout for it (the reader covers 3.9-3.14).
-  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  std::string py38;
-  std::error_code ec;
-  for (const auto& d : std::filesystem::directory_iterator(home + "/.pyenv/versions", ec))
-    if (d.path().filename().string().rfind("3.8.", 0) == 0) py38 = (d.path() / "bin/python3").string();
+  const auto pythons38 = pyenv_pythons({"3.8."});
+  const std::string py38 = pythons38.empty() ? "" : pythons38.back();
   if (py38.empty() || !std::filesystem::exists(py38))
     STEPSCOPE_SKIP("no pyenv CPython 3.8 for the unsupported case");
   const std::string db = dir.file("unread.db");

@@ -40,6 +40,28 @@ inline std::string python_executable(const std::string& cmd) {
   return r.output;
 }
 
+// pyenv's interpreters whose version folder starts with one of `minors` ("3.8.") and is a plain version
+// number.
+inline std::vector<std::string> pyenv_pythons(const std::vector<std::string>& minors) {
+  std::string root = std::getenv("PYENV_ROOT") ? std::getenv("PYENV_ROOT") : "";
+  if (root.empty() && std::getenv("HOME")) root = std::string(std::getenv("HOME")) + "/.pyenv";
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& dir : std::filesystem::directory_iterator(root + "/versions", ec)) {
+    const std::string name = dir.path().filename().string();
+    for (const auto& minor : minors)
+      if (name.rfind(minor, 0) == 0 && name.find_first_not_of("0123456789.") == std::string::npos)
+        out.push_back((dir.path() / "bin" / "python3").string());
+  }
+  return out;
+}
+
+// Debian sid's CPython 3.14 where scripts/python-env.sh unpacks it (scripts/python-sid.sh): beside the venv.
+inline std::string sid_python() {
+  return (std::filesystem::path(STEPSCOPE_PYTHON_VENV).parent_path() / "cpython-sid/usr/bin/python3.14")
+      .string();
+}
+
 // A fresh folder under /tmp, outside the source and build trees (ScratchDir lies inside the build tree), removed
 // with everything in it at the end of the scope.
 class OutsideDir {

@@ -123,6 +123,10 @@ void complete_threads(store::Trace& t) {
   for (const auto& r : t.steps) need(r.pid, r.tid);
 }
 
+std::string python_processes_text(int64_t n) {
+  return std::to_string(n) + " Python process" + (n == 1 ? "" : "es");
+}
+
 // The processes' `python.hooks` lines (collector/src/python/python_hooks.h), summed for the store and the summary.
 struct PythonHooksTally {
   int64_t installed = 0, missing = 0, none = 0;
@@ -137,9 +141,7 @@ struct PythonHooksTally {
     }
   }
   int64_t python_processes() const { return installed + missing; }
-  std::string processes_text() const {
-    return std::to_string(python_processes()) + " Python process" + (python_processes() == 1 ? "" : "es");
-  }
+  std::string processes_text() const { return python_processes_text(python_processes()); }
   std::string line() const {
     if (python_processes() == 0) return "none: no CPython in the recorded processes";
     std::string l = "installed in " + std::to_string(installed) + " of " + processes_text();
@@ -167,11 +169,17 @@ struct PythonFramesTally {
       first_unread = s;
     }
   }
+  int64_t python_processes() const { return read + unread; }
+  std::string line() const {
+    std::string l = "read in " + std::to_string(read) + " of " + python_processes_text(python_processes());
+    if (read) l += " (first: " + first_read + ")";
+    if (unread) l += "; first without them: " + first_unread;
+    return l;
+  }
   std::string warning() const {
     if (!unread) return {};
-    const int64_t n = read + unread;
-    return "Python frames are not read in " + std::to_string(unread) + " of " + std::to_string(n) +
-           " Python process" + (n == 1 ? "" : "es") + " (" + first_unread +
+    return "Python frames are not read in " + std::to_string(unread) + " of " +
+           python_processes_text(python_processes()) + " (" + first_unread +
            "): their samples show the interpreter's native frames only (docs/python.md)";
   }
 };
@@ -415,14 +423,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       merged_meta["python.hooks_installed"] = std::to_string(python_hooks.installed);
       merged_meta["python.processes"] = std::to_string(python_hooks.python_processes());
     }
-    if (python_frames.read + python_frames.unread > 0) {
-      const int64_t n = python_frames.read + python_frames.unread;
-      std::string l = "read in " + std::to_string(python_frames.read) + " of " + std::to_string(n) +
-                      " Python process" + (n == 1 ? "" : "es");
-      if (python_frames.read) l += " (first: " + python_frames.first_read + ")";
-      if (python_frames.unread) l += "; first without them: " + python_frames.first_unread;
-      merged_meta["python.frames"] = l;
-    }
+    if (python_frames.python_processes() > 0) merged_meta["python.frames"] = python_frames.line();
     for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
     w.close();
   }
