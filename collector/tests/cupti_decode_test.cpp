@@ -306,6 +306,85 @@ TEST_CASE("a sync whose API record comes in a later buffer waits for it, one tha
   CHECK(t.syncs.size() == 1);
 }
 
+TEST_CASE(
+    "after a re-attach CUPTI's ids start again, and the store's correlation ids stay unique per process") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  // One launch per attach, both with CUPTI's correlation id 2 (its count restarts after cuptiFinalize), and a
+  // sync whose API record comes after it. The H100 proof of 2026-11-27 found windows 3-6 of launch_bound
+  // without a single launch joined to its kernel: they joined window 2's launches of the same ids.
+  auto attach_rows = [](uint32_t start, uint32_t tid) {
+    Buffer b;
+    auto& k = b.add<CUpti_ActivityKernel10>();
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = start + 10;
+    k.end = start + 20;
+    k.correlationId = 2;
+    k.name = "step_kernel";
+    auto& sy = b.add<CUpti_ActivitySynchronization2>();
+    sy.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    sy.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    sy.start = start + 21;
+    sy.end = start + 30;
+    sy.correlationId = 3;
+    auto launch = [&b, start, tid](uint32_t correlation, CUpti_CallbackId cbid) {
+      auto& a = b.add<CUpti_ActivityAPI>();
+      a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+      a.cbid = cbid;
+      a.start = start + correlation;
+      a.end = start + correlation + 5;
+      a.processId = 1234;
+      a.threadId = tid;
+      a.correlationId = correlation;
+    };
+    launch(2, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+    launch(3, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020);
+    return b;
+  };
+  collector::cupti::DecodeState st;
+  st.pid = 1234;
+  store::Trace rows;
+  Buffer first = attach_rows(1000, 11);
+  REQUIRE(collector::cupti::decode_activity_buffer(first.bytes.data(), first.used, rows, st) == 4);
+  // What the recorder does at a re-attach (attach_again_locked): the per-attach maps go, the base moves on.
+  st.correlation_tid.clear();
+  st.give_up_held_syncs();
+  st.correlation_base += int64_t(1) << 32;
+  Buffer second = attach_rows(9000, 12);
+  REQUIRE(collector::cupti::decode_activity_buffer(second.bytes.data(), second.used, rows, st) == 4);
+
+  test::ScratchDir dir("collector_cupti_reattach");
+  const std::string db = dir.file("cupti.db");
+  {
+    store::StoreWriter w(db);
+    w.append(rows);
+    w.close();
+  }
+  store::Trace t = store::StoreReader(db).load();
+  REQUIRE(t.kernels.size() == 2);
+  REQUIRE(t.api_calls.size() == 4);
+  REQUIRE(t.syncs.size() == 2);
+  const int64_t second_base = int64_t(1) << 32;
+  CHECK(t.kernels[0].correlation == 2);
+  CHECK(t.kernels[1].correlation == second_base + 2);
+  // Each kernel joins exactly its own attach's launch (docs/schema.md: kernels.correlation =
+  // api_calls.correlation).
+  for (const auto& k : t.kernels) {
+    std::vector<const store::ApiCall*> launches;
+    for (const auto& a : t.api_calls)
+      if (a.correlation == k.correlation) launches.push_back(&a);
+    REQUIRE(launches.size() == 1);
+    CHECK(t.str(launches[0]->name) == "cudaLaunchKernel");
+    CHECK(launches[0]->start + 8 == k.start);  // 2 before the kernel's start + 10
+  }
+  // The syncs got their own attach's thread, by the low half of the id.
+  CHECK(t.syncs[0].correlation == 3);
+  CHECK(t.syncs[0].tid == 11);
+  CHECK(t.syncs[1].correlation == second_base + 3);
+  CHECK(t.syncs[1].tid == 12);
+  CHECK(st.syncs_without_thread == 0);
+}
+
 TEST_CASE("the collector's calibration kernels and its thread's API records are dropped") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());

@@ -143,6 +143,8 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
   std::vector<size_t> unresolved_syncs;  // indices into out.syncs whose API record may follow
   const int64_t off = st.clock_offset;
   auto t = [off](uint64_t v) { return static_cast<int64_t>(v) + off; };
+  const int64_t base = st.correlation_base;
+  auto corr = [base](uint32_t id) { return id ? base + int64_t(id) : int64_t(0); };
   // GPU work flushed before it ended (at a detach) has no time to keep: left out, counted.
   auto unfinished = [&st](uint64_t start, uint64_t end) {
     const bool no = start == 0 || end < start;
@@ -162,7 +164,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.device = k->deviceId;
         r.context = k->contextId;
         r.stream = k->streamId;
-        r.correlation = k->correlationId;
+        r.correlation = corr(k->correlationId);
         r.grid_x = k->gridX, r.grid_y = k->gridY, r.grid_z = k->gridZ;
         r.block_x = k->blockX, r.block_y = k->blockY, r.block_z = k->blockZ;
         r.registers = k->registersPerThread;
@@ -182,7 +184,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.end = t(m->end);
         r.device = m->deviceId;
         r.stream = m->streamId;
-        r.correlation = m->correlationId;
+        r.correlation = corr(m->correlationId);
         r.bytes = static_cast<int64_t>(m->bytes);
         r.kind = copy_kind(m->copyKind);
         r.src_kind = memory_kind(m->srcKind);
@@ -199,7 +201,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.end = t(m->end);
         r.device = m->deviceId;
         r.stream = m->streamId;
-        r.correlation = m->correlationId;
+        r.correlation = corr(m->correlationId);
         r.bytes = static_cast<int64_t>(m->bytes);
         r.mem_kind = memory_kind(m->memoryKind);
         r.pid = st.pid;
@@ -222,7 +224,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.tid = a->threadId;
         r.kind = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? store::ApiKind::Runtime : store::ApiKind::Driver;
         r.name = out.intern(api_name(r.kind, a->cbid));
-        r.correlation = a->correlationId;
+        r.correlation = corr(a->correlationId);
         r.return_code = static_cast<int32_t>(a->returnValue);
         out.api_calls.push_back(r);
         if (st.correlation_tid.size() > 100000) st.correlation_tid.clear();
@@ -242,7 +244,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.type = sync_type(s->type);
         r.device = 0;
         r.stream = s->streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? -1 : int64_t(s->streamId);
-        r.correlation = s->correlationId;
+        r.correlation = corr(s->correlationId);
         out.syncs.push_back(r);
         break;
       }
@@ -285,7 +287,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.device = gt->deviceId;
         r.context = gt->contextId;
         r.stream = gt->streamId;
-        r.correlation = gt->correlationId;
+        r.correlation = corr(gt->correlationId);
         r.graph_id = gt->graphId;
         r.name = out.intern("CUDA graph " + std::to_string(gt->graphId));
         r.pid = st.pid;

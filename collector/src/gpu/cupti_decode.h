@@ -19,6 +19,11 @@ bool load_library(std::string* error = nullptr);
 struct DecodeState {
   int64_t pid = 0;           // process the records belong to
   int64_t clock_offset = 0;  // added to every CUPTI timestamp (0 when CUPTI already reports CLOCK_MONOTONIC)
+  // Added to every non-zero correlation id a row gets: CUPTI numbers its ids from 1 again after each
+  // re-attach, and the store's must stay unique per process (docs/schema.md). A multiple of 2^32, so the
+  // uint32 id that keys the maps below is the row's low half. The maps are per attach (cleared at a
+  // re-attach).
+  int64_t correlation_base = 0;
   // NVTX marker ranges seen starting but not yet ending, by marker id.
   struct OpenMarker {
     int64_t start = 0;

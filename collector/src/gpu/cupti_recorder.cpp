@@ -114,7 +114,7 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId,
     return;
   }
   if (cb->callbackSite != CUPTI_API_ENTER || !rec->tracing.load(std::memory_order_relaxed)) return;
-  capture_call_stack(cb->correlationId);
+  capture_call_stack(rec->correlation_base.load(std::memory_order_relaxed) + cb->correlationId);
 }
 
 // GPU window switches as intervals, for the flight recorder (take_switches). Its own small lock: detach_here
@@ -371,8 +371,9 @@ bool attach_again_locked() {
   rec->detach_ns_max = std::max(rec->detach_ns_max, detach_ns);
   ++rec->detaches;
   // CUPTI forgot everything: subscriber, buffer callbacks, thread id type, clock — and its correlation ids
-  // start again, so the old ones must not name threads any more. Buffers it held when it finalized never come
-  // back through buffer_completed: they are ours again.
+  // start again, so the old ones must not name threads any more, and the rows of this attach get ids of their
+  // own (the next 2^32: a launch joins its kernel, not a kernel of an earlier window with the same CUPTI id).
+  // Buffers it held when it finalized never come back through buffer_completed: they are ours again.
   rec->has_subscriber = false;
   rec->callbacks_registered = false;
   rec->identity_set = false;
@@ -383,6 +384,8 @@ bool attach_again_locked() {
     rec->state.correlation_tid.clear();
     rec->state.skipped_correlations.clear();
     rec->state.give_up_held_syncs();
+    rec->state.correlation_base += int64_t(1) << 32;
+    rec->correlation_base.store(rec->state.correlation_base, std::memory_order_relaxed);
   }
   const int64_t t0 = now_ns();
   const std::string err = attach_cupti(false);

@@ -39,6 +39,8 @@ struct Recorder {
   std::atomic<bool> finalize_failed{false};  // cuptiFinalize refused once: windows only disable kinds from then on
   std::atomic<bool> domains_on{false};  // every runtime/driver callback enabled, waiting for a detach
   std::atomic<int64_t> last_detach_ns{0};
+  // state.correlation_base, for the stack callback (no lock there); changed only while CUPTI is detached.
+  std::atomic<int64_t> correlation_base{0};
   int64_t detaches = 0, attaches = 0, detach_ns_max = 0, attach_ns_max = 0;  // window_mu
 
   // What tracing switches on and off (GPU windows, calibration): activity kinds and, in lean mode, API ids.
