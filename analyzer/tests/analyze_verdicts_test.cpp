@@ -26,6 +26,7 @@ struct HostBoundShape {
   int64_t kernel_ns = 50 * US;
   int64_t latency_ns = 1 * US;   // launch return to kernel start on an idle GPU
   int64_t warmup_ns = 0;         // extra host time at the start of step 0 (module loading, autotuning)
+  std::vector<int64_t> step_launch_ns;  // per step, where given: the launch call (a profiler's cost in some)
   std::string kernel_name = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>";
 };
 
@@ -40,7 +41,9 @@ Builder host_bound(const HostBoundShape& p) {
     for (int k = 0; k < p.kernels; ++k) {
       const int64_t op0 = t;
       t += p.python_ns;
-      const int64_t l0 = t, l1 = t + p.launch_ns;
+      const int64_t launch_ns =
+          size_t(s) < p.step_launch_ns.size() ? p.step_launch_ns[size_t(s)] : p.launch_ns;
+      const int64_t l0 = t, l1 = t + launch_ns;
       const int64_t ks = std::max(l1 + p.latency_ns, gpu_free), ke = ks + p.kernel_ns;
       b.kernel(p.kernel_name, l0, l1, ks, ke);
       b.range("aten::add", op0, l1, store::RangeSource::Op, 1);
@@ -296,4 +299,65 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   b.t.gpu_windows.clear();
   const auto naive = analyzer::analyze(b.t);
   CHECK(naive.summary.gpu_busy_share == Approx(whole.summary.gpu_busy_share / 2).epsilon(0.02));
+}
+
+TEST_CASE(
+    "GPU windows: traced steps, slower by the profiler's launch cost, are not read as a host running ahead") {
+  // launch_bound under the default window on an H100 (2026-11-27): 31 launches a step, each ~3 µs slower
+  // while CUPTI traced. Its traced steps took ~200 µs on the GPU and on the host alike, but the host's median
+  // came from every step (140 µs, mostly untraced): "the host runs ahead", rows in the GPU's time, no
+  // finding.
+  HostBoundShape p;
+  p.steps = 60;
+  p.kernels = 31;
+  p.python_ns = 1 * US;
+  p.kernel_ns = 2 * US;
+  auto in_window = [](int s) { return (s / 10) % 3 == 0; };  // steps 0-9 and 30-39: a third of the run
+  for (int s = 0; s < p.steps; ++s) p.step_launch_ns.push_back(in_window(s) ? 6 * US : 3 * US);
+  auto b = host_bound(p);
+  std::vector<std::pair<int64_t, int64_t>> step_span;
+  for (const auto& r : b.t.ranges)
+    if (b.t.str(r.name).rfind("ProfilerStep#", 0) == 0) step_span.emplace_back(r.start, r.end);
+  REQUIRE(step_span.size() == 60);
+  auto traced = [&](int64_t ts) {
+    for (int s = 0; s < 60; ++s)
+      if (ts >= step_span[s].first && ts < step_span[s].second) return in_window(s);
+    return false;
+  };
+  std::set<int64_t> kept;
+  std::vector<store::ApiCall> apis;
+  for (const auto& a : b.t.api_calls)
+    if (traced(a.start)) apis.push_back(a), kept.insert(a.correlation);
+  std::vector<store::Kernel> kernels;
+  for (const auto& k : b.t.kernels)
+    if (kept.count(k.correlation)) kernels.push_back(k);
+  b.t.api_calls = apis;
+  b.t.kernels = kernels;
+  b.t.gpu_windows.push_back({step_span[0].first, step_span[10].first, b.pid});
+  b.t.gpu_windows.push_back({step_span[30].first, step_span[40].first, b.pid});
+  b.t.meta["gpu.window"] = "10/30";
+
+  const auto a = analyzer::analyze(b.t);
+  REQUIRE(a.summary.gpu_traced_steps == 20);
+  const int64_t traced_step_ns = step_span[1].first - step_span[0].first;
+  const int64_t untraced_step_ns = step_span[11].first - step_span[10].first;
+  // 1 µs of Python and the launch per kernel, then the last kernel's latency and run (3 µs)
+  REQUIRE(traced_step_ns == 31 * 7 * US + 3 * US);
+  REQUIRE(untraced_step_ns == 31 * 4 * US + 3 * US);
+  // The GPU's step and the host's, both over the traced steps: the same 220 µs.
+  CHECK(a.summary.gpu_step_median_us == Approx(220.0));
+  CHECK(a.summary.host_step_median_us == Approx(220.0));
+  CHECK_FALSE(a.summary.host_runs_ahead);
+  CHECK(a.gpu_steps.empty());
+  CHECK(analyzer::host_ahead_note(a.summary).empty());
+  const auto* f = find_finding(a, "launch-overhead");
+  REQUIRE(f);
+  CHECK(f->steps.size() == 19);  // the traced steps but the first (warm-up)
+  CHECK(f->steps.front() == 1);
+
+  // Traced whole, the host's median is every step's, as before.
+  auto whole = host_bound(p);
+  const auto w = analyzer::analyze(whole.t);
+  CHECK(w.summary.host_step_median_us == Approx(double(untraced_step_ns) / 1e3));
+  CHECK_FALSE(w.summary.host_runs_ahead);
 }
