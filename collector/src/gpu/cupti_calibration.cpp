@@ -66,10 +66,12 @@ struct Driver {
   }
 };
 
-// Host time per launch of the fastest of kRounds rounds (ns); < 0 on a failed launch.
+// Host time per launch of the fastest of kRounds rounds (ns); < 0 on a failed launch or once the program
+// began to exit (before_exit waits for the calibration; CUDA is torn down after it).
 double time_launches(const Driver& d, CUfunction f, CUstream s) {
   double best = -1;
   for (int round = 0; round < kRounds; ++round) {
+    if (rec->exiting.load(std::memory_order_relaxed)) return -1;
     const int64_t t0 = now_ns();
     for (int i = 0; i < kLaunchesPerRound; ++i)
       if (d.launch(f, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr) != CUDA_SUCCESS) return -1;
@@ -84,10 +86,15 @@ double time_launches(const Driver& d, CUfunction f, CUstream s) {
 }  // namespace
 
 void calibrate_if_due() {
-  if (!rec || !rec->started.load() || rec->calibration_done || !config().calibrate || !api || !api->disable) return;
+  if (!rec || !rec->started.load() || rec->calibration_done || !config().calibrate || !api || !api->disable ||
+      rec->exiting.load())
+    return;
   const int64_t now = now_ns();
   if (now < rec->next_calibration_check) return;
   rec->next_calibration_check = now + kCheckPeriodNs;
+  // Held to the end, cleanup included: before_exit waits for it before CUDA's teardown may begin.
+  std::lock_guard<std::mutex> cl(rec->calibration_mu);
+  if (rec->exiting.load()) return;
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!cuda) return;
   Driver d;
@@ -101,6 +108,9 @@ void calibrate_if_due() {
     return;  // the program has not initialized device 0 yet
   }
   rec->calibration_done = true;
+  // Again now that CUDA is up: the program's own exit handlers are registered by now, and this one, the last
+  // registered, runs before them.
+  register_exit_hook();
   std::string failure;
   auto step = [&failure](CUresult r, const char* what) {
     if (r != CUDA_SUCCESS && failure.empty()) failure = std::string(what) + " returned " + std::to_string(int(r));
@@ -133,6 +143,9 @@ void calibrate_if_due() {
       if (failure.empty()) {
         time_launches(d, fn, stream);  // warm-up: first launches load the module onto the GPU
         on = time_launches(d, fn, stream);
+      }
+      // The program began to exit: no detach and no more launches (before_exit waits for this lock).
+      if (failure.empty() && !rec->exiting.load()) {
         // "Off" is CUPTI detached where it can be: disabled kinds alone keep most of CUPTI's launch cost.
         tracing_off_locked(now_ns(), -1);
         usleep(kMinDetachGraceNs / 1000);  // the program's kernels in flight end and their records come
@@ -148,6 +161,7 @@ void calibrate_if_due() {
         if (was_tracing && !tracing_on_locked())
           failure = "CUPTI could not be attached again after the off rounds";
       }
+      if (failure.empty() && rec->exiting.load()) failure = "the program began to exit during it";
       if (failure.empty() && (on < 0 || off < 0)) failure = "an empty-kernel launch failed";
     }
   }

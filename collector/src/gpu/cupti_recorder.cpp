@@ -443,6 +443,7 @@ void start_if_possible(const char* why) {
       return;
     }
     rec->attached_once = true;
+    register_exit_hook();
   }
   rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
   rec->window_steps = 0;
@@ -458,13 +459,16 @@ void start_if_possible(const char* why) {
 void flush(bool final_flush) {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->link.load() != int(Link::Attached) && !cancel_detach_locked()) {
+  // Once the program is exiting, before_exit flushed while CUDA lived; libcupti may be gone by the final
+  // pass.
+  const bool exiting = rec->exiting.load();
+  if (rec->link.load() != int(Link::Attached) && (exiting || !cancel_detach_locked())) {
     // Detaching or detached: everything was flushed before the detach was asked for, and CUPTI must not be
     // called while it finalizes.
     if (final_flush && rec->switched) set_process_meta("gpu.window", window_text());
     return;
   }
-  flush_all(final_flush ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  if (!exiting) flush_all(final_flush ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
   if (!final_flush) return;
   {
     // Syncs still waiting for their API record will not get it: counted, not written on thread 0.
@@ -534,8 +538,9 @@ bool wait_detached_locked(int64_t wait_ns) {
 }
 
 void detach_if_due() {
-  if (!rec || !rec->started.load() || !api) return;
+  if (!rec || !rec->started.load() || !api || rec->exiting.load()) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->exiting.load()) return;
   if (rec->finalize_failed && rec->domains_on.load() && rec->link.load() == int(Link::Attached)) {
     enable_domains(false);
     set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
@@ -550,7 +555,7 @@ void on_step(const char* source, int64_t steps) {
   const Config& c = config();
   if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all"
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->failed) return;
+  if (rec->failed || rec->exiting.load()) return;  // no re-attach while CUDA may be tearing down
   if (rec->window_source.empty()) rec->window_source = source;
   if (rec->window_source != source || steps <= rec->window_steps) return;
   rec->window_steps = steps;
@@ -584,7 +589,7 @@ void arm_window(int steps) {
 void stop() {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->link.load() == int(Link::Attached)) {
+  if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
     if (rec->tracing.load()) {
       rec->tracing.store(false);
       if (api->disable) kinds_off_locked();
@@ -608,6 +613,8 @@ void after_fork_child() {
     rec->failed = false;
     rec->tracing.store(false);
     new (&rec->window_mu) std::mutex();
+    // The parent's collector thread may have held it at the fork; the child's before_exit takes it.
+    new (&rec->calibration_mu) std::mutex();
     rec->calibration_done = false;
     // The child's CUDA, if any, starts from nothing: a first attach, not a re-attach.
     rec->link.store(int(Link::Attached));
@@ -618,7 +625,35 @@ void after_fork_child() {
     rec->finalize_failed.store(false);
     rec->domains_on.store(false);
     rec->detach_due = 0;
+    rec->exiting.store(false);
   }
+}
+
+namespace {
+
+// The program's exit (atexit), before CUDA's teardown: see register_exit_hook. Waits for a window switch or a
+// calibration under way (bounded: the calibration stops at its next round of launches), flushes what CUPTI
+// holds while CUDA still lives, and says when the calibration never ran. The H100 proof of 2026-11-27 saw
+// launch_bound (0.45 s of steps) end with SIGSEGV under `record`: its exit fell on the calibration's check,
+// ~1 s after CUDA started, and the collector thread launched into a CUDA being torn down.
+void before_exit() {
+  if (!rec || rec->exiting.exchange(true)) return;
+  std::lock_guard<std::mutex> cl(rec->calibration_mu);
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (!rec->started.load() || !api) return;
+  if (!rec->calibration_done && config().calibrate)
+    set_process_meta(
+        "cupti.calibration",
+        "not run: the program ended before its check (about a second after CUDA started); the analysis "
+        "uses the default launch cost");
+  if (rec->link.load() != int(Link::Attached) && !cancel_detach_locked()) return;
+  flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+}  // namespace
+
+void register_exit_hook() {
+  std::atexit(before_exit);
 }
 
 }  // namespace stepscope::collector::cupti

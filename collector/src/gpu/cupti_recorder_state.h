@@ -61,6 +61,11 @@ struct Recorder {
 
   int64_t next_calibration_check = 0;
   bool calibration_done = false;
+  std::mutex calibration_mu;  // held through a calibration's CUDA calls, cleanup included; before window_mu
+
+  // The program's exit began (before_exit): CUDA and CUPTI may be torn down from here on, so nothing of ours
+  // calls them again; a calibration under way stops at its next round.
+  std::atomic<bool> exiting{false};
 };
 extern Recorder* rec;
 
@@ -73,5 +78,8 @@ bool tracing_on_locked();
 // came (the calibration's launches). Need window_mu.
 void request_detach_locked();
 bool wait_detached_locked(int64_t wait_ns);
+// Has before_exit run by atexit: registered after CUDA's own exit handlers (at the first attach, and again
+// when the calibration starts), it runs before them. Once per call; the handler does its work once.
+void register_exit_hook();
 
 }  // namespace stepscope::collector::cupti
