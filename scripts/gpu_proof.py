@@ -33,6 +33,12 @@ window and the mean step each ≤ +1% (the issue's always-on goal), "inconclusiv
 when it comes after the overhead phase, that phase leaves it 40 s of the deadline. Its saves stay out of the
 threads and launch-rows claims: a save has no `gpu_windows` row for a GPU window still open at the save.
 
+The exits: launch_bound recorded 9 times with `--duration` 0.4-1.2 s, so its exit falls where the collector's
+launch-cost calibration (~1 s after CUDA started) may be under way; each must exit 0 as it does plain (the H100
+run of 2026-11-27 ended one such run with SIGSEGV). unique-launch-ids: in every store, no two kernels (CUDA-graph
+replays aside) share a (pid, correlation id) — CUPTI restarts its ids after each re-attach, and windows 3-6 of
+launch_bound once joined window 2's launches.
+
 Exit codes: run 0 done (some runs may have failed: check says which), 2 usage, 3 no GPU;
 check 0 every claim PASS, 1 some FAIL or NOT RUN, 2 usage or no runs.json.
 """
@@ -217,6 +223,10 @@ def store_facts(path):
         f["kernel_span"] = list(con.execute("SELECT min(start_ns), max(end_ns) FROM kernels").fetchone())
         f["blocking"] = _blocking_stacks(con)
         f["window_launches"] = _window_launches(con, f["gpu_windows"])
+        not_graph = " AND graph_id = 0" if "graph_id" in _columns(con, "kernels") else ""
+        f["shared_launch_ids"] = _count(con, f"SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kernels "
+                                             f"WHERE correlation != 0{not_graph} GROUP BY pid, correlation "
+                                             f"HAVING n > 1)")
         return f
     finally:
         con.close()
@@ -333,6 +343,8 @@ def claim_threads(facts):
 
 
 MIN_LAUNCH_JOIN = 0.99  # kernels whose launch API row is in the store, in every GPU window
+MAX_SHARED_LAUNCH_IDS = 0.001  # kernels (graph replays aside) whose (pid, correlation) another kernel has too
+EXIT_DURATIONS = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]  # the exits phase's launch_bound --duration
 
 
 def claim_launch_rows(facts):
@@ -352,6 +364,35 @@ def claim_launch_rows(facts):
             measured += f", … {len(short) - 4} more"
     return claim("launch-rows", text, measured, expected, "FAIL" if short else "PASS",
                  short=[list(w) for w in short])
+
+
+def claim_unique_launch_ids(facts):
+    text = "a launch's correlation id names one kernel in its process (CUPTI restarts its ids at each re-attach)"
+    expected = (f"≤ {MAX_SHARED_LAUNCH_IDS:.1%} of the kernels (CUDA-graph replays aside) share their (pid, "
+                f"correlation) with another, in every store")
+    stores = [(name, f["kernels"], f.get("shared_launch_ids")) for name, f in sorted(facts.items())
+              if f.get("kernels") and f.get("shared_launch_ids") is not None]
+    if not stores:
+        return not_run("unique-launch-ids", text, expected, "no store with kernels")
+    bad = [(name, n, d) for name, n, d in stores if d > MAX_SHARED_LAUNCH_IDS * n]
+    measured = (f"{sum(d for _, _, d in stores)} of {sum(n for _, n, _ in stores)} kernels in {len(stores)} stores"
+                + ("; " + ", ".join(f"{name}: {d} of {n}" for name, n, d in bad[:4]) if bad else ""))
+    return claim("unique-launch-ids", text, measured, expected, "FAIL" if bad else "PASS")
+
+
+def claim_exits(runs):
+    text = "recorded programs end as they do plain: launch_bound ending 0.4-1.2 s in, where the calibration runs"
+    expected = "every run exits 0 (and every recorded sample as its plain run did)"
+    r = runs.get("runs", {}).get("exits")
+    if not r or not r.get("runs"):
+        return not_run("exits", text, expected, "no exits run")
+    rcs = [x.get("rc") for x in r["runs"]]
+    bad = [f"{d} s: exit {rc}" for d, rc in zip(r.get("durations", []), rcs) if rc != 0]
+    samples_log = read_text(resolve(runs.get("_out", "."), "logs/record-samples.log")) or ""
+    crashed = re.findall(r"record-samples: (\S+): plain run exited (\d+), recorded run exited (\d+)", samples_log)
+    bad += [f"sample {n}: plain {p}, recorded {q}" for n, p, q in crashed]
+    measured = f"{rcs.count(0)} of {len(rcs)} runs exited 0" + ("; " + ", ".join(bad[:6]) if bad else "")
+    return claim("exits", text, measured, expected, "FAIL" if bad else "PASS")
 
 
 def claim_lean(runs, facts):
@@ -834,7 +875,8 @@ def check(out, stepscope=None):
         runs = json.load(fh)
     runs["_out"] = out
     facts = all_store_facts(runs, out)
-    claims = [claim_threads(facts), claim_launch_rows(facts), claim_lean(runs, facts), claim_blocking_stacks(facts),
+    claims = [claim_threads(facts), claim_launch_rows(facts), claim_unique_launch_ids(facts), claim_exits(runs),
+              claim_lean(runs, facts), claim_blocking_stacks(facts),
               claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_memory(runs)]
     claims += claims_samples(runs, stepscope)
     claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
@@ -971,6 +1013,24 @@ class Runner:
         rec.update(attach_rc=a["rc"], attach_start_ns=a["t0_ns"], attach_end_ns=a["t1_ns"], attach_log=a["log"])
         rec["rc"] = self.wait(p, 60)
         self.runs["runs"]["attach"] = rec
+
+    def phase_exits(self):
+        """launch_bound recorded with runs that end 0.4-1.2 s into their steps: the exit falls where the collector's
+        calibration (~1 s after CUDA started) may be under way. No claim is a time: the exit codes."""
+        if self.a.device == "cpu":
+            return
+        lb = os.path.join(self.a.build, "samples", "cuda", "launch_bound")
+        rec = {"runs": [], "durations": [], "stores": []}
+        for i, d in enumerate(EXIT_DURATIONS):
+            if self.left() < 15 + self.reserve_s:
+                break
+            db = f"stores/exit-{i}.db"
+            r = self.run(f"exit run {d} s", self.record(db) + [lb, "--ops", "30", "--steps", str(launch_bound_cap(d)),
+                                                              "--duration", str(d)], f"logs/exit_{i}.log", 30)
+            rec["runs"].append(r)
+            rec["durations"].append(d)
+            rec["stores"].append(db)
+        self.runs["runs"]["exits"] = rec
 
     def phase_paused(self):
         log = "logs/paused.log"
@@ -1201,9 +1261,9 @@ def main(argv=None):
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
     r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
-    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,overhead,flight",
-                   help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,overhead,"
-                   "flight)")
+    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,exits,overhead,flight",
+                   help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,exits,"
+                   "overhead,flight)")
     r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
                    "GPU (the orchestration only: no GPU claim can pass)")
     c = sub.add_parser("check")

@@ -116,6 +116,13 @@ class CheckOnH100Recordings(unittest.TestCase):
         self.assertEqual(c["measured"], "13 of 13 windows with kernels in 13 stores")
         self.assertTrue(self.claims["lean-api"]["measured"].endswith("; 1518 of 1518 kernels with their launch row"))
 
+    def test_unique_launch_ids_in_01_and_no_exits_run(self):
+        # 0.1 traced whole runs without a re-attach: one kernel per launch id, graph replays aside.
+        c = self.claims["unique-launch-ids"]
+        self.assertEqual(c["verdict"], "PASS", c["measured"])
+        self.assertTrue(c["measured"].startswith("0 of "), c["measured"])
+        self.assertEqual(self.claims["exits"]["verdict"], "NOT RUN")
+
     def test_blocking_stacks_absent_in_01(self):
         c = self.claims["blocking-stacks"]
         self.assertEqual(c["verdict"], "FAIL")
@@ -242,6 +249,54 @@ class WindowClaims(unittest.TestCase):
         r = self.runs(attach={"log": "t.log", "attach_start_ns": t0, "attach_end_ns": t1, "target": target})
         span = [t0 + 100 * ms, t1 + 100 * ms if outside else t1 - 100 * ms]
         return gpu_proof.claim_attach(r, {"attach": {"kernels": 10, "kernel_span": span}})
+
+    def store_with_kernels(self, name, kernels):
+        """A store of the schema's kernels table alone: (pid, correlation, graph_id) rows."""
+        path = os.path.join(self.out, name)
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE kernels(start_ns INTEGER, pid INTEGER, correlation INTEGER, graph_id INTEGER)")
+        con.executemany("INSERT INTO kernels VALUES (?, ?, ?, ?)", [(i, *k) for i, k in enumerate(kernels)])
+        con.commit()
+        con.close()
+        con = sqlite3.connect(path)
+        try:
+            n = gpu_proof._count(con, "SELECT count(*) FROM kernels")
+            shared = gpu_proof._count(con, "SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kernels WHERE "
+                                           "correlation != 0 AND graph_id = 0 GROUP BY pid, correlation HAVING n > 1)")
+        finally:
+            con.close()
+        return {"kernels": n, "shared_launch_ids": shared}
+
+    def test_unique_launch_ids(self):
+        # launch_bound's windows 2 and 3 after two re-attaches (CUPTI's ids 2..1859 each time), against the same
+        # windows with the collector's per-attach base (2^32 apart); graph replays share their launch's id.
+        window = [(7, c, 0) for c in range(2, 1860, 3)]
+        clashing = self.store_with_kernels("clash.db", window + window)
+        based = self.store_with_kernels("based.db", window + [(7, c + (1 << 32), 0) for _, c, _ in window])
+        graph = self.store_with_kernels("graph.db", [(7, 5, 1)] * 30 + [(8, 5, 0)])
+        self.assertEqual(clashing, {"kernels": 1240, "shared_launch_ids": 1240})
+        self.assertEqual(based["shared_launch_ids"], 0)
+        self.assertEqual(graph["shared_launch_ids"], 0)
+        c = gpu_proof.claim_unique_launch_ids({"lb": clashing, "graph": graph})
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertEqual(c["measured"], "1240 of 1271 kernels in 2 stores; lb: 1240 of 1240")
+        c = gpu_proof.claim_unique_launch_ids({"lb": based, "graph": graph})
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "0 of 1271 kernels in 2 stores"))
+        self.assertEqual(gpu_proof.claim_unique_launch_ids({})["verdict"], "NOT RUN")
+
+    def test_exits(self):
+        runs = self.runs(exits={"runs": [{"rc": 0}, {"rc": 139}, {"rc": 0}], "durations": [0.4, 0.5, 0.6]})
+        c = gpu_proof.claim_exits(runs)
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "2 of 3 runs exited 0; 0.5 s: exit 139"))
+        runs = self.runs(exits={"runs": [{"rc": 0}] * 9, "durations": gpu_proof.EXIT_DURATIONS})
+        self.assertEqual(gpu_proof.claim_exits(runs)["verdict"], "PASS")
+        os.makedirs(os.path.join(self.out, "logs"), exist_ok=True)
+        write(os.path.join(self.out, "logs", "record-samples.log"),
+              "record-samples: launch_bound: plain run exited 0, recorded run exited 139 (logs in x)\n")
+        c = gpu_proof.claim_exits(runs)
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "9 of 9 runs exited 0; sample launch_bound: plain 0, recorded 139"))
+        self.assertEqual(gpu_proof.claim_exits(self.runs())["verdict"], "NOT RUN")
 
     def test_attach(self):
         # mean_us is a step (window µs / 20 here: the list holds 20× the step to keep the figures whole)
