@@ -39,9 +39,11 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
                   "allocations) or all")
       ->capture_default_str()
       ->check(CLI::IsMember({"lean", "all"}));
-  cmd->add_option("--gpu-window", o.gpu_window,
-                  "Trace CUDA activity N steps out of every M (N/M), or all; runs without step markers or with "
-                  "fewer than N steps are traced whole")
+  cmd->add_option(
+         "--gpu-window", o.gpu_window,
+         "Trace CUDA activity N steps out of every M (N/M), or all; the off phase lasts longer where "
+         "tracing's measured cost would pass 1.5% of the wall time; runs without step markers or with "
+         "fewer than N steps are traced whole")
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {

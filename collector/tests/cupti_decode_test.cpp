@@ -495,6 +495,92 @@ TEST_CASE("lean API tracing: the callback ids recorded by default, from the real
   CHECK(rt.size() > 30);
 }
 
+TEST_CASE(
+    "GPU windows: the off phase lasts long enough that tracing's measured cost stays within the budget") {
+  using collector::cupti::kGpuCostBudget;
+  using collector::cupti::kMaxBudgetOffNs;
+  using collector::cupti::kMinDetachGraceNs;
+  using collector::cupti::WindowSchedule;
+  using collector::cupti::WindowSwitch;
+  // Steps whose time depends on the phase, as on the H100: traced, with CUPTI attached in the grace after a
+  // window, and detached. Runs until the next switch and returns it (and the time of the last Off).
+  struct Program {
+    int64_t traced, grace, detached, t = 0, off_at = 0;
+    int64_t stall_at_step = -1, stall_ns = 0, steps = 0;
+    WindowSwitch until_switch(WindowSchedule& w) {
+      for (;;) {
+        const bool in_grace = !w.tracing() && t - off_at < kMinDetachGraceNs;
+        t += w.tracing() ? traced : in_grace ? grace : detached;
+        if (steps++ == stall_at_step) t += stall_ns;
+        const auto s = w.at_step(t);
+        if (s == WindowSwitch::Off) off_at = t;
+        if (s != WindowSwitch::None) return s;
+      }
+    }
+  };
+  const int64_t us = 1000;
+  {
+    // launch_bound's shape: 226 µs traced, 190 µs attached but off, 140 µs detached; a 25 ms detach + attach.
+    WindowSchedule w(20, 200);
+    Program p{226 * us, 190 * us, 140 * us};
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);  // the first window: nothing measured off yet
+    CHECK(w.budget_off_ns() == 0);
+    CHECK(w.min_off_ns() == 2 * kMinDetachGraceNs);
+    REQUIRE(p.until_switch(w) == WindowSwitch::On);
+    w.set_switch_cost(25000 * us);
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);
+    // 20 traced steps × 86 µs + 527 grace steps (100 ms at 190 µs) × 50 µs + 25 ms, over the budget, less the
+    // window's own 4.52 ms.
+    const double cost_us = 20 * 86 + 527 * 50 + 25000;
+    CHECK(double(w.budget_off_ns()) == Approx((cost_us / kGpuCostBudget - 20 * 226) * us).epsilon(0.001));
+    CHECK(w.min_off_ns() == w.budget_off_ns());  // longer than 100 × the switch (2.5 s) and than M−N steps
+    CHECK(w.traced_step_ns() == 226 * us);       // the paces it came from (meta gpu.window_budget)
+    CHECK(w.grace_step_ns() == 190 * us);
+    CHECK(w.detached_step_ns() == 140 * us);
+    const int64_t off_from = p.t;
+    REQUIRE(p.until_switch(w) == WindowSwitch::On);
+    CHECK(p.t - off_from >= w.min_off_ns());
+    // The traced share of wall time, and the cost over the whole cycle, at most the budget.
+    const double cycle_us = double(p.t - off_from) / us + 20 * 226;
+    CHECK(cost_us / cycle_us <= kGpuCostBudget + 1e-4);
+  }
+  {
+    // The same with a 5 s checkpoint among the detached steps: the median pace ignores it.
+    WindowSchedule w(20, 200);
+    Program p{226 * us, 190 * us, 140 * us};
+    p.stall_at_step = 1000;
+    p.stall_ns = 5000000 * us;
+    p.until_switch(w);
+    p.until_switch(w);
+    w.set_switch_cost(25000 * us);
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);
+    const double cost_us = 20 * 86 + 527 * 50 + 25000;
+    CHECK(double(w.budget_off_ns()) == Approx((cost_us / kGpuCostBudget - 20 * 226) * us).epsilon(0.001));
+  }
+  {
+    // GPU-bound: traced steps as fast as the others (10 ms). Only the switch costs; M−N steps decide, as
+    // before.
+    WindowSchedule w(20, 200);
+    Program p{10000 * us, 10000 * us, 10000 * us};
+    p.until_switch(w);
+    p.until_switch(w);
+    w.set_switch_cost(5000 * us);
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);
+    CHECK(double(w.budget_off_ns()) == Approx((5000 / kGpuCostBudget - 20 * 10000) * us).epsilon(0.001));
+    CHECK(w.min_off_ns() == 180 * 10000 * us);
+  }
+  {
+    // Tracing that costs 100× a step: the off phase is capped (a window every kMaxBudgetOffNs at least).
+    WindowSchedule w(20, 200);
+    Program p{100000 * us, 1000 * us, 1000 * us};
+    p.until_switch(w);
+    p.until_switch(w);
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);
+    CHECK(w.budget_off_ns() == kMaxBudgetOffNs);
+    CHECK(w.min_off_ns() == kMaxBudgetOffNs);
+  }
+}
+
 TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N more, long enough in time") {
   using collector::cupti::kMinDetachGraceNs;
   using collector::cupti::kSwitchCostFactor;

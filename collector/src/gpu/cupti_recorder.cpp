@@ -561,9 +561,21 @@ void on_step(const char* source, int64_t steps) {
   rec->window_steps = steps;
   const int64_t t = now_ns();
   switch (rec->schedule.at_step(t)) {
-    case WindowSwitch::Off:
+    case WindowSwitch::Off: {
       tracing_off_locked(t, rec->schedule.detach_this_phase() ? rec->schedule.detach_grace_ns() : -1);
+      const WindowSchedule& w = rec->schedule;
+      if (w.budget_off_ns() > 0 && w.budget_off_ns() >= w.min_off_ns()) {
+        char buf[200];
+        std::snprintf(
+            buf, sizeof buf,
+            "off phase %.2f s (tracing's cost within %.1f%% of the wall time: a step %.1f us traced, "
+            "%.1f us attached in the grace, %.1f us detached)",
+            w.min_off_ns() / 1e9, kGpuCostBudget * 100, w.traced_step_ns() / 1e3, w.grace_step_ns() / 1e3,
+            w.detached_step_ns() / 1e3);
+        set_process_meta("gpu.window_budget", buf);
+      }
       break;
+    }
     case WindowSwitch::On: tracing_on_locked(); break;
     case WindowSwitch::None: break;
   }

@@ -1,15 +1,22 @@
-// GPU windows (`stepscope record --gpu-window N/M`): CUDA activity is traced for N steps, then left off for at
-// least M−N steps, switched at step boundaries. Before the first boundary the run is traced, so a run without
-// step markers or with fewer than N steps is traced whole.
+// GPU windows (`stepscope record --gpu-window N/M`): CUDA activity is traced for N steps, then left off for
+// at least M−N steps, switched at step boundaries. Before the first boundary the run is traced, so a run
+// without step markers or with fewer than N steps is traced whole.
 //
-// "Off" means CUPTI detached (cuptiFinalize): merely disabling the activity kinds leaves CUPTI's per-launch cost
-// in place (on an H200, launch_bound paid +54% with every kind on and +55% with them off 90% of the steps). A
-// detach and the next attach cost time on the program's threads, and traced steps are slower than untraced
-// ones, so the off phase also lasts long enough in time: the traced share of the wall time stays near N/M, and
-// the switching itself near 1 / kSwitchCostFactor of it.
+// "Off" means CUPTI detached (cuptiFinalize): merely disabling the activity kinds leaves CUPTI's per-launch
+// cost in place (on an H200, launch_bound paid +54% with every kind on and +55% with them off 90% of the
+// steps). A detach and the next attach cost time on the program's threads, and traced steps are slower than
+// untraced ones, so the off phase also lasts long enough in time: the traced share of the wall time stays
+// near N/M, and the switching itself near 1 / kSwitchCostFactor of it.
+//
+// The cost budget: what tracing costs is measured on the program's own steps, and the off phase lasts long
+// enough that it stays within kGpuCostBudget of the wall time. A window's cost is its traced steps' excess
+// over a detached step, the grace steps' excess (CUPTI still attached, its per-launch cost kept), and the
+// detach + attach. A launch-bound loop whose traced steps run 60% slower (launch_bound on an H100) then gets
+// ~30x more off steps than M−N; a GPU-bound trainer, whose traced steps are as fast as the others, keeps N/M.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace stepscope::collector::cupti {
@@ -21,6 +28,12 @@ inline constexpr int64_t kSwitchCostFactor = 100;
 // The detach waits this long, or two traced steps if longer, after tracing went off: the GPU may still run the
 // last traced step's kernels, whose records come after they end.
 inline constexpr int64_t kMinDetachGraceNs = 100000000;
+// Tracing's measured cost (traced and grace steps' excess, switching) as a share of the wall time, at most:
+// with the CPU sampler's ~1.3% at 1 kHz (H100 machine, docs/performance.md) the whole record stays under +3%.
+inline constexpr double kGpuCostBudget = 0.015;
+// The budget lengthens an off phase to this at most: a window of evidence every two minutes, whatever it
+// costs.
+inline constexpr int64_t kMaxBudgetOffNs = 120000000000LL;
 
 class WindowSchedule {
  public:
@@ -35,12 +48,21 @@ class WindowSchedule {
   WindowSwitch at_step(int64_t now) {
     if (all()) return WindowSwitch::None;
     ++steps_;
+    if (last_at_ > 0 && !(tracing_ && first_window_)) {
+      // Off steps before the grace ended ran with CUPTI attached; the ones after it, detached (or kinds off).
+      (tracing_                      ? traced_paces_
+       : last_at_ - off_at_ < grace_ ? grace_paces_
+                                     : detached_paces_)
+          .add(now - last_at_);
+    }
+    last_at_ = now;
     if (armed_ > 0) {
       if (tracing_) {
         length_ = std::max<int64_t>(n_, steps_ + armed_);
         armed_ = 0;
         return WindowSwitch::None;
       }
+      end_off_phase();
       tracing_ = true;
       steps_ = 0;
       on_at_ = now;
@@ -60,7 +82,10 @@ class WindowSchedule {
       // Detach when the off phase is long enough to stay detached a while. Short steps (< 50 ms) get a longer
       // off phase for it — windows of N steps a few times a second; long steps with few off steps keep M−N
       // steps and only switch the kinds off, so the traced share stays N/M.
-      const int64_t by_steps = per_step * (m_ - n_);
+      budget_off_ = off_for_budget(intervals, now - on_at_);
+      last_traced_step_ns_ = traced_paces_.median();
+      traced_paces_.clear();
+      const int64_t by_steps = std::max(per_step * (m_ - n_), budget_off_);
       detach_ = 2 * per_step < kMinDetachGraceNs || by_steps >= grace_ + kMinDetachGraceNs;
       min_off_ = detach_ ? std::max({by_steps, kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs})
                          : by_steps;
@@ -71,6 +96,7 @@ class WindowSchedule {
       return WindowSwitch::Off;
     }
     if (steps_ < m_ - n_ || now - off_at_ < min_off_) return WindowSwitch::None;
+    end_off_phase();
     tracing_ = true;
     steps_ = 0;
     on_at_ = now;
@@ -80,6 +106,13 @@ class WindowSchedule {
   // The last detach + attach took `ns` (measured by the recorder); later off phases last ≥ kSwitchCostFactor×.
   void set_switch_cost(int64_t ns) { switch_cost_ = std::max<int64_t>(0, ns); }
   int64_t min_off_ns() const { return min_off_; }
+  // The last off phase's length by the cost budget (0: none), and the paces it came from (medians, ns):
+  // traced, in the grace, detached.
+  int64_t budget_off_ns() const { return budget_off_; }
+  int64_t traced_step_ns() const { return last_traced_step_ns_; }
+  int64_t grace_step_ns() const { return grace_step_ns_; }
+  int64_t detached_step_ns() const { return detached_step_ns_; }
+  // the last off phase's length by the cost budget (0: none)
   int64_t detach_grace_ns() const { return grace_; }
   bool detach_this_phase() const { return detach_; }
   bool tracing() const { return tracing_; }
@@ -91,6 +124,47 @@ class WindowSchedule {
   int armed_ = 0;       // steps the flight recorder asked to trace
   int64_t length_ = 0;  // this window's steps when armed (0: n_)
   int64_t on_at_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
+  // Step times of one kind: how many, and the median of the last 64 (a checkpoint or a stall among them does
+  // not make tracing look free). No allocation: at_step runs on the program's thread at every step.
+  struct Paces {
+    std::array<int64_t, 64> last{};
+    int64_t count = 0;
+    void add(int64_t ns) { last[size_t(count++ % int64_t(last.size()))] = ns; }
+    void clear() { count = 0; }
+    int64_t median() const {
+      if (count == 0) return 0;
+      std::array<int64_t, 64> v = last;
+      const auto n = size_t(std::min<int64_t>(count, int64_t(v.size())));
+      std::nth_element(v.begin(), v.begin() + n / 2, v.begin() + n);
+      return v[n / 2];
+    }
+  };
+  // The cost budget's measurements: the current phase's steps by kind, and the last off phase's paces.
+  Paces traced_paces_, grace_paces_, detached_paces_;
+  int64_t last_at_ = 0, detached_step_ns_ = 0, grace_step_ns_ = 0, grace_step_count_ = 0, budget_off_ = 0;
+  int64_t last_traced_step_ns_ = 0;
+
+  // What the off phase that ends measured: the pace of a step with CUPTI attached but not tracing, and
+  // detached.
+  void end_off_phase() {
+    if (detached_paces_.count > 0) detached_step_ns_ = detached_paces_.median();
+    if (grace_paces_.count > 0)
+      grace_step_ns_ = grace_paces_.median(), grace_step_count_ = grace_paces_.count;
+    grace_paces_.clear();
+    detached_paces_.clear();
+  }
+
+  // The off phase the cost budget asks for after a window of `steps` traced steps (`window_ns` in all), from
+  // the paces the last off phase measured; 0 before any off phase was measured.
+  int64_t off_for_budget(int64_t steps, int64_t window_ns) const {
+    if (detached_step_ns_ <= 0 || steps <= 0 || traced_paces_.count == 0) return 0;
+    const double u = double(detached_step_ns_);
+    const double cost = double(steps) * std::max(0.0, double(traced_paces_.median()) - u) +
+                        double(grace_step_count_) * std::max(0.0, double(grace_step_ns_) - u) +
+                        double(switch_cost_);
+    const double off = cost / kGpuCostBudget - double(window_ns);
+    return off <= 0 ? 0 : std::min<int64_t>(kMaxBudgetOffNs, int64_t(off));
+  }
 };
 
 // Detaching CUPTI (cuptiFinalize) happens inside a CUDA API call's exit callback on a program thread, as NVIDIA
