@@ -258,3 +258,61 @@ TEST_CASE(
   CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
   CHECK(rec.err.find("warning: the Python hooks are missing") == std::string::npos);
 }
+
+TEST_CASE(
+    "python: a libpython loaded with dlopen after the collector started gets its frames read and its hooks "
+    "installed") {
+  // The venv's interpreter, embedded from its shared library by a C program that loads it 0.3 s in (after the
+  // collector thread looked for CPython and found none).
+  const auto where = run_shell(shell_quote(venv_python()) +
+                               " -c 'import os, sys, sysconfig; print(sys.base_prefix); "
+                               "print(os.path.join(sysconfig.get_config_var(\"LIBDIR\"), "
+                               "sysconfig.get_config_var(\"INSTSONAME\")))'");
+  REQUIRE(where.status == 0);
+  std::istringstream lines(where.output);
+  std::string home, lib;
+  std::getline(lines, home);
+  std::getline(lines, lib);
+  if (!std::filesystem::exists(lib)) STEPSCOPE_SKIP(("no shared libpython at " + lib).c_str());
+  ScratchDir dir("python_late_libpython");
+  const std::string db = dir.file("r.db");
+  const std::string code =
+      "import time\n"
+      "def late_burn():\n"
+      "    n = 0\n"
+      "    t = time.time()\n"
+      "    while time.time() - t < 1.2:\n"
+      "        n += 1\n"
+      "    return n\n"
+      "late_burn()\n";
+  const auto r =
+      run_shell("PYTHONHOME=" + shell_quote(home) + " " + shell_quote(kCli) + " record --no-gpu -o " +
+                shell_quote(db) + " -- " + shell_quote(STEPSCOPE_EMBED_LATE) + " " + shell_quote(lib) + " " +
+                shell_quote(code) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
+  CHECK(meta_of(db, "python.frames").rfind("read in 1 of 1 Python process (first: CPython 3.", 0) == 0);
+  CHECK(r.output.find("warning: the Python hooks are missing") == std::string::npos);
+  CHECK(r.output.find("Python frames are not read") == std::string::npos);
+  // The samples in late_burn carry its Python frame.
+  const auto t = stepscope::store::StoreReader(db).load();
+  std::map<int64_t, const stepscope::store::Frame*> frames;
+  for (const auto& f : t.frames) frames[f.id] = &f;
+  std::map<int64_t, const stepscope::store::Stack*> stacks;
+  for (const auto& s : t.stacks) stacks[s.id] = &s;
+  int in_burn = 0;
+  for (const auto& s : t.samples)
+    for (int64_t id = s.stack; id;) {
+      const auto* st = stacks.at(id);
+      const auto* f = frames.at(st->frame);
+      if (f->kind == stepscope::store::FrameKind::Python) {
+        in_burn += t.str(f->symbol) == "late_burn";
+        break;
+      }
+      id = st->parent;
+    }
+  std::printf("late libpython: %zu samples, %d with late_burn as the innermost Python frame\n",
+              t.samples.size(), in_burn);
+  CHECK(in_burn >= 200);  // ~1.2 s of CPU at the default 1 kHz, less the second before the collector looks
+}

@@ -1,5 +1,7 @@
 #include "drain_thread.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +19,35 @@
 
 namespace stepscope::collector {
 namespace {
+
+// A libpython loaded after the collector started (a program embedding Python through dlopen): its frames are
+// read and its hooks armed once it is there. Looked for once a second while the loaded objects change, or
+// while a loaded interpreter is not yet initialized; a process that never loads one pays a dl_iterate_phdr a
+// second.
+class LatePython {
+ public:
+  void poll(int64_t now) {
+    if (done_ || now - last_ < 1000000000LL) return;
+    last_ = now;
+    size_t objects = 0;
+    dl_iterate_phdr([](dl_phdr_info*, size_t, void* n) { return ++*static_cast<size_t*>(n), 0; }, &objects);
+    if (objects == objects_ && !waiting_) return;
+    objects_ = objects;
+#if STEPSCOPE_HAVE_PYTHON
+    if (!g->python_ready.load() && dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault") && python::init())
+      g->python_ready.store(true, std::memory_order_release);
+#endif
+    const bool hooks_done = python_hooks::arm_if_late(g->config.python_wait_func, g->config.python_step_func);
+    waiting_ = !hooks_done && dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    done_ = hooks_done && (g->python_ready.load() || !dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) &&
+            dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+  }
+
+ private:
+  bool done_ = false, waiting_ = false;
+  int64_t last_ = 0;
+  size_t objects_ = 0;
+};
 
 void counters_to_meta(std::map<std::string, std::string>& m) {
   auto& c = g->counters;
@@ -188,6 +219,7 @@ void* collector_main(void*) {
   }
 #endif
   int64_t last_commit = clock_ns(CLOCK_MONOTONIC), last_poll = 0, last_meta = 0;
+  LatePython late_python;
   bool final_pass = false;
   while (!final_pass) {
     {
@@ -201,6 +233,7 @@ void* collector_main(void*) {
       else {
         cupti::calibrate_if_due();
         cupti::detach_if_due();
+        late_python.poll(clock_ns(CLOCK_MONOTONIC));
       }
       std::lock_guard<std::mutex> io(g->io_mu);
       const int64_t now = clock_ns(CLOCK_MONOTONIC);

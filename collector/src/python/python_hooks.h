@@ -18,6 +18,12 @@ namespace stepscope::collector::python_hooks {
 // are the --data-wait-func/--step-func regexes. Never throws; the outcome is in status().
 void arm(const std::string& wait_func, const std::string& step_func);
 
+// For a libpython loaded after the collector started (a C/C++ program that embeds Python with dlopen): the
+// collector thread calls it now and then; once the interpreter is initialized it arms the installation with
+// a pending call, as arm() does for attach. Before that it does nothing (no audit hook from a thread that is
+// not the interpreter's). True once nothing is left to do (armed, done, or no CPython will come this way).
+bool arm_if_late(const std::string& wait_func, const std::string& step_func);
+
 // One line for the recording's meta `python.hooks`: "installed (cpython.run_file)", "pending: …",
 // "failed (…): why", "unsupported: CPython 3.7 …", "none: no CPython in this process".
 std::string status();
