@@ -66,6 +66,10 @@ probe=$build/bench/gpu_overhead/stepscope_cupti_reattach_probe
 if [[ -x $probe ]]; then
   timeout 60 "$probe" 2000 > "$out/cupti-reattach-probe.md" 2>&1
   echo "gpu-proof: CUPTI re-attach probe (exit $?): $out/cupti-reattach-probe.md"
+  # `stepscope attach`'s case, a first attach after CUDA started, over a second of launches (its own process each).
+  for way in kinds deselect; do
+    { echo; timeout 30 "$probe" --late-first "$way" 1; echo "(exit $?)"; } >> "$out/cupti-reattach-probe.md" 2>&1
+  done
   cat "$out/cupti-reattach-probe.md"
 fi
 # The floor under any in-process signal sampler on that machine (docs/performance.md: ~30 µs a signal on the
