@@ -3,7 +3,7 @@
 # Release tree (or a bundle of one: scripts/gpu-bundle.sh), in under 9 minutes:
 #
 #   scripts/gpu-proof.sh BUILD OUT        # writes OUT/gpu-proof.md, OUT/gpu-proof.json, OUT/stores/*.db.xz,
-#                                         # OUT/cupti-reattach-probe.md
+#                                         # OUT/cupti-reattach-probe.md, and all of them in OUT/proof.tar
 #   scripts/gpu-proof.sh BUILD OUT --phases attach,overhead --overhead-seconds 8   # a short look at some claims
 #
 # It records the claims' programs (scripts/gpu_proof.py run: a PyTorch trainer, the bundled samples and their
@@ -92,5 +92,10 @@ p = sys.argv[1]
 with open(p, "rb") as s, lzma.open(p + ".xz", "wb", preset=1) as d: shutil.copyfileobj(s, d)
 os.remove(p)' "$db"; fi
 done
-echo "gpu-proof: $((SECONDS - start)) s; table $out/gpu-proof.md, verdicts $out/gpu-proof.json, stores $out/stores"
+# One file to bring back from a lent machine (the device tool returns only a few files): everything under OUT but
+# the libraries' links and files of 32 MiB or more (listed in proof-left-out.txt).
+( cd "$out" && find . -type f ! -name proof.tar -size +32M > proof-left-out.txt
+  find . -type f ! -name proof.tar ! -path './ldpath/*' -size -32M -print0 | tar --null -cf proof.tar -T - )
+echo "gpu-proof: $((SECONDS - start)) s; table $out/gpu-proof.md, verdicts $out/gpu-proof.json, stores $out/stores," \
+  "all in one: $out/proof.tar ($(du -k "$out/proof.tar" | cut -f1) KiB)"
 exit $status
