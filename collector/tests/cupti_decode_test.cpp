@@ -507,13 +507,17 @@ TEST_CASE(
   struct Program {
     int64_t traced, grace, detached, t = 0, off_at = 0;
     int64_t stall_at_step = -1, stall_ns = 0, steps = 0;
+    int64_t reattach_ns = 0;  // added to the first traced step after an On (the re-attach runs in it)
+    bool after_on = false;
     WindowSwitch until_switch(WindowSchedule& w) {
       for (;;) {
         const bool in_grace = !w.tracing() && t - off_at < kMinDetachGraceNs;
         t += w.tracing() ? traced : in_grace ? grace : detached;
+        if (std::exchange(after_on, false)) t += reattach_ns;
         if (steps++ == stall_at_step) t += stall_ns;
         const auto s = w.at_step(t);
         if (s == WindowSwitch::Off) off_at = t;
+        if (s == WindowSwitch::On) after_on = true;
         if (s != WindowSwitch::None) return s;
       }
     }
@@ -556,6 +560,20 @@ TEST_CASE(
     REQUIRE(p.until_switch(w) == WindowSwitch::Off);
     const double cost_us = 20 * 86 + 527 * 50 + 25000;
     CHECK(double(w.budget_off_ns()) == Approx((cost_us / kGpuCostBudget - 20 * 226) * us).epsilon(0.001));
+  }
+  {
+    // Two traced steps a window, the first of them holding the 25 ms re-attach (also in the switch cost): the
+    // traced pace is the second's, not the median of the two.
+    WindowSchedule w(2, 200);
+    Program p{226 * us, 190 * us, 140 * us};
+    p.reattach_ns = 25000 * us;
+    p.until_switch(w);
+    p.until_switch(w);
+    w.set_switch_cost(25000 * us);
+    REQUIRE(p.until_switch(w) == WindowSwitch::Off);
+    CHECK(w.traced_step_ns() == 226 * us);
+    const double cost_us = 2 * 86 + 527 * 50 + 25000;
+    CHECK(double(w.budget_off_ns()) == Approx((cost_us / kGpuCostBudget - (226 + 25226)) * us).epsilon(0.001));
   }
   {
     // GPU-bound: traced steps as fast as the others (10 ms). Only the switch costs; M−N steps decide, as

@@ -28,7 +28,8 @@ constexpr const char* kPtx =
     ".version 6.0\n.target sm_50\n.address_size 64\n.visible .entry stepscope_calibration_empty()\n{\n  ret;\n}\n";
 constexpr int kLaunchesPerRound = 500;
 constexpr int kRounds = 3;
-constexpr int64_t kCheckPeriodNs = 1000000000;  // look for the program's context once a second
+constexpr int64_t kCheckPeriodNs = 1000000000;        // the calibration: a second after the context was seen
+constexpr int64_t kContextCheckPeriodNs = 100000000;  // look for the program's context ten times a second
 
 struct Driver {
   decltype(&cuDeviceGet) device_get = nullptr;
@@ -86,12 +87,12 @@ double time_launches(const Driver& d, CUfunction f, CUstream s) {
 }  // namespace
 
 void calibrate_if_due() {
-  if (!rec || !rec->started.load() || rec->calibration_done || !config().calibrate || !api || !api->disable ||
-      rec->exiting.load())
-    return;
+  if (!rec || !rec->started.load() || !api || rec->exiting.load()) return;
+  if (rec->exit_hook_after_context && (rec->calibration_done || !config().calibrate || !api->disable)) return;
   const int64_t now = now_ns();
   if (now < rec->next_calibration_check) return;
-  rec->next_calibration_check = now + kCheckPeriodNs;
+  // Every 100 ms until device 0's context is up (the exit hook goes in then), every second after.
+  rec->next_calibration_check = now + (rec->exit_hook_after_context ? kCheckPeriodNs : kContextCheckPeriodNs);
   // Held to the end, cleanup included: before_exit waits for it before CUDA's teardown may begin.
   std::lock_guard<std::mutex> cl(rec->calibration_mu);
   if (rec->exiting.load()) return;
@@ -107,10 +108,21 @@ void calibrate_if_due() {
     dlclose(cuda);
     return;  // the program has not initialized device 0 yet
   }
+  if (!rec->exit_hook_after_context) {
+    // Again now that CUDA is up: the CUDA runtime's and the program's exit handlers are registered by now,
+    // and this one, the last registered, runs before them. The calibration waits for a later check, so it
+    // never runs without it.
+    register_exit_hook();
+    rec->exit_hook_after_context = true;
+    rec->next_calibration_check = now + kCheckPeriodNs;
+    dlclose(cuda);
+    return;
+  }
+  if (rec->calibration_done || !config().calibrate || !api->disable) {
+    dlclose(cuda);
+    return;
+  }
   rec->calibration_done = true;
-  // Again now that CUDA is up: the program's own exit handlers are registered by now, and this one, the last
-  // registered, runs before them.
-  register_exit_hook();
   std::string failure;
   auto step = [&failure](CUresult r, const char* what) {
     if (r != CUDA_SUCCESS && failure.empty()) failure = std::string(what) + " returned " + std::to_string(int(r));

@@ -422,7 +422,7 @@ void start_if_possible(const char* why) {
     dlclose(cuda);
   }
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->started.load() || rec->failed) return;
+  if (rec->started.load() || rec->failed || rec->exiting.load()) return;  // no attach during the exit
   std::string err;
   if (!load_library(&err)) {
     rec->failed = true;
@@ -445,6 +445,7 @@ void start_if_possible(const char* why) {
     rec->attached_once = true;
     register_exit_hook();
   }
+  rec->owner_pid.store(getpid());
   rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
   rec->window_steps = 0;
   rec->window_start = now_ns();
@@ -627,6 +628,12 @@ void after_fork_child() {
     new (&rec->window_mu) std::mutex();
     // The parent's collector thread may have held it at the fork; the child's before_exit takes it.
     new (&rec->calibration_mu) std::mutex();
+    // The child's CUDA numbers its ids from 1 in a process of its own: nothing of the parent's decoding
+    // applies.
+    new (&rec->mu) std::mutex();
+    rec->state = DecodeState{};
+    rec->correlation_base.store(0);
+    rec->exit_hook_after_context = false;
     rec->calibration_done = false;
     // The child's CUDA, if any, starts from nothing: a first attach, not a re-attach.
     rec->link.store(int(Link::Attached));
@@ -649,17 +656,24 @@ namespace {
 // launch_bound (0.45 s of steps) end with SIGSEGV under `record`: its exit fell on the calibration's check,
 // ~1 s after CUDA started, and the collector thread launched into a CUDA being torn down.
 void before_exit() {
-  if (!rec || rec->exiting.exchange(true)) return;
+  if (!rec || rec->owner_pid.load() != getpid() || rec->exiting.exchange(true)) return;
   std::lock_guard<std::mutex> cl(rec->calibration_mu);
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (!rec->started.load() || !api) return;
+  if (!api || !rec->attached_once) return;
+  // A detach under way (a program thread inside cuptiFinalize) ends first; one asked for but not begun is
+  // called off — also after an attach window's end (started false), or CUDA's teardown calls would finalize
+  // CUPTI.
+  for (int64_t until = now_ns() + 2000000000LL;
+       rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
+    usleep(100);
+  const bool attached = rec->link.load() == int(Link::Attached) || cancel_detach_locked();
+  if (!rec->started.load()) return;
   if (!rec->calibration_done && config().calibrate)
     set_process_meta(
         "cupti.calibration",
         "not run: the program ended before its check (about a second after CUDA started); the analysis "
         "uses the default launch cost");
-  if (rec->link.load() != int(Link::Attached) && !cancel_detach_locked()) return;
-  flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (attached) flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 }  // namespace

@@ -66,6 +66,10 @@ struct Recorder {
   // The program's exit began (before_exit): CUDA and CUPTI may be torn down from here on, so nothing of ours
   // calls them again; a calibration under way stops at its next round.
   std::atomic<bool> exiting{false};
+  // The process whose CUPTI this is (set at each attach): a forked child's inherited before_exit leaves it
+  // alone.
+  std::atomic<int> owner_pid{0};
+  bool exit_hook_after_context = false;  // registered again once device 0's context was active
 };
 extern Recorder* rec;
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <utility>
 
 namespace stepscope::collector::cupti {
 
@@ -48,7 +49,8 @@ class WindowSchedule {
   WindowSwitch at_step(int64_t now) {
     if (all()) return WindowSwitch::None;
     ++steps_;
-    if (last_at_ > 0 && !(tracing_ && first_window_)) {
+    // The first traced step after an On holds the re-attach (counted in the switch cost): not a traced pace.
+    if (last_at_ > 0 && !(tracing_ && (first_window_ || std::exchange(reattach_step_, false)))) {
       // Off steps before the grace ended ran with CUPTI attached; the ones after it, detached (or kinds off).
       (tracing_                      ? traced_paces_
        : last_at_ - off_at_ < grace_ ? grace_paces_
@@ -64,6 +66,7 @@ class WindowSchedule {
       }
       end_off_phase();
       tracing_ = true;
+      reattach_step_ = true;
       steps_ = 0;
       on_at_ = now;
       length_ = std::max(n_, armed_);
@@ -98,6 +101,7 @@ class WindowSchedule {
     if (steps_ < m_ - n_ || now - off_at_ < min_off_) return WindowSwitch::None;
     end_off_phase();
     tracing_ = true;
+    reattach_step_ = true;
     steps_ = 0;
     on_at_ = now;
     return WindowSwitch::On;
@@ -112,7 +116,6 @@ class WindowSchedule {
   int64_t traced_step_ns() const { return last_traced_step_ns_; }
   int64_t grace_step_ns() const { return grace_step_ns_; }
   int64_t detached_step_ns() const { return detached_step_ns_; }
-  // the last off phase's length by the cost budget (0: none)
   int64_t detach_grace_ns() const { return grace_; }
   bool detach_this_phase() const { return detach_; }
   bool tracing() const { return tracing_; }
@@ -143,6 +146,7 @@ class WindowSchedule {
   Paces traced_paces_, grace_paces_, detached_paces_;
   int64_t last_at_ = 0, detached_step_ns_ = 0, grace_step_ns_ = 0, grace_step_count_ = 0, budget_off_ = 0;
   int64_t last_traced_step_ns_ = 0;
+  bool reattach_step_ = false;  // the next traced step is the first after an On
 
   // What the off phase that ends measured: the pace of a step with CUPTI attached but not tracing, and
   // detached.
@@ -163,7 +167,7 @@ class WindowSchedule {
                         double(grace_step_count_) * std::max(0.0, double(grace_step_ns_) - u) +
                         double(switch_cost_);
     const double off = cost / kGpuCostBudget - double(window_ns);
-    return off <= 0 ? 0 : std::min<int64_t>(kMaxBudgetOffNs, int64_t(off));
+    return off <= 0 ? 0 : off >= double(kMaxBudgetOffNs) ? kMaxBudgetOffNs : int64_t(off);
   }
 };
 
