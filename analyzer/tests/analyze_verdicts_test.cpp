@@ -2,6 +2,7 @@
 // already-fused code, recordings inflated by the profiler's own launch cost, the same program at 60 and 600 steps.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <set>
 
 #include "findings.h"
@@ -54,6 +55,40 @@ Builder host_bound(const HostBoundShape& p) {
     b.range("ProfilerStep#" + std::to_string(s), s0, t);
   }
   return b;
+}
+
+// What the collector leaves with GPU windows: CUDA rows only in the steps `in_window` names, a gpu_windows
+// row for each run of such steps (from its first step's start to the next step's), and every step's marker.
+// Returns the steps' [start, end).
+std::vector<std::pair<int64_t, int64_t>> keep_windows(Builder& b, const std::function<bool(int)>& in_window,
+                                                      const std::string& window) {
+  std::vector<std::pair<int64_t, int64_t>> step_span;
+  for (const auto& r : b.t.ranges)
+    if (b.t.str(r.name).rfind("ProfilerStep#", 0) == 0) step_span.emplace_back(r.start, r.end);
+  const int steps = int(step_span.size());
+  auto traced = [&](int64_t ts) {
+    for (int s = 0; s < steps; ++s)
+      if (ts >= step_span[size_t(s)].first && ts < step_span[size_t(s)].second) return in_window(s);
+    return false;
+  };
+  std::set<int64_t> kept;
+  std::vector<store::ApiCall> apis;
+  for (const auto& a : b.t.api_calls)
+    if (traced(a.start)) apis.push_back(a), kept.insert(a.correlation);
+  std::vector<store::Kernel> kernels;
+  for (const auto& k : b.t.kernels)
+    if (kept.count(k.correlation)) kernels.push_back(k);
+  b.t.api_calls = apis;
+  b.t.kernels = kernels;
+  for (int s = 0; s < steps; ++s)
+    if (in_window(s) && (s == 0 || !in_window(s - 1))) {
+      int e = s;
+      while (e < steps && in_window(e)) ++e;
+      b.t.gpu_windows.push_back({step_span[size_t(s)].first,
+                                 e < steps ? step_span[size_t(e)].first : step_span.back().second, b.pid});
+    }
+  b.t.meta["gpu.window"] = window;
+  return step_span;
 }
 
 }  // namespace
@@ -219,30 +254,14 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   HostBoundShape p;
   p.steps = 40;
   const auto whole = analyzer::analyze(host_bound(p).t);
-  // What the collector leaves with --gpu-window 10/20: CUDA rows only for steps 0-9 and 20-29, the windows that
-  // say so, and every step's marker.
+  // What the collector leaves with --gpu-window 10/20: CUDA rows only for steps 0-9 and 20-29.
   auto b = host_bound(p);
-  std::vector<std::pair<int64_t, int64_t>> step_span;
-  for (const auto& r : b.t.ranges)
-    if (b.t.str(r.name).rfind("ProfilerStep#", 0) == 0) step_span.emplace_back(r.start, r.end);
+  const auto step_span = keep_windows(
+      b, [](int s) { return (s / 10) % 2 == 0; }, "10/20");
   REQUIRE(step_span.size() == 40);
-  auto traced = [&](int64_t ts) {
-    for (int s = 0; s < 40; ++s)
-      if (ts >= step_span[s].first && ts < step_span[s].second) return (s / 10) % 2 == 0;
-    return false;
-  };
-  std::set<int64_t> kept;
-  std::vector<store::ApiCall> apis;
-  for (const auto& a : b.t.api_calls)
-    if (traced(a.start)) apis.push_back(a), kept.insert(a.correlation);
-  std::vector<store::Kernel> kernels;
-  for (const auto& k : b.t.kernels)
-    if (kept.count(k.correlation)) kernels.push_back(k);
-  b.t.api_calls = apis;
-  b.t.kernels = kernels;
-  b.t.gpu_windows.push_back({step_span[0].first, step_span[10].first, b.pid});
-  b.t.gpu_windows.push_back({step_span[20].first, step_span[30].first, b.pid});
-  b.t.meta["gpu.window"] = "10/20";
+  REQUIRE(b.t.gpu_windows.size() == 2);
+  CHECK(b.t.gpu_windows[1].start == step_span[20].first);
+  CHECK(b.t.gpu_windows[1].end == step_span[30].first);
 
   const auto a = analyzer::analyze(b.t);
   REQUIRE(a.steps.size() == 40);
@@ -315,27 +334,8 @@ TEST_CASE(
   auto in_window = [](int s) { return (s / 10) % 3 == 0; };  // steps 0-9 and 30-39: a third of the run
   for (int s = 0; s < p.steps; ++s) p.step_launch_ns.push_back(in_window(s) ? 6 * US : 3 * US);
   auto b = host_bound(p);
-  std::vector<std::pair<int64_t, int64_t>> step_span;
-  for (const auto& r : b.t.ranges)
-    if (b.t.str(r.name).rfind("ProfilerStep#", 0) == 0) step_span.emplace_back(r.start, r.end);
+  const auto step_span = keep_windows(b, in_window, "10/30");
   REQUIRE(step_span.size() == 60);
-  auto traced = [&](int64_t ts) {
-    for (int s = 0; s < 60; ++s)
-      if (ts >= step_span[s].first && ts < step_span[s].second) return in_window(s);
-    return false;
-  };
-  std::set<int64_t> kept;
-  std::vector<store::ApiCall> apis;
-  for (const auto& a : b.t.api_calls)
-    if (traced(a.start)) apis.push_back(a), kept.insert(a.correlation);
-  std::vector<store::Kernel> kernels;
-  for (const auto& k : b.t.kernels)
-    if (kept.count(k.correlation)) kernels.push_back(k);
-  b.t.api_calls = apis;
-  b.t.kernels = kernels;
-  b.t.gpu_windows.push_back({step_span[0].first, step_span[10].first, b.pid});
-  b.t.gpu_windows.push_back({step_span[30].first, step_span[40].first, b.pid});
-  b.t.meta["gpu.window"] = "10/30";
 
   const auto a = analyzer::analyze(b.t);
   REQUIRE(a.summary.gpu_traced_steps == 20);

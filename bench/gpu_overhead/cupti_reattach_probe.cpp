@@ -163,6 +163,20 @@ void measure(const std::string& label, CUfunction f, int n) {
               std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
 }
 
+// CUDA on device 0 with the empty kernel loaded; false (said) when no device is usable.
+bool start_cuda(CUcontext& ctx, CUfunction& fn) {
+  CUdevice dev;
+  CUmodule mod;
+  if (drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) != CUDA_SUCCESS ||
+      drv.retain(&ctx, dev) != CUDA_SUCCESS || drv.set_current(ctx) != CUDA_SUCCESS ||
+      drv.module_load(&mod, kPtx) != CUDA_SUCCESS ||
+      drv.get_function(&fn, mod, "probe_empty") != CUDA_SUCCESS) {
+    std::printf("cupti_reattach_probe: no CUDA device usable: run it on a GPU machine\n");
+    return false;
+  }
+  return true;
+}
+
 // `stepscope attach`'s case (see the top): CUDA first, then CUPTI's first attach in this process.
 int late_first(const char* way_arg, double seconds) {
   const bool deselect = std::string(way_arg) == "deselect";
@@ -170,17 +184,9 @@ int late_first(const char* way_arg, double seconds) {
     std::fprintf(stderr, "cupti_reattach_probe: --late-first WAY is kinds or deselect, not %s\n", way_arg);
     return 2;
   }
-  CUdevice dev;
   CUcontext ctx;
-  CUmodule mod;
   CUfunction fn;
-  if (drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) != CUDA_SUCCESS ||
-      drv.retain(&ctx, dev) != CUDA_SUCCESS || drv.set_current(ctx) != CUDA_SUCCESS ||
-      drv.module_load(&mod, kPtx) != CUDA_SUCCESS ||
-      drv.get_function(&fn, mod, "probe_empty") != CUDA_SUCCESS) {
-    std::printf("cupti_reattach_probe: no CUDA device usable: run it on a GPU machine\n");
-    return 3;
-  }
+  if (!start_cuda(ctx, fn)) return 3;
   for (int i = 0; i < 1000; ++i)
     drv.launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);  // CUDA busy first
   drv.sync();
@@ -264,17 +270,9 @@ int main(int argc, char** argv) {
   if (late) return late_first(argv[2], seconds);
   // The control: ids selected before CUDA starts, as the collector's injection does.
   if (!attach(Way::SelectIds)) return 3;
-  CUdevice dev;
   CUcontext ctx;
-  CUmodule mod;
   CUfunction fn;
-  if (drv.init(0) != CUDA_SUCCESS || drv.device_get(&dev, 0) != CUDA_SUCCESS ||
-      drv.retain(&ctx, dev) != CUDA_SUCCESS || drv.set_current(ctx) != CUDA_SUCCESS ||
-      drv.module_load(&mod, kPtx) != CUDA_SUCCESS ||
-      drv.get_function(&fn, mod, "probe_empty") != CUDA_SUCCESS) {
-    std::printf("cupti_reattach_probe: no CUDA device usable: run it on a GPU machine\n");
-    return 3;
-  }
+  if (!start_cuda(ctx, fn)) return 3;
   std::printf(
       "| attach | launches | kernel rows | cuLaunchKernel rows | other API rows | host ns/launch |\n");
   std::printf("|---|---|---|---|---|---|\n");
