@@ -270,6 +270,8 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   CHECK(a.summary.gpu_window == "10/20");
   CHECK(analyzer::gpu_window_note(a.summary).find("GPU traced in 20 of 40 steps (gpu window 10/20)") == 0);
   CHECK(analyzer::gpu_window_note(whole.summary).empty());
+  CHECK_FALSE(a.summary.gpu_traced_start_only);  // steps 20-29 were traced too
+  CHECK(analyzer::gpu_window_note(a.summary).find("start-up") == std::string::npos);
   for (const auto& s : a.steps) {
     INFO("step " << s.index);
     const bool in_window = (s.index / 10) % 2 == 0;
@@ -360,4 +362,29 @@ TEST_CASE(
   const auto w = analyzer::analyze(whole.t);
   CHECK(w.summary.host_step_median_us == Approx(double(untraced_step_ns) / 1e3));
   CHECK_FALSE(w.summary.host_runs_ahead);
+}
+
+TEST_CASE("GPU windows that saw only the run's first steps: the note says so and what to do") {
+  // input_bound --steps 60 under the default 20/200 on the H100: steps 0-19 traced, the off phase outlasted
+  // the run, and the estimates came from its start-up (input-bound saving 2.12 ms against 1.47 ms measured).
+  HostBoundShape p;
+  p.steps = 60;
+  auto b = host_bound(p);
+  keep_windows(
+      b, [](int s) { return s < 20; }, "20/200");
+  const auto a = analyzer::analyze(b.t);
+  REQUIRE(a.summary.gpu_traced_steps == 20);
+  CHECK(a.summary.gpu_traced_start_only);
+  CHECK(analyzer::gpu_window_note(a.summary) ==
+        "GPU traced in 20 of 60 steps (gpu window 20/200): GPU shares, step breakdowns and findings come "
+        "from those "
+        "steps; step times and the training loop's data wait from all of them. Only the run's first 20 steps "
+        "were "
+        "traced: they show its start-up, not its steady pace (the off phase after a window lasts at least a "
+        "second); record a run this short with `--gpu-window all`.");
+  // Half of the run traced from its start: not "start-up only".
+  auto half = host_bound(p);
+  keep_windows(
+      half, [](int s) { return s < 30; }, "30/200");
+  CHECK_FALSE(analyzer::analyze(half.t).summary.gpu_traced_start_only);
 }

@@ -205,6 +205,11 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     s.gpu_busy_share = double(busy) / double(ctx.traced_step_ns);
   }
   s.gpu_traced_steps = ctx.traced_steps;
+  if (ctx.traced_steps > 0 && 2 * ctx.traced_steps < int64_t(ctx.steps.size())) {
+    size_t k = 0;
+    while (k < ctx.steps.size() && ctx.steps[k].gpu_traced) ++k;
+    s.gpu_traced_start_only = int64_t(k) == ctx.traced_steps;
+  }
   {
     std::vector<int64_t> durs, gpu_steps, paired_durs;
     bool all_traced = true;
@@ -280,10 +285,16 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
 
 std::string gpu_window_note(const AnalysisSummary& s) {
   if (s.gpu_traced_steps >= s.steps) return {};
-  return "GPU traced in " + std::to_string(s.gpu_traced_steps) + " of " + std::to_string(s.steps) +
-         " steps (gpu window " + s.gpu_window +
-         "): GPU shares, step breakdowns and findings come from those steps; step times and the training loop's "
-         "data wait from all of them.";
+  std::string out = "GPU traced in " + std::to_string(s.gpu_traced_steps) + " of " + std::to_string(s.steps) +
+                    " steps (gpu window " + s.gpu_window +
+                    "): GPU shares, step breakdowns and findings come from those steps; step times and the "
+                    "training loop's data wait from all of them.";
+  if (s.gpu_traced_start_only)
+    out +=
+        " Only the run's first " + std::to_string(s.gpu_traced_steps) +
+        " steps were traced: they show its start-up, not its steady pace (the off phase after a window lasts "
+        "at least a second); record a run this short with `--gpu-window all`.";
+  return out;
 }
 
 std::string flight_note(const AnalysisSummary& s) {

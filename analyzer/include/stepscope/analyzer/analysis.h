@@ -138,6 +138,9 @@ struct AnalysisSummary {
   // traced steps; step times and the host's data wait from all of them.
   int64_t gpu_traced_steps = 0;
   std::string gpu_window = "all";
+  // The traced steps are the run's first ones and fewer than half of them: the windows saw the start-up only
+  // (a short run under the default window), said in gpu_window_note.
+  bool gpu_traced_start_only = false;
   std::string step_source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
   double step_confidence = 1.0;      // periodic steps: share of the sequence that repeats with the period
   double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
