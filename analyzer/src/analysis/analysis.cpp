@@ -289,7 +289,7 @@ std::string gpu_window_note(const AnalysisSummary& s) {
                     " steps (gpu window " + s.gpu_window +
                     "): GPU shares, step breakdowns and findings come from those steps; step times and the "
                     "training loop's data wait from all of them.";
-  if (s.gpu_traced_start_only)
+  if (s.gpu_traced_start_only && s.flight_trigger.empty())  // a flight save is a slice, not a run's start
     out +=
         " Only the run's first " + std::to_string(s.gpu_traced_steps) +
         " steps were traced: they show its start-up, not its steady pace (the off phase after a window lasts "
