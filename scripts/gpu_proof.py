@@ -223,13 +223,17 @@ def store_facts(path):
         f["kernel_span"] = list(con.execute("SELECT min(start_ns), max(end_ns) FROM kernels").fetchone())
         f["blocking"] = _blocking_stacks(con)
         f["window_launches"] = _window_launches(con, f["gpu_windows"])
-        not_graph = " AND graph_id = 0" if "graph_id" in _columns(con, "kernels") else ""
-        f["shared_launch_ids"] = _count(con, f"SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kernels "
-                                             f"WHERE correlation != 0{not_graph} GROUP BY pid, correlation "
-                                             f"HAVING n > 1)")
+        f["shared_launch_ids"] = shared_launch_ids(con)
         return f
     finally:
         con.close()
+
+
+def shared_launch_ids(con):
+    """Kernels (CUDA-graph replays aside) whose (pid, correlation id) another kernel has too."""
+    not_graph = " AND graph_id = 0" if "graph_id" in _columns(con, "kernels") else ""
+    return _count(con, f"SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kernels WHERE correlation != 0"
+                       f"{not_graph} GROUP BY pid, correlation HAVING n > 1)")
 
 
 def _blocking_stacks(con):

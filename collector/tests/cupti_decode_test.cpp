@@ -33,6 +33,18 @@ struct Buffer {
   }
 };
 
+// The decoded rows written to a real store and read back.
+store::Trace through_store(const store::Trace& rows, const std::string& name) {
+  test::ScratchDir dir(name);
+  const std::string db = dir.file("cupti.db");
+  {
+    store::StoreWriter w(db);
+    w.append(rows);
+    w.close();
+  }
+  return store::StoreReader(db).load();
+}
+
 }  // namespace
 
 TEST_CASE("CUPTI records decode into the exact store rows") {
@@ -128,15 +140,7 @@ TEST_CASE("CUPTI records decode into the exact store rows") {
   size_t n = collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st);
   REQUIRE(n == 8);
 
-  // Through a real store and back.
-  test::ScratchDir dir("collector_cupti");
-  const std::string db = dir.file("cupti.db");
-  {
-    store::StoreWriter w(db);
-    w.append(rows);
-    w.close();
-  }
-  store::Trace t = store::StoreReader(db).load();
+  store::Trace t = through_store(rows, "collector_cupti");
 
   REQUIRE(t.kernels.size() == 1);
   const auto& kr = t.kernels[0];
@@ -353,14 +357,7 @@ TEST_CASE(
   Buffer second = attach_rows(9000, 12);
   REQUIRE(collector::cupti::decode_activity_buffer(second.bytes.data(), second.used, rows, st) == 4);
 
-  test::ScratchDir dir("collector_cupti_reattach");
-  const std::string db = dir.file("cupti.db");
-  {
-    store::StoreWriter w(db);
-    w.append(rows);
-    w.close();
-  }
-  store::Trace t = store::StoreReader(db).load();
+  store::Trace t = through_store(rows, "collector_cupti_reattach");
   REQUIRE(t.kernels.size() == 2);
   REQUIRE(t.api_calls.size() == 4);
   REQUIRE(t.syncs.size() == 2);

@@ -212,8 +212,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
   }
   {
     std::vector<int64_t> durs, gpu_steps, paired_durs;
-    bool all_traced = true;
-    for (const auto& st : ctx.steps) durs.push_back(st.dur_ns), all_traced = all_traced && st.gpu_traced;
+    for (const auto& st : ctx.steps) durs.push_back(st.dur_ns);
     std::vector<int64_t> first(ctx.steps.size(), INT64_MAX);
     for (const auto& op : ctx.ops)
       if (op.step >= 0 && size_t(op.step) < first.size()) first[op.step] = std::min(first[op.step], op.start);
@@ -226,6 +225,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     // With GPU windows the host's median comes from the same traced steps: the untraced ones run without the
     // profiler's cost, and against them a launch-bound loop's traced steps looked "ahead" (launch_bound under
     // the default window, H100: 201 µs on the GPU against 140.5 µs over all steps, 226 µs over the traced).
+    const bool all_traced = ctx.traced_steps == int64_t(ctx.steps.size());
     s.host_step_median_us = us(detail::upper_median(all_traced || paired_durs.empty() ? durs : paired_durs));
     if (gpu_steps.size() >= 2) {
       s.gpu_step_median_us = us(detail::upper_median(gpu_steps));

@@ -118,10 +118,6 @@ void calibrate_if_due() {
     dlclose(cuda);
     return;
   }
-  if (rec->calibration_done || !config().calibrate || !api->disable) {
-    dlclose(cuda);
-    return;
-  }
   rec->calibration_done = true;
   std::string failure;
   auto step = [&failure](CUresult r, const char* what) {

@@ -345,6 +345,13 @@ void give_up_locked(const std::string& why) {
   set_process_meta("cupti.status", "re-attach after a detach failed: " + why + "; GPU activity stops here");
 }
 
+// Waits (at most `wait_ns`) while a program thread is inside cuptiFinalize.
+void wait_out_detaching(int64_t wait_ns) {
+  for (int64_t until = now_ns() + wait_ns;
+       rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
+    usleep(100);
+}
+
 // Back to Attached with everything on, from wherever a detach got to: where CUPTI never left (a cancelled
 // detach, a failed finalize) the kinds come back; after a detach it attaches anew. False when it cannot.
 bool attach_again_locked() {
@@ -354,9 +361,7 @@ bool attach_again_locked() {
     return true;
   }
   // Detaching: a program thread is inside cuptiFinalize; it takes no lock we hold.
-  for (int64_t until = now_ns() + 5000000000LL;
-       rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
-    usleep(100);
+  wait_out_detaching(5000000000LL);
   const int s = rec->link.load(std::memory_order_acquire);
   if (s == int(Link::Attached)) {
     if (rec->finalize_failed && rec->domains_on.load()) {
@@ -663,9 +668,7 @@ void before_exit() {
   // A detach under way (a program thread inside cuptiFinalize) ends first; one asked for but not begun is
   // called off — also after an attach window's end (started false), or CUDA's teardown calls would finalize
   // CUPTI.
-  for (int64_t until = now_ns() + 2000000000LL;
-       rec->link.load(std::memory_order_acquire) == int(Link::Detaching) && now_ns() < until;)
-    usleep(100);
+  wait_out_detaching(2000000000LL);
   const bool attached = rec->link.load() == int(Link::Attached) || cancel_detach_locked();
   if (!rec->started.load()) return;
   if (!rec->calibration_done && config().calibrate)

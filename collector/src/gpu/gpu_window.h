@@ -85,9 +85,9 @@ class WindowSchedule {
       // Detach when the off phase is long enough to stay detached a while. Short steps (< 50 ms) get a longer
       // off phase for it — windows of N steps a few times a second; long steps with few off steps keep M−N
       // steps and only switch the kinds off, so the traced share stays N/M.
-      budget_off_ = off_for_budget(intervals, now - on_at_);
       last_traced_step_ns_ = traced_paces_.median();
       traced_paces_.clear();
+      budget_off_ = off_for_budget(intervals, now - on_at_);
       const int64_t by_steps = std::max(per_step * (m_ - n_), budget_off_);
       detach_ = 2 * per_step < kMinDetachGraceNs || by_steps >= grace_ + kMinDetachGraceNs;
       min_off_ = detach_ ? std::max({by_steps, kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs})
@@ -158,12 +158,12 @@ class WindowSchedule {
     detached_paces_.clear();
   }
 
-  // The off phase the cost budget asks for after a window of `steps` traced steps (`window_ns` in all), from
-  // the paces the last off phase measured; 0 before any off phase was measured.
+  // The off phase the cost budget asks for after a window of `steps` traced steps (`window_ns` in all, their
+  // pace last_traced_step_ns_), from the paces the last off phase measured; 0 before any was measured.
   int64_t off_for_budget(int64_t steps, int64_t window_ns) const {
-    if (detached_step_ns_ <= 0 || steps <= 0 || traced_paces_.count == 0) return 0;
+    if (detached_step_ns_ <= 0 || steps <= 0 || last_traced_step_ns_ <= 0) return 0;
     const double u = double(detached_step_ns_);
-    const double cost = double(steps) * std::max(0.0, double(traced_paces_.median()) - u) +
+    const double cost = double(steps) * std::max(0.0, double(last_traced_step_ns_) - u) +
                         double(grace_step_count_) * std::max(0.0, double(grace_step_ns_) - u) +
                         double(switch_cost_);
     const double off = cost / kGpuCostBudget - double(window_ns);

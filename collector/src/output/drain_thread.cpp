@@ -33,14 +33,15 @@ class LatePython {
     dl_iterate_phdr([](dl_phdr_info*, size_t, void* n) { return ++*static_cast<size_t*>(n), 0; }, &objects);
     if (objects == objects_ && !waiting_) return;
     objects_ = objects;
+    const bool evaluator = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    const bool libpython = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 #if STEPSCOPE_HAVE_PYTHON
-    if (!g->python_ready.load() && dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault") && python::init())
+    if (!g->python_ready.load() && evaluator && python::init())
       g->python_ready.store(true, std::memory_order_release);
 #endif
     const bool hooks_done = python_hooks::arm_if_late(g->config.python_wait_func, g->config.python_step_func);
-    waiting_ = !hooks_done && dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-    done_ = hooks_done && (g->python_ready.load() || !dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) &&
-            dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    waiting_ = !hooks_done && libpython;
+    done_ = hooks_done && libpython && (g->python_ready.load() || !evaluator);
   }
 
  private:

@@ -245,11 +245,8 @@ void arm(const std::string& wait_func, const std::string& step_func) {
 
 bool arm_if_late(const std::string& wait_func, const std::string& step_func) {
   if (state.load() != kNone) return true;
-  if (const char* off = std::getenv("STEPSCOPE_PYTHON_HOOKS"); off && std::strcmp(off, "0") == 0) return true;
-  if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized")) return false;  // not loaded (yet)
-  if (!api.load()) return false;
-  if (!api.is_initialized()) return false;  // loaded, not started: look again later
-  arm(wait_func, step_func);
+  if (!api.load() || !api.is_initialized()) return false;  // not loaded, or not started: look again later
+  arm(wait_func, step_func);  // also where STEPSCOPE_PYTHON_HOOKS=0 turns them off
   return true;
 }
 
