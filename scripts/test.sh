@@ -26,8 +26,14 @@ phase() { echo "test.sh: $(date +%T) $* (${SECONDS} s)"; }
 # build-test: RelWithDebInfo's -O2 with -g1, line tables: what symbolizing stepscope's own frames and a failure's
 # backtrace need, for three quarters of -g's compile time (the code is the same). The CPU samples the tests
 # record keep -g (samples/cpu).
+# The CUDA samples: without a GPU the suite only checks that they say so and parse their options, so their device
+# code is compiled for one architecture (Hopper) and their host code with line tables; with a GPU, for that GPU
+# (native). nvcc then takes 21 s a sample, not 55 s for the five architectures of a release build.
+cuda_arch=90-real
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && cuda_arch=native
 plain_config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch"
+  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -Xcompiler=-g1 -DNDEBUG")
 prebuild_log=$root/build-sanitize.log prebuild_pid=$root/build-sanitize.pid prebuild_status=$root/build-sanitize.status
 prebuild_asan=$root/build-sanitize.asan-done
 

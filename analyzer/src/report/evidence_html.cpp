@@ -17,7 +17,7 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-constexpr size_t kMaxEvidenceRows = 12;  // rows per table; the rest are counted
+using evidence::kMaxEvidenceRows;
 
 using evidence::is_name;
 using evidence::label_of;

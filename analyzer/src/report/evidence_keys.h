@@ -12,6 +12,9 @@
 
 namespace stepscope::analyzer::evidence {
 
+// Rows a table shows, items a list shows; the rest are counted.
+constexpr size_t kMaxEvidenceRows = 12;
+
 inline bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }

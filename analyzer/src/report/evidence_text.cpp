@@ -19,7 +19,7 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-constexpr size_t kMaxEvidenceRows = 12;  // rows per table, items per list; the rest are counted
+using evidence::kMaxEvidenceRows;
 constexpr size_t kMaxNameChars = 80;
 
 using evidence::is_name;

@@ -231,7 +231,7 @@ std::string card(const std::string& value, const std::string& key) {
 
 // Steps slower than the median by more than the run's noise: what grew, the biggest contributor, and a link
 // to the step's row in the step table.
-std::string slow_steps_section(const Analysis& a) {
+std::string slow_steps_html(const Analysis& a) {
   const StepOutliers& o = a.step_outliers;
   if (o.median_ns <= 0) return "";
   auto us = [](int64_t ns) { return html_escape(format_us(double(ns) / 1e3)); };
@@ -383,7 +383,7 @@ std::string render_html_report(const Analysis& a) {
     o += "</details>\n</section>\n";
   }
 
-  o += slow_steps_section(a);
+  o += slow_steps_html(a);
 
   // Utilization
   if (!a.utilization.empty() && a.utilization_bucket_ns > 0) {

@@ -18,7 +18,7 @@ namespace {
 constexpr size_t kMaxMdSteps = 50;
 constexpr size_t kMdNameChars = 90;
 // What grew in each slow step against the median step (step_outliers.h).
-std::string slow_steps_section(const Analysis& a) {
+std::string slow_steps_markdown(const Analysis& a) {
   const StepOutliers& o = a.step_outliers;
   if (o.median_ns <= 0) return "";
   auto us = [](int64_t ns) { return format_us(double(ns) / 1e3); };
@@ -109,7 +109,7 @@ std::string render_markdown_report(const Analysis& a) {
     o += "\n";
   }
 
-  o += slow_steps_section(a);
+  o += slow_steps_markdown(a);
 
   if (!a.top_kernels.empty()) {
     o += "### Top kernels by time\n\n| Kernel | Total | Count | Mean |\n|---|---:|---:|---:|\n";

@@ -35,6 +35,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "launcher/launcher_clock.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
 
@@ -93,12 +94,6 @@ std::string strf(const char* format, ...) {
   va_end(again);
   va_end(ap);
   return s;
-}
-
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 double thread_cpu_s() {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "flight/save_names.h"
+#include "launcher/launcher_clock.h"
 #include "launcher/rank_outputs.h"
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/store.h"
@@ -16,12 +17,6 @@ namespace fs = std::filesystem;
 
 namespace stepscope::collector {
 namespace {
-
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 std::map<std::string, std::string> read_trigger(const std::string& path) {
   std::map<std::string, std::string> m;

@@ -25,9 +25,10 @@
 #include <vector>
 
 #include "core/rank_env.h"
+#include "launcher/flight_watcher.h"
+#include "launcher/launcher_clock.h"
 #include "launcher/rank_outputs.h"
 #include "stepscope/collector/launcher.h"
-#include "launcher/flight_watcher.h"
 #include "stepscope/store/store.h"
 
 extern char** environ;
@@ -46,12 +47,6 @@ void forward_signal(int sig, siginfo_t* si, void*) {
   g_signal.store(sig);
   pid_t child = g_child.load();
   if (child > 0 && si && si->si_code == SI_USER && si->si_pid != child) kill(child, sig);
-}
-
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 std::string self_exe_dir() {
