@@ -5,7 +5,7 @@ target_include_directories(stepscope_catch_main PUBLIC ${CMAKE_SOURCE_DIR}/tests
 # The tests' own files are compiled at -O0 (the product's files a test compiles in, those under a src/ folder,
 # keep the tree's -O2, or -O1 in a sanitized tree): what a test proves is the product's code, built as users get
 # it, and a test file compiles in about half the time at -O0 (analyze_synthetic_test.cpp: 28.8 s against 12.1 s
-# with GCC 12's ASan; the Catch main 34 s against ...), the CI's time (docs/reliability.md).
+# with GCC 12's ASan; the Catch main 34 s against 17–23 s), the CI's time (docs/reliability.md).
 function(stepscope_test_code_at_O0)
   foreach(src ${ARGN})
     if(NOT src MATCHES "(^|/)src/")

@@ -5,6 +5,7 @@
 #endif
 #include "stepscope/collector/attach.h"
 #include "launcher/flight_watcher.h"
+#include "launcher/launcher_clock.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -35,12 +36,6 @@ namespace {
 constexpr int kReplyTimeoutMs = 15000;   // `stop` waits for the final drain and commit in the target
 constexpr int64_t kPollNs = 200000000;   // how often the window is looked at (exit, stopped from elsewhere)
 constexpr int64_t kChildScanNs = 500000000;  // --children: how often new descendants are looked for
-
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 bool alive(pid_t pid) {
   // A zombie still answers kill(0): look at its state.

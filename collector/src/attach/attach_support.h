@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "launcher/launcher_clock.h"
 #include "stepscope/collector/attach.h"
 
 namespace stepscope::collector::attach {
@@ -26,12 +27,6 @@ inline bool debug_enabled() {
     return v && *v && *v != '0';
   }();
   return on;
-}
-
-inline int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 inline std::string fmt_hex(uint64_t v) {
