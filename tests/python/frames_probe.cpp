@@ -31,6 +31,9 @@ Sample g_samples[kMaxSamples];
 std::atomic<int> g_next{0};
 std::atomic<bool> g_on{false};
 std::atomic<int64_t> g_capture_ns{0}, g_captures{0};
+// The frame reader's working memory, per thread as the collector's ThreadState holds it (preloaded: static
+// TLS).
+__thread py::CaptureScratch t_scratch __attribute__((tls_model("initial-exec")));
 
 int64_t now_ns() {
   timespec ts;
@@ -46,9 +49,9 @@ void on_prof(int, siginfo_t*, void*) {
   const int64_t t0 = now_ns();
   if (i % 2 == 0) {  // every other sample reads with guarded copies, as the collector's handler does
     const stepscope::collector::unwind::FaultGuardScope guard;
-    s.count = py::capture_current_thread(s.frames, kMaxFrames);
+    s.count = py::capture_current_thread(s.frames, kMaxFrames, t_scratch);
   } else {
-    s.count = py::capture_current_thread(s.frames, kMaxFrames);
+    s.count = py::capture_current_thread(s.frames, kMaxFrames, t_scratch);
   }
   if (s.count > 0) g_capture_ns += now_ns() - t0, ++g_captures;
   void* pcs[256];

@@ -65,7 +65,8 @@ TEST_CASE("python frames: a process without CPython reports none and never crash
   REQUIRE_FALSE(py::init());
   CHECK(py::describe() == "no CPython in this process");
   py::RawPyFrame frames[8];
-  CHECK(py::capture_current_thread(frames, 8) == 0);
+  py::CaptureScratch scratch;
+  CHECK(py::capture_current_thread(frames, 8, scratch) == 0);
   CHECK_FALSE(py::is_eval_frame(reinterpret_cast<uint64_t>(&frames)));
   std::string fn, file;
   int line = -1;

@@ -35,6 +35,7 @@ struct RawPyFrame {
   int32_t instr_offset;
   uint8_t is_entry;
 };
+struct CaptureScratch {};
 }  // namespace stepscope::collector::python
 #endif
 
@@ -94,6 +95,8 @@ struct ThreadState {
   // Without them: where fault-safe copies of its stack stopped (unwind::copy_stack).
   unwind::SeenStackTop stack_seen_top;
   ThreadState* next_retired = nullptr;  // retired threads form a list: retiring never allocates
+  // The handler's working memory for Python frames (its pages are touched only on threads that run Python).
+  python::CaptureScratch py_scratch;
 };
 
 ThreadState* const kTombstone = reinterpret_cast<ThreadState*>(uintptr_t{1});
@@ -103,6 +106,9 @@ struct Counters {
   std::atomic<uint64_t> dropped_ring_full{0};
   std::atomic<uint64_t> timer_overruns{0};  // periods carried by samples beyond their own (si_overrun)
   std::atomic<uint64_t> unknown_thread{0};
+  // Samples not taken because the signal ran on the program's own alternate stack with too little room left
+  // below it for the handler (Globals::handler_stack_need).
+  std::atomic<uint64_t> small_alt_stack{0};
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};
   std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls
@@ -139,6 +145,8 @@ struct Globals {
   int64_t period_ns = 1000000;
   size_t stack_window = kDefaultStackWindow;  // bytes each sample copies (Config::stack_bytes)
   size_t ring_bytes = kMinRingBytes;          // each thread's ring
+  // Room the handler needs below its first frame on an alternate stack (signal_handler.h).
+  size_t handler_stack_need = 0;
   TimerKind timer_kind = TimerKind::None;
   std::atomic<ThreadState*> table[kTableSize];
   std::mutex reg_mu;  // registration; lock order: io_mu → reg_mu → pending.mu → meta_mu

@@ -136,6 +136,7 @@ void start_with(const Config* config, bool windowed) {
   g->period_ns = 1000000000LL / g->config.cpu_hz;
   g->stack_window = g->config.stack_bytes;
   g->ring_bytes = ring_bytes_for(g->stack_window, g->config.cpu_hz);
+  g->handler_stack_need = handler_stack_need();
   struct sigaction sa{};
   sa.sa_sigaction = on_sample_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;

@@ -338,10 +338,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
            {"collector.unwound_samples", "collector.stack_truncated_samples",
             "collector.stack_unreadable_samples", "collector.leaf_only_samples",
             "collector.guarded_read_faults", "collector.out_of_memory_passes",
-            "collector.unknown_thread_signals", "collector.call_stacks_skipped",
-            "collector.unwind_memory_reads", "collector.raw_stack_hits", "collector.stack_node_lookups",
-            "collector.unwind_table_searches", "collector.unwind_object_reads", "cupti.syncs_without_thread",
-            "cupti.incomplete_records"})
+            "collector.unknown_thread_signals", "collector.alt_stack_skipped_samples",
+            "collector.call_stacks_skipped", "collector.unwind_memory_reads", "collector.raw_stack_hits",
+            "collector.stack_node_lookups", "collector.unwind_table_searches",
+            "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {
@@ -425,6 +425,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   for (const auto& s : statuses) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);
+  if (const int64_t n = summed["collector.alt_stack_skipped_samples"]; n > 0)
+    summary.warnings.push_back(
+        std::to_string(n) +
+        " samples not taken: the signal ran on the program's own alternate signal stack "
+        "(sigaltstack) with too little room left for the sampler (docs/collector.md)");
   if (std::rename(tmp.c_str(), output.c_str()) != 0) {
     std::string err = std::strerror(errno);
     fs::remove(tmp, ec);

@@ -419,6 +419,8 @@ int compute_line(const CodeInfo& info, int32_t instr) {
 // iovecs, so an unmapped page below the data-stack chunk only shortens the window.
 class FrameWindow {
  public:
+  explicit FrameWindow(unsigned char (&buf)[8192]) : buf_(buf) {}
+
   const unsigned char* get(uint64_t frame, uint32_t size) {
     if (frame >= valid_lo_ && frame + size <= hi_) return buf_ + (frame - base_);
     const uint64_t hi = frame + size;
@@ -444,7 +446,7 @@ class FrameWindow {
   }
 
  private:
-  unsigned char buf_[8192];
+  unsigned char (&buf_)[8192];  // not on the handler's stack: CaptureScratch
   uint64_t base_ = 0, valid_lo_ = 0, hi_ = 0;
 };
 
@@ -531,7 +533,7 @@ bool is_eval_frame(uint64_t pc) {
   return false;
 }
 
-int capture_current_thread(RawPyFrame* out, int max) {
+int capture_current_thread(RawPyFrame* out, int max, CaptureScratch& scratch) {
   if (max <= 0 || !interp.ready.load(std::memory_order_acquire)) return 0;
   const Layout& L = *interp.layout;
   // The GIL-state TLS slot (pthread_getspecific): set for every thread that runs Python, kept while the
@@ -546,7 +548,7 @@ int capture_current_thread(RawPyFrame* out, int max) {
   }
   int n = 0;
   unsigned char small[128];
-  FrameWindow window;  // 3.11+: frames are contiguous in the thread's data stack
+  FrameWindow window(scratch.window);  // 3.11+: frames are contiguous in the thread's data stack
   const bool contiguous = L.model != FrameModel::FrameObject;
   for (int walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
     if (!plausible(frame)) break;
@@ -595,11 +597,12 @@ int capture_current_thread(RawPyFrame* out, int max) {
   if (n == 0) return 0;
   // Check that every code pointer is a code object: one batched read of their type fields. The chain is
   // cut at the first that is not (a frame torn by a concurrent interpreter change, or wrong layout).
-  constexpr int kBatch = 32;
+  constexpr int kBatch = CaptureScratch::kBatch;
+  iovec* local = scratch.local;
+  iovec* remote = scratch.remote;
+  uint64_t* types = scratch.types;
   for (int base = 0; base < n; base += kBatch) {
     const int count = std::min(kBatch, n - base);
-    iovec local[kBatch], remote[kBatch];
-    uint64_t types[kBatch];
     for (int i = 0; i < count; ++i) {
       local[i] = {&types[i], 8};
       remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), 8};

@@ -7,6 +7,8 @@
 // since) and caches what it read. See docs/python.md.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <string>
 
@@ -18,14 +20,25 @@ struct RawPyFrame {
   uint8_t is_entry;      // the outermost Python frame run by one _PyEval_EvalFrameDefault call
 };
 
+// capture_current_thread()'s working memory, preallocated with each thread's state: the sampling signal may
+// run on the program's own alternate stack, and that can be small (Python's faulthandler, enabled by pytest
+// and by torchrun, installs 10 KiB), so the handler keeps its own frames to a few hundred bytes
+// (docs/collector.md, "The handler's stack").
+struct CaptureScratch {
+  static constexpr int kBatch = 32;  // code objects whose type one read checks
+  unsigned char window[8192];        // a window of the thread's frame data stack (3.11+)
+  iovec local[kBatch], remote[kBatch];
+  uint64_t types[kBatch];
+};
+
 // Finds CPython in the process (libpython or a python executable that exports its symbols) and picks the
 // struct layout of its version. Call in the collector thread. False when there is no supported CPython;
 // calling it again later retries (a program may load libpython after start).
 bool init();
 
 // Async-signal-safe: no locks, no allocation. Innermost frame first; returns the count written (0 when the
-// thread runs no Python or init() did not succeed).
-int capture_current_thread(RawPyFrame* out, int max);
+// thread runs no Python or init() did not succeed). `scratch` is the calling thread's own.
+int capture_current_thread(RawPyFrame* out, int max, CaptureScratch& scratch);
 
 // True when pc lies inside _PyEval_EvalFrameDefault: the native frames where Python frames are spliced in
 // (each such native frame runs the Python frames up to and including the next is_entry frame).

@@ -4,8 +4,9 @@
 #include <ucontext.h>
 
 #include <algorithm>
-#include <new>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "core/collector_state.h"
 #include "sampling/signal_handler.h"
@@ -44,8 +45,10 @@ void capture_call_stack(int64_t correlation) {
   h.on_cpu = 1;
   h.flags = kSampleSkipLeaf;
   ThreadState* ts = t_state;
+  // Not the thread's ThreadState::py_scratch: a sample taken during this capture would use that one.
+  auto scratch = std::make_unique<python::CaptureScratch>();
   cs.record.resize(capture_record(&uc, ts ? ts->stack : unwind::StackBounds{}, h,
-                                  reinterpret_cast<uint8_t*>(cs.record.data()),
+                                  reinterpret_cast<uint8_t*>(cs.record.data()), *scratch,
                                   ts ? &ts->stack_seen_top : nullptr));
   auto& p = pending();
   std::lock_guard<std::mutex> lk(p.mu);

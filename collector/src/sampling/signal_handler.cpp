@@ -1,5 +1,6 @@
 #include "signal_handler.h"
 
+#include <sys/auxv.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -11,8 +12,31 @@
 
 namespace stepscope::collector {
 
+size_t handler_stack_need() {
+#ifdef AT_MINSIGSTKSZ
+  const size_t kernel_frame = std::max<size_t>(getauxval(AT_MINSIGSTKSZ), 2048);
+#else
+  const size_t kernel_frame = 4096;
+#endif
+  return kHandlerOwnFramesBytes + kernel_frame;
+}
+
+namespace {
+// The sampling signal runs on the thread's alternate stack when it has one (SA_ONSTACK), and that may be the
+// program's own: Python's faulthandler (on under pytest, torchrun, `python -X faulthandler`) installs
+// SIGSTKSZ + AT_MINSIGSTKSZ bytes of heap, ~10 KiB. A handler that runs past its end writes into the heap
+// below it. The kernel says where the stack is (uc_stack): no system call.
+bool room_for_handler(const ucontext_t* uc) {
+  const auto lo = reinterpret_cast<uintptr_t>(uc->uc_stack.ss_sp);
+  const uintptr_t hi = lo + uc->uc_stack.ss_size;
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (uc->uc_stack.ss_size == 0 || here <= lo || here > hi) return true;  // on the thread's own stack
+  return here - lo >= g->handler_stack_need;
+}
+}  // namespace
+
 size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, SampleHeader& h, uint8_t* rec,
-                      unwind::SeenStackTop* seen_top) {
+                      [[maybe_unused]] python::CaptureScratch& scratch, unwind::SeenStackTop* seen_top) {
   unwind::registers_from(uc, &h.regs);
   uint8_t* stack = rec + sizeof(SampleHeader);
   const unwind::StackCopy copy =
@@ -26,7 +50,7 @@ size_t capture_record(const ucontext_t* uc, const unwind::StackBounds& bounds, S
   if (g->python_ready.load(std::memory_order_acquire)) {
     // Written in place (RawPyFrame is 8-aligned, so is its offset), right after the stack copy.
     auto* py = reinterpret_cast<python::RawPyFrame*>(stack + stack_padded);
-    n_py = std::max(0, python::capture_current_thread(py, kMaxPy));
+    n_py = std::max(0, python::capture_current_thread(py, kMaxPy, scratch));
   }
 #endif
   h.n_py = static_cast<uint16_t>(n_py);
@@ -60,6 +84,11 @@ void on_sample_signal(int, siginfo_t* si, void* ucv) {
     return;
   }
   auto* uc = static_cast<ucontext_t*>(ucv);
+  if (!room_for_handler(uc)) {
+    g->counters.small_alt_stack.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
   uint8_t* rec = ts->ring.reserve(max_record_bytes());
   if (!rec) {
     g->counters.dropped_ring_full.fetch_add(1, std::memory_order_relaxed);
@@ -80,7 +109,7 @@ void on_sample_signal(int, siginfo_t* si, void* ucv) {
   {
     // Reads below are guarded copies, not system calls, when the guard is installed.
     const unwind::FaultGuardScope guard;
-    ts->ring.commit(capture_record(uc, ts->stack, h, rec, &ts->stack_seen_top));
+    ts->ring.commit(capture_record(uc, ts->stack, h, rec, ts->py_scratch, &ts->stack_seen_top));
   }
   g->counters.samples.fetch_add(1, std::memory_order_relaxed);
   g->counters.handler_hist[handler_bucket(clock_ns(CLOCK_MONOTONIC) - t_enter)].fetch_add(

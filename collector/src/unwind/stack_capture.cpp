@@ -55,25 +55,31 @@ StackCopy copy_stack(uintptr_t sp, const StackBounds& bounds, uint8_t* dst, size
     top = seen->top.load(std::memory_order_relaxed);
   const size_t want = top > sp && top - sp < max ? top - sp : max;
   if (want == 0) return c;
-  constexpr int kMaxIov = 80;  // 320 KiB windows at most
-  iovec local[kMaxIov], remote[kMaxIov];
-  int n = 0;
-  size_t planned = 0;
+  // In batches of pages: the iovecs are on the handler's stack, which may be the program's small alternate
+  // stack (signal_handler.h); 16 pages cover the default window in one read.
+  constexpr int kBatch = 16;
+  iovec local[kBatch], remote[kBatch];
+  size_t planned = 0, got = 0;
   uintptr_t at = sp;
-  while (planned < want && n < kMaxIov) {
-    const size_t len = std::min<size_t>(want - planned, kPage - (at & (kPage - 1)));
-    local[n] = {dst + planned, len};
-    remote[n] = {reinterpret_cast<void*>(at), len};
-    ++n;
-    planned += len;
-    at += len;
+  while (planned < want) {
+    int n = 0;
+    while (planned < want && n < kBatch) {
+      const size_t len = std::min<size_t>(want - planned, kPage - (at & (kPage - 1)));
+      local[n] = {dst + planned, len};
+      remote[n] = {reinterpret_cast<void*>(at), len};
+      ++n;
+      planned += len;
+      at += len;
+    }
+    const long r = read_own(local, remote, static_cast<unsigned long>(n));
+    got += r > 0 ? static_cast<size_t>(r) : 0;
+    if (got < planned) break;  // an unreadable page: the copy ends there
   }
-  const long got = read_own(local, remote, n);
-  if (got <= 0) {
+  if (got == 0) {
     c.faulted = true;
     return c;
   }
-  c.bytes = static_cast<size_t>(got);
+  c.bytes = got;
   c.capped = c.bytes == max;
   if (seen) {
     const uintptr_t known = seen->top.load(std::memory_order_relaxed);

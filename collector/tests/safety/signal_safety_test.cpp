@@ -5,10 +5,12 @@
 // these runs died of the guard (`__tls_get_addr` from libunwind inside the handler). A run that hangs is killed
 // after 120 s and fails as "hung".
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -116,6 +118,24 @@ const char* kTorchProgram =
     "    opt.zero_grad(); loss = ((m(x) - y) ** 2).mean(); loss.backward(); opt.step()\n"
     "[t.join() for t in ts]\n"
     "print('trained', int(loss.item() >= 0))\n";
+
+const char* kSystemPython = "/usr/bin/python3";
+const std::string kAltStackProbe = test::source_dir() + "/collector/tests/safety/alt_stack_probe.py";
+
+struct ProbeDepth {
+  long deepest = -1, below_end = -1;
+};
+ProbeDepth parse_probe(const std::string& out) {
+  ProbeDepth d;
+  if (auto at = out.find("deepest "); at != std::string::npos)
+    std::sscanf(out.c_str() + at, "deepest %ld below_end %ld", &d.deepest, &d.below_end);
+  return d;
+}
+
+// The kernel's signal frame on this machine (AT_MINSIGSTKSZ), at least 2 KiB, as the collector reckons it.
+long kernel_signal_frame() {
+  return std::max<long>(static_cast<long>(getauxval(AT_MINSIGSTKSZ)), 2048);
+}
 
 }  // namespace
 
@@ -239,4 +259,106 @@ TEST_CASE("attach and detach at 5 kHz to the storm while it runs: never a call t
   CHECK(g.runs > 1000);
   store::Trace t = store::StoreReader(db).load();
   CHECK(t.samples.size() > 1000);
+}
+
+// Python's faulthandler (on under pytest, torchrun's agent, `python -X faulthandler`) gives the main thread
+// an alternate signal stack of SIGSTKSZ + AT_MINSIGSTKSZ bytes of heap (~10 KiB), and the sampling signal
+// runs on it (SA_ONSTACK). A handler that kept 8 KiB of Python frame reads on its stack wrote past its end
+// into the heap: every one of these runs died of it (SIGSEGV, or glibc's "free(): invalid pointer" in
+// torchrun).
+TEST_CASE(
+    "Python's faulthandler alternate stack: 5 kHz sampling leaves the program's heap and output intact") {
+  if (!std::filesystem::exists(kSystemPython)) STEPSCOPE_SKIP("no /usr/bin/python3");
+  test::ScratchDir dir("safety_faulthandler");
+  const std::string script = dir.file("work.py");
+  {
+    std::ofstream f(script);
+    f << "import json\n"
+         "def f(n): return f(n - 1) if n else [json.dumps({'a': i, 'b': [i] * 3}) for i in range(50)]\n"
+         "s = 0\n"
+         "for k in range(4000): s += len(f(30)[k % 50])\n"
+         "print('done', s)\n";
+  }
+  const Outcome plain = run_with_timeout({kSystemPython, "-X", "faulthandler", script}, {}, dir, 60);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(plain.out == "done 108800\n");
+  for (int i = 0; i < 3; ++i) {
+    const std::string db = dir.file("fh" + std::to_string(i) + ".db");
+    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--",
+                                        kSystemPython, "-X", "faulthandler", script},
+                                       {}, dir);
+    INFO("run " << i << ": " << r.err);
+    REQUIRE_FALSE(r.hung);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == plain.out);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 500);
+    // faulthandler's stack leaves the handler room: no sample is skipped for want of it.
+    CHECK(t.meta["collector.alt_stack_skipped_samples"] == "0");
+    bool python_f = false;
+    for (const auto& f : t.frames)
+      if (f.kind == store::FrameKind::Python && t.str(f.symbol) == "f") python_f = true;
+    CHECK(python_f);
+  }
+}
+
+TEST_CASE(
+    "the handler stays inside the program's own alternate stack, and skips a sample where it has no room") {
+  if (!std::filesystem::exists(kSystemPython)) STEPSCOPE_SKIP("no /usr/bin/python3");
+  test::ScratchDir dir("safety_alt_stack");
+  // The deepest the collector may go from the stack's top: the kernel's frame for the sampling signal, the
+  // handler's own frames (signal_handler.h: kHandlerOwnFramesBytes, 2 KiB) and a nested frame of the fault
+  // guard's signal.
+  const long frame = kernel_signal_frame(), budget = 2 * frame + 2048;
+  INFO("kernel signal frame " << frame << " B, budget " << budget << " B");
+  SECTION("record: a roomy stack is used within the budget, every sample taken") {
+    const std::string db = dir.file("roomy.db");
+    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--",
+                                        kSystemPython, kAltStackProbe, "131072", "1"},
+                                       {}, dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const ProbeDepth d = parse_probe(r.out);
+    CHECK(d.deepest > frame);  // the handler ran there
+    CHECK(d.deepest <= budget);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 1000);
+    CHECK(t.meta["collector.alt_stack_skipped_samples"] == "0");
+  }
+  SECTION(
+      "record: a 4 KiB stack has too little room: nothing written below it, the samples skipped, counted and "
+      "said") {
+    const std::string db = dir.file("small.db");
+    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--",
+                                        kSystemPython, kAltStackProbe, "4096", "1"},
+                                       {}, dir);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const ProbeDepth d = parse_probe(r.out);
+    CHECK(d.below_end == 0);
+    CHECK(d.deepest <= 4096);
+    store::Trace t = store::StoreReader(db).load();
+    const long long skipped = std::atoll(t.meta["collector.alt_stack_skipped_samples"].c_str());
+    CHECK(skipped > 1000);
+    CHECK(r.err.find("stepscope: warning: " + std::to_string(skipped) +
+                     " samples not taken: the signal ran on the program's own alternate signal stack") !=
+          std::string::npos);
+  }
+  SECTION("attach: reads that fault nest the guard's signal frame, and it still fits the budget") {
+    const std::string db = dir.file("attach.db");
+    const auto r =
+        test::run_shell(test::shell_quote(kSystemPython) + " " + test::shell_quote(kAltStackProbe) +
+                        " 16384 4 > " + test::shell_quote(dir.file("probe.out")) + " 2>&1 & p=$!; sleep 1; " +
+                        test::shell_quote(kCli) + " attach $p --no-gpu --cpu-hz 5000 --duration 1.5 -o " +
+                        test::shell_quote(db) + " 2>&1; a=$?; wait $p; w=$?; echo \"attach=$a wait=$w\"");
+    INFO(r.output << test::slurp(dir.file("probe.out")));
+    REQUIRE(r.output.find("attach=0 wait=0") != std::string::npos);
+    const ProbeDepth d = parse_probe(test::slurp(dir.file("probe.out")));
+    CHECK(d.below_end == 0);
+    CHECK(d.deepest <= budget);
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 1000);
+    CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) > 0);
+    CHECK(t.meta["collector.alt_stack_skipped_samples"] == "0");
+  }
 }
