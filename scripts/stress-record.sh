@@ -6,7 +6,7 @@
 #   scripts/stress-record.sh N [BUILD_DIR]     N runs of each category (BUILD_DIR default build-test)
 #
 # Categories: torch — an import-heavy PyTorch program (numpy, torch, ssl, sqlite3, ctypes, lzma, bz2; 50
-# matmuls); storm — 4 threads malloc/free, one throws C++ exceptions, two dlopen/dlclose a library with
+# matmuls; with Python's faulthandler on, whose small alternate signal stack the handler then runs on); storm — 4 threads malloc/free, one throws C++ exceptions, two dlopen/dlclose a library with
 # thread-local data; each again with tcmalloc and jemalloc preloaded; and `stepscope attach` + detach to each
 # while it runs. Every run has the handler guard preloaded (collector/tests/safety; unless STRESS_GUARD=0): a
 # forbidden call inside the sampling handler aborts the run, which counts as a crash.
@@ -44,9 +44,13 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 TORCH_PY='import numpy, torch, json, heapq, ssl, sqlite3, ctypes, lzma, bz2; x = torch.randn(256, 256); [x @ x for _ in range(50)]; print("ok")'
-# For attach: the same imports, then about 3 s of work so the attach finds it running.
-TORCH_LONG_PY='import numpy, torch, json, heapq, ssl, sqlite3, ctypes, lzma, bz2, time; x = torch.randn(256, 256); t = time.time()
-while time.time() - t < 3: [x @ x for _ in range(50)]
+# For attach: the same imports, then work until the attach has detached (it creates $STRESS_UNTIL), 0.3 s more
+# so the program runs on past the detach, and at most 10 s.
+TORCH_LONG_PY='import numpy, torch, json, heapq, ssl, sqlite3, ctypes, lzma, bz2, os, time; x = torch.randn(256, 256); t = time.time()
+until = os.environ.get("STRESS_UNTIL", "")
+while time.time() - t < 10 and not os.path.exists(until): [x @ x for _ in range(50)]
+t = time.time()
+while time.time() - t < 0.3: [x @ x for _ in range(50)]
 print("ok")'
 have_torch=0
 "$VENV/bin/python" -c 'import torch' >/dev/null 2>&1 && have_torch=1
@@ -62,10 +66,12 @@ done
 
 program() {  # the command of a category, one word per line
   case $1 in
+    # faulthandler on, as under pytest and torchrun: the main thread's alternate signal stack is its ~10 KiB.
+    torch) printf '%s\n' "$VENV/bin/python" -X faulthandler -c "$TORCH_PY" ;;
     torch*) printf '%s\n' "$VENV/bin/python" -c "$TORCH_PY" ;;
     storm*) printf '%s\n' "$STORM" 1.0 ;;
     attach-torch) printf '%s\n' "$VENV/bin/python" -c "$TORCH_LONG_PY" ;;
-    attach-storm) printf '%s\n' "$STORM" 3.0 ;;
+    attach-storm) printf '%s\n' "$STORM" 10.0 ;;  # STORM_UNTIL: until the detach
   esac
 }
 preload_of() {  # the allocator first, then the guard (unless STRESS_GUARD=0)
@@ -89,12 +95,14 @@ one_run() {
   local expected
   expected=$(cat "$WORK/$cat.expected")
   if [[ $cat == attach-* ]]; then
-    LD_PRELOAD=$preload STEPSCOPE_HANDLER_GUARD_REPORT="$dir/guard" "${cmd[@]}" >"$dir/out" 2>"$dir/err" &
+    STRESS_UNTIL="$dir/detached" STORM_UNTIL="$dir/detached" LD_PRELOAD=$preload \
+      STEPSCOPE_HANDLER_GUARD_REPORT="$dir/guard" "${cmd[@]}" >"$dir/out" 2>"$dir/err" &
     local pid=$!
     sleep 0.7
     timeout -s KILL "$TIMEOUT" "$CLI" attach "$pid" --no-gpu --cpu-hz "$HZ" --duration 1 -o "$dir/r.db" \
       >"$dir/attach.out" 2>"$dir/attach.err"
     rc=$?
+    touch "$dir/detached"
     if [[ $rc -ne 0 ]]; then result=crash; [[ $rc -eq 137 ]] && result=hang; fi
     # The program must finish by itself: wait for it, bounded.
     local waited=0
@@ -122,21 +130,24 @@ one_run() {
 }
 
 start=$(date +%s)
+declare -A SECS  # each category's wall time, with its plain run: where a CI run's stress time went
 for c in "${CATEGORIES[@]}"; do
   if [[ -n ${SKIP[$c]:-} ]]; then echo "stress-record: $c skipped: ${SKIP[$c]}"; continue; fi
+  c_start=$(date +%s)
   mapfile -t cmd < <(program "$c")
   # The plain run's output is what every recorded run must print.
-  LD_PRELOAD=$(preload_of "$c" | sed "s|:*$GUARD||") "${cmd[@]}" >"$WORK/$c.expected" 2>/dev/null ||
+  STRESS_UNTIL=/ STORM_UNTIL=/ LD_PRELOAD=$(preload_of "$c" | sed "s|:*$GUARD||") "${cmd[@]}" >"$WORK/$c.expected" 2>/dev/null ||
     { echo "stress-record: the plain run of $c failed" >&2; exit 2; }
   for ((i = 0; i < N; ++i)); do
     while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
     one_run "$c" "$i" &
   done
   wait
+  SECS[$c]=$(($(date +%s) - c_start))
 done
 elapsed=$(($(date +%s) - start))
 
-printf '%-18s %6s %6s %6s %8s %6s\n' category runs hangs crashes changed store
+printf '%-18s %6s %6s %6s %8s %6s %8s\n' category runs hangs crashes changed store seconds
 fail=0 total_ok=0 total_bad=0
 for c in "${CATEGORIES[@]}"; do
   [[ -n ${SKIP[$c]:-} ]] && continue
@@ -148,7 +159,7 @@ for c in "${CATEGORIES[@]}"; do
       hang) hang=$((hang + 1)) ;; crash) crash=$((crash + 1)) ;; changed) changed=$((changed + 1)) ;; store) store=$((store + 1)) ;;
     esac
   done
-  printf '%-18s %6d %6d %6d %8d %6d\n' "$c" "$runs" "$hang" "$crash" "$changed" "$store"
+  printf '%-18s %6d %6d %6d %8d %6d %8d\n' "$c" "$runs" "$hang" "$crash" "$changed" "$store" "${SECS[$c]:-0}"
   bad=$((hang + crash + changed + store))
   total_bad=$((total_bad + bad))
   total_ok=$((total_ok + runs - bad))

@@ -1,11 +1,10 @@
 #include "flight/flight_window.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "core/collector_internal.h"
 #include "stepscope/store/store.h"
 
 namespace stepscope::collector::flight {
@@ -21,12 +20,6 @@ void drop_ended_before(V& rows, int64_t cutoff) {
 template <class V>
 int64_t bytes_of(const V& v) {
   return int64_t(v.capacity() * sizeof(typename V::value_type));
-}
-
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -68,7 +61,7 @@ int64_t FlightWindow::memory_bytes() const {
 std::string FlightWindow::write_part(const std::string& dir, int32_t pid,
                                      const std::map<std::string, std::string>& meta) const {
   char name[96];
-  std::snprintf(name, sizeof name, "/%d-%lld.db", int(pid), (long long)mono_ns());
+  std::snprintf(name, sizeof name, "/%d-%lld.db", int(pid), (long long)now_ns());
   const std::string path = dir + name;
   const std::string tmp =
       dir + "/." + (name + 1) + ".tmp";  // no ".db": the launcher never takes it for a part

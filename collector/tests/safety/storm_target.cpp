@@ -1,11 +1,15 @@
-// storm_target [SECONDS] [LIBRARY]: the allocation/exception/dlopen storm of issue 21, for SECONDS (default 1):
-// 4 threads malloc and free blocks of random sizes (up to 256 KiB, so some are mmapped), one throws and catches
-// C++ exceptions a few frames deep, two dlopen and dlclose libstepscope_storm_lib.so (thread-local data) and
-// call into it. Prints "storm done threads=7" and exits 0. Under a sampler whose handler is not
+// storm_target [SECONDS] [LIBRARY]: the allocation/exception/dlopen storm of issue 21, for SECONDS (default
+// 1): 4 threads malloc and free blocks of random sizes (up to 256 KiB, so some are mmapped), one throws and
+// catches C++ exceptions a few frames deep, two dlopen and dlclose libstepscope_storm_lib.so (thread-local
+// data) and call into it. Prints "storm done threads=7" and exits 0. Under a sampler whose handler is not
 // async-signal-safe it deadlocks (malloc, the loader's locks) or crashes.
+// STORM_UNTIL=FILE: stop 0.3 s after FILE exists instead, SECONDS being the most it runs
+// (scripts/stress-record.sh creates FILE when its attach has detached: the storm goes on past the detach, and
+// no longer).
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,7 +86,18 @@ int main(int argc, char** argv) {
   for (unsigned i = 0; i < 4; ++i) threads.emplace_back(allocator, 17 + i);
   threads.emplace_back(exceptions);
   for (int i = 0; i < 2; ++i) threads.emplace_back(loader, lib);
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const char* until = std::getenv("STORM_UNTIL");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  if (until && *until) {
+    while (access(until, F_OK) != 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_until(
+        std::min<Clock::time_point>(deadline, Clock::now() + std::chrono::milliseconds(300)));
+  } else {
+    std::this_thread::sleep_until(deadline);
+  }
   g_stop.store(true);
   for (auto& t : threads) t.join();
   std::printf("storm done threads=%zu\n", threads.size());
