@@ -23,11 +23,13 @@ for f in "${files[@]}"; do
   mkdir -p "$dest/$(dirname "$f")"
   strip --strip-unneeded -o "$dest/$f" "$build/$f"
 done
-# Optional: what one sampling signal costs there (bench/signal_cost), beside this VM's figure.
-if [[ -f $build/bench/signal_cost/signal_cost_bench ]]; then
-  mkdir -p "$dest/bench/signal_cost"
-  strip --strip-unneeded -o "$dest/bench/signal_cost/signal_cost_bench" "$build/bench/signal_cost/signal_cost_bench"
-fi
+# Optional: what one sampling signal costs there (bench/signal_cost), beside this VM's figure, and the Python
+# workloads' overhead (bench/overhead --python; gpu-proof.sh runs it with STEPSCOPE_PROOF_PYTHON_ROUNDS).
+for f in bench/signal_cost/signal_cost_bench bench/overhead/overhead_bench; do
+  [[ -f $build/$f ]] || continue
+  mkdir -p "$dest/$(dirname "$f")"
+  strip --strip-unneeded -o "$dest/$f" "$build/$f"
+done
 # libunwind is dlopen'ed by the collector: ldd cannot see it.
 extra=$(ldconfig -p | sed -n 's/.*libunwind-x86_64\.so\.8 (.*) => //p' | head -1)
 deps=$( { for f in "${files[@]}"; do ldd "$build/$f"; done; [[ -n $extra ]] && ldd "$extra" && echo " x => $extra (0)"; } |

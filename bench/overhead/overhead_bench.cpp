@@ -1,6 +1,6 @@
 // Collector overhead: hot_loop (2 CPU-bound threads, ~36-deep stacks) run plain, under `stepscope record
-// --cpu-hz 1000`, under another stepscope build (--baseline PATH: an older `stepscope` binary, e.g. the commit
-// before a collector change), under `perf record -F 1000 -g` (frame pointers), `perf record -F 1000
+// --cpu-hz 1000`, under another stepscope build (--baseline PATH: an older `stepscope` binary, e.g. the
+// commit before a collector change), under `perf record -F 1000 -g` (frame pointers), `perf record -F 1000
 // --call-graph dwarf` (copied stacks unwound afterwards, as stepscope's collector thread does) and under
 // gperftools' CPU profiler (CPUPROFILE_FREQUENCY=1000), alternated round by round. For each mode it separates
 //   (a) the workload's own compute time, measured by the workload itself (hot_loop --time: first to last
@@ -13,15 +13,18 @@
 // after: numbers from a busy machine are not overhead.
 //   overhead_bench [--rounds R] [--iterations N] [--baseline /path/to/older/stepscope]
 //
-// --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a NumPy
-// loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record --cpu-hz 1000`
-// (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves cost), `py-spy record
-// --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and mode
-// the median of the workload's own compute time and CPU time, their overhead against plain, and the spread
-// (lowest and highest round against plain's median).
-// The paired column compares each round with the same round's plain run, so a drifting machine moves both.
+// --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a
+// NumPy loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record
+// --cpu-hz 1000` (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves
+// cost), `py-spy record
+// --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and
+// mode the median of the workload's own compute time and CPU time, their overhead against plain, and the
+// spread (lowest and highest round against plain's median). The paired column compares each round with the
+// same round's plain run, so a drifting machine moves both.
 //   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...] [--scale F]
 //                           [--modes stepscope,hooks-off,py-spy,py-spy-nonblocking]   (plain always runs)
+//                           [--stepscope PATH] [--script python_workloads.py]   (a bundle on another machine:
+//                           scripts/gpu-proof.sh with STEPSCOPE_PROOF_PYTHON_ROUNDS)
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -160,11 +163,12 @@ std::string pct(double v, double base) {
 }  // namespace
 
 // The --python mode (see the top of this file).
-int python_main(int rounds, const std::string& python, const std::string& pyspy, std::vector<std::string> workloads,
-                const std::vector<std::string>& modes, const std::string& scale) {
+int python_main(int rounds, const std::string& python, const std::string& pyspy,
+                std::vector<std::string> workloads, const std::vector<std::string>& modes,
+                const std::string& scale, const std::string& stepscope, const std::string& script) {
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-pyoverhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const std::string err = dir + "/stderr", script = PYTHON_WORKLOADS;
+  const std::string err = dir + "/stderr";
   const bool have_pyspy = spawn({pyspy, "--version"}, {}, "").status == 0;
   const std::string load_before = loadavg();
   enum Kind { kPlain, kStepscope, kNoHooks, kPySpy, kPySpyNonblocking };
@@ -197,7 +201,7 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
         if (kind == kPlain) {
           args = cmd;
         } else if (kind == kStepscope || kind == kNoHooks) {
-          args = {STEPSCOPE_BIN, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
+          args = {stepscope, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
           if (kind == kNoHooks) env.push_back("STEPSCOPE_PYTHON_HOOKS=0");
         } else {
           if (!have_pyspy) continue;
@@ -296,7 +300,7 @@ int main(int argc, char** argv) {
   bool python = false;
   std::string python_bin = PYTHON_VENV "/bin/python", pyspy = PYTHON_VENV "/bin/py-spy";
   std::vector<std::string> workloads{"loop", "recursion", "dicts", "numpy", "torch"}, python_modes;
-  std::string scale = "1";
+  std::string scale = "1", stepscope = STEPSCOPE_BIN, script = PYTHON_WORKLOADS;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--python")) python = true;
@@ -306,6 +310,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--python-bin") && has_value) python_bin = argv[++i];
     else if (!std::strcmp(argv[i], "--py-spy") && has_value) pyspy = argv[++i];
     else if (!std::strcmp(argv[i], "--scale") && has_value) scale = argv[++i];
+    else if (!std::strcmp(argv[i], "--stepscope") && has_value)
+      stepscope = argv[++i];
+    else if (!std::strcmp(argv[i], "--script") && has_value)
+      script = argv[++i];
     else if (!std::strcmp(argv[i], "--modes") && has_value) {
       std::stringstream ss(argv[++i]);
       for (std::string m; std::getline(ss, m, ',');) python_modes.push_back(m);
@@ -318,7 +326,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (python) return python_main(rounds, python_bin, pyspy, workloads, python_modes, scale);
+  if (python)
+    return python_main(rounds, python_bin, pyspy, workloads, python_modes, scale, stepscope, script);
   const std::string dir = std::filesystem::temp_directory_path() / ("stepscope-overhead-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string err = dir + "/stderr";

@@ -311,11 +311,15 @@ TEST_CASE(
   // guard's signal.
   const long frame = kernel_signal_frame(), budget = 2 * frame + 2048;
   INFO("kernel signal frame " << frame << " B, budget " << budget << " B");
+  // The probe under record for a second at 5 kHz, on an alternate stack of `bytes`.
+  auto record_probe = [&](const char* bytes, const std::string& db) {
+    return run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--", kSystemPython,
+                             kAltStackProbe, bytes, "1"},
+                            {}, dir);
+  };
   SECTION("record: a roomy stack is used within the budget, every sample taken") {
     const std::string db = dir.file("roomy.db");
-    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--",
-                                        kSystemPython, kAltStackProbe, "131072", "1"},
-                                       {}, dir);
+    const Outcome r = record_probe("131072", db);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     const ProbeDepth d = parse_probe(r.out);
@@ -329,9 +333,7 @@ TEST_CASE(
       "record: a 4 KiB stack has too little room: nothing written below it, the samples skipped, counted and "
       "said") {
     const std::string db = dir.file("small.db");
-    const Outcome r = run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--",
-                                        kSystemPython, kAltStackProbe, "4096", "1"},
-                                       {}, dir);
+    const Outcome r = record_probe("4096", db);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     const ProbeDepth d = parse_probe(r.out);
