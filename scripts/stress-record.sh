@@ -6,10 +6,11 @@
 #   scripts/stress-record.sh N [BUILD_DIR]     N runs of each category (BUILD_DIR default build-test)
 #
 # Categories: torch — an import-heavy PyTorch program (numpy, torch, ssl, sqlite3, ctypes, lzma, bz2; 50
-# matmuls; with Python's faulthandler on, whose small alternate signal stack the handler then runs on); storm — 4 threads malloc/free, one throws C++ exceptions, two dlopen/dlclose a library with
-# thread-local data; each again with tcmalloc and jemalloc preloaded; and `stepscope attach` + detach to each
-# while it runs. Every run has the handler guard preloaded (collector/tests/safety; unless STRESS_GUARD=0): a
-# forbidden call inside the sampling handler aborts the run, which counts as a crash.
+# matmuls; with Python's faulthandler on, whose small alternate signal stack the handler then runs on); storm —
+# 4 threads malloc/free, one throws C++ exceptions, two dlopen/dlclose a library with thread-local data; each
+# again with tcmalloc and jemalloc preloaded; and `stepscope attach` + detach to each while it runs. Every run
+# has the handler guard preloaded (collector/tests/safety; unless STRESS_GUARD=0): a forbidden call inside the
+# sampling handler aborts the run, which counts as a crash.
 # Environment: STRESS_CPU_HZ (5000), STRESS_JOBS (2 runs at a time), STRESS_TIMEOUT (120 s), STRESS_LOG
 # (/tmp/stepscope-stress: logs of failed runs only, each with a `result` file), STRESS_CATEGORIES
 # (space-separated subset), STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard

@@ -1,6 +1,6 @@
 // Collector overhead: hot_loop (2 CPU-bound threads, ~36-deep stacks) run plain, under `stepscope record
-// --cpu-hz 1000`, under another stepscope build (--baseline PATH: an older `stepscope` binary, e.g. the
-// commit before a collector change), under `perf record -F 1000 -g` (frame pointers), `perf record -F 1000
+// --cpu-hz 1000`, under another stepscope build (--baseline PATH: an older `stepscope` binary, e.g. the commit
+// before a collector change), under `perf record -F 1000 -g` (frame pointers), `perf record -F 1000
 // --call-graph dwarf` (copied stacks unwound afterwards, as stepscope's collector thread does) and under
 // gperftools' CPU profiler (CPUPROFILE_FREQUENCY=1000), alternated round by round. For each mode it separates
 //   (a) the workload's own compute time, measured by the workload itself (hot_loop --time: first to last
@@ -13,14 +13,13 @@
 // after: numbers from a busy machine are not overhead.
 //   overhead_bench [--rounds R] [--iterations N] [--baseline /path/to/older/stepscope]
 //
-// --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a
-// NumPy loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record
-// --cpu-hz 1000` (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves
-// cost), `py-spy record
-// --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and
-// mode the median of the workload's own compute time and CPU time, their overhead against plain, and the
-// spread (lowest and highest round against plain's median). The paired column compares each round with the
-// same round's plain run, so a drifting machine moves both.
+// --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a NumPy
+// loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record --cpu-hz 1000`
+// (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves cost), `py-spy record
+// --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and mode
+// the median of the workload's own compute time and CPU time, their overhead against plain, and the spread
+// (lowest and highest round against plain's median).
+// The paired column compares each round with the same round's plain run, so a drifting machine moves both.
 //   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...] [--scale F]
 //                           [--modes stepscope,hooks-off,py-spy,py-spy-nonblocking]   (plain always runs)
 //                           [--stepscope PATH] [--script python_workloads.py]   (a bundle on another machine:

@@ -108,7 +108,7 @@ struct Counters {
   std::atomic<uint64_t> unknown_thread{0};
   // Samples not taken because the signal ran on the program's own alternate stack with too little room left
   // below it for the handler (Globals::handler_stack_need).
-  std::atomic<uint64_t> small_alt_stack{0};
+  std::atomic<uint64_t> alt_stack_skipped{0};
   std::atomic<uint64_t> threads_seen{0};
   std::atomic<uint64_t> threads_unsampled{0};
   std::atomic<uint64_t> call_stacks{0};          // stacks captured at blocking CUDA calls

@@ -57,7 +57,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.timer_overruns"] = std::to_string(c.timer_overruns.load());
   m["collector.out_of_memory_passes"] = std::to_string(c.out_of_memory_passes.load());
   m["collector.unknown_thread_signals"] = std::to_string(c.unknown_thread.load());
-  m["collector.alt_stack_skipped_samples"] = std::to_string(c.small_alt_stack.load());
+  m["collector.alt_stack_skipped_samples"] = std::to_string(c.alt_stack_skipped.load());
   // The unwinding of the copied stacks (on this thread): how deep, how often cut by the window, its cost.
   const Drainer::UnwindStats& u = g_drainer->unwind_stats();
   m["collector.unwound_samples"] = std::to_string(u.records);

@@ -419,7 +419,7 @@ int compute_line(const CodeInfo& info, int32_t instr) {
 // iovecs, so an unmapped page below the data-stack chunk only shortens the window.
 class FrameWindow {
  public:
-  explicit FrameWindow(unsigned char (&buf)[8192]) : buf_(buf) {}
+  explicit FrameWindow(unsigned char (&buf)[CaptureScratch::kWindowBytes]) : buf_(buf) {}
 
   const unsigned char* get(uint64_t frame, uint32_t size) {
     if (frame >= valid_lo_ && frame + size <= hi_) return buf_ + (frame - base_);
@@ -446,7 +446,7 @@ class FrameWindow {
   }
 
  private:
-  unsigned char (&buf_)[8192];  // not on the handler's stack: CaptureScratch
+  unsigned char (&buf_)[CaptureScratch::kWindowBytes];
   uint64_t base_ = 0, valid_lo_ = 0, hi_ = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,13 +21,12 @@ struct RawPyFrame {
   uint8_t is_entry;      // the outermost Python frame run by one _PyEval_EvalFrameDefault call
 };
 
-// capture_current_thread()'s working memory, preallocated with each thread's state: the sampling signal may
-// run on the program's own alternate stack, and that can be small (Python's faulthandler, enabled by pytest
-// and by torchrun, installs 10 KiB), so the handler keeps its own frames to a few hundred bytes
-// (docs/collector.md, "The handler's stack").
+// capture_current_thread()'s working memory, preallocated with each thread's state: not on the handler's
+// stack, which may be the program's own small alternate stack (sampling/signal_handler.h).
 struct CaptureScratch {
-  static constexpr int kBatch = 32;  // code objects whose type one read checks
-  unsigned char window[8192];        // a window of the thread's frame data stack (3.11+)
+  static constexpr int kBatch = 32;             // code objects whose type one read checks
+  static constexpr size_t kWindowBytes = 8192;  // a window of the thread's frame data stack (3.11+)
+  unsigned char window[kWindowBytes];
   iovec local[kBatch], remote[kBatch];
   uint64_t types[kBatch];
 };

@@ -30,7 +30,7 @@ bool room_for_handler(const ucontext_t* uc) {
   const auto lo = reinterpret_cast<uintptr_t>(uc->uc_stack.ss_sp);
   const uintptr_t hi = lo + uc->uc_stack.ss_size;
   const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (uc->uc_stack.ss_size == 0 || here <= lo || here > hi) return true;  // on the thread's own stack
+  if (uc->uc_stack.ss_size == 0 || here < lo || here > hi) return true;  // on the thread's own stack
   return here - lo >= g->handler_stack_need;
 }
 }  // namespace
@@ -85,7 +85,7 @@ void on_sample_signal(int, siginfo_t* si, void* ucv) {
   }
   auto* uc = static_cast<ucontext_t*>(ucv);
   if (!room_for_handler(uc)) {
-    g->counters.small_alt_stack.fetch_add(1, std::memory_order_relaxed);
+    g->counters.alt_stack_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved_errno;
     return;
   }

@@ -12,11 +12,10 @@ void on_sample_signal(int, siginfo_t*, void* ucontext);
 
 // The handler's deepest use of the stack below its own first frame: its frames down to a guarded copy, then a
 // nested frame of the fault guard's signal (the kernel's signal frame, AT_MINSIGSTKSZ, and on_fault's frame).
-// Measured by collector_alt_stack_test, which paints an alternate stack and reads how deep it was written:
-// the frames took under 1 KiB (docs/collector.md, "The handler's stack").
+// Measured by collector_signal_safety_test, which paints an alternate stack and reads how deep it was
+// written: the frames took under 1 KiB (docs/collector.md, "The handler's stack").
 constexpr size_t kHandlerOwnFramesBytes = 2048;
-// kHandlerOwnFramesBytes + the kernel's signal frame on this machine (getauxval(AT_MINSIGSTKSZ), at least 2
-// KiB).
+// kHandlerOwnFramesBytes + the kernel's signal frame here (getauxval(AT_MINSIGSTKSZ), at least 2 KiB).
 size_t handler_stack_need();
 
 // The largest record capture_record() writes (header, the stack window, the Python frames).

@@ -247,8 +247,9 @@ void reset_recorded_state(bool after_fork) {
     g->own_tids.clear();
   }
   auto& c = g->counters;
-  for (auto* a : {&c.samples, &c.dropped_ring_full, &c.timer_overruns, &c.unknown_thread, &c.small_alt_stack,
-                  &c.threads_seen, &c.threads_unsampled, &c.call_stacks, &c.call_stacks_skipped})
+  for (auto* a :
+       {&c.samples, &c.dropped_ring_full, &c.timer_overruns, &c.unknown_thread, &c.alt_stack_skipped,
+        &c.threads_seen, &c.threads_unsampled, &c.call_stacks, &c.call_stacks_skipped})
     a->store(0);
   for (auto& b : c.handler_hist) b.store(0);
   c.guarded_faults_before = unwind::guarded_read_faults();
