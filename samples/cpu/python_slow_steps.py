@@ -66,6 +66,10 @@ def main():
     ap.add_argument("--abort-at", type=int, default=-1)
     ap.add_argument("--crash-when", default="", help="fail like --crash-at after the first step that sees this file")
     ap.add_argument("--iters", type=int, default=0, help="matmul iterations per step (0: about --step-ms)")
+    ap.add_argument("--until-s", type=float, default=0, help="end after the step that reaches this many seconds of "
+                    "the loop, if that comes before --steps")
+    ap.add_argument("--step-times", default="", help="write each step's end (time.monotonic(), s) to this file at "
+                    "the end, a line each (bench/flight/flight_cost.py --toggle)")
     a = ap.parse_args()
     global FIXED_ITERS
     FIXED_ITERS = a.iters
@@ -73,15 +77,26 @@ def main():
     w = rng.standard_normal((64, 64)).astype(np.float32) * W_SCALE
     x = rng.standard_normal((32, 64)).astype(np.float32)
     checksum = 0.0
+    ends = [] if a.step_times else None
     t0 = time.perf_counter()
+    if ends is not None:
+        ends.append(time.monotonic())
     for i in range(a.steps):
         checksum += train_step(i, w, x, a.step_ms / 1000, a.every, a.slow_ms / 1000)
+        if ends is not None:
+            ends.append(time.monotonic())
+        if a.until_s > 0 and time.perf_counter() - t0 >= a.until_s:
+            break
         if i == a.crash_at or (a.crash_when and os.path.exists(a.crash_when)):
             raise RuntimeError(f"the trainer failed after step {i}")
         if i == a.abort_at:
             os.abort()
     loop_s = time.perf_counter() - t0
-    print(f"steps {a.steps}", flush=True)
+    if ends is not None:
+        with open(a.step_times + ".tmp", "w") as f:
+            f.write("".join(f"{t:.6f}\n" for t in ends))
+        os.replace(a.step_times + ".tmp", a.step_times)
+    print(f"steps {i + 1 if a.steps else 0}", flush=True)
     print(f"iters {work_iters(a.step_ms / 1000)}", flush=True)
     print(f"loop_s {loop_s:.4f}", flush=True)
     print(f"checksum {round(checksum, 3)}", flush=True)

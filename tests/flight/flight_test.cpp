@@ -139,6 +139,10 @@ TEST_CASE("a failing end saves the last window: exit status and a crash by signa
     CHECK(m["flight.trigger"] == "exit");
     CHECK(m["flight.detail"] == "the program ended with exit status 1");
     CHECK(m["flight.end"] == "exit");
+    // Flight mode drains every 100 ms (its wake-ups were most of its cost), each ring sized for 10 samples of
+    // 100 Hz wall-clock time in a period, two periods: 1 MiB.
+    CHECK(m["collector.drain_period_ms"] == "100");
+    CHECK(m["collector.ring_bytes"] == "1048576");
     auto t = stepscope::store::StoreReader(dir.file(saves[0])).load();
     CHECK(t.steps.size() >= 100);
     fs::remove(dir.file(saves[0]));

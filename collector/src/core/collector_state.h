@@ -54,6 +54,11 @@ constexpr size_t kMinRingBytes = 256 * 1024, kMaxRingBytes = 16 * 1024 * 1024;
 constexpr int kTableSize = 8192;           // open-addressing tid → ThreadState (power of two)
 constexpr int kMaxLiveThreads = 2048;      // bounded memory: threads beyond this are not sampled (counted)
 constexpr int kDrainPeriodMs = 20;
+// A flight recording writes nothing while all is well, and the collector thread's wake-ups were most of what
+// it cost: 0.43% of a core at 1 Hz as at 100 Hz (docs/flight.md, "Cost"). It drains less often, its rings
+// sized for the longer period, and looks for threads it was not told of less often.
+constexpr int kFlightDrainPeriodMs = 100;
+constexpr int kFlightTaskPollPeriodMs = 500;
 constexpr int kFlushOnExit = -1;  // Globals::flush_signal when _exit asked for the final flush
 constexpr int kCommitPeriodMs = 250;
 constexpr int kTaskPollPeriodMs = 100;
@@ -145,6 +150,8 @@ struct Globals {
   int64_t period_ns = 1000000;
   size_t stack_window = kDefaultStackWindow;  // bytes each sample copies (Config::stack_bytes)
   size_t ring_bytes = kMinRingBytes;          // each thread's ring
+  int drain_period_ms = kDrainPeriodMs;  // the collector thread's pass (kFlightDrainPeriodMs in flight mode)
+  int task_poll_period_ms = kTaskPollPeriodMs;
   // Room the handler needs below its first frame on an alternate stack (signal_handler.h).
   size_t handler_stack_need = 0;
   TimerKind timer_kind = TimerKind::None;

@@ -32,9 +32,9 @@ int pick_signal() {
 }
 
 // Bytes of each thread's ring: two drain periods of full-window samples at the sampling rate, a power of two.
-size_t ring_bytes_for(size_t window, int hz) {
+size_t ring_bytes_for(size_t window, int hz, int period_ms) {
   const size_t record = sizeof(SampleHeader) + window + sizeof(python::RawPyFrame) * kMaxPy + 8;
-  const size_t per_period = std::max<size_t>(1, size_t(hz) * kDrainPeriodMs / 1000);
+  const size_t per_period = std::max<size_t>(1, size_t(hz) * size_t(period_ms) / 1000);
   const size_t want = std::clamp(2 * record * per_period, std::max(kMinRingBytes, 4 * record), kMaxRingBytes);
   size_t bytes = 1;
   while (bytes < want) bytes <<= 1;
@@ -135,7 +135,10 @@ void start_with(const Config* config, bool windowed) {
   }
   g->period_ns = 1000000000LL / g->config.cpu_hz;
   g->stack_window = g->config.stack_bytes;
-  g->ring_bytes = ring_bytes_for(g->stack_window, g->config.cpu_hz);
+  const bool flight = !g->config.flight_dir.empty();
+  g->drain_period_ms = flight ? kFlightDrainPeriodMs : kDrainPeriodMs;
+  g->task_poll_period_ms = flight ? kFlightTaskPollPeriodMs : kTaskPollPeriodMs;
+  g->ring_bytes = ring_bytes_for(g->stack_window, g->config.cpu_hz, g->drain_period_ms);
   g->handler_stack_need = handler_stack_need();
   struct sigaction sa{};
   sa.sa_sigaction = on_sample_signal;

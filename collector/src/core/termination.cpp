@@ -36,8 +36,8 @@ void final_flush(int reason) {
     g->state.store(kStopping);  // sample handlers capture no more; the final pass drains what they captured
   }
   if (g && g->flush_signal.load() != 0) {
-    // The collector thread looks at flush_signal at least every kDrainPeriodMs. Bounded: a thread frozen here
-    // may hold a lock the collector needs (then the process ends with what was committed).
+    // The collector thread looks at flush_signal at least every drain period (100 ms at most). Bounded: a
+    // thread frozen here may hold a lock the collector needs (then the process ends with what was committed).
     for (int waited = 0; waited < kFlushWaitMs && !g->final_done.load(); waited += 2) {
       timespec ts{0, 2000000};
       nanosleep(&ts, nullptr);

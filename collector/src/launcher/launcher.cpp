@@ -324,9 +324,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       for (const char* k :
            {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median",
             "collector.handler_ns_p99", "collector.stack_window_bytes", "collector.ring_bytes",
-            "collector.unwinder", "cupti.api_tracing", "cupti.thread_ids", "cupti.stack_callback_ids",
-            "gpu.window", "gpu.window_requested", "cupti.launch_cost_ns", "cupti.launch_cost_method",
-            "cupti.calibration", "cupti.detach"})
+            "collector.drain_period_ms", "collector.unwinder", "cupti.api_tracing", "cupti.thread_ids",
+            "cupti.stack_callback_ids", "gpu.window", "gpu.window_requested", "cupti.launch_cost_ns",
+            "cupti.launch_cost_method", "cupti.calibration", "cupti.detach"})
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());

@@ -70,6 +70,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.stack_node_lookups"] = std::to_string(u.node_lookups);
   m["collector.stack_window_bytes"] = std::to_string(g->stack_window);
   m["collector.ring_bytes"] = std::to_string(g->ring_bytes);
+  m["collector.drain_period_ms"] = std::to_string(g->drain_period_ms);
   m["collector.stack_bytes_max"] = std::to_string(u.max_stack_bytes);
   m["collector.unwind_memory_reads"] = std::to_string(g_drainer->unwinder().memory_reads());
   m["collector.unwind_table_searches"] = std::to_string(g_drainer->unwinder().table_searches());
@@ -226,7 +227,7 @@ void* collector_main(void*) {
   while (!final_pass) {
     {
       std::unique_lock<std::mutex> lk(g->wake_mu);
-      g->wake_cv.wait_for(lk, std::chrono::milliseconds(kDrainPeriodMs),
+      g->wake_cv.wait_for(lk, std::chrono::milliseconds(g->drain_period_ms),
                           [] { return g->stop_requested || g->flush_signal.load() != 0; });
       final_pass = g->stop_requested || g->flush_signal.load() != 0;
     }
@@ -239,7 +240,7 @@ void* collector_main(void*) {
       }
       std::lock_guard<std::mutex> io(g->io_mu);
       const int64_t now = clock_ns(CLOCK_MONOTONIC);
-      if (!final_pass && now - last_poll >= kTaskPollPeriodMs * 1000000LL) {
+      if (!final_pass && now - last_poll >= g->task_poll_period_ms * 1000000LL) {
         poll_tasks();
         last_poll = now;
       }

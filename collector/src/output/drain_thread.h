@@ -1,6 +1,6 @@
-// The collector thread: every kDrainPeriodMs it drains the rings and the pending rows into this process's
-// partial store, polls /proc/self/task, writes status meta and commits; at stop/exit/termination signal it
-// makes a final pass. It takes no signals and is never sampled.
+// The collector thread: every drain period (Globals::drain_period_ms) it drains the rings and the pending
+// rows into this process's partial store, polls /proc/self/task, writes status meta and commits; at stop,
+// exit or a termination signal it makes a final pass. It takes no signals and is never sampled.
 #pragma once
 
 namespace stepscope::collector {
