@@ -245,7 +245,7 @@ def median_step(ends, t0, t1):
     """Median of the steps that began at or after t0 and ended by t1 (ends: sorted step end times), or None."""
     lo = bisect.bisect_left(ends, t0)
     hi = bisect.bisect_right(ends, t1)
-    steps = [ends[k] - ends[k - 1] for k in range(max(lo + 1, 1), hi)]
+    steps = [ends[k] - ends[k - 1] for k in range(lo + 1, hi)]
     return (statistics.median(steps), len(steps)) if len(steps) >= 10 else None
 
 
@@ -267,7 +267,7 @@ def toggle(a, trainer, steps, iters, tmp):
         sys.exit(f"flight_cost: the paused trainer did not start: {open(err_path).read()[-2000:]}")
     attach = pin + [a.stepscope, "attach", str(pid)] + ([] if a.as_record else ["--flight", "60s"]) + \
         ["--duration", str(a.on)] + shlex.split(a.flight_args) + ["-o", f"{tmp}/window.db"]
-    # Intervals: (open, start, end, process CPU at start and end, main thread's likewise, attach's CPU).
+    # Intervals: (open, start, end, (process, main thread) CPU at the start, the same at the end, attach's CPU).
     intervals = []
     start = time.monotonic()
     while p.poll() is None:

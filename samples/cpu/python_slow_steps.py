@@ -77,10 +77,8 @@ def main():
     w = rng.standard_normal((64, 64)).astype(np.float32) * W_SCALE
     x = rng.standard_normal((32, 64)).astype(np.float32)
     checksum = 0.0
-    ends = [] if a.step_times else None
     t0 = time.perf_counter()
-    if ends is not None:
-        ends.append(time.monotonic())
+    ends = [time.monotonic()] if a.step_times else None
     for i in range(a.steps):
         checksum += train_step(i, w, x, a.step_ms / 1000, a.every, a.slow_ms / 1000)
         if ends is not None:
