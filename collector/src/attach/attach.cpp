@@ -492,6 +492,20 @@ LiveWindow::LiveWindow(pid_t pid, const RecordOptions& o, double window_s, std::
     if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
     // Recording already (record --flight, attach --flight): its own window serves the snapshots, and stays.
     if (std::string(e.what()).find("already recording") == std::string::npos) throw;
+    // A window without a flight recorder (attach, record, start) has no snapshots to give: say so now, not as
+    // the first refresh's error.
+    control::Request probe;
+    probe.command = "snapshot";
+    probe.options["dir"] = scratch_ + "/snapshot";
+    std::string reply;
+    try {
+      reply = request(pid, st.uid, probe, 30000);
+    } catch (const NoCollector&) {
+    }
+    if (reply.find("not flight recording") != std::string::npos)
+      throw AttachError("process " + std::to_string(pid) +
+                        " is being recorded by another stepscope (attach, record or start without --flight); "
+                        "top can watch it once that recording ends");
   }
   summary_.attached.push_back(pid);
 }
@@ -502,7 +516,7 @@ LiveWindow::~LiveWindow() {
   stop.command = "stop";
   try {
     request(pid_, uid_, stop);
-  } catch (const std::exception&) {  // the process is gone, or its collector stopped
+  } catch (...) {  // the process is gone (NoCollector is no std::exception), or its collector stopped
   }
 }
 

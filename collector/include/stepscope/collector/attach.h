@@ -42,7 +42,8 @@ AttachSummary record_attached(const AttachOptions& options);
 // `stepscope top PID`: a flight window in a running process (the collector loaded when needed) that keeps the
 // last `window_s` in memory and fires no trigger; snapshot() turns it into a store. The destructor closes the
 // window: the process keeps running, its collector dormant. A process already flight recording (record --flight,
-// attach --flight) is read through its own window, which stays open.
+// attach --flight) is read through its own window, which stays open; one recording without a flight window
+// (attach, record, start) is refused with AttachError.
 class LiveWindow {
  public:
   // Throws AttachError (one line) when the process cannot be attached; `scratch_dir` must exist and be private.
