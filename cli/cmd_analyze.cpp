@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -159,11 +160,63 @@ void print_text(const analyzer::Analysis& a) {
   }
 }
 
+// One input's own analysis: the single-file path, and each of several inputs that are not one job's ranks.
+analyzer::Analysis analyze_one(const std::string& file, const store::Trace& trace, const AnalyzeArgs& args) {
+  analyzer::AnalyzeOptions options;
+  options.step_regex = args.step_regex;
+  options.what_if_loader_workers = args.what_if_workers;
+  analyzer::Analysis a;
+  try {
+    a = analyzer::analyze(trace, options);
+  } catch (const std::invalid_argument& e) {  // a bad --step-regex
+    throw store::StoreError(file, e.what());
+  }
+  if (a.source_file.empty()) a.source_file = file;
+  return a;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+// Inputs that are not the ranks of one job (flight saves of one process, unrelated programs): one line saying
+// why, then each input's own analysis, in order (docs/multi-rank.md). --json: an array of
+// stepscope.analysis/1 objects, the line on stderr.
+int run_analyze_one_by_one(const std::vector<std::string>& files, const std::string& why,
+                           const AnalyzeArgs& args) {
+  if (!args.rank_csv.empty())
+    throw store::StoreError(joined(args.files),
+                            "not the ranks of one job (" + why + "): no --rank-csv tables");
+  const std::string line = "Not the ranks of one job: " + why + "; each is analyzed on its own.";
+  if (args.json)
+    fmt::print(stderr, "stepscope: {}\n", line);
+  else
+    fmt::print("{}\n", line);
+  if (args.json) fmt::print("[");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const store::Trace trace = analyzer::load_trace(files[i]);  // the analysis points into its strings
+    const analyzer::Analysis a = analyze_one(files[i], trace, args);
+    if (args.json) {
+      fmt::print("{}{}", i ? "," : "", analyzer::to_json(a));
+    } else {
+      fmt::print("\n");
+      print_text(a);
+    }
+    std::fflush(stdout);  // each analysis as soon as it is done: a folder of big recordings takes a while
+  }
+  if (args.json) fmt::print("]\n");
+  return 0;
+}
+
 int run_analyze_ranks(const AnalyzeArgs& args) {
   analyzer::MultiRankOptions options;
   options.analyze.step_regex = args.step_regex;
   if (args.write_findings) throw CLI::ValidationError("--write-findings", "takes one store, not several ranks");
-  auto m = analyzer::analyze_ranks(analyzer::expand_rank_inputs(args.files), options);
+  const auto files = analyzer::expand_rank_inputs(args.files);
+  auto m = analyzer::analyze_ranks(files, options);
+  if (!m.not_one_job.empty()) return run_analyze_one_by_one(files, m.not_one_job, args);
   if (!args.rank_csv.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(args.rank_csv, ec);
@@ -182,16 +235,7 @@ int run_analyze(AnalyzeArgs& args) {
     return run_analyze_ranks(args);
   args.file = args.files.front();
   store::Trace trace = analyzer::load_trace(args.file);
-  analyzer::AnalyzeOptions options;
-  options.step_regex = args.step_regex;
-  options.what_if_loader_workers = args.what_if_workers;
-  analyzer::Analysis a;
-  try {
-    a = analyzer::analyze(trace, options);
-  } catch (const std::invalid_argument& e) {  // a bad --step-regex
-    throw store::StoreError(args.file, e.what());
-  }
-  if (a.source_file.empty()) a.source_file = args.file;
+  analyzer::Analysis a = analyze_one(args.file, trace, args);
   if (args.write_findings) {
     // A store is rewritten whole, atomically (temporary file beside it, renamed over it): a reader never sees
     // a half-updated findings table, and the writer's own schema code stays the only one writing stores.

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "recording_options.h"
+#include "stepscope/store/store.h"
 
 #ifdef HAVE_STEPSCOPE_ATTACH
 #include "stepscope/collector/attach.h"
@@ -31,6 +32,7 @@ CommandRegistration reg_attach(11, [](CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    store::require_output_folder(o->record.output);  // as `record`: nothing created (docs/collector.md)
     collector::record_attached(*o);
     exit_code = 0;
   });

@@ -64,8 +64,17 @@ int run_diff(const DiffArgs& a) {
   if (ranks && a.format != "json") {  // the JSON keeps its stepscope.diff/1 shape
     analyzer::MultiRankOptions mo;
     mo.analyze = options;
-    out += analyzer::render_multirank_diff(analyzer::analyze_ranks(base, mo), analyzer::analyze_ranks(now, mo),
-                                           a.format == "md");
+    const auto base_ranks = analyzer::analyze_ranks(base, mo), new_ranks = analyzer::analyze_ranks(now, mo);
+    // Saves of one process or unrelated programs pool as runs above; they have no per-rank section.
+    std::string why;
+    if (!base_ranks.not_one_job.empty())
+      why = a.positional[0] + ": not the ranks of one job (" + base_ranks.not_one_job + ")";
+    else if (!new_ranks.not_one_job.empty())
+      why = a.positional[1] + ": not the ranks of one job (" + new_ranks.not_one_job + ")";
+    if (why.empty())
+      out += analyzer::render_multirank_diff(base_ranks, new_ranks, a.format == "md");
+    else
+      out += "\nNo per-rank section: " + why + ".\n";
   }
   analyzer::write_file_atomically("-", out);
   return d.exit_code();

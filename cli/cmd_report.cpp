@@ -34,24 +34,53 @@ analyzer::ReportFormat pick_format(const ReportArgs& a) {
   return f;
 }
 
+// One input's report, rendered while its trace lives (the analysis points into the trace's strings).
+std::string report_one(const std::string& file, const ReportArgs& a, analyzer::ReportFormat format) {
+  store::Trace trace = analyzer::load_trace(file);
+  analyzer::AnalyzeOptions options;
+  options.step_regex = a.step_regex;
+  analyzer::Analysis analysis = analyzer::analyze(trace, options);
+  if (analysis.source_file.empty()) analysis.source_file = file;
+  return analyzer::render_report(analysis, format);
+}
+
+// Inputs that are not the ranks of one job: as `analyze`, one line saying why, then each input's own report
+// (JSON: an array of stepscope.analysis/1 objects, the line on stderr). An HTML page holds one report:
+// refused.
+int run_report_one_by_one(const ReportArgs& a, const std::vector<std::string>& files, const std::string& why,
+                          analyzer::ReportFormat format) {
+  std::string names;
+  for (const auto& f : a.files) names += (names.empty() ? "" : " ") + f;
+  if (format == analyzer::ReportFormat::Html)
+    throw store::StoreError(names, "not the ranks of one job (" + why +
+                                       "): an HTML report holds one; report each file on its own");
+  const std::string line = "Not the ranks of one job: " + why + "; each is reported on its own.";
+  std::string out = format == analyzer::ReportFormat::Json ? "[" : line + "\n";
+  if (format == analyzer::ReportFormat::Json) fmt::print(stderr, "stepscope: {}\n", line);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string one = report_one(files[i], a, format);
+    out += format == analyzer::ReportFormat::Json ? (i ? "," : "") + one : "\n" + one;
+  }
+  if (format == analyzer::ReportFormat::Json) out += "]\n";
+  analyzer::write_file_atomically(a.out.empty() ? "-" : a.out, out);
+  if (!a.out.empty()) fmt::print(stderr, "stepscope: wrote {}\n", a.out);
+  return 0;
+}
+
 int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
   if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front())) {
     analyzer::MultiRankOptions options;
     options.analyze.step_regex = a.step_regex;
-    auto m = analyzer::analyze_ranks(analyzer::expand_rank_inputs(a.files), options);
+    const auto files = analyzer::expand_rank_inputs(a.files);
+    auto m = analyzer::analyze_ranks(files, options);
+    if (!m.not_one_job.empty()) return run_report_one_by_one(a, files, m.not_one_job, format);
     analyzer::write_file_atomically(a.out.empty() ? "-" : a.out, analyzer::render_multirank_report(m, format));
     if (!a.out.empty()) fmt::print(stderr, "stepscope: wrote {}\n", a.out);
     return 0;
   }
   a.file = a.files.front();
-  store::Trace trace = analyzer::load_trace(a.file);
-  analyzer::AnalyzeOptions options;
-  options.step_regex = a.step_regex;
-  analyzer::Analysis analysis = analyzer::analyze(trace, options);
-  if (analysis.source_file.empty()) analysis.source_file = a.file;
-  std::string text = analyzer::render_report(analysis, format);
-  analyzer::write_file_atomically(a.out.empty() ? "-" : a.out, text);
+  analyzer::write_file_atomically(a.out.empty() ? "-" : a.out, report_one(a.file, a, format));
   if (!a.out.empty()) fmt::print(stderr, "stepscope: wrote {}\n", a.out);
   return 0;
 }

@@ -304,3 +304,95 @@ TEST_CASE("the DLRM ranks merge into one timeline: a group per rank, aligned at 
   for (const auto& k : t.kernels) devices.insert(k.device);
   CHECK(devices == std::set<int64_t>{1000, 2001, 3002, 4003, 5004, 6005, 7006, 8007});
 }
+
+TEST_CASE(
+    "inputs are ranks of one job by their metadata only: world size, job id, flight save, distinct ranks") {
+  auto id = [](std::string file, int64_t rank, int64_t world, std::string job = "", std::string save = "") {
+    analyzer::RankIdentity x;
+    x.file = std::move(file), x.rank = rank, x.world_size = world, x.job = std::move(job);
+    x.flight_save = std::move(save), x.host = "gpu-7", x.pid = 100 + rank;
+    return x;
+  };
+  using V = std::vector<analyzer::RankIdentity>;
+  // One job: two of its four ranks, the launcher's unranked store beside them; one input is always one job.
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 4, "slurm:7.0"), id("r2.db", 2, 4, "slurm:7.0"),
+                                    id("launcher.db", -1, 0)}) == "");
+  CHECK(analyzer::why_not_one_job(V{id("a.db", -1, 0)}) == "");
+  // A job id missing on one rank (an older store) is not a difference; two different ones are.
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 2, "slurm:7.0"), id("r1.db", 1, 2)}) == "");
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 2, "slurm:7.0"), id("r1.db", 1, 2, "slurm:8.0")}) ==
+        "job slurm:7.0 in r0.db but slurm:8.0 in r1.db");
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 2), id("r1.db", 1, 4)}) ==
+        "world size 2 in r0.db but 4 in r1.db");
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 0), id("r1.db", 1, 2)}) ==
+        "world size unknown in r0.db but 2 in r1.db");
+  CHECK(analyzer::why_not_one_job(V{id("a.db", 0, 2), id("b.db", 0, 2)}) == "rank 0 in both a.db and b.db");
+  // Flight saves of a ranked job: the ranks of one save combine; of two saves, or beside a whole run, not.
+  CHECK(analyzer::why_not_one_job(V{id("r0-s1.db", 0, 2, "", "s1"), id("r1-s1.db", 1, 2, "", "s1")}) == "");
+  CHECK(analyzer::why_not_one_job(V{id("r0-s1.db", 0, 2, "", "s1"), id("r1-s2.db", 1, 2, "", "s2")}) ==
+        "flight save s1 in r0-s1.db but s2 in r1-s2.db");
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 2), id("r1-s1.db", 1, 2, "", "s1")}) ==
+        "r1-s1.db is a flight save (s1), r0.db is not");
+  CHECK(analyzer::why_not_one_job(V{id("r0.db", 0, 1), id("x.db", -1, 0)}) ==
+        "only 1 of 2 inputs has a rank in its metadata (r0.db)");
+  // Nothing ranked: what the metadata say about them.
+  auto save = [](std::string file, int64_t pid, std::string host) {
+    analyzer::RankIdentity x;
+    x.file = std::move(file), x.pid = pid, x.host = std::move(host), x.flight_save = "s-" + x.file;
+    return x;
+  };
+  CHECK(analyzer::why_not_one_job(V{save("a.db", 42, "h"), save("b.db", 42, "h")}) ==
+        "2 flight saves of one process (pid 42 on h)");
+  V attached{save("a.db", 42, "h"), save("b.db", 42, "h")};
+  attached[1].flight_save.clear();
+  CHECK(analyzer::why_not_one_job(attached) == "2 recordings of one process (pid 42 on h)");
+  CHECK(analyzer::why_not_one_job(V{save("a.db", 42, "h"), save("b.db", 42, "other")}) ==
+        "2 inputs, none with a rank in its metadata");
+}
+
+TEST_CASE("rank_identity reads the meta, and the recorded command's pid when no flight save names it") {
+  std::map<std::string, std::string> meta{
+      {"rank", "3"}, {"world_size", "8"}, {"job", "torchelastic:abc"}, {"host", "gpu-7"}};
+  // Processes as a recording lists them: a worker (parent 500) before the command (parent 1, the launcher).
+  std::vector<store::Process> procs{{501, 0, 500}, {500, 0, 1}};
+  auto id = analyzer::rank_identity(meta, procs, "r3.db");
+  CHECK(id.rank == 3);
+  CHECK(id.world_size == 8);
+  CHECK(id.job == "torchelastic:abc");
+  CHECK(id.host == "gpu-7");
+  CHECK(id.pid == 500);
+  CHECK(id.flight_save.empty());
+  meta["flight.pid"] = "4242";
+  meta["flight.save"] = "20261128T101500Z-step39";
+  meta["rank"] = "x";  // not a number: no rank
+  id = analyzer::rank_identity(meta, procs, "s.db");
+  CHECK(id.pid == 4242);
+  CHECK(id.rank == -1);
+  CHECK(id.flight_save == "20261128T101500Z-step39");
+}
+
+TEST_CASE(
+    "analyze_ranks combines nothing for stores that are not one job, and the timeline shows the first") {
+  test::ScratchDir dir("multirank_not_one_job");
+  // Two saves of one process, as the flight recorder writes them (no rank; flight.pid, flight.save, host).
+  std::vector<std::string> files;
+  for (int k = 0; k < 2; ++k) {
+    store::Trace t = make_rank(0, 1, 3, 10 * MS, 10 * MS, 1 * MS, false);
+    t.meta.erase("rank"), t.meta.erase("world_size");
+    t.meta["flight.pid"] = "4242", t.meta["host"] = "gpu-7";
+    t.meta["flight.save"] = "20261128T10150" + std::to_string(k) + "Z-step" + std::to_string(k);
+    files.push_back(
+        dir.file("run-20261128T10150" + std::to_string(k) + "Z-step" + std::to_string(k) + ".db"));
+    store::write_store_atomically(t, files.back());
+  }
+  auto m = analyzer::analyze_ranks(files);
+  CHECK(m.not_one_job == "2 flight saves of one process (pid 4242 on gpu-7)");
+  CHECK(m.ranks.empty());
+  CHECK(m.steps.empty());
+  CHECK(m.findings.empty());
+  store::Trace t = analyzer::merge_ranks_for_timeline(files);
+  CHECK(t.meta["ranks.not_one_job"] == "2 flight saves of one process (pid 4242 on gpu-7)");
+  CHECK(t.meta["source_file"] == files[0]);
+  CHECK(t.meta.count("ranks") == 0);
+  CHECK(t.kernels.size() == analyzer::load_trace(files[0]).kernels.size());  // the first alone, unshifted
+}

@@ -1,11 +1,13 @@
 // `stepscope-gui DIR` (issue 16): the 8 DLRM ranks open in one window, one process group and one GPU group
 // per rank, aligned at the step start, and the view renders them. Issue 26: the recorded pids and device ids are
 // shown, and a launcher's store (no rank, no steps) is left out as `analyze` leaves it out, and said.
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cstdio>
 #include <set>
 
+#include "main_window.h"
 #include "stepscope/store/store.h"
 #include "synthetic.h"
 #include "timeline_view.h"
@@ -84,6 +86,43 @@ class RanksTest : public QObject {
     QCOMPARE(QString::fromStdString(r.model->trace().meta.at("ranks")), QString("2"));
     QCOMPARE(QString::fromStdString(r.model->trace().meta.at("ranks.left_out")),
              dir.path() + "/run-launcher.db: no steps; " + dir.path() + "/stray.db: no rank, unlike the others");
+  }
+
+  // Issue 47: two flight saves of one trainer (named like rank files) are not ranks. The window shows the
+  // first alone, unmerged, and its status line says why.
+  void flightSavesOfOneProcessAreNotMerged() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QStringList files;
+    for (int k = 0; k < 2; ++k) {
+      auto t = test::synthetic_trace();
+      t->meta["flight.pid"] = "100";
+      t->meta["host"] = "gpu-7";
+      t->meta["flight.save"] =
+          "20261128T10150" + std::to_string(k) + "Z-step" + std::to_string(199 + 200 * k);
+      files << dir.path() + "/run-" + QString::fromStdString(t->meta["flight.save"]) + ".db";
+      store::write_store_atomically(*t, files.back().toStdString());
+    }
+    MainWindow w;
+    w.set_synchronous(true);
+    QSignalSpy spy(&w, &MainWindow::model_loaded);
+    w.open_file(dir.path());
+    QVERIFY(spy.wait(30000));
+    QCOMPARE(spy.takeFirst().at(0).toBool(), true);
+    const auto& m = *w.timeline()->model();
+    QCOMPARE(QString::fromStdString(m.trace().meta.at("ranks.not_one_job")),
+             QString("2 flight saves of one process (pid 100 on gpu-7)"));
+    QVERIFY(!m.trace().meta.count("ranks"));
+    QCOMPARE(m.trace().kernels.size(), test::synthetic_trace()->kernels.size());  // one save, not both
+    std::set<std::string> groups;
+    for (const auto& t : m.tracks()) groups.insert(t.group);
+    QVERIFY(groups.count("Process 100 python train.py"));  // no "rank" or "input" label: nothing merged
+    const QString want =
+        " — not the ranks of one job: 2 flight saves of one process (pid 100 on gpu-7); showing " + files[0] +
+        " on its own (File ▸ Open for the others)";
+    bool said = false;
+    for (const QLabel* l : w.findChildren<QLabel*>()) said = said || l->text().endsWith(want);
+    QVERIFY2(said, qPrintable(want));
   }
 };
 

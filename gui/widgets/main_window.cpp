@@ -290,6 +290,15 @@ void MainWindow::on_loaded(const LoadResult& r) {
   const auto& meta = r.model->trace().meta;
   if (auto it = meta.find("ranks.left_out"); it != meta.end())
     status_->setText(status_->text() + tr(" — left out: %1").arg(QString::fromStdString(it->second)));
+  // A directory that is not one job's ranks (flight saves of one process, unrelated programs): its first
+  // input alone, and why; File ▸ Open shows the others.
+  if (auto it = meta.find("ranks.not_one_job"); it != meta.end()) {
+    const auto shown = meta.find("source_file");
+    status_->setText(status_->text() +
+                     tr(" — not the ranks of one job: %1; showing %2 on its own (File ▸ Open for the others)")
+                         .arg(QString::fromStdString(it->second),
+                              QString::fromStdString(shown == meta.end() ? std::string() : shown->second)));
+  }
   emit model_loaded(true);
 }
 

@@ -80,6 +80,17 @@ std::string temp_path_beside(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
+void require_output_folder(const std::string& output) {
+  // Creating the folder made it 0755 (the umask's) and hid a mistyped path.
+  const auto out = std::filesystem::absolute(output).lexically_normal();
+  const auto dir = out.parent_path();
+  std::error_code ec;
+  if (dir.empty() || std::filesystem::is_directory(dir, ec)) return;
+  throw StoreError(out.string(), std::filesystem::exists(dir, ec)
+                                     ? dir.string() + " is not a folder"
+                                     : "no such folder " + dir.string() + " (create it first)");
+}
+
 void write_store_atomically(const Trace& t, const std::string& path) {
   std::string tmp = temp_path_beside(path);
   try {

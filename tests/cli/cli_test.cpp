@@ -132,6 +132,37 @@ TEST_CASE("record of a command that does not exist: one line, exit 127, no store
   CHECK(!std::filesystem::exists(dir.file("r.db.parts")));
 }
 
+TEST_CASE("record, attach and import into a missing folder: one line naming it, exit 2, nothing created") {
+  // Stores live 0600 in 0700 folders: record used to create the missing folder 0755 (issue 47).
+  stepscope::test::ScratchDir dir("cli_no_folder");
+  const std::string missing = dir.file("nonexistent/dir"), out = missing + "/y.db";
+  for (const char* flags : {"", "--flight 5s "}) {
+    auto r = run(std::string("record --no-gpu ") + flags + "-o " + out + " -- true");
+    INFO(flags);
+    CHECK(r.status == 2);
+    CHECK(r.output == "stepscope: " + out + ": no such folder " + missing + " (create it first)\n");
+    CHECK(!std::filesystem::exists(dir.file("nonexistent")));
+  }
+  // attach refuses before it touches the process (its own pid here: nothing is attached).
+  auto a = run("attach " + std::to_string(::getpid()) + " --duration 1 -o " + out);
+  CHECK(a.status == 2);
+  CHECK(a.output == "stepscope: " + out + ": no such folder " + missing + " (create it first)\n");
+  CHECK(!std::filesystem::exists(dir.file("nonexistent")));
+  // import checks before it imports (a long import would fail only at its end, naming its temporary file).
+  stepscope::store::Trace t;
+  t.processes.push_back({1, t.intern("p"), 0});
+  stepscope::store::write_store_atomically(t, dir.file("in.db"));
+  auto i = run("import " + dir.file("in.db") + " -o " + out);
+  CHECK(i.status == 2);
+  CHECK(i.output == "stepscope: " + out + ": no such folder " + missing + " (create it first)\n");
+  CHECK(!std::filesystem::exists(dir.file("nonexistent")));
+  // A file where the folder should be.
+  { std::ofstream(dir.file("plain")) << "x"; }
+  auto f = run("record --no-gpu -o " + dir.file("plain/y.db") + " -- true");
+  CHECK(f.status == 2);
+  CHECK(f.output == "stepscope: " + dir.file("plain/y.db") + ": " + dir.file("plain") + " is not a folder\n");
+}
+
 TEST_CASE("export --format folded refuses a trace without CPU samples in one line") {
   if (!stepscope::test::have_traces()) STEPSCOPE_SKIP("no shared traces");
   stepscope::test::ScratchDir dir("cli_export_folded");

@@ -47,6 +47,7 @@ TEST_CASE("torchrun --nproc_per_node 2 (gloo, CPU) under record -o run-%r.db giv
   CHECK_FALSE(std::filesystem::exists(pattern));  // %r was replaced
   CHECK_FALSE(std::filesystem::exists(pattern + ".parts"));
 
+  std::string job;
   for (int rank : {0, 1}) {
     const std::string db = dir.file("run-" + std::to_string(rank) + ".db");
     REQUIRE(std::filesystem::exists(db));
@@ -55,6 +56,11 @@ TEST_CASE("torchrun --nproc_per_node 2 (gloo, CPU) under record -o run-%r.db giv
     CHECK(meta["rank"] == std::to_string(rank));
     CHECK(meta["world_size"] == "2");
     CHECK(meta["local_rank"] == std::to_string(rank));
+    // The job id from torchrun's environment (its run id, or MASTER_ADDR:MASTER_PORT): the same in both
+    // ranks.
+    CHECK((meta["job"].rfind("torchelastic:", 0) == 0 || meta["job"].rfind("master:", 0) == 0));
+    if (rank == 0) job = meta["job"];
+    CHECK(meta["job"] == job);
     CHECK_FALSE(meta["host"].empty());
     // The rank's own Python process only: the other rank and torchrun's agent are in their own stores.
     CHECK(reader.processes().size() == 1);
@@ -137,4 +143,11 @@ TEST_CASE("record --flight -o run-%r.db: a dump is saved as one store per rank, 
   }
   CHECK(store::StoreReader(dir.file("run-launcher" + stamp)).meta().count("rank") == 0);
   CHECK_FALSE(std::filesystem::exists(dir.file("run-%r" + stamp)));
+  // The ranks of one save are one job's ranks (issue 47: flight saves combine only within one save).
+  const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(dir.file("run-0" + stamp)) + " " +
+                           shell_quote(dir.file("run-1" + stamp)) + " " +
+                           shell_quote(dir.file("run-launcher" + stamp)) + " 2>&1");
+  INFO(a.output);
+  CHECK(a.status == 0);
+  CHECK(a.output.rfind("2 rank(s), ", 0) == 0);
 }

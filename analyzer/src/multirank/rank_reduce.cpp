@@ -198,9 +198,16 @@ std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args
 }
 
 MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const MultiRankOptions& options) {
+  // Stores say from their meta alone whether they are one job's ranks: no loading for saves of one process.
+  if (std::string why = why_stores_not_one_job(files); !why.empty()) {
+    MultiRankAnalysis m;
+    m.not_one_job = std::move(why);
+    return m;
+  }
   unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, unsigned(std::max<size_t>(1, files.size())));
   std::vector<RankResult> results(files.size());
+  std::vector<RankIdentity> ids(files.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
@@ -212,6 +219,7 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
         {
           store::Trace t = load_trace(files[i]);  // dropped before the next file: memory is per thread
           results[i] = analyze_rank(t, files[i], options.analyze);
+          ids[i] = rank_identity(t.meta, t.processes, files[i]);
         }
         malloc_trim(0);  // hand the trace's memory back before the next one, so results do not pin it
       } catch (...) {
@@ -233,6 +241,11 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
     } catch (const std::invalid_argument& e) {  // a bad --step-regex
       throw store::StoreError(files[error_index], e.what());
     }
+  }
+  if (std::string why = why_not_one_job(ids); !why.empty()) {
+    MultiRankAnalysis m;
+    m.not_one_job = std::move(why);
+    return m;
   }
   return combine_ranks(std::move(results));
 }

@@ -84,14 +84,27 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
     int64_t rank = -1;
     std::map<int64_t, int64_t> step_start;  // index → start
   };
+  // As `analyze` does: inputs that are not one job's ranks are not merged; the first is shown alone, and why.
+  auto alone = [&](store::Trace t, const std::string& why) {
+    t.meta["ranks.not_one_job"] = why;
+    t.meta["source_file"] = files.front();
+    return t;
+  };
+  if (std::string why = why_stores_not_one_job(files); !why.empty())
+    return alone(load_trace(files.front()), why);
   std::vector<One> ranks;
+  std::vector<RankIdentity> ids;
   for (const auto& f : files) {
     One o;
     o.t = load_trace(f);
-    if (auto it = o.t.meta.find("rank"); it != o.t.meta.end()) o.rank = std::atoll(it->second.c_str());
-    for (const auto& s : analyze(o.t).steps) o.step_start.emplace(s.index, s.start_ns);
-    o.t.meta["source_file"] = f;
+    ids.push_back(rank_identity(o.t.meta, o.t.processes, f));
+    o.rank = ids.back().rank;
     ranks.push_back(std::move(o));
+  }
+  if (std::string why = why_not_one_job(ids); !why.empty()) return alone(std::move(ranks.front().t), why);
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    for (const auto& s : analyze(ranks[k].t).steps) ranks[k].step_start.emplace(s.index, s.start_ns);
+    ranks[k].t.meta["source_file"] = files[k];
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const One& a, const One& b) {
     if ((a.rank < 0) != (b.rank < 0)) return a.rank >= 0;

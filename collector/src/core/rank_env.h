@@ -9,7 +9,8 @@
 
 namespace stepscope::collector {
 
-// meta keys "rank", "world_size", "local_rank" for those the environment gives; empty when not a rank.
+// meta keys "rank", "world_size", "local_rank" and "job" (the job id) for those the environment gives; empty
+// when not a rank.
 inline std::map<std::string, std::string> rank_from_env() {
   auto first = [](std::initializer_list<const char*> names) -> std::string {
     for (const char* n : names)
@@ -25,6 +26,20 @@ inline std::map<std::string, std::string> rank_from_env() {
   const std::string local = first(
       {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"});
   if (!local.empty()) m["local_rank"] = local;
+  // Which job: the analyzer combines stores as ranks only when their job ids agree (docs/multi-rank.md).
+  // torchrun's run id is "none" unless --rdzv-id/--standalone set it; MASTER_ADDR:PORT then tells jobs apart.
+  const std::string slurm = first({"SLURM_JOB_ID"}), step = first({"SLURM_STEP_ID"});
+  const std::string elastic = first({"TORCHELASTIC_RUN_ID"});
+  const std::string pmix = first({"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"});
+  const std::string addr = first({"MASTER_ADDR"}), port = first({"MASTER_PORT"});
+  if (!slurm.empty())
+    m["job"] = "slurm:" + slurm + (step.empty() ? "" : "." + step);
+  else if (!elastic.empty() && elastic != "none")
+    m["job"] = "torchelastic:" + elastic;
+  else if (!pmix.empty())
+    m["job"] = "mpi:" + pmix;
+  else if (!addr.empty() && !port.empty())
+    m["job"] = "master:" + addr + ":" + port;
   return m;
 }
 

@@ -464,6 +464,7 @@ RecordSummary record(const RecordOptions& o) {
   const std::string pattern = rank_now.empty() ? o.output : expand_output(o.output, &rank_now, nullptr, nullptr);
   const std::string output = fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
   const std::string parts_dir = output + ".parts";
+  store::require_output_folder(output);  // the user's to make, with the mode they choose
   std::error_code ec;
   fs::remove_all(parts_dir, ec);
   if (!fs::create_directories(parts_dir, ec) && ec)

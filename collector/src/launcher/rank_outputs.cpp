@@ -83,7 +83,7 @@ void merge_parts_by_rank(const std::string& parts_dir, const std::string& patter
     const int64_t start = dash == std::string::npos ? 0 : std::atoll(stem.c_str() + dash + 1);
     if (start < g.first_start) {
       g.first_start = start, g.first_pid = stem.substr(0, dash);
-      for (const char* k : {"rank", "world_size", "local_rank"})
+      for (const char* k : {"rank", "world_size", "local_rank", "job"})
         if (m.count(k)) g.rank_meta[k] = m[k];
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,9 @@ struct AlignedStep {
 };
 
 struct MultiRankAnalysis {
+  // Non-empty when the inputs are not the ranks of one job (why_not_one_job): nothing was combined, the
+  // vectors below are empty and each input is to be analyzed on its own.
+  std::string not_one_job;
   std::vector<RankResult> ranks;   // by rank (inputs without a rank keep their order after those with one)
   std::vector<AlignedStep> steps;  // step indexes present in every rank, ascending
   std::vector<FindingResult> findings;  // `straggler`, `exposed-comm`; largest saving first
@@ -98,12 +102,37 @@ struct MultiRankOptions {
 // (not recursive; other files skipped), sorted by name. Throws store::StoreError for a missing path.
 std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args);
 
+// What says whether an input is a rank of a job, and of which: its metadata, never its file name.
+struct RankIdentity {
+  std::string file;
+  int64_t rank = -1;       // meta "rank" (the launcher's environment; a Kineto trace's distributedInfo)
+  int64_t world_size = 0;  // meta "world_size"; 0 when unknown
+  std::string job;   // meta "job": the launcher's job id ("slurm:4242.0", "torchelastic:…", "master:…")
+  std::string host;  // meta "host"
+  int64_t pid = 0;   // the recorded process: meta "flight.pid", else the first process without a parent
+  std::string flight_save;  // meta "flight.save": the moment a flight save holds; empty for other inputs
+};
+RankIdentity rank_identity(const std::map<std::string, std::string>& meta,
+                           const std::vector<store::Process>& processes, const std::string& file);
+
+// "" when `inputs` are the ranks of one job: every input with a rank has the same world size, the same job
+// id and flight save where those are present, and a rank of its own (inputs without a rank beside ranked ones
+// are a launcher's store: combine_ranks leaves them out). Else why not, as a phrase for one line: "2 flight
+// saves of one process (pid 4242 on gpu-7)", "3 inputs, none with a rank in its metadata", "rank 0 in both
+// a.db and b.db", … One input is always "one job".
+std::string why_not_one_job(const std::vector<RankIdentity>& inputs);
+
+// why_not_one_job() from the stores' metadata alone, without loading them; "" as well when some input is not
+// a store (its metadata needs the whole import: analyze_ranks() checks it after loading).
+std::string why_stores_not_one_job(const std::vector<std::string>& files);
+
 // One rank's reduction (the trace can be dropped afterwards).
 RankResult analyze_rank(const store::Trace& trace, const std::string& file,
                         const AnalyzeOptions& options = {});
 
 // Loads and reduces every file on `options.threads` threads, at most one trace in memory per thread, then
-// combine_ranks(). Throws store::StoreError naming the first bad file.
+// combine_ranks(). Inputs that are not the ranks of one job are not combined: the result holds only
+// `not_one_job`. Throws store::StoreError naming the first bad file.
 MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const MultiRankOptions& options = {});
 
 // Aligns the ranks by step index, matches their collectives and runs the cross-rank rules.
@@ -117,8 +146,10 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
 // "rank N · name" (pids, device ids and correlation ids made distinct per rank, so each rank is a group of
 // its own) and its times shifted so the first step index every rank has starts where it does on the lowest
 // rank. Ranks of different hosts need no common clock for this. The ranks' own findings are dropped.
-// Inputs `analyze` leaves out (no steps, or no rank among ranked inputs: a launcher's store) are left out here
-// too and named in meta `ranks.left_out` ("FILE: why; …"); meta `ranks` counts the ranks kept.
+// Inputs `analyze` leaves out (no steps, or no rank among ranked inputs: a launcher's store) are left out
+// here too and named in meta `ranks.left_out` ("FILE: why; …"); meta `ranks` counts the ranks kept. Inputs
+// that are not the ranks of one job are not merged: the first input is returned alone, with meta
+// `ranks.not_one_job` saying why (why_not_one_job) and no meta `ranks`.
 store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
 
 // The offsets that keep ranks apart in that trace: rank k's pid p reads (k + 1) · kRankPidBase + p and its device

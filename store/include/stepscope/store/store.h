@@ -160,4 +160,9 @@ void write_store_atomically(const Trace& t, const std::string& path);
 // "A path beside `path`" for temporary output: same directory, unique name.
 std::string temp_path_beside(const std::string& path);
 
+// A store named `output` goes into a folder that exists: stores live 0600 in 0700 folders, so no command creates
+// one for them (record, attach, import; docs/collector.md). Throws StoreError("OUT: no such folder DIR (create
+// it first)" | "OUT: DIR is not a folder").
+void require_output_folder(const std::string& output);
+
 }  // namespace stepscope::store
