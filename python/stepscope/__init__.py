@@ -28,6 +28,7 @@ class _Collector:
 
     def __init__(self):
         self.active = self.step = self.step_at = self.wait = None
+        self.hook_cost = self.probe = self.wait_begin = self.wait_end = None  # the collector's own helper's
         lib = None
         try:
             lib = ctypes.CDLL(None)  # global scope: holds the collector when it was LD_PRELOADed
@@ -64,6 +65,20 @@ class _Collector:
         self.wait = lib.stepscope_collector_data_wait
         self.wait.restype = None
         self.wait.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+        self.hook_cost = getattr(lib, "stepscope_collector_python_hook_cost", None)
+        if self.hook_cost is not None:
+            self.hook_cost.restype = None
+            self.hook_cost.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+        self.probe = getattr(lib, "stepscope_collector_python_probe", None)
+        if self.probe is not None:
+            self.probe.restype = None
+            self.probe.argtypes = [ctypes.c_int]
+        self.wait_begin = lib.stepscope_collector_data_wait_begin
+        self.wait_begin.restype = None
+        self.wait_begin.argtypes = [ctypes.c_char_p]
+        self.wait_end = lib.stepscope_collector_data_wait_end
+        self.wait_end.restype = None
+        self.wait_end.argtypes = []
 
 
 def _rebind():

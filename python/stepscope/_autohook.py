@@ -10,10 +10,13 @@ Mechanisms (docs/python.md says why and how precise each is):
   time.monotonic_ns() on entry and exit on the calling thread, so a wait blocked off-CPU (DataLoader worker
   queues) is measured exactly.
 - --data-wait-func / --step-func (install()'s wait_func / step_func: regexes over qualified names
-  "module.Class.func"; data wait source "data-wait-func", step source "step-func", an explicit marker like stepscope.step()'s "api"): on
-  3.12+ sys.monitoring PY_START/PY_RESUME/PY_RETURN/PY_YIELD/PY_UNWIND events, with every non-matching code
-  object disabled after its first call; before 3.12 a sys.setprofile/threading.setprofile filter.
-Only the outermost wait of a thread is recorded: nested matches never count twice.
+  "module.Class.func"; data wait source "data-wait-func", step source "step-func", an explicit marker like
+  stepscope.step()'s "api"): on 3.13+ sys.monitoring, PY_START global (every non-matching code object disabled
+  at its first call) and local events on the matching ones; on 3.9-3.12 the matching functions' __code__
+  swapped for a trampoline (below), so no other call of the program runs anything of ours.
+The framework wrappers record a thread's outermost wait only; the function hooks record each (the analyzer
+counts a thread's waits as their union). uninstall() takes everything out again: a closed recording window leaves
+the program as it was (issue 47).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import re
 import sys
 import threading
 import time
+import types
 
 _now = time.monotonic_ns
 _tls = threading.local()
@@ -66,9 +70,33 @@ class _Sink:
             with self._lock:
                 self._log.write(f"step {os.getpid()} {threading.get_native_id()} {t} {source}\n")
 
+    def hook_info(self, info, costs):
+        from . import _c
+
+        if self.collector and _c.hook_cost is not None:
+            _c.hook_cost(int(costs[0]), int(costs[1]), info.encode())
+
 
 _sink = None
 _optimizer_seen = False  # once Optimizer.step marks steps, DataLoader calls no longer do
+_active = False  # a wrapper that another library kept a reference to passes straight through when False
+_undo = []  # what install() changed, undone in reverse by uninstall()
+
+
+def _patch_attr(cls, name, new):
+    """Sets cls.name = new, and puts the old one back at uninstall unless someone replaced ours since."""
+    had = name in cls.__dict__
+    old = cls.__dict__.get(name)
+    setattr(cls, name, new)
+
+    def undo():
+        if cls.__dict__.get(name) is new:
+            if had:
+                setattr(cls, name, old)
+            else:
+                delattr(cls, name)
+
+    _undo.append(undo)
 
 
 def _wait_depth():
@@ -97,6 +125,8 @@ def _wrap_data_wait(fn, source, marks_step):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if not _active:
+            return fn(*args, **kwargs)
         start = _now()
         if marks_step and not _optimizer_seen and _wait_depth() == 0:
             _sink.step(start, "dataloader")
@@ -113,11 +143,13 @@ def _wrap_data_wait(fn, source, marks_step):
 def _patch_torch_dataloader(module):
     cls = getattr(module, "_BaseDataLoaderIter", None)
     if cls is not None and "__next__" in cls.__dict__:
-        cls.__next__ = _wrap_data_wait(cls.__dict__["__next__"], "dataloader", marks_step=True)
+        _patch_attr(cls, "__next__", _wrap_data_wait(cls.__dict__["__next__"], "dataloader", marks_step=True))
 
 
 def _optimizer_step_done(*_args, **_kwargs):
     global _optimizer_seen
+    if not _active:
+        return
     _optimizer_seen = True
     _sink.step(_now(), "optimizer")
 
@@ -126,7 +158,8 @@ def _patch_torch_optimizer(module):
     # torch >= 2.0 calls global post-hooks after every optimizer's step(), whatever subclass overrides it.
     register = getattr(module, "register_optimizer_step_post_hook", None)
     if register is not None:
-        register(_optimizer_step_done)
+        handle = register(_optimizer_step_done)
+        _undo.append(handle.remove)
         return
     cls = getattr(module, "Optimizer", None)
     if cls is None:
@@ -144,16 +177,17 @@ def _patch_torch_optimizer(module):
                     _optimizer_step_done()
 
             step.__stepscope_wrapped__ = True
-            sub.step = step
+            _patch_attr(sub, "step", step)
 
     previous = cls.__dict__.get("__init_subclass__")
 
     def __init_subclass__(sub, **kwargs):
         if previous is not None:
             previous.__func__(sub, **kwargs)
-        wrap(sub)
+        if _active:
+            wrap(sub)
 
-    cls.__init_subclass__ = classmethod(__init_subclass__)
+    _patch_attr(cls, "__init_subclass__", classmethod(__init_subclass__))
     stack = list(cls.__subclasses__())
     while stack:
         sub = stack.pop()
@@ -168,7 +202,7 @@ def _patch_tf_iterator(module):
             continue
         for meth in ("__next__", "get_next", "get_next_as_optional"):
             if meth in cls.__dict__:
-                setattr(cls, meth, _wrap_data_wait(cls.__dict__[meth], "tf.data", marks_step=True))
+                _patch_attr(cls, meth, _wrap_data_wait(cls.__dict__[meth], "tf.data", marks_step=True))
 
 
 _TARGETS = {
@@ -187,8 +221,13 @@ class _PatchingLoader(importlib.abc.Loader):
 
     def exec_module(self, module):
         self._loader.exec_module(module)
+        if not _active:
+            return
         try:
-            self._patch(module)
+            if self._patch is not None:
+                self._patch(module)
+            if _func_hooks is not None and _monitoring is None:
+                _func_hooks.scan_module(module)  # before anyone outside the module can call its functions
         except Exception as e:  # never break the user's import
             _debug(f"patching {module.__name__} failed: {e!r}")
 
@@ -201,7 +240,7 @@ class _ImportHook(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         patch = _TARGETS.get(fullname)
-        if patch is None:
+        if patch is None and (_func_hooks is None or _monitoring is not None):
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -214,7 +253,22 @@ class _ImportHook(importlib.abc.MetaPathFinder):
         return None
 
 
-# ---- regex-matched functions ----------------------------------------------------------------------------
+# ---- regex-matched functions (--data-wait-func / --step-func) ------------------------------------------------
+#
+# 3.13+: sys.monitoring. PY_START is the only global event, and a code object that does not match is disabled
+# at its first call (DISABLE), so after warm-up only the matching functions raise events; their PY_RESUME /
+# PY_RETURN / PY_YIELD are local events of those code objects alone (PY_UNWIND, global by design, only with a
+# wait regex).
+# 3.9-3.12: no per-call hook at all. The matching functions are found by scanning module and class
+# dictionaries (at install, after each import, and for __main__ while its code defines them) and each one's
+# __code__ is swapped for a trampoline that marks the call and calls a copy of the original: every reference to
+# the function object sees it, and the rest of the program runs untouched. Until the matching functions of
+# __main__ exist (`record` installs the hooks before the script's first line), a profile function on the main
+# thread watches for them, and removes itself once they are all wrapped.
+
+_HOOK_FILE = "<stepscope-collector>/hook"  # the trampolines' file: the analyzer counts their samples as ours
+_CO_OPTIMIZED, _CO_GENERATOR, _CO_COROUTINE, _CO_ASYNC_GENERATOR = 0x1, 0x20, 0x80, 0x200
+
 
 def _compile(option, text):
     text = (text or "").strip()
@@ -227,106 +281,484 @@ def _compile(option, text):
         return None
 
 
-class _RegexHooks:
-    """Maps code objects to 'wait' / 'step' / None by their qualified name, once per code object."""
+# The marks of hooked calls: _step_mark() at a step-func call, _wait_begin() / _wait_end() around a
+# data-wait-func call (a stack per thread: nested waits each give a row, and the analyzer counts a thread's waits
+# as their union). _set_marks() binds them at install: straight to the collector's C entry points (one ctypes
+# call each, the source already bytes; the collector reads the clock) when marks go only there, through _Sink
+# with the text log.
+def _step_mark():
+    _sink.step(_now(), "step-func")
+
+
+def _wait_begin():
+    stack = getattr(_tls, "func_waits", None)
+    if stack is None:
+        stack = _tls.func_waits = []
+    stack.append((_now(), _begin_wait()))
+
+
+def _wait_end():
+    stack = getattr(_tls, "func_waits", None)
+    if stack:
+        start, outer = stack.pop()
+        _end_wait(start, "data-wait-func", outer)
+
+
+_slow_marks = (_step_mark, _wait_begin, _wait_end)
+
+
+def _set_marks(probe=False):
+    """Binds _step_mark / _wait_begin / _wait_end. probe: the collector goes through the same motions on this
+    thread and records nothing (what a hooked call costs is measured so: a real mark would add a step)."""
+    global _step_mark, _wait_begin, _wait_end
+    from . import _c
+
+    if _c.probe is not None:
+        _c.probe(1 if probe else 0)
+    fast = _c.step is not None and _c.wait_begin is not None and _c.probe is not None
+    if not fast and probe:  # no collector (the text log alone): calibrate on no-ops
+        _step_mark = _wait_begin = _wait_end = lambda: None
+    elif not fast or (_sink._log is not None and not probe):
+        _step_mark, _wait_begin, _wait_end = _slow_marks
+    else:
+        _step_mark = functools.partial(_c.step, b"step-func")
+        _wait_begin = functools.partial(_c.wait_begin, b"data-wait-func")
+        _wait_end = functools.partial(_c.wait_end)  # a ctypes function is unhashable: so would the trampolines be
+
+
+class _Resumes:
+    """Drives a matched generator like `yield from` would, each resume a step mark or a timed wait."""
+
+    __slots__ = ("_gen", "_kind")
+
+    def __init__(self, gen, kind):
+        self._gen, self._kind = gen, kind
+
+    def __iter__(self):
+        return self
+
+    def _resume(self, how, value):
+        if self._kind == "step":
+            _step_mark()
+            return how(value)
+        _wait_begin()
+        try:
+            return how(value)
+        finally:
+            _wait_end()
+
+    def __next__(self):
+        return self._resume(lambda _: next(self._gen), None)
+
+    def send(self, value):
+        return self._resume(self._gen.send, value)
+
+    def throw(self, *exc):
+        return self._resume(lambda e: self._gen.throw(*e), exc)
+
+    def close(self):
+        return self._gen.close()
+
+
+class _FuncHooks:
+    """Which functions match, and (3.9-3.12) the trampolines swapped into them."""
 
     def __init__(self, wait_re, step_re):
         self.wait_re, self.step_re = wait_re, step_re
-        self.kind = {}
+        self.kind = {}  # code object -> "wait" / "step" / None (sys.monitoring: every code object seen at its first call)
+        self.wrapped = {}  # id(function) -> (function, its own code, the trampoline)
+        self.scanned = {}  # id(module dict) -> (the dict, its length at the last scan)
+        self.templates = {}  # (freevars, generator, kind) -> trampoline code with the const slots to fill
+        self.nested = set()  # matching nested functions (trampolines: not wrapped; said once)
+        self.trampoline_codes = set()
         # This package's own functions never match (its file names: a folder on disk, or the collector's embedded copy).
-        self.own_files = {os.path.dirname(os.path.abspath(install.__code__.co_filename))}
+        own = install.__code__.co_filename
+        self.own_prefix = "<stepscope-collector>" if own.startswith("<stepscope-collector>") else os.path.dirname(
+            os.path.abspath(own))
+
+    def match(self, module, qual, filename):
+        if filename.startswith(self.own_prefix):
+            return None
+        names = (f"{module}.{qual}" if module else qual, qual)
+        if self.wait_re is not None and any(self.wait_re.search(n) for n in names):
+            return "wait"
+        if self.step_re is not None and any(self.step_re.search(n) for n in names):
+            return "step"
+        return None
 
     def classify(self, code, globals_):
-        kind = self.kind.get(code)
-        if kind is not None or code in self.kind:
+        kind = self.kind.get(code, 0)
+        if kind != 0:
             return kind
-        qual = getattr(code, "co_qualname", code.co_name)
         module = globals_.get("__name__", "") if globals_ is not None else ""
-        names = (f"{module}.{qual}" if module else qual, qual)
-        kind = None
-        if os.path.dirname(os.path.abspath(code.co_filename)) not in self.own_files:
-            if self.wait_re is not None and any(self.wait_re.search(n) for n in names):
-                kind = "wait"
-            elif self.step_re is not None and any(self.step_re.search(n) for n in names):
-                kind = "step"
+        kind = self.match(module, getattr(code, "co_qualname", code.co_name), code.co_filename)
         self.kind[code] = kind
         return kind
 
-    # A per-thread stack of (code, start, outer) for the open waits of matched code.
-    def enter(self, code, kind):
-        if kind == "step":
-            _sink.step(_now(), "step-func")
+    # -- 3.9-3.12: trampolines ------------------------------------------------------------------------------
+
+    def _template(self, freevars, generator, kind):
+        key = (freevars, generator, kind)
+        code = self.templates.get(key)
+        if code is not None:
+            return code
+        # The trampoline closes over the same names as the function (its closure cells stay the function's), in
+        # the same sorted order; `if 0:` keeps them free variables without running anything.
+        keep = f"        if 0:\n            {'; '.join(freevars)}\n" if freevars else ""
+        outer = f"    {' = '.join(freevars)} = None\n" if freevars else ""
+        if generator:
+            body = "        return (yield from '__RESUMES__'('__ORIG__'(*__ss_a, **__ss_k), '__KIND__'))\n"
+        elif kind == "step":
+            body = "        '__MARK__'()\n        return '__ORIG__'(*__ss_a, **__ss_k)\n"
+        else:
+            body = ("        '__BEGIN__'()\n        try:\n            return '__ORIG__'(*__ss_a, **__ss_k)\n"
+                    "        finally:\n            '__END__'()\n")
+        src = f"def _outer():\n{outer}    def trampoline(*__ss_a, **__ss_k):\n{keep}{body}    return trampoline\n"
+        ns = {}
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "'str' object is not callable": the strings are slots, filled below
+            exec(compile(src, _HOOK_FILE, "exec"), ns)
+        code = ns["_outer"]().__code__
+        self.templates[key] = code
+        return code
+
+    def wrap(self, fn, kind):
+        """Swaps fn's code for a trampoline; False where it cannot be done (left as it is)."""
+        if id(fn) in self.wrapped:
+            return True
+        code = fn.__code__
+        if code.co_flags & (_CO_COROUTINE | _CO_ASYNC_GENERATOR):
+            _debug(f"{fn.__qualname__}: coroutines are hooked on CPython 3.13+ only")
+            return False
+        template = self._template(code.co_freevars, bool(code.co_flags & _CO_GENERATOR), kind)
+        if template.co_freevars != code.co_freevars:
+            return False
+        original = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        original.__kwdefaults__ = fn.__kwdefaults__
+        original.__qualname__ = fn.__qualname__
+        slots = {"__ORIG__": original, "__MARK__": _step_mark, "__BEGIN__": _wait_begin, "__END__": _wait_end,
+                 "__RESUMES__": _Resumes, "__KIND__": kind}
+        consts = tuple(slots.get(c, c) if isinstance(c, str) else c for c in template.co_consts)
+        fields = {"co_consts": consts, "co_name": code.co_name, "co_firstlineno": code.co_firstlineno}
+        if hasattr(code, "co_qualname"):
+            fields["co_qualname"] = code.co_qualname
+        trampoline = template.replace(**fields)
+        try:
+            fn.__code__ = trampoline
+        except (TypeError, ValueError) as e:
+            _debug(f"{fn.__qualname__}: not hooked ({e})")
+            return False
+        had_wrapped = "__wrapped__" in fn.__dict__
+        if not had_wrapped:
+            fn.__wrapped__ = original  # inspect.signature() shows the function's own parameters
+        self.wrapped[id(fn)] = (fn, code, trampoline, had_wrapped)
+        self.trampoline_codes.add(trampoline)
+        return True
+
+    def unwrap_all(self):
+        for fn, code, trampoline, had_wrapped in self.wrapped.values():
+            if fn.__code__ is trampoline:
+                fn.__code__ = code
+                if not had_wrapped:
+                    fn.__dict__.pop("__wrapped__", None)
+        self.wrapped.clear()
+        self.trampoline_codes.clear()
+
+    def _consider(self, fn, module):
+        if type(fn) is not types.FunctionType or id(fn) in self.wrapped:
             return
-        stack = getattr(_tls, "regex_stack", None)
-        if stack is None:
-            stack = _tls.regex_stack = []
-        stack.append((code, _now(), _begin_wait()))
+        kind = self.match(getattr(fn, "__module__", None) or module, fn.__qualname__, fn.__code__.co_filename)
+        if kind is not None:
+            self.wrap(fn, kind)
 
-    def leave(self, code):
-        stack = getattr(_tls, "regex_stack", None)
-        if stack and stack[-1][0] is code:
-            _, start, outer = stack.pop()
-            _end_wait(start, "data-wait-func", outer)
-
-
-def _install_monitoring(hooks):
-    mon = sys.monitoring
-    tool = next((t for t in (4, 3, 5, 2) if mon.get_tool(t) is None), None)
-    if tool is None:
-        _debug("no free sys.monitoring tool id; --data-wait-func/--step-func ignored")
-        return False
-    mon.use_tool_id(tool, "stepscope")
-    E = mon.events
-    disable = mon.DISABLE
-
-    def on_start(code, offset):
-        kind = hooks.kind.get(code, 0)
-        if kind == 0:
-            kind = hooks.classify(code, sys._getframe(1).f_globals)
-        if kind is None:
-            return disable
-        hooks.enter(code, kind)
-
-    def on_stop(code, offset, retval):
-        kind = hooks.kind.get(code)
-        if kind is None:
-            return disable
-        if kind == "wait":
-            hooks.leave(code)
-
-    def on_unwind(code, offset, exc):  # not disableable: cheap membership test only
-        if hooks.kind.get(code) == "wait":
-            hooks.leave(code)
-
-    mon.register_callback(tool, E.PY_START, on_start)
-    mon.register_callback(tool, E.PY_RESUME, on_start)
-    mon.register_callback(tool, E.PY_RETURN, on_stop)
-    mon.register_callback(tool, E.PY_YIELD, on_stop)
-    mon.register_callback(tool, E.PY_UNWIND, on_unwind)
-    mon.set_events(tool, E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD | E.PY_UNWIND)
-    return True
-
-
-def _install_profile(hooks):
-    kinds = hooks.kind
-
-    def profile(frame, event, arg):
-        if event[1] == "_":  # c_call / c_return / c_exception
+    def _scan_class(self, cls, module, seen):
+        if id(cls) in seen:
             return
-        code = frame.f_code
-        kind = kinds.get(code, 0)
-        if kind == 0:
-            kind = hooks.classify(code, frame.f_globals)
-        if kind is None:
+        seen.add(id(cls))
+        for value in list(vars(cls).values()):
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if type(value) is types.FunctionType:
+                self._consider(value, module)
+            elif isinstance(value, type) and value.__module__ == module:
+                self._scan_class(value, module, seen)
+
+    def scan_module(self, module):
+        d = getattr(module, "__dict__", None)
+        if isinstance(d, dict):
+            self.scan_dict(d)
+
+    def scan_dict(self, d):
+        name = d.get("__name__", "")
+        if not isinstance(name, str):
+            return
+        self.scanned[id(d)] = (d, len(d))
+        seen = set()
+        for value in list(d.values()):
+            if type(value) is types.FunctionType:
+                self._consider(value, name)
+            elif isinstance(value, type) and getattr(value, "__module__", None) == name:
+                self._scan_class(value, name, seen)
+
+    def scan_all(self):
+        for module in list(sys.modules.values()):
+            if module is not None:
+                self.scan_module(module)
+
+    def rescan_changed_dict(self, d):
+        entry = self.scanned.get(id(d))
+        if entry is None or entry[1] != len(d):
+            self.scan_dict(d)
+
+    @property
+    def wrapped_codes(self):
+        return {entry[1] for entry in self.wrapped.values()}
+
+    def expected(self, code, module, prefix=""):
+        """The module-level functions and methods of `code` (module `module`'s code) that match, as code
+        objects; says once per nested function that matches (those need 3.13+)."""
+        found = set()
+        for const in code.co_consts:
+            if not isinstance(const, types.CodeType) or const.co_name.startswith("<"):
+                continue
+            qual = prefix + const.co_name
+            if const.co_flags & _CO_OPTIMIZED:  # a function (a class body has no fast locals)
+                if self.match(module, qual, const.co_filename) is not None:
+                    found.add(const)
+                self._note_nested(const, module, qual + ".<locals>.")
+            else:
+                found |= self.expected(const, module, qual + ".")
+        return found
+
+    def _note_nested(self, code, module, prefix):
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType) and not const.co_name.startswith("<"):
+                qual = prefix + const.co_name
+                if qual not in self.nested and self.match(module, qual, const.co_filename) is not None:
+                    self.nested.add(qual)
+                    print(f"stepscope: {qual} is a nested function: on CPython {sys.version_info[0]}."
+                          f"{sys.version_info[1]} --data-wait-func/--step-func hook module-level functions and "
+                          "methods only (3.13+ hooks any function)", file=sys.stderr)
+                self._note_nested(const, module, qual + ".<locals>.")
+
+
+class _ExecWatch:
+    """3.9-3.12: functions are defined as their module's code runs, and nothing announces them. The collector
+    passes on each "exec" audit event (a module's code, before it runs: an import, __main__, runpy); where that
+    code defines matching functions, a profile function on that thread scans the module's dictionary as it grows
+    and wraps them, runs any first call made before the scan saw it, and goes as soon as they are all wrapped,
+    the module's code has returned, or a wrapped function has been called (the program's loop has begun)."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.watched = {}  # id(module dict) -> [dict, module code, pending code objects]
+        self.inflight = {}  # frame -> True: a wait's first call run by the profile
+        self.threads = set()  # threads whose profile is ours
+
+    def on_exec(self, code):
+        d = self._globals_of_exec()
+        if d is None or not isinstance(d.get("__name__"), str):
+            return
+        pending = self.hooks.expected(code, d["__name__"])
+        if not pending:
+            return
+        self.watched[id(d)] = [d, code, pending]
+        me = threading.get_ident()
+        if me in self.threads:
+            return
+        if sys.getprofile() is not None:  # the program's own profiler comes first: scans only
+            _debug("a profile function is set already; functions defined later are not hooked")
+            return
+        sys.setprofile(self.profile)
+        self.threads.add(me)
+
+    @staticmethod
+    def _globals_of_exec():
+        caller = sys._getframe(1)
+        while caller is not None and caller.f_globals is globals():  # this module's frames: the callback's
+            caller = caller.f_back
+        if caller is None:  # no Python frame: the interpreter runs __main__ itself
+            main = sys.modules.get("__main__")
+            return getattr(main, "__dict__", None)
+        name = caller.f_code.co_name
+        if name == "_call_with_frames_removed":  # importlib: exec(code, module.__dict__)
+            args = caller.f_locals.get("args")
+            return args[1] if isinstance(args, tuple) and len(args) > 1 and isinstance(args[1], dict) else None
+        if name == "_run_code":  # runpy: exec(code, run_globals)
+            return caller.f_locals.get("run_globals")
+        return None
+
+    def _scan(self):
+        for key, (d, code, pending) in list(self.watched.items()):
+            self.hooks.rescan_changed_dict(d)
+            pending -= self.hooks.wrapped_codes
+            if not pending:
+                del self.watched[key]
+
+    def _stop_here(self):
+        if sys.getprofile() == self.profile:
+            sys.setprofile(None)
+        self.threads.discard(threading.get_ident())
+
+    def stop(self):
+        self.watched.clear()
+        self.inflight.clear()
+        self._stop_here()  # other threads' profiles end at their next event
+
+    def profile(self, frame, event, arg):
+        if not self.watched and not self.inflight:
+            self._stop_here()
             return
         if event == "call":
-            hooks.enter(code, kind)
-        elif event == "return" and kind == "wait":
-            hooks.leave(code)
+            code = frame.f_code
+            if code in self.hooks.trampoline_codes:  # a hooked function runs: the loop has begun, nothing is left to watch
+                self.watched.clear()
+            else:
+                for d, module_code, pending in self.watched.values():
+                    if code in pending:  # called before a scan saw it: this call through the profile
+                        kind = self.hooks.match(d["__name__"], getattr(code, "co_qualname", code.co_name),
+                                                code.co_filename)
+                        if kind == "step":
+                            _step_mark()
+                        elif kind == "wait":
+                            _wait_begin()
+                            self.inflight[frame] = True
+                        break
+                self._scan()
+        elif event == "return":
+            if self.inflight and self.inflight.pop(frame, None):
+                _wait_end()
+            code = frame.f_code
+            for key, (d, module_code, pending) in list(self.watched.items()):
+                if module_code is code:  # the module's code ended: what it did not define, it never will
+                    self.hooks.rescan_changed_dict(d)
+                    del self.watched[key]
+        elif event == "c_call":
+            self._scan()
+        if not self.watched and not self.inflight:
+            self._stop_here()
 
-    threading.setprofile(profile)
-    sys.setprofile(profile)
-    return True
+
+class _MonitoringHooks:
+    """3.13+: sys.monitoring, global PY_START for discovery and local events on the matching code objects."""
+
+    def __init__(self, hooks):
+        self.hooks, self.tool, self.local = hooks, None, []
+
+    def install(self, waits=None):
+        mon = sys.monitoring
+        tool = next((t for t in (4, 3, 5, 2) if mon.get_tool(t) is None), None)
+        if tool is None:
+            _debug("no free sys.monitoring tool id; --data-wait-func/--step-func ignored")
+            return False
+        mon.use_tool_id(tool, "stepscope")
+        self.tool = tool
+        hooks, E, disable, local = self.hooks, mon.events, mon.DISABLE, self.local
+        if waits is None:
+            waits = hooks.wait_re is not None
+
+        def on_start(code, offset):
+            kind = hooks.kind.get(code, 0)
+            if kind == 0:
+                kind = hooks.classify(code, sys._getframe(1).f_globals)
+                if kind is not None:
+                    local.append(code)
+                    events = E.PY_RESUME | (E.PY_RETURN | E.PY_YIELD if kind == "wait" else 0)
+                    mon.set_local_events(tool, code, events)
+            if kind is None:
+                return disable
+            if kind == "step":
+                _step_mark()
+            else:
+                _wait_begin()
+
+        # PY_RETURN / PY_YIELD are local events of the matching wait functions only: each ends the wait its
+        # PY_START / PY_RESUME began.
+        def on_stop(code, offset, retval):
+            _wait_end()
+
+        def on_unwind(code, offset, exc):  # global by design: a membership test for every other function
+            if hooks.kind.get(code) == "wait":
+                _wait_end()
+
+        mon.register_callback(tool, E.PY_START, on_start)
+        mon.register_callback(tool, E.PY_RESUME, on_start)
+        mon.register_callback(tool, E.PY_RETURN, on_stop)
+        mon.register_callback(tool, E.PY_YIELD, on_stop)
+        if waits:
+            mon.register_callback(tool, E.PY_UNWIND, on_unwind)
+        mon.set_events(tool, E.PY_START | (E.PY_UNWIND if waits else 0))
+        return True
+
+    def uninstall(self):
+        if self.tool is None:
+            return
+        mon = sys.monitoring
+        mon.set_events(self.tool, 0)
+        for code in self.local:
+            mon.set_local_events(self.tool, code, 0)
+        for event in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.PY_RETURN, mon.events.PY_YIELD,
+                      mon.events.PY_UNWIND):
+            mon.register_callback(self.tool, event, None)
+        mon.free_tool_id(self.tool)
+        self.tool = None
+        self.local.clear()
+
+
+def _calibrate(wrapped_call, plain_call, rounds=9, n=1000):
+    """ns one hooked call costs more than a plain one, in the thread's CPU time (time the thread waited for a core
+    is not the hook's): the quickest of `rounds` rounds of n calls, of each (the least disturbed round)."""
+    clock = time.thread_time_ns
+    plain = hooked = None
+    for _ in range(rounds):
+        t0 = clock()
+        for _ in range(n):
+            plain_call()
+        t1 = clock()
+        for _ in range(n):
+            wrapped_call()
+        t2 = clock()
+        plain = t1 - t0 if plain is None else min(plain, t1 - t0)
+        hooked = t2 - t1 if hooked is None else min(hooked, t2 - t1)
+    return max(0, int((hooked - plain) / n))
+
+
+def _measure_event_cost(mechanism):
+    """What one hooked call costs the program, (step kind, wait kind) in ns: the trampoline or sys.monitoring
+    callback and the mark's ctypes call, into the collector's no-op entry points of the same signature."""
+    _set_marks(probe=True)
+    try:
+        def plain():
+            return None
+
+        def stepped():
+            return None
+
+        def waited():
+            return None
+
+        if mechanism == "monitoring":
+            calib = _FuncHooks(None, None)
+            mon_hooks = _MonitoringHooks(calib)
+            calib.kind.update({plain.__code__: None, stepped.__code__: "step", waited.__code__: "wait"})
+            if not mon_hooks.install(waits=True):  # PY_UNWIND as with a real --data-wait-func
+                return 0, 0
+            try:
+                E = sys.monitoring.events
+                sys.monitoring.set_local_events(mon_hooks.tool, waited.__code__, E.PY_RESUME | E.PY_RETURN | E.PY_YIELD)
+                mon_hooks.local.append(waited.__code__)
+                plain()  # disabled at its first call
+                return _calibrate(stepped, plain), _calibrate(waited, plain)
+            finally:
+                mon_hooks.uninstall()
+        calib = _FuncHooks(None, None)
+        if not calib.wrap(stepped, "step") or not calib.wrap(waited, "wait"):
+            return 0, 0
+        return _calibrate(stepped, plain), _calibrate(waited, plain)
+    finally:
+        _set_marks()
 
 
 # ---- entry point ----------------------------------------------------------------------------------------
@@ -337,22 +769,69 @@ def _debug(msg):
 
 
 _installed = False
+_func_hooks = None  # _FuncHooks while --data-wait-func / --step-func are in force
+_monitoring = None  # _MonitoringHooks (3.13+)
+_exec_watch = None  # _ExecWatch (3.9-3.12)
+_import_hook = None
+_embedded_finder = None  # the bootstrap's finder of this package (collector/src/python/hooks_bootstrap.py)
+hook_info = ""  # one line for the recording: which mechanism, how many functions, what one event costs
+
+
+def _on_exec(code):
+    """Called by the collector's audit hook for each "exec" event while install() asked for them."""
+    if _exec_watch is not None and _active:
+        try:
+            _exec_watch.on_exec(code)
+        except Exception as e:  # never break the program's import or its __main__
+            _debug(f"exec watch: {e!r}")
 
 
 def install(wait_func=None, step_func=None):
-    """Installs the hooks once; returns False (and does nothing) when neither collector nor log is there.
-    wait_func / step_func: the --data-wait-func / --step-func regexes (default: STEPSCOPE_DATA_WAIT_FUNC /
-    STEPSCOPE_STEP_FUNC from the environment)."""
-    global _sink, _installed
+    """Installs the hooks (again after uninstall()); returns False (and does nothing) when neither collector nor
+    log is there. wait_func / step_func: the --data-wait-func / --step-func regexes (default:
+    STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC from the environment)."""
+    global _sink, _installed, _active, _func_hooks, _monitoring, _exec_watch, _import_hook, hook_info
     if _installed:
         return True
     sink = _Sink()
     if not sink.usable:
         return False
     _sink = sink
-    _installed = True
-    hook = _ImportHook()
-    sys.meta_path.insert(0, hook)
+    _installed = _active = True
+    _set_marks()
+    if wait_func is None:
+        wait_func = os.environ.get("STEPSCOPE_DATA_WAIT_FUNC")
+    if step_func is None:
+        step_func = os.environ.get("STEPSCOPE_STEP_FUNC")
+    wait_re, step_re = _compile("--data-wait-func", wait_func), _compile("--step-func", step_func)
+    hook_info = ""
+    if wait_re is not None or step_re is not None:
+        hooks = _FuncHooks(wait_re, step_re)
+        # 3.13+: sys.monitoring (any function, nested ones and coroutines too). 3.9-3.12: trampolines; 3.12's
+        # sys.monitoring cost issue 47's loop 4.7-5.4% where trampolines cost 0.8-2.7% (docs/performance.md).
+        # STEPSCOPE_PYTHON_FUNC_HOOKS=monitoring|trampolines picks one (3.12+ for monitoring).
+        choice = os.environ.get("STEPSCOPE_PYTHON_FUNC_HOOKS", "")
+        use_monitoring = hasattr(sys, "monitoring") and (
+            choice == "monitoring" or (choice != "trampolines" and sys.version_info >= (3, 13)))
+        if use_monitoring:
+            costs = _measure_event_cost("monitoring")
+            mon = _MonitoringHooks(hooks)
+            if mon.install():
+                _func_hooks, _monitoring = hooks, mon
+                hook_info = "sys.monitoring"
+        else:
+            costs = _measure_event_cost("trampoline")
+            _func_hooks = hooks
+            _exec_watch = _ExecWatch(hooks)
+            hooks.scan_all()
+            hook_info = f"trampolines ({len(hooks.wrapped)} at install)"
+        if _func_hooks is not None:
+            hook_info += f"; {costs[0]} ns a hooked step call, {costs[1]} ns a hooked wait call"
+            _sink.hook_info(hook_info, costs)
+    _import_hook = _ImportHook()
+    sys.meta_path.insert(0, _import_hook)
+    if _embedded_finder is not None and _embedded_finder not in sys.meta_path:
+        sys.meta_path.append(_embedded_finder)  # `import stepscope` served again while recording
     for name, patch in _TARGETS.items():  # already imported (e.g. installed late): patch now
         module = sys.modules.get(name)
         if module is not None:
@@ -360,16 +839,38 @@ def install(wait_func=None, step_func=None):
                 patch(module)
             except Exception as e:
                 _debug(f"patching {name} failed: {e!r}")
-    if wait_func is None:
-        wait_func = os.environ.get("STEPSCOPE_DATA_WAIT_FUNC")
-    if step_func is None:
-        step_func = os.environ.get("STEPSCOPE_STEP_FUNC")
-    wait_re, step_re = _compile("--data-wait-func", wait_func), _compile("--step-func", step_func)
-    if wait_re is not None or step_re is not None:
-        hooks = _RegexHooks(wait_re, step_re)
-        if hasattr(sys, "monitoring"):
-            _install_monitoring(hooks)
-        else:
-            _install_profile(hooks)
-    _debug(f"hooks installed (collector={'yes' if sink.collector else 'no'})")
+    _debug(f"hooks installed (collector={'yes' if sink.collector else 'no'}{'; ' + hook_info if hook_info else ''})")
     return True
+
+
+def uninstall():
+    """Undoes everything install() did: the program runs as it did before (a recording window closed)."""
+    global _installed, _active, _func_hooks, _monitoring, _exec_watch, _import_hook
+    if not _installed:
+        return
+    _active = False
+    for finder in (_import_hook, _embedded_finder):
+        if finder is not None and finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+    _import_hook = None
+    if _exec_watch is not None:
+        _exec_watch.stop()
+        _exec_watch = None
+    if _monitoring is not None:
+        _monitoring.uninstall()
+        _monitoring = None
+    if _func_hooks is not None:
+        _func_hooks.unwrap_all()
+        _func_hooks = None
+    while _undo:
+        try:
+            _undo.pop()()
+        except Exception as e:
+            _debug(f"undoing a patch failed: {e!r}")
+    _installed = False
+    _debug("hooks removed")
+
+
+def wants_exec_events():
+    """True while the collector should pass "exec" audit events to _on_exec (trampolines with a regex: 3.9-3.12)."""
+    return _exec_watch is not None

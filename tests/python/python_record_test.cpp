@@ -295,6 +295,49 @@ void check_host_activity_adds_up(Analyzed& a, int64_t training_tid) {
 
 }  // namespace
 
+// In a flame graph the Python frames are callers of the native frames they called (issue 48): a stack whose native
+// unwind stopped in code without unwind tables (MKL's kernels, JIT code) before the evaluator reads root first
+// `<module>;…;_engine_run_backward;[truncated];mkl_…`, never `mkl_…;<module>;…` (~30% of this trainer's samples
+// read that way before).
+void check_python_frames_call_native_ones(const std::string& db) {
+  const std::string folded = db + ".folded";
+  REQUIRE(run_shell(shell_quote(STEPSCOPE_CLI) + " export " + shell_quote(db) + " --format folded -o " +
+                    shell_quote(folded))
+              .status == 0);
+  std::istringstream in(read_file(folded));
+  int64_t python = 0, cut = 0, wrong = 0;
+  std::string first_wrong;
+  for (std::string line; std::getline(in, line);) {
+    const auto space = line.rfind(' ');
+    const int64_t n = std::atoll(line.c_str() + space + 1);
+    std::vector<std::string> frames;
+    std::istringstream parts(line.substr(0, space));
+    for (std::string f; std::getline(parts, f, ';');) frames.push_back(f);
+    auto is_python = [](const std::string& f) {
+      const auto open = f.rfind(" (");
+      return open != std::string::npos && f.find(".py:", open) != std::string::npos && f.back() == ')';
+    };
+    if (frames.size() < 3 || std::none_of(frames.begin() + 2, frames.end(), is_python)) continue;
+    python += n;
+    cut += line.find(";[truncated];") != std::string::npos ? n : 0;
+    const std::string& root = frames[2];  // after the process and thread
+    const bool ok = is_python(root) || root.rfind("_start", 0) == 0 || root.rfind("__libc_start", 0) == 0 ||
+                    root.rfind("clone", 0) == 0 || root.rfind("start_thread", 0) == 0 ||
+                    root.rfind("[stack deeper", 0) == 0;
+    if (!ok) {
+      wrong += n;
+      if (first_wrong.empty()) first_wrong = line.substr(0, 400);
+    }
+  }
+  const auto meta = stepscope::store::StoreReader(db).meta();
+  std::printf("torch trainer: %lld samples with Python frames, %lld with a [truncated] native part (meta: %s of %s)\n",
+              (long long)python, (long long)cut, meta.at("collector.python_native_cut_samples").c_str(),
+              meta.at("collector.python_samples").c_str());
+  INFO(first_wrong);
+  CHECK(wrong == 0);
+  CHECK(python > 100);
+}
+
 TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thread and agrees with Kineto, "
           "num_workers=2 is not",
           "[framework]") {
@@ -327,6 +370,7 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
     CHECK(k.finding_severity("input-bound") == "high");
     CHECK(std::abs(a.share() - k.share()) < 0.05);
     check_host_activity_adds_up(a, w.threads.begin()->second);
+    check_python_frames_call_native_ones(db);
     for (auto f : a.doc["findings"].get_array())
       if (std::string_view(f["rule"]) == "input-bound") {
         saving_estimated_us = double(f["est_savings_us_per_step"]);

@@ -422,6 +422,12 @@ std::string to_json(const Analysis& a) {
     w.kv("removed_us", s.profiler.removed_us).kv("step_median_us", s.profiler.step_median_us);
     w.kv("corrected_step_median_us", s.profiler.corrected_step_median_us);
   }
+  if (s.profiler.hook_ns_per_step_call > 0 || s.profiler.hook_ns_per_wait_call > 0) {
+    w.kv("python_hook_us_per_step_call", s.profiler.hook_ns_per_step_call / 1000.0)
+        .kv("python_hook_step_calls", s.profiler.hook_step_calls);
+    w.kv("python_hook_us_per_wait_call", s.profiler.hook_ns_per_wait_call / 1000.0)
+        .kv("python_hook_wait_calls", s.profiler.hook_wait_calls);
+  }
   w.end_object();
   w.end_object();
   // gpu_steps (the steps in the GPU's time when the host runs ahead) have the same fields, profiler_us 0.

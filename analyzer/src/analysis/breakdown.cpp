@@ -560,6 +560,28 @@ void count_launches(Context& ctx) {
     if (ctx.api_op_count[i])
       if (int32_t st = ctx.step_at(t.api_calls[i].start); st >= 0) ctx.launches[st]++;
   ctx.profiler = profiler_correction(t);
+  // The Python hooks of --step-func/--data-wait-func: one hooked call per step boundary of step-func and per
+  // data wait of data-wait-func, each at its kind's measured cost.
+  ctx.hook_ns.assign(ctx.windows.size(), 0);
+  auto cost = [&](const char* key) {
+    auto it = t.meta.find(key);
+    const double ns = it == t.meta.end() ? 0 : std::strtod(it->second.c_str(), nullptr);
+    return ns > 0 && ns < 1e6 ? ns : 0.0;
+  };
+  ProfilerCorrection& p = ctx.profiler;
+  p.hook_ns_per_step_call = cost("python.hook_ns_per_step_call");
+  p.hook_ns_per_wait_call = cost("python.hook_ns_per_wait_call");
+  if (p.hook_ns_per_step_call > 0 && ctx.step_source == "step-func") {
+    for (auto& ns : ctx.hook_ns) ns += int64_t(p.hook_ns_per_step_call);
+    p.hook_step_calls = int64_t(ctx.windows.size());
+  }
+  if (p.hook_ns_per_wait_call > 0)
+    for (const auto& d : t.data_waits)
+      if (t.str(d.source) == "data-wait-func")
+        if (int32_t st = ctx.step_at(d.start); st >= 0) {
+          ctx.hook_ns[st] += int64_t(p.hook_ns_per_wait_call);
+          p.hook_wait_calls++;
+        }
 }
 
 // Per step: GPU busy and the idle split by cause (data, launch, host, sync, other), the profiler's own cost
@@ -625,6 +647,12 @@ void break_down_steps(Context& ctx) {
       // Keep the dispatch parts in proportion to what was left.
       launch_dispatch -= std::min(launch_dispatch, from_launch);
       host_dispatch -= std::min(host_dispatch, from_host);
+    }
+    // The Python hooks' own calls ran on the host: out of its time.
+    if (const int64_t hooks = ctx.hook_ns[i]; hooks > 0) {
+      const int64_t from_host = std::min(hooks, st.host_idle_ns);
+      st.host_idle_ns -= from_host;
+      st.profiler_ns += from_host;
     }
     ctx.dispatch_idle[i] = launch_dispatch + host_dispatch;
     ctx.dispatch_launch_idle[i] = launch_dispatch;

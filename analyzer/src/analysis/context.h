@@ -116,6 +116,7 @@ struct Context {
   std::vector<int64_t> dispatch_idle;   // per step: launch + host idle inside dispatch gaps (after correction)
   std::vector<int64_t> dispatch_launch_idle;  // per step: the launch-call part of dispatch_idle
   std::vector<int64_t> launches;        // per step: launch calls (API calls that issued GPU work) it made
+  std::vector<int64_t> hook_ns;         // per step: what its --step-func/--data-wait-func hooked calls cost
   std::vector<uint8_t> steady;          // per step: 1 unless it is a warm-up first step (kWarmupStepFactor)
   int64_t total_step_ns = 0;
   int64_t traced_step_ns = 0;           // ... of the steps whose GPU activity was traced: the base of GPU shares

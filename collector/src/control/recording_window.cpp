@@ -51,6 +51,9 @@ int64_t end_window() {
     g_drainer = nullptr;
   }
   reset_recorded_state(false);
+#if STEPSCOPE_HAVE_PYTHON
+  python_hooks::disarm();  // nothing of ours runs in the program's Python between windows
+#endif
   g->timer_kind = TimerKind::None;
   g->collector_tid.store(0);
   g->state.store(kOff, std::memory_order_release);

@@ -11,6 +11,9 @@
 namespace stepscope::collector {
 namespace {
 thread_local std::vector<std::pair<int64_t, std::string>> t_data_waits;
+// The Python helper measures what a hooked call costs through the real entry points: while set on a thread, they
+// read the clock and the thread id as always and record nothing (stepscope_collector_python_probe).
+thread_local bool t_probe = false;
 }  // namespace
 
 bool running() { return g && g->state.load(std::memory_order_relaxed) == kRunning; }
@@ -62,7 +65,9 @@ extern "C" {
 __attribute__((visibility("default"))) int stepscope_collector_active(void) { return running() ? 1 : 0; }
 
 __attribute__((visibility("default"))) void stepscope_collector_step(const char* source) {
-  add_step_boundary(now_ns(), current_tid(), source);
+  const int64_t t = now_ns();
+  const int32_t tid = current_tid();
+  if (!t_probe) add_step_boundary(t, tid, source);
 }
 
 __attribute__((visibility("default"))) void stepscope_collector_step_at(int64_t t_ns, const char* source) {
@@ -89,11 +94,19 @@ __attribute__((visibility("default"))) void stepscope_collector_data_wait_begin(
 }
 
 __attribute__((visibility("default"))) void stepscope_collector_data_wait_end(void) {
-  if (!running() || t_data_waits.empty()) return;
+  if (t_data_waits.empty()) return;
   auto [start, source] = t_data_waits.back();
-  t_data_waits.pop_back();
-  stepscope_collector_data_wait(start, now_ns(), source.c_str());
+  t_data_waits.pop_back();  // also after the window closed: the next window's waits start from a clean stack
+  if (!running()) return;
+  const int64_t end = now_ns();
+  if (t_probe) {
+    current_tid();  // what stepscope_collector_data_wait reads
+    return;
+  }
+  stepscope_collector_data_wait(start, end, source.c_str());
 }
+
+__attribute__((visibility("default"))) void stepscope_collector_python_probe(int on) { t_probe = on != 0; }
 
 }  // extern "C"
 

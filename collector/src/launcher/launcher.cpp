@@ -321,12 +321,27 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                           t.meta.count("python.frames_read") && t.meta.at("python.frames_read") == "1");
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
-      for (const char* k :
-           {"collector.timer", "collector.signal", "cupti.clock", "collector.handler_ns_median",
-            "collector.handler_ns_p99", "collector.stack_window_bytes", "collector.ring_bytes",
-            "collector.drain_period_ms", "collector.unwinder", "cupti.api_tracing", "cupti.thread_ids",
-            "cupti.stack_callback_ids", "gpu.window", "gpu.window_requested", "cupti.launch_cost_ns",
-            "cupti.launch_cost_method", "cupti.calibration", "cupti.detach"})
+      for (const char* k : {"collector.timer",
+                            "collector.signal",
+                            "cupti.clock",
+                            "collector.handler_ns_median",
+                            "collector.handler_ns_p99",
+                            "collector.stack_window_bytes",
+                            "collector.ring_bytes",
+                            "collector.drain_period_ms",
+                            "collector.unwinder",
+                            "cupti.api_tracing",
+                            "cupti.thread_ids",
+                            "cupti.stack_callback_ids",
+                            "gpu.window",
+                            "gpu.window_requested",
+                            "cupti.launch_cost_ns",
+                            "cupti.launch_cost_method",
+                            "cupti.calibration",
+                            "cupti.detach",
+                            "python.func_hooks",
+                            "python.hook_ns_per_step_call",
+                            "python.hook_ns_per_wait_call"})
         if (auto it = t.meta.find(k); it != t.meta.end()) merged_meta[k] = it->second;
       for (const char* k : {"collector.cpu_s", "collector.own_threads_cpu_s", "collector.handler_cpu_s_estimate"})
         if (auto it = t.meta.find(k); it != t.meta.end()) own_cpu[k] += std::atof(it->second.c_str());
@@ -340,7 +355,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
             "collector.guarded_read_faults", "collector.out_of_memory_passes",
             "collector.unknown_thread_signals", "collector.alt_stack_skipped_samples",
             "collector.call_stacks_skipped", "collector.unwind_memory_reads", "collector.raw_stack_hits",
-            "collector.stack_node_lookups", "collector.unwind_table_searches",
+            "collector.stack_node_lookups", "collector.unwind_table_searches", "collector.python_samples",
+            "collector.python_native_cut_samples",
             "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.

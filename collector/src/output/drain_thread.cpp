@@ -68,6 +68,8 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.leaf_only_samples"] = std::to_string(u.leaf_only);
   m["collector.raw_stack_hits"] = std::to_string(u.raw_hits);
   m["collector.stack_node_lookups"] = std::to_string(u.node_lookups);
+  m["collector.python_samples"] = std::to_string(u.python_samples);
+  m["collector.python_native_cut_samples"] = std::to_string(u.python_cut);
   m["collector.stack_window_bytes"] = std::to_string(g->stack_window);
   m["collector.ring_bytes"] = std::to_string(g->ring_bytes);
   m["collector.drain_period_ms"] = std::to_string(g->drain_period_ms);
@@ -146,6 +148,7 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.cpu_hz"] = std::to_string(g->config.cpu_hz);
 #if STEPSCOPE_HAVE_PYTHON
   m["python.hooks"] = python_hooks::status();
+  python_hooks::add_meta(m);
   m["python.frames"] = python::describe();
   m["python.frames_read"] = g->python_ready.load() ? "1" : "0";
 #endif

@@ -129,6 +129,19 @@ int64_t Drainer::truncated_frame() {
   return truncated_frame_ = f.id;
 }
 
+// Between a sample's recovered native frames and the Python frames that called them, where the native unwind
+// stopped short of the evaluator: the native frames in between are unknown.
+int64_t Drainer::native_cut_frame() {
+  if (native_cut_frame_) return native_cut_frame_;
+  store::Frame f;
+  f.id = ++last_frame_;
+  f.module = intern("[stepscope]");
+  f.symbol = intern("[truncated]");
+  f.kind = store::FrameKind::Native;
+  put(f);
+  return native_cut_frame_ = f.id;
+}
+
 int64_t Drainer::stack_node(int64_t parent, int64_t frame) {
   auto key = std::make_pair(parent, frame);
   auto it = stacks_.find(key);
@@ -198,6 +211,12 @@ int64_t Drainer::record_stack(const uint8_t* rec, size_t len, SampleHeader& h) {
   raw_key_.assign(reinterpret_cast<const char*>(pcs), n_pcs * sizeof(uintptr_t));
   raw_key_.append(reinterpret_cast<const char*>(py_.data()), n_py_bytes);
   raw_key_.push_back(r.truncated ? 't' : 'w');
+  if (h.n_py) {
+    ++stats_.python_samples;
+    bool reached = false;
+    for (size_t i = 0; i < n_pcs && !reached; ++i) reached = is_eval_frame(pcs[i]);
+    stats_.python_cut += !reached && n_pcs > 0;
+  }
   if (auto it = raw_stacks_.find(raw_key_); it != raw_stacks_.end()) {
     ++stats_.raw_hits;
     return it->second;
@@ -242,11 +261,14 @@ int64_t Drainer::intern_stack(const uintptr_t* pcs, size_t n_pcs, const python::
     }
     frame_ids_.push_back(native_frame(pcs[i], i == 0 && first_is_leaf));
   }
-  if (!spliced && n_py) {  // no evaluator frame found natively: Python frames as the leaf
-    std::vector<int64_t> with_py;
-    for (size_t i = 0; i < n_py; ++i) with_py.push_back(python_frame(py[i]));
-    with_py.insert(with_py.end(), frame_ids_.begin(), frame_ids_.end());
-    frame_ids_.swap(with_py);
+  if (!spliced && n_py) {
+    // No evaluator frame among the native ones: the native unwind stopped before it (code without unwind
+    // tables, such as MKL's kernels or JIT code). What it recovered was called from the Python frames, so they
+    // are its callers, a [truncated] frame between for the native frames that are missing. (Putting the Python
+    // frames below the native leaf drew MKL calling `<module>` in flame graphs: ~30% of a PyTorch trainer's
+    // samples.)
+    if (!frame_ids_.empty()) frame_ids_.push_back(native_cut_frame());
+    for (size_t i = 0; i < n_py; ++i) frame_ids_.push_back(python_frame(py[i]));
   }
   // A stack deeper than the copied window: its outermost frames are missing, and the tree says so at its root.
   if (truncated) frame_ids_.push_back(truncated_frame());

@@ -48,6 +48,10 @@ class Drainer {
     uint64_t stack_bytes = 0, max_stack_bytes = 0;
     uint64_t raw_hits = 0;      // samples whose raw stack was interned before (no frame or node lookups)
     uint64_t node_lookups = 0;  // prefix-tree nodes looked up for the others
+    // Samples with Python frames, and those of them whose native unwind stopped before the interpreter's
+    // evaluator (code without unwind tables: MKL's kernels, JIT code): their Python frames are the callers of
+    // what was recovered, a [truncated] frame between.
+    uint64_t python_samples = 0, python_cut = 0;
   };
   const UnwindStats& unwind_stats() const { return stats_; }
   const unwind::CopiedStackUnwinder& unwinder() const { return unwinder_; }
@@ -80,6 +84,7 @@ class Drainer {
   int64_t intern_stack(const uintptr_t* pcs, size_t n_pcs, const python::RawPyFrame* py, size_t n_py,
                        bool first_is_leaf, bool truncated);
   int64_t truncated_frame();
+  int64_t native_cut_frame();
   int64_t native_frame(uintptr_t pc, bool leaf);
   int64_t native_frame_uncached(uintptr_t pc, bool leaf);
   int64_t python_frame(const python::RawPyFrame& pf);
@@ -97,7 +102,7 @@ class Drainer {
   UnwindStats stats_;
   std::vector<uintptr_t> unwound_;
   std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> frames_, py_frames_, stacks_;
-  int64_t last_frame_ = 0, last_stack_ = 0, truncated_frame_ = 0;
+  int64_t last_frame_ = 0, last_stack_ = 0, truncated_frame_ = 0, native_cut_frame_ = 0;
   std::unordered_set<int32_t> threads_named_;
   // PC → frame id, direct-mapped in front of the module lookup and frames_ (emptied when the modules change).
   struct PcSlot {

@@ -5,6 +5,9 @@
 #
 # Given as globals: _lib (the collector library's path), _sources ({module name: (file name, source)} of the
 # embedded `stepscope` package), _wait_func / _step_func (--data-wait-func / --step-func), _how (what ran it).
+# Leaves _on_exec (the callable the collector's audit hook passes "exec" events to, or None when the hooks need
+# none) beside _status. A second recording window of the same process runs it again: the package is imported
+# already and install() puts back what the last window's uninstall() took out.
 # The embedded package is imported as `_stepscope`, the collector's own copy whatever else is on sys.path; the
 # public name `stepscope` (the marker API) falls back to the same sources only when nothing on sys.path has it,
 # so a pip-installed or PYTHONPATH copy keeps precedence and the user's sitecustomize and PYTHONPATH are never
@@ -14,8 +17,17 @@
 def _stepscope_bootstrap():
     import sys
 
-    if "_stepscope" in sys.modules:
-        return "installed before (" + _how + ")"
+    global _on_exec
+    _on_exec = None
+    again = sys.modules.get("_stepscope._autohook")
+    if again is not None:
+        try:
+            done = again.install(wait_func=_wait_func, step_func=_step_func)
+        except BaseException as e:
+            return "failed (" + _how + "): " + type(e).__name__ + ": " + str(e)[:300]
+        if again.wants_exec_events():
+            _on_exec = again._on_exec
+        return ("installed again (" + _how + ")") if done else ("failed (" + _how + "): no collector entry points")
 
     class EmbeddedLoader:
         def __init__(self, sources):
@@ -54,7 +66,10 @@ def _stepscope_bootstrap():
     try:
         import _stepscope._autohook as autohook
 
+        autohook._embedded_finder = finder  # uninstall() takes it out, install() puts it back
         done = autohook.install(wait_func=_wait_func, step_func=_step_func)
+        if autohook.wants_exec_events():
+            _on_exec = autohook._on_exec
     except BaseException as e:  # never break the program: say why in the recording
         return "failed (" + _how + "): " + type(e).__name__ + ": " + str(e)[:300]
     public = sys.modules.get("stepscope")
@@ -65,5 +80,8 @@ def _stepscope_bootstrap():
     return "installed (" + _how + ")"
 
 
+_on_exec = None
 _status = _stepscope_bootstrap()
 del _stepscope_bootstrap
+if _on_exec is None:
+    del _on_exec  # the collector then passes no "exec" events (3.13+, or no --step-func/--data-wait-func)

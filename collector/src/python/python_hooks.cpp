@@ -39,6 +39,9 @@ struct CApi {
   PyObj* (*tuple_new)(long) = nullptr;
   int (*tuple_set_item)(PyObj*, long, PyObj*) = nullptr;
   PyObj* (*run_string_flags)(const char*, int, PyObj*, PyObj*, void*) = nullptr;
+  PyObj* (*tuple_get_item)(PyObj*, long) = nullptr;
+  PyObj* (*call_object_args)(PyObj*, ...) = nullptr;  // PyObject_CallFunctionObjArgs
+  void (*inc_ref)(PyObj*) = nullptr;
   void (*dec_ref)(PyObj*) = nullptr;
   void (*err_clear)() = nullptr;
   int (*gil_ensure)() = nullptr;  // PyGILState_STATE is an enum
@@ -61,26 +64,41 @@ struct CApi {
     get(tuple_new, "PyTuple_New");
     get(tuple_set_item, "PyTuple_SetItem");
     get(run_string_flags, "PyRun_StringFlags");
+    get(tuple_get_item, "PyTuple_GetItem");
+    get(call_object_args, "PyObject_CallFunctionObjArgs");
+    get(inc_ref, "Py_IncRef");
     get(dec_ref, "Py_DecRef");
     get(err_clear, "PyErr_Clear");
     get(gil_ensure, "PyGILState_Ensure");  // optional: only the wake-up below uses them
     get(gil_release, "PyGILState_Release");
     return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
            dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
-           tuple_set_item && run_string_flags && dec_ref && err_clear;
+           tuple_set_item && run_string_flags && tuple_get_item && call_object_args && inc_ref && dec_ref &&
+           err_clear;
   }
 };
 
-enum State : int { kNone, kArmed, kScheduled, kInstalling, kInstalled, kFailed };
+// kArmed: an audit hook waits for the interpreter's start; kReady: the interpreter runs, and pending calls bring the
+// hooks in and out to match `want` (sync()).
+enum State : int { kNone, kArmed, kReady, kFailed };
 
 // Constant-initialized: arm() runs from the library's constructor, before this file's dynamic initializers.
 CApi api;
 std::atomic<int> state{kNone};
+std::atomic<bool> want{false};         // a recording window is open: the hooks belong in the program
+std::atomic<bool> sync_queued{false};  // a pending call to sync() is queued
+std::atomic<bool> forward_exec{false};  // pass "exec" audit events to exec_callback
 std::mutex status_mu;
+// The GIL guards these: only sync() and the audit hook (both with it held) touch them.
+bool in_place = false;              // install() ran and uninstall() did not since
+bool audit_hook_added = false;      // PEP 578 hooks cannot be removed: one per process
+PyObj* exec_callback = nullptr;     // _autohook._on_exec while the hooks need "exec" events (3.9-3.12)
 
 struct Texts {
   std::string status = "none: the collector did not look for CPython";  // guarded by status_mu
-  std::string wait_func, step_func;  // written before arming, read by the installing thread
+  std::string wait_func, step_func;  // guarded by status_mu: the open window's regexes
+  std::string func_hooks;            // guarded by status_mu: how --data-wait-func/--step-func hook, from Python
+  int64_t hook_ns_per_step_call = -1, hook_ns_per_wait_call = -1;  // guarded by status_mu
 };
 Texts& texts() {
   static Texts* t = new Texts();  // never destroyed: an audit event may come during exit
@@ -98,12 +116,19 @@ std::string library_path() {
   return {};
 }
 
-// Runs hooks_bootstrap.py with its inputs as globals; GIL held. Returns its one-line status.
-std::string run_bootstrap(const char* how) {
+// Runs hooks_bootstrap.py with its inputs as globals; GIL held. Returns its one-line status; `callback` gets a
+// new reference to the exec-event callable it left, or nullptr.
+std::string run_bootstrap(const char* how, PyObj** callback) {
+  *callback = nullptr;
   PyObj* globals = api.dict_new();
   if (!globals) {
     api.err_clear();
     return "failed: no memory for a dict";
+  }
+  std::string wait_func, step_func;
+  {
+    std::lock_guard<std::mutex> lk(status_mu);
+    wait_func = texts().wait_func, step_func = texts().step_func;
   }
   bool ok = api.dict_set_item_string(globals, "__builtins__", api.eval_get_builtins()) == 0;
   auto set_str = [&](const char* key, const std::string& value) {
@@ -112,8 +137,8 @@ std::string run_bootstrap(const char* how) {
     if (v) api.dec_ref(v);
   };
   set_str("_lib", library_path());
-  set_str("_wait_func", texts().wait_func);
-  set_str("_step_func", texts().step_func);
+  set_str("_wait_func", wait_func);
+  set_str("_step_func", step_func);
   set_str("_how", how);
   PyObj* sources = api.dict_new();
   ok = ok && sources;
@@ -142,6 +167,10 @@ std::string run_bootstrap(const char* how) {
       PyObj* s = api.dict_get_item_string(globals, "_status");  // borrowed
       const char* text = s ? api.unicode_as_utf8(s) : nullptr;
       result = text ? text : "failed: the bootstrap left no status";
+      if (PyObj* cb = api.dict_get_item_string(globals, "_on_exec")) {  // borrowed; absent when not needed
+        api.inc_ref(cb);
+        *callback = cb;
+      }
     } else {
       result = std::string("failed (") + how + "): the bootstrap raised";
     }
@@ -151,28 +180,73 @@ std::string run_bootstrap(const char* how) {
   return result;
 }
 
-void install(const char* how) {
-  int expected = state.load();
-  if ((expected != kArmed && expected != kScheduled) || !state.compare_exchange_strong(expected, kInstalling))
+// Runs a line of Python in a fresh namespace; GIL held. Nothing it raises reaches the program.
+void run_line(const char* code) {
+  PyObj* globals = api.dict_new();
+  if (!globals) {
+    api.err_clear();
     return;
-  const std::string result = run_bootstrap(how);
-  set_status(result);
-  state.store(result.rfind("installed", 0) == 0 ? kInstalled : kFailed);
-  if (std::getenv("STEPSCOPE_PYTHON_DEBUG"))
-    std::fprintf(stderr, "stepscope: python hooks %s\n", result.c_str());
+  }
+  if (api.dict_set_item_string(globals, "__builtins__", api.eval_get_builtins()) == 0)
+    if (PyObj* r = api.run_string_flags(code, kPyFileInput, globals, globals, nullptr)) api.dec_ref(r);
+  api.err_clear();
+  api.dec_ref(globals);
 }
 
-// PEP 578 audit hook: stays registered for the life of the process (hooks cannot be removed), so after the
-// installation it returns at its first comparison.
-int on_audit_event(const char* event, PyObj*, void*) {
+int on_audit_event(const char* event, PyObj* args, void*);
+
+// Brings the hooks in or takes them out to match `want`; on the interpreter's thread with the GIL held.
+void sync(const char* how) {
+  sync_queued.store(false);
+  const bool wanted = want.load();
+  if (wanted && !in_place) {
+    PyObj* callback = nullptr;
+    const std::string result = run_bootstrap(how, &callback);
+    set_status(result);
+    in_place = result.rfind("installed", 0) == 0;
+    if (callback) {
+      exec_callback = callback;
+      // attach: the process has no audit hook of ours yet (record adds it before the interpreter starts)
+      if (!audit_hook_added && api.add_audit_hook(on_audit_event, nullptr) == 0) audit_hook_added = true;
+      api.err_clear();
+      forward_exec.store(audit_hook_added);
+    }
+    if (std::getenv("STEPSCOPE_PYTHON_DEBUG"))
+      std::fprintf(stderr, "stepscope: python hooks %s\n", result.c_str());
+  } else if (!wanted && in_place) {
+    forward_exec.store(false);
+    if (exec_callback) api.dec_ref(exec_callback);
+    exec_callback = nullptr;
+    run_line("import sys\nm = sys.modules.get('_stepscope._autohook')\nif m is not None: m.uninstall()\n");
+    in_place = false;
+    std::lock_guard<std::mutex> lk(status_mu);
+    texts().func_hooks.clear();
+    texts().hook_ns_per_step_call = texts().hook_ns_per_wait_call = -1;
+  }
+}
+
+// PEP 578 audit hook: stays registered for the life of the process (hooks cannot be removed). Before the
+// installation it waits for the interpreter's start; afterwards it returns at its first comparisons, except for
+// "exec" events while the hooks want them (a module's code about to run: 3.9-3.12 find the functions to hook).
+int on_audit_event(const char* event, PyObj* args, void*) {
+  if (forward_exec.load(std::memory_order_relaxed)) {
+    if (exec_callback && event[0] == 'e' && std::strcmp(event, "exec") == 0) {
+      if (PyObj* code = api.tuple_get_item(args, 0)) {
+        if (PyObj* r = api.call_object_args(exec_callback, code, nullptr)) api.dec_ref(r);
+      }
+      api.err_clear();
+    }
+    return 0;
+  }
   if (state.load(std::memory_order_relaxed) != kArmed) return 0;
   if (!api.is_initialized()) return 0;  // site and the standard library still being set up
-  install(event);
+  int expected = kArmed;
+  if (state.compare_exchange_strong(expected, kReady)) sync(event);
   return 0;
 }
 
 int on_pending_call(void*) {
-  install("pending call");
+  sync("pending call");
   return 0;
 }
 
@@ -201,10 +275,35 @@ void start_wake_up() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+// Queues a sync() on the interpreter's main thread (and wakes it: see start_wake_up).
+void schedule() {
+  if (sync_queued.exchange(true)) return;
+  if (api.add_pending_call(on_pending_call, nullptr) != 0) {
+    sync_queued.store(false);
+    set_status("failed: Py_AddPendingCall refused (its queue is full)");
+    return;
+  }
+  start_wake_up();
+}
+
 }  // namespace
 
 void arm(const std::string& wait_func, const std::string& step_func) {
-  if (state.load() != kNone) return;  // armed or done already (a later window, a forked child)
+  {
+    std::lock_guard<std::mutex> lk(status_mu);
+    texts().wait_func = wait_func;
+    texts().step_func = step_func;
+  }
+  const int st = state.load();
+  if (st == kFailed) return;
+  if (st == kArmed || st == kReady) {  // a later window: bring them back in
+    want.store(true);
+    if (st == kReady) {
+      set_status("pending: the main thread has run no Python since the window opened");
+      schedule();
+    }
+    return;
+  }
   if (const char* off = std::getenv("STEPSCOPE_PYTHON_HOOKS"); off && std::strcmp(off, "0") == 0) {
     set_status("off: STEPSCOPE_PYTHON_HOOKS=0");  // bench/overhead measures the hooks' own cost with it
     return;
@@ -221,8 +320,7 @@ void arm(const std::string& wait_func, const std::string& step_func) {
     }
     return;
   }
-  texts().wait_func = wait_func;
-  texts().step_func = step_func;
+  want.store(true);
   if (!api.is_initialized()) {
     state.store(kArmed);
     set_status("pending: the interpreter raised no event after its start-up");
@@ -230,17 +328,19 @@ void arm(const std::string& wait_func, const std::string& step_func) {
       api.err_clear();
       state.store(kFailed);
       set_status("failed: PySys_AddAuditHook refused the hook");
+      return;
     }
+    audit_hook_added = true;  // before the interpreter exists: no other thread runs Python yet
     return;
   }
-  state.store(kScheduled);
+  state.store(kReady);
   set_status("pending: the main thread has run no Python since the collector arrived");
-  if (api.add_pending_call(on_pending_call, nullptr) != 0) {
-    state.store(kFailed);
-    set_status("failed: Py_AddPendingCall refused (its queue is full)");
-    return;
-  }
-  start_wake_up();
+  schedule();
+}
+
+void disarm() {
+  want.store(false);
+  if (state.load() == kReady) schedule();  // kArmed: the interpreter never started; nothing is in place
 }
 
 bool arm_if_late(const std::string& wait_func, const std::string& step_func) {
@@ -255,4 +355,27 @@ std::string status() {
   return texts().status;
 }
 
+void add_meta(std::map<std::string, std::string>& meta) {
+  std::lock_guard<std::mutex> lk(status_mu);
+  if (texts().func_hooks.empty()) return;
+  meta["python.func_hooks"] = texts().func_hooks;
+  meta["python.hook_ns_per_step_call"] = std::to_string(texts().hook_ns_per_step_call);
+  meta["python.hook_ns_per_wait_call"] = std::to_string(texts().hook_ns_per_wait_call);
+}
+
+void set_hook_cost(int64_t step_ns, int64_t wait_ns, const char* info) {
+  std::lock_guard<std::mutex> lk(status_mu);
+  texts().func_hooks = info ? info : "";
+  texts().hook_ns_per_step_call = step_ns;
+  texts().hook_ns_per_wait_call = wait_ns;
+}
+
 }  // namespace stepscope::collector::python_hooks
+
+// The Python helper reports how its --data-wait-func/--step-func hooks work and what one hooked call of each kind
+// costs (python/stepscope/_autohook.py measures it at install); the analyzer takes that out as the profiler's cost.
+extern "C" __attribute__((visibility("default"))) void stepscope_collector_python_hook_cost(int64_t step_ns,
+                                                                                          int64_t wait_ns,
+                                                                                          const char* info) {
+  stepscope::collector::python_hooks::set_hook_cost(step_ns, wait_ns, info);
+}

@@ -126,6 +126,11 @@ struct ProfilerCorrection {
   double removed_us = 0;          // summed StepBreakdown::profiler_ns
   double step_median_us = 0;      // recorded median step
   double corrected_step_median_us = 0;  // median of (dur - profiler): the estimated unprofiled step
+  // --step-func/--data-wait-func: what one hooked Python call of each kind cost the program (meta
+  // python.hook_ns_per_step_call / _wait_call, measured at install) and how many such calls the steps made
+  // (a step-func boundary each, and each data-wait-func wait); taken out of the steps' host time.
+  double hook_ns_per_step_call = 0, hook_ns_per_wait_call = 0;
+  int64_t hook_step_calls = 0, hook_wait_calls = 0;
 };
 
 struct AnalysisSummary {
