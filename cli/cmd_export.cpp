@@ -1,6 +1,7 @@
 // `stepscope export INPUT --format chrome -o trace.json[.gz]`: a store (or any input load_trace reads) as
 // Chrome trace JSON for Perfetto UI / chrome://tracing; `--format folded -o stacks.txt`: its CPU samples as
-// collapsed stacks for flame-graph tools. Written atomically.
+// collapsed stacks for flame-graph tools; `--format speedscope` / `--format svg`: the same stacks as a
+// speedscope profile or a flame graph that needs no other tool. Written atomically.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -14,38 +15,52 @@ namespace stepscope::cli {
 namespace {
 
 int run_export(const std::string& in, const std::string& format, const std::string& out) {
-  if (format != "chrome" && format != "folded")
-    throw store::StoreError(format, "unknown export format (supported: chrome, folded)");
+  if (format != "chrome" && format != "folded" && format != "speedscope" && format != "svg")
+    throw store::StoreError(format, "unknown export format (supported: chrome, folded, speedscope, svg)");
   store::Trace t = analyzer::load_trace(in);
-  if (format == "folded") {
+  if (format != "chrome") {
     if (t.samples.empty())
       throw store::StoreError(in, "no CPU samples to fold (a trace imported from Kineto or nsys has none)");
-    analyzer::export_folded_stacks(t, out);
-    std::printf("%s: %zu CPU samples as collapsed stacks (flamegraph.pl, inferno, https://speedscope.app)\n",
-                out.c_str(), t.samples.size());
+    const char* what = "collapsed stacks (flamegraph.pl, inferno, https://speedscope.app)";
+    if (format == "folded") {
+      analyzer::export_folded_stacks(t, out);
+    } else if (format == "speedscope") {
+      analyzer::export_speedscope(t, out, "CPU samples of " + in);
+      what = "a speedscope profile (open in https://speedscope.app)";
+    } else {
+      analyzer::export_flame_graph_svg(t, out, "CPU samples of " + in);
+      what = "a flame graph (open in a browser)";
+    }
+    std::printf("%s: %zu CPU samples as %s\n", out.c_str(), t.samples.size(), what);
     return 0;
   }
   analyzer::export_chrome_trace(t, out);
-  std::printf("%s: Chrome trace with %zu kernels, %zu memcpys, %zu memsets, %zu API calls, %zu ranges "
-              "(open in https://ui.perfetto.dev)%s\n",
-              out.c_str(), t.kernels.size(), t.memcpys.size(), t.memsets.size(), t.api_calls.size(),
-              t.ranges.size(),
-              t.samples.empty() ? ""
-                                : ("; its " + std::to_string(t.samples.size()) +
-                                   " CPU samples: --format folded (flame graphs)").c_str());
+  std::printf(
+      "%s: Chrome trace with %zu kernels, %zu memcpys, %zu memsets, %zu API calls, %zu ranges "
+      "(open in https://ui.perfetto.dev)%s\n",
+      out.c_str(), t.kernels.size(), t.memcpys.size(), t.memsets.size(), t.api_calls.size(), t.ranges.size(),
+      t.samples.empty() ? ""
+                        : ("; its " + std::to_string(t.samples.size()) +
+                           " CPU samples: --format svg, speedscope or folded (flame graphs)")
+                              .c_str());
   return 0;
 }
 
 CommandRegistration export_command(60, [](CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("export", "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing) "
-                                           "or its CPU samples as collapsed stacks (flame graphs)");
+  auto* sub = app.add_subcommand(
+      "export",
+      "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing) "
+      "or its CPU samples as collapsed stacks, a speedscope profile or an SVG flame graph");
   auto in = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("chrome");
   auto out = std::make_shared<std::string>();
   sub->add_option("INPUT", *in, "A stepscope store (or any trace stepscope reads)")->required();
-  sub->add_option("--format", *format, "Output format: chrome, or folded (collapsed stacks of the CPU samples)")
+  sub->add_option(
+         "--format", *format,
+         "Output format: chrome; or the CPU samples as folded (collapsed stacks), speedscope (JSON) or "
+         "svg (a flame graph)")
       ->capture_default_str();
-  sub->add_option("-o,--output", *out, "Output file; .gz compresses")->required();
+  sub->add_option("-o,--output", *out, "Output file; .gz compresses (chrome)")->required();
   sub->callback([&exit_code, in, format, out] { exit_code = run_export(*in, *format, *out); });
 });
 

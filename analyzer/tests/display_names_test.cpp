@@ -49,6 +49,30 @@ TEST_CASE("short_symbol folds template arguments and parameter lists of real PyT
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
 }
 
+TEST_CASE("a Python file shared by many packages is named by its path in its package, as py-spy does") {
+  using analyzer::python_file_name;
+  // A base name that says which file it is stays short.
+  CHECK(python_file_name("/home/me/proj/train.py") == "train.py");
+  CHECK(python_file_name("/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py") == "fromnumeric.py");
+  // A common one: the path below site-packages / dist-packages / the standard library's root.
+  CHECK(python_file_name("/opt/venv/lib/python3.12/site-packages/torch/autograd/__init__.py") ==
+        "torch/autograd/__init__.py");
+  CHECK(python_file_name("/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py") ==
+        "torch/nn/modules/module.py");
+  CHECK(python_file_name("/usr/lib/python3/dist-packages/numpy/__init__.py") == "numpy/__init__.py");
+  CHECK(python_file_name("/usr/lib/python3.11/json/__init__.py") == "json/__init__.py");
+  CHECK(python_file_name("/usr/local/lib/python3.11/site-packages/a/b/utils.py") == "a/b/utils.py");
+  // Outside a package root: at least its folder.
+  CHECK(python_file_name("/home/me/proj/utils.py") == "proj/utils.py");
+  CHECK(python_file_name("proj/__init__.py") == "proj/__init__.py");
+  CHECK(python_file_name("__main__.py") == "__main__.py");
+  CHECK(python_file_name("<frozen runpy>") == "<frozen runpy>");
+  CHECK(analyzer::python_frame_name("backward", "/x/site-packages/torch/autograd/__init__.py", 395) ==
+        "backward (torch/autograd/__init__.py:395)");
+  CHECK(analyzer::python_frame_name("<module>", "/home/me/proj/__main__.py", 0) ==
+        "<module> (proj/__main__.py)");
+}
+
 TEST_CASE("Python frames and unsymbolized addresses") {
   CHECK(analyzer::python_frame_name("_find_and_load", "<frozen importlib._bootstrap>", 1360) ==
         "_find_and_load (<frozen importlib._bootstrap>:1360)");

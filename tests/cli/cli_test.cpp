@@ -107,6 +107,40 @@ TEST_CASE("info on bad input: one line naming the file, exit code 2") {
   CHECK(d.output == "stepscope: " + dir.path().string() + ": is a directory, not a store\n");
 }
 
+TEST_CASE("info reads a raw trace as analyze does: the rows and findings of the store import would make") {
+  STEPSCOPE_REQUIRE_TRACES();
+  stepscope::test::ScratchDir dir("cli_info_trace");
+  const std::string trace = stepscope::test::trace_path("hta/alexnet_a100.json.gz");
+  auto r = run("info " + trace);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.rfind(trace + "  (kineto-json trace, not a stepscope store: imported on the fly", 0) == 0);
+  REQUIRE(run("import " + trace + " -o " + dir.file("alexnet.db")).status == 0);
+  auto s = run("info " + dir.file("alexnet.db"));
+  REQUIRE(s.status == 0);
+  // Every table row, the span, the findings line and the devices say the same of both (a store keeps only the
+  // strings in use, and the invariant is a store's).
+  std::istringstream store_lines(s.output);
+  int compared = 0;
+  for (std::string line; std::getline(store_lines, line);) {
+    if (line.rfind("strings ", 0) == 0 || line.rfind("invariant", 0) == 0 ||
+        line.find(" = ") != std::string::npos || line.rfind(dir.file("alexnet.db"), 0) == 0 || line.empty())
+      continue;
+    INFO(line);
+    CHECK(r.output.find(line + "\n") != std::string::npos);
+    ++compared;
+  }
+  CHECK(compared > 20);
+  CHECK(r.output.find("kernels ") != std::string::npos);
+  auto j = run("info --json " + trace);
+  CHECK(j.status == 0);
+  CHECK(j.output.find("\"kind\":\"trace\",\"source_format\":\"kineto-json\"") != std::string::npos);
+
+  std::ofstream(dir.file("no_events.json")) << "{\"x\": 1}\n";
+  auto bad = run("info " + dir.file("no_events.json"));
+  CHECK(bad.status == 2);
+  CHECK(bad.output == "stepscope: " + dir.file("no_events.json") + ": not a trace: no traceEvents array\n");
+}
+
 TEST_CASE("usage errors are one stepscope: line naming where the usage is, exit code 2") {
   auto a = run("attach abc");
   CHECK(a.status == 2);
@@ -171,9 +205,9 @@ TEST_CASE("export --format folded refuses a trace without CPU samples in one lin
   CHECK(r.status == 2);
   CHECK(r.output == "stepscope: " + k + ": no CPU samples to fold (a trace imported from Kineto or nsys has none)\n");
   CHECK(!std::filesystem::exists(dir.file("s.txt")));
-  auto u = run("export " + k + " --format svg -o " + dir.file("s.svg"));
+  auto u = run("export " + k + " --format pprof -o " + dir.file("s.pb"));
   CHECK(u.status == 2);
-  CHECK(u.output == "stepscope: svg: unknown export format (supported: chrome, folded)\n");
+  CHECK(u.output == "stepscope: pprof: unknown export format (supported: chrome, folded, speedscope, svg)\n");
 }
 
 TEST_CASE("attach to a kernel thread says it is one") {

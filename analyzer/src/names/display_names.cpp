@@ -143,13 +143,52 @@ std::string short_symbol(std::string_view raw) {
   return out;
 }
 
-std::string python_frame_name(std::string_view function, std::string_view file, int64_t line) {
+namespace {
+
+// Base names many packages share: "__init__.py" alone does not say whose. A fixed list, not "ambiguous in
+// this trace", so that a frame has the same name in every run and `diff` matches it.
+bool common_python_basename(std::string_view base) {
+  static constexpr std::string_view kCommon[] = {"__init__.py", "__main__.py", "utils.py",   "util.py",
+                                                 "common.py",   "base.py",     "core.py",    "functional.py",
+                                                 "module.py",   "_utils.py",   "helpers.py", "main.py"};
+  for (std::string_view c : kCommon)
+    if (base == c) return true;
+  return false;
+}
+
+// The path below a sys.path root: after the last "site-packages/" or "dist-packages/", else after the
+// standard library's "lib/pythonX.Y/"; empty when the path has none.
+std::string_view below_sys_path_root(std::string_view file) {
+  for (std::string_view root : {std::string_view("/site-packages/"), std::string_view("/dist-packages/")})
+    if (size_t at = file.rfind(root); at != std::string_view::npos) return file.substr(at + root.size());
+  if (size_t at = file.rfind("/lib/python"); at != std::string_view::npos) {
+    size_t i = at + 11;  // past "/lib/python"
+    while (i < file.size() && (std::isdigit(static_cast<unsigned char>(file[i])) || file[i] == '.')) ++i;
+    if (i > at + 11 && i < file.size() && file[i] == '/') return file.substr(i + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string python_file_name(std::string_view file) {
   const size_t slash = file.find_last_of('/');
   const std::string_view base = slash == std::string_view::npos ? file : file.substr(slash + 1);
+  if (slash == std::string_view::npos || !common_python_basename(base)) return std::string(base);
+  // As py-spy names it: the module's path in its package ("torch/autograd/__init__.py").
+  if (std::string_view below = below_sys_path_root(file); below.size() > base.size())
+    return std::string(below);
+  // Outside any package root: at least the folder it is in ("myproject/utils.py").
+  const size_t parent = slash == 0 ? std::string_view::npos : file.find_last_of('/', slash - 1);
+  return std::string(parent == std::string_view::npos ? file : file.substr(parent + 1));
+}
+
+std::string python_frame_name(std::string_view function, std::string_view file, int64_t line) {
+  const std::string shown = python_file_name(file);
   std::string out(function.empty() ? std::string_view("<module>") : function);
-  if (base.empty()) return out;
+  if (shown.empty()) return out;
   out += " (";
-  out += base;
+  out += shown;
   if (line > 0) out += ":" + std::to_string(line);
   out += ")";
   return out;
@@ -161,6 +200,10 @@ std::string address_frame_name(std::string_view module, int64_t offset) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(offset));
   return out + buf;
+}
+
+bool is_profiler_python_frame(const store::Trace& t, const store::Frame& f) {
+  return f.kind == store::FrameKind::Python && t.str(f.file).rfind("<stepscope-collector>/", 0) == 0;
 }
 
 std::string frame_display_name(const store::Trace& t, const store::Frame& f, bool full) {

@@ -19,7 +19,13 @@ std::string short_symbol(std::string_view name);
 // Full demangled form of a mangled name (unchanged when it is not one): for tooltips and details.
 std::string full_symbol(std::string_view name);
 
-// A Python frame: "function (file.py:line)" with the file's base name; "function (file.py)" without a line.
+// A Python source file as frames name it: its base name ("dataloader.py"), unless that is one many packages
+// share ("__init__.py", "utils.py", "module.py", ...): then, as py-spy names it, its path below the sys.path
+// root — after "site-packages/", "dist-packages/" or the standard library's "lib/pythonX.Y/"
+// ("torch/autograd/__init__.py") — or, outside one, its folder and base name ("myproject/utils.py").
+std::string python_file_name(std::string_view file);
+
+// A Python frame: "function (file.py:line)" with python_file_name; "function (file.py)" without a line.
 std::string python_frame_name(std::string_view function, std::string_view file, int64_t line);
 
 // An unsymbolized native frame: "module+0xoffset" with the module's base name ("??" when unknown).
@@ -28,5 +34,9 @@ std::string address_frame_name(std::string_view module, int64_t offset);
 // A stored frame as displayed: Python frames as python_frame_name, symbolized native frames short_symbol,
 // others address_frame_name. `full` keeps the symbol unshortened (tooltips, details).
 std::string frame_display_name(const store::Trace& trace, const store::Frame& frame, bool full = false);
+
+// A Python frame of the collector's own helper (the hooks, their --step-func trampolines: files under
+// "<stepscope-collector>/"): the profiler's time, never the program's function.
+bool is_profiler_python_frame(const store::Trace& trace, const store::Frame& frame);
 
 }  // namespace stepscope::analyzer

@@ -23,6 +23,19 @@ void export_chrome_trace(const store::Trace& t, const std::string& path);
 std::string to_folded_stacks(const store::Trace& t);
 void export_folded_stacks(const store::Trace& t, const std::string& path);
 
+// The same stacks in speedscope's JSON file format (https://www.speedscope.app/file-format-schema.json, as
+// py-spy --format speedscope writes it): a shared frames table, one "sampled" profile per thread ("process
+// (pid): thread (tid)"), samples as frame indexes outermost first, weights in samples (unit "none"), time
+// order; `name` names the file in speedscope.
+std::string to_speedscope_json(const store::Trace& t, const std::string& name);
+void export_speedscope(const store::Trace& t, const std::string& path, const std::string& name);
+
+// The same stacks as a self-contained SVG flame graph (no script, no web font): the root ("all") at the
+// bottom, then process, thread and the frames, callees above callers, widths proportional to samples, a
+// <title> per frame; frames narrower than 0.1 px are left out. `title` heads the picture.
+std::string to_flame_graph_svg(const store::Trace& t, const std::string& title);
+void export_flame_graph_svg(const store::Trace& t, const std::string& path, const std::string& title);
+
 // Writes `bytes` to `path` through a temporary file beside it, renamed into place when complete.
 void write_export_atomically(const std::string& path, const std::string& bytes);
 
