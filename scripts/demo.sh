@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# The main job on bundled data: installs deps, builds Release into build/, then
+# The main job on bundled data: installs deps, builds Release into build/ (only what it runs), then
+#  - analyzes and draws a real GPU recording kept in the repository (launch_bound on an H200: launch-overhead
+#    high), so a machine without a GPU or ../shared shows a GPU finding too;
 #  - with a CUDA GPU: records the bundled CUDA samples with and without their cure and analyzes them;
 #  - without one: records the CPU-only samples (the input-bound Python sample shows a real finding) and
 #    analyzes them, and analyzes real GPU traces from ../shared/traces when that folder is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+SECONDS=0
 bash scripts/install-deps.sh
+has_gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)"
+if ((has_gpu)); then
+  cmake --build build -j"$(nproc)"  # record-samples.sh runs the CUDA samples and the tree's tools
+else
+  targets=(stepscope stepscope_collector hot_loop)
+  grep -q '^STEPSCOPE_WITH_GUI:BOOL=ON' build/CMakeCache.txt && targets+=(stepscope-gui)
+  cmake --build build -j"$(nproc)" --target "${targets[@]}"
+fi
+echo "demo: built in ${SECONDS} s"
 ss=$root/build/cli/stepscope
 out=$root/build/demo
 mkdir -p "$out"
 
-has_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
-
 section() { printf '\n==== %s ====\n' "$*"; }
+
+# A real GPU recording from this repository: stepscope's own, of samples/cuda/launch_bound on one NVIDIA H200
+# (tests/gpu_proof/data/h200-2026-11-26/README.md). The host issues ~31 tiny kernels a step one by one.
+bundled=$root/tests/gpu_proof/data/h200-2026-11-26/launch_bound-reattach-all-api.db.xz
+if [[ -f $bundled ]]; then
+  section "A real GPU recording kept in the repository: launch_bound on an H200 (launch overhead)"
+  xz -dc "$bundled" > "$out/h200_launch_bound.db"
+  "$ss" analyze "$out/h200_launch_bound.db"
+  if [[ -x $root/build/gui/stepscope-gui ]]; then
+    QT_QPA_PLATFORM=offscreen "$root/build/gui/stepscope-gui" "$out/h200_launch_bound.db" \
+      --screenshot "$out/h200_launch_bound.png" && echo "The timeline, drawn: $out/h200_launch_bound.png"
+  fi
+fi
 
 if ((has_gpu)) && [[ -x scripts/record-samples.sh ]]; then
   section "GPU found: recording the CUDA samples with and without their cure"
