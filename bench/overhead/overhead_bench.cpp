@@ -15,14 +15,13 @@
 //
 // --python: the Python workloads of python_workloads.py (a pure-Python loop, recursion, dicts and strings, a NumPy
 // loop, a PyTorch CPU training loop with a DataLoader), each run plain, under `stepscope record --cpu-hz 1000`
-// (the Python hooks in), the same with --step-func/--data-wait-func naming the `calls` workload's functions
-// (func-hooks: issue 47's <= 5%), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves cost), `py-spy record
+// (the Python hooks in), the same with STEPSCOPE_PYTHON_HOOKS=0 (what the hooks themselves cost), `py-spy record
 // --rate 1000` and `py-spy record --rate 1000 --nonblocking`, alternated round by round; per workload and mode
 // the median of the workload's own compute time and CPU time, their overhead against plain, and the spread
 // (lowest and highest round against plain's median).
 // The paired column compares each round with the same round's plain run, so a drifting machine moves both.
 //   overhead_bench --python [--rounds R] [--python-bin PY] [--py-spy PATH] [--workloads a,b,...] [--scale F]
-//                           [--modes stepscope,func-hooks,hooks-off,py-spy,py-spy-nonblocking]   (plain always runs)
+//                           [--modes stepscope,hooks-off,py-spy,py-spy-nonblocking]   (plain always runs)
 //                           [--stepscope PATH] [--script python_workloads.py]   (a bundle on another machine:
 //                           scripts/gpu-proof.sh with STEPSCOPE_PROOF_PYTHON_ROUNDS)
 #include <fcntl.h>
@@ -171,11 +170,10 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
   const std::string err = dir + "/stderr";
   const bool have_pyspy = spawn({pyspy, "--version"}, {}, "").status == 0;
   const std::string load_before = loadavg();
-  enum Kind { kPlain, kStepscope, kFuncHooks, kNoHooks, kPySpy, kPySpyNonblocking };
+  enum Kind { kPlain, kStepscope, kNoHooks, kPySpy, kPySpyNonblocking };
   const std::vector<std::tuple<Kind, std::string, std::string>> all_kinds{
       {kPlain, "plain", "plain"},
       {kStepscope, "stepscope", "stepscope --cpu-hz 1000"},
-      {kFuncHooks, "func-hooks", "stepscope + --step-func"},
       {kNoHooks, "hooks-off", "stepscope, hooks off"},
       {kPySpy, "py-spy", "py-spy --rate 1000"},
       {kPySpyNonblocking, "py-spy-nonblocking", "py-spy --nonblocking"}};
@@ -187,7 +185,6 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
     std::vector<double> compute, compute_cpu;
     std::vector<double> by_round;  // compute time of each round (-1: none), for the paired ratios
     std::vector<double> handler_ns, unwind_ns;  // stepscope: the sample handler's median, unwind CPU per sample
-    std::vector<double> hook_ns;  // func-hooks: python.hook_ns_per_step_call, what one hooked step call costs
     int timeouts = 0;
   };
   std::vector<std::vector<Cell>> cells(workloads.size(), std::vector<Cell>(kinds.size()));
@@ -202,12 +199,8 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
         std::vector<std::string> args, env;
         if (kind == kPlain) {
           args = cmd;
-        } else if (kind == kStepscope || kind == kNoHooks || kind == kFuncHooks) {
-          args = {stepscope, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db"};
-          // The functions of the `calls` workload; in the other workloads they match nothing.
-          if (kind == kFuncHooks)
-            args.insert(args.end(), {"--step-func", "^__main__\\.step_fn$", "--data-wait-func", "^__main__\\.next_batch$"});
-          args.push_back("--");
+        } else if (kind == kStepscope || kind == kNoHooks) {
+          args = {stepscope, "record", "--no-gpu", "--cpu-hz", "1000", "-o", dir + "/run.db", "--"};
           if (kind == kNoHooks) env.push_back("STEPSCOPE_PYTHON_HOOKS=0");
         } else {
           if (!have_pyspy) continue;
@@ -232,18 +225,16 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
           continue;
         }
         read_compute(err, run);
-        if (kind == kStepscope || kind == kNoHooks || kind == kFuncHooks) {
+        if (kind == kStepscope || kind == kNoHooks) {
           try {
             stepscope::store::StoreReader rd(dir + "/run.db");
             auto meta = rd.meta();
             const std::string hooks = meta["python.hooks"];
             if (!meta["collector.handler_ns_median"].empty())
               cells[w][k].handler_ns.push_back(std::atof(meta["collector.handler_ns_median"].c_str()));
-            if (kind == kFuncHooks && !meta["python.hook_ns_per_step_call"].empty())
-              cells[w][k].hook_ns.push_back(std::atof(meta["python.hook_ns_per_step_call"].c_str()));
             if (!meta["collector.unwind_cpu_ns_per_sample"].empty())
               cells[w][k].unwind_ns.push_back(std::atof(meta["collector.unwind_cpu_ns_per_sample"].c_str()));
-            if ((kind != kNoHooks) != (hooks.rfind("installed in 1 of 1", 0) == 0))
+            if ((kind == kStepscope) != (hooks.rfind("installed in 1 of 1", 0) == 0))
               std::fprintf(stderr, "overhead_bench: %s %s: python.hooks is \"%s\"\n", workloads[w].c_str(),
                            kinds[k].second.c_str(), hooks.c_str());
           } catch (const std::exception& e) {
@@ -290,9 +281,6 @@ int python_main(int rounds, const std::string& python, const std::string& pyspy,
       if (!c.handler_ns.empty())
         std::printf("%-10s %-24s handler %.1f us a sample (median), collector thread's unwind %.1f us a sample\n", "",
                     "", median(c.handler_ns) / 1000, c.unwind_ns.empty() ? -1.0 : median(c.unwind_ns) / 1000);
-      if (!c.hook_ns.empty())
-        std::printf("%-10s %-24s a hooked step call costs %.0f ns (python.hook_ns_per_step_call, median)\n", "", "",
-                    median(c.hook_ns));
     }
   }
   std::printf("compute: the workload's own time around its work (imports and start-up excluded); cpu: the process's "
@@ -310,7 +298,7 @@ int main(int argc, char** argv) {
   std::string iterations = "2000000000", baseline;
   bool python = false;
   std::string python_bin = PYTHON_VENV "/bin/python", pyspy = PYTHON_VENV "/bin/py-spy";
-  std::vector<std::string> workloads{"loop", "calls", "recursion", "dicts", "numpy", "torch"}, python_modes;
+  std::vector<std::string> workloads{"loop", "recursion", "dicts", "numpy", "torch"}, python_modes;
   std::string scale = "1", stepscope = STEPSCOPE_BIN, script = PYTHON_WORKLOADS;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;

@@ -4,11 +4,7 @@ interpreter start-up excluded), the same line hot_loop --time prints:
 
     compute_wall_s=W compute_cpu_s=C
 
-    python_workloads.py loop | calls | recursion | dicts | numpy | torch [--scale F]
-
-`calls` is a loop of steps, each a call of step_fn that calls a one-line function 2,000 times (the loop of issue
-47): overhead_bench's `func-hooks` mode records it with --step-func '^__main__\\.step_fn$' and --data-wait-func
-'^__main__\\.next_batch$', the worst case for a hook that runs at every call.
+    python_workloads.py loop | recursion | dicts | numpy | torch [--scale F]
 """
 import argparse
 import os
@@ -23,29 +19,6 @@ def loop(scale):
     s = 0
     for i in range(int(18_000_000 * scale)):
         s += (i * i) % 7
-    return s
-
-
-def one(x):
-    return x + 1
-
-
-def next_batch():
-    return 1
-
-
-def step_fn(n):
-    s = 0
-    for _ in range(n):
-        s = one(s)
-    return s
-
-
-def calls(scale):
-    s = 0
-    for _ in range(int(4000 * scale)):
-        next_batch()
-        s += step_fn(2000)
     return s
 
 
@@ -105,7 +78,7 @@ def torch_train(scale):
     return float(loss)
 
 
-WORKLOADS = {"loop": loop, "calls": calls, "recursion": recursion, "dicts": dicts, "numpy": numpy_work, "torch": torch_train}
+WORKLOADS = {"loop": loop, "recursion": recursion, "dicts": dicts, "numpy": numpy_work, "torch": torch_train}
 
 
 def main():
