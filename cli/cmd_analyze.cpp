@@ -22,6 +22,7 @@ struct AnalyzeArgs {
   std::vector<std::string> files;  // several files or a directory: the ranks of one job (docs/multi-rank.md)
   std::string file, step_regex;
   int what_if_workers = 4;
+  bool what_if_workers_given = false;
   std::string rank_csv, job = "job";  // --rank-csv DIR: per-rank tables for a query engine (docs/scale.md)
   bool json = false, write_findings = false;
 };
@@ -246,6 +247,11 @@ int run_analyze(AnalyzeArgs& args) {
   }
   if (args.json) fmt::print("{}", analyzer::to_json(a));
   else print_text(a);
+  // The replay runs on GPU-traced steps only: say so rather than let the option pass as if it did something.
+  if (args.what_if_workers_given && a.what_if.empty())
+    fmt::print(stderr,
+               "stepscope: --what-if-workers changes nothing here: the what-if replay needs GPU activity{}\n",
+               a.summary.has_gpu ? " in steady traced steps" : " and this run has none (CPU-only)");
   if (args.write_findings && !args.json) fmt::print("\nwrote {} finding(s) into {}\n", a.findings.size(), args.file);
   return 0;
 }
@@ -259,16 +265,20 @@ CommandRegistration analyze_command(30, [](CLI::App& app, int& exit_code) {
       ->required();
   sub->add_flag("--json", args->json, "Print the stepscope.analysis/1 JSON (docs/analysis-json.md)");
   sub->add_option("--step-regex", args->step_regex, "Ranges (NVTX/annotations) whose names match this regex are the steps");
-  sub->add_option("--what-if-workers", args->what_if_workers,
-                  "Loader workers the what-if replay gives a prefetching input pipeline (docs/critical-path.md)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+  auto* workers = sub->add_option("--what-if-workers", args->what_if_workers,
+                                  "Loader workers the what-if replay gives a prefetching input pipeline "
+                                  "(docs/critical-path.md); a CPU-only run has no replay")
+                      ->check(CLI::Range(1, 1024))
+                      ->capture_default_str();
   sub->add_option("--rank-csv", args->rank_csv, "Also write the per-rank tables rank_steps.csv and "
                                                 "rank_collectives.csv into this directory (docs/scale.md)");
   sub->add_option("--job", args->job, "Job name written in the --rank-csv rows")->capture_default_str();
   sub->add_flag("--write-findings", args->write_findings,
                 "Replace the findings table of FILE (a store) with these findings; the store is rewritten atomically");
-  sub->callback([&exit_code, args] { exit_code = run_analyze(*args); });
+  sub->callback([&exit_code, args, workers] {
+    args->what_if_workers_given = workers->count() > 0;
+    exit_code = run_analyze(*args);
+  });
 });
 
 }  // namespace

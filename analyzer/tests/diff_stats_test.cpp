@@ -107,3 +107,65 @@ TEST_CASE("seeded bootstrap intervals are reproducible and cover a known shift")
   CHECK(c1.hi < 11);
   CHECK_FALSE(stats::bootstrap_interval(0, 3, diff_of_means, 1).valid);
 }
+
+TEST_CASE("bootstrap p-value and interval agree: p < 0.05 exactly when the 95% interval excludes 0") {
+  // 100 seeded pairs of samples, sizes 5..40, shifted by 0 to 4 standard errors either way: clear changes, no
+  // change and many near the edge (p between 0.02 and 0.1). Both directions of the equivalence are counted.
+  stats::SplitMix64 rng(48);
+  int excluded = 0, included = 0, borderline = 0;
+  for (int pair = 0; pair < 100; ++pair) {
+    const size_t n = 5 + rng.below(36), m = 5 + rng.below(36);
+    const double sd = 1 + 9 * rng.uniform();
+    const double se = sd * std::sqrt(1.0 / double(n) + 1.0 / double(m));
+    const double shift = (rng.uniform() * 4.0) * se * (pair % 2 ? 1 : -1);
+    std::vector<double> x, y;
+    for (size_t i = 0; i < n; ++i) x.push_back(100 + sd * rng.normal());
+    for (size_t i = 0; i < m; ++i) y.push_back(100 + shift + sd * rng.normal());
+    // Alternate the statistics the diff uses: a difference of means and a ratio of medians minus 1.
+    stats::BootstrapStatistic stat = [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+      double a = 0, b = 0;
+      for (size_t i : ix) a += x[i];
+      for (size_t i : iy) b += y[i];
+      return b / double(iy.size()) - a / double(ix.size());
+    };
+    if (pair % 3 == 0)
+      stat = [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+        std::vector<double> a, b;
+        for (size_t i : ix) a.push_back(x[i]);
+        for (size_t i : iy) b.push_back(y[i]);
+        return stats::median(b) / stats::median(a) - 1.0;
+      };
+    const auto t = stats::bootstrap_test(n, m, stat, 1000 + uint64_t(pair), 2000);
+    REQUIRE(t.ci.valid);
+    const bool excludes = t.ci.lo > 0 || t.ci.hi < 0;
+    INFO("pair " << pair << ": p=" << t.p << " CI " << t.ci.lo << " .. " << t.ci.hi);
+    CHECK((t.p < 0.05) == excludes);
+    (excludes ? excluded : included)++;
+    borderline += t.p > 0.02 && t.p < 0.1;
+  }
+  CHECK(excluded >= 20);
+  CHECK(included >= 20);
+  CHECK(borderline >= 10);
+}
+
+TEST_CASE("bootstrap p-value on resamples at the interval's edge") {
+  // 0 at the 2.5% quantile of 41 values -1, 0, 1 .. 39, up to rounding (0.025 * 40 is 1 + 1e-15): p is 0.05
+  // within rounding, on the side the interval shows.
+  std::vector<double> v;
+  for (int i = -1; i < 40; ++i) v.push_back(i);
+  auto t = stats::percentile_test(v);
+  CHECK_THAT(t.ci.lo, WithinAbs(0, 1e-12));
+  CHECK_THAT(t.p, WithinAbs(0.05, 1e-9));
+  CHECK((t.p < 0.05) == (t.ci.lo > 0));
+  // Just above 0: the interval excludes it, p just below 0.05.
+  for (auto& x : v) x += 1e-6;
+  t = stats::percentile_test(v);
+  CHECK(t.ci.lo > 0);
+  CHECK(t.p < 0.05);
+  // Every resample above 0: p is bounded by their count, never 0.
+  t = stats::percentile_test(std::vector<double>(100, 3.0));
+  CHECK(t.p == Approx(0.01));
+  // All at 0, or spread around it: p 1 and near 1.
+  CHECK(stats::percentile_test(std::vector<double>(50, 0.0)).p == 1);
+  CHECK_FALSE(stats::percentile_test({1, 2}).ci.valid);
+}

@@ -127,7 +127,11 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
           if (b.index == st.index && b.dur_ns > 0) {
             auto pct = [&](int64_t v) { return dur(double(v)) + QString(" (%1 %)").arg(100.0 * v / b.dur_ns, 0, 'f', 1); };
             const auto& o = m.analysis()->step_outliers;
+            const bool has_gpu = m.analysis()->summary.has_gpu;
             for (const auto& c : analyzer::step_categories()) {
+              // Without GPU activity only the wait for input and the own work, in the host's words.
+              const std::string_view key = c.key;
+              if (!has_gpu && key != "data_wait" && key != "host_idle") continue;
               QString v = pct(b.*(c.field));
               if (o.median_ns > 0) {  // the median step's figure beside it
                 std::vector<int64_t> all;
@@ -135,7 +139,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
                 std::nth_element(all.begin(), all.begin() + ptrdiff_t(all.size() / 2), all.end());
                 v += " · median " + dur(double(all[all.size() / 2]));
               }
-              out += row(c.label, v);
+              out += row(analyzer::step_category_label(c, has_gpu), v);
             }
             out += row("kernels", QString::number(b.kernels));
             if (o.median_ns > 0) {
@@ -181,6 +185,13 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   return out;
 }
 
+QString run_notes_html(const TimelineModel& m) {
+  QString out;
+  for (const auto& n : m.run_notes()) out += "<p>" + h(n) + "</p>";
+  if (m.analysis() && m.findings().empty()) out += "<p>No findings.</p>";
+  return out;
+}
+
 QString range_details_html(const TimelineModel& m, const RangeBreakdown& b, const std::vector<KernelStat>& kernels,
                            const CallTree& bottom_up) {
   constexpr size_t kTop = 5;
@@ -188,7 +199,7 @@ QString range_details_html(const TimelineModel& m, const RangeBreakdown& b, cons
   auto pct = [&](int64_t ns) { return dur(double(ns)) + QString(" (%1 %)").arg(100.0 * double(ns) / span, 0, 'f', 1); };
   QString out = "<h3>Selection " + dur(span) + "</h3><table>";
   out += row("from", dur(double(b.t0 - m.begin())) + " to " + dur(double(b.t1 - m.begin())));
-  out += row("GPU busy", pct(b.gpu_busy_ns));
+  if (!m.analysis() || m.analysis()->summary.has_gpu) out += row("GPU busy", pct(b.gpu_busy_ns));
   for (const auto& [label, ns] : b.idle) out += row(QString::fromStdString(label), pct(ns));
   if (!b.idle.empty() && b.in_steps_ns < b.t1 - b.t0)
     out += row("outside steps", dur(double(b.t1 - b.t0 - b.in_steps_ns)) + " (not split)");

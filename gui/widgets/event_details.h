@@ -14,6 +14,9 @@ inline constexpr const char* kHighlightScheme = "highlight:";
 
 QString event_details_html(const TimelineModel& model, EventRef e);
 QString finding_details_html(const TimelineModel& model, size_t finding);
+// The run in the analyzer's words when no finding is selected (TimelineModel::run_notes()): no GPU activity,
+// how to mark steps, "No findings."; empty when there is nothing to say.
+QString run_notes_html(const TimelineModel& model);
 // A selected time range: its breakdown (GPU busy, each idle category), top kernels and top host functions
 // (`bottom_up`: the range's bottom-up call tree, whose first level is the functions by self weight).
 QString range_details_html(const TimelineModel& model, const RangeBreakdown& b, const std::vector<KernelStat>& kernels,

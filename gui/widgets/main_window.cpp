@@ -26,9 +26,11 @@
 #include <QtConcurrent/QtConcurrent>
 
 #include <cstring>
+#include <string_view>
 
 #include "event_details.h"
 #include "flame_graph.h"
+#include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
 #include "timeline_view.h"
 
@@ -318,6 +320,15 @@ void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QSt
   // and its steps shaded.
   timeline_->zoom_to_steps();
   if (const int worst = model_->worst_finding(); worst >= 0) select_finding(worst, false);
+  else
+    details_->setHtml(run_notes_html(*model_));  // what `analyze` says of such a run, not an empty pane
+  // Without GPU activity the GPU categories are all zero: show the wait for input and the own work only.
+  const auto& cats = analyzer::step_categories();
+  for (size_t c = 0; c < cats.size(); ++c) {
+    const std::string_view key = cats[c].key;
+    steps_view_->setColumnHidden(StepsModel::FirstCategory + int(c),
+                                 !steps_->has_gpu() && key != "data_wait" && key != "host_idle");
+  }
 }
 
 void MainWindow::select_finding(int row, bool zoom) {
@@ -386,9 +397,10 @@ void MainWindow::apply_range(std::shared_ptr<RangeResult> r) {
   const RangeBreakdown& b = r->breakdown;
   const double span = double(std::max<int64_t>(1, r->t1 - r->t0));
   auto pct = [&](int64_t ns) { return QString::number(100.0 * double(ns) / span, 'f', 1) + " %"; };
-  QString line = tr("%1 from %2 · GPU busy %3")
+  QString line = tr("%1 from %2")
                      .arg(QString::fromStdString(format_duration(double(r->t1 - r->t0))),
-                          QString::fromStdString(format_duration(double(r->t0 - model_->begin()))), pct(b.gpu_busy_ns));
+                          QString::fromStdString(format_duration(double(r->t0 - model_->begin()))));
+  if (steps_->has_gpu()) line += tr(" · GPU busy %1").arg(pct(b.gpu_busy_ns));
   for (const auto& [label, ns] : b.idle)
     if (ns > 0) line += QString(" · %1 %2").arg(QString::fromStdString(label), pct(ns));
   range_label_->setText(tr("%1 from %2")

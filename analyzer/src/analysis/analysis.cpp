@@ -318,7 +318,13 @@ std::string steps_advice(const AnalysisSummary& s) {
   if (h.rfind("installed in ", 0) == 0)
     return "No step markers: the Python hooks were in place (" + h +
            ") but saw no DataLoader, tf.data or optimizer step call; " + what;
-  if (h.rfind("none", 0) == 0) return "No step markers (no Python in the recorded processes); " + what;
+  // A C/C++ program: the header is its way; the Python ways do not apply.
+  if (h.rfind("none", 0) == 0)
+    return "No step markers (no Python in the recorded processes): mark them with stepscope.h, installed as "
+           "<prefix>/include/stepscope.h (collector/include/stepscope.h in the source tree): call "
+           "stepscope_step() once per step and wrap the wait for the next batch in "
+           "stepscope_data_wait_begin() and stepscope_data_wait_end(); it needs no library at link time "
+           "(-ldl on glibc < 2.34). Or NVTX ranges with `--step-regex` (docs/python.md).";
   return "No step markers in this trace; " + what;
 }
 
@@ -475,14 +481,17 @@ std::string to_json(const Analysis& a) {
   w.end_array();
   const HostActivity& ha = a.host_activity;
   w.key("idle_host_top").begin_array();
-  for (const auto& h : ha.functions)
+  for (const auto& h : ha.functions) {
     w.begin_object()
         .kv("name", h.name)
         .kv("samples", h.samples)
         .kv("periods", h.periods)
         .kv("time_us", us(h.time_ns))
-        .kv("on_cpu", h.on_cpu)
-        .end_object();
+        .kv("on_cpu", h.on_cpu);
+    // Samples only: ops' exclusive times have no stack to walk.
+    if (ha.source == "samples") w.kv("inclusive_us", us(h.inclusive_ns));
+    w.end_object();
+  }
   w.end_array();
   w.key("host_activity").begin_object();
   w.kv("window", ha.window).kv("window_us", us(ha.window_ns)).kv("source", ha.source);

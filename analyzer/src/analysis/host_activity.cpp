@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -19,6 +20,36 @@ int64_t thread_key(int64_t pid, int64_t tid) { return (pid << 32) ^ tid; }
 std::string meta_or(const store::Trace& t, const char* key) {
   auto it = t.meta.find(key);
   return it == t.meta.end() ? std::string() : it->second;
+}
+
+using FunctionKey = std::pair<std::string, bool>;  // (name, on_cpu)
+
+// Fills each listed function's inclusive time, then lists after them the callers that own much of the time
+// with little or none of their own (hot_loop's descend, `main`): at most kMoreCallers, each holding at least
+// a tenth of the thread's time on (or off) CPU, the largest first.
+void add_inclusive(HostActivity& out, const std::map<FunctionKey, HostFunctionStat>& by,
+                   const std::map<FunctionKey, int64_t>& inclusive, size_t top) {
+  constexpr size_t kMoreCallers = 5;
+  std::set<FunctionKey> listed;
+  for (auto& f : out.functions) {
+    auto it = inclusive.find({f.name, f.on_cpu});
+    f.inclusive_ns = it == inclusive.end() ? f.time_ns : std::max(it->second, f.time_ns);
+    listed.insert({f.name, f.on_cpu});
+  }
+  std::vector<HostFunctionStat> more;
+  for (const auto& [k, ns] : inclusive) {
+    const int64_t whole = k.second ? out.on_cpu_ns : out.off_cpu_ns;
+    if (listed.count(k) || whole <= 0 || ns * 10 < whole) continue;
+    auto b = by.find(k);
+    HostFunctionStat f = b == by.end() ? HostFunctionStat{} : b->second;
+    f.name = k.first, f.on_cpu = k.second, f.inclusive_ns = ns;
+    more.push_back(std::move(f));
+  }
+  std::sort(more.begin(), more.end(), [](const auto& x, const auto& y) {
+    return x.inclusive_ns > y.inclusive_ns || (x.inclusive_ns == y.inclusive_ns && x.name < y.name);
+  });
+  if (more.size() > std::min(top, kMoreCallers)) more.resize(std::min(top, kMoreCallers));
+  for (auto& f : more) out.functions.push_back(std::move(f));
 }
 
 }  // namespace
@@ -111,11 +142,8 @@ bool SampleNamer::named(const store::Frame& f) const {
   return plus == std::string::npos || sym.find_first_not_of("0123456789abcdef", plus + 3) != std::string::npos;
 }
 
-const std::string& SampleNamer::name(int64_t stack) {
-  auto [it, fresh] = names_.try_emplace(stack);
-  if (!fresh) return it->second;
-  const store::Frame *leaf = nullptr, *native = nullptr;
-  bool profiler = false;
+template <class Visit>
+void SampleNamer::walk(int64_t stack, Visit&& visit) const {
   for (int64_t id = stack, guard = 0; id != 0 && guard < 4096; ++guard) {
     auto sp = stack_pos_.find(id);
     if (sp == stack_pos_.end()) break;
@@ -123,22 +151,66 @@ const std::string& SampleNamer::name(int64_t stack) {
     id = node.parent;
     auto fp = frame_pos_.find(node.frame);
     if (fp == frame_pos_.end()) continue;
-    const store::Frame& f = t_.frames[fp->second];
+    if (!visit(t_.frames[fp->second])) return;
+  }
+}
+
+const std::string& SampleNamer::name(int64_t stack) {
+  auto [it, fresh] = names_.try_emplace(stack);
+  if (!fresh) return it->second;
+  const store::Frame *leaf = nullptr, *native = nullptr;
+  bool profiler = false, done = false;
+  walk(stack, [&](const store::Frame& f) {
     if (!leaf) leaf = &f;
     // The innermost Python frame is the line of the user's program; native frames name C/C++ programs' time.
+    // The Python hooks' own frames (a --step-func trampoline, a DataLoader wrapper) are the profiler's.
+    if (f.kind == store::FrameKind::Python && is_profiler_python_frame(t_, f)) {
+      if (!native) {
+        it->second.clear();
+        done = true;
+        return false;
+      }
+      return true;
+    }
     if (f.kind == store::FrameKind::Python) {
       it->second = frame_display_name(t_, f, /*full=*/true);
-      return it->second;
+      done = true;
+      return false;
     }
     const Module k = module_kind(f.module);
     if (k == Module::User && !native && named(f)) native = &f;
     profiler |= k == Module::Profiler && !native;
-  }
+    return true;
+  });
+  if (done) return it->second;
   // Only system and profiler frames below the first user frame: the profiler's own work is left out; a libc-only
   // stack keeps its leaf.
   if (native) it->second = frame_display_name(t_, *native, /*full=*/true);
   else if (!profiler) it->second = leaf ? frame_display_name(t_, *leaf, /*full=*/true) : "[unknown]";
   return it->second;
+}
+
+const std::vector<std::string>& SampleNamer::inclusive_names(int64_t stack) {
+  auto [it, fresh] = inclusive_.try_emplace(stack);
+  if (!fresh) return it->second;
+  const std::string self = name(stack);
+  if (self.empty()) return it->second;  // the profiler's own work: in neither column
+  std::vector<std::string> python, native;
+  walk(stack, [&](const store::Frame& f) {
+    if (f.kind == store::FrameKind::Python) {
+      if (!is_profiler_python_frame(t_, f)) python.push_back(frame_display_name(t_, f, /*full=*/true));
+    } else if (module_kind(f.module) == Module::User && named(f)) {
+      native.push_back(frame_display_name(t_, f, /*full=*/true));
+    }
+    return true;
+  });
+  std::vector<std::string>& out = it->second;
+  out = python.empty() ? std::move(native) : std::move(python);
+  out.push_back(self);
+  // Once per sample: a recursive function (hot_loop's descend, 30 deep) is on the stack many times.
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 HostActivity host_activity(const Context& ctx, const std::vector<Interval>& other, size_t top, std::string window) {
@@ -155,6 +227,8 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
     return sum;
   };
   std::map<std::pair<std::string, bool>, HostFunctionStat> by;  // (name, on_cpu)
+  std::map<std::pair<std::string, bool>, int64_t>
+      inclusive;  // (name, on_cpu): samples' time with it on the stack
   if (!t.samples.empty()) {
     out.source = "samples";
     out.sample_period_ns = ctx.sample_period_ns, out.period_source = ctx.sample_period_source;
@@ -199,6 +273,10 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
         f.periods += s->periods;
         f.time_ns += in;
         (s->on_cpu ? on : off) += in;
+        if (!s->stack)
+          inclusive[{name, s->on_cpu}] += in;
+        else
+          for (const std::string& n : namer.inclusive_names(s->stack)) inclusive[{n, s->on_cpu}] += in;
       }
       if (!training && o.samples) {
         o.pid = key.first, o.tid = key.second;
@@ -275,6 +353,7 @@ HostActivity host_activity(const Context& ctx, const std::vector<Interval>& othe
   for (auto& [n, s] : by) v.push_back(std::move(s));
   std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.time_ns > y.time_ns || (x.time_ns == y.time_ns && x.name < y.name); });
   if (v.size() > top) v.resize(top);
+  if (!inclusive.empty()) add_inclusive(out, by, inclusive, top);
   return out;
 }
 

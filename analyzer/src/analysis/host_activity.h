@@ -38,15 +38,24 @@ class SampleNamer {
  public:
   explicit SampleNamer(const store::Trace& t);
   const std::string& name(int64_t stack);
+  // Every function of the program on the stack, each once however often it recurses: name(stack) and, on a
+  // stack without Python frames, each symbolized native frame of the program (the C library's, the loader's
+  // and the profiler's left out); on a Python stack its Python frames (the interpreter's own native frames
+  // are not the program's functions), never the collector's hooks. Empty when name(stack) is.
+  const std::vector<std::string>& inclusive_names(int64_t stack);
 
  private:
   enum class Module : uint8_t { User, System, Profiler };
+  // Calls visit(frame) for each frame of the stack, innermost first, until it returns false.
+  template <class Visit>
+  void walk(int64_t stack, Visit&& visit) const;
   Module module_kind(store::StringId m);
   bool named(const store::Frame& f) const;
   const store::Trace& t_;
   std::unordered_map<int64_t, size_t> stack_pos_, frame_pos_;
   std::unordered_map<store::StringId, Module> modules_;
   std::unordered_map<int64_t, std::string> names_;
+  std::unordered_map<int64_t, std::vector<std::string>> inclusive_;
 };
 
 }  // namespace stepscope::analyzer::detail

@@ -34,6 +34,14 @@ const StepCategory* find_step_category(const std::string& key) {
   return nullptr;
 }
 
+const char* step_category_label(const StepCategory& c, bool has_gpu) {
+  // Without device activity a step is only its wait for input and the training thread's own work: every view
+  // (text, Markdown, HTML, the GUI) says so in these words.
+  if (!has_gpu && std::string_view(c.key) == "host_idle") return "the training thread's own work";
+  if (!has_gpu && std::string_view(c.key) == "data_wait") return "waiting for input";
+  return c.label;
+}
+
 namespace {
 
 // WaitSource: a data_waits row, by its source; Wait: a data-loader range, by its name. Both read "wait".
@@ -81,6 +89,11 @@ class StepContributions {
     return it == per_step_[step].end() ? 0 : it->second;
   }
   const std::unordered_map<Key, int64_t>& of(size_t step) const { return per_step_[step]; }
+  // The training thread's on-CPU time inside each step (its on-CPU samples' periods, clipped to the step);
+  // empty when the thread or the samples are unknown. A step's duration minus it is time the thread was not
+  // running: preempted on a busy machine, or blocked (host_activity.cpp counts the same way).
+  const std::vector<int64_t>& training_on_cpu() const { return training_on_cpu_; }
+  bool has_wall_samples() const { return wall_; }
   // A sampled function's time is known to a sampling period: 50 samples at 100 Hz in a 502 ms step read 500
   // ms.
   int64_t sample_period_ns() const { return sample_period_ns_; }
@@ -193,7 +206,17 @@ class StepContributions {
     // stacks that are only the profiler's (the namer gives them no name).
     const CollectorThreads own(t_);
     for (const auto& s : t_.samples) {
-      if (own.contains(s) || !s.stack) continue;
+      if (own.contains(s)) continue;
+      wall_ |= !s.on_cpu;
+      if (s.on_cpu && training_tid_ != 0 && s.tid == training_tid_ &&
+          (training_pid_ == 0 || s.pid == training_pid_)) {
+        if (const int st = step_at(s.time); st >= 0) {
+          if (training_on_cpu_.empty()) training_on_cpu_.assign(steps_.size(), 0);
+          training_on_cpu_[size_t(st)] +=
+              s.time - std::max(s.time - p * s.periods, steps_[size_t(st)].start_ns);
+        }
+      }
+      if (!s.stack) continue;
       // Wall-clock samples of a thread blocked off the CPU (a pool's idle worker, a helper waiting for work) are
       // no work the step did; the training thread's are (the step itself waiting).
       if (!s.on_cpu && training_tid_ != 0 && s.tid != training_tid_) continue;
@@ -214,6 +237,8 @@ class StepContributions {
   std::vector<std::string> names_;  // sampled functions' display names (Kind::Function ids)
   int64_t training_pid_ = 0, training_tid_ = 0;
   int64_t sample_period_ns_ = 0;  // the samples' period (0: no samples), the resolution of a function's time
+  std::vector<int64_t> training_on_cpu_;
+  bool wall_ = false;  // off-CPU samples (`record --wall`): blocked time has functions of its own
 };
 
 bool allows(const StepCategory& c, Kind k) {
@@ -268,13 +293,12 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     cat_median.push_back(median_of(std::move(v)));
   }
   StepContributions contrib(trace, steps, training_pid, training_tid);
-  // Without device activity a step is only its wait for input and the training thread's own work: say so.
-  const bool no_gpu = trace.gpu_event_count() == 0;
-  auto label = [&](const StepCategory& c) -> std::string {
-    if (no_gpu && std::string_view(c.key) == "host_idle") return "the training thread's own work";
-    if (no_gpu && std::string_view(c.key) == "data_wait") return "waiting for input";
-    return c.label;
-  };
+  const bool has_gpu = trace.gpu_event_count() > 0;
+  // The training thread's time off CPU in each step, and in the median step (empty: not measured).
+  std::vector<int64_t> off_cpu;
+  for (size_t i = 0; i < contrib.training_on_cpu().size(); ++i)
+    off_cpu.push_back(std::max<int64_t>(0, steps[i].dur_ns - contrib.training_on_cpu()[i]));
+  const int64_t off_cpu_median = median_of(off_cpu);
   for (size_t i : slow) {
     const StepBreakdown& s = steps[i];
     SlowStep r;
@@ -289,14 +313,18 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
       if (g > best_growth) best_growth = g, best = c;
     }
     const StepCategory& cat = cats[best];
-    r.category = cat.key;
-    r.category_ns = s.*(cat.field);
-    r.category_median_ns = cat_median[best];
+    // No category grew (a step outside the GPU windows has no breakdown): none is named, never "+0 µs".
+    const bool grew = best_growth > 0;
+    if (grew) {
+      r.category = cat.key;
+      r.category_ns = s.*(cat.field);
+      r.category_median_ns = cat_median[best];
+    }
     Key top = 0;
     int64_t top_growth = 0;
     // The training thread's process first; another process's function (a DataLoader worker) only when nothing in
     // the training process grew.
-    for (int pass = 0; pass < 2 && top_growth == 0; ++pass) {
+    for (int pass = 0; pass < 2 && top_growth == 0 && grew; ++pass) {
       for (const auto& [k, v] : contrib.of(i)) {
         if (!allows(cat, kind_of(k)) || (kind_of(k) == Kind::OtherFunction) != (pass == 1)) continue;
         if (v - 0 <= top_growth) continue;  // cannot beat the best even against a zero median
@@ -312,7 +340,8 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
         if (g > top_growth || (g == top_growth && k < top)) top_growth = g, top = k;
       }
     }
-    if (top_growth > 0) {
+    // Below a microsecond a contributor reads "+0 µs": it explains nothing.
+    if (top_growth >= 1000) {
       r.contributor_kind = kKindNames[int(kind_of(top))];
       r.contributor = contrib.name(top);
       r.contributor_ns = contrib.value(i, top);
@@ -320,14 +349,31 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     }
     const char* once = r.contributor_kind == "call" ? one_time_call(r.contributor) : nullptr;
     r.startup = s.warmup || (once && r.contributor_ns - r.contributor_median_ns >= r.excess_ns / 2);
-    r.explanation = fmt::format("step {} took {}, {} over the median step ({}): {}{} {} vs {} (+{})", s.index, ms(s.dur_ns),
-                                ms(r.excess_ns), ms(out.median_ns),
-                                r.startup ? "start-up (a one-time cost, not the loop's): " : "", label(cat),
-                                ms(r.category_ns), ms(r.category_median_ns), ms(r.category_ns - r.category_median_ns));
+    if (!off_cpu.empty()) r.off_cpu_ns = off_cpu[i], r.off_cpu_median_ns = off_cpu_median;
+    // What the named contributor explains; when it is less than half the excess and the training thread's
+    // time off CPU grew by at least half of it, the step was slow because the thread was not running
+    // (preempted on a busy machine, or blocked where on-CPU samples cannot see), not because any code took
+    // longer.
+    const int64_t explained = r.contributor.empty() ? 0 : r.contributor_ns - r.contributor_median_ns;
+    r.not_running = !r.startup && r.off_cpu_ns >= 0 && 2 * explained < r.excess_ns &&
+                    2 * (r.off_cpu_ns - r.off_cpu_median_ns) >= r.excess_ns;
+    r.explanation = fmt::format("step {} took {}, {} over the median step ({})", s.index, ms(s.dur_ns),
+                                ms(r.excess_ns), ms(out.median_ns));
+    if (r.startup) r.explanation += ": start-up (a one-time cost, not the loop's)";
+    if (grew)
+      r.explanation +=
+          fmt::format(": {} {} vs {} (+{})", step_category_label(cat, has_gpu), ms(r.category_ns),
+                      ms(r.category_median_ns), ms(r.category_ns - r.category_median_ns));
+    if (r.not_running)
+      r.explanation += fmt::format(
+          "; the training thread was not running (preempted or blocked{}): off CPU {} vs {} (+{})",
+          contrib.has_wall_samples() ? "" : "; `record --wall` shows where", ms(r.off_cpu_ns),
+          ms(r.off_cpu_median_ns), ms(r.off_cpu_ns - r.off_cpu_median_ns));
     if (!r.contributor.empty())
-      r.explanation += fmt::format("; biggest contributor: {} {}{} {} vs {} (+{})", r.contributor_kind, contributor_display_name(r),
-                                   once ? fmt::format(" ({})", once) : "", ms(r.contributor_ns), ms(r.contributor_median_ns),
-                                   ms(r.contributor_ns - r.contributor_median_ns));
+      r.explanation += fmt::format(
+          "; {}biggest contributor: {} {}{} {} vs {} (+{})", r.not_running ? "on CPU, the " : "",
+          r.contributor_kind, contributor_display_name(r), once ? fmt::format(" ({})", once) : "",
+          ms(r.contributor_ns), ms(r.contributor_median_ns), ms(r.contributor_ns - r.contributor_median_ns));
     out.slow.push_back(std::move(r));
   }
   return out;
@@ -352,6 +398,10 @@ std::string step_outliers_to_json(const StepOutliers& o) {
           .kv("us", us(s.contributor_ns))
           .kv("median_us", us(s.contributor_median_ns))
           .end_object();
+    if (s.off_cpu_ns >= 0)
+      w.kv("off_cpu_us", us(s.off_cpu_ns))
+          .kv("off_cpu_median_us", us(s.off_cpu_median_ns))
+          .kv("not_running", s.not_running);
     w.kv("startup", s.startup).kv("explanation", s.explanation).end_object();
   }
   w.end_array().end_object();

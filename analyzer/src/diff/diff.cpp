@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "diff/stats.h"
+#include "format/units.h"
 #include "stepscope/analyzer/diff.h"
 
 namespace stepscope::analyzer {
@@ -142,12 +143,6 @@ double pooled_share(const std::vector<double>& part, const std::vector<double>& 
     for (size_t i = 0; i < dur.size(); ++i) p += part[i], d += dur[i];
   }
   return d > 0 ? p / d : std::nan("");
-}
-
-std::vector<double> per_step_share(const std::vector<double>& part, const std::vector<double>& dur) {
-  std::vector<double> out(dur.size());
-  for (size_t i = 0; i < dur.size(); ++i) out[i] = dur[i] > 0 ? part[i] / dur[i] : 0.0;
-  return out;
 }
 
 std::vector<double> pick(const std::vector<double>& v, const std::vector<size_t>& ix) {
@@ -297,7 +292,7 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
                                     cfg.skip_first_steps, d.base.steps_dropped, d.now.steps_dropped));
   }
 
-  // The tests: step time, then one per share. Holm corrects over these five.
+  // The metrics: step time (median, p90), then one per share. Holm corrects over these six.
   struct ShareDef {
     const char* id;
     const char* title;
@@ -312,6 +307,8 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
       {"launch_idle_share", "Launch-idle share", &b.launch, &n.launch, cfg.launch_idle_share, true},
       {"sync_idle_share", "Sync-idle share", &b.sync, &n.sync, cfg.sync_idle_share, true},
   };
+  // The least steps that can show anything: as long as the exact Mann–Whitney test over five metrics could
+  // reach alpha (5 per side); fewer, and a bootstrap of 3 or 4 steps is too coarse to trust.
   constexpr size_t kFamily = 5;
   size_t nb = b.size(), nn = n.size();
   bool testable = nb >= 2 && nn >= 2 && stats::min_attainable_p(nb, nn) * double(kFamily) <= cfg.alpha;
@@ -320,37 +317,59 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
 
   if (!testable && nb > 0 && nn > 0) d.notes.insert(d.notes.begin(), too_few_note);
 
-  std::vector<double> raw_p;
-  {
-    auto mw = stats::mann_whitney(b.dur_us, n.dur_us);
-    raw_p.push_back(mw.p);
-    for (const auto& s : shares) {
-      auto m = stats::mann_whitney(per_step_share(*s.bpart, b.dur_us), per_step_share(*s.npart, n.dur_us));
-      raw_p.push_back(m.p);
+  // Each metric's p-value and 95% interval come from one seeded bootstrap of its own change (the interval
+  // inverted: p < 0.05 exactly when the interval excludes 0), so the two never disagree. Holm corrects the
+  // p-values over the metrics for the verdict.
+  auto test_of = [&](const stats::BootstrapStatistic& statistic, uint64_t salt) {
+    if (!nb || !nn) return stats::BootstrapTest{};
+    // bootstrap_resamples = 0 hides the intervals; the test still needs its resamples.
+    const int resamples = cfg.bootstrap_resamples > 0 ? std::max(10, cfg.bootstrap_resamples) : 2000;
+    return stats::bootstrap_test(nb, nn, statistic, cfg.seed + salt, resamples);
+  };
+  auto mean_of = [](const std::vector<double>& v, const std::vector<size_t>* ix, size_t count) {
+    double sum = 0;
+    if (ix) {
+      for (size_t i : *ix) sum += v[i];
+    } else {
+      for (size_t i = 0; i < count; ++i) sum += v[i];
     }
-  }
-  std::vector<double> adj = stats::holm_adjust(raw_p);
+    const size_t k = ix ? ix->size() : count;
+    return k ? sum / double(k) : std::nan("");
+  };
+  auto set_test = [&](MetricDiff& m, const stats::BootstrapTest& t) {
+    m.p_value = t.p;
+    // The interval is shown only with bootstrap_resamples > 0 (0 turns it off, as documented); the test
+    // stays.
+    if (cfg.bootstrap_resamples > 0) m.ci_valid = t.ci.valid, m.ci_lo = t.ci.lo, m.ci_hi = t.ci.hi;
+  };
 
-  auto finish = [&](MetricDiff& m, double p, double padj) {
-    m.p_value = p;
-    m.p_adjusted = padj;
+  auto finish = [&](MetricDiff& m) {
     m.tested = testable;
-    m.significant = testable && padj <= cfg.alpha;
     bool moved = std::isfinite(m.change) && std::fabs(m.change) >= m.threshold && m.change != 0;
     if (moved && !m.relative) {
-      // The share and the time per step must move past the threshold in the same direction.
+      // The share and the time per step must move past the threshold in the same direction, and the time per
+      // step must have moved for certain: a share also moves when only the step's length changed.
       // time_change follows the share's direction (for GPU busy it is the idle time with its sign flipped).
       bool same_way = std::isfinite(m.time_change) && (m.change > 0) == (m.time_change > 0);
-      if (!(same_way && std::fabs(m.time_change) >= m.threshold)) {
+      bool time_moved =
+          same_way && std::fabs(m.time_change) >= m.threshold && (!testable || m.time_p_value < cfg.alpha);
+      if (!time_moved) {
         moved = false;
-        m.note = fmt::format("the share moved {:+.1f} pp but the {} per step only {:+.1f} pp of the base step: the "
-                             "step length changed, not this component",
-                             m.change * 100, m.higher_is_worse ? "time" : "GPU idle time (sign flipped)",
-                             m.time_change * 100);
+        const char* what = m.higher_is_worse ? "time" : "GPU idle time";
+        m.note = fmt::format(
+            "the share moved {:+.1f} pp but the {} per step went {} → {} ({}{}) while the step "
+            "went {} → {}: the step length changed, not this component",
+            m.change * 100, what, units::format_us(m.base_time_us), units::format_us(m.new_time_us),
+            m.new_time_us >= m.base_time_us ? "+" : "-",
+            units::format_us(std::fabs(m.new_time_us - m.base_time_us)), units::format_us(m.base_step_us),
+            units::format_us(m.new_step_us));
       }
     }
     m.exceeds_threshold = moved;
     if (nb == 0 || nn == 0) m.note = "no steps on one side; nothing to compare";
+  };
+  auto decide = [&](MetricDiff& m) {
+    m.significant = testable && m.p_adjusted <= cfg.alpha;
     bool decided = m.exceeds_threshold && (m.significant || (!testable && nb > 0 && nn > 0));
     if (decided) {
       bool worse = m.higher_is_worse ? m.change > 0 : m.change < 0;
@@ -358,7 +377,6 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     }
   };
 
-  uint64_t seed = cfg.seed;
   // Step time: median and p90, relative.
   for (int which = 0; which < 2; ++which) {
     double q = which == 0 ? 0.5 : 0.9;
@@ -371,17 +389,13 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     m.base = nb ? stats::quantile(b.dur_us, q) : std::nan("");
     m.now = nn ? stats::quantile(n.dur_us, q) : std::nan("");
     m.change = (nb && nn && m.base > 0) ? m.now / m.base - 1.0 : std::nan("");
-    if (nb && nn && cfg.bootstrap_resamples > 0) {
-      auto ci = stats::bootstrap_interval(
-          nb, nn,
-          [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
-            double qb = stats::quantile(pick(b.dur_us, ix), q);
-            return qb > 0 ? stats::quantile(pick(n.dur_us, iy), q) / qb - 1.0 : std::nan("");
-          },
-          seed + uint64_t(which), cfg.bootstrap_resamples);
-      m.ci_valid = ci.valid, m.ci_lo = ci.lo, m.ci_hi = ci.hi;
-    }
-    finish(m, raw_p[0], adj[0]);
+    set_test(m, test_of(
+                    [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+                      double qb = stats::quantile(pick(b.dur_us, ix), q);
+                      return qb > 0 ? stats::quantile(pick(n.dur_us, iy), q) / qb - 1.0 : std::nan("");
+                    },
+                    uint64_t(which)));
+    finish(m);
     d.metrics.push_back(m);
   }
   for (size_t i = 0; i < 4; ++i) {
@@ -395,35 +409,50 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     m.base = pooled_share(*s.bpart, b.dur_us, nullptr);
     m.now = pooled_share(*s.npart, n.dur_us, nullptr);
     m.change = m.now - m.base;
+    // The component's time per step (for GPU busy: the idle time), absolute, and its change as a fraction of
+    // the base mean step time, sign following the share (more idle = lower busy share).
+    const double sign = s.higher_is_worse ? 1.0 : -1.0;
+    auto component = [&](const std::vector<double>& part, const std::vector<double>& dur,
+                         const std::vector<size_t>* ix, size_t count) {
+      const double step = mean_of(dur, ix, count), v = mean_of(part, ix, count);
+      return s.higher_is_worse ? v : step - v;
+    };
+    m.base_step_us = mean_of(b.dur_us, nullptr, nb), m.new_step_us = mean_of(n.dur_us, nullptr, nn);
+    m.base_time_us = nb ? component(*s.bpart, b.dur_us, nullptr, nb) : std::nan("");
+    m.new_time_us = nn ? component(*s.npart, n.dur_us, nullptr, nn) : std::nan("");
+    m.time_change = nb && nn && m.base_step_us > 0 ? sign * (m.new_time_us - m.base_time_us) / m.base_step_us
+                                                   : std::nan("");
     {
-      // Component time per step (for GPU busy: the idle time, sign flipped to follow the share) relative to
-      // the base mean step time.
-      double bsum = 0, nsum = 0, bdur = 0, ndur = 0;
-      for (size_t k = 0; k < nb; ++k) bsum += (*s.bpart)[k], bdur += b.dur_us[k];
-      for (size_t k = 0; k < nn; ++k) nsum += (*s.npart)[k], ndur += n.dur_us[k];
-      if (nb && nn && bdur > 0) {
-        double bmean = bsum / double(nb), nmean = nsum / double(nn), bstep = bdur / double(nb), nstep = ndur / double(nn);
-        if (!s.higher_is_worse) {  // busy share: judge the idle time; more idle = lower share
-          double bidle = bstep - bmean, nidle = nstep - nmean;
-          m.time_change = -(nidle - bidle) / bstep;
-        } else {
-          m.time_change = (nmean - bmean) / bstep;
-        }
-      } else {
-        m.time_change = std::nan("");
-      }
-    }
-    if (nb && nn && cfg.bootstrap_resamples > 0) {
-      auto ci = stats::bootstrap_interval(
-          nb, nn,
+      auto t = test_of(
           [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
-            return pooled_share(*s.npart, n.dur_us, &iy) - pooled_share(*s.bpart, b.dur_us, &ix);
+            const double bstep = mean_of(b.dur_us, &ix, 0);
+            return bstep > 0
+                       ? sign *
+                             (component(*s.npart, n.dur_us, &iy, 0) - component(*s.bpart, b.dur_us, &ix, 0)) /
+                             bstep
+                       : std::nan("");
           },
-          seed + 2 + i, cfg.bootstrap_resamples);
-      m.ci_valid = ci.valid, m.ci_lo = ci.lo, m.ci_hi = ci.hi;
+          10 + i);
+      m.time_p_value = t.p;
+      if (t.ci.valid && cfg.bootstrap_resamples > 0)
+        m.time_ci_valid = true, m.time_ci_lo = t.ci.lo, m.time_ci_hi = t.ci.hi;
     }
-    finish(m, raw_p[i + 1], adj[i + 1]);
+    set_test(m, test_of(
+                    [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
+                      return pooled_share(*s.npart, n.dur_us, &iy) - pooled_share(*s.bpart, b.dur_us, &ix);
+                    },
+                    2 + i));
+    finish(m);
     d.metrics.push_back(m);
+  }
+  {
+    std::vector<double> raw_p;
+    for (const auto& m : d.metrics) raw_p.push_back(m.p_value);
+    std::vector<double> adj = stats::holm_adjust(raw_p);
+    for (size_t i = 0; i < d.metrics.size(); ++i) {
+      d.metrics[i].p_adjusted = adj[i];
+      decide(d.metrics[i]);
+    }
   }
 
   // Kernel and op time by name, per step of each side (every step of every run, as they were counted).
@@ -435,6 +464,12 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
   d.kernels_removed_total = kernels.removed_total;
   d.kernel_regressions = kernels.regressions;
   d.ops = name_level_diff(base, now, &DiffRun::ops, cfg);
+  {
+    // Sampled self time is not a gate: sampling noise of a few periods would fail builds.
+    DiffConfig listed = cfg;
+    listed.kernel_regression_us = 0;
+    d.host_functions = name_level_diff(base, now, &DiffRun::host_functions, listed);
+  }
 
   // Findings by rule.
   {

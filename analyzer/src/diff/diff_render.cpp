@@ -6,6 +6,7 @@
 
 #include "report/report_util.h"
 #include "stepscope/analyzer/diff.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/report.h"
 
@@ -117,7 +118,17 @@ std::string diff_to_json(const DiffResult& d) {
     } else {
       w.null();
     }
-    if (!m.relative) w.kv("time_change", m.time_change);
+    if (!m.relative) {
+      w.kv("time_change", m.time_change);
+      w.kv("base_time_us", m.base_time_us).kv("new_time_us", m.new_time_us);
+      w.kv("base_step_us", m.base_step_us).kv("new_step_us", m.new_step_us);
+      w.key("time_ci95");
+      if (m.time_ci_valid)
+        w.begin_array().value(m.time_ci_lo).value(m.time_ci_hi).end_array();
+      else
+        w.null();
+      w.kv("time_p_value", m.time_p_value);
+    }
     w.kv("threshold", m.threshold).kv("exceeds_threshold", m.exceeds_threshold);
     w.kv("higher_is_worse", m.higher_is_worse);
     w.kv("tested", m.tested).kv("p_value", m.p_value).kv("p_adjusted", m.p_adjusted).kv("significant", m.significant);
@@ -154,6 +165,14 @@ std::string diff_to_json(const DiffResult& d) {
   w.kv("added_total", d.ops.added_total).kv("removed_total", d.ops.removed_total);
   w.kv("regressions", d.ops.regressions);
   w.end_object();
+  if (!d.host_functions.empty()) {
+    w.key("host_functions").begin_object();
+    kernel_list("changed", d.host_functions.changed);
+    kernel_list("added", d.host_functions.added);
+    kernel_list("removed", d.host_functions.removed);
+    w.kv("added_total", d.host_functions.added_total).kv("removed_total", d.host_functions.removed_total);
+    w.end_object();
+  }
 
   w.key("findings").begin_array();
   for (const auto& f : d.findings) {
@@ -321,6 +340,9 @@ std::string diff_to_markdown(const DiffResult& d) {
            d.kernels_removed_total);
   if (!d.ops.empty())
     level_md("Op", "op", d.ops.changed, d.ops.added, d.ops.removed, d.ops.added_total, d.ops.removed_total);
+  if (!d.host_functions.empty())
+    level_md("Host function", "host function", d.host_functions.changed, d.host_functions.added,
+             d.host_functions.removed, d.host_functions.added_total, d.host_functions.removed_total);
   if (d.config.kernel_regression_us > 0)
     o += fmt::format("Kernels and ops fail past +{:g} µs per step and +{:g}% of their base (new ones past {:g} µs): "
                      "{} kernels, {} ops.\n\n",
@@ -373,6 +395,20 @@ std::string diff_to_text(const DiffResult& d) {
                        k.fails ? "  [fails]" : "");
     for (const auto& k : d.ops.removed)
       o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), printable(shorten(k.name, kNameChars)));
+  }
+  if (!d.host_functions.empty()) {
+    // CPU runs: the training thread's self time per function, from its samples (no kernels to compare).
+    o += "\nHost function time per step (training thread, sampled)\n";
+    for (const auto& k : d.host_functions.changed)
+      o += fmt::format("  changed {:>10} ({} → {})  {}\n", signed_us(k.delta_us_per_step()),
+                       format_us(k.base_us_per_step), format_us(k.new_us_per_step),
+                       printable(shorten(short_symbol(k.name), kNameChars)));
+    for (const auto& k : d.host_functions.added)
+      o += fmt::format("  added   {:>10}  {}\n", format_us(k.new_us_per_step),
+                       printable(shorten(short_symbol(k.name), kNameChars)));
+    for (const auto& k : d.host_functions.removed)
+      o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step),
+                       printable(shorten(short_symbol(k.name), kNameChars)));
   }
   if (d.kernel_regressions > 0 || d.ops.regressions > 0)
     o += fmt::format("\n{} kernels and {} ops grew past +{:g} µs per step and +{:g}% of their base: the diff fails\n",

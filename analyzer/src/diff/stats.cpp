@@ -157,10 +157,54 @@ double SplitMix64::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed, int resamples,
-                            double level) {
-  Interval out;
-  if (n == 0 || m == 0 || resamples < 10) return out;
+BootstrapTest percentile_test(std::vector<double> values, double level) {
+  BootstrapTest out;
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+               values.end());
+  if (values.size() < 10) return out;
+  std::sort(values.begin(), values.end());
+  const double tail = (1.0 - level) / 2.0;
+  out.ci.lo = quantile(values, tail);
+  out.ci.hi = quantile(values, 1.0 - tail);
+  out.ci.valid = true;
+  // quantile() interpolates linearly between order statistics, so q -> quantile(q) is continuous and
+  // nondecreasing. below: the largest q with quantile(q) <= 0 (the interval's low end stays above 0 exactly
+  // when tail > below); above: 1 - the smallest q with quantile(q) >= 0, the same for the high end.
+  const size_t B = values.size();
+  const double last = double(B - 1);
+  auto below = [&]() {
+    size_t k =
+        size_t(std::upper_bound(values.begin(), values.end(), 0.0) - values.begin());  // values[<k] <= 0
+    if (k == 0) return 0.0;
+    if (k == B) return 1.0;
+    const double a = values[k - 1], b = values[k];  // a <= 0 < b
+    return (double(k - 1) + (0.0 - a) / (b - a)) / last;
+  }();
+  auto above = [&]() {
+    size_t j =
+        size_t(std::lower_bound(values.begin(), values.end(), 0.0) - values.begin());  // values[>=j] >= 0
+    if (j == B) return 0.0;
+    if (j == 0) return 1.0;
+    const double a = values[j - 1], b = values[j];  // a < 0 <= b
+    return 1.0 - (double(j - 1) + (0.0 - a) / (b - a)) / last;
+  }();
+  // The interval at level L excludes 0 iff (1-L)/2 > below or (1-L)/2 > above: iff 1-L > 2 min(below, above).
+  out.p = std::min(1.0, 2.0 * std::min(below, above));
+  // No resample reached 0: the resamples bound p by their count, never prove it 0.
+  // (kept below 1 - level, so it never disagrees with the interval however few the resamples).
+  if (out.p <= 0) out.p = std::min(1.0 / double(B), (1.0 - level) / 2.0);
+  // At the very edge rounding decides (0.025 * 40 is not exactly 1): side with the interval as it is shown.
+  const double alpha = 1.0 - level;
+  const bool excludes = out.ci.lo > 0 || out.ci.hi < 0;
+  // (1 - 0.95 is 0.05 + 4e-17: a p just under it must also be under the 0.05 people compare it with.)
+  if (excludes && out.p >= alpha * (1 - 1e-9)) out.p = alpha * (1 - 1e-9);
+  if (!excludes && out.p < alpha) out.p = alpha;
+  return out;
+}
+
+BootstrapTest bootstrap_test(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed,
+                             int resamples, double level) {
+  if (n == 0 || m == 0 || resamples < 10) return {};
   SplitMix64 rng(seed);
   std::vector<double> values;
   values.reserve(static_cast<size_t>(resamples));
@@ -168,15 +212,14 @@ Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statis
   for (int b = 0; b < resamples; ++b) {
     for (auto& v : ix) v = rng.below(n);
     for (auto& v : iy) v = rng.below(m);
-    double s = statistic(ix, iy);
-    if (std::isfinite(s)) values.push_back(s);
+    values.push_back(statistic(ix, iy));
   }
-  if (values.size() < 10) return out;
-  double tail = (1.0 - level) / 2.0;
-  out.lo = quantile(values, tail);
-  out.hi = quantile(values, 1.0 - tail);
-  out.valid = true;
-  return out;
+  return percentile_test(std::move(values), level);
+}
+
+Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed,
+                            int resamples, double level) {
+  return bootstrap_test(n, m, statistic, seed, resamples, level).ci;
 }
 
 }  // namespace stepscope::analyzer::stats

@@ -63,4 +63,18 @@ using BootstrapStatistic = std::function<double(const std::vector<size_t>&, cons
 Interval bootstrap_interval(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed,
                             int resamples = 2000, double level = 0.95);
 
+// The percentile interval above and the two-sided p-value of "the statistic is 0" from the same resamples,
+// by inverting the interval: p is the smallest 1 - level whose interval still reaches 0, so p < 1 - level
+// exactly when the interval at `level` excludes 0 (a p-value beside an interval that disagrees with it
+// misleads). p is floored at 1 / resamples where no resample reaches 0. p = 1 and the interval invalid when a
+// side is empty.
+struct BootstrapTest {
+  Interval ci;
+  double p = 1;
+};
+BootstrapTest bootstrap_test(size_t n, size_t m, const BootstrapStatistic& statistic, uint64_t seed,
+                             int resamples = 2000, double level = 0.95);
+// The same on given resampled values (what bootstrap_test computes them from).
+BootstrapTest percentile_test(std::vector<double> values, double level = 0.95);
+
 }  // namespace stepscope::analyzer::stats

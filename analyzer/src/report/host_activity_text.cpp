@@ -20,8 +20,8 @@ std::string thread_label(const std::string& name, int64_t pid, int64_t tid) {
 }  // namespace
 
 std::string host_activity_heading(const HostActivity& h) {
-  if (h.source == "ranges")
-    return h.window == "steps" ? "Ops on the launching threads during the steps"
+  if (h.source == "ranges")  // no GPU work (window "steps"): no thread launched any
+    return h.window == "steps" ? "Ops on the training threads during the steps"
                                : "Ops on the launching threads while the GPU waited for the host";
   return h.window == "steps" ? "Where the training thread spent the steps"
                              : "What the training thread ran while the GPU waited for the host";
@@ -31,7 +31,9 @@ std::string host_activity_sentence(const HostActivity& h) {
   const std::string in = h.window == "steps" ? fmt::format("in {} of steps", ms_of(h.window_ns))
                                              : fmt::format("in the {} the GPU waited for the host", ms_of(h.window_ns));
   if (h.source == "ranges")
-    return fmt::format("Exclusive time of the innermost op or annotation on the threads that launch GPU work, {}.", in);
+    return fmt::format("Exclusive time of the innermost op or annotation on the {}, {}.",
+                       h.window == "steps" ? "threads that run the steps" : "threads that launch GPU work",
+                       in);
   if (h.source != "samples") return {};
   if (h.tid == 0)
     return fmt::format("No thread of the program ran the steps on CPU {}: the other threads' time follows.", in);
@@ -59,9 +61,14 @@ std::string render_host_activity_text(const HostActivity& h, size_t max_rows) {
   if (h.functions.empty() && h.other_threads.empty()) return {};
   std::string o = "\n" + host_activity_heading(h) + " (full names: --json)\n";
   if (auto s = host_activity_sentence(h); !s.empty()) o += "  " + s + "\n";
+  // Samples have stacks: self time (the innermost function) beside total time (anywhere on the stack).
+  const bool total = h.source == "samples";
+  if (total && !h.functions.empty()) o += fmt::format("  {:>10}  {:>10}  function\n", "self", "total");
   for (size_t i = 0; i < h.functions.size() && i < max_rows; ++i) {
     const auto& f = h.functions[i];
-    o += fmt::format("  {:>10}  {}{}\n", ms_of(f.time_ns), printable(shorten(short_symbol(f.name), 100)),
+    const std::string times = total ? fmt::format("{:>10}  {:>10}", ms_of(f.time_ns), ms_of(f.inclusive_ns))
+                                    : fmt::format("{:>10}", ms_of(f.time_ns));
+    o += fmt::format("  {}  {}{}\n", times, printable(shorten(short_symbol(f.name), 100)),
                      f.on_cpu ? "" : "  (off CPU)");
   }
   if (auto s = host_activity_others_sentence(h); !s.empty()) o += "  " + s + "\n";

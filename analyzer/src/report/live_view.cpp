@@ -73,6 +73,7 @@ LiveView live_view(const store::Trace& t, const Analysis& a, size_t max_rows) {
   for (const auto& f : h.functions) total += f.time_ns;
   for (const auto& f : h.functions) {
     if (v.functions.size() >= max_rows || total <= 0) break;
+    if (f.time_ns <= 0) continue;  // a caller listed for its total time only: top shows self time
     v.functions.push_back({f.name, double(f.time_ns) / double(total), f.on_cpu});
   }
 

@@ -37,6 +37,16 @@ constexpr Component kComponents[] = {
 };
 constexpr int kParts = int(std::size(kComponents));
 
+// Without GPU activity only the wait for input and the training thread's own work are drawn, in the host's
+// words.
+bool shown_without_gpu(int c) {
+  return std::string_view(kComponents[c].key) == "data" || std::string_view(kComponents[c].key) == "host";
+}
+std::string component_label(int c, bool has_gpu) {
+  if (has_gpu) return kComponents[c].label;
+  return host_words(std::string_view(kComponents[c].key) == "data" ? StepPart::Input : StepPart::OwnWork);
+}
+
 const char* kCss = R"css(
 :root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#ffffff;--panel:#f6f8fb;--high:#c0392b;--medium:#d68910;--low:#2e86c1}
 *{box-sizing:border-box}
@@ -157,7 +167,9 @@ std::string steps_chart(const Analysis& a) {
     o += "<g>";
     std::string parts;
     for (int c = 0; c < kParts; ++c)
-      parts += fmt::format("{}{} {}", c ? ", " : "", kComponents[c].label, format_us(b.parts[c]));
+      if (a.summary.has_gpu || shown_without_gpu(c))
+        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", component_label(c, a.summary.has_gpu),
+                             format_us(b.parts[c]));
     o += fmt::format("<title>{}: {} — {}{}</title>", html_escape(b.label), html_escape(format_us(b.dur_us)),
                      html_escape(parts), *b.bound ? html_escape(std::string(" — bound: ") + b.bound) : std::string());
     for (int c = 0; c < kParts; ++c) {
@@ -243,17 +255,21 @@ std::string slow_steps_html(const Analysis& a) {
     out += "<table><thead><tr><th class=\"n\">step</th><th class=\"n\">duration</th><th class=\"n\">over median</th>"
            "<th>grew</th><th>biggest contributor</th></tr></thead><tbody>\n";
     for (const auto& s : o.slow) {
-      const StepCategory* c = find_step_category(s.category);
       std::string who = "—";
       if (!s.contributor.empty())
         who = fmt::format("{} <span class=\"name\" title=\"{}\">{}</span> +{}", html_escape(s.contributor_kind),
                           html_escape(full_symbol(s.contributor)), html_escape(shorten(contributor_display_name(s), kHtmlNameChars)),
                           us(s.contributor_ns - s.contributor_median_ns));
-      out += fmt::format("<tr title=\"{}\"><td class=\"n\"><a href=\"#step-{}\">{}</a></td><td class=\"n\">{}</td>"
-                         "<td class=\"n\">+{}</td><td>{} +{} ({} vs {})</td><td>{}</td></tr>\n",
-                         html_escape(s.explanation), s.index, s.index, us(s.dur_ns), us(s.excess_ns),
-                         html_escape(c ? c->label : s.category), us(s.category_ns - s.category_median_ns), us(s.category_ns),
-                         us(s.category_median_ns), who);
+      if (s.not_running)
+        who = html_escape(not_running_words(s)) + (s.contributor.empty() ? "" : "; on CPU: " + who);
+      const std::string grew =
+          s.category.empty() ? html_escape(grew_words(s, a.summary.has_gpu))
+                             : fmt::format("{} ({} vs {})", html_escape(grew_words(s, a.summary.has_gpu)),
+                                           us(s.category_ns), us(s.category_median_ns));
+      out += fmt::format(
+          "<tr title=\"{}\"><td class=\"n\"><a href=\"#step-{}\">{}</a></td><td class=\"n\">{}</td>"
+          "<td class=\"n\">+{}</td><td>{}</td><td>{}</td></tr>\n",
+          html_escape(s.explanation), s.index, s.index, us(s.dur_ns), us(s.excess_ns), grew, who);
     }
     out += "</tbody></table>\n";
   }
@@ -289,6 +305,8 @@ std::string render_html_report(const Analysis& a) {
   if (auto cp = critical_path_sentence(a.critical_path); !cp.empty()) o += "<p>" + html_escape(cp) + ".</p>\n";
   if (auto wi = what_if_sentence(a.what_if); !wi.empty()) o += "<p>" + html_escape(wi) + "</p>\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
+  if (auto advice = steps_advice(sm); !advice.empty())
+    o += "<p class=\"notice\">" + html_escape(advice) + "</p>\n";
   o += "<div class=\"cards\">";
   o += card(std::to_string(sm.steps), "steps (source: " + sm.step_source + ")");
   if (!durs.empty()) o += card(format_us(durs[durs.size() / 2]), "median step time");
@@ -313,8 +331,13 @@ std::string render_html_report(const Analysis& a) {
       t[6] += double(s.profiler_ns);
     }
     o += "<p>Summed step time " + html_escape(format_us(sum_dur / 1e3)) + ": ";
+    bool first = true;
     for (int c = 0; c < kParts; ++c)
-      o += fmt::format("{}{} {}", c ? ", " : "", kComponents[c].label, html_escape(format_share(t[c] / sum_dur)));
+      if (sm.has_gpu || shown_without_gpu(c)) {
+        o += fmt::format("{}{} {}", first ? "" : ", ", html_escape(component_label(c, sm.has_gpu)),
+                         html_escape(format_share(t[c] / sum_dur)));
+        first = false;
+      }
     o += ".</p>\n";
   }
   o += "</section>\n";
@@ -352,19 +375,40 @@ std::string render_html_report(const Analysis& a) {
   // Steps
   if (!a.steps.empty()) {
     o += "<section id=\"steps\"><h2>Per-step breakdown</h2>\n<div class=\"legend\">";
-    for (const auto& c : kComponents)
-      o += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", c.color, c.label);
+    for (int c = 0; c < kParts; ++c)
+      if (sm.has_gpu || shown_without_gpu(c))
+        o += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", kComponents[c].color,
+                         html_escape(component_label(c, sm.has_gpu)));
     o += "</div>\n" + steps_chart(a) + "\n";
-    o += "<details><summary>Step table</summary><table><thead><tr><th class=\"n\">step</th><th class=\"n\">duration</th>"
-         "<th class=\"n\">GPU busy</th><th class=\"n\">launch idle</th><th class=\"n\">host code</th><th class=\"n\">data wait</th>"
-         "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th class=\"n\">profiler</th><th>bound</th>"
-         "<th class=\"n\">kernels</th></tr></thead><tbody>\n";
+    if (sm.has_gpu)
+      o += "<details><summary>Step table</summary><table><thead><tr><th class=\"n\">step</th><th "
+           "class=\"n\">duration</th>"
+           "<th class=\"n\">GPU busy</th><th class=\"n\">launch idle</th><th class=\"n\">host code</th><th "
+           "class=\"n\">data wait</th>"
+           "<th class=\"n\">sync idle</th><th class=\"n\">other idle</th><th "
+           "class=\"n\">profiler</th><th>bound</th>"
+           "<th class=\"n\">kernels</th></tr></thead><tbody>\n";
+    else
+      o += "<details><summary>Step table</summary><table><thead><tr><th class=\"n\">step</th><th "
+           "class=\"n\">duration</th>"
+           "<th class=\"n\">" +
+           html_escape(host_words(StepPart::Input)) + "</th><th class=\"n\">" +
+           html_escape(host_words(StepPart::OwnWork)) + "</th><th>bound</th></tr></thead><tbody>\n";
     // The host runs ahead: the table's rows are the steps in the GPU's time (the chart keeps the host's windows).
     const auto& rows = step_rows(a);
     if (auto note = step_rows_note(a); !note.empty()) o += "<p class=\"meta\">" + html_escape(note) + "</p>";
     size_t shown = 0;
     for (const auto& s : rows) {
       if (shown++ == kMaxStepRows) break;
+      if (!sm.has_gpu) {
+        o += fmt::format(
+            "<tr id=\"step-{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+            "<td class=\"n\">{}</td><td>{}</td></tr>\n",
+            s.index, s.index, html_escape(format_us(double(s.dur_ns) / 1e3)),
+            html_escape(format_us(double(s.data_wait_ns) / 1e3)),
+            html_escape(format_us(double(s.host_idle_ns) / 1e3)), bound_name(s.bound));
+        continue;
+      }
       o += fmt::format("<tr id=\"step-{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
                        "<td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>\n",
@@ -429,11 +473,20 @@ std::string render_html_report(const Analysis& a) {
     o += "<section id=\"host\"><h2>" + html_escape(host_activity_heading(h)) + "</h2>\n";
     if (auto s = host_activity_sentence(h); !s.empty()) o += "<p>" + html_escape(s) + "</p>\n";
     if (!h.functions.empty()) {
-      o += "<table><thead><tr><th>function</th><th class=\"n\">time</th><th class=\"n\">samples</th></tr></thead><tbody>\n";
+      // Samples: self time beside total (inclusive) time; ops (ranges) have their exclusive time only.
+      const bool total = h.source == "samples";
+      o += fmt::format(
+          "<table><thead><tr><th>function</th><th class=\"n\">{}</th>{}<th "
+          "class=\"n\">samples</th></tr></thead><tbody>\n",
+          total ? "self" : "time", total ? "<th class=\"n\">total</th>" : "");
       for (const auto& f : h.functions)
-        o += fmt::format("<tr><td class=\"name\" title=\"{}\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                         html_escape(f.name), html_escape(shorten(short_symbol(f.name), kHtmlNameChars)),
-                         f.on_cpu ? "" : " (off CPU)", html_escape(format_us(double(f.time_ns) / 1e3)), f.samples);
+        o += fmt::format(
+            "<tr><td class=\"name\" title=\"{}\">{}{}</td><td class=\"n\">{}</td>{}<td "
+            "class=\"n\">{}</td></tr>\n",
+            html_escape(f.name), html_escape(shorten(short_symbol(f.name), kHtmlNameChars)),
+            f.on_cpu ? "" : " (off CPU)", html_escape(format_us(double(f.time_ns) / 1e3)),
+            total ? "<td class=\"n\">" + html_escape(format_us(double(f.inclusive_ns) / 1e3)) + "</td>" : "",
+            f.samples);
       o += "</tbody></table>\n";
     }
     if (auto s = host_activity_others_sentence(h); !s.empty()) o += "<p>" + html_escape(s) + "</p>\n";

@@ -27,13 +27,13 @@ std::string slow_steps_markdown(const Analysis& a) {
   if (o.slow.empty()) return out;
   out += "| Step | Duration | Over median | Grew | Biggest contributor |\n|---:|---:|---:|---|---|\n";
   for (const auto& s : o.slow) {
-    const StepCategory* c = find_step_category(s.category);
     std::string who = "—";
     if (!s.contributor.empty())
       who = fmt::format("{} `{}` +{}", s.contributor_kind, markdown_escape(shorten(contributor_display_name(s), kMdNameChars)),
                         us(s.contributor_ns - s.contributor_median_ns));
-    out += fmt::format("| {} | {} | +{} | {} +{} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns), c ? c->label : s.category,
-                       us(s.category_ns - s.category_median_ns), who);
+    if (s.not_running) who = not_running_words(s) + (s.contributor.empty() ? "" : "; on CPU: " + who);
+    out += fmt::format("| {} | {} | +{} | {} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns),
+                       markdown_escape(grew_words(s, a.summary.has_gpu)), who);
   }
   return out + "\n";
 }
@@ -53,12 +53,22 @@ std::string render_markdown_report(const Analysis& a) {
   if (auto wi = what_if_sentence(a.what_if); !wi.empty())
     o += fmt::format("| What-if replay | {} |\n", markdown_escape(wi));
   if (auto note = host_ahead_note(sm); !note.empty()) o += fmt::format("| host ahead | {} |\n", markdown_escape(note));
-  o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
-  o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));
-  o += fmt::format("| Training loop waiting for input | {} |\n", format_share(sm.data_wait_share));
-  o += fmt::format("| GPU work | {} kernels, {} memcpys, {} memsets |\n", sm.kernels, sm.memcpys, sm.memsets);
-  o += fmt::format("| GPU busy / span | {} / {} |\n", format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
+  if (sm.has_gpu) {
+    o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
+    o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));
+    o += fmt::format("| Training loop waiting for input | {} |\n", format_share(sm.data_wait_share));
+    o += fmt::format("| GPU work | {} kernels, {} memcpys, {} memsets |\n", sm.kernels, sm.memcpys,
+                     sm.memsets);
+    o += fmt::format("| GPU busy / span | {} / {} |\n", format_us(sm.gpu_busy_us), format_us(sm.gpu_span_us));
+  } else {
+    // Host time only: the step is the loop's wait for input and its own work, in the text report's words.
+    o += fmt::format("| Training loop {} | {} |\n", host_words(StepPart::Input),
+                     format_share(sm.data_wait_share));
+    o += fmt::format("| {} | {} |\n", capitalized(host_words(StepPart::OwnWork)),
+                     format_share(1.0 - sm.data_wait_share));
+  }
   o += fmt::format("| Findings | {} |\n\n", a.findings.size());
+  if (auto advice = steps_advice(sm); !advice.empty()) o += "> " + markdown_escape(advice) + "\n\n";
 
   o += "### Findings\n\n";
   if (a.findings.empty()) {
@@ -94,11 +104,21 @@ std::string render_markdown_report(const Analysis& a) {
     const auto& rows = step_rows(a);
     o += "### Steps\n\n";
     if (auto note = step_rows_note(a); !note.empty()) o += note + "\n\n";
-    o += "| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
-         "Profiler | Bound |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    if (sm.has_gpu)
+      o += "| Step | Duration | GPU busy | Launch idle | Host code | Data wait | Sync idle | Other idle | "
+           "Profiler | Bound |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    else
+      o += fmt::format("| Step | Duration | {} | {} | Bound |\n|---:|---:|---:|---:|---|\n",
+                       capitalized(host_words(StepPart::Input)), capitalized(host_words(StepPart::OwnWork)));
     size_t shown = 0;
     for (const auto& s : rows) {
       if (shown++ == kMaxMdSteps) break;
+      if (!sm.has_gpu) {
+        o += fmt::format("| {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
+                         format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.host_idle_ns) / 1e3),
+                         bound_name(s.bound));
+        continue;
+      }
       o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", s.index, format_us(double(s.dur_ns) / 1e3),
                        format_us(double(s.gpu_busy_ns) / 1e3), format_us(double(s.launch_idle_ns) / 1e3),
                        format_us(double(s.host_idle_ns) / 1e3), format_us(double(s.data_wait_ns) / 1e3),
@@ -138,10 +158,13 @@ std::string render_markdown_report(const Analysis& a) {
     o += "### " + host_activity_heading(h) + "\n\n";
     if (auto s = host_activity_sentence(h); !s.empty()) o += markdown_escape(s) + "\n\n";
     if (!h.functions.empty()) {
-      o += "| Function | Time | Samples |\n|---|---:|---:|\n";
+      // Samples: self time beside total (inclusive) time; ops (ranges) have their exclusive time only.
+      const bool total = h.source == "samples";
+      o += total ? "| Function | Self | Total | Samples |\n|---|---:|---:|---:|\n" : "| Function | Time | Samples |\n|---|---:|---:|\n";
       for (const auto& f : h.functions)
-        o += fmt::format("| {}{} | {} | {} |\n", markdown_escape(shorten(short_symbol(f.name), kMdNameChars)),
-                         f.on_cpu ? "" : " (off CPU)", format_us(double(f.time_ns) / 1e3), f.samples);
+        o += fmt::format("| {}{} | {}{} | {} |\n", markdown_escape(shorten(short_symbol(f.name), kMdNameChars)),
+                         f.on_cpu ? "" : " (off CPU)", format_us(double(f.time_ns) / 1e3),
+                         total ? " | " + format_us(double(f.inclusive_ns) / 1e3) : "", f.samples);
       o += "\n";
     }
     if (auto s = host_activity_others_sentence(h); !s.empty()) o += markdown_escape(s) + "\n\n";

@@ -110,7 +110,8 @@ std::string render_text_report(const Analysis& a) {
       o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration",
                        "gpu busy", "launch", "host", "data wait", "sync", "other", "bound", "");
     } else {
-      o += "\nSteps  (bar: D waiting for input, H the training thread's own work)\n";
+      o += fmt::format("\nSteps  (bar: D {}, H {})\n", host_words(StepPart::Input),
+                       host_words(StepPart::OwnWork));
       o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "input wait", "own work", "bound", "");
     }
     size_t shown = 0;
@@ -133,8 +134,9 @@ std::string render_text_report(const Analysis& a) {
                        bound_name(s.bound), step_bar(s, max_dur));
     }
     if (tot[0] > 0 && !sm.has_gpu) {
-      o += fmt::format("Breakdown of {} summed step time: waiting for input {}, the training thread's own work {}\n",
-                       format_us(tot[0] / 1e3), format_share(tot[3] / tot[0]), format_share(tot[6] / tot[0]));
+      o += fmt::format("Breakdown of {} summed step time: {} {}, {} {}\n", format_us(tot[0] / 1e3),
+                       host_words(StepPart::Input), format_share(tot[3] / tot[0]),
+                       host_words(StepPart::OwnWork), format_share(tot[6] / tot[0]));
     } else if (tot[0] > 0) {
       o += fmt::format("Breakdown of {} summed time of {}: GPU busy {}, launch idle {}, host code between launches {}, "
                        "data wait {}, sync idle {}, other {}, profiler cost {}\n",

@@ -10,6 +10,7 @@
 
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/store/store.h"
 
 namespace stepscope::analyzer {
@@ -295,6 +296,26 @@ std::string code_fence_for(std::string_view content) {
     longest = std::max(longest, run);
   }
   return std::string(std::max<size_t>(3, longest + 1), '`');
+}
+
+const char* host_words(StepPart p) {
+  return step_category_label(*find_step_category(p == StepPart::Input ? "data_wait" : "host_idle"), false);
+}
+
+std::string capitalized(std::string s) {
+  if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = char(s[0] - 'a' + 'A');
+  return s;
+}
+
+std::string grew_words(const SlowStep& s, bool has_gpu) {
+  const StepCategory* c = find_step_category(s.category);
+  if (!c) return "—";
+  return std::string(step_category_label(*c, has_gpu)) + " +" +
+         format_us(double(s.category_ns - s.category_median_ns) / 1e3);
+}
+
+std::string not_running_words(const SlowStep& s) {
+  return "not running: +" + format_us(double(s.off_cpu_ns - s.off_cpu_median_ns) / 1e3) + " off CPU";
 }
 
 }  // namespace report_util

@@ -26,4 +26,15 @@ std::string pretty_json(std::string_view json);
 // A fence for a Markdown code block that no backtick run inside `content` can close.
 std::string code_fence_for(std::string_view content);
 
+// Without GPU activity a step is the training loop's wait for input and its own work: the words every view
+// uses for the two (step_category_label(), the slow-step explanations' words), so no view speaks of GPU idle.
+enum class StepPart { Input, OwnWork };
+const char* host_words(StepPart p);
+std::string capitalized(std::string s);
+// A slow step's "grew" cell: its category's label and growth ("the training thread's own work +120 ms"); "—"
+// when no category grew.
+std::string grew_words(const SlowStep& s, bool has_gpu);
+// A slow step whose training thread was not running (SlowStep::not_running): "not running: +120 ms off CPU".
+std::string not_running_words(const SlowStep& s);
+
 }  // namespace stepscope::analyzer::report_util

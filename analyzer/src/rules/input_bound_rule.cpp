@@ -1,5 +1,6 @@
 // input-bound: the training thread waits for the next batch for a large share of the step.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -10,6 +11,21 @@
 
 namespace stepscope::analyzer::rules {
 namespace {
+
+// The machine's CPUs as the recording saw them (meta host.cpus, written by `stepscope record`); 0 when
+// unknown (imported traces, older stores).
+int64_t recorded_cpus(const store::Trace& t) {
+  auto it = t.meta.find("host.cpus");
+  const int64_t n = it == t.meta.end() ? 0 : std::atoll(it->second.c_str());
+  return n > 0 ? n : 0;
+}
+
+// Loaders the suggestion names for `cpus` CPUs: without a GPU they share the CPUs with training (half each,
+// the training thread keeping at least one); with one, all but the training process's core. At most 8, at
+// least 1.
+int64_t suggested_loaders(int64_t cpus, bool has_gpu) {
+  return std::clamp<int64_t>(has_gpu ? cpus - 1 : cpus / 2, 1, 8);
+}
 
 class InputBoundRule final : public Rule {
  public:
@@ -119,6 +135,8 @@ class InputBoundRule final : public Rule {
     write_severity_evidence(w, *decision);
     w.kv("saving_model", "step = max(rest of the step, wait / assumed_parallel_loaders)");
     w.kv("assumed_parallel_loaders", kAssumedParallelLoaders);
+    if (const int64_t cpus = recorded_cpus(t))
+      w.kv("cpus", cpus).kv("suggested_loaders", suggested_loaders(cpus, has_gpu));
     w.kv("host_data_wait_us_per_step", double(host_wait) / double(ctx.steps.size()) / 1000.0);
     w.kv("gpu_idle_while_waiting_us_per_step", double(idle_wait) / double(std::max<int64_t>(1, ctx.traced_steps)) / 1000.0);
     w.kv("loader", single_process ? "pytorch-dataloader-num_workers-0"
@@ -155,31 +173,61 @@ class InputBoundRule final : public Rule {
                   (single_process ? "; the DataLoader runs with num_workers=0" : "") + ".";
     bool python = false;
     for (const auto& fr : t.frames) python |= fr.kind == store::FrameKind::Python;
+    // Sized to the recorded machine: a fixed 8 workers and cores - 8 threads went negative on 2 CPUs.
+    const int64_t cpus = recorded_cpus(t);
+    const int64_t loaders = suggested_loaders(cpus, has_gpu);
+    const std::string sized = cpus ? " (" + std::to_string(cpus) + " CPUs recorded)" : "";
     if (!has_gpu && !tf && ctx.framework == "pytorch") {
-      f.suggestion = std::string(single_process ? "Load batches in worker processes instead of the training loop's thread"
-                                                : "Give the DataLoader more workers and prefetch further ahead") +
-                     ", so the next batches are ready when the step asks:\n"
-                     "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
-                     "      num_workers=8, prefetch_factor=4, persistent_workers=True)\n"
-                     "Without a GPU the workers share the CPUs with training: leave them cores "
-                     "(torch.set_num_threads(cores - num_workers)); cache decoded samples when the dataset fits in "
-                     "memory.";
-    } else if (!has_gpu && !tf && python) {
+      const std::string workers = cpus ? std::to_string(loaders) : "workers";
       f.suggestion =
-          "Load the next batches ahead of the step, in parallel, instead of inline in the training loop:\n"
-          "  from concurrent.futures import ThreadPoolExecutor  # ProcessPoolExecutor when decoding holds the GIL\n"
-          "  pool = ThreadPoolExecutor(max_workers=8)\n"
-          "  pending = collections.deque(pool.submit(load_batch, i) for i in range(8))\n"
+          std::string(single_process
+                          ? "Load batches in worker processes instead of the training loop's thread"
+                          : "Give the DataLoader more workers and prefetch further ahead") +
+          ", so the next batches are ready when the step asks; without a GPU the workers share the CPUs "
+          "with training, so leave training the rest" +
+          sized + ":\n" +
+          (cpus ? std::string() : "  import os\n  workers = max(1, min(8, (os.cpu_count() or 2) // 2))\n") +
+          "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
+          "      num_workers=" +
+          workers + ", prefetch_factor=4, persistent_workers=True)\n" +
+          (cpus ? "  torch.set_num_threads(" + std::to_string(std::max<int64_t>(1, cpus - loaders)) + ")\n"
+                : std::string("  torch.set_num_threads(max(1, (os.cpu_count() or 2) - workers))\n")) +
+          "Cache decoded samples when the dataset fits in memory.";
+    } else if (!has_gpu && !tf && python) {
+      const std::string n = cpus ? std::to_string(loaders) : "workers";
+      f.suggestion =
+          "Load the next batches ahead of the step, in parallel, instead of inline in the training loop" +
+          sized +
+          ":\n"
+          "  import collections\n"
+          "  from concurrent.futures import ThreadPoolExecutor  # ProcessPoolExecutor when decoding holds "
+          "the GIL\n" +
+          (cpus ? std::string() : "  import os\n  workers = max(1, min(8, (os.cpu_count() or 2) // 2))\n") +
+          "  pool = ThreadPoolExecutor(max_workers=" + n +
+          ")\n"
+          "  pending = collections.deque(pool.submit(load_batch, i) for i in range(" +
+          n +
+          "))\n"
           "  for i in range(steps):\n"
           "      batch = pending.popleft().result()\n"
-          "      pending.append(pool.submit(load_batch, i + 8))\n"
+          "      pending.append(pool.submit(load_batch, i + " +
+          n +
+          "))\n"
           "      train_step(batch)\n"
           "Cache decoded batches when the dataset fits in memory.";
     } else if (!has_gpu && !tf) {
       f.suggestion =
-          "Load the next batches on loader threads ahead of the training loop: a bounded queue of ready batches\n"
-          "(std::thread workers + a condition variable), the loop popping one per step, so a batch decodes while\n"
-          "the previous step computes. Size the workers so one batch loads in less time than a step computes.";
+          "Load the next batches on loader threads ahead of the training loop: a bounded queue of ready "
+          "batches\n"
+          "(std::thread workers + a condition variable), the loop popping one per step, so a batch decodes "
+          "while\n"
+          "the previous step computes. Size the workers so one batch loads in less time than a step "
+          "computes" +
+          (cpus ? "; with " + std::to_string(cpus) + " CPUs recorded, " + std::to_string(loaders) +
+                      " loader thread(s) leave training the other " +
+                      std::to_string(std::max<int64_t>(1, cpus - loaders))
+                : std::string()) +
+          ".";
     } else if (!tf && ctx.framework == "cuda") {
       f.suggestion =
           "Load and decode the next batches on worker threads ahead of the training loop and copy them from pinned\n"
@@ -198,16 +246,21 @@ class InputBoundRule final : public Rule {
           "        .batch(batch_size).prefetch(tf.data.AUTOTUNE))\n"
           "For JPEG-heavy pipelines decode on the GPU (NVIDIA DALI).";
     } else {
-      f.suggestion = std::string(single_process ? "Load batches in worker processes instead of the training loop's thread"
-                                                : "Give the DataLoader more parallelism and prefetch further ahead") +
-                     ", with pinned memory so the host-to-device copy can be asynchronous:\n"
-                     "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
-                     "      num_workers=8,            # ~ CPU cores per GPU\n"
-                     "      pin_memory=True, prefetch_factor=4, persistent_workers=True)\n"
-                     "  for x, y in loader:\n"
-                     "      x = x.cuda(non_blocking=True); y = y.cuda(non_blocking=True)\n"
-                     "For image pipelines bound by JPEG decode, decode on the GPU (NVIDIA DALI); cache preprocessed "
-                     "samples when the dataset fits in memory.";
+      f.suggestion =
+          std::string(single_process
+                          ? "Load batches in worker processes instead of the training loop's thread"
+                          : "Give the DataLoader more parallelism and prefetch further ahead") +
+          ", with pinned memory so the host-to-device copy can be asynchronous:\n"
+          "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
+          "      num_workers=" +
+          std::to_string(cpus ? loaders : 8) +
+          (cpus ? ",  # " + std::to_string(cpus) + " CPUs recorded, one left for training\n"
+                : std::string(",            # ~ CPU cores per GPU\n")) +
+          "      pin_memory=True, prefetch_factor=4, persistent_workers=True)\n"
+          "  for x, y in loader:\n"
+          "      x = x.cuda(non_blocking=True); y = y.cuda(non_blocking=True)\n"
+          "For image pipelines bound by JPEG decode, decode on the GPU (NVIDIA DALI); cache preprocessed "
+          "samples when the dataset fits in memory.";
     }
     out.push_back(std::move(f));
   }

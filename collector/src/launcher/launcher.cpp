@@ -388,6 +388,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     summary.processes = static_cast<int64_t>(written_pids.size());
     summary.threads = static_cast<int64_t>(written_threads.size());
     merged_meta["clock_domain"] = "CLOCK_MONOTONIC";
+    merged_meta["host.cpus"] = std::to_string(sysconf(_SC_NPROCESSORS_ONLN));  // sizes the input-bound advice
     merged_meta["collector.samples"] = std::to_string(summary.samples);
     // Samples the handlers captured, by the processes' own final counts: equal to collector.samples when every
     // process ended through a final flush (exit, or SIGINT/SIGTERM/SIGHUP with the default action).

@@ -167,7 +167,7 @@ QVariant StepsModel::headerData(int section, Qt::Orientation o, int role) const 
   if (section == Duration) return tr("Duration");
   if (section == OverMedian) return tr("vs median");
   if (section >= FirstCategory && section < FirstCategory + static_cast<int>(cats.size()))
-    return QString(cats[section - FirstCategory].label);
+    return QString(analyzer::step_category_label(cats[section - FirstCategory], has_gpu()));
   if (section == bound_column()) return tr("Bound");
   if (section == explanation_column()) return tr("What grew (slow steps)");
   return {};

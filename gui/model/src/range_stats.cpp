@@ -253,8 +253,13 @@ RangeBreakdown range_breakdown(const TimelineModel& model, int64_t t0, int64_t t
     const double frac = double(e - s) / double(st.dur_ns);
     for (size_t c = 0; c < cats.size(); ++c) idle[c] += frac * double(st.*(cats[c].field));
   }
-  for (size_t c = 0; c < cats.size(); ++c)
-    if (std::string_view(cats[c].key) != "gpu_busy") out.idle.emplace_back(cats[c].label, int64_t(std::llround(idle[c])));
+  // Without GPU activity a step is the loop's wait for input and its own work, in the host's words.
+  const bool has_gpu = a->summary.has_gpu;
+  for (size_t c = 0; c < cats.size(); ++c) {
+    const std::string_view key = cats[c].key;
+    if (key == "gpu_busy" || (!has_gpu && key != "data_wait" && key != "host_idle")) continue;
+    out.idle.emplace_back(analyzer::step_category_label(cats[c], has_gpu), int64_t(std::llround(idle[c])));
+  }
   return out;
 }
 

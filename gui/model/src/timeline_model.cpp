@@ -297,6 +297,15 @@ std::optional<std::pair<int64_t, int64_t>> TimelineModel::steady_extent() const 
   return std::make_pair(lo, hi);
 }
 
+std::vector<std::string> TimelineModel::run_notes() const {
+  std::vector<std::string> out;
+  if (!analysis_) return out;
+  for (std::string n :
+       {analyzer::no_gpu_note(analysis_->summary), analyzer::steps_advice(analysis_->summary)})
+    if (!n.empty()) out.push_back(std::move(n));
+  return out;
+}
+
 int TimelineModel::worst_finding() const {
   auto rank = [](const std::string& severity) { return severity == "high" ? 2 : severity == "medium" ? 1 : 0; };
   int best = -1;

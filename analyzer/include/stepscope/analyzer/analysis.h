@@ -85,6 +85,9 @@ struct HostFunctionStat {  // where the training thread was: a function (CPU sam
       0;  // sampling periods they stand for: more than samples where a POSIX timer merged expiries
   int64_t time_ns = 0;  // its samples' periods inside the window, or the op's exclusive time: a time, never a share
   bool on_cpu = true;   // false: `--wall` samples of the thread blocked here (off CPU)
+  // Samples only: the time of the samples with this function anywhere on their stack (once per sample, however
+  // deep it recurses), time_ns and all it called; >= time_ns. 0 for ops (ranges).
+  int64_t inclusive_ns = 0;
 };
 
 // Another thread of the program in the same window, kept apart from the training thread (pool, loader, workers).
@@ -185,7 +188,7 @@ inline constexpr double kHostAheadMargin = 0.25;
 struct SlowStep {
   int64_t index = 0, start_ns = 0, dur_ns = 0;
   int64_t excess_ns = 0;          // dur_ns - median step duration
-  std::string category;           // key of the breakdown category that grew most ("data_wait", "gpu_busy", ...)
+  std::string category;           // key of the breakdown category that grew most ("data_wait", ...); "" when none grew
   int64_t category_ns = 0, category_median_ns = 0;
   std::string contributor_kind;   // "kernel", "copy", "wait", "op", "call", "sync", "function"; "" when none
   std::string contributor;        // its name (full)
@@ -194,6 +197,11 @@ struct SlowStep {
   // A warm-up step (StepBreakdown::warmup): its excess is start-up cost, said so in the explanation; views pick
   // the slowest steady step before it.
   bool startup = false;
+  // The training thread's time off CPU in this step and in the median step (its duration minus its on-CPU
+  // samples' periods; -1: not measured). not_running: the contributor explains less than half the excess and
+  // off-CPU time grew by at least half of it: the thread was preempted or blocked, not slower.
+  int64_t off_cpu_ns = -1, off_cpu_median_ns = 0;
+  bool not_running = false;
 };
 
 struct StepOutliers {

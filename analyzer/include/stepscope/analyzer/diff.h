@@ -49,6 +49,9 @@ struct DiffRun {
   Analysis analysis;
   std::vector<KernelStat> kernels;  // every kernel name, not only the top ones
   std::vector<KernelStat> ops;      // framework ops (Kineto cpu_op, store ranges of source Op) by name
+  // Runs without GPU activity: the training thread's self time per function over the steps (HostActivity of
+  // window "steps"; count = samples; off-CPU ones suffixed " (off CPU)"). Empty for GPU runs.
+  std::vector<KernelStat> host_functions;
 };
 
 // Kernel count and time by name, largest total first. With `steps` non-empty only kernels that start inside
@@ -77,8 +80,15 @@ struct MetricDiff {
   // the base mean step time. A share counts as changed only when this moved past the threshold the same way,
   // so a share that rises merely because the step got shorter (another bottleneck went away) is no regression.
   double time_change = 0;
+  // Shares only: the component's mean time per step on each side (for gpu_busy_share the GPU idle time), the
+  // mean step, and the bootstrap test of time_change (the share moves with the step's length alone; this does
+  // not).
+  double base_time_us = 0, new_time_us = 0, base_step_us = 0, new_step_us = 0;
+  double time_ci_lo = 0, time_ci_hi = 0;
+  bool time_ci_valid = false;
+  double time_p_value = 1;
   bool exceeds_threshold = false;
-  double p_value = 1;           // two-sided Mann–Whitney U over per-step values
+  double p_value = 1;  // two-sided, from the same bootstrap as the interval: < 0.05 iff it excludes 0
   double p_adjusted = 1;        // Holm-adjusted over the tested metrics
   bool tested = false;          // false: too few steps for the test; threshold alone decides
   bool significant = false;
@@ -132,6 +142,7 @@ struct DiffResult {
   int64_t kernels_added_total = 0, kernels_removed_total = 0;
   int64_t kernel_regressions = 0;          // kernels past kernel_regression_us / _ratio (they fail the diff)
   NameLevelDiff ops;                       // framework ops, the same way
+  NameLevelDiff host_functions;  // CPU runs: the training thread's functions (listed, never failing)
   std::vector<FindingDiff> findings;       // appeared, disappeared, changed, persisting (in that order)
   std::vector<std::string> notes;
   bool regression = false;                 // any metric regression, failing finding, kernel or op

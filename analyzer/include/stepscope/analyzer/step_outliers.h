@@ -31,6 +31,9 @@ struct StepCategory {
 };
 const std::vector<StepCategory>& step_categories();
 const StepCategory* find_step_category(const std::string& key);
+// The category's label in every view; without GPU activity the host's words ("waiting for input", "the
+// training thread's own work") for the two categories such a step has.
+const char* step_category_label(const StepCategory& c, bool has_gpu);
 
 // The contributor's name as displayed (C++ symbols shortened, display_names.h).
 std::string contributor_display_name(const SlowStep& s);

@@ -52,6 +52,9 @@ class StepsModel : public QAbstractTableModel {
   int slowest_slow_row() const;
   // The explanation of a slow step (empty when not slow or not among those explained).
   QString explanation(int row) const;
+  // False for an analysed run without GPU activity: its categories are the host's (step_category_label()) and
+  // only the wait for input and the training thread's own work are shown.
+  bool has_gpu() const { return !model_ || !model_->analysis() || model_->analysis()->summary.has_gpu; }
 
  private:
   std::shared_ptr<const TimelineModel> model_;
