@@ -25,8 +25,8 @@ std::string meta_or(const store::Trace& t, const char* key) {
 using FunctionKey = std::pair<std::string, bool>;  // (name, on_cpu)
 
 // Fills each listed function's inclusive time, then lists after them the callers that own much of the time
-// with little or none of their own (hot_loop's descend, `main`): at most kMoreCallers, each holding at least
-// a tenth of the thread's time on (or off) CPU, the largest first.
+// with little or none of their own (hot_loop's descend): at most kMoreCallers, each holding at least a tenth
+// of the thread's time on (or off) CPU, the largest first; entry points (`_start`, `main`, `<module>`) left out.
 void add_inclusive(HostActivity& out, const std::map<FunctionKey, HostFunctionStat>& by,
                    const std::map<FunctionKey, int64_t>& inclusive, size_t top) {
   constexpr size_t kMoreCallers = 5;
@@ -36,10 +36,17 @@ void add_inclusive(HostActivity& out, const std::map<FunctionKey, HostFunctionSt
     f.inclusive_ns = it == inclusive.end() ? f.time_ns : std::max(it->second, f.time_ns);
     listed.insert({f.name, f.on_cpu});
   }
+  // Entry points own every sample of their thread and say nothing about where the time went.
+  auto entry_point = [](const std::string& name) {
+    for (const char* e : {"_start", "main", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone",
+                          "clone3", "thread_start"})
+      if (name == e || name.rfind(std::string(e) + "@", 0) == 0) return true;
+    return name.rfind("<module> (", 0) == 0;
+  };
   std::vector<HostFunctionStat> more;
   for (const auto& [k, ns] : inclusive) {
     const int64_t whole = k.second ? out.on_cpu_ns : out.off_cpu_ns;
-    if (listed.count(k) || whole <= 0 || ns * 10 < whole) continue;
+    if (listed.count(k) || whole <= 0 || ns * 10 < whole || entry_point(k.first)) continue;
     auto b = by.find(k);
     HostFunctionStat f = b == by.end() ? HostFunctionStat{} : b->second;
     f.name = k.first, f.on_cpu = k.second, f.inclusive_ns = ns;
