@@ -165,6 +165,7 @@ void SampleNamer::walk(int64_t stack, Visit&& visit) const {
 const std::string& SampleNamer::name(int64_t stack) {
   auto [it, fresh] = names_.try_emplace(stack);
   if (!fresh) return it->second;
+  std::string& out = it->second;  // clang before 16 captures no structured binding in a lambda
   const store::Frame *leaf = nullptr, *native = nullptr;
   bool profiler = false, done = false;
   walk(stack, [&](const store::Frame& f) {
@@ -173,14 +174,14 @@ const std::string& SampleNamer::name(int64_t stack) {
     // The Python hooks' own frames (a --step-func trampoline, a DataLoader wrapper) are the profiler's.
     if (f.kind == store::FrameKind::Python && is_profiler_python_frame(t_, f)) {
       if (!native) {
-        it->second.clear();
+        out.clear();
         done = true;
         return false;
       }
       return true;
     }
     if (f.kind == store::FrameKind::Python) {
-      it->second = frame_display_name(t_, f, /*full=*/true);
+      out = frame_display_name(t_, f, /*full=*/true);
       done = true;
       return false;
     }
