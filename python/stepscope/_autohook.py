@@ -371,6 +371,7 @@ class _FuncHooks:
         self.templates = {}  # (freevars, generator, kind) -> trampoline code with the const slots to fill
         self.nested = set()  # matching nested functions (trampolines: not wrapped; said once)
         self.trampoline_codes = set()
+        self.wrapped_codes = set()  # the wrapped functions' own code objects (the exec watch asks at every call event)
         # This package's own functions never match (its file names: a folder on disk, or the collector's embedded copy).
         own = install.__code__.co_filename
         self.own_prefix = "<stepscope-collector>" if own.startswith("<stepscope-collector>") else os.path.dirname(
@@ -454,6 +455,7 @@ class _FuncHooks:
         if not had_wrapped:
             fn.__wrapped__ = original  # inspect.signature() shows the function's own parameters
         self.wrapped[id(fn)] = (fn, code, trampoline, had_wrapped)
+        self.wrapped_codes.add(code)
         self.trampoline_codes.add(trampoline)
         return True
 
@@ -464,6 +466,7 @@ class _FuncHooks:
                 if not had_wrapped:
                     fn.__dict__.pop("__wrapped__", None)
         self.wrapped.clear()
+        self.wrapped_codes.clear()
         self.trampoline_codes.clear()
 
     def _consider(self, fn, module):
@@ -511,10 +514,6 @@ class _FuncHooks:
         entry = self.scanned.get(id(d))
         if entry is None or entry[1] != len(d):
             self.scan_dict(d)
-
-    @property
-    def wrapped_codes(self):
-        return {entry[1] for entry in self.wrapped.values()}
 
     def expected(self, code, module, prefix=""):
         """The module-level functions and methods of `code` (module `module`'s code) that match, as code
