@@ -76,3 +76,31 @@ TEST_CASE("svg: one frame per node of the folded tree, names escaped, the root a
   CHECK(y_of("all") > y_of("python3 (7)"));
   CHECK(y_of("step (model.py:3)") > y_of("a&lt;"));
 }
+
+// The collector's own start-up (hooks_bootstrap.py) imports its package through importlib: those importlib frames
+// and whatever they call are the profiler's, so the sample is "[stepscope hook]" under the frames that called the
+// start-up; a trampoline keeps the program's function it calls (above).
+TEST_CASE("folded: what the collector's start-up calls is the profiler's, not the program's importlib") {
+  store::Trace t = small_trace();
+  auto frame = [&](int64_t id, const char* symbol, const char* file, store::FrameKind kind) {
+    store::Frame f;
+    f.id = id;
+    f.symbol = t.intern(symbol);
+    f.file = t.intern(file);
+    f.line = 9;
+    f.kind = kind;
+    t.frames.push_back(f);
+  };
+  frame(5, "<module>", "<stepscope-collector>/hooks_bootstrap.py", store::FrameKind::Python);
+  frame(6, "_find_and_load", "<frozen importlib._bootstrap>", store::FrameKind::Python);
+  frame(7, "PyImport_ImportModuleLevelObject", "", store::FrameKind::Native);
+  frame(8, "<module>", "<stepscope-collector>/stepscope/_autohook.py", store::FrameKind::Python);
+  t.stacks.push_back({5, 1, 5});  // train → start-up (a pending call run at a bytecode boundary of train)
+  t.stacks.push_back({6, 5, 6});
+  t.stacks.push_back({7, 6, 7});
+  t.stacks.push_back({8, 7, 8});
+  t.samples = {{100, 7, 8, 7, true}, {200, 7, 8, 8, true}, {300, 7, 8, 3, true}};
+  CHECK(analyzer::to_folded_stacks(t) ==
+        "python3 (7);MainThread (8);train (train.py:3);[stepscope hook] 2\n"
+        "python3 (7);MainThread (8);train (train.py:3);step (model.py:3) 1\n");
+}

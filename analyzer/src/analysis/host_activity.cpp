@@ -167,7 +167,12 @@ const std::string& SampleNamer::name(int64_t stack) {
   if (!fresh) return it->second;
   std::string& out = it->second;  // clang before 16 captures no structured binding in a lambda
   const store::Frame *leaf = nullptr, *native = nullptr;
-  bool profiler = false, done = false;
+  bool profiler = false, done = false, owned = false;
+  walk(stack, [&](const store::Frame& f) {  // the collector's start-up anywhere: the whole sample is ours
+    owned = is_profiler_owned_python_frame(t_, f);
+    return !owned;
+  });
+  if (owned) return it->second;
   walk(stack, [&](const store::Frame& f) {
     if (!leaf) leaf = &f;
     // The innermost Python frame is the line of the user's program; native frames name C/C++ programs' time.

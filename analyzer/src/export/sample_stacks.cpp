@@ -44,6 +44,7 @@ SampleStacks sample_stacks(const Trace& t) {
       // A --step-func/--data-wait-func trampoline sits between the caller and the hooked function: it is the
       // profiler's, so it stays out of the program's stacks, and time in it alone is named as ours.
       if (f != frames.end() && is_profiler_python_frame(t, *f->second)) {
+        if (is_profiler_owned_python_frame(t, *f->second)) leaf_first.clear();  // what it called is ours too
         if (leaf_first.empty()) leaf_first.push_back(frame_id("[stepscope hook]"));
         continue;
       }

@@ -206,6 +206,12 @@ bool is_profiler_python_frame(const store::Trace& t, const store::Frame& f) {
   return f.kind == store::FrameKind::Python && t.str(f.file).rfind("<stepscope-collector>/", 0) == 0;
 }
 
+bool is_profiler_owned_python_frame(const store::Trace& t, const store::Frame& f) {
+  if (f.kind != store::FrameKind::Python) return false;
+  const std::string& file = t.str(f.file);
+  return file == "<stepscope-collector>/hooks_bootstrap.py" || file == "<stepscope-collector>/line";
+}
+
 std::string frame_display_name(const store::Trace& t, const store::Frame& f, bool full) {
   const std::string sym = t.str(f.symbol);
   if (f.kind == store::FrameKind::Python) return python_frame_name(sym, t.str(f.file), f.line);

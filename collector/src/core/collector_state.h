@@ -32,6 +32,9 @@
 namespace stepscope::collector::python {
 struct RawPyFrame {
   uint64_t code;
+  uint64_t name, file;
+  uint32_t names_digest;
+  int32_t first_line;
   int32_t instr_offset;
   uint8_t is_entry;
 };

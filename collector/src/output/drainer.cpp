@@ -83,7 +83,7 @@ int64_t Drainer::native_frame_uncached(uintptr_t pc, bool leaf) {
 }
 
 int64_t Drainer::python_frame(const python::RawPyFrame& pf) {
-  auto key = std::make_pair(static_cast<int64_t>(pf.code), static_cast<int64_t>(pf.instr_offset));
+  const PyFrameKey key{pf.code, pf.name, pf.file, pf.names_digest, pf.first_line, pf.instr_offset};
   auto it = py_frames_.find(key);
   if (it != py_frames_.end()) return it->second;
   store::Frame f;
@@ -98,7 +98,7 @@ int64_t Drainer::python_frame(const python::RawPyFrame& pf) {
     f.file = intern(file);
     f.line = line;
   } else {
-    f.symbol = intern("[python]");
+    f.symbol = intern("[python code freed before it was read]");
   }
 #else
   f.symbol = intern("[python]");

@@ -23,6 +23,23 @@ struct PairHash {
   }
 };
 
+// A Python frame as the sample saw it: the same code address with other names is another (later) code object.
+struct PyFrameKey {
+  uint64_t code, name, file;
+  uint32_t names_digest;
+  int32_t first_line, instr_offset;
+  bool operator==(const PyFrameKey&) const = default;
+};
+struct PyFrameKeyHash {
+  size_t operator()(const PyFrameKey& k) const {
+    uint64_t h = k.code * 0x9E3779B97F4A7C15ull;
+    h ^= k.name + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h ^= k.file + k.names_digest + (h << 6) + (h >> 2);
+    h ^= (uint64_t(uint32_t(k.first_line)) << 32 | uint32_t(k.instr_offset)) + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
 class Drainer {
  public:
   explicit Drainer(std::string parts_dir);
@@ -101,7 +118,8 @@ class Drainer {
   unsigned long long unloads_flushed_ = 0;  // the loader's unload count when the unwinder was last flushed
   UnwindStats stats_;
   std::vector<uintptr_t> unwound_;
-  std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> frames_, py_frames_, stacks_;
+  std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> frames_, stacks_;
+  std::unordered_map<PyFrameKey, int64_t, PyFrameKeyHash> py_frames_;
   int64_t last_frame_ = 0, last_stack_ = 0, truncated_frame_ = 0, native_cut_frame_ = 0;
   std::unordered_set<int32_t> threads_named_;
   // PC → frame id, direct-mapped in front of the module lookup and frames_ (emptied when the modules change).

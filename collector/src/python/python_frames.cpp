@@ -63,6 +63,20 @@ constexpr Layout kLayouts[] = {
 };
 // clang-format on
 
+constexpr size_t kDigestChars = 16;  // characters of a name or file name in the sample's digest
+
+constexpr bool header_spans_fit() {
+  for (const Layout& l : kLayouts) {
+    uint32_t end = l.code_filename > l.code_name ? l.code_filename : l.code_name;
+    if (l.code_qualname != kNone && l.code_qualname > end) end = l.code_qualname;
+    if (l.code_firstlineno > end) end = l.code_firstlineno;
+    if (end + 8 - 8 > CaptureScratch::kHeaderBytes) return false;
+    if (l.ascii_size + kDigestChars > CaptureScratch::kStringBytes) return false;
+  }
+  return true;
+}
+static_assert(header_spans_fit(), "CaptureScratch::headers must hold a code object's naming fields");
+
 constexpr int kMaxWalk = 512;          // frames (incl. shims) walked per sample: stops cycles
 constexpr size_t kMaxString = 4096;    // characters of a name or file name
 constexpr size_t kMaxTable = 1 << 20;  // bytes of a line table
@@ -120,6 +134,35 @@ T field(const unsigned char* buf, uint32_t off) {
   std::memcpy(&v, buf + off, sizeof v);
   return v;
 }
+
+// A string's length, kind and (ASCII) first characters from a copy of its head: what tells two strings that
+// lived at one address apart. Async-signal-safe. Not its hash (computed lazily, so it changes) nor its
+// interned bits or cached UTF-8 form.
+uint64_t string_digest(const unsigned char* head, size_t have) {
+  const Layout& L = *interp.layout;
+  const int64_t length = field<int64_t>(head, 16);
+  const uint32_t state = field<uint32_t>(head, 32);
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xFF)) * 0x100000001B3ull;
+  };
+  mix(static_cast<uint64_t>(length));
+  mix((state >> 2) & 0x1F);  // kind, compact, ascii
+  const bool compact_ascii = ((state >> 5) & 1) && ((state >> 6) & 1);
+  if (compact_ascii && length > 0) {
+    const size_t n = std::min({static_cast<size_t>(length), kDigestChars, have - std::min(have, size_t{L.ascii_size})});
+    for (size_t i = 0; i < n; ++i) h = (h ^ head[L.ascii_size + i]) * 0x100000001B3ull;
+  }
+  return h;
+}
+
+uint32_t names_digest(const unsigned char* name_head, const unsigned char* file_head, size_t have) {
+  const uint64_t h = string_digest(name_head, have) * 31 + string_digest(file_head, have);
+  return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;  // never 0: 0 is "not read"
+}
+
+// How many bytes of a string's head the digest reads: its header and the characters that follow.
+size_t digest_span() { return interp.layout->ascii_size + kDigestChars; }
 
 void* symbol(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
@@ -332,9 +375,12 @@ bool read_unicode(uint64_t obj, std::string& out) {
   const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
   if (length < 0 || static_cast<size_t>(length) > kMaxString) return false;
   out.clear();
+  // The text must be what its header says (a string freed since the sample may be half overwritten): ASCII
+  // below 0x80, code points valid and none a control character a name or path never holds.
   if (compact && ascii) {
     out.resize(static_cast<size_t>(length));
-    return length == 0 || safe_read(out.data(), obj + L.ascii_size, out.size());
+    if (length != 0 && !safe_read(out.data(), obj + L.ascii_size, out.size())) return false;
+    return std::all_of(out.begin(), out.end(), [](char ch) { return ch >= 0x20 && ch < 0x7F; });
   }
   if (compact && (kind == 1 || kind == 2 || kind == 4)) {
     std::vector<unsigned char> raw(static_cast<size_t>(length) * kind);
@@ -342,6 +388,7 @@ bool read_unicode(uint64_t obj, std::string& out) {
     for (int64_t i = 0; i < length; ++i) {
       uint32_t cp = 0;
       std::memcpy(&cp, raw.data() + i * kind, kind);  // little-endian
+      if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || (cp >= 0xD800 && cp < 0xE000) || cp > 0x10FFFF) return false;
       append_utf8(out, cp);
     }
     return true;
@@ -367,6 +414,7 @@ bool read_bytes(uint64_t obj, std::vector<uint8_t>& out) {
 
 struct CodeInfo {
   std::vector<unsigned char> header;  // the code object's fields as read; a changed header means a new object
+  uint32_t names_digest = 0;           // and its strings' (a new object may have the old one's fields)
   std::string function, file;
   int first_line = 0;
   std::vector<uint8_t> table;
@@ -387,6 +435,14 @@ size_t code_header_size() {
   const Layout& L = *interp.layout;
   return std::max({L.code_filename, L.code_name, L.code_lines, L.code_firstlineno,
                    L.code_qualname == kNone ? 0u : L.code_qualname}) + 8;
+}
+
+// Bytes of a code object the signal handler reads, from its type field (offset 8) to the end of the last field
+// that names it.
+size_t sample_header_span() {
+  const Layout& L = *interp.layout;
+  return std::max({L.code_filename, L.code_name, L.code_firstlineno,
+                   L.code_qualname == kNone ? 0u : L.code_qualname}) + 8 - 8;
 }
 
 bool load_code(uint64_t code, const std::vector<unsigned char>& header, CodeInfo& info) {
@@ -595,41 +651,94 @@ int capture_current_thread(RawPyFrame* out, int max, CaptureScratch& scratch) {
     frame = previous;
   }
   if (n == 0) return 0;
-  // Check that every code pointer is a code object: one batched read of their type fields. The chain is
-  // cut at the first that is not (a frame torn by a concurrent interpreter change, or wrong layout).
+  // Check that every code pointer is a code object and keep the fields that name it: one batched read of
+  // their headers. The chain is cut at the first that is not (a frame torn by a concurrent interpreter change,
+  // or wrong layout).
   constexpr int kBatch = CaptureScratch::kBatch;
+  const size_t span = sample_header_span();
+  const uint32_t name_at = (L.code_qualname != kNone ? L.code_qualname : L.code_name) - 8;
   iovec* local = scratch.local;
   iovec* remote = scratch.remote;
-  uint64_t* types = scratch.types;
   for (int base = 0; base < n; base += kBatch) {
     const int count = std::min(kBatch, n - base);
     for (int i = 0; i < count; ++i) {
-      local[i] = {&types[i], 8};
-      remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), 8};
+      local[i] = {scratch.headers[i], span};
+      remote[i] = {reinterpret_cast<void*>(out[base + i].code + 8), span};
     }
-    const int ok = static_cast<int>(vm_read(local, remote, static_cast<unsigned long>(count)) / 8);
+    const long got = vm_read(local, remote, static_cast<unsigned long>(count));
+    const int ok = got < 0 ? 0 : static_cast<int>(static_cast<size_t>(got) / span);
     for (int i = 0; i < count; ++i) {
-      if (i >= ok || types[i] != interp.code_type) return base + i;
+      const unsigned char* h = scratch.headers[i];  // the code object from its type field on
+      if (i >= ok || field<uint64_t>(h, 0) != interp.code_type) return base + i;
+      RawPyFrame& f = out[base + i];
+      f.name = field<uint64_t>(h, name_at);
+      f.file = field<uint64_t>(h, L.code_filename - 8);
+      f.first_line = field<int32_t>(h, L.code_firstlineno - 8);
     }
+    // Then the heads of their name and file strings (alive: this thread's frames hold the code objects).
+    const size_t strings = digest_span();
+    for (int i = 0; i < count; ++i) {
+      scratch.string_local[2 * i] = {scratch.strings[2 * i], strings};
+      scratch.string_remote[2 * i] = {reinterpret_cast<void*>(out[base + i].name), strings};
+      scratch.string_local[2 * i + 1] = {scratch.strings[2 * i + 1], strings};
+      scratch.string_remote[2 * i + 1] = {reinterpret_cast<void*>(out[base + i].file), strings};
+    }
+    const long read = vm_read(scratch.string_local, scratch.string_remote, static_cast<unsigned long>(2 * count));
+    const int whole = read < 0 ? 0 : static_cast<int>(static_cast<size_t>(read) / strings);
+    for (int i = 0; i < count; ++i)
+      out[base + i].names_digest =
+          2 * i + 1 < whole ? names_digest(scratch.strings[2 * i], scratch.strings[2 * i + 1], strings) : 0;
   }
   return n;
 }
 
+// The digest of the strings at `name` and `file` now; 0 when unreadable.
+uint32_t names_digest_now(uint64_t name, uint64_t file) {
+  unsigned char heads[2][CaptureScratch::kStringBytes];
+  const size_t span = digest_span();
+  if (!safe_read(heads[0], name, span) || !safe_read(heads[1], file, span)) return 0;
+  return names_digest(heads[0], heads[1], span);
+}
+
 bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int& line) {
-  if (!interp.ready.load(std::memory_order_acquire) || !plausible(f.code)) return false;
+  if (!interp.ready.load(std::memory_order_acquire) || !plausible(f.code) || f.names_digest == 0) return false;
+  const Layout& L = *interp.layout;
+  const uint32_t name_at = L.code_qualname != kNone ? L.code_qualname : L.code_name;
   std::vector<unsigned char> header(code_header_size());
-  if (!safe_read(header.data(), f.code, header.size())) return false;
-  if (field<uint64_t>(header.data(), 8) != interp.code_type) return false;  // freed, or reused for something else
+  // The code object the sample saw, still there: the same fields, naming strings that read the same.
+  const bool same = safe_read(header.data(), f.code, header.size()) &&
+                    field<uint64_t>(header.data(), 8) == interp.code_type &&
+                    field<uint64_t>(header.data(), name_at) == f.name &&
+                    field<uint64_t>(header.data(), L.code_filename) == f.file &&
+                    field<int32_t>(header.data(), L.code_firstlineno) == f.first_line &&
+                    names_digest_now(f.name, f.file) == f.names_digest;
+  if (!same) {
+    // Freed since the sample (its address maybe another code object's now): the strings it named may live on
+    // (a module's file name is its functions' too, "<module>" is interned); the executing line went with it.
+    if (names_digest_now(f.name, f.file) != f.names_digest || !read_unicode(f.name, function) || function.empty() ||
+        !read_unicode(f.file, file) || names_digest_now(f.name, f.file) != f.names_digest)
+      return false;
+    line = 0;
+    return true;
+  }
+  // The header from the type field on: the reference count changes all the time, the object does not.
+  auto unchanged = [](const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+    return a.size() == b.size() && std::memcmp(a.data() + 8, b.data() + 8, a.size() - 8) == 0;
+  };
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.codes.find(f.code);
-  if (it == c.codes.end() || it->second.header != header) {
+  if (it == c.codes.end() || !unchanged(it->second.header, header) || it->second.names_digest != f.names_digest) {
     if (c.codes.size() >= kMaxCacheEntries) c.codes.clear();
     CodeInfo info;
-    if (!load_code(f.code, header, info)) {
+    std::vector<unsigned char> again(header.size());
+    // Read again after its strings and line table: a code object freed meanwhile is not cached as whole.
+    if (!load_code(f.code, header, info) || !safe_read(again.data(), f.code, again.size()) ||
+        !unchanged(header, again)) {
       c.codes.erase(f.code);
       return false;
     }
+    info.names_digest = f.names_digest;
     it = c.codes.insert_or_assign(f.code, std::move(info)).first;
   }
   CodeInfo& info = it->second;

@@ -16,7 +16,14 @@
 namespace stepscope::collector::python {
 
 struct RawPyFrame {
-  uint64_t code;         // address of the PyCodeObject
+  uint64_t code;  // address of the PyCodeObject
+  // The code object's (qualified) name and file name strings as they were at the sample, and a digest of their
+  // heads (length, kind, first characters). The code object may be freed, and its address and its strings'
+  // reused, before the collector thread reads it (a module's top-level code ends with its import; a program
+  // that compiles code in a loop): resolve() names the frame only when what it reads matches the digest.
+  uint64_t name, file;
+  uint32_t names_digest;
+  int32_t first_line;
   int32_t instr_offset;  // index of the executing instruction in code units (2 bytes each); -1 unknown
   uint8_t is_entry;      // the outermost Python frame run by one _PyEval_EvalFrameDefault call
 };
@@ -24,11 +31,15 @@ struct RawPyFrame {
 // capture_current_thread()'s working memory, preallocated with each thread's state: not on the handler's
 // stack, which may be the program's own small alternate stack (sampling/signal_handler.h).
 struct CaptureScratch {
-  static constexpr int kBatch = 32;             // code objects whose type one read checks
+  static constexpr int kBatch = 32;             // code objects whose headers one read fetches
+  static constexpr size_t kHeaderBytes = 128;   // a code object's fields from its type to its last name field
+  static constexpr size_t kStringBytes = 64;    // a string's header and its first characters
   static constexpr size_t kWindowBytes = 8192;  // a window of the thread's frame data stack (3.11+)
   unsigned char window[kWindowBytes];
   iovec local[kBatch], remote[kBatch];
-  uint64_t types[kBatch];
+  unsigned char headers[kBatch][kHeaderBytes];
+  iovec string_local[2 * kBatch], string_remote[2 * kBatch];
+  unsigned char strings[2 * kBatch][kStringBytes];
 };
 
 // Finds CPython in the process (libpython or a python executable that exports its symbols) and picks the
@@ -44,9 +55,10 @@ int capture_current_thread(RawPyFrame* out, int max, CaptureScratch& scratch);
 // (each such native frame runs the Python frames up to and including the next is_entry frame).
 bool is_eval_frame(uint64_t pc);
 
-// Collector thread only. Fills qualified function name, file and line; false when the code object is gone
-// or unreadable (the frame is then shown as unknown); line 0 when the instruction has none. Results are
-// cached per code object.
+// Collector thread only. Fills qualified function name, file and line; line 0 when the instruction has none or
+// the code object was freed since the sample (its name and file are then read from the strings the sample
+// saw, when those are still whole). False when nothing readable is left (the frame is shown as unknown).
+// Results are cached per code object.
 bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int& line);
 
 // "CPython 3.11 (libpython3.11.so.1.0)" once init() succeeded, else why not. For the record summary.

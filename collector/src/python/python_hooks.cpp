@@ -38,7 +38,8 @@ struct CApi {
   const char* (*unicode_as_utf8)(PyObj*) = nullptr;
   PyObj* (*tuple_new)(long) = nullptr;
   int (*tuple_set_item)(PyObj*, long, PyObj*) = nullptr;
-  PyObj* (*run_string_flags)(const char*, int, PyObj*, PyObj*, void*) = nullptr;
+  PyObj* (*compile_string)(const char*, const char*, int, void*, int) = nullptr;  // Py_CompileStringExFlags
+  PyObj* (*eval_code)(PyObj*, PyObj*, PyObj*) = nullptr;
   PyObj* (*tuple_get_item)(PyObj*, long) = nullptr;
   PyObj* (*call_object_args)(PyObj*, ...) = nullptr;  // PyObject_CallFunctionObjArgs
   void (*inc_ref)(PyObj*) = nullptr;
@@ -63,7 +64,8 @@ struct CApi {
     get(unicode_as_utf8, "PyUnicode_AsUTF8");
     get(tuple_new, "PyTuple_New");
     get(tuple_set_item, "PyTuple_SetItem");
-    get(run_string_flags, "PyRun_StringFlags");
+    get(compile_string, "Py_CompileStringExFlags");
+    get(eval_code, "PyEval_EvalCode");
     get(tuple_get_item, "PyTuple_GetItem");
     get(call_object_args, "PyObject_CallFunctionObjArgs");
     get(inc_ref, "Py_IncRef");
@@ -73,7 +75,7 @@ struct CApi {
     get(gil_release, "PyGILState_Release");
     return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
            dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
-           tuple_set_item && run_string_flags && tuple_get_item && call_object_args && inc_ref && dec_ref &&
+           tuple_set_item && compile_string && eval_code && tuple_get_item && call_object_args && inc_ref && dec_ref &&
            err_clear;
   }
 };
@@ -118,6 +120,16 @@ std::string library_path() {
 
 // Runs hooks_bootstrap.py with its inputs as globals; GIL held. Returns its one-line status; `callback` gets a
 // new reference to the exec-event callable it left, or nullptr.
+// Compiles `code` under `file` and runs it in `globals`; GIL held. The file name is what the profiler's own
+// frames are known by in samples (is_profiler_python_frame), where "<string>" would read as the program's.
+PyObj* run_source(const char* code, const char* file, PyObj* globals) {
+  PyObj* compiled = api.compile_string(code, file, kPyFileInput, nullptr, -1);
+  if (!compiled) return nullptr;
+  PyObj* r = api.eval_code(compiled, globals, globals);
+  api.dec_ref(compiled);
+  return r;
+}
+
 std::string run_bootstrap(const char* how, PyObj** callback) {
   *callback = nullptr;
   PyObj* globals = api.dict_new();
@@ -161,7 +173,7 @@ std::string run_bootstrap(const char* how, PyObj** callback) {
   if (sources) api.dec_ref(sources);
   std::string result = "failed: could not pass the embedded sources to Python";
   if (ok) {
-    PyObj* r = api.run_string_flags(kBootstrapSource, kPyFileInput, globals, globals, nullptr);
+    PyObj* r = run_source(kBootstrapSource, "<stepscope-collector>/hooks_bootstrap.py", globals);
     if (r) {
       api.dec_ref(r);
       PyObj* s = api.dict_get_item_string(globals, "_status");  // borrowed
@@ -188,7 +200,7 @@ void run_line(const char* code) {
     return;
   }
   if (api.dict_set_item_string(globals, "__builtins__", api.eval_get_builtins()) == 0)
-    if (PyObj* r = api.run_string_flags(code, kPyFileInput, globals, globals, nullptr)) api.dec_ref(r);
+    if (PyObj* r = run_source(code, "<stepscope-collector>/line", globals)) api.dec_ref(r);
   api.err_clear();
   api.dec_ref(globals);
 }

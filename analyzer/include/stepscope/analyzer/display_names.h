@@ -38,5 +38,9 @@ std::string frame_display_name(const store::Trace& trace, const store::Frame& fr
 // A Python frame of the collector's own helper (the hooks, their --step-func trampolines: files under
 // "<stepscope-collector>/"): the profiler's time, never the program's function.
 bool is_profiler_python_frame(const store::Trace& trace, const store::Frame& frame);
+// A frame of the collector's own Python start-up (hooks_bootstrap.py, a line it runs): everything it calls is the
+// profiler's too (the embedded package's import, the hooks' install), unlike a trampoline or wrapper, which calls
+// the program's function.
+bool is_profiler_owned_python_frame(const store::Trace& trace, const store::Frame& frame);
 
 }  // namespace stepscope::analyzer
