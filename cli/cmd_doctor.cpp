@@ -5,7 +5,7 @@
 
 #include "command.h"
 
-#ifdef HAVE_STEPSCOPE_LAUNCHER
+#ifdef HAVE_STEPSCOPE_DOCTOR
 #include "stepscope/collector/doctor.h"
 #endif
 
@@ -16,7 +16,7 @@ CommandRegistration doctor_command(80, [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "doctor",
       "What works here: CUDA driver, CUPTI, perf events, ptrace, Python hooks, and a self-test recording");
-#ifdef HAVE_STEPSCOPE_LAUNCHER
+#ifdef HAVE_STEPSCOPE_DOCTOR
   auto o = std::make_shared<collector::DoctorOptions>();
   cmd->add_option("--duration", o->duration_s, "Length of the self-test recording in seconds")
       ->capture_default_str()
