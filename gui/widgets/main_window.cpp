@@ -82,6 +82,11 @@ void MainWindow::build_ui() {
   QAction* steps = view->addAction(tr("Zoom to s&teps, start-up left out"), this, [this] { timeline_->zoom_to_steps(); });
   steps->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   QAction* sel = view->addAction(tr("Zoom to &selection (F)"), this, [this] { timeline_->zoom_to_selection(); });
+  // CUDA graph replays are one block each; these show (or fold away) the kernels of every replay under its block.
+  view->addAction(tr("Open every CUDA &graph replay"), this, [this] { timeline_->set_all_graphs_open(true); })
+      ->setObjectName("openGraphs");
+  view->addAction(tr("Close every CUDA graph replay"), this, [this] { timeline_->set_all_graphs_open(false); })
+      ->setObjectName("closeGraphs");
   // The collector's own threads (its drain thread, CUPTI's buffer thread) are hidden from the call tree and the
   // flame graph unless asked for: they are the profiler's cost, not the program's.
   QAction* own = view->addAction(tr("Show stepscope's own &threads in call trees"));
