@@ -131,8 +131,13 @@ Drawn drawn_on(const TimelineModel& m, const DrawList& dl, int track) {
   return d;
 }
 
-// The details pane as lines of plain text.
+// The details pane as lines of plain text (a table row's label and value are two lines).
 QStringList detail_lines(MainWindow& w) { return w.details()->toPlainText().split('\n', Qt::SkipEmptyParts); }
+bool has_row(const QStringList& lines, const QString& label, const QString& value) {
+  for (qsizetype i = 0; i + 1 < lines.size(); ++i)
+    if (lines[i] == label && lines[i + 1] == value) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -142,6 +147,11 @@ class GraphsTest : public QObject {
 
  private slots:
   void initTestCase() {
+    // Settings of their own, emptied: opened streams are saved with the layout and must not leak into this run.
+    QCoreApplication::setOrganizationName("stepscope-test");
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope,
+                       QString(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs-settings");
+    QSettings().clear();
     const std::string dir = std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs";
     std::filesystem::create_directories(dir);
     path_ = QString::fromStdString(dir + "/two_replays.stepscope");
@@ -176,7 +186,8 @@ class GraphsTest : public QObject {
     QVERIFY(m.tracks()[size_t(track)].graphs_open_inside);
     QVERIFY(!view->layout().graphs_open(track));
     QCOMPARE(view->layout().row_of_track(track)->height, view->layout().metrics().lane_height);  // one lane
-    QCOMPARE(m.event_count(), size_t(7 + 3));  // 7 kernels and 3 API calls; the blocks stand for their kernels
+    // 7 kernels and 3 API calls, the blocks standing for their kernels (the analysis tracks left out).
+    QCOMPARE(TimelineModel::build(std::make_shared<store::Trace>(m.trace()))->event_count(), size_t(7 + 3));
 
     view->zoom_to(double(kBase), double(replay_start(1) + 55 * kUs), 0);
     const DrawList dl = view->rebuild_now();
@@ -193,11 +204,11 @@ class GraphsTest : public QObject {
     QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->point_for(double(replay_start(0) + 30 * kUs), track, 0));
     QCOMPARE(*view->selected_event(), (EventRef{EventKind::GraphReplay, 0}));
     const QStringList lines = detail_lines(w);
-    QVERIFY2(lines.contains("inside\t3 kernels, 0 copies, 0 memsets"), qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("GPU busy\t45.0 µs (81.8 % of the replay)"), qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("graph\t2 · executable, instantiated from graph 1 (captured from a stream)"),
+    QVERIFY2(has_row(lines, "inside", "3 kernels, 0 copies, 0 memsets"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "GPU busy", "45.0 µs (81.8 % of the replay)"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "graph", "2 · executable, instantiated from graph 1 (captured from a stream)"),
              qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("API call\tcudaGraphLaunch (runtime)"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "API call", "cudaGraphLaunch (runtime)"), qPrintable(lines.join("\n")));
     // Where the graph was captured: graph 1's stack, leaf first.
     const int at = int(lines.indexOf("Graph 1 captured at"));
     QVERIFY2(at >= 0, qPrintable(lines.join("\n")));
@@ -237,10 +248,10 @@ class GraphsTest : public QObject {
     QVERIFY(view->selected_event() && view->selected_event()->kind == EventKind::Kernel);
     QCOMPARE(QString::fromStdString(m.name_of(*view->selected_event())), QString("relu_b"));
     const QStringList lines = detail_lines(w);
-    QVERIFY2(lines.contains("graph\t2 · executable, instantiated from graph 1 (captured from a stream)"),
+    QVERIFY2(has_row(lines, "graph", "2 · executable, instantiated from graph 1 (captured from a stream)"),
              qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("node\t22 · kernel node, cloned from node 12 of graph 1"), qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("replay\tat 2.00 ms, 3 rows, launch correlation 502"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "node", "22 · kernel node, cloned from node 12 of graph 1"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "replay", "at 2.02 ms, 3 rows, launch correlation 502"), qPrintable(lines.join("\n")));
     const int at = int(lines.indexOf("Captured at"));
     QVERIFY2(at >= 0, qPrintable(lines.join("\n")));
     QCOMPARE(lines.mid(at + 1, 6), (QStringList{"cudaLaunchKernel", "layer_b (model.py:12)", "forward (model.py:20)",
@@ -302,10 +313,13 @@ class GraphsTest : public QObject {
     QCOMPARE(blocks, size_t(3050));
     // Zoomed to one replay: its block; a double-click opens nothing; the details say why.
     const GraphReplay& g = m.replays()[100];
-    view->zoom_to(double(g.start), double(g.end), 0.5);
+    view->zoom_to(double(g.start), double(g.end), 0.05);
     const DrawList dl = view->rebuild_now();
     const Drawn d = drawn_on(m, dl, track);
-    QCOMPARE(d.replays.size(), size_t(1));
+    QVERIFY(!d.replays.empty());
+    QVERIFY(std::any_of(d.replays.begin(), d.replays.end(), [&](const DrawItem& it) {
+      return it.start == double(g.start) && it.end == double(g.end) && it.count == 1;
+    }));
     QCOMPARE(d.graph_kernels.size(), size_t(0));
     const QPoint at = view->point_for(double(g.start + g.end) / 2, track, 0);
     QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, at);
@@ -313,10 +327,10 @@ class GraphsTest : public QObject {
     QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->point_for(double(g.start + g.end) / 2, track, 0));
     QCOMPARE(*view->selected_event(), (EventRef{EventKind::GraphReplay, 100}));
     const QStringList lines = detail_lines(w);
-    QVERIFY2(lines.contains("inside\tnot recorded: this recording holds one interval a replay (gpu.graph_records = "
+    QVERIFY2(has_row(lines, "inside", "not recorded: this recording holds one interval a replay (gpu.graph_records = "
                             "graph), so there is nothing to open"),
              qPrintable(lines.join("\n")));
-    QVERIFY2(lines.contains("API call\tcudaGraphLaunch (runtime)"), qPrintable(lines.join("\n")));
+    QVERIFY2(has_row(lines, "API call", "cudaGraphLaunch (runtime)"), qPrintable(lines.join("\n")));
   }
 };
 

@@ -56,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   for (const QString& g : settings.value("timeline/collapsed").toStringList()) tracks.collapsed.insert(g.toStdString());
   for (const QString& g : settings.value("timeline/expanded_others").toStringList())
     tracks.expanded_others.insert(g.toStdString());
+  for (const QString& g : settings.value("timeline/open_graphs").toStringList()) tracks.open_graphs.insert(g.toStdString());
   timeline_->set_layout_state(std::move(tracks));
 }
 
@@ -434,6 +435,9 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   for (const auto& g : timeline_->layout_state().expanded_others) expanded << QString::fromStdString(g);
   settings.setValue("timeline/collapsed", collapsed);
   settings.setValue("timeline/expanded_others", expanded);
+  QStringList graphs;
+  for (const auto& g : timeline_->layout_state().open_graphs) graphs << QString::fromStdString(g);
+  settings.setValue("timeline/open_graphs", graphs);
   QMainWindow::closeEvent(e);
 }
 
