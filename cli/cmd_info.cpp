@@ -83,7 +83,9 @@ Info trace_info(const std::string& file) {
                  {"steps", int64_t(t.steps.size())},
                  {"findings", int64_t(t.findings.size())},
                  {"modules", int64_t(t.modules.size())},
-                 {"gpu_windows", int64_t(t.gpu_windows.size())}};  // strings: a store keeps only those in use
+                 {"gpu_windows", int64_t(t.gpu_windows.size())},
+                 {"graphs", int64_t(t.graphs.size())},
+                 {"graph_nodes", int64_t(t.graph_nodes.size())}};  // strings: a store keeps only those in use
   info.meta = t.meta;
   info.span = t.time_span();
   info.small.strings = t.strings;

@@ -40,6 +40,12 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
       ->capture_default_str()
       ->check(CLI::IsMember({"lean", "all"}));
   cmd->add_option(
+         "--cuda-graphs", o.cuda_graphs,
+         "CUDA graph replays: nodes (each replay's kernels, copies and memsets, with their graph node and "
+         "the stack that captured it) or graph (one interval per replay, cheaper)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nodes", "graph"}));
+  cmd->add_option(
          "--gpu-window", o.gpu_window,
          "Trace CUDA activity N steps out of every M (N/M), or all; the off phase lasts longer where "
          "tracing's measured cost would pass 1.5% of the wall time; runs without step markers or with "

@@ -5,10 +5,12 @@
 #   scripts/gpu-proof.sh BUILD OUT        # writes OUT/gpu-proof.md, OUT/gpu-proof.json, OUT/stores/*.db.xz,
 #                                         # OUT/cupti-reattach-probe.md, and all of them in OUT/proof.tar
 #   scripts/gpu-proof.sh BUILD OUT --phases attach,overhead --overhead-seconds 8   # a short look at some claims
+#   scripts/gpu-proof.sh BUILD OUT --phases graphs   # CUDA graphs alone (about a minute of runs)
 #
 # It records the claims' programs (scripts/gpu_proof.py run: a PyTorch trainer, the bundled samples and their
 # cures through scripts/record-samples.sh, attach/detach, record --paused with start/stop, two torchrun ranks,
-# the ≥ 30 s overhead runs and the flight recorder with a dump), then checks them (scripts/gpu_proof.py check: claim | measured | expected | verdict).
+# launch_bound --graph node by node and as one interval per replay, the ≥ 30 s overhead runs and the flight
+# recorder with a dump), then checks them (scripts/gpu_proof.py check: claim | measured | expected | verdict).
 # Python: $STEPSCOPE_PROOF_PYTHON, else the python3 on PATH; it must have a torch that sees the GPU.
 # Libraries: BUILD/deps (a bundle's) joins LD_LIBRARY_PATH for the sonames this machine lacks; libcupti.so.13 is
 # looked up in ldconfig, /usr/local/cuda*, and the Python's nvidia-* wheels.
@@ -16,7 +18,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ${1:-} == -h || ${1:-} == --help || $# -lt 2 ]]; then
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   [[ ${1:-} == -h || ${1:-} == --help ]] && exit 0 || exit 2
 fi
 start=$SECONDS

@@ -113,13 +113,14 @@ int main(int argc, char** argv) {
                      " context INTEGER NOT NULL, stream INTEGER NOT NULL, correlation INTEGER NOT NULL, grid_x INTEGER"
                      " NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y"
                      " INTEGER NOT NULL, block_z INTEGER NOT NULL, registers INTEGER NOT NULL, shared_memory INTEGER"
-                     " NOT NULL, name INTEGER NOT NULL, graph_id INTEGER NOT NULL, pid INTEGER NOT NULL)",
-                     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kernels,
+                     " NOT NULL, name INTEGER NOT NULL, graph_id INTEGER NOT NULL, pid INTEGER NOT NULL,"
+                     " graph_node_id INTEGER NOT NULL DEFAULT 0)",
+                     "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kernels,
                      [](sqlite3_stmt* s, const Kernel& k) {
                        int64_t v[] = {k.start, k.end, k.device, k.context, k.stream, k.correlation, k.grid_x,
                                       k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers,
-                                      k.shared_memory, k.name, k.graph_id, k.pid};
-                       for (int i = 0; i < 17; ++i) sqlite3_bind_int64(s, i + 1, v[i]);
+                                      k.shared_memory, k.name, k.graph_id, k.pid, k.graph_node_id};
+                       for (int i = 0; i < 18; ++i) sqlite3_bind_int64(s, i + 1, v[i]);
                      });
   double tw_k = writer(dir + "/writer_k.db", kernels);
   double tb_s = bare(dir + "/bare_s.db",

@@ -309,7 +309,7 @@ class ModelTest : public QObject {
     const int tr = track_of(*m, TrackKind::CpuSamples);
     QVERIFY(tr >= 0);
     Viewport vp{double(kBase), double(kBase + 10 * kMs), 100};
-    DrawList dl = build_draw_list(*m, vp, {tr}, LodOptions{2.0, 10});
+    DrawList dl = build_draw_list(*m, vp, {tr}, LodOptions{2.0, 10, {}});
     QCOMPARE(dl.density.size(), size_t(1));
     QCOMPARE(dl.density[0].counts.size(), size_t(10));
     for (uint32_t c : dl.density[0].counts) QCOMPARE(c, 1u);  // one sample per ms bucket

@@ -1,5 +1,8 @@
 #include "event_details.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "stepscope/analyzer/report.h"
 #include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
@@ -46,6 +49,135 @@ QString host_side(const TimelineModel& m, uint32_t api_row) {
   return out;
 }
 
+// "captured from a stream", "built node by node", … — how a graph came to be, in words.
+const char* graph_kind_words(store::GraphKind k) {
+  switch (k) {
+    case store::GraphKind::Capture: return "captured from a stream";
+    case store::GraphKind::Explicit: return "built node by node";
+    case store::GraphKind::Instantiated: return "executable";
+    case store::GraphKind::Clone: return "a clone";
+    default: return "of unknown origin";
+  }
+}
+
+// A graph in one line: "7 · executable, instantiated from graph 5 (captured from a stream)".
+QString graph_line(const TimelineModel& m, int64_t pid, int64_t graph_id) {
+  QString out = QString::number(graph_id);
+  const store::Graph* g = m.graph_row(pid, graph_id);
+  if (!g) return out;
+  out += QString(" · ") + graph_kind_words(g->kind);
+  if (g->source_graph_id) {
+    out += QString(g->kind == store::GraphKind::Clone ? ", cloned from graph %1" : ", instantiated from graph %1")
+               .arg(g->source_graph_id);
+    if (const store::Graph* src = m.graph_row(pid, g->source_graph_id)) out += QString(" (") + graph_kind_words(src->kind) + ")";
+  }
+  return out;
+}
+
+QString stack_list(const TimelineModel& m, int64_t stack) {
+  QString out = "<ol>";
+  for (uint32_t f : m.stack_frames(stack)) out += "<li><code>" + h(m.frame_name(f)) + "</code></li>";
+  return out + "</ol>";
+}
+
+const char* kWholeReplay =
+    "not recorded: this recording holds one interval a replay (gpu.graph_records = graph), so there is nothing to "
+    "open";
+
+// A replayed kernel, copy or memset: its graph, its node and the stack that captured (or created) that node.
+QString graph_side(const TimelineModel& m, EventRef e, int64_t pid, int64_t graph_id, int64_t node_id) {
+  QString out = "<h4>CUDA graph</h4><table>";
+  out += row("graph", graph_line(m, pid, graph_id));
+  const auto replay = m.replay_of(e);
+  if (replay) {
+    const GraphReplay& g = m.replays()[*replay];
+    out += row("replay", QString("at %1, %2 rows, launch correlation %3")
+                             .arg(dur(double(g.start - m.begin())))
+                             .arg(g.count)
+                             .arg(g.correlation));
+    if (g.whole) {
+      out += row("inside", kWholeReplay);
+      return out + "</table>";
+    }
+  }
+  const GraphNodeOrigin o = m.graph_node_origin(pid, node_id);
+  if (!node_id) {
+    out += row("node", "not recorded");
+    return out + "</table>";
+  }
+  if (!o.node) {
+    out += row("node", QString("%1 (no graph_nodes row: the recording did not see the node created)").arg(node_id));
+    return out + "</table>";
+  }
+  QString node = QString("%1 · %2 node").arg(node_id).arg(store::to_string(o.node->kind));
+  if (o.captured != o.node)
+    node += QString(", cloned from node %1 of graph %2").arg(o.captured->node_id).arg(o.captured->graph_id);
+  out += row("node", node);
+  out += "</table>";
+  const bool captured = o.captured_graph && o.captured_graph->kind == store::GraphKind::Capture;
+  out += QString("<h4>%1</h4>").arg(captured ? "Captured at" : "Node created at");
+  out += o.captured->stack ? stack_list(m, o.captured->stack) : QString("<p>no stack recorded for the node</p>");
+  return out;
+}
+
+// A replay block: its graph, what ran inside it (or that nothing inside was recorded), where the graph came from.
+QString replay_side(const TimelineModel& m, uint32_t r) {
+  const GraphReplay& g = m.replays()[r];
+  QString out;
+  out += row("device / stream", QString("%1 / %2").arg(m.shown_device(g.device)).arg(g.stream));
+  out += row("graph", graph_line(m, g.pid, g.graph_id));
+  out += row("correlation", QString::number(g.correlation));
+  if (g.whole) {
+    out += row("inside", kWholeReplay);
+  } else {
+    const auto rows = m.replay_records(r);
+    int kernels = 0, copies = 0, memsets = 0;
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (EventRef e : rows) {
+      kernels += e.kind == EventKind::Kernel;
+      copies += e.kind == EventKind::Memcpy;
+      memsets += e.kind == EventKind::Memset;
+      busy.emplace_back(m.start_of(e), m.end_of(e));
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t covered = 0, cs = 0, ce = INT64_MIN;
+    for (const auto& [a, b] : busy) {
+      if (a > ce) {
+        if (ce > cs) covered += ce - cs;
+        cs = a, ce = b;
+      } else {
+        ce = std::max(ce, b);
+      }
+    }
+    if (ce > cs) covered += ce - cs;
+    out += row("inside", QString("%1 kernels, %2 copies, %3 memsets").arg(kernels).arg(copies).arg(memsets));
+    if (g.end > g.start)
+      out += row("GPU busy", dur(double(covered)) + QString(" (%1 % of the replay)").arg(100.0 * double(covered) / double(g.end - g.start), 0, 'f', 1));
+    out += row("open", "double-click the block, or click ▸ beside the stream, to see them under it");
+    out += "</table><h4>Ran</h4><ol>";
+    constexpr size_t kShown = 32;
+    for (size_t i = 0; i < rows.size() && i < kShown; ++i) {
+      const store::Trace& t = m.trace();
+      const EventRef e = rows[i];
+      const int64_t node = e.kind == EventKind::Kernel   ? t.kernels[e.row].graph_node_id
+                           : e.kind == EventKind::Memcpy ? t.memcpys[e.row].graph_node_id
+                                                         : t.memsets[e.row].graph_node_id;
+      out += "<li>" + h(m.name_of(e)) + QString(" · node %1 · %2</li>").arg(node).arg(dur(double(m.end_of(e) - m.start_of(e))));
+    }
+    if (rows.size() > kShown) out += QString("<li>… %1 more</li>").arg(rows.size() - kShown);
+    out += "</ol><table>";
+  }
+  // Where the graph was captured or built: its own stack, else the graph it was instantiated from.
+  const store::Graph* gr = m.graph_row(g.pid, g.graph_id);
+  for (int guard = 0; gr && !gr->stack && gr->source_graph_id && guard < 8; ++guard) gr = m.graph_row(g.pid, gr->source_graph_id);
+  if (gr && gr->stack)
+    out += QString("</table><h4>Graph %1 %2 at</h4>")
+               .arg(gr->graph_id)
+               .arg(gr->kind == store::GraphKind::Capture ? "captured" : "created") +
+           stack_list(m, gr->stack) + "<table>";
+  return out;
+}
+
 }  // namespace
 
 QString event_details_html(const TimelineModel& m, EventRef e) {
@@ -57,6 +189,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   out += row("start", dur(double(s - m.begin())) + QString(" (%1 ns)").arg(s));
   out += row("duration", dur(double(en - s)));
   std::optional<uint32_t> api;
+  QString graph;  // a replayed row: its graph, node and capture stack
   switch (e.kind) {
     case EventKind::Kernel: {
       const auto& k = t.kernels[e.row];
@@ -66,8 +199,8 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       if (k.registers) out += row("registers", QString::number(k.registers));
       if (k.shared_memory) out += row("shared memory", bytes(k.shared_memory));
       out += row("correlation", QString::number(k.correlation));
-      if (k.graph_id) out += row("graph", QString::number(k.graph_id));
       api = m.launching_api_call(e);
+      if (k.graph_id) graph = graph_side(m, e, k.pid, k.graph_id, k.graph_node_id);
       break;
     }
     case EventKind::Memcpy: {
@@ -78,6 +211,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       out += row("memory", QString("%1 → %2").arg(store::to_string(c.src_kind), store::to_string(c.dst_kind)));
       out += row("correlation", QString::number(c.correlation));
       api = m.launching_api_call(e);
+      if (c.graph_id) graph = graph_side(m, e, c.pid, c.graph_id, c.graph_node_id);
       break;
     }
     case EventKind::Memset: {
@@ -86,8 +220,13 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       out += row("bytes", bytes(c.bytes));
       out += row("correlation", QString::number(c.correlation));
       api = m.launching_api_call(e);
+      if (c.graph_id) graph = graph_side(m, e, c.pid, c.graph_id, c.graph_node_id);
       break;
     }
+    case EventKind::GraphReplay:
+      out += replay_side(m, e.row);
+      api = m.launching_api_call(e);
+      break;
     case EventKind::ApiCall: {
       const auto& a = t.api_calls[e.row];
       out += row("thread", QString("%1 / %2").arg(m.shown_pid(a.pid)).arg(a.tid));
@@ -164,7 +303,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       break;
     }
   }
-  out += "</table>";
+  out += "</table>" + graph;
   if (api) out += host_side(m, *api);
   return out;
 }

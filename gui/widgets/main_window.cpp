@@ -56,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   for (const QString& g : settings.value("timeline/collapsed").toStringList()) tracks.collapsed.insert(g.toStdString());
   for (const QString& g : settings.value("timeline/expanded_others").toStringList())
     tracks.expanded_others.insert(g.toStdString());
+  for (const QString& g : settings.value("timeline/open_graphs").toStringList()) tracks.open_graphs.insert(g.toStdString());
   timeline_->set_layout_state(std::move(tracks));
 }
 
@@ -82,6 +83,11 @@ void MainWindow::build_ui() {
   QAction* steps = view->addAction(tr("Zoom to s&teps, start-up left out"), this, [this] { timeline_->zoom_to_steps(); });
   steps->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   QAction* sel = view->addAction(tr("Zoom to &selection (F)"), this, [this] { timeline_->zoom_to_selection(); });
+  // CUDA graph replays are one block each; these show (or fold away) the kernels of every replay under its block.
+  view->addAction(tr("Open every CUDA &graph replay"), this, [this] { timeline_->set_all_graphs_open(true); })
+      ->setObjectName("openGraphs");
+  view->addAction(tr("Close every CUDA graph replay"), this, [this] { timeline_->set_all_graphs_open(false); })
+      ->setObjectName("closeGraphs");
   // The collector's own threads (its drain thread, CUPTI's buffer thread) are hidden from the call tree and the
   // flame graph unless asked for: they are the profiler's cost, not the program's.
   QAction* own = view->addAction(tr("Show stepscope's own &threads in call trees"));
@@ -429,6 +435,9 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   for (const auto& g : timeline_->layout_state().expanded_others) expanded << QString::fromStdString(g);
   settings.setValue("timeline/collapsed", collapsed);
   settings.setValue("timeline/expanded_others", expanded);
+  QStringList graphs;
+  for (const auto& g : timeline_->layout_state().open_graphs) graphs << QString::fromStdString(g);
+  settings.setValue("timeline/open_graphs", graphs);
   QMainWindow::closeEvent(e);
 }
 

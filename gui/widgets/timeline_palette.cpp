@@ -65,6 +65,9 @@ QColor TimelinePalette::event_colour(uint32_t key, bool muted) const {
                                     QColor(0x8e, 0x44, 0xad), QColor(0x29, 0x80, 0xb9), QColor(0xe6, 0x7e, 0x22),
                                     QColor(0xc0, 0x39, 0x2b), QColor(0x95, 0xa5, 0xa6)};
       c = path[std::min<uint32_t>(low, 7)];
+    } else if (kind == TimelineModel::kGraphKey) {
+      // A CUDA graph replay: calmer than the kernels inside it (which take a hue from their name), one hue a graph.
+      c = QColor::fromHsv(static_cast<int>((low * 47u + 200u) % 360u), 70, dark ? 150 : 200);
     } else if (kind == TimelineModel::kFindingKey) {
       c = low == 2 ? QColor(0xd3, 0x2f, 0x2f) : low == 1 ? QColor(0xf5, 0x7c, 0x00) : QColor(0xfb, 0xc0, 0x2d);
     } else {

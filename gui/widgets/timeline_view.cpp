@@ -89,6 +89,27 @@ void TimelineView::toggle_group(const std::string& group) {
   emit layout_state_changed();
 }
 
+void TimelineView::toggle_graphs(int track) {
+  if (!model_ || track < 0 || size_t(track) >= model_->tracks().size()) return;
+  const Track& tr = model_->tracks()[size_t(track)];
+  if (!tr.graphs_open_inside) return;
+  const std::string key = graph_key(tr);
+  if (!layout_state_.open_graphs.erase(key)) layout_state_.open_graphs.insert(key);
+  relayout();
+  emit layout_state_changed();
+}
+
+void TimelineView::set_all_graphs_open(bool open) {
+  if (!model_) return;
+  for (const Track& tr : model_->tracks()) {
+    if (!tr.graphs_open_inside) continue;
+    if (open) layout_state_.open_graphs.insert(graph_key(tr));
+    else layout_state_.open_graphs.erase(graph_key(tr));
+  }
+  relayout();
+  emit layout_state_changed();
+}
+
 void TimelineView::toggle_others(const std::string& group) {
   if (!layout_state_.expanded_others.erase(group)) layout_state_.expanded_others.insert(group);
   relayout();
@@ -169,8 +190,10 @@ void TimelineView::request_draw_list() {
   auto model = model_;
   Viewport vp = vp_;
   auto tracks = visible_tracks();
-  watcher_->setFuture(QtConcurrent::run([model, vp, tracks]() {
-    return std::shared_ptr<const DrawList>(std::make_shared<DrawList>(build_draw_list(*model, vp, tracks)));
+  LodOptions options;
+  options.open_graphs = layout_.open_graph_tracks();
+  watcher_->setFuture(QtConcurrent::run([model, vp, tracks, options]() {
+    return std::shared_ptr<const DrawList>(std::make_shared<DrawList>(build_draw_list(*model, vp, tracks, options)));
   }));
 }
 
@@ -178,7 +201,9 @@ const DrawList& TimelineView::rebuild_now() {
   static const DrawList empty;
   if (!model_) return empty;
   vp_.width = content_width();
-  current_ = std::make_shared<DrawList>(build_draw_list(*model_, vp_, visible_tracks()));
+  LodOptions options;
+  options.open_graphs = layout_.open_graph_tracks();
+  current_ = std::make_shared<DrawList>(build_draw_list(*model_, vp_, visible_tracks(), options));
   return *current_;
 }
 
@@ -238,6 +263,11 @@ QRectF TimelineView::rect_of(EventRef e) const {
   if (!model_) return {};
   auto loc = model_->locate(e);
   if (!loc || !layout_.row_of_track(loc->track)) return {};  // folded away
+  const Track& tr = model_->tracks()[size_t(loc->track)];
+  if (size_t(loc->lane) >= layout_.lanes_shown(tr, loc->track)) {  // inside a closed graph replay: its block
+    auto replay = model_->replay_of(e);
+    return replay ? rect_of({EventKind::GraphReplay, *replay}) : QRectF();
+  }
   const double x0 = kGutterWidth + vp_.x_of(double(model_->start_of(e)));
   const double x1 = std::max(x0 + 1, kGutterWidth + vp_.x_of(double(model_->end_of(e))));
   const int y = layout_.lane_y(loc->track, loc->lane) - scroll_y();
@@ -298,7 +328,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (x1 < 0 || x0 > w - kGutterWidth) continue;
     const int y = layout_.lane_y(it.track, it.lane) - sy;
     if (y + lane_h < 0 || y > h) continue;
-    const EventRef ref = track.lanes[it.lane].ref(it.index);
+    const EventRef ref = track.lane_at(size_t(it.lane)).ref(it.index);
     if (it.busy >= 0 && size_t(it.busy) < dl.busy.size()) {
       // Zoomed out: how busy the lane is under each pixel, bottom-aligned bars over a faint band of the block.
       const BusyStrip& strip = dl.busy[size_t(it.busy)];
@@ -408,7 +438,9 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     }
     p.setFont(small);
     p.setPen(colours_.text);
-    const QString title = qs(tracks[row.track].title);
+    // A stream whose graph replays open: ▸ closed, ▾ open (a click on the title toggles).
+    const QString title = (tracks[row.track].graphs_open_inside ? (layout_.graphs_open(row.track) ? "▾ " : "▸ ") : "") +
+                          qs(tracks[row.track].title);
     p.drawText(QRect(14, y, kGutterWidth - 18, std::min(row.height, lane_h)), Qt::AlignVCenter | Qt::AlignLeft,
                fm.elidedText(title, Qt::ElideMiddle, kGutterWidth - 18));
   }
@@ -511,7 +543,7 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
         if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end) {
           if (tiles_the_run(model_->tracks()[size_t(it.track)].kind))
             return tr("%1 steps in %2 — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
-          const Lane& lane = model_->tracks()[size_t(it.track)].lanes[size_t(it.lane)];
+          const Lane& lane = model_->tracks()[size_t(it.track)].lane_at(size_t(it.lane));
           const auto a = int64_t(it.start), b = int64_t(it.end);
           const double busy = b > a ? 100.0 * double(lane.busy_in(a, b)) / double(b - a) : 0.0;
           return tr("%1 events in %2, busy %3 % of it — zoom in to see them")
@@ -599,6 +631,10 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
       toggle_others(std::string(row->group));
       return;
     }
+    if (row && row->track >= 0 && e->pos().x() < kGutterWidth && model_->tracks()[size_t(row->track)].graphs_open_inside) {
+      toggle_graphs(row->track);
+      return;
+    }
     auto hit = hit_at(e->pos());
     if (hit && !hit->sample_row) {
       select_event(hit->event);
@@ -610,8 +646,10 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
 
 void TimelineView::mouseDoubleClickEvent(QMouseEvent* e) {
   auto hit = hit_at(e->pos());
-  if (hit && !hit->sample_row && model_)
-    zoom_to(double(model_->start_of(hit->event)), double(model_->end_of(hit->event)), 0.25);
+  if (!hit || hit->sample_row || !model_) return;
+  // A graph replay opens into its kernels (its stream's replays show their rows under their blocks).
+  if (hit->event.kind == EventKind::GraphReplay && !layout_.graphs_open(hit->track)) toggle_graphs(hit->track);
+  zoom_to(double(model_->start_of(hit->event)), double(model_->end_of(hit->event)), 0.25);
 }
 
 void TimelineView::keyPressEvent(QKeyEvent* e) {
@@ -683,9 +721,12 @@ void TimelineView::select_event(std::optional<EventRef> e, bool scroll_into_view
   if (e && scroll_into_view && model_) {
     if (auto loc = model_->locate(*e)) {
       const Track& tr = model_->tracks()[loc->track];
-      if (!layout_.row_of_track(loc->track)) {  // show what was folded away
+      const bool in_closed_graph = size_t(loc->lane) >= tr.lanes.size() && tr.graphs_open_inside &&
+                                   !layout_.graphs_open(loc->track);
+      if (!layout_.row_of_track(loc->track) || in_closed_graph) {  // show what was folded away
         layout_state_.collapsed.erase(tr.group);
         if (tr.folded) layout_state_.expanded_others.insert(tr.group);
+        if (in_closed_graph) layout_state_.open_graphs.insert(graph_key(tr));
         relayout();
         emit layout_state_changed();
       }
@@ -744,9 +785,11 @@ size_t TimelineView::set_search(const QString& text) {
   }
   constexpr size_t kMaxHits = 1'000'000;
   for (const Track& tr : model_->tracks())
-    for (const Lane& l : tr.lanes)
+    for (size_t li = 0; li < tr.all_lanes(); ++li) {  // a graph replay's kernels too
+      const Lane& l = tr.lane_at(li);
       for (size_t i = 0; i < l.size() && search_hits_.size() < kMaxHits; ++i)
         if (matches_search(l.ref(i))) search_hits_.push_back(l.ref(i));
+    }
   std::sort(search_hits_.begin(), search_hits_.end(),
             [&](EventRef a, EventRef b) { return model_->start_of(a) < model_->start_of(b); });
   viewport()->update();

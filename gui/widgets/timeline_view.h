@@ -45,6 +45,9 @@ class TimelineView : public QAbstractScrollArea {
   // What a click on a group header or an "N other threads" row does.
   void toggle_group(const std::string& group);
   void toggle_others(const std::string& group);
+  // Opens or closes the CUDA graph replays of a GPU stream track (their kernels under their blocks), or of all.
+  void toggle_graphs(int track);
+  void set_all_graphs_open(bool open);
   const Viewport& viewport_range() const { return vp_; }
 
   // Shows [t0, t1] with `padding` of the span added on each side.

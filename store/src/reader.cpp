@@ -47,6 +47,7 @@ Kernel kernel_of(const Statement& s) {
   k.name = s.col_int(14);
   k.graph_id = s.col_int(15);
   k.pid = s.col_int(16);
+  k.graph_node_id = s.col_int(17);
   return k;
 }
 Memcpy memcpy_of(const Statement& s) {
@@ -61,6 +62,8 @@ Memcpy memcpy_of(const Statement& s) {
   m.src_kind = MemoryKind(s.col_int(7));
   m.dst_kind = MemoryKind(s.col_int(8));
   m.pid = s.col_int(9);
+  m.graph_id = s.col_int(10);
+  m.graph_node_id = s.col_int(11);
   return m;
 }
 Memset memset_of(const Statement& s) {
@@ -73,6 +76,8 @@ Memset memset_of(const Statement& s) {
   m.bytes = s.col_int(5);
   m.mem_kind = MemoryKind(s.col_int(6));
   m.pid = s.col_int(7);
+  m.graph_id = s.col_int(8);
+  m.graph_node_id = s.col_int(9);
   return m;
 }
 Sync sync_of(const Statement& s) {
@@ -147,6 +152,9 @@ struct StoreReader::Impl {
 
   const char* api_cols() const;
   const char* sample_cols() const;
+  const char* kernel_cols() const;
+  const char* memcpy_cols() const;
+  const char* memset_cols() const;
 
   int64_t scalar(const std::string& sql) const {
     Statement s(db, sql, path);
@@ -182,9 +190,16 @@ struct StoreReader::Impl {
 namespace {
 const char* kKernelCols =
     "start_ns,end_ns,device,context,stream,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,registers,"
-    "shared_memory,name,graph_id,pid";
-const char* kMemcpyCols = "start_ns,end_ns,device,stream,correlation,bytes,copy_kind,src_kind,dst_kind,pid";
-const char* kMemsetCols = "start_ns,end_ns,device,stream,correlation,bytes,mem_kind,pid";
+    "shared_memory,name,graph_id,pid,graph_node_id";
+const char* kMemcpyCols =
+    "start_ns,end_ns,device,stream,correlation,bytes,copy_kind,src_kind,dst_kind,pid,graph_id,graph_node_id";
+const char* kMemsetCols = "start_ns,end_ns,device,stream,correlation,bytes,mem_kind,pid,graph_id,graph_node_id";
+// v1 to v3 stores have no graph node ids and no graph ids on copies and memsets: they read as 0.
+const char* kKernelColsV3 =
+    "start_ns,end_ns,device,context,stream,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,registers,"
+    "shared_memory,name,graph_id,pid,0";
+const char* kMemcpyColsV3 = "start_ns,end_ns,device,stream,correlation,bytes,copy_kind,src_kind,dst_kind,pid,0,0";
+const char* kMemsetColsV3 = "start_ns,end_ns,device,stream,correlation,bytes,mem_kind,pid,0,0";
 const char* kSyncCols = "start_ns,end_ns,pid,tid,type,device,stream,correlation";
 // v1 stores have no api_calls.stack: it reads as 0.
 const char* kApiCols = "start_ns,end_ns,pid,tid,kind,name,correlation,return_code,stack";
@@ -200,6 +215,9 @@ const char* StoreReader::Impl::api_cols() const { return version >= 2 ? kApiCols
 const char* StoreReader::Impl::sample_cols() const {
   return version >= 3 ? kSampleCols : kSampleColsV2;
 }
+const char* StoreReader::Impl::kernel_cols() const { return version >= 4 ? kKernelCols : kKernelColsV3; }
+const char* StoreReader::Impl::memcpy_cols() const { return version >= 4 ? kMemcpyCols : kMemcpyColsV3; }
+const char* StoreReader::Impl::memset_cols() const { return version >= 4 ? kMemsetCols : kMemsetColsV3; }
 
 StoreReader::StoreReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
@@ -271,10 +289,12 @@ std::map<std::string, std::string> StoreReader::meta() const {
 std::vector<TableCount> StoreReader::counts() const {
   static const char* const tables[] = {"processes", "threads", "devices", "kernels", "memcpys", "memsets",
                                        "syncs", "api_calls", "ranges", "frames", "stacks", "samples",
-                                       "data_waits", "steps", "findings", "modules", "gpu_windows", "strings"};
+                                       "data_waits", "steps", "findings", "modules", "gpu_windows", "graphs",
+                                       "graph_nodes", "strings"};
   std::vector<TableCount> out;
   for (const char* t : tables) {
     if (impl_->version < 2 && std::string_view(t) == "gpu_windows") continue;
+    if (impl_->version < 4 && (std::string_view(t) == "graphs" || std::string_view(t) == "graph_nodes")) continue;
     out.push_back({t, impl_->scalar(std::string("SELECT count(*) FROM ") + t)});
   }
   return out;
@@ -310,9 +330,9 @@ Trace StoreReader::load() const {
   auto all = [](const char* cols, const char* table) {
     return std::string("SELECT ") + cols + " FROM " + table + " ORDER BY rowid";
   };
-  each_row(db, f, all(kKernelCols, "kernels"), [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
-  each_row(db, f, all(kMemcpyCols, "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
-  each_row(db, f, all(kMemsetCols, "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
+  each_row(db, f, all(impl_->kernel_cols(), "kernels"), [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
+  each_row(db, f, all(impl_->memcpy_cols(), "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
+  each_row(db, f, all(impl_->memset_cols(), "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
   each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
   each_row(db, f, all(impl_->api_cols(), "api_calls"), [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
   each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
@@ -335,17 +355,19 @@ Trace StoreReader::load() const {
              t.modules.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5)});
            });
   t.gpu_windows = gpu_windows();
+  t.graphs = graphs();
+  t.graph_nodes = graph_nodes();
   return t;
 }
 
 std::vector<Kernel> StoreReader::kernels(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<Kernel>("kernels", kKernelCols, t0, t1, kernel_of);
+  return impl_->overlapping<Kernel>("kernels", impl_->kernel_cols(), t0, t1, kernel_of);
 }
 std::vector<Memcpy> StoreReader::memcpys(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<Memcpy>("memcpys", kMemcpyCols, t0, t1, memcpy_of);
+  return impl_->overlapping<Memcpy>("memcpys", impl_->memcpy_cols(), t0, t1, memcpy_of);
 }
 std::vector<Memset> StoreReader::memsets(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<Memset>("memsets", kMemsetCols, t0, t1, memset_of);
+  return impl_->overlapping<Memset>("memsets", impl_->memset_cols(), t0, t1, memset_of);
 }
 std::vector<ApiCall> StoreReader::api_calls(int64_t t0, int64_t t1) const {
   return impl_->overlapping<ApiCall>("api_calls", impl_->api_cols(), t0, t1, api_of);
@@ -409,6 +431,10 @@ std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
                                {"kernels", false, false},  {"memcpys", false, false}, {"memsets", false, false},
                                {"threads", false, false},  {"modules", false, false}};
   if (impl_->version >= 2) checks.push_back({"gpu_windows", false, false});
+  if (impl_->version >= 4) {
+    checks.push_back({"graphs", false, false});
+    checks.push_back({"graph_nodes", false, false});
+  }
   std::vector<InvariantBreak> out;
   auto run = [&](const std::string& table, const std::string& problem, const std::string& where) {
     Statement s(impl_->db, "SELECT count(*), min(pid), min(" + std::string(problem == "pid not in processes" ? "pid" : "tid") +
@@ -438,6 +464,28 @@ std::vector<GpuWindow> StoreReader::gpu_windows() const {
   if (impl_->version < 2) return out;
   each_row(impl_->db, impl_->path, "SELECT start_ns, end_ns, pid FROM gpu_windows ORDER BY start_ns",
            [&](const Statement& s) { out.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
+  return out;
+}
+std::vector<Graph> StoreReader::graphs() const {
+  std::vector<Graph> out;
+  if (impl_->version < 4) return out;
+  each_row(impl_->db, impl_->path,
+           "SELECT pid, graph_id, kind, source_graph_id, created_ns, stack FROM graphs ORDER BY rowid",
+           [&](const Statement& s) {
+             out.push_back({s.col_int(0), s.col_int(1), GraphKind(s.col_int(2)), s.col_int(3), s.col_int(4),
+                            s.col_int(5)});
+           });
+  return out;
+}
+std::vector<GraphNode> StoreReader::graph_nodes() const {
+  std::vector<GraphNode> out;
+  if (impl_->version < 4) return out;
+  each_row(impl_->db, impl_->path,
+           "SELECT pid, graph_id, node_id, source_node_id, kind, created_ns, stack FROM graph_nodes ORDER BY rowid",
+           [&](const Statement& s) {
+             out.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), GraphNodeKind(s.col_int(4)),
+                            s.col_int(5), s.col_int(6)});
+           });
   return out;
 }
 std::vector<Device> StoreReader::devices() const {

@@ -53,6 +53,35 @@ const char* to_string(Severity s) {
   }
 }
 
+const char* to_string(GraphKind k) {
+  switch (k) {
+    case GraphKind::Capture: return "capture";
+    case GraphKind::Explicit: return "explicit";
+    case GraphKind::Instantiated: return "instantiated";
+    case GraphKind::Clone: return "clone";
+    default: return "unknown";
+  }
+}
+const char* to_string(GraphNodeKind k) {
+  switch (k) {
+    case GraphNodeKind::Kernel: return "kernel";
+    case GraphNodeKind::Memcpy: return "memcpy";
+    case GraphNodeKind::Memset: return "memset";
+    case GraphNodeKind::Host: return "host";
+    case GraphNodeKind::Graph: return "graph";
+    case GraphNodeKind::Empty: return "empty";
+    case GraphNodeKind::WaitEvent: return "wait_event";
+    case GraphNodeKind::EventRecord: return "event_record";
+    case GraphNodeKind::ExtSemaphoreSignal: return "ext_semaphore_signal";
+    case GraphNodeKind::ExtSemaphoreWait: return "ext_semaphore_wait";
+    case GraphNodeKind::MemAlloc: return "mem_alloc";
+    case GraphNodeKind::MemFree: return "mem_free";
+    case GraphNodeKind::BatchMemOp: return "batch_mem_op";
+    case GraphNodeKind::Conditional: return "conditional";
+    default: return "unknown";
+  }
+}
+
 std::pair<int64_t, int64_t> Trace::time_span() const {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   auto span = [&](const auto& rows) {

@@ -16,13 +16,14 @@ CREATE TABLE kernels(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device 
   grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL,
   block_x INTEGER NOT NULL, block_y INTEGER NOT NULL, block_z INTEGER NOT NULL,
   registers INTEGER NOT NULL, shared_memory INTEGER NOT NULL, name INTEGER NOT NULL,
-  graph_id INTEGER NOT NULL, pid INTEGER NOT NULL);
+  graph_id INTEGER NOT NULL, pid INTEGER NOT NULL, graph_node_id INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE memcpys(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device INTEGER NOT NULL,
   stream INTEGER NOT NULL, correlation INTEGER NOT NULL, bytes INTEGER NOT NULL, copy_kind INTEGER NOT NULL,
-  src_kind INTEGER NOT NULL, dst_kind INTEGER NOT NULL, pid INTEGER NOT NULL);
+  src_kind INTEGER NOT NULL, dst_kind INTEGER NOT NULL, pid INTEGER NOT NULL,
+  graph_id INTEGER NOT NULL DEFAULT 0, graph_node_id INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE memsets(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device INTEGER NOT NULL,
   stream INTEGER NOT NULL, correlation INTEGER NOT NULL, bytes INTEGER NOT NULL, mem_kind INTEGER NOT NULL,
-  pid INTEGER NOT NULL);
+  pid INTEGER NOT NULL, graph_id INTEGER NOT NULL DEFAULT 0, graph_node_id INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE syncs(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,
   type INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER NOT NULL, correlation INTEGER NOT NULL);
 CREATE TABLE api_calls(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL,
@@ -45,6 +46,10 @@ CREATE TABLE findings(rule INTEGER NOT NULL, severity INTEGER NOT NULL, first_st
 CREATE TABLE modules(pid INTEGER NOT NULL, path INTEGER NOT NULL, build_id INTEGER NOT NULL,
   start_address INTEGER NOT NULL, end_address INTEGER NOT NULL, file_offset INTEGER NOT NULL);
 CREATE TABLE gpu_windows(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL);
+CREATE TABLE graphs(pid INTEGER NOT NULL, graph_id INTEGER NOT NULL, kind INTEGER NOT NULL,
+  source_graph_id INTEGER NOT NULL, created_ns INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE graph_nodes(pid INTEGER NOT NULL, graph_id INTEGER NOT NULL, node_id INTEGER NOT NULL,
+  source_node_id INTEGER NOT NULL, kind INTEGER NOT NULL, created_ns INTEGER NOT NULL, stack INTEGER NOT NULL);
 
 CREATE VIEW kernels_v AS SELECT k.*, s.value AS name_text FROM kernels k JOIN strings s ON s.id = k.name;
 CREATE VIEW api_calls_v AS SELECT a.*, s.value AS name_text FROM api_calls a JOIN strings s ON s.id = a.name;

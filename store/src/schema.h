@@ -1,4 +1,4 @@
-// Current schema (v2) DDL and column lists shared by writer and reader.
+// Current schema (v4) DDL and column lists shared by writer and reader.
 #pragma once
 
 namespace stepscope::store::schema {

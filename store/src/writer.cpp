@@ -19,7 +19,8 @@ using detail::Statement;
 namespace {
 enum Table {
   kStrings, kMeta, kProcesses, kThreads, kDevices, kKernels, kMemcpys, kMemsets, kSyncs, kApiCalls,
-  kRanges, kFrames, kStacks, kSamples, kDataWaits, kSteps, kFindings, kModules, kGpuWindows, kTableCount
+  kRanges, kFrames, kStacks, kSamples, kDataWaits, kSteps, kFindings, kModules, kGpuWindows, kGraphs, kGraphNodes,
+  kTableCount
 };
 const char* const kInsertSql[kTableCount] = {
     "INSERT INTO strings(id, value) VALUES (?,?)",
@@ -27,9 +28,9 @@ const char* const kInsertSql[kTableCount] = {
     "INSERT INTO processes VALUES (?,?,?)",
     "INSERT INTO threads VALUES (?,?,?,?)",
     "INSERT INTO devices VALUES (?,?,?,?,?,?,?)",
-    "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO memcpys VALUES (?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO memsets VALUES (?,?,?,?,?,?,?,?)",
+    "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO memcpys VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO memsets VALUES (?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO syncs VALUES (?,?,?,?,?,?,?,?)",
     "INSERT INTO api_calls VALUES (?,?,?,?,?,?,?,?,?)",
     "INSERT INTO ranges VALUES (?,?,?,?,?,?,?,?,?)",
@@ -41,6 +42,8 @@ const char* const kInsertSql[kTableCount] = {
     "INSERT INTO findings VALUES (?,?,?,?,?,?,?)",
     "INSERT INTO modules VALUES (?,?,?,?,?,?)",
     "INSERT INTO gpu_windows VALUES (?,?,?)",
+    "INSERT INTO graphs VALUES (?,?,?,?,?,?)",
+    "INSERT INTO graph_nodes VALUES (?,?,?,?,?,?,?)",
 };
 }  // namespace
 
@@ -162,14 +165,15 @@ void StoreWriter::add(const Device& r) {
 void StoreWriter::add(const Kernel& r) {
   impl_->row(kKernels, r.start, r.end, r.device, r.context, r.stream, r.correlation, I(r.grid_x), I(r.grid_y),
              I(r.grid_z), I(r.block_x), I(r.block_y), I(r.block_z), I(r.registers), r.shared_memory, r.name,
-             r.graph_id, r.pid);
+             r.graph_id, r.pid, r.graph_node_id);
 }
 void StoreWriter::add(const Memcpy& r) {
   impl_->row(kMemcpys, r.start, r.end, r.device, r.stream, r.correlation, r.bytes, I(r.kind), I(r.src_kind),
-             I(r.dst_kind), r.pid);
+             I(r.dst_kind), r.pid, r.graph_id, r.graph_node_id);
 }
 void StoreWriter::add(const Memset& r) {
-  impl_->row(kMemsets, r.start, r.end, r.device, r.stream, r.correlation, r.bytes, I(r.mem_kind), r.pid);
+  impl_->row(kMemsets, r.start, r.end, r.device, r.stream, r.correlation, r.bytes, I(r.mem_kind), r.pid,
+             r.graph_id, r.graph_node_id);
 }
 void StoreWriter::add(const Sync& r) {
   impl_->row(kSyncs, r.start, r.end, r.pid, r.tid, I(r.type), r.device, r.stream, r.correlation);
@@ -203,6 +207,12 @@ void StoreWriter::add(const Module& r) {
 }
 
 void StoreWriter::add(const GpuWindow& r) { impl_->row(kGpuWindows, r.start, r.end, r.pid); }
+void StoreWriter::add(const Graph& r) {
+  impl_->row(kGraphs, r.pid, r.graph_id, I(r.kind), r.source_graph_id, r.created, r.stack);
+}
+void StoreWriter::add(const GraphNode& r) {
+  impl_->row(kGraphNodes, r.pid, r.graph_id, r.node_id, r.source_node_id, I(r.kind), r.created, r.stack);
+}
 
 void StoreWriter::append(const Trace& t) {
   // String ids of `t` → this writer's ids, interned on first use.

@@ -19,9 +19,11 @@ Trace sample_trace() {
   k.start = 1000; k.end = 1500; k.device = 0; k.context = 1; k.stream = 7; k.correlation = 42;
   k.grid_x = 2; k.grid_y = 3; k.grid_z = 4; k.block_x = 128; k.block_y = 2; k.block_z = 1;
   k.registers = 32; k.shared_memory = 4096; k.name = t.intern("ampere_sgemm_<128>"); k.graph_id = 9; k.pid = 100;
+  k.graph_node_id = 0x7f00000011;
   t.kernels.push_back(k);
-  t.memcpys.push_back({2000, 2600, 0, 7, 43, 1 << 20, CopyKind::HtoD, MemoryKind::Pageable, MemoryKind::Device, 100});
-  t.memsets.push_back({3000, 3100, 0, 8, 44, 512, MemoryKind::Device, 100});
+  t.memcpys.push_back(
+      {2000, 2600, 0, 7, 43, 1 << 20, CopyKind::HtoD, MemoryKind::Pageable, MemoryKind::Device, 100, 9, 0x7f00000012});
+  t.memsets.push_back({3000, 3100, 0, 8, 44, 512, MemoryKind::Device, 100, 9, 0x7f00000013});
   t.syncs.push_back({4000, 4500, 100, 101, SyncType::Context, 0, -1, 45});
   t.api_calls.push_back({900, 1200, 100, 101, ApiKind::Runtime, t.intern("cudaLaunchKernel"), 42, 0});
   t.api_calls.push_back({4000, 4500, 100, 101, ApiKind::Runtime, t.intern("cudaDeviceSynchronize"), 45, 0, 2});
@@ -38,6 +40,12 @@ Trace sample_trace() {
   t.modules.push_back({100, t.intern("/usr/lib/libfoo.so"), t.intern("abcdef"), 0x400000, 0x500000, 0x1000});
   t.gpu_windows.push_back({600, 2700, 100});
   t.meta["gpu.window"] = "20/200";
+  // Graph 5 captured on the main thread (stack 2), instantiated as executable graph 9; one of its kernel nodes.
+  t.graphs.push_back({100, 5, GraphKind::Capture, 0, 700, 2});
+  t.graphs.push_back({100, 9, GraphKind::Instantiated, 5, 750, 1});
+  t.graph_nodes.push_back({100, 5, 0x7f00000001, 0, GraphNodeKind::Kernel, 710, 2});
+  t.graph_nodes.push_back({100, 9, 0x7f00000011, 0x7f00000001, GraphNodeKind::Kernel, 750, 0});
+  t.meta["gpu.graph_records"] = "nodes";
   return t;
 }
 // Turns a store this writer made into what an older writer left, by the SQL given.
@@ -58,10 +66,10 @@ TEST_CASE("every table round-trips through a store file") {
   Trace in = sample_trace();
   write_store_atomically(in, dir.file("run.db"));
   StoreReader r(dir.file("run.db"));
-  CHECK(r.schema_version() == 3);
+  CHECK(r.schema_version() == 4);
   Trace out = r.load();
   CHECK(out.meta.at("source_format") == "test");
-  CHECK(out.meta.at("schema_version") == "3");
+  CHECK(out.meta.at("schema_version") == "4");
   CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
 
   REQUIRE(out.processes.size() == 1);
@@ -93,15 +101,25 @@ TEST_CASE("every table round-trips through a store file") {
   CHECK(out.str(k.name) == "ampere_sgemm_<128>");
   CHECK(k.graph_id == 9);
   CHECK(k.pid == 100);
+  CHECK(k.graph_node_id == 0x7f00000011);
+  CHECK(r.kernels(1200, 1300).at(0).graph_node_id == 0x7f00000011);
 
   REQUIRE(out.memcpys.size() == 1);
   CHECK(out.memcpys[0].bytes == (1 << 20));
   CHECK(out.memcpys[0].kind == CopyKind::HtoD);
   CHECK(out.memcpys[0].src_kind == MemoryKind::Pageable);
   CHECK(out.memcpys[0].dst_kind == MemoryKind::Device);
+  CHECK(out.memcpys[0].pid == 100);
+  CHECK(out.memcpys[0].graph_id == 9);
+  CHECK(out.memcpys[0].graph_node_id == 0x7f00000012);
+  CHECK(r.memcpys(2100, 2200).at(0).graph_node_id == 0x7f00000012);
   REQUIRE(out.memsets.size() == 1);
   CHECK(out.memsets[0].stream == 8);
   CHECK(out.memsets[0].mem_kind == MemoryKind::Device);
+  CHECK(out.memsets[0].pid == 100);
+  CHECK(out.memsets[0].graph_id == 9);
+  CHECK(out.memsets[0].graph_node_id == 0x7f00000013);
+  CHECK(r.memsets(3000, 3050).at(0).graph_id == 9);
   REQUIRE(out.syncs.size() == 1);
   CHECK(out.syncs[0].type == SyncType::Context);
   CHECK(out.syncs[0].stream == -1);
@@ -152,6 +170,32 @@ TEST_CASE("every table round-trips through a store file") {
   CHECK((out.gpu_windows[0].start == 600 && out.gpu_windows[0].end == 2700 && out.gpu_windows[0].pid == 100));
   CHECK(out.meta.at("gpu.window") == "20/200");
 
+  REQUIRE(out.graphs.size() == 2);
+  CHECK((out.graphs[0].pid == 100 && out.graphs[0].graph_id == 5 && out.graphs[0].kind == GraphKind::Capture));
+  CHECK((out.graphs[0].source_graph_id == 0 && out.graphs[0].created == 700 && out.graphs[0].stack == 2));
+  CHECK((out.graphs[1].graph_id == 9 && out.graphs[1].kind == GraphKind::Instantiated));
+  CHECK((out.graphs[1].source_graph_id == 5 && out.graphs[1].created == 750 && out.graphs[1].stack == 1));
+  REQUIRE(out.graph_nodes.size() == 2);
+  const GraphNode& captured = out.graph_nodes[0];
+  CHECK((captured.pid == 100 && captured.graph_id == 5 && captured.node_id == 0x7f00000001));
+  CHECK((captured.source_node_id == 0 && captured.kind == GraphNodeKind::Kernel));
+  CHECK((captured.created == 710 && captured.stack == 2));
+  const GraphNode& instantiated = out.graph_nodes[1];
+  CHECK((instantiated.graph_id == 9 && instantiated.node_id == 0x7f00000011));
+  CHECK(instantiated.source_node_id == 0x7f00000001);
+  CHECK(instantiated.stack == 0);
+  CHECK(r.graphs().size() == 2);
+  CHECK(r.graph_nodes().size() == 2);
+  CHECK(out.meta.at("gpu.graph_records") == "nodes");
+  int64_t graph_rows = -1, node_rows = -1;
+  for (const auto& c : r.counts()) {
+    if (c.table == "graphs") graph_rows = c.rows;
+    if (c.table == "graph_nodes") node_rows = c.rows;
+  }
+  CHECK(graph_rows == 2);
+  CHECK(node_rows == 2);
+  CHECK(r.invariant_breaks().empty());
+
   CHECK(r.time_span() == std::pair<int64_t, int64_t>{500, 5000});
 }
 
@@ -163,7 +207,11 @@ TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
   rewrite_as_older(dir.file("v1.db"),
                    "DROP VIEW api_calls_v; ALTER TABLE threads DROP COLUMN collector;"
                    "ALTER TABLE api_calls DROP COLUMN stack; ALTER TABLE samples DROP COLUMN periods;"
-                   "DROP TABLE gpu_windows; UPDATE meta SET value='1' WHERE key='schema_version';"
+                   "DROP TABLE gpu_windows; DROP TABLE graphs; DROP TABLE graph_nodes;"
+                   "DROP VIEW kernels_v; ALTER TABLE kernels DROP COLUMN graph_node_id;"
+                   "ALTER TABLE memcpys DROP COLUMN graph_id; ALTER TABLE memcpys DROP COLUMN graph_node_id;"
+                   "ALTER TABLE memsets DROP COLUMN graph_id; ALTER TABLE memsets DROP COLUMN graph_node_id;"
+                   "UPDATE meta SET value='1' WHERE key='schema_version';"
                    "PRAGMA user_version=1;");
   StoreReader r(dir.file("v1.db"));
   CHECK(r.schema_version() == 1);
@@ -187,7 +235,11 @@ TEST_CASE("a schema v2 store reads back with one period a sample") {
   write_store_atomically(sample_trace(), dir.file("v2.db"));
   rewrite_as_older(
       dir.file("v2.db"),
-      "ALTER TABLE samples DROP COLUMN periods; UPDATE meta SET value='2' WHERE key='schema_version';"
+      "ALTER TABLE samples DROP COLUMN periods; DROP TABLE graphs; DROP TABLE graph_nodes;"
+      "DROP VIEW kernels_v; ALTER TABLE kernels DROP COLUMN graph_node_id;"
+      "ALTER TABLE memcpys DROP COLUMN graph_id; ALTER TABLE memcpys DROP COLUMN graph_node_id;"
+      "ALTER TABLE memsets DROP COLUMN graph_id; ALTER TABLE memsets DROP COLUMN graph_node_id;"
+      "UPDATE meta SET value='2' WHERE key='schema_version';"
       "PRAGMA user_version=2;");
   StoreReader r(dir.file("v2.db"));
   CHECK(r.schema_version() == 2);
@@ -197,6 +249,41 @@ TEST_CASE("a schema v2 store reads back with one period a sample") {
   CHECK_FALSE(t.samples[1].on_cpu);
   CHECK(r.samples(1150, 1250).at(0).periods == 1);
   CHECK(t.gpu_windows.size() == r.gpu_windows().size());
+}
+
+TEST_CASE("a schema v3 store reads back with no graphs and graph ids 0 on copies and memsets") {
+  stepscope::test::ScratchDir dir("store_v3");
+  write_store_atomically(sample_trace(), dir.file("v3.db"));
+  // Exactly what a v3 writer left: kernels.graph_id but no node ids, no graph columns on copies and memsets,
+  // no graphs or graph_nodes tables.
+  rewrite_as_older(
+      dir.file("v3.db"),
+      "DROP TABLE graphs; DROP TABLE graph_nodes;"
+      "DROP VIEW kernels_v; ALTER TABLE kernels DROP COLUMN graph_node_id;"
+      "ALTER TABLE memcpys DROP COLUMN graph_id; ALTER TABLE memcpys DROP COLUMN graph_node_id;"
+      "ALTER TABLE memsets DROP COLUMN graph_id; ALTER TABLE memsets DROP COLUMN graph_node_id;"
+      "UPDATE meta SET value='3' WHERE key='schema_version'; PRAGMA user_version=3;");
+  StoreReader r(dir.file("v3.db"));
+  CHECK(r.schema_version() == 3);
+  Trace t = r.load();
+  REQUIRE(t.kernels.size() == 1);
+  CHECK(t.kernels[0].graph_id == 9);
+  CHECK(t.kernels[0].graph_node_id == 0);
+  CHECK(t.str(t.kernels[0].name) == "ampere_sgemm_<128>");
+  CHECK(r.kernels(1200, 1300).at(0).graph_node_id == 0);
+  REQUIRE(t.memcpys.size() == 1);
+  CHECK((t.memcpys[0].graph_id == 0 && t.memcpys[0].graph_node_id == 0 && t.memcpys[0].pid == 100));
+  CHECK(r.memcpys(2100, 2200).at(0).bytes == (1 << 20));
+  REQUIRE(t.memsets.size() == 1);
+  CHECK((t.memsets[0].graph_id == 0 && t.memsets[0].graph_node_id == 0 && t.memsets[0].pid == 100));
+  CHECK(t.graphs.empty());
+  CHECK(t.graph_nodes.empty());
+  CHECK(r.graphs().empty());
+  CHECK(r.graph_nodes().empty());
+  for (const auto& c : r.counts()) CHECK((c.table != "graphs" && c.table != "graph_nodes"));
+  CHECK(r.invariant_breaks().empty());
+  REQUIRE(t.samples.size() == 2);
+  CHECK(t.samples[1].periods == 3);
 }
 
 TEST_CASE("range queries return rows overlapping the window") {
@@ -242,6 +329,16 @@ TEST_CASE("append merges traces, remapping strings, frames and stacks") {
   REQUIRE(m.api_calls.size() == 4);
   CHECK(m.api_calls[3].stack == 4);
   CHECK(m.gpu_windows.size() == 2);
+  // Graphs and nodes keep their ids; their stacks are renumbered like a sample's.
+  REQUIRE(m.graphs.size() == 4);
+  CHECK(m.graphs[2].graph_id == 5);
+  CHECK(m.graphs[2].stack == 4);
+  CHECK(m.graphs[3].source_graph_id == 5);
+  REQUIRE(m.graph_nodes.size() == 4);
+  CHECK(m.graph_nodes[2].stack == 4);
+  CHECK(m.graph_nodes[3].stack == 0);
+  CHECK(m.graph_nodes[3].source_node_id == 0x7f00000001);
+  CHECK(m.kernels[1].graph_node_id == 0x7f00000011);
   // The second trace's samples point at its own renumbered stacks, whose frames resolve to the same symbols.
   const Sample& s = m.samples[2];
   CHECK(s.pid == 200);

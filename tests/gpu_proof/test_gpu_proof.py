@@ -196,7 +196,8 @@ class CheckOnH100Recordings(unittest.TestCase):
     def test_launch_cost_absent_in_01_and_the_rest_not_run(self):
         self.assertEqual(self.claims["launch-cost"]["verdict"], "FAIL")
         self.assertIn("no cupti.launch_cost_ns", self.claims["launch-cost"]["measured"])
-        for cid in ("memory", "attach", "paused", "ranks", "doctor", "flight-dump", "flight-overhead"):
+        for cid in ("memory", "attach", "paused", "ranks", "doctor", "flight-dump", "flight-overhead", "graph-nodes",
+                    "graph-capture-stacks", "graph-node-cost"):
             self.assertEqual(self.claims[cid]["verdict"], "NOT RUN", cid)
 
 
@@ -532,13 +533,15 @@ class WindowClaims(unittest.TestCase):
 FAKE_LAUNCH_BOUND = """#!%s
 # launch_bound's lines: with --duration it "did" 250000 steps, else --steps. With --report-every N, `window:` lines
 # of N steps at 120 µs: with FAKE_LB_REAL set one every N x 120 µs for --duration seconds (the steps it did), else
-# 12 at once.
+# 12 at once. --graph: the mode it prints.
 import os, sys, time
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+argv = [a for a in sys.argv[1:] if a != "--graph"]
+args = dict(zip(argv[0::2], argv[1::2]))
 steps, dur, every, mean = args.get("--steps"), args.get("--duration"), int(args.get("--report-every", 0)), 120.0
 if dur:
     steps = 250000
-print(f"launch_bound: mode=eager ops=30 dense_iters=8000 elements=8192 steps={steps} kernels_per_step=31")
+mode = "graph" if "--graph" in sys.argv else "eager"
+print(f"launch_bound: mode={mode} ops=30 dense_iters=8000 elements=8192 steps={steps} kernels_per_step=31")
 print("inject=" + os.environ.get("CUDA_INJECTION64_PATH", "none"), flush=True)
 if every and dur and os.environ.get("FAKE_LB_REAL"):
     end, steps = time.monotonic() + float(dur), 0
@@ -681,6 +684,41 @@ class OverheadRuns(unittest.TestCase):
                                         "torch.profiler +50.0%; runs under 30 s: torch.profiler")
         self.assertEqual(c["verdict"], "FAIL")
 
+    def test_graphs_phase(self):
+        import argparse
+        a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
+                               overhead_seconds=30.0, deadline_s=10000, device="cuda")
+        runner = gpu_proof.Runner(a)
+        runner.runs["machine"] = {}
+        runner.phase_graphs()
+        g = runner.runs["runs"]["graphs"]
+        self.assertEqual(list(g), ["plain", "graph", "nodes", "default"])
+        lb = [os.path.join(self.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--graph", "--report-every",
+              "1000"]
+        ss = os.path.join(self.build, "cli", "stepscope")
+        tmp = os.path.join(self.out, "tmp")
+        self.assertEqual(g["plain"]["argv"], lb + ["--steps", "500000", "--duration", "10"])
+        self.assertEqual(g["graph"]["argv"], [ss, "record", "--gpu-window", "all", "--cuda-graphs", "graph", "-o",
+                                              os.path.join(tmp, "graphs_graph.db"), "--"] + lb + ["--steps", "20000"])
+        self.assertEqual(g["nodes"]["argv"], [ss, "record", "--gpu-window", "all", "-o",
+                                              os.path.join(tmp, "graphs_nodes.db"), "--"] + lb + ["--steps", "20000"])
+        # The default window runs the plain run's steps (the fake "did" 250000 in its --duration).
+        self.assertEqual(g["default"]["argv"], [ss, "record", "-o", os.path.join(self.out, "stores",
+                                                                                 "graphs_default.db"), "--"] + lb +
+                         ["--steps", "250000"])
+        runner.save()
+        claims = {c["id"]: c for c in gpu_proof.check(self.out)["claims"]}
+        # The fake record writes no store: nothing to count, the cost from the window lines (all 120 µs).
+        self.assertEqual(claims["graph-nodes"]["measured"], "no store facts or no kernels_per_step line")
+        self.assertEqual(claims["graph-capture-stacks"]["verdict"], "NOT RUN")
+        self.assertEqual(claims["graph-node-cost"]["measured"],
+                         "plain 120.00 µs/step; graph 120.00 µs (+0.0%); nodes 120.00 µs (+0.0%); default 120.00 µs "
+                         "(+0.0%); per-node records cost 0.00 µs a replay over one interval, 0.0% of the plain step")
+        runner = gpu_proof.Runner(argparse.Namespace(**{**vars(a), "device": "cpu"}))
+        runner.runs["machine"] = {}
+        runner.phase_graphs()
+        self.assertNotIn("graphs", runner.runs["runs"])  # a CPU rehearsal: no CUDA sample
+
     def flight_phase(self, **env):
         """The flight phase on the fake programs in real time: 2 s runs, a window every 500 × 120 µs, the dump 0.5 s
         after the first; its runs.json checked."""
@@ -792,6 +830,146 @@ class OverheadRuns(unittest.TestCase):
                                         "post-processing) (a bounded run: its mean step over its own 2778 steps "
                                         "against plain's over 17000)")
         self.assertEqual(c["verdict"], "PASS")
+
+
+class GraphClaims(unittest.TestCase):
+    """The CUDA graph claims (issue 49) from a store laid out as the collector writes one (schema v4's graph tables
+    and columns) and from stepscope 0.1's launch_bound_graph recording (one interval per replay, no node ids)."""
+
+    def setUp(self):
+        self.out = os.path.join(SCRATCH, "graphs")
+        shutil.rmtree(self.out, ignore_errors=True)
+        os.makedirs(os.path.join(self.out, "logs"))
+
+    def store(self, replays, nodes=3, drop=(), capture_lines=(84, 84, 101), source=True, mode="nodes"):
+        """A store of `replays` replays of executable graph 9 (correlation 100 + i, a cudaGraphLaunch row each),
+        nodes 101.. copies of captured nodes 11.. of graph 1, whose stacks pass launch_bound.cu at capture_lines;
+        (replay, node index) pairs in `drop` have no record."""
+        path = os.path.join(self.out, f"g{len(os.listdir(self.out))}.db")
+        con = sqlite3.connect(path)
+        con.executescript("""
+            CREATE TABLE meta(key TEXT, value TEXT);
+            CREATE TABLE strings(id INTEGER, value TEXT);
+            CREATE TABLE kernels(pid INTEGER, correlation INTEGER, graph_id INTEGER, graph_node_id INTEGER);
+            CREATE TABLE memcpys(pid INTEGER, correlation INTEGER, graph_id INTEGER, graph_node_id INTEGER);
+            CREATE TABLE memsets(pid INTEGER, correlation INTEGER, graph_id INTEGER, graph_node_id INTEGER);
+            CREATE TABLE api_calls(pid INTEGER, correlation INTEGER, name INTEGER);
+            CREATE TABLE graphs(pid INTEGER, graph_id INTEGER, kind INTEGER, source_graph_id INTEGER,
+                                created_ns INTEGER, stack INTEGER);
+            CREATE TABLE graph_nodes(pid INTEGER, graph_id INTEGER, node_id INTEGER, source_node_id INTEGER,
+                                     kind INTEGER, created_ns INTEGER, stack INTEGER);
+            CREATE TABLE frames(id INTEGER, file INTEGER, line INTEGER);
+            CREATE TABLE stacks(id INTEGER, parent INTEGER, frame INTEGER);""")
+        con.executemany("INSERT INTO strings VALUES (?, ?)",
+                        [(1, "cudaGraphLaunch"), (2, "/src/samples/cuda/launch_bound.cu"), (3, "libcuda.so.1")])
+        con.execute("INSERT INTO meta VALUES ('gpu.graph_records', ?)", (mode,))
+        for i in range(replays):
+            con.execute("INSERT INTO api_calls VALUES (7, ?, 1)", (100 + i,))
+            for j in range(nodes):
+                if (i, j) not in drop:
+                    table = "memsets" if j == 1 else "kernels"  # one memset node among the kernels
+                    con.execute(f"INSERT INTO {table} VALUES (7, ?, 9, ?)", (100 + i, 101 + j))
+        con.executemany("INSERT INTO graphs VALUES (7, ?, ?, ?, 0, 1)", [(1, 1, 0), (9, 3, 1)])
+        # Each captured node's stack: a driver frame (leaf), then launch_bound.cu at its line, then main.
+        con.execute("INSERT INTO frames VALUES (1, 3, 0)")
+        for j in range(nodes):
+            con.execute("INSERT INTO frames VALUES (?, 2, ?)", (10 + j, capture_lines[j]))
+            con.executemany("INSERT INTO stacks VALUES (?, ?, ?)", [(100 + j, 0, 10 + j), (200 + j, 100 + j, 1)])
+            con.execute("INSERT INTO graph_nodes VALUES (7, 1, ?, 0, 1, 0, ?)", (11 + j, 200 + j))
+            con.execute("INSERT INTO graph_nodes VALUES (7, 9, ?, ?, 1, 0, 0)", (101 + j, 11 + j if source else 0))
+        con.commit()
+        con.close()
+        return path
+
+    def runs(self, facts, kernels_per_step=3, rc=0):
+        write(os.path.join(self.out, "logs", "graphs_nodes.log"),
+              f"launch_bound: mode=graph ops=2 dense_iters=8000 elements=8192 steps=4 "
+              f"kernels_per_step={kernels_per_step}\n")
+        return {"_out": self.out, "runs": {"graphs": {"nodes": {"rc": rc, "log": "logs/graphs_nodes.log",
+                                                                 "graph_facts": facts}}}}
+
+    def test_every_node_of_every_replay(self):
+        f = gpu_proof.graph_facts(self.store(4))
+        self.assertEqual(f["records_per_replay"], {"3/3": 4})
+        self.assertEqual((f["replays"], f["graph_launches"], f["launches_without_records"]), (4, 4, 0))
+        self.assertEqual(f["replay_graph_ids"], [9])
+        self.assertEqual(f["captured_nodes"], {"1": 3})
+        # Leaf first; the driver's frame has no line.
+        self.assertEqual(f["nodes"]["102"], {"resolved": True, "hops": 1, "lines": ["launch_bound.cu:84"]})
+        c = gpu_proof.claim_graph_nodes(self.runs(f))
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("PASS", "gpu.graph_records nodes; 4 of 4 replays with 3 records on 3 nodes; 4 graph launches, "
+                                  "0 without records; captured graphs' nodes graph 1: 3"))
+        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f, kernels_per_step=31))["verdict"], "FAIL")
+        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f, rc=1))["measured"],
+                         "the recorded run failed (exit 1)")
+
+    def test_a_node_missing_from_a_replay(self):
+        f = gpu_proof.graph_facts(self.store(4, drop={(2, 1)}))
+        self.assertEqual(f["records_per_replay"], {"3/3": 3, "2/2": 1})
+        c = gpu_proof.claim_graph_nodes(self.runs(f))
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("3 of 4 replays with 3 records on 3 nodes", c["measured"])
+        self.assertTrue(c["measured"].endswith("other replays (records/nodes: replays) 2/2: 1"))
+        # A replay with no record at all: its launch is there, its replay is not.
+        f = gpu_proof.graph_facts(self.store(4, drop={(3, 0), (3, 1), (3, 2)}))
+        self.assertEqual((f["replays"], f["launches_without_records"]), (3, 1))
+        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f))["verdict"], "FAIL")
+
+    def test_capture_stacks_at_the_launch_lines(self):
+        lines = sorted(gpu_proof._graph_launch_lines())
+        self.assertEqual(len(lines), 3)  # launch_op_impl's fold, the dense kernel, the fused kernel
+        f = gpu_proof.graph_facts(self.store(2, capture_lines=(lines[0], lines[0], lines[1])))
+        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("PASS", f"3 replayed nodes: 2 at launch_bound.cu:{lines[0]}, 1 at launch_bound.cu:{lines[1]}"))
+        # A captured node whose stack passes no launch line (another line of the file), and copies without source.
+        f = gpu_proof.graph_facts(self.store(2, capture_lines=(lines[0], 7, lines[1])))
+        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("1 through no launch line (e.g. node 102: launch_bound.cu:7)", c["measured"])
+        f = gpu_proof.graph_facts(self.store(2, source=False))
+        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("3 whose source has no stack", c["measured"])
+        self.assertEqual(gpu_proof.claim_graph_capture_stacks({"_out": self.out})["verdict"], "NOT RUN")
+
+    @unittest.skipUnless(os.path.isdir(REC), f"SKIPPED: no recordings at {REC}")
+    def test_01_recorded_one_interval_per_replay(self):
+        db = os.path.join(self.out, "launch_bound_graph.db")
+        with lzma.open(os.path.join(REC, "launch_bound_graph.db.xz")) as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        f = gpu_proof.graph_facts(db)
+        # 3050 replays (3000 timed, 50 warm-up), each one "CUDA graph 2" interval; each cudaGraphLaunch has it.
+        self.assertEqual(f["records_per_replay"], {"1/1": 3050})
+        self.assertEqual((f["graph_launches"], f["launches_without_records"], f["graphs"]), (3050, 0, []))
+        c = gpu_proof.claim_graph_nodes(self.runs(f, kernels_per_step=31))
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "gpu.graph_records absent; 0 of 3050 replays with 31 records on 31 nodes; 3050 graph "
+                                  "launches, 0 without records; captured graphs' nodes none; other replays "
+                                  "(records/nodes: replays) 1/1: 3050"))
+        self.assertEqual(gpu_proof.claim_graph_capture_stacks(self.runs(f))["verdict"], "NOT RUN")
+
+    def test_node_cost_from_the_window_lines(self):
+        def log(name, means):
+            write(os.path.join(self.out, "logs", f"graphs_{name}.log"),
+                  "".join(f"window: end_ns={i} steps=1000 mean_us={m:.2f}\n" for i, m in enumerate(means)))
+            return {"rc": 0, "log": f"logs/graphs_{name}.log"}
+        warm = [90.0, 80.0]
+        g = {"plain": log("plain", warm + [53.5, 53.4, 53.6, 53.5]), "graph": log("graph", warm + [54.6, 54.7, 54.8]),
+             "nodes": log("nodes", warm + [60.1, 60.3, 60.2]), "default": log("default", warm + [54.0, 54.1, 53.9])}
+        c = gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("PASS", "plain 53.50 µs/step; graph 54.70 µs (+2.2%); nodes 60.20 µs (+12.5%); default "
+                                  "54.00 µs (+0.9%); per-node records cost 5.50 µs a replay over one interval, 10.3% "
+                                  "of the plain step"))
+        g["default"] = log("default", warm + [56.0, 56.1, 55.9])
+        self.assertEqual(gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})["verdict"], "FAIL")
+        del g["graph"]
+        c = gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
+        self.assertIn("graph not measured (exit not run)", c["measured"])
+        self.assertEqual(gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {}})["verdict"], "NOT RUN")
+
 
 
 class WithoutGpu(unittest.TestCase):

@@ -158,6 +158,7 @@ std::map<std::string, std::string> start_options(const RecordOptions& o, const s
           {"STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func},
           {"STEPSCOPE_STEP_FUNC", o.step_func},
           {"STEPSCOPE_CUDA_API", o.cuda_api},
+          {"STEPSCOPE_CUDA_GRAPHS", o.cuda_graphs},
           {"STEPSCOPE_GPU_WINDOW", o.gpu_window},
           {"STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s)}};
 }

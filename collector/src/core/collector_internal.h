@@ -23,6 +23,9 @@ struct Config {
   bool has_step_regex = false;
   // CUDA API records: false = lean (the classes of cupti_api_classes.h), true = every runtime and driver call.
   bool cuda_api_all = false;
+  // CUDA graph replays (STEPSCOPE_CUDA_GRAPHS): each node's kernel, copy and memset with its graph node
+  // (nodes, true), or one interval per replay (graph: CUPTI's GRAPH_TRACE, false).
+  bool cuda_graph_nodes = true;
   // GPU windows: CUDA activity traced for gpu_window_n steps out of every gpu_window_m (0/0 = the whole run).
   int gpu_window_n = 20, gpu_window_m = 200;
   int cuda_stacks_per_s = 200;  // stacks captured at blocking CUDA calls per second and process (0 = none)
@@ -78,6 +81,11 @@ PendingRows& pending();
 // Captures the calling thread's native + Python stack for the API call `correlation` (rate-limited to
 // Config::cuda_stacks_per_s; drops when over). Called from CUPTI's API-enter callback.
 void capture_call_stack(int64_t correlation);
+// The same capture where a CUDA graph or graph node is made (cupti_graphs.h): not rate-limited (a graph is
+// built once), none with cuda_stacks_per_s 0. Returns the key it is queued under, negative (apart from
+// correlation ids), for the row's `stack` until the collector thread puts the unwound stack there; 0 when
+// none was queued.
+int64_t capture_creation_stack();
 
 // Marks `tid` as one of the collector's own threads (its samples are the profiler's work).
 void mark_collector_thread(int32_t tid);

@@ -65,6 +65,7 @@ bool load_config(Config& c, const std::function<const char*(const char*)>& get) 
   c.wall = flag("STEPSCOPE_WALL");
   c.no_gpu = flag("STEPSCOPE_NO_GPU");
   if (const char* v = get("STEPSCOPE_CUDA_API")) c.cuda_api_all = std::strcmp(v, "all") == 0;
+  if (const char* v = get("STEPSCOPE_CUDA_GRAPHS")) c.cuda_graph_nodes = std::strcmp(v, "graph") != 0;
   if (const char* v = get("STEPSCOPE_GPU_WINDOW")) {
     int n = 0, m = 0;
     if (std::strcmp(v, "all") == 0 || std::sscanf(v, "%d/%d", &n, &m) != 2 || n <= 0 || m <= n)

@@ -26,6 +26,10 @@ struct Api {
   // Fine-grained API records (CUPTI 12.x+); null in older libraries: lean tracing then falls back to all APIs.
   decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
+  // CUDA graphs' ids, for the resource callbacks (cupti_graphs.h); null where this libcupti lacks them.
+  decltype(&cuptiGetGraphId) graph_id = nullptr;
+  decltype(&cuptiGetGraphExecId) graph_exec_id = nullptr;
+  decltype(&cuptiGetGraphNodeId) graph_node_id = nullptr;
 };
 
 extern Api* api;  // set by load_library()

@@ -88,4 +88,34 @@ std::vector<uint32_t> lean_callback_ids(store::ApiKind kind, bool blocking_only)
   return ids;
 }
 
+GraphApi classify_graph_api(store::ApiKind kind, std::string_view name) {
+  std::string_view n = base_name(name);
+  const std::string_view prefix = kind == store::ApiKind::Runtime ? "cuda" : "cu";
+  if (!starts_with(n, prefix)) return GraphApi::None;
+  n.remove_prefix(prefix.size());
+  // cudaStreamBeginCaptureToGraph adds to a graph the program made: its nodes are captured all the same.
+  if (starts_with(n, "StreamBeginCapture")) return GraphApi::CaptureBegin;
+  if (n == "StreamEndCapture") return GraphApi::CaptureEnd;
+  if (starts_with(n, "GraphInstantiate")) return GraphApi::Instantiate;
+  if (n == "GraphClone") return GraphApi::Clone;
+  if (n == "GraphAddChildGraphNode") return GraphApi::AddChildGraph;
+  return GraphApi::None;
+}
+
+std::vector<GraphApi> graph_api_table(store::ApiKind kind) {
+  std::vector<GraphApi> table;
+  if (!api || !api->callback_name) return table;
+  const uint32_t size = kind == store::ApiKind::Runtime ? uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                                                        : uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE);
+  const auto domain =
+      kind == store::ApiKind::Runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  table.assign(size, GraphApi::None);
+  for (uint32_t id = 1; id < size; ++id) {
+    const char* name = nullptr;
+    if (api->callback_name(domain, id, &name) == CUPTI_SUCCESS && name)
+      table[id] = classify_graph_api(kind, name);
+  }
+  return table;
+}
+
 }  // namespace stepscope::collector::cupti

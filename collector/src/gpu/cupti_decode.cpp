@@ -110,6 +110,9 @@ bool load_library(std::string* error) {
   STEPSCOPE_LOAD(finalize, cuptiFinalize);
   STEPSCOPE_LOAD(enable_runtime_api, cuptiActivityEnableRuntimeApi);
   STEPSCOPE_LOAD(enable_driver_api, cuptiActivityEnableDriverApi);
+  STEPSCOPE_LOAD(graph_id, cuptiGetGraphId);
+  STEPSCOPE_LOAD(graph_exec_id, cuptiGetGraphExecId);
+  STEPSCOPE_LOAD(graph_node_id, cuptiGetGraphNodeId);
 #undef STEPSCOPE_LOAD
   if (!a->get_next_record || !a->register_callbacks || !a->enable || !a->flush_all) {
     if (error) *error = "libcupti lacks the activity API";
@@ -172,7 +175,9 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         if (k->name && !st.skip_kernel.empty() && st.skip_kernel == k->name) break;  // the collector's own calibration kernel
         if (unfinished(k->start, k->end)) break;
         r.name = out.intern(k->name ? k->name : "");
+        // A graph replay's kernel: its graph, its node, and (correlation) the cudaGraphLaunch of the replay.
         r.graph_id = k->graphId;
+        r.graph_node_id = int64_t(k->graphNodeId);
         r.pid = st.pid;
         out.kernels.push_back(r);
         break;
@@ -189,6 +194,8 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.kind = copy_kind(m->copyKind);
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
+        r.graph_id = m->graphId;
+        r.graph_node_id = int64_t(m->graphNodeId);
         r.pid = st.pid;
         if (unfinished(m->start, m->end)) break;
         out.memcpys.push_back(r);
@@ -204,6 +211,8 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.correlation = corr(m->correlationId);
         r.bytes = static_cast<int64_t>(m->bytes);
         r.mem_kind = memory_kind(m->memoryKind);
+        r.graph_id = m->graphId;
+        r.graph_node_id = int64_t(m->graphNodeId);
         r.pid = st.pid;
         if (unfinished(m->start, m->end)) break;
         out.memsets.push_back(r);
@@ -279,7 +288,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         break;
       }
       case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
-        // A whole graph launch as one GPU interval, so graph replays never read as idle.
+        // A whole graph launch as one GPU interval (--cuda-graphs graph): replays never read as idle.
         auto* gt = reinterpret_cast<const CUpti_ActivityGraphTrace2*>(record);
         store::Kernel r;
         r.start = t(gt->start);

@@ -103,18 +103,64 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 
 void detach_here();
 
+// CUDA graphs (cupti_graphs.h): the rows a callback made go to the pending rows.
+thread_local GraphRows t_graph_rows;
+void queue_graph_rows() {
+  GraphRows& r = t_graph_rows;
+  if (r.empty()) return;
+  if (!running()) {
+    r.clear();
+    return;
+  }
+  auto& p = pending();
+  std::lock_guard<std::mutex> lk(p.mu);
+  p.rows.graphs.insert(p.rows.graphs.end(), r.graphs.begin(), r.graphs.end());
+  p.rows.graph_nodes.insert(p.rows.graph_nodes.end(), r.nodes.begin(), r.nodes.end());
+  r.clear();
+}
+
+GraphApi graph_api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const auto& table = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? rec->graph_api_runtime : rec->graph_api_driver;
+  return cbid < table.size() ? table[cbid] : GraphApi::None;
+}
+
 // The subscriber's callback: at API enter of the blocking calls (cupti_api_classes.h), the calling thread's
-// stack; at any API exit while a detach is asked for, the detach itself.
-void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+// stack; at any API exit while a detach is asked for, the detach itself; CUDA graphs and nodes as they are
+// made (resource callbacks, and the enter and exit of the calls that make them other than one by one).
+void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (!rec) return;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+    if (!rec->graphs || !rd || !rd->resourceDescriptor) return;
+    rec->graphs->on_resource(cbid, *static_cast<const CUpti_GraphData*>(rd->resourceDescriptor), now_ns(),
+                             t_graph_rows);
+    return queue_graph_rows();
+  }
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  if (!rec) return;
+  const GraphApi graph_api = graph_api_of(domain, cbid);
+  if (graph_api != GraphApi::None && rec->graphs) {
+    rec->graphs->on_api(graph_api, cb->callbackSite == CUPTI_API_ENTER, t_graph_rows);
+    queue_graph_rows();
+  }
   if (cb->callbackSite == CUPTI_API_EXIT) {
     if (rec->link.load(std::memory_order_acquire) == int(Link::DetachRequested)) detach_here();
     return;
   }
+  // Not a blocking call (its callbacks are the graphs'): no stack at it.
+  if (graph_api != GraphApi::None) return;
   if (cb->callbackSite != CUPTI_API_ENTER || !rec->tracing.load(std::memory_order_relaxed)) return;
   capture_call_stack(rec->correlation_base.load(std::memory_order_relaxed) + cb->correlationId);
+}
+
+bool query_graph_id(CUgraph g, uint32_t* id) {
+  return api->graph_id && api->graph_id(g, id) == CUPTI_SUCCESS;
+}
+bool query_graph_exec_id(CUgraphExec g, uint32_t* id) {
+  return api->graph_exec_id && api->graph_exec_id(g, id) == CUPTI_SUCCESS;
+}
+bool query_graph_node_id(CUgraphNode n, uint64_t* id) {
+  return api->graph_node_id && api->graph_node_id(n, id) == CUPTI_SUCCESS;
 }
 
 // GPU window switches as intervals, for the flight recorder (take_switches). Its own small lock: detach_here
@@ -193,12 +239,56 @@ size_t enable_stack_callbacks() {
   return n;
 }
 
+// CUDA graphs as they are built (cupti_graphs.h): the resource callbacks, and enter and exit of the calls
+// that make a graph's nodes other than one by one. How many ids it enabled.
+size_t enable_graph_api_callbacks() {
+  size_t n = 0;
+  for (auto domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+    const auto& table =
+        domain == CUPTI_CB_DOMAIN_RUNTIME_API ? rec->graph_api_runtime : rec->graph_api_driver;
+    for (uint32_t id = 0; id < table.size(); ++id)
+      if (table[id] != GraphApi::None &&
+          api->enable_callback(1, rec->subscriber, domain, id) == CUPTI_SUCCESS)
+        ++n;
+  }
+  return n;
+}
+
+// What the graph callbacks read without a lock, made once per process before any callback of ours is on
+// (right after the first subscription).
+void prepare_graphs() {
+  if (rec->graphs || !api->graph_id || !api->graph_exec_id || !api->graph_node_id) return;
+  rec->graph_api_runtime = graph_api_table(store::ApiKind::Runtime);
+  rec->graph_api_driver = graph_api_table(store::ApiKind::Driver);
+  rec->graphs = new GraphBuilds(getpid(), {query_graph_id, query_graph_exec_id, query_graph_node_id},
+                                capture_creation_stack);
+}
+
+void enable_graph_callbacks() {
+  if (!rec->has_subscriber || !api->enable_callback) return;
+  if (!rec->graphs) {
+    set_process_meta("cupti.graph_callbacks", "none (this libcupti lacks its graph id queries)");
+    return;
+  }
+  size_t resource = 0;
+  for (auto id : {CUPTI_CBID_RESOURCE_GRAPH_CREATED, CUPTI_CBID_RESOURCE_GRAPH_CLONED,
+                  CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+                  CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})
+    if (api->enable_callback(1, rec->subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS) ++resource;
+  set_process_meta("cupti.graph_callbacks", std::to_string(resource) + " resource + " +
+                                                std::to_string(enable_graph_api_callbacks()) +
+                                                " API callback ids");
+}
+
 void enable_domains(bool on) {
   if (!rec->has_subscriber || !api->enable_domain) return;
   api->enable_domain(on ? 1 : 0, rec->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
   api->enable_domain(on ? 1 : 0, rec->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
   rec->domains_on.store(on);
-  if (!on) enable_stack_callbacks();  // a domain switch covers them too
+  if (!on) {  // a domain switch covers them too
+    enable_stack_callbacks();
+    if (rec->graphs && api->enable_callback) enable_graph_api_callbacks();
+  }
 }
 
 // The kinds and API ids that windows switch, off or on again (CUPTI attached all along).
@@ -239,6 +329,7 @@ std::string attach_cupti(bool in_cuda_init) {
       return "another CUPTI subscriber (Kineto, Nsight Systems?) is present: recording CPU data only";
     rec->has_subscriber = r == CUPTI_SUCCESS;
     rec->subscriber = sub;
+    if (rec->has_subscriber) prepare_graphs();
   }
   if (!rec->identity_set) {
     // CUDA rows on the OS thread that made them (gettid, as samples), not CUPTI's default pthread_t value.
@@ -289,12 +380,16 @@ std::string attach_cupti(bool in_cuda_init) {
     rec->lean = !rec->lean_runtime_ids.empty() && !rec->lean_driver_ids.empty();
     rec->lean_by_deselect = rec->lean && !in_cuda_init;
   }
-  std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_DEVICE,          CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                           CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMSET,
-                                           CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MARKER,
-                                           CUPTI_ACTIVITY_KIND_GRAPH_TRACE,     CUPTI_ACTIVITY_KIND_OVERHEAD};
+  std::vector<CUpti_ActivityKind> kinds = {
+      CUPTI_ACTIVITY_KIND_DEVICE,  CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMSET,  CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_MARKER,
+      CUPTI_ACTIVITY_KIND_OVERHEAD};
   if (!rec->lean || rec->lean_by_deselect)
     kinds.insert(kinds.begin() + 4, {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER});
+  // CUDA graph replays: without GRAPH_TRACE, CUPTI records each node's kernel, copy and memset with its graph
+  // node (and the replay's launch as correlation); with it, one record per replay instead.
+  const bool graph_trace = !config().cuda_graph_nodes;
+  if (graph_trace) kinds.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
   std::string disabled;
   rec->switched_kinds.clear();
   for (auto k : kinds) {
@@ -309,6 +404,12 @@ std::string attach_cupti(bool in_cuda_init) {
       rec->switched_kinds.push_back(int(k));
     }
   }
+  // What a replay became: one interval only where GRAPH_TRACE is on (refused, the nodes' records come).
+  set_process_meta("gpu.graph_records",
+                   graph_trace && std::find(rec->switched_kinds.begin(), rec->switched_kinds.end(),
+                                            int(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) != rec->switched_kinds.end()
+                       ? "graph"
+                       : "nodes");
   const int64_t select_t0 = now_ns();
   size_t deselected = 0;
   if (rec->lean_by_deselect) {
@@ -331,6 +432,7 @@ std::string attach_cupti(bool in_cuda_init) {
                    : config().cuda_api_all ? std::string("all")
                                            : std::string("all (this libcupti cannot select API ids)"));
   set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
+  enable_graph_callbacks();
   if (api->flush_period) api->flush_period(500);  // a killed process loses at most ~0.5 s of GPU activity
   set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");
   return "";
@@ -482,6 +584,7 @@ void flush(bool final_flush) {
     rec->state.give_up_held_syncs();
     set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
   }
+  if (rec->graphs) set_process_meta("cupti.graph_stacks", std::to_string(rec->graphs->stacks_taken()));
   if (!rec->switched) {
     // Never switched off (no step markers, or fewer steps than one window): the whole run was traced.
     if (window_text() != "all") set_process_meta("gpu.window_requested", window_text());
@@ -638,6 +741,7 @@ void after_fork_child() {
     new (&rec->mu) std::mutex();
     rec->state = DecodeState{};
     rec->correlation_base.store(0);
+    rec->graphs = nullptr;  // the parent's (its pid): the child's first subscription makes its own
     rec->exit_hook_after_context = false;
     rec->calibration_done = false;
     // The child's CUDA, if any, starts from nothing: a first attach, not a re-attach.

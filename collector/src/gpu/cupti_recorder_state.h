@@ -11,7 +11,9 @@
 
 #include <cupti.h>
 
+#include "gpu/cupti_api_classes.h"
 #include "gpu/cupti_decode.h"
+#include "gpu/cupti_graphs.h"
 #include "gpu/gpu_window.h"
 
 namespace stepscope::collector::cupti {
@@ -50,6 +52,12 @@ struct Recorder {
   // Attached after CUDA started, lean means the RUNTIME/DRIVER kinds on and every id outside the lean lists
   // switched off (CUPTI records nothing for ids selected one by one then); inside cuInit, the ids selected.
   bool lean_by_deselect = false;
+
+  // CUDA graphs as the program builds them (cupti_graphs.h): callback id → GraphApi of each API domain, made
+  // before the first callback is enabled and never changed; the builder of this process (made at its first
+  // attach).
+  std::vector<GraphApi> graph_api_runtime, graph_api_driver;
+  GraphBuilds* graphs = nullptr;
 
   std::mutex window_mu;  // switching; taken before PendingRows::mu and Recorder::mu, never after them
   std::atomic<bool> tracing{false};

@@ -524,6 +524,7 @@ RecordSummary record(const RecordOptions& o) {
   set_env(env, "STEPSCOPE_DATA_WAIT_REGEX", o.data_wait_regex);
   set_env(env, "STEPSCOPE_STEP_REGEX", o.step_regex);
   set_env(env, "STEPSCOPE_CUDA_API", o.cuda_api);
+  set_env(env, "STEPSCOPE_CUDA_GRAPHS", o.cuda_graphs);
   set_env(env, "STEPSCOPE_GPU_WINDOW", o.gpu_window);
   set_env(env, "STEPSCOPE_CUDA_STACKS_PER_S", std::to_string(o.cuda_stacks_per_s));
   if (!o.data_wait_func.empty()) set_env(env, "STEPSCOPE_DATA_WAIT_FUNC", o.data_wait_func);

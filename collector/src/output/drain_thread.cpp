@@ -12,6 +12,7 @@
 
 #include "core/collector_state.h"
 #include "flight/flight_recorder.h"
+#include "gpu/graph_stacks.h"
 #include "output/drainer.h"
 #include "output/module_maps.h"
 #include "sampling/thread_registry.h"
@@ -155,6 +156,17 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.signal"] = std::to_string(g->signo);
 }
 
+// CUDA graphs and nodes whose creation stack was captured carry its key until here (gpu/graph_stacks.h):
+// those whose stack was interned are written with it, directly; the rest (the stack dropped) go with the
+// other rows.
+void write_graphs_with_stacks(store::Trace& rows) {
+  std::vector<int64_t> keys;
+  take_graph_stacks(
+      rows, [](int64_t key) { return g_drainer->call_stack(key); },
+      [](const auto& r) { g_drainer->put_with_own_stack(r); }, keys);
+  for (int64_t k : keys) g_drainer->forget_call_stack(k);
+}
+
 // One pass: drain every ring (live and retired), append pending rows, free drained retired threads.
 void drain_once() {
   std::vector<ThreadState*> rings;
@@ -192,10 +204,12 @@ void drain_once() {
     rows.gpu_windows.swap(g->pending.gpu_windows);
   }
   g_drainer->add_call_stacks(call_stacks);  // before the rows: their API calls pick the stacks up
+  write_graphs_with_stacks(rows);
   flight::observe(rows);
   if (!rows.kernels.empty() || !rows.memcpys.empty() || !rows.memsets.empty() || !rows.api_calls.empty() ||
       !rows.syncs.empty() || !rows.ranges.empty() || !rows.data_waits.empty() || !rows.steps.empty() ||
-      !rows.devices.empty() || !rows.threads.empty() || !rows.gpu_windows.empty())
+      !rows.devices.empty() || !rows.threads.empty() || !rows.gpu_windows.empty() || !rows.graphs.empty() ||
+      !rows.graph_nodes.empty())
     g_drainer->append_pending(rows);
 }
 

@@ -75,6 +75,19 @@ class Drainer {
   void append_pending(store::Trace& rows);
   // Interns stacks captured at blocking CUDA calls; append_pending() attaches them to their API calls.
   void add_call_stacks(std::vector<PendingRows::CallStack>& stacks);
+  // A stack add_call_stacks interned under `key` (capture_creation_stack's: a CUDA graph's or node's), 0 when
+  // none; forget_call_stack once every row that names it has it.
+  int64_t call_stack(int64_t key) const {
+    auto it = stack_of_call_.find(key);
+    return it == stack_of_call_.end() ? 0 : it->second;
+  }
+  void forget_call_stack(int64_t key) { stack_of_call_.erase(key); }
+  // A row whose stack is this writer's own (call_stack): written as it is, not renumbered as
+  // append_pending's.
+  template <class Row>
+  void put_with_own_stack(const Row& r) {
+    put(r);
+  }
   // Writes the threads row of `tid` once (name from /proc comm, collector flag from Globals::own_tids).
   void name_thread(int64_t tid);
   void write_meta(const std::map<std::string, std::string>& meta);

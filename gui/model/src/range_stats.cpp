@@ -186,10 +186,12 @@ std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int
   std::unordered_map<uint64_t, KernelStat*> by_key;  // kernel name id (or kind | colour key)
   for (const Track& tr : model.tracks()) {
     if (tr.kind != TrackKind::GpuStream) continue;
-    for (const Lane& l : tr.lanes) {
+    for (size_t li = 0; li < tr.all_lanes(); ++li) {  // a graph replay's rows, not its block
+      const Lane& l = tr.lane_at(li);
       size_t i = l.first_starting_at_or_after(t0);
       for (; i < l.size() && l.starts[i] < t1; ++i) {
         const EventRef ref = l.ref(i);
+        if (ref.kind == EventKind::GraphReplay) continue;
         const uint64_t key = ref.kind == EventKind::Kernel
                                  ? static_cast<uint64_t>(model.trace().kernels[ref.row].name)
                                  : (static_cast<uint64_t>(ref.kind) << 56) | model.colour_key(ref);
@@ -225,9 +227,11 @@ RangeBreakdown range_breakdown(const TimelineModel& model, int64_t t0, int64_t t
   std::vector<std::pair<int64_t, int64_t>> busy;
   for (const Track& tr : model.tracks()) {
     if (tr.kind != TrackKind::GpuStream) continue;
-    for (const Lane& l : tr.lanes)
+    for (size_t li = 0; li < tr.all_lanes(); ++li) {  // a graph replay's rows, not its block (idle inside it)
+      const Lane& l = tr.lane_at(li);
       for (size_t i = l.first_ending_after(t0); i < l.size() && l.starts[i] < t1; ++i)
-        busy.emplace_back(std::max(t0, l.starts[i]), std::min(t1, l.end(i)));
+        if (l.kind(i) != EventKind::GraphReplay) busy.emplace_back(std::max(t0, l.starts[i]), std::min(t1, l.end(i)));
+    }
   }
   std::sort(busy.begin(), busy.end());
   int64_t cur_s = 0, cur_e = INT64_MIN;

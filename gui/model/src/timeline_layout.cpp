@@ -42,10 +42,15 @@ void Viewport::clamp_to(double lo, double hi) {
   }
 }
 
+std::string graph_key(const Track& track) { return track.group + " / " + track.title; }
+
 TimelineLayout::TimelineLayout(const TimelineModel& model, LayoutMetrics metrics, const LayoutState& state)
     : metrics_(metrics) {
   const auto& tracks = model.tracks();
   row_of_track_.assign(tracks.size(), -1);
+  for (size_t k = 0; k < tracks.size(); ++k)
+    if (tracks[k].graphs_open_inside && state.open_graphs.count(graph_key(tracks[k])))
+      open_graph_tracks_.push_back(static_cast<int>(k));
   int y = 0;
   for (size_t i = 0; i < tracks.size();) {
     const std::string& group = tracks[i].group;
@@ -73,8 +78,9 @@ TimelineLayout::TimelineLayout(const TimelineModel& model, LayoutMetrics metrics
           others_done = true;
         }
         if (tr.folded && !others_open) continue;
-        const int h = tr.kind == TrackKind::CpuSamples ? metrics_.samples_height
-                                                       : std::max(1, tr.lane_count()) * metrics_.lane_height;
+        const int h = tr.kind == TrackKind::CpuSamples
+                          ? metrics_.samples_height
+                          : std::max(1, int(lanes_shown(tr, static_cast<int>(k)))) * metrics_.lane_height;
         row_of_track_[k] = static_cast<int>(rows_.size());
         rows_.push_back({static_cast<int>(k), group, y, h, RowKind::Track});
         y += h + metrics_.track_gap;
@@ -100,6 +106,14 @@ const TimelineLayout::Row* TimelineLayout::row_at(int y) const {
 int TimelineLayout::lane_y(int track, int lane) const {
   const Row* r = row_of_track(track);
   return r ? r->y + lane * metrics_.lane_height : 0;
+}
+
+bool TimelineLayout::graphs_open(int track) const {
+  return std::binary_search(open_graph_tracks_.begin(), open_graph_tracks_.end(), track);
+}
+
+size_t TimelineLayout::lanes_shown(const Track& track, int index) const {
+  return track.lanes.size() + (graphs_open(index) ? track.graph_lanes.size() : 0);
 }
 
 std::vector<int> TimelineLayout::tracks_in(int y0, int y1) const {
@@ -214,8 +228,10 @@ DrawList build_draw_list(const TimelineModel& model, const Viewport& vp, const s
       density(tr, ti, vp, options, out);
       continue;
     }
-    for (size_t li = 0; li < tr.lanes.size(); ++li)
-      lod_lane(model, tr.lanes[li], ti, static_cast<int>(li), vp, options, !tiles_the_run(tr.kind), out);
+    const bool graphs = std::binary_search(options.open_graphs.begin(), options.open_graphs.end(), ti);
+    const size_t lanes = tr.lanes.size() + (graphs ? tr.graph_lanes.size() : 0);
+    for (size_t li = 0; li < lanes; ++li)
+      lod_lane(model, tr.lane_at(li), ti, static_cast<int>(li), vp, options, !tiles_the_run(tr.kind), out);
   }
   return out;
 }
@@ -250,8 +266,8 @@ std::optional<Hit> hit_test(const TimelineModel& model, const TimelineLayout& la
     return h;
   }
   const int lane = (y - row->y) / layout.metrics().lane_height;
-  if (lane < 0 || static_cast<size_t>(lane) >= tr.lanes.size()) return std::nullopt;
-  const Lane& l = tr.lanes[lane];
+  if (lane < 0 || static_cast<size_t>(lane) >= layout.lanes_shown(tr, row->track)) return std::nullopt;
+  const Lane& l = tr.lane_at(size_t(lane));
   if (!l.size()) return std::nullopt;
   // Candidates: events overlapping [t - tol, t + tol].
   size_t i = l.first_ending_after(static_cast<int64_t>(std::floor(t - tol)));

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/multi_rank.h"
@@ -22,6 +23,7 @@ const char* to_string(EventKind k) {
     case EventKind::Step: return "step";
     case EventKind::Finding: return "finding";
     case EventKind::PathSegment: return "critical path";
+    case EventKind::GraphReplay: return "CUDA graph replay";
   }
   return "event";
 }
@@ -351,6 +353,7 @@ using Key = std::pair<int64_t, int64_t>;  // (pid, tid) or (device, stream)
 // An event's time span, whichever table it lives in.
 struct SpanOf {
   const store::Trace& t;
+  const std::vector<GraphReplay>* replays = nullptr;
   Item operator()(EventRef e) const {
     switch (e.kind) {
       case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
@@ -360,6 +363,10 @@ struct SpanOf {
       case EventKind::Range: return item_of(t.ranges[e.row], e.row, e.kind);
       case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
       case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);
+      case EventKind::GraphReplay: {
+        const GraphReplay& g = (*replays)[e.row];
+        return Item{g.start, g.end, e.row, e.kind};
+      }
       case EventKind::Step:
       case EventKind::Finding:
       case EventKind::PathSegment: break;
@@ -375,10 +382,20 @@ struct SpanOf {
 struct TimelineModel::EventsByTrack {
   using Refs = std::map<Key, std::vector<EventRef>>;
   Refs host, waits, gpu;
+  Refs graph;  // per stream: the rows of CUDA graph replays (graph_id != 0), taken out of `gpu`
   std::map<Key, std::vector<std::pair<int64_t, uint32_t>>> samples;  // (time, samples row)
 };
 
 void TimelineModel::build_tracks() {
+  const store::Trace& t = *trace_;
+  // Recordings older than v4 said nothing and traced each replay as one interval (docs/schema.md).
+  if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) {
+    graph_records_ = it->second == "graph" ? "graph" : "nodes";
+  } else {
+    auto src = t.meta.find("source_format");
+    const bool recording = (src != t.meta.end() && src->second == "stepscope-collector") || t.meta.count("recorder");
+    graph_records_ = recording ? "graph" : "nodes";
+  }
   EventsByTrack events = gather_events();
   add_analysis_tracks();
   add_gpu_tracks(events);
@@ -432,6 +449,22 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
   gather(t.ranges, thread_key, ev.host, add(EventKind::Range));
   gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
   gather(t.data_waits, thread_key, ev.waits, add(EventKind::DataWait));
+  // A graph replay's rows are drawn as one block (and open into their own lanes): set them apart.
+  auto graph_of = [&t](EventRef e) {
+    return e.kind == EventKind::Kernel ? t.kernels[e.row].graph_id
+           : e.kind == EventKind::Memcpy ? t.memcpys[e.row].graph_id
+                                         : t.memsets[e.row].graph_id;
+  };
+  for (auto& [k, refs] : ev.gpu) {
+    const size_t n = size_t(std::count_if(refs.begin(), refs.end(), [&](EventRef e) { return graph_of(e) != 0; }));
+    if (!n) continue;
+    std::vector<EventRef>& g = ev.graph[k];
+    g.reserve(n);
+    std::vector<EventRef> rest;
+    rest.reserve(refs.size() - n);
+    for (EventRef e : refs) (graph_of(e) ? g : rest).push_back(e);
+    refs = std::move(rest);
+  }
   for (auto& [k, refs] : ev.waits) {
     std::sort(refs.begin(), refs.end(), [&t](EventRef a, EventRef b) {
       const auto &x = t.data_waits[a.row], &y = t.data_waits[b.row];
@@ -515,8 +548,9 @@ void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
   const store::Trace& t = *trace_;
   std::map<int64_t, std::string> device_names;
   for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
-  const SpanOf span_of{t};
+  const SpanOf span_of{t, &replays_};
   const size_t first_gpu = tracks_.size();
+  for (const auto& kv : events.graph) events.gpu[kv.first];  // a stream running only graphs
   for (auto& [key, items] : events.gpu) {
     auto [device, stream] = key;
     Track tr;
@@ -531,6 +565,15 @@ void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
       const Item it = span_of(e);
       tr.busy_ns += it.end - it.start;
     }
+    if (auto g = events.graph.find(key); g != events.graph.end()) {
+      for (EventRef e : g->second) {
+        const Item it = span_of(e);
+        tr.busy_ns += it.end - it.start;
+      }
+      const std::vector<EventRef> blocks = gather_replays(g->second, tr.graphs_open_inside);
+      items.insert(items.end(), blocks.begin(), blocks.end());
+      tr.graph_lanes = stack_into_lanes(g->second, span_of);
+    }
     tr.lanes = stack_into_lanes(items, span_of);
     tracks_.push_back(std::move(tr));
   }
@@ -538,6 +581,106 @@ void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
     return a.device != b.device ? a.device < b.device : a.busy_ns > b.busy_ns;
   });
   for (size_t i = first_gpu; i < tracks_.size(); ++i) gpu_track_[{tracks_[i].device, tracks_[i].stream}] = static_cast<int>(i);
+  std::sort(replay_of_.begin(), replay_of_.end());
+}
+
+// A stream's graph rows as replays: the rows of one launch (one correlation id), or without one, consecutive rows of
+// one graph until a node repeats. Rows recorded one interval a replay are each a replay.
+std::vector<EventRef> TimelineModel::gather_replays(std::vector<EventRef>& rows, bool& opens) {
+  const store::Trace& t = *trace_;
+  struct Rec {
+    int64_t pid, graph, node, corr, start, end;
+  };
+  auto rec = [&t](EventRef e) {
+    auto of = [](const auto& r) { return Rec{r.pid, r.graph_id, r.graph_node_id, r.correlation, r.start, std::max(r.start, r.end)}; };
+    return e.kind == EventKind::Memcpy   ? of(t.memcpys[e.row])
+           : e.kind == EventKind::Memset ? of(t.memsets[e.row])
+                                         : of(t.kernels[e.row]);
+  };
+  std::sort(rows.begin(), rows.end(), [&](EventRef a, EventRef b) {
+    const Rec x = rec(a), y = rec(b);
+    if ((x.corr != 0) != (y.corr != 0)) return x.corr != 0;
+    if (x.corr)
+      return std::tie(x.pid, x.corr, x.graph, x.start, a.kind, a.row) < std::tie(y.pid, y.corr, y.graph, y.start, b.kind, b.row);
+    return std::tie(x.start, x.pid, x.graph, a.kind, a.row) < std::tie(y.start, y.pid, y.graph, b.kind, b.row);
+  });
+  const bool whole = graph_records_ == "graph";
+  std::vector<EventRef> out;
+  std::set<int64_t> nodes;
+  for (size_t i = 0; i < rows.size();) {
+    const Rec first = rec(rows[i]);
+    GraphReplay g;
+    g.pid = first.pid;
+    g.graph_id = first.graph;
+    g.correlation = first.corr;
+    g.start = first.start;
+    g.end = first.end;
+    g.whole = whole;
+    g.first = static_cast<uint32_t>(replay_records_.size());
+    nodes.clear();
+    if (first.node) nodes.insert(first.node);
+    size_t j = i + 1;
+    for (; !whole && j < rows.size(); ++j) {
+      const Rec r = rec(rows[j]);
+      if (r.pid != first.pid || r.graph != first.graph || r.corr != first.corr) break;
+      if (!first.corr && r.node && !nodes.insert(r.node).second) break;  // the graph's next replay
+      g.start = std::min(g.start, r.start);
+      g.end = std::max(g.end, r.end);
+    }
+    const size_t at = replay_records_.size();
+    replay_records_.insert(replay_records_.end(), rows.begin() + ptrdiff_t(i), rows.begin() + ptrdiff_t(j));
+    std::stable_sort(replay_records_.begin() + ptrdiff_t(at), replay_records_.end(),
+                     [&](EventRef a, EventRef b) { return rec(a).start < rec(b).start; });
+    g.count = static_cast<uint32_t>(j - i);
+    for (size_t k = i; k < j; ++k)
+      replay_of_.emplace_back(uint64_t(rows[k].kind) << 32 | rows[k].row, static_cast<uint32_t>(replays_.size()));
+    const auto& any = rows[i];
+    if (any.kind == EventKind::Kernel) g.device = t.kernels[any.row].device, g.stream = t.kernels[any.row].stream;
+    else if (any.kind == EventKind::Memcpy) g.device = t.memcpys[any.row].device, g.stream = t.memcpys[any.row].stream;
+    else g.device = t.memsets[any.row].device, g.stream = t.memsets[any.row].stream;
+    opens |= !whole;
+    out.push_back({EventKind::GraphReplay, static_cast<uint32_t>(replays_.size())});
+    replays_.push_back(g);
+    i = j;
+  }
+  return out;
+}
+
+std::vector<EventRef> TimelineModel::replay_records(uint32_t replay) const {
+  const GraphReplay& g = replays_.at(replay);
+  return std::vector<EventRef>(replay_records_.begin() + g.first, replay_records_.begin() + g.first + g.count);
+}
+
+std::optional<uint32_t> TimelineModel::replay_of(EventRef e) const {
+  const uint64_t key = uint64_t(e.kind) << 32 | e.row;
+  auto it = std::lower_bound(replay_of_.begin(), replay_of_.end(), key,
+                             [](const std::pair<uint64_t, uint32_t>& p, uint64_t v) { return p.first < v; });
+  if (it == replay_of_.end() || it->first != key) return std::nullopt;
+  return it->second;
+}
+
+const store::Graph* TimelineModel::graph_row(int64_t pid, int64_t graph_id) const {
+  auto it = graph_row_.find({pid, graph_id});
+  return it == graph_row_.end() ? nullptr : &trace_->graphs[size_t(it->second)];
+}
+
+GraphNodeOrigin TimelineModel::graph_node_origin(int64_t pid, int64_t node_id) const {
+  GraphNodeOrigin o;
+  auto node = [&](int64_t id) -> const store::GraphNode* {
+    auto it = node_row_.find({pid, id});
+    return it == node_row_.end() ? nullptr : &trace_->graph_nodes[size_t(it->second)];
+  };
+  o.node = o.captured = node_id ? node(node_id) : nullptr;
+  if (!o.node) return o;
+  // An instantiated graph's node is a clone of the captured one (a clone of a clone, for a cloned graph).
+  for (int guard = 0; guard < 16 && o.captured->source_node_id && o.captured->source_node_id != o.captured->node_id; ++guard) {
+    const store::GraphNode* src = node(o.captured->source_node_id);
+    if (!src) break;
+    o.captured = src;
+  }
+  o.graph = graph_row(pid, o.node->graph_id);
+  o.captured_graph = graph_row(pid, o.captured->graph_id);
+  return o;
 }
 
 // Per process, first the threads that launch GPU work, sync with it, wait for data or hold the recorded steps;
@@ -666,7 +809,8 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
 void TimelineModel::measure_extent() {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const Track& tr : tracks_) {
-    for (const Lane& l : tr.lanes) {
+    for (size_t li = 0; li < tr.all_lanes(); ++li) {
+      const Lane& l = tr.lane_at(li);
       event_count_ += l.size();
       if (l.size()) {
         lo = std::min(lo, l.starts.front());
@@ -679,6 +823,7 @@ void TimelineModel::measure_extent() {
       hi = std::max(hi, tr.sample_times.back());
     }
   }
+  event_count_ -= replays_.size();  // a replay's block stands for its rows, which are counted
   if (lo > hi) lo = hi = 0;
   begin_ = lo;
   end_ = std::max(hi, lo + 1);
@@ -759,6 +904,9 @@ void TimelineModel::index_names_and_stacks() {
   }
   for (size_t i = 0; i < t.stacks.size(); ++i) stack_row_[t.stacks[i].id] = static_cast<uint32_t>(i);
   for (size_t i = 0; i < t.frames.size(); ++i) frame_row_[t.frames[i].id] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < t.graphs.size(); ++i) graph_row_.emplace(Key{t.graphs[i].pid, t.graphs[i].graph_id}, int(i));
+  for (size_t i = 0; i < t.graph_nodes.size(); ++i)
+    node_row_.emplace(Key{t.graph_nodes[i].pid, t.graph_nodes[i].node_id}, int(i));
 }
 
 int64_t TimelineModel::start_of(EventRef e) const {
@@ -774,6 +922,7 @@ int64_t TimelineModel::start_of(EventRef e) const {
     case EventKind::Step: return steps_[e.row].start;
     case EventKind::Finding: return findings_[e.row].start;
     case EventKind::PathSegment: return analysis_->critical_path.path[e.row].start;
+    case EventKind::GraphReplay: return replays_[e.row].start;
   }
   return 0;
 }
@@ -792,6 +941,7 @@ int64_t TimelineModel::end_of(EventRef e) const {
     case EventKind::Step: end = steps_[e.row].end; break;
     case EventKind::Finding: end = findings_[e.row].end; break;
     case EventKind::PathSegment: end = analysis_->critical_path.path[e.row].end; break;
+    case EventKind::GraphReplay: end = replays_[e.row].end; break;
   }
   return std::max(end, start_of(e));
 }
@@ -839,6 +989,13 @@ std::string TimelineModel::name_of(EventRef e) const {
       const auto& sg = analysis_->critical_path.path[e.row];
       return std::string(analyzer::to_string(sg.kind)) + ": " + std::string(sg.what);
     }
+    case EventKind::GraphReplay: {
+      const GraphReplay& g = replays_[e.row];
+      std::string vendor;
+      for (const auto& d : t.devices)
+        if (d.id == g.device) vendor = t.str(d.vendor);
+      return (vendor == "amd" ? "HIP graph " : "CUDA graph ") + std::to_string(g.graph_id);
+    }
   }
   return {};
 }
@@ -859,6 +1016,7 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
       return kFindingKey | (s == "high" ? 2u : s == "medium" ? 1u : 0u);
     }
     case EventKind::PathSegment: return kPathKey | static_cast<uint32_t>(analysis_->critical_path.path[e.row].kind);
+    case EventKind::GraphReplay: return kGraphKey | static_cast<uint32_t>(replays_[e.row].graph_id & 0xFFFF);
   }
   return 0;
 }
@@ -869,6 +1027,7 @@ std::optional<uint32_t> TimelineModel::launching_api_call(EventRef e) const {
   if (e.kind == EventKind::Kernel) corr = t.kernels[e.row].correlation;
   else if (e.kind == EventKind::Memcpy) corr = t.memcpys[e.row].correlation;
   else if (e.kind == EventKind::Memset) corr = t.memsets[e.row].correlation;
+  else if (e.kind == EventKind::GraphReplay) corr = replays_[e.row].correlation;
   if (!corr) return std::nullopt;
   auto it = std::lower_bound(api_by_correlation_.begin(), api_by_correlation_.end(), corr,
                              [](const std::pair<int64_t, uint32_t>& p, int64_t v) { return p.first < v; });
@@ -904,12 +1063,13 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
     case EventKind::Step: track = steps_track_; break;
     case EventKind::Finding: track = findings_track_; break;
     case EventKind::PathSegment: track = path_track_; break;
+    case EventKind::GraphReplay: track = find(gpu_track_, replays_[e.row].device, replays_[e.row].stream); break;
   }
   if (track < 0) return std::nullopt;
   const int64_t start = start_of(e);
   const Track& tr = tracks_[track];
-  for (size_t li = 0; li < tr.lanes.size(); ++li) {
-    const Lane& l = tr.lanes[li];
+  for (size_t li = 0; li < tr.all_lanes(); ++li) {  // a graph's row: in graph_lanes, numbered after lanes
+    const Lane& l = tr.lane_at(li);
     for (size_t i = l.first_starting_at_or_after(start); i < l.size() && l.starts[i] == start; ++i)
       if (l.rows[i] == e.row && l.kind(i) == e.kind) return Location{track, static_cast<int>(li), i};
   }

@@ -22,6 +22,7 @@ struct RecordOptions {
   std::string step_regex;
   std::string data_wait_func, step_func;  // for the Python hook (STEPSCOPE_DATA_WAIT_FUNC / STEPSCOPE_STEP_FUNC)
   std::string cuda_api = "lean";     // "lean": launches, copies, memsets, syncs, queries, pinned allocs; "all"
+  std::string cuda_graphs = "nodes";  // graph replays: "nodes" (every node's records) or "graph"
   std::string gpu_window = "20/200";  // "N/M": CUDA activity traced N steps out of every M; "all": whole run
   int cuda_stacks_per_s = 200;        // stacks captured at blocking CUDA calls per second and process (0: none)
   std::vector<std::string> command;

@@ -68,6 +68,26 @@ enum class ApiKind : int32_t { Runtime = 1, Driver = 2 };
 enum class RangeSource : int32_t { Nvtx = 1, Annotation = 2, Op = 3, Python = 4, GpuAnnotation = 5 };
 enum class FrameKind : int32_t { Native = 0, Python = 1 };
 enum class Severity : int32_t { Low = 0, Medium = 1, High = 2 };
+// How a CUDA/HIP graph came to be (graphs.kind).
+enum class GraphKind : int32_t { Unknown = 0, Capture = 1, Explicit = 2, Instantiated = 3, Clone = 4 };
+// A graph node's type (graph_nodes.kind): CUDA's CUgraphNodeType + 1, so that 0 stays "unknown".
+enum class GraphNodeKind : int32_t {
+  Unknown = 0,
+  Kernel = 1,
+  Memcpy = 2,
+  Memset = 3,
+  Host = 4,
+  Graph = 5,  // a child graph
+  Empty = 6,
+  WaitEvent = 7,
+  EventRecord = 8,
+  ExtSemaphoreSignal = 9,
+  ExtSemaphoreWait = 10,
+  MemAlloc = 11,
+  MemFree = 12,
+  BatchMemOp = 13,
+  Conditional = 14,
+};
 
 const char* to_string(CopyKind k);
 const char* to_string(MemoryKind k);
@@ -76,6 +96,8 @@ const char* to_string(ApiKind k);
 const char* to_string(RangeSource s);
 const char* to_string(FrameKind k);
 const char* to_string(Severity s);
+const char* to_string(GraphKind k);
+const char* to_string(GraphNodeKind k);
 
 struct Process {
   int64_t pid = 0;
@@ -113,6 +135,7 @@ struct Kernel {
   StringId name = 0;
   int64_t graph_id = 0;  // CUDA/HIP graph the kernel was launched from; 0 = none
   int64_t pid = 0;       // process that launched it (0 when unknown)
+  int64_t graph_node_id = 0;  // node of graph_id it ran as (schema v4); 0 = none or not recorded
 };
 
 struct Memcpy {
@@ -125,6 +148,8 @@ struct Memcpy {
   MemoryKind src_kind = MemoryKind::Unknown;
   MemoryKind dst_kind = MemoryKind::Unknown;
   int64_t pid = 0;
+  int64_t graph_id = 0;       // graph replay it belongs to (schema v4); 0 = none
+  int64_t graph_node_id = 0;  // its node in that graph; 0 = none or not recorded
 };
 
 struct Memset {
@@ -135,6 +160,8 @@ struct Memset {
   int64_t bytes = 0;
   MemoryKind mem_kind = MemoryKind::Unknown;
   int64_t pid = 0;
+  int64_t graph_id = 0;       // graph replay it belongs to (schema v4); 0 = none
+  int64_t graph_node_id = 0;  // its node in that graph; 0 = none or not recorded
 };
 
 // A synchronization as seen by CUPTI / Kineto `cuda_sync`: the host or a stream waited on something.
@@ -235,6 +262,28 @@ struct GpuWindow {
   int64_t pid = 0;  // process whose collector switched tracing on
 };
 
+// A CUDA/HIP graph or executable graph the collector saw created (schema v4). Ids are the runtime's (CUPTI's
+// graph ids), unique per process.
+struct Graph {
+  int64_t pid = 0;
+  int64_t graph_id = 0;
+  GraphKind kind = GraphKind::Unknown;
+  int64_t source_graph_id = 0;  // the graph it was instantiated or cloned from; 0 = none
+  int64_t created = 0;          // ns
+  int64_t stack = 0;            // creating / capturing thread's native + Python stack (a Stack id); 0 = none
+};
+
+// One node of a graph (schema v4): where a kernel, copy or memset of a replay came from.
+struct GraphNode {
+  int64_t pid = 0;
+  int64_t graph_id = 0;
+  int64_t node_id = 0;
+  int64_t source_node_id = 0;  // the node it was cloned from at instantiate / clone; 0 = none
+  GraphNodeKind kind = GraphNodeKind::Unknown;
+  int64_t created = 0;  // ns
+  int64_t stack = 0;    // stack of the thread that created or captured the node (a Stack id); 0 = none
+};
+
 // A whole recording in memory.
 struct Trace {
   StringTable strings;
@@ -256,6 +305,8 @@ struct Trace {
   std::vector<Finding> findings;
   std::vector<Module> modules;
   std::vector<GpuWindow> gpu_windows;
+  std::vector<Graph> graphs;
+  std::vector<GraphNode> graph_nodes;
 
   const std::string& str(StringId id) const { return strings.get(id); }
   StringId intern(std::string_view s) { return strings.intern(s); }
@@ -277,6 +328,8 @@ struct Trace {
   void add(const Finding& r) { findings.push_back(r); }
   void add(const Module& r) { modules.push_back(r); }
   void add(const GpuWindow& r) { gpu_windows.push_back(r); }
+  void add(const Graph& r) { graphs.push_back(r); }
+  void add(const GraphNode& r) { graph_nodes.push_back(r); }
   // Number of GPU activities (kernels + memcpys + memsets).
   size_t gpu_event_count() const { return kernels.size() + memcpys.size() + memsets.size(); }
   // [min start, max end] over every timed row; {0,0} when empty.
@@ -322,6 +375,14 @@ void visit_remapped(const Trace& from, StrMap&& str, int64_t frame_base, int64_t
   for (auto r : from.findings) { r.rule = str(r.rule); r.message = str(r.message); sink(r); }
   for (auto r : from.modules) { r.path = str(r.path); r.build_id = str(r.build_id); sink(r); }
   for (const auto& r : from.gpu_windows) sink(r);
+  for (auto r : from.graphs) {
+    if (r.stack) r.stack += stack_base;
+    sink(r);
+  }
+  for (auto r : from.graph_nodes) {
+    if (r.stack) r.stack += stack_base;
+    sink(r);
+  }
 }
 
 }  // namespace stepscope::store

@@ -13,9 +13,10 @@
 
 namespace stepscope::store {
 
-// 2: threads.collector, api_calls.stack, gpu_windows. 3: samples.periods. Readers still read 1 and 2 (new
-// columns read as their defaults, no windows).
-inline constexpr int kSchemaVersion = 3;
+// 2: threads.collector, api_calls.stack, gpu_windows. 3: samples.periods. 4: graph ids and node ids of
+// kernels, memcpys and memsets; the tables graphs and graph_nodes. Readers still read 1 to 3 (new columns read
+// as their defaults, new tables as empty).
+inline constexpr int kSchemaVersion = 4;
 inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
 inline constexpr int32_t kApplicationId = 0x53545053;
 
@@ -82,6 +83,8 @@ class StoreWriter {
   void add(const Finding& r);
   void add(const Module& r);
   void add(const GpuWindow& r);
+  void add(const Graph& r);
+  void add(const GraphNode& r);
 
   // Appends every row of `t` (and its meta), remapping string ids; frames and stacks are renumbered
   // after those already written so several traces (e.g. per-process partial stores) merge into one.
@@ -116,7 +119,7 @@ struct InvariantBreak {
 class StoreReader {
  public:
   // Throws StoreError("FILE: not an SQLite database" | "not a stepscope store" | "schema version N is newer
-  // than this stepscope reads (2)" | "no such file" | ...).
+  // than this stepscope reads (4)" | "no such file" | ...).
   explicit StoreReader(const std::string& path);
   ~StoreReader();
   StoreReader(const StoreReader&) = delete;
@@ -145,6 +148,8 @@ class StoreReader {
   std::vector<Thread> threads() const;
   std::vector<Finding> findings() const;
   std::vector<GpuWindow> gpu_windows() const;  // empty for v1 stores and whole-run tracing
+  std::vector<Graph> graphs() const;           // empty before v4
+  std::vector<GraphNode> graph_nodes() const;  // empty before v4
   // Every row naming a pid / thread that processes / threads lack (pid 0 = unknown is allowed, as is tid 0 outside
   // api_calls and syncs). Empty when the invariant holds.
   std::vector<InvariantBreak> invariant_breaks() const;

@@ -40,8 +40,12 @@ struct LayoutMetrics {
 struct LayoutState {
   std::set<std::string> collapsed;         // groups showing only their header
   std::set<std::string> expanded_others;  // groups whose folded threads are shown
+  std::set<std::string> open_graphs;      // GPU streams (graph_key) whose CUDA graph replays show their kernels
   bool operator==(const LayoutState&) const = default;
 };
+
+// A GPU stream's key in LayoutState::open_graphs: "GPU 0 NVIDIA H100 / Stream 7".
+std::string graph_key(const Track& track);
 
 // Vertical placement of group headers and tracks; y = 0 is the top of the scrollable track area.
 class TimelineLayout {
@@ -69,11 +73,17 @@ class TimelineLayout {
   int lane_y(int track, int lane) const;
   // Tracks whose rows intersect [y0, y1).
   std::vector<int> tracks_in(int y0, int y1) const;
+  // Does `track` show its graph lanes (Track::graph_lanes under the replay blocks)? And which tracks do, sorted.
+  bool graphs_open(int track) const;
+  const std::vector<int>& open_graph_tracks() const { return open_graph_tracks_; }
+  // Lanes drawn for `track`: its lanes, and its graph lanes when open.
+  size_t lanes_shown(const Track& track, int index) const;
 
  private:
   LayoutMetrics metrics_;
   std::vector<Row> rows_;
   std::vector<int> row_of_track_;
+  std::vector<int> open_graph_tracks_;
   int total_height_ = 0;
 };
 
@@ -116,6 +126,7 @@ struct DrawList {
 struct LodOptions {
   double merge_px = 2.0;  // events narrower than this merge with neighbours starting within the next pixel
   int density_bucket_px = 2;
+  std::vector<int> open_graphs;  // GpuStream tracks whose graph lanes are drawn (TimelineLayout::open_graph_tracks)
 };
 
 // Builds what to paint for `tracks` in `vp`: per lane, a binary search to the first visible event, then

@@ -17,7 +17,20 @@ namespace stepscope::gui {
 
 // What table of the trace an event row comes from.
 // PathSegment: a stretch of the analyzer's critical path (row: index into analysis()->critical_path.path).
-enum class EventKind : uint8_t { Kernel, Memcpy, Memset, ApiCall, Range, Sync, DataWait, Step, Finding, PathSegment };
+// GraphReplay: one replay of a CUDA/HIP graph on one stream (row: index into TimelineModel::replays()).
+enum class EventKind : uint8_t {
+  Kernel,
+  Memcpy,
+  Memset,
+  ApiCall,
+  Range,
+  Sync,
+  DataWait,
+  Step,
+  Finding,
+  PathSegment,
+  GraphReplay
+};
 const char* to_string(EventKind k);
 
 struct EventRef {
@@ -88,10 +101,39 @@ struct Track {
   bool folded = false;
   int64_t busy_ns = 0;  // GpuStream: summed activity time (streams are ordered by it)
   std::vector<Lane> lanes;
+  // GpuStream only: the kernels, copies and memsets of its CUDA graph replays. `lanes` holds one GraphReplay block
+  // per replay in their place; a stream whose replays are open (LayoutState::open_graphs) draws these lanes under
+  // the blocks, numbered after `lanes`.
+  std::vector<Lane> graph_lanes;
+  // Some replay on it holds its nodes (not one interval a replay, gpu.graph_records = "graph"): it opens.
+  bool graphs_open_inside = false;
   // CpuSamples only: sample times (sorted) and their rows in trace.samples.
   std::vector<int64_t> sample_times;
   std::vector<uint32_t> sample_rows;
   int lane_count() const { return kind == TrackKind::CpuSamples ? 1 : static_cast<int>(lanes.size()); }
+  // Lane i of lanes followed by graph_lanes.
+  const Lane& lane_at(size_t i) const { return i < lanes.size() ? lanes[i] : graph_lanes[i - lanes.size()]; }
+  size_t all_lanes() const { return lanes.size() + graph_lanes.size(); }
+};
+
+// One replay of a CUDA/HIP graph as the timeline draws it: the GPU rows of one launch (one correlation; without
+// one, consecutive rows of one graph) on one stream, spanning the first one's start to the last one's end.
+struct GraphReplay {
+  int64_t pid = 0, device = 0, stream = 0, graph_id = 0, correlation = 0;
+  int64_t start = 0, end = 0;
+  uint32_t first = 0, count = 0;  // its rows: TimelineModel::replay_records
+  // Recorded as one interval (gpu.graph_records = "graph", or a recording older than v4): the single kernel row
+  // named "CUDA graph N" is the whole replay, and what ran inside it was not recorded.
+  bool whole = false;
+};
+
+// Where a replayed node came from: its graph_nodes row, and, for a node of an instantiated (or cloned) graph, the
+// node it was cloned from (source_node_id, followed to the node that was captured or created).
+struct GraphNodeOrigin {
+  const store::GraphNode* node = nullptr;      // the node that ran (kernels.graph_node_id)
+  const store::GraphNode* captured = nullptr;  // the node it came from; == node when it has no source
+  const store::Graph* graph = nullptr;         // graphs row of node->graph_id
+  const store::Graph* captured_graph = nullptr;  // graphs row of captured->graph_id
 };
 
 // A step as the timeline shows it (the analyzer's breakdown when present, else the stored step).
@@ -148,6 +190,7 @@ class TimelineModel {
   static constexpr uint32_t kStepKey = 0xFFFB0000u;     // | bound code (bound_code())
   static constexpr uint32_t kFindingKey = 0xFFFA0000u;  // | Severity
   static constexpr uint32_t kPathKey = 0xFFF90000u;     // | analyzer::PathKind
+  static constexpr uint32_t kGraphKey = 0xFFF80000u;    // | graph id & 0xFFFF
   static constexpr uint32_t kSpecialMask = 0xFFF00000u;
   // 0 input, 1 launch, 2 sync, 3 host, 4 gpu, 5 unknown.
   static uint32_t bound_code(const std::string& bound);
@@ -164,6 +207,20 @@ class TimelineModel {
   std::vector<std::string> run_notes() const;
   // Time extent of a finding (its steps and evidence ranges); nullopt when it has none.
   std::optional<std::pair<int64_t, int64_t>> finding_extent(size_t finding) const;
+
+  // CUDA graph replays (GraphReplay events), in the order they were gathered (per stream, by start).
+  const std::vector<GraphReplay>& replays() const { return replays_; }
+  // A replay's kernels, copies and memsets, by start.
+  std::vector<EventRef> replay_records(uint32_t replay) const;
+  // The replay a kernel, copy or memset ran in (a GraphReplay row), or nullopt.
+  std::optional<uint32_t> replay_of(EventRef gpu_event) const;
+  // How the trace recorded graph replays: "nodes" (each replay's rows), "graph" (one interval a replay: meta
+  // gpu.graph_records = "graph", or a stepscope recording older than v4, which said nothing and traced them so).
+  const std::string& graph_records() const { return graph_records_; }
+  // The graphs row of (pid, graph_id), or nullptr.
+  const store::Graph* graph_row(int64_t pid, int64_t graph_id) const;
+  // The graph_nodes rows behind node `node_id` of process `pid` (node ids are unique within a process).
+  GraphNodeOrigin graph_node_origin(int64_t pid, int64_t node_id) const;
 
   // Flow between host and device: the API call that launched a GPU activity (correlation id) and back.
   std::optional<uint32_t> launching_api_call(EventRef gpu_event) const;
@@ -201,6 +258,9 @@ class TimelineModel {
   void index_flows();
   void index_names_and_stacks();
 
+  // Groups a stream's graph rows into replays (replays_, replay_records_); returns their GraphReplay events.
+  std::vector<EventRef> gather_replays(std::vector<EventRef>& graph_rows, bool& opens);
+
   std::shared_ptr<const store::Trace> trace_;
   std::shared_ptr<const analyzer::Analysis> analysis_;
   std::vector<Track> tracks_;
@@ -229,6 +289,12 @@ class TimelineModel {
   std::unordered_map<int64_t, uint32_t> stack_row_;  // stack id → trace.stacks row
   std::unordered_map<int64_t, uint32_t> frame_row_;  // frame id → trace.frames row
   std::unordered_map<store::StringId, std::string> short_names_;  // kernel/range names whose display differs
+  std::vector<GraphReplay> replays_;
+  std::vector<EventRef> replay_records_;  // replays_[i]'s rows: [first, first + count)
+  std::vector<std::pair<uint64_t, uint32_t>> replay_of_;  // (kind << 32 | row, replay), sorted
+  std::string graph_records_ = "nodes";
+  PairMap graph_row_;  // (pid, graph_id) → trace.graphs row
+  PairMap node_row_;   // (pid, node_id) → trace.graph_nodes row
 };
 
 }  // namespace stepscope::gui
