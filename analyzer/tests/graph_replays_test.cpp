@@ -634,3 +634,36 @@ TEST_CASE("diff of an eager run and its graph run: kernel by kernel, and said wh
   CHECK(median.now == Approx(117.0));
   CHECK(median.verdict == analyzer::Verdict::Improvement);
 }
+
+TEST_CASE("a graph's capture stack names the line that captured it, through the graph it was instantiated from") {
+  auto b = same_work(true);
+  store::Trace& t = b.t;
+  // Frames and stacks as the collector writes them: the capturing thread in cudaStreamBeginCapture, called from
+  // capture_step (train.py:42), called from the module (train.py:80).
+  t.frames.push_back({1, t.intern("train.py"), t.intern("<module>"), t.intern("/src/train.py"), 80, store::FrameKind::Python, 0});
+  t.frames.push_back({2, t.intern("train.py"), t.intern("capture_step"), t.intern("/src/train.py"), 42, store::FrameKind::Python, 0});
+  t.frames.push_back({3, t.intern("libcudart.so.12"), t.intern("cudaStreamBeginCapture"), 0, 0, store::FrameKind::Native, 0x1234});
+  t.stacks.push_back({1, 0, 1});
+  t.stacks.push_back({2, 1, 2});
+  t.stacks.push_back({3, 2, 3});
+  // Graph 2 captured there; the replays run executable graph 3, instantiated from it (no stack of its own).
+  t.graphs.push_back({b.pid, 2, store::GraphKind::Capture, 0, 10, 3});
+  t.graphs.push_back({b.pid, 3, store::GraphKind::Instantiated, 2, 20, 0});
+  for (auto& k : t.kernels) k.pid = b.pid;
+  test::ScratchDir dir("graph_capture_stack");
+  store::write_store_atomically(t, dir.file("capture.db"));
+  const auto a = analyzer::analyze(store::StoreReader(dir.file("capture.db")).load());
+  REQUIRE(a.graphs.graphs.size() == 1);
+  const auto& s = a.graphs.graphs[0];
+  CHECK(s.graph_id == 3);
+  CHECK(s.captured_at == "capture_step (train.py:42)");
+  CHECK(s.kind == store::GraphKind::Capture);
+  CHECK(analyzer::graph_table_to_json(a.graphs).find("\"captured_at\":\"capture_step (train.py:42)\",\"capture_kind\":\"capture\"") !=
+        std::string::npos);
+  const std::string text = analyzer::render_graphs_text(a.graphs, 8);
+  CHECK(text.find("capture_step (train.py:42) / kernel_0") != std::string::npos);
+  CHECK(analyzer::render_markdown_report(a).find("| captured at | first kernel |") != std::string::npos);
+  // Without the graphs rows (a store before v4): nothing is said.
+  t.graphs.clear();
+  CHECK(analyzer::graph_table(t).graphs[0].captured_at.empty());
+}

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 
 namespace stepscope::analyzer {
@@ -47,6 +48,26 @@ int64_t covered_ns(const std::vector<std::pair<int64_t, int64_t>>& u, int64_t a,
 std::string graph_records_of(const store::Trace& t) {
   if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) return it->second;
   return t.meta.count("recorder") ? "graph" : "";
+}
+
+// The frame a person looks for in a capture stack: the innermost Python frame that is not the profiler's, else
+// the innermost frame.
+std::string capture_frame(const store::Trace& t, int64_t stack, const std::unordered_map<int64_t, size_t>& stack_at,
+                          const std::unordered_map<int64_t, size_t>& frame_at) {
+  const store::Frame* leaf = nullptr;
+  for (int guard = 0; stack && guard < 4096; ++guard) {
+    auto it = stack_at.find(stack);
+    if (it == stack_at.end()) break;
+    const store::Stack& node = t.stacks[it->second];
+    auto f = frame_at.find(node.frame);
+    if (f != frame_at.end()) {
+      const store::Frame& fr = t.frames[f->second];
+      if (!leaf) leaf = &fr;
+      if (fr.kind == store::FrameKind::Python && !is_profiler_python_frame(t, fr)) return frame_display_name(t, fr);
+    }
+    stack = node.parent;
+  }
+  return leaf ? frame_display_name(t, *leaf) : std::string();
 }
 
 }  // namespace
@@ -185,6 +206,28 @@ GraphTable graph_table(const store::Trace& t) {
     }
   }
 
+  // Where each graph was captured: its own row's stack, else that of the graph it came from.
+  std::map<std::pair<int64_t, int64_t>, const store::Graph*> graph_row;
+  for (const auto& r : t.graphs) graph_row.emplace(std::make_pair(r.pid, r.graph_id), &r);
+  std::unordered_map<int64_t, size_t> stack_at, frame_at;
+  if (!t.graphs.empty()) {
+    for (size_t i = 0; i < t.stacks.size(); ++i) stack_at.emplace(t.stacks[i].id, i);
+    for (size_t i = 0; i < t.frames.size(); ++i) frame_at.emplace(t.frames[i].id, i);
+  }
+  auto capture_of = [&](GraphStat& s) {
+    auto it = graph_row.find({s.pid, s.graph_id});
+    for (int hops = 0; it != graph_row.end() && hops < 8; ++hops) {
+      const store::Graph& r = *it->second;
+      if (r.stack) {
+        s.captured_at = capture_frame(t, r.stack, stack_at, frame_at);
+        s.kind = r.kind;
+        return;
+      }
+      if (!r.source_graph_id) return;
+      it = graph_row.find({r.pid, r.source_graph_id});
+    }
+  };
+
   // Per graph.
   std::map<std::pair<int64_t, int64_t>, std::vector<const GraphReplay*>> by_graph;
   for (const auto& p : g.replays) by_graph[{p.pid, p.graph_id}].push_back(&p);
@@ -225,6 +268,7 @@ GraphTable graph_table(const store::Trace& t) {
       s.idle_before_median_us = replay_us(before[before.size() / 2]);
     }
     s.first_kernel = t.str(rs.front()->first_kernel);
+    capture_of(s);
     g.graphs.push_back(std::move(s));
     busy_total.push_back(busy_sum);
   }
@@ -261,7 +305,7 @@ std::string graph_table_to_json(const GraphTable& g) {
     w.kv("launch_calls", s.launch_calls).kv("launch_us_per_replay", s.launch_us);
     w.kv("idle_before_replays", s.idle_before_count).kv("idle_before_us_per_replay", s.idle_before_us);
     w.kv("idle_before_median_us", s.idle_before_median_us).kv("eager_ops_between", s.eager_ops_before);
-    w.kv("first_kernel", s.first_kernel);
+    w.kv("first_kernel", s.first_kernel).kv("captured_at", s.captured_at).kv("capture_kind", store::to_string(s.kind));
     w.end_object();
   }
   w.end_array();

@@ -49,6 +49,14 @@ BreakdownTable graph_table_rows(const GraphTable& g, size_t max_rows) {
   }
   if (g.graphs.size() > max_rows)
     t.note = fmt::format("… {} more graphs (see --format json)", g.graphs.size() - max_rows);
+  // Where each was captured, when the recording kept the stacks (schema v4): a column before the first kernel.
+  bool captured = false;
+  for (size_t i = 0; i < g.graphs.size() && i < max_rows; ++i) captured |= !g.graphs[i].captured_at.empty();
+  if (captured) {
+    t.head.insert(t.head.end() - 1, "captured at");
+    for (size_t i = 0; i < t.rows.size(); ++i)
+      t.rows[i].insert(t.rows[i].end() - 1, g.graphs[i].captured_at.empty() ? "—" : g.graphs[i].captured_at);
+  }
   return t;
 }
 
@@ -56,11 +64,14 @@ std::string render_graphs_text(const GraphTable& g, size_t max_rows) {
   if (g.empty()) return "";
   std::string o = "\nCUDA graphs\n" + printable(graph_sentence(g)) + "\n";
   const BreakdownTable t = graph_table_rows(g, max_rows);
+  const bool captured = t.head.size() > 9;
   o += fmt::format("{:>8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>6}  {}\n", "graph", "replays", "nodes/replay",
-                   "GPU/replay", "launch", "idle inside", "idle before", "eager", "first kernel");
+                   "GPU/replay", "launch", "idle inside", "idle before", "eager",
+                   captured ? "captured at / first kernel" : "first kernel");
   for (const auto& r : t.rows)
     o += fmt::format("{:>8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>6}  {}\n", r[0], r[1], r[2], r[3], r[4], r[5],
-                     r[6], r[7], printable(shorten(r[8], 60)));
+                     r[6], r[7],
+                     printable(captured ? shorten(r[8], 40) + " / " + shorten(r[9], 40) : shorten(r[8], 60)));
   if (!t.note.empty()) o += printable(t.note) + "\n";
   o += "(launch: the launch call per replay; idle before: median GPU idle since the previous replay; eager: GPU ops "
        "outside graphs between replays)\n";
