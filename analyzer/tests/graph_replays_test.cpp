@@ -663,7 +663,13 @@ TEST_CASE("a graph's capture stack names the line that captured it, through the 
   const std::string text = analyzer::render_graphs_text(a.graphs, 8);
   CHECK(text.find("capture_step (train.py:42) / kernel_0") != std::string::npos);
   CHECK(analyzer::render_markdown_report(a).find("| captured at | first kernel |") != std::string::npos);
-  // Without the graphs rows (a store before v4): nothing is said.
+  // Without the graphs rows, the first kernel's node says it: node 10 of graph 3, cloned from captured node 1,
+  // whose stack is the capture's.
   t.graphs.clear();
+  t.graph_nodes.push_back({b.pid, 2, 1, 0, store::GraphNodeKind::Kernel, 11, 3});
+  t.graph_nodes.push_back({b.pid, 3, 10, 1, store::GraphNodeKind::Kernel, 20, 0});
+  CHECK(analyzer::graph_table(t).graphs[0].captured_at == "capture_step (train.py:42)");
+  // Neither (a store before v4): nothing is said.
+  t.graph_nodes.clear();
   CHECK(analyzer::graph_table(t).graphs[0].captured_at.empty());
 }

@@ -166,7 +166,7 @@ GraphTable graph_table(const store::Trace& t) {
     p.end_ns = members[i].front()->end;
     for (const ReplayRec* r : members[i]) {
       iv.push_back({r->start, r->end});
-      if (r->kind == 0 && !p.first_kernel) p.first_kernel = r->name;
+      if (r->kind == 0 && !p.first_kernel) p.first_kernel = r->name, p.first_node = r->node_id;
       p.start_ns = std::min(p.start_ns, r->start);
       p.end_ns = std::max(p.end_ns, r->end);
       (r->kind == 0 ? p.kernels : r->kind == 1 ? p.memcpys : p.memsets) += 1;
@@ -209,12 +209,14 @@ GraphTable graph_table(const store::Trace& t) {
   // Where each graph was captured: its own row's stack, else that of the graph it came from.
   std::map<std::pair<int64_t, int64_t>, const store::Graph*> graph_row;
   for (const auto& r : t.graphs) graph_row.emplace(std::make_pair(r.pid, r.graph_id), &r);
+  std::map<std::pair<int64_t, int64_t>, const store::GraphNode*> node_row;
+  for (const auto& n : t.graph_nodes) node_row.emplace(std::make_pair(n.pid, n.node_id), &n);
   std::unordered_map<int64_t, size_t> stack_at, frame_at;
-  if (!t.graphs.empty()) {
+  if (!t.graphs.empty() || !t.graph_nodes.empty()) {
     for (size_t i = 0; i < t.stacks.size(); ++i) stack_at.emplace(t.stacks[i].id, i);
     for (size_t i = 0; i < t.frames.size(); ++i) frame_at.emplace(t.frames[i].id, i);
   }
-  auto capture_of = [&](GraphStat& s) {
+  auto capture_of = [&](GraphStat& s, int64_t first_node) {
     auto it = graph_row.find({s.pid, s.graph_id});
     for (int hops = 0; it != graph_row.end() && hops < 8; ++hops) {
       const store::Graph& r = *it->second;
@@ -223,8 +225,17 @@ GraphTable graph_table(const store::Trace& t) {
         s.kind = r.kind;
         return;
       }
-      if (!r.source_graph_id) return;
+      if (!r.source_graph_id) break;
       it = graph_row.find({r.pid, r.source_graph_id});
+    }
+    auto n = first_node ? node_row.find({s.pid, first_node}) : node_row.end();
+    for (int hops = 0; n != node_row.end() && hops < 8; ++hops) {
+      if (n->second->stack) {
+        s.captured_at = capture_frame(t, n->second->stack, stack_at, frame_at);
+        return;
+      }
+      if (!n->second->source_node_id) return;
+      n = node_row.find({s.pid, n->second->source_node_id});
     }
   };
 
@@ -268,7 +279,7 @@ GraphTable graph_table(const store::Trace& t) {
       s.idle_before_median_us = replay_us(before[before.size() / 2]);
     }
     s.first_kernel = t.str(rs.front()->first_kernel);
-    capture_of(s);
+    capture_of(s, rs.front()->first_node);
     g.graphs.push_back(std::move(s));
     busy_total.push_back(busy_sum);
   }

@@ -23,6 +23,7 @@ struct GraphReplay {
   int64_t busy_ns = 0;               // union of its records
   int64_t kernels = 0, memcpys = 0, memsets = 0;
   store::StringId first_kernel = 0;  // its first kernel's name (the trace's string id); 0 when it ran none
+  int64_t first_node = 0;            // that kernel's graph node id; 0 when not recorded
   // The record is one interval for the whole replay (CUPTI GRAPH_TRACE, nsys --cuda-graph-trace=graph): what ran
   // inside was not recorded, so nodes and idle inside are unknown.
   bool whole = false;
@@ -55,8 +56,9 @@ struct GraphStat {
   int64_t eager_ops_before = 0;  // summed GraphReplay::eager_ops_before
   std::string first_kernel;      // name of the first kernel of its first replay ("" when none)
   // Where it was captured or built (store `graphs`, schema v4): the innermost Python frame of the creating
-  // thread's stack — of the graph it was instantiated or cloned from when its own row has none — else the
-  // innermost native frame; "" when the trace does not say.
+  // thread's stack — of the graph it was instantiated or cloned from when its own row has none, else of its first
+  // kernel's node (graph_nodes, followed to the node it was cloned from) — else the innermost native frame; ""
+  // when the trace does not say.
   std::string captured_at;
   store::GraphKind kind = store::GraphKind::Unknown;  // of the graph (or the one it came from) that has the stack
 };
