@@ -142,6 +142,7 @@ void print_text(const analyzer::Analysis& a) {
   if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty()) fmt::print("\n{}\n", cp);
   if (auto wi = analyzer::what_if_sentence(a.what_if); !wi.empty()) fmt::print("{}\n", wi);
   fmt::print("{}", analyzer::render_slow_steps_text(a));
+  fmt::print("{}", analyzer::render_graphs_text(a.graphs, 8));
   fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
   if (a.findings.empty()) {
     fmt::print("\nNo findings.\n");

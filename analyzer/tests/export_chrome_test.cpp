@@ -49,14 +49,18 @@ void check_same(const store::Trace& a, const store::Trace& b) {
   auto kernel = [](const store::Trace& t, const store::Kernel& k) {
     return Key{k.start, k.end, k.device * 1000000 + k.stream, k.correlation,
                t.str(k.name) + "/" + std::to_string(k.grid_x) + "," + std::to_string(k.block_x) + "," +
-                   std::to_string(k.registers) + "," + std::to_string(k.shared_memory)};
+                   std::to_string(k.registers) + "," + std::to_string(k.shared_memory) + " graph " +
+                   std::to_string(k.graph_id) + "." + std::to_string(k.graph_node_id)};
   };
   auto copy = [](const store::Trace&, const store::Memcpy& m) {
     return Key{m.start, m.end, m.stream, m.bytes,
-               std::to_string(int(m.kind)) + std::to_string(int(m.src_kind)) + std::to_string(int(m.dst_kind))};
+               std::to_string(int(m.kind)) + std::to_string(int(m.src_kind)) + std::to_string(int(m.dst_kind)) +
+                   " graph " + std::to_string(m.graph_id) + "." + std::to_string(m.graph_node_id)};
   };
   auto set = [](const store::Trace&, const store::Memset& m) {
-    return Key{m.start, m.end, m.stream, m.bytes, std::to_string(int(m.mem_kind))};
+    return Key{m.start, m.end, m.stream, m.bytes,
+               std::to_string(int(m.mem_kind)) + " graph " + std::to_string(m.graph_id) + "." +
+                   std::to_string(m.graph_node_id)};
   };
   auto api = [](const store::Trace& t, const store::ApiCall& x) {
     return Key{x.start, x.end, x.pid * 10000000 + x.tid, x.correlation, t.str(x.name) + std::to_string(int(x.kind))};
@@ -94,7 +98,8 @@ TEST_CASE("export → import round trip holds equal rows and times") {
        {"kineto/resnet50_num_workers_0.json.gz", "hta/v100_resnet_gpu_bound_ns.json.gz",
         "hta/cuda_event_sync_multi_stream.json.gz", "tracelens/b200_eager.json.gz",
         "tracelens/mi300x_ddp_resnet18.json.gz", "nsys/nsys_chrome_dialect_vllm.json.gz",
-        "nsys/cloverleaf_a100.sqlite.gz", "hta/gpu_user_annotation_steps.json.gz"}) {
+        "nsys/cloverleaf_a100.sqlite.gz", "hta/gpu_user_annotation_steps.json.gz",
+        "hta/a100_rank0_many_small_kernels.json.gz"}) {
     INFO(rel);
     store::Trace a = analyzer::load_trace(test::trace_path(rel));
     std::string out = dir.file(fs::path(rel).stem().string() + ".json.gz");

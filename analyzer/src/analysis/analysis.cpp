@@ -175,6 +175,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
   ctx.framework = detail::detect_framework(trace);
   ctx.windows = std::move(detected.windows);
   detail::build_breakdown(ctx);
+  ctx.graphs = graph_table(trace);
   const auto training = detail::training_thread(ctx, &ctx.training_reason);
   ctx.training_pid = training.pid, ctx.training_tid = training.tid;
   ctx.sample_period_ns = detail::sample_period_ns(trace, &ctx.sample_period_source);
@@ -281,6 +282,7 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
   a.steps = std::move(ctx.steps);
   a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid, ctx.training_tid);
   a.gpu_breakdowns = gpu_breakdowns(trace);
+  a.graphs = std::move(ctx.graphs);
 }
 
 std::string gpu_window_note(const AnalysisSummary& s) {
@@ -512,6 +514,7 @@ std::string to_json(const Analysis& a) {
   w.end_object();
   w.key("step_outliers").raw(step_outliers_to_json(a.step_outliers));
   w.key("gpu_breakdowns").raw(gpu_breakdowns_to_json(a.gpu_breakdowns));
+  w.key("graphs").raw(graph_table_to_json(a.graphs));
   {
     const CriticalPaths& cp = a.critical_path;
     auto kinds = [&w](const int64_t (&ns)[kPathKinds]) {

@@ -130,6 +130,7 @@ struct Context {
   int64_t sample_period_ns = 0;
   std::string sample_period_source;
   ProfilerCorrection profiler;
+  GraphTable graphs;  // the trace's graph replays (graph_replays.h); moved into Analysis::graphs at the end
 
   const store::Trace& t() const { return *trace; }
   // Which step contains time `ts` (windows sorted; -1 when none).

@@ -10,6 +10,7 @@
 #include "diff/stats.h"
 #include "format/units.h"
 #include "stepscope/analyzer/diff.h"
+#include "stepscope/analyzer/graph_replays.h"
 
 namespace stepscope::analyzer {
 
@@ -33,6 +34,47 @@ const char* to_string(FindingDiff::Status s) {
 }
 
 namespace {
+
+// An eager run against its graph run (or two graph runs): what each side replayed from CUDA graphs, and whether
+// its kernels inside the replays were recorded, so the kernel-by-kernel lists below read right.
+void add_graph_notes(const std::vector<DiffRun>& base, const std::vector<DiffRun>& now, std::vector<std::string>& notes) {
+  struct Side {
+    int64_t graphs = 0, replays = 0, replayed = 0, records = 0, kernels = 0;
+    bool whole = false;
+  };
+  auto side_of = [](const std::vector<DiffRun>& runs) {
+    Side s;
+    for (const auto& r : runs) {
+      const GraphTable& g = r.analysis.graphs;
+      s.graphs += int64_t(g.graphs.size()), s.replays += int64_t(g.replays.size());
+      s.replayed += g.replayed_records, s.records += g.gpu_records, s.kernels += r.analysis.summary.kernels;
+      for (const auto& x : g.graphs) s.whole |= x.whole;
+    }
+    return s;
+  };
+  const Side b = side_of(base), n = side_of(now);
+  if (!b.replays && !n.replays) return;
+  auto words = [](const char* name, const Side& s) {
+    if (!s.replays) return fmt::format("{} launches its GPU work without CUDA graphs", name);
+    if (s.whole)
+      return fmt::format("{} replays {} CUDA graph{} {} times, each replay recorded as one interval (gpu.graph_records "
+                         "= graph): the kernels inside were not recorded",
+                         name, s.graphs, s.graphs == 1 ? "" : "s", s.replays);
+    return fmt::format("{} replays {} CUDA graph{} {} times: {} of its {} GPU records ran inside them", name, s.graphs,
+                       s.graphs == 1 ? "" : "s", s.replays, s.replayed, s.records);
+  };
+  notes.push_back(words("base", b) + "; " + words("new", n) + ".");
+  if ((b.replays > 0) != (n.replays > 0)) {
+    const Side& g = b.replays ? b : n;
+    notes.push_back(g.whole ? std::string("the graph run's kernels are not in its recording (one interval per "
+                                          "replay, named `CUDA graph N`): the kernel lists show them removed and the "
+                                          "replays added; record the graph run with per-node graph records to "
+                                          "compare it kernel by kernel")
+                            : std::string("kernels are compared by name inside and outside graphs alike: what the "
+                                          "graph run saves is in the gaps between them (launch idle), not in the "
+                                          "kernels"));
+  }
+}
 
 // Duration count and total by name of the items (kernels, op ranges) that start inside one of the steps (all of
 // them when there are no steps), largest total first.
@@ -512,6 +554,7 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
   for (const auto& f : d.findings)
     if (f.fails) d.regression = true;
   if (d.kernel_regressions > 0 || d.ops.regressions > 0) d.regression = true;
+  add_graph_notes(base, now, d.notes);
   return d;
 }
 

@@ -242,6 +242,7 @@ std::string to_chrome_json(const Trace& t) {
     o.num(k.block_x), o.ch(','), o.num(k.block_y), o.ch(','), o.num(k.block_z);
     o.raw("]");
     if (k.graph_id) arg("graph_id", k.graph_id);
+    if (k.graph_node_id) arg("graph_node_id", k.graph_node_id);
     o.raw("}}");
   }
   for (const Memcpy& m : t.memcpys) {
@@ -254,6 +255,8 @@ std::string to_chrome_json(const Trace& t) {
     arg("stream", m.stream);
     arg("correlation", m.correlation);
     arg("bytes", m.bytes);
+    if (m.graph_id) arg("graph_id", m.graph_id);
+    if (m.graph_node_id) arg("graph_node_id", m.graph_node_id);
     o.raw("}}");
   }
   for (const Memset& m : t.memsets) {
@@ -265,6 +268,8 @@ std::string to_chrome_json(const Trace& t) {
     arg("stream", m.stream);
     arg("correlation", m.correlation);
     arg("bytes", m.bytes);
+    if (m.graph_id) arg("graph_id", m.graph_id);
+    if (m.graph_node_id) arg("graph_node_id", m.graph_node_id);
     o.raw("}}");
   }
   for (const ApiCall& a : t.api_calls) {

@@ -114,7 +114,7 @@ struct Args {
   int64_t registers = 0, shared_mem = 0, bytes = 0;
   int64_t start_ns = INT64_MIN, end_ns = INT64_MIN;
   int64_t raw_pid = INT64_MIN, raw_tid = INT64_MIN;
-  int64_t graph_id = 0, index = INT64_MIN, return_code = 0;
+  int64_t graph_id = 0, graph_node_id = 0, index = INT64_MIN, return_code = 0;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_grid = false;
   std::string_view sync_kind, kind, name, source, domain;
@@ -214,20 +214,24 @@ void parse_args(od::object obj, Args& a) {
         if (k == "context") a.context = as_int(v);
         else if (k == "raw_pid") a.raw_pid = as_int(v);
         else if (k == "raw_tid") a.raw_tid = as_int(v);
+        else if (k == "graphId") a.graph_id = as_int(v);
         break;
       case 8:
         if (k == "deviceId") a.device = as_int(v);
         else if (k == "streamId") a.stream = as_int(v);
         else if (k == "start_ns") a.start_ns = as_int(v);
-        else if (k == "graph id" || k == "graph_id" || k == "graphId") a.graph_id = as_int(v);
+        else if (k == "graph id" || k == "graph_id") a.graph_id = as_int(v);
         break;
       case 11:
         if (k == "correlation") a.correlation = as_int(v);
         else if (k == "return_code") a.return_code = as_int(v);
+        else if (k == "graphNodeId") a.graph_node_id = as_int(v);
         break;
       case 13:
         if (k == "correlationId") a.correlation = as_int(v);
         else if (k == "shared memory") a.shared_mem += as_int(v);
+        // Kineto (CUDA 12+, libkineto's "graph id" / "graph node id" metadata of kernels, copies, memsets).
+        else if (k == "graph node id" || k == "graph_node_id") a.graph_node_id = as_int(v);
         break;
       case 14:
         if (k == "cuda_sync_kind" && v.type() == od::json_type::string) a.sync_kind = v.get_string();
@@ -366,6 +370,7 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       k.shared_memory = a.shared_mem;
       k.name = t_.intern(name);
       k.graph_id = a.graph_id;
+      k.graph_node_id = a.graph_node_id;
       t_.kernels.push_back(k);
       break;
     }
@@ -385,6 +390,8 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
         parse_memcpy_name(a.kind, k2, s2, d2);
         m.kind = k2;
       }
+      m.graph_id = a.graph_id;
+      m.graph_node_id = a.graph_node_id;
       t_.memcpys.push_back(m);
       break;
     }
@@ -400,6 +407,8 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       size_t open = name.find('(');
       m.mem_kind = open != std::string_view::npos ? parse_memory_kind(name.substr(open))
                                                   : parse_memory_kind(a.kind);
+      m.graph_id = a.graph_id;
+      m.graph_node_id = a.graph_node_id;
       t_.memsets.push_back(m);
       break;
     }

@@ -102,6 +102,8 @@ class Importer {
   void kernels();
   void memcpys();
   void memsets();
+  void graph_replays();
+  void graph_nodes();
   void api_calls();
   void syncs();
   void nvtx();
@@ -207,7 +209,7 @@ void Importer::kernels() {
                        db_.col(c, "gridY", "0") + ", " + db_.col(c, "gridZ", "0") + ", " +
                        db_.col(c, "blockX", "0") + ", " + db_.col(c, "blockY", "0") + ", " +
                        db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " + shared +
-                       ", " + db_.col(c, "graphNodeId", "0") + " FROM " + tbl);
+                       ", " + db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
   while (st.step()) {
     Kernel k;
     k.start = st.i(0);
@@ -226,8 +228,10 @@ void Importer::kernels() {
     k.block_z = static_cast<int32_t>(st.i(13));
     k.registers = static_cast<int32_t>(st.i(14));
     k.shared_memory = st.i(15);
-    // nsys records the graph node, not the graph; any node id marks a graph launch.
-    k.graph_id = st.null(16) ? 0 : st.i(16);
+    // --cuda-graph-trace=node: each node a row with its node id; graphId where the export has it (the graph is
+    // otherwise found from the replay's launch, finalize_trace).
+    k.graph_node_id = st.null(16) ? 0 : st.i(16);
+    k.graph_id = st.null(17) ? 0 : st.i(17);
     t_.kernels.push_back(k);
   }
 }
@@ -283,7 +287,8 @@ void Importer::memcpys() {
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "0") + ", " +
                        db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
                        db_.col(c, "bytes", "0") + ", " + db_.col(c, "copyKind", "0") + ", " +
-                       db_.col(c, "srcKind", "-1") + ", " + db_.col(c, "dstKind", "-1") + " FROM " + tbl);
+                       db_.col(c, "srcKind", "-1") + ", " + db_.col(c, "dstKind", "-1") + ", " +
+                       db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
   while (st.step()) {
     Memcpy m;
     m.start = st.i(0);
@@ -296,6 +301,8 @@ void Importer::memcpys() {
     m.kind = oper(st.i(7));
     m.src_kind = st.null(8) ? MemoryKind::Unknown : mem(st.i(8));
     m.dst_kind = st.null(9) ? MemoryKind::Unknown : mem(st.i(9));
+    m.graph_node_id = st.null(10) ? 0 : st.i(10);
+    m.graph_id = st.null(11) ? 0 : st.i(11);
     t_.memcpys.push_back(m);
   }
 }
@@ -307,7 +314,8 @@ void Importer::memsets() {
   auto kinds = enum_labels("ENUM_CUDA_MEM_KIND");
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "0") + ", " +
                        db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
-                       db_.col(c, "bytes", "0") + ", " + db_.col(c, "memKind", "-1") + " FROM " + tbl);
+                       db_.col(c, "bytes", "0") + ", " + db_.col(c, "memKind", "-1") + ", " +
+                       db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
   while (st.step()) {
     Memset m;
     m.start = st.i(0);
@@ -321,7 +329,76 @@ void Importer::memsets() {
       auto it = kinds.find(st.i(7));
       m.mem_kind = it != kinds.end() ? mem_kind_from_label(it->second) : MemoryKind::Unknown;
     }
+    m.graph_node_id = st.null(8) ? 0 : st.i(8);
+    m.graph_id = st.null(9) ? 0 : st.i(9);
     t_.memsets.push_back(m);
+  }
+}
+
+// --cuda-graph-trace=graph (nsys's default): one row per replay, from its first node's start to its last node's
+// end. Each becomes one kernels row, as the collector's GRAPH_TRACE records do (docs/schema.md, gpu.graph_records).
+void Importer::graph_replays() {
+  const std::string tbl = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
+  if (!db_.has_table(tbl)) return;
+  auto c = db_.columns(tbl);
+  if (!c.count("start") || !c.count("end")) return;
+  Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "contextId", "0") + ", " +
+                       db_.col(c, "streamId", "0") + ", " + db_.col(c, "correlationId", "0") + ", " +
+                       db_.col(c, "globalPid", "NULL") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
+  std::map<int64_t, StringId> names;
+  bool any = false;
+  while (st.step()) {
+    Kernel k;
+    k.start = st.i(0);
+    k.end = st.i(1);
+    k.device = st.i(2);
+    k.context = st.i(3);
+    k.stream = st.i(4);
+    k.correlation = st.i(5);
+    k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+    k.graph_id = st.i(7);
+    auto [n, fresh] = names.emplace(k.graph_id, 0);
+    if (fresh) n->second = t_.intern("CUDA graph " + std::to_string(k.graph_id));
+    k.name = n->second;
+    t_.kernels.push_back(k);
+    any = true;
+  }
+  if (any) t_.meta["gpu.graph_records"] = "graph";
+}
+
+// Graph nodes as nsys saw them created (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before 2023): the node, the node
+// it was cloned from at instantiation, when. Their graph and kind come from the GPU rows that ran them, if any.
+void Importer::graph_nodes() {
+  std::string tbl = db_.has_table("CUDA_GRAPH_NODE_EVENTS") ? "CUDA_GRAPH_NODE_EVENTS"
+                    : db_.has_table("CUDA_GRAPH_EVENTS")   ? "CUDA_GRAPH_EVENTS"
+                                                           : "";
+  if (tbl.empty()) return;
+  auto c = db_.columns(tbl);
+  if (!c.count("graphNodeId")) return;
+  std::map<int64_t, std::pair<int64_t, GraphNodeKind>> ran;  // node id → (graph id, kind) from the GPU rows
+  for (const auto& k : t_.kernels)
+    if (k.graph_node_id) ran.emplace(k.graph_node_id, std::make_pair(k.graph_id, GraphNodeKind::Kernel));
+  for (const auto& m : t_.memcpys)
+    if (m.graph_node_id) ran.emplace(m.graph_node_id, std::make_pair(m.graph_id, GraphNodeKind::Memcpy));
+  for (const auto& m : t_.memsets)
+    if (m.graph_node_id) ran.emplace(m.graph_node_id, std::make_pair(m.graph_id, GraphNodeKind::Memset));
+  Db::Stmt st(db_, "SELECT " + db_.col(c, "start", "0") + ", " + db_.col(c, "globalTid", "NULL") +
+                       ", graphNodeId, " + db_.col(c, "originalGraphNodeId", "NULL") + " FROM " + tbl +
+                       " ORDER BY 1");
+  std::set<std::pair<int64_t, int64_t>> seen;
+  while (st.step()) {
+    if (st.null(2)) continue;
+    GraphNode n;
+    n.created = st.i(0);
+    n.pid = st.null(1) ? 0 : pid_of(st.i(1));
+    n.node_id = st.i(2);
+    n.source_node_id = st.null(3) ? 0 : st.i(3);
+    if (!seen.insert({n.pid, n.node_id}).second) continue;  // several events of one node: its creation first
+    if (auto it = ran.find(n.node_id); it != ran.end()) {
+      n.graph_id = it->second.first;
+      n.kind = it->second.second;
+    }
+    t_.graph_nodes.push_back(n);
   }
 }
 
@@ -479,11 +556,13 @@ Trace Importer::run() {
   kernels();
   memcpys();
   memsets();
+  graph_replays();
   api_calls();
   syncs();
   nvtx();
   samples();
   finalize_trace(t_, names_);
+  graph_nodes();  // after finalize_trace: the replays' graph ids are known
   return std::move(t_);
 }
 

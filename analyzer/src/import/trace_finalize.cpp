@@ -1,6 +1,7 @@
 #include "import/trace_finalize.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -74,6 +75,72 @@ namespace {
 template <class V>
 void sort_by_start(V& v) {
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+}
+}  // namespace
+
+namespace {
+// GPU records launched by a graph launch call are a replay's: they get their graph's id. Where the trace names no
+// graph (Kineto before CUDA 12 and ROCm, nsys exports without graphId), replays with the same sequence of GPU
+// records (kernel names; copies and memsets by kind) stand for one graph, numbered 1, 2, … by first replay.
+void link_graph_replays(Trace& t, const std::unordered_map<int64_t, uint32_t>& by_corr) {
+  std::unordered_map<StringId, bool> graph_launch;  // API name → is a graph launch
+  auto launched_by_graph = [&](int64_t corr) {
+    if (!corr) return false;
+    auto it = by_corr.find(corr);
+    if (it == by_corr.end()) return false;
+    const StringId name = t.api_calls[it->second].name;
+    auto g = graph_launch.find(name);
+    if (g == graph_launch.end())
+      g = graph_launch.emplace(name, t.str(name).find("GraphLaunch") != std::string::npos).first;
+    return g->second;
+  };
+  // A replay's records: (start, what it is, where its graph_id lives), per (pid, correlation).
+  struct Member {
+    int64_t start;
+    StringId what;
+    int64_t* graph_id;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Member>> replays;
+  bool named = false, any = false;
+  // Copies and memsets in a sequence: ids no string has.
+  constexpr StringId kMemset = -1, kMemcpyBase = -16;
+  auto see = [&](int64_t pid, int64_t corr, int64_t start, StringId what, int64_t& graph_id) {
+    named |= graph_id != 0;
+    any |= graph_id != 0;
+    if (!launched_by_graph(corr)) return;
+    any = true;
+    replays[{pid, corr}].push_back({start, what, &graph_id});
+  };
+  for (auto& k : t.kernels) see(k.pid, k.correlation, k.start, k.name, k.graph_id);
+  for (auto& m : t.memcpys) see(m.pid, m.correlation, m.start, kMemcpyBase - StringId(m.kind), m.graph_id);
+  for (auto& m : t.memsets) see(m.pid, m.correlation, m.start, kMemset, m.graph_id);
+  if (any && !t.meta.count("gpu.graph_records")) t.meta["gpu.graph_records"] = "nodes";
+  if (replays.empty()) return;
+  if (named) {
+    // Some records name their graph: their replay's other records share it.
+    for (auto& [key, members] : replays) {
+      int64_t id = 0;
+      for (const auto& m : members) id = id ? id : *m.graph_id;
+      for (auto& m : members)
+        if (!*m.graph_id) *m.graph_id = id;
+    }
+    return;
+  }
+  std::vector<std::pair<int64_t, std::vector<Member>*>> order;  // replays by first record
+  for (auto& [key, members] : replays) {
+    std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.start < b.start; });
+    order.push_back({members.front().start, &members});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::map<std::vector<StringId>, int64_t> ids;
+  for (auto& [first, members] : order) {
+    std::vector<StringId> sequence;
+    sequence.reserve(members->size());
+    for (const auto& m : *members) sequence.push_back(m.what);
+    const int64_t id = ids.emplace(std::move(sequence), int64_t(ids.size()) + 1).first->second;
+    for (auto& m : *members) *m.graph_id = id;
+  }
+  t.meta["gpu.graph_ids"] = "kernel-sequence";
 }
 }  // namespace
 
@@ -153,6 +220,7 @@ void finalize_trace(Trace& t, const NameHints& names) {
       s.tid = t.api_calls[it->second].tid;
     }
   }
+  link_graph_replays(t, by_corr);
 
   std::set<int64_t> have_d;
   for (const auto& d : t.devices) have_d.insert(d.id);

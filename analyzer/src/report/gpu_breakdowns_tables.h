@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "stepscope/analyzer/gpu_breakdowns.h"
+#include "stepscope/analyzer/graph_replays.h"
 
 namespace stepscope::analyzer {
 
@@ -16,5 +17,9 @@ struct BreakdownTable {
 };
 
 std::vector<BreakdownTable> gpu_breakdown_tables(const GpuBreakdowns& b, size_t max_rows);
+
+// The per-graph table (graph_replays.h) and the sentence every view puts above it ("" without graphs).
+BreakdownTable graph_table_rows(const GraphTable& g, size_t max_rows);
+std::string graph_sentence(const GraphTable& g);
 
 }  // namespace stepscope::analyzer

@@ -468,6 +468,25 @@ std::string render_html_report(const Analysis& a) {
     o += "</section>\n";
   }
 
+  if (!a.graphs.empty()) {
+    const BreakdownTable t = graph_table_rows(a.graphs, 12);
+    o += "<section id=\"graphs\"><h2>CUDA graphs</h2>\n<p>" + html_escape(graph_sentence(a.graphs)) +
+         "</p>\n<table><thead><tr>";
+    for (size_t c = 0; c < t.head.size(); ++c)
+      o += (c + 1 == t.head.size() ? "<th>" : "<th class=\"n\">") + html_escape(t.head[c]) + "</th>";
+    o += "</tr></thead><tbody>\n";
+    for (const auto& r : t.rows) {
+      o += "<tr>";
+      for (size_t c = 0; c < r.size(); ++c)
+        o += (c + 1 == r.size() ? "<td class=\"name\" title=\"" + html_escape(r[c]) + "\">" : std::string("<td class=\"n\">")) +
+             html_escape(c + 1 == r.size() ? shorten(r[c], kHtmlNameChars) : r[c]) + "</td>";
+      o += "</tr>\n";
+    }
+    o += "</tbody></table>\n";
+    if (!t.note.empty()) o += "<p>" + html_escape(t.note) + "</p>\n";
+    o += "</section>\n";
+  }
+
   // Where the training thread was while the GPU waited for it (no GPU: during the steps)
   if (const auto& h = a.host_activity; !h.functions.empty() || !h.other_threads.empty()) {
     o += "<section id=\"host\"><h2>" + html_escape(host_activity_heading(h)) + "</h2>\n";

@@ -154,6 +154,20 @@ std::string render_markdown_report(const Analysis& a) {
       o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
     }
   }
+  if (!a.graphs.empty()) {
+    const BreakdownTable t = graph_table_rows(a.graphs, 12);
+    o += "### CUDA graphs\n\n" + markdown_escape(graph_sentence(a.graphs)) + "\n\n|";
+    for (const auto& h : t.head) o += " " + markdown_escape(h) + " |";
+    o += "\n|";
+    for (size_t c = 0; c < t.head.size(); ++c) o += c + 1 == t.head.size() ? "---|" : "---:|";
+    o += "\n";
+    for (const auto& r : t.rows) {
+      o += "|";
+      for (const auto& cell : r) o += " " + markdown_escape(shorten(cell, kMdNameChars)) + " |";
+      o += "\n";
+    }
+    o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
+  }
   if (const auto& h = a.host_activity; !h.functions.empty() || !h.other_threads.empty()) {
     o += "### " + host_activity_heading(h) + "\n\n";
     if (auto s = host_activity_sentence(h); !s.empty()) o += markdown_escape(s) + "\n\n";

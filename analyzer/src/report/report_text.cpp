@@ -159,6 +159,7 @@ std::string render_text_report(const Analysis& a) {
   }
 
   o += render_gpu_breakdowns_text(a.gpu_breakdowns, 8);
+  o += render_graphs_text(a.graphs, 12);
   o += render_critical_path_text(a.critical_path);
   if (auto wi = what_if_sentence(a.what_if); !wi.empty()) o += "\nWhat-if replay\n" + wi + "\n";
   o += render_host_activity_text(a.host_activity, 15);

@@ -11,6 +11,7 @@
 #include "stepscope/analyzer/critical_path.h"
 #include "stepscope/analyzer/what_if.h"
 #include "stepscope/analyzer/gpu_breakdowns.h"
+#include "stepscope/analyzer/graph_replays.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::analyzer {
@@ -228,6 +229,7 @@ struct Analysis {
   std::vector<double> utilization;
   StepOutliers step_outliers;  // slow steps explained against the median step
   GpuBreakdowns gpu_breakdowns;  // HTA's kernel-type, launch, queue-length and annotation breakdowns (whole trace)
+  GraphTable graphs;             // CUDA/HIP graph replays and the per-graph table (whole trace); empty: no graphs
   CriticalPaths critical_path;   // per GPU-traced step: what decided when things happened (docs/critical-path.md)
   WhatIf what_if;  // the steps replayed unchanged and with each finding's cure (docs/critical-path.md)
 };

@@ -29,6 +29,8 @@ std::string host_activity_others_sentence(const HostActivity& h, size_t max_thre
 std::string render_host_activity_text(const HostActivity& h, size_t max_rows);
 // The text report's "GPU breakdowns" section (HTA's definitions); empty without GPU work.
 std::string render_gpu_breakdowns_text(const GpuBreakdowns& b, size_t max_rows);
+// The text report's "CUDA graphs" section: the per-graph table (graph_replays.h); empty without graph replays.
+std::string render_graphs_text(const GraphTable& g, size_t max_rows);
 // The critical path in one sentence, shared by every view: "Critical path over the N steady GPU-traced steps
 // (docs/critical-path.md): GPU compute 72%, host code 23%, …" (kinds ≥ 0.5%, largest first); empty without one.
 std::string critical_path_sentence(const CriticalPaths& cp);
