@@ -92,6 +92,75 @@ std::pair<int, int> hot_lines() {
 
 }  // namespace
 
+// Hot code without unwind tables (MKL's kernels, JIT code) under callers that have them: the unwind goes on
+// from return addresses found by scanning the stack copy, and names exactly the callers the program has —
+// never a function whose stale return address lies in the frame without tables
+// (samples/cpu/no_unwind_tables.c).
+TEST_CASE(
+    "callers of code without unwind tables are recovered exactly, and a stale return address is not one") {
+  test::ScratchDir dir("collector_no_tables");
+  const std::string db = dir.file("no_tables.db");
+  auto r = test::run_argv(record_cmd(db, {sample("no_unwind_tables"), "--iterations", "300000000"}), dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  store::Trace t = store::StoreReader(db).load();
+  std::map<int64_t, const store::Stack*> stacks;
+  for (const auto& s : t.stacks) stacks[s.id] = &s;
+  std::map<int64_t, const store::Frame*> frames;
+  for (const auto& f : t.frames) frames[f.id] = &f;
+  // The thread's entry below chain_main / trap_main: start_thread, then clone3 (glibc's name varies).
+  auto thread_entry = [](const std::vector<std::string>& c, size_t at) {
+    return c.size() == at + 2 && c[at] == "start_thread" && c[at + 1].find("clone") != std::string::npos;
+  };
+  const std::vector<std::string> chain{"nt_leaf", "nt_middle", "run_chain", "chain_main"};
+  const std::vector<std::string> trap{"nt_trap_leaf", "nt_trap_middle", "trap_main"};
+  int64_t chain_samples = 0, chain_exact = 0, trap_samples = 0, trap_exact = 0, trap_leaf_only = 0;
+  std::string odd;
+  for (const auto& sm : t.samples) {
+    std::vector<std::string> c;  // leaf first
+    for (int64_t id = sm.stack; id != 0 && stacks.count(id); id = stacks[id]->parent)
+      c.push_back(t.str(frames[stacks[id]->frame]->symbol));
+    if (c.empty()) continue;
+    const bool exact_chain = c.size() > chain.size() && std::equal(chain.begin(), chain.end(), c.begin()) &&
+                             thread_entry(c, chain.size());
+    const bool exact_trap = c.size() > trap.size() && std::equal(trap.begin(), trap.end(), c.begin()) &&
+                            thread_entry(c, trap.size());
+    if (c[0] == "nt_leaf") {
+      ++chain_samples;
+      chain_exact += exact_chain;
+    } else if (c[0] == "nt_trap_leaf") {
+      ++trap_samples;
+      trap_exact += exact_trap;
+      trap_leaf_only += c.size() == 1;
+    } else {
+      continue;  // start-up, thread creation, the hot loops' entry
+    }
+    // Every hot sample reads its program's real chain, or stops at the leaf: never a frame in between that
+    // is not the caller (nt_decoy, whose return address the scan meets first in nt_trap_leaf's frame).
+    if (!exact_chain && !exact_trap && c.size() != 1 && odd.empty()) {
+      for (const auto& f : c) odd += f + " <- ";
+    }
+  }
+  std::printf(
+      "no_unwind_tables: nt_leaf %lld samples, %lld with the whole chain; nt_trap_leaf %lld samples, %lld "
+      "leaf only, %lld whole; meta native_scan_samples %s of %s attempts\n",
+      (long long)chain_samples, (long long)chain_exact, (long long)trap_samples, (long long)trap_leaf_only,
+      (long long)trap_exact, t.meta["collector.native_scan_samples"].c_str(),
+      t.meta["collector.native_scan_attempts"].c_str());
+  INFO("a stack that is neither: " << odd);
+  CHECK(odd.empty());
+  REQUIRE(chain_samples >= 100);
+  REQUIRE(trap_samples >= 100);
+  // nt_leaf's caller is found through a direct call into it, nt_middle's through a call through a pointer,
+  // and run_chain's frame (addressed through rbp, which nt_leaf changed) with the rbp nt_leaf pushed.
+  CHECK(chain_exact >= chain_samples * 95 / 100);
+  // nt_decoy's stale return address calls nt_decoy_inner, not nt_trap_leaf: the scan stops there.
+  CHECK(trap_leaf_only + trap_exact == trap_samples);
+  const int64_t scanned = std::atoll(t.meta["collector.native_scan_samples"].c_str());
+  CHECK(scanned >= chain_exact + trap_exact);
+  CHECK(std::atoll(t.meta["collector.native_scan_attempts"].c_str()) >= scanned + trap_leaf_only);
+}
+
 TEST_CASE("one hot function gets most samples, with symbol and file:line, stepscope.h steps and waits") {
   test::ScratchDir dir("collector_hot");
   const std::string db = dir.file("hot.db");

@@ -356,7 +356,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
             "collector.unknown_thread_signals", "collector.alt_stack_skipped_samples",
             "collector.call_stacks_skipped", "collector.unwind_memory_reads", "collector.raw_stack_hits",
             "collector.stack_node_lookups", "collector.unwind_table_searches", "collector.python_samples",
-            "collector.python_native_cut_samples",
+            "collector.python_native_cut_samples", "collector.native_scan_samples",
+            "collector.native_scan_attempts",
             "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.

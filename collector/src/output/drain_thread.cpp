@@ -71,6 +71,8 @@ void counters_to_meta(std::map<std::string, std::string>& m) {
   m["collector.stack_node_lookups"] = std::to_string(u.node_lookups);
   m["collector.python_samples"] = std::to_string(u.python_samples);
   m["collector.python_native_cut_samples"] = std::to_string(u.python_cut);
+  m["collector.native_scan_samples"] = std::to_string(u.scanned);
+  m["collector.native_scan_attempts"] = std::to_string(g_drainer->unwinder().scans_tried());
   m["collector.stack_window_bytes"] = std::to_string(g->stack_window);
   m["collector.ring_bytes"] = std::to_string(g->ring_bytes);
   m["collector.drain_period_ms"] = std::to_string(g->drain_period_ms);

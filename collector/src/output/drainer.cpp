@@ -187,8 +187,13 @@ int64_t Drainer::record_stack(const uint8_t* rec, size_t len, SampleHeader& h) {
   // in 16: the clock is a system call.
   const bool timed = (stats_.records & 15) == 0;
   const int64_t t0 = timed ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+  // A stack with Python frames is unwound up to the evaluator, where they take over: no scan past code
+  // without unwind tables once it is reached.
+  unwind::CopiedStackUnwinder::Goal goal{};
+  if (h.n_py)
+    goal = {[](uintptr_t pc, void* self) { return static_cast<Drainer*>(self)->is_eval_frame(pc); }, this};
   const auto r = unwinder_.unwind(h.regs, rec + sizeof h, h.stack_bytes, (h.flags & kSampleStackCapped) != 0,
-                                  unwound_.data(), kMaxPcs + 1);
+                                  unwound_.data(), kMaxPcs + 1, goal);
   if (timed) {
     stats_.ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
     ++stats_.timed;
@@ -198,6 +203,7 @@ int64_t Drainer::record_stack(const uint8_t* rec, size_t len, SampleHeader& h) {
   stats_.stack_bytes += h.stack_bytes;
   stats_.max_stack_bytes = std::max<uint64_t>(stats_.max_stack_bytes, h.stack_bytes);
   if (r.truncated) ++stats_.truncated;
+  if (r.scanned) ++stats_.scanned;
   if (h.flags & kSampleStackUnreadable) ++stats_.unreadable;
   if (r.frames <= 1) ++stats_.leaf_only;
   const size_t skip = (h.flags & kSampleSkipLeaf) && r.frames > 1 ? 1 : 0;

@@ -69,6 +69,9 @@ class Drainer {
     // evaluator (code without unwind tables: MKL's kernels, JIT code): their Python frames are the callers of
     // what was recovered, a [truncated] frame between.
     uint64_t python_samples = 0, python_cut = 0;
+    // Samples whose unwind went on past code without unwind tables from return addresses found by scanning
+    // the stack copy (CopiedStackUnwinder).
+    uint64_t scanned = 0;
   };
   const UnwindStats& unwind_stats() const { return stats_; }
   const unwind::CopiedStackUnwinder& unwinder() const { return unwinder_; }

@@ -1,5 +1,7 @@
 #include "copied_stack_unwinder.h"
 
+#include "call_site.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <libunwind.h>
@@ -8,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -21,6 +24,7 @@ struct CopiedStackUnwinder::Sample {
   size_t bytes;
   bool capped;
   bool truncated;
+  uint32_t known;  // registers (bit per DWARF number) whose values are the frame's; others are unknown
 };
 
 namespace {
@@ -142,8 +146,9 @@ int access_mem_cb(unw_addr_space_t, unw_word_t addr, unw_word_t* value, int writ
 }
 
 int access_reg_cb(unw_addr_space_t, unw_regnum_t reg, unw_word_t* value, int write, void* arg) {
-  if (write || reg < 0 || reg >= kRegisterCount) return -UNW_EBADREG;
-  *value = static_cast<const Sample*>(arg)->regs->r[reg];
+  auto* s = static_cast<const Sample*>(arg);
+  if (write || reg < 0 || reg >= kRegisterCount || !(s->known >> reg & 1)) return -UNW_EBADREG;
+  *value = s->regs->r[reg];
   return 0;
 }
 
@@ -195,7 +200,10 @@ bool CopiedStackUnwinder::skips_signal_masks() { return quiet_masks; }
 int CopiedStackUnwinder::find_proc_info(uintptr_t ip, void* proc_info, int need_unwind_info, void* arg) {
   ++table_searches_;
   const ModuleImage* m = modules_.find_image(ip);
-  if (!m || !m->eh_frame_hdr || ip < m->text_lo || ip >= m->text_hi) return -UNW_ENOINFO;
+  if (!m || !m->eh_frame_hdr || ip < m->text_lo || ip >= m->text_hi) {
+    lookup_failed_ = true;
+    return -UNW_ENOINFO;
+  }
   unw_dyn_info_t di{};
   di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
   di.start_ip = m->text_lo;
@@ -203,13 +211,19 @@ int CopiedStackUnwinder::find_proc_info(uintptr_t ip, void* proc_info, int need_
   di.u.rti.segbase = m->eh_frame_hdr;
   di.u.rti.table_data = m->fde_table;
   di.u.rti.table_len = m->fde_count * 8 / sizeof(unw_word_t);
-  return api.search_unwind_table(static_cast<unw_addr_space_t>(as_), ip, &di,
-                                 static_cast<unw_proc_info_t*>(proc_info), need_unwind_info, arg);
+  const int rc = api.search_unwind_table(static_cast<unw_addr_space_t>(as_), ip, &di,
+                                         static_cast<unw_proc_info_t*>(proc_info), need_unwind_info, arg);
+  if (rc < 0) lookup_failed_ = true;
+  return rc;
 }
 
 bool CopiedStackUnwinder::read_process(uintptr_t addr, uint64_t* value) {
-  uint8_t bytes[8];
-  for (size_t done = 0; done < 8;) {
+  return read_bytes(addr, value, 8);
+}
+
+bool CopiedStackUnwinder::read_bytes(uintptr_t addr, void* dst, size_t n) {
+  auto* bytes = static_cast<uint8_t*>(dst);
+  for (size_t done = 0; done < n;) {
     const uintptr_t at = addr + done, base = at & ~uintptr_t(kLineBytes - 1);
     Line& line = lines_[(base / kLineBytes) % kLines];
     if (!line.valid || line.base != base) {
@@ -218,11 +232,10 @@ bool CopiedStackUnwinder::read_process(uintptr_t addr, uint64_t* value) {
       line.valid = read_own_memory(line.data, base, kLineBytes);  // a line never crosses a page
       if (!line.valid) return false;
     }
-    const size_t off = at - base, n = std::min<size_t>(8 - done, kLineBytes - off);
-    std::memcpy(bytes + done, line.data + off, n);
-    done += n;
+    const size_t off = at - base, part = std::min<size_t>(n - done, kLineBytes - off);
+    std::memcpy(bytes + done, line.data + off, part);
+    done += part;
   }
-  std::memcpy(value, bytes, 8);
   return true;
 }
 
@@ -246,8 +259,239 @@ int CopiedStackUnwinder::access_mem(uintptr_t addr, uint64_t* value, const Sampl
   return -UNW_EINVAL;
 }
 
-CopiedStackUnwinder::Result CopiedStackUnwinder::unwind(const Registers& regs, const uint8_t* stack, size_t bytes,
-                                                        bool capped, uintptr_t* out, int max) {
+namespace {
+// How far above a frame without unwind table its return address is looked for: MKL's kernels keep a few
+// hundred bytes, JIT kernels up to a few KiB.
+constexpr uintptr_t kScanBytes = 32 * 1024;
+// Frames without unwind table one stack may cross (JIT code calling JIT code, a kernel under a driver
+// without tables).
+constexpr int kMaxScans = 8;
+// A call into a function this far below the PC it led to is not taken as that function's call.
+constexpr uintptr_t kMaxFunctionBytes = 1 << 20;
+constexpr int kRegFp = 6;  // rbp
+constexpr uint32_t kAllRegisters = (1u << kRegisterCount) - 1;
+constexpr uint32_t kIpAndSp = (1u << kRegIp) | (1u << kRegSp);
+
+// STEPSCOPE_SCAN_TRACE=1: a line on stderr for each return address the scan finds, to check it against an
+// independent account of the frames it crossed (docs/collector.md, "Code without unwind tables").
+bool scan_trace() {
+  static const bool on = [] {
+    const char* e = std::getenv("STEPSCOPE_SCAN_TRACE");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+}  // namespace
+
+bool CopiedStackUnwinder::table_entry_before(const ModuleImage& m, uintptr_t pc, uintptr_t& start,
+                                             uintptr_t& end) {
+  // .eh_frame_hdr's table: (initial location, FDE address) pairs of sdata4 relative to the header, sorted.
+  auto entry = [&](uint64_t i, int32_t& loc, int32_t& fde) {
+    uint64_t v = 0;
+    if (!read_process(m.fde_table + i * 8, &v)) return false;
+    loc = static_cast<int32_t>(v & 0xffffffff);
+    fde = static_cast<int32_t>(v >> 32);
+    return true;
+  };
+  uint64_t lo = 0, hi = m.fde_count;  // the first entry starting after pc is in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    int32_t loc, fde;
+    if (!entry(mid, loc, fde)) return false;
+    if (m.eh_frame_hdr + static_cast<intptr_t>(loc) <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) {
+    start = end = 0;
+    return true;
+  }
+  int32_t loc, fde;
+  if (!entry(lo - 1, loc, fde)) return false;
+  start = m.eh_frame_hdr + static_cast<intptr_t>(loc);
+  // The FDE's own range: length, CIE pointer, then pc_begin and pc_range in the encoding GCC, Clang and the
+  // linkers write (pcrel sdata4, udata4), checked against the table's start.
+  const uintptr_t f = m.eh_frame_hdr + static_cast<intptr_t>(fde);
+  uint64_t head = 0, range = 0;
+  if (!read_process(f, &head) || !read_process(f + 8, &range)) return false;
+  if (static_cast<uint32_t>(head) == 0xffffffff) return false;  // 64-bit DWARF: not parsed
+  if (f + 8 + static_cast<intptr_t>(static_cast<int32_t>(range & 0xffffffff)) != start) return false;
+  end = start + (range >> 32);
+  return true;
+}
+
+bool CopiedStackUnwinder::same_function(uintptr_t target, uintptr_t pc) {
+  if (target > pc || pc - target >= kMaxFunctionBytes) return false;
+  const ModuleRange* a = modules_.find(target);
+  if (a != modules_.find(pc)) return false;
+  if (!a) return true;  // both in code no object maps (JIT code): only the distance says
+  const ModuleImage* m = modules_.find_image(pc);
+  if (!m || !m->eh_frame_hdr || m->fde_count == 0) return true;
+  uintptr_t start = 0, end = 0;
+  if (!table_entry_before(*m, pc, start, end)) return false;
+  if (end == 0) return true;             // before the first function the table describes
+  if (pc < end) return start == target;  // a described function is entered at its start
+  // In code the table does not describe: no described function may lie between. (Undescribed functions
+  // side by side cannot be told apart here.)
+  return target >= end;
+}
+
+CopiedStackUnwinder::Caller CopiedStackUnwinder::check_return_address(uintptr_t ra, uintptr_t callee_pc) {
+  const ModuleRange* m = modules_.find(ra);
+  if (!m || ra - m->lo < 8) return Caller::kNo;
+  uint8_t before[8];
+  if (!read_bytes(ra - 8, before, sizeof before)) return Caller::kNo;
+  CallSite sites[2];
+  const int n = calls_ending_at(before, ra, sites);
+  bool unknown_target = false;
+  for (int i = 0; i < n; ++i) {
+    uintptr_t target = 0;
+    if (sites[i].kind == CallSite::kDirect) {
+      // A rel32 that leads out of the code is not a call but other bytes that end in e8 xx xx xx xx.
+      if (!modules_.find(sites[i].target)) continue;
+      target = sites[i].target;
+    } else if (sites[i].kind == CallSite::kRipIndirect) {
+      uint64_t t = 0;
+      if (!modules_.find_image(sites[i].pointer) || !read_process(sites[i].pointer, &t) || t == 0) continue;
+      target = t;
+    } else {
+      unknown_target = true;
+      continue;
+    }
+    if (same_function(target, callee_pc)) return Caller::kCallsCallee;
+    // Through a PLT stub: the function its GOT slot names.
+    uint8_t code[16];
+    uint64_t real = 0;
+    const uintptr_t slot = read_bytes(target, code, sizeof code) ? plt_slot(code, target) : 0;
+    if (slot && modules_.find_image(slot) && read_process(slot, &real) && same_function(real, callee_pc))
+      return Caller::kCallsCallee;
+    return Caller::kCallsElsewhere;
+  }
+  return unknown_target ? Caller::kUnknownTarget : Caller::kNo;
+}
+
+bool CopiedStackUnwinder::scan_for_caller(const Sample& s, uintptr_t from, uintptr_t callee_pc,
+                                          uintptr_t& slot, uintptr_t& ra) {
+  const uintptr_t end = std::min<uintptr_t>(s.sp + s.bytes, from + kScanBytes);
+  for (uintptr_t at = (from + 7) & ~uintptr_t{7}; at + 8 <= end; at += 8) {
+    uint64_t v;
+    std::memcpy(&v, s.stack + (at - s.sp), 8);
+    if (v < 0x10000 || v >= (uint64_t{1} << 47)) continue;  // not a user-space code address
+    const Caller c = check_return_address(v, callee_pc);
+    if (c == Caller::kNo) continue;
+    if (scan_trace()) {
+      const ModuleRange* m = modules_.find(v);
+      uint8_t code[24] = {};
+      char hex[2 * sizeof code + 1] = {};
+      if (read_own_memory(code, callee_pc, sizeof code))
+        for (size_t i = 0; i < sizeof code; ++i) std::snprintf(hex + 2 * i, 3, "%02x", code[i]);
+      std::fprintf(stderr, "stepscope scan: callee %#lx code %s slot +%lu ra %#lx %s+%#lx call %s\n",
+                   (unsigned long)callee_pc, hex, (unsigned long)(at - from), (unsigned long)v,
+                   m ? modules_.path(m->index).c_str() : "?", m ? (unsigned long)(v - m->bias) : 0UL,
+                   c == Caller::kCallsCallee     ? "into-callee"
+                   : c == Caller::kUnknownTarget ? "indirect"
+                                                 : "elsewhere");
+    }
+    // The first word a call could have pushed decides: a later one could skip a live frame. One whose call
+    // provably went elsewhere is stale (left by an earlier call) or a tail call's: either way not shown.
+    if (c == Caller::kCallsElsewhere) return false;
+    slot = at;
+    ra = v;
+    return true;
+  }
+  return false;
+}
+
+bool CopiedStackUnwinder::resume_at(void* cursor_p, Sample& rs, Registers& resumed, uintptr_t from,
+                                    uintptr_t slot, uintptr_t ra, uint64_t rbp_then) {
+  auto* cursor = static_cast<unw_cursor_t*>(cursor_p);
+  auto* as = static_cast<unw_addr_space_t>(as_);
+  resumed = Registers{};
+  // Looked up at the call instruction (ra - 1), as libunwind does for every caller it finds itself.
+  resumed.r[kRegIp] = ra - 1;
+  resumed.r[kRegSp] = slot + 8;
+  rs.known = kIpAndSp;
+  rs.truncated = false;
+  if (api.init_remote(cursor, as, &rs) < 0) return false;
+  unw_cursor_t probe = *cursor;
+  lookup_failed_ = false;
+  if (api.step(&probe) >= 0 || lookup_failed_) {
+    rs.truncated = false;
+    return true;  // the caller's rule needs no other register (or it has no table: the walk says so)
+  }
+  // Its rule needs the frame pointer (a frame realigned for AVX-512 or sized at run time), which the frames
+  // without tables may have changed and saved below `slot`. Each value it can have had is tried: the
+  // interrupted one, and each word of those frames that points into the caller's frame. Taken only when they
+  // all lead to the same caller, through a call instruction.
+  const uintptr_t lo = slot + 8, hi = rs.sp + rs.bytes;
+  uint64_t chosen = 0;
+  unw_word_t chosen_ip = 0, chosen_sp = 0;
+  int callers = 0;
+  long chosen_at = -2;
+  auto try_fp = [&](uint64_t fp, long at) {
+    if (fp < lo || fp >= hi || (fp & 7) || callers > 1) return;
+    resumed.r[kRegFp] = fp;
+    rs.known = kIpAndSp | (1u << kRegFp);
+    if (api.init_remote(&probe, as, &rs) < 0) return;
+    lookup_failed_ = false;
+    if (api.step(&probe) <= 0 || lookup_failed_) return;
+    unw_word_t ip = 0, sp = 0;
+    if (api.get_reg(&probe, UNW_REG_IP, &ip) < 0 || api.get_reg(&probe, UNW_REG_SP, &sp) < 0) return;
+    if (sp <= lo || sp > hi || (callers && ip == chosen_ip && sp == chosen_sp)) return;
+    if (check_return_address(ip, ra - 1) == Caller::kNo) return;
+    ++callers;
+    chosen = fp;
+    chosen_ip = ip;
+    chosen_sp = sp;
+    chosen_at = at;
+  };
+  try_fp(rbp_then, -1);
+  for (uintptr_t at = (from + 7) & ~uintptr_t{7}; at < slot; at += 8) {
+    uint64_t v;
+    std::memcpy(&v, rs.stack + (at - rs.sp), 8);
+    try_fp(v, long(at - from));
+  }
+  if (scan_trace()) {
+    if (callers == 1 && chosen_at == -1)
+      std::fprintf(stderr, "stepscope scan: fp interrupted\n");
+    else if (callers == 1)
+      std::fprintf(stderr, "stepscope scan: fp +%ld\n", chosen_at);
+    else
+      std::fprintf(stderr, "stepscope scan: fp none (%d callers)\n", callers);
+  }
+  if (callers != 1) return false;
+  resumed.r[kRegFp] = chosen;
+  rs.known = kIpAndSp | (1u << kRegFp);
+  rs.truncated = false;
+  return api.init_remote(cursor, as, &rs) >= 0;
+}
+
+CopiedStackUnwinder::Stop CopiedStackUnwinder::walk(void* cursor_p, uintptr_t* out, int max, int& frames,
+                                                    uint64_t& last_sp) {
+  auto* cursor = static_cast<unw_cursor_t*>(cursor_p);
+  while (frames < max) {
+    lookup_failed_ = false;
+    const int rc = api.step(cursor);
+    // No table for the frame: libunwind then guesses (the word at rsp, the frame-pointer chain) without
+    // checking what it finds. The guess is not taken; the scan checks each return address instead.
+    if (lookup_failed_) return Stop::kNoTable;
+    if (rc < 0) return Stop::kFailed;
+    if (rc == 0) return Stop::kEnd;
+    unw_word_t ip = 0, sp = 0;
+    if (api.get_reg(cursor, UNW_REG_IP, &ip) < 0 || ip == 0) return Stop::kEnd;
+    api.get_reg(cursor, UNW_REG_SP, &sp);
+    // A frame that does not move the stack pointer up is a loop, unless it is the same function's caller.
+    if (sp < last_sp || (sp == last_sp && ip == out[frames - 1])) return Stop::kFailed;
+    last_sp = sp;
+    out[frames++] = ip;
+  }
+  return Stop::kFull;
+}
+
+CopiedStackUnwinder::Result CopiedStackUnwinder::unwind(const Registers& regs, const uint8_t* stack,
+                                                        size_t bytes, bool capped, uintptr_t* out, int max,
+                                                        const Goal& goal) {
   Result r;
   if (max <= 0) return r;
   out[r.frames++] = regs.r[kRegIp];
@@ -258,7 +502,7 @@ CopiedStackUnwinder::Result CopiedStackUnwinder::unwind(const Registers& regs, c
     for (Line& l : lines_) l.valid = false;
     flush_due_ = false;
   }
-  Sample s{this, &regs, stack, static_cast<uintptr_t>(regs.r[kRegSp]), bytes, capped, false};
+  Sample s{this, &regs, stack, static_cast<uintptr_t>(regs.r[kRegSp]), bytes, capped, false, kAllRegisters};
   struct Unwinding {
     Unwinding() { t_unwinding = true; }
     ~Unwinding() { t_unwinding = false; }
@@ -266,18 +510,66 @@ CopiedStackUnwinder::Result CopiedStackUnwinder::unwind(const Registers& regs, c
   unw_cursor_t cursor;
   if (api.init_remote(&cursor, as, &s) < 0) return r;
   uint64_t last_sp = s.sp;
-  while (r.frames < max && api.step(&cursor) > 0) {
-    unw_word_t ip = 0, sp = 0;
-    if (api.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    api.get_reg(&cursor, UNW_REG_SP, &sp);
-    // A frame that does not move the stack pointer up is a loop (a bad frame-pointer guess), unless it is the
-    // same function's caller.
-    if (sp < last_sp || (sp == last_sp && ip == out[r.frames - 1])) break;
-    last_sp = sp;
-    out[r.frames++] = ip;
+  Stop stop = walk(&cursor, out, max, r.frames, last_sp);
+  auto reached_goal = [&](int from, int to) {
+    for (int i = from; goal.reached && i < to; ++i)
+      if (goal.reached(out[i], goal.ctx)) return true;
+    return false;
+  };
+  Registers resumed{};
+  Sample rs = s;  // the resumed unwinds' (the cursor refers to it until the end)
+  rs.regs = &resumed;
+  if (stop == Stop::kNoTable && !reached_goal(0, r.frames)) {
+    // The tables ran out before the goal or the thread's entry: go on from the return address a scan of the
+    // copy finds above the frame. Only rip and rsp are known there (and rbp where the caller's rule needs it,
+    // above): a rule that needs another register the frames without tables may have changed stops the unwind.
+    ++scans_tried_;
+    const int table_frames = r.frames;
+    int scanned = 0, last_scanned = -1;
+    bool truncated = false;
+    uintptr_t gap_from = last_sp;
+    for (int round = 0; round < kMaxScans && stop == Stop::kNoTable && r.frames < max; ++round) {
+      const int callee = r.frames - 1;
+      const uintptr_t from = last_sp;
+      // Where the frames without tables begin: the callee's own frame, or the frame below it when that one
+      // was found by scanning too (an rbp pushed there belongs to the caller found next).
+      if (callee != last_scanned) gap_from = from;
+      uintptr_t slot = 0, ra = 0;
+      // A return address names the instruction after the call: step back into the calling function.
+      if (!scan_for_caller(s, from, out[callee] - (callee > 0 ? 1 : 0), slot, ra)) break;
+      last_scanned = r.frames;
+      out[r.frames++] = ra;
+      ++scanned;
+      last_sp = slot + 8;
+      if (r.frames >= max) {  // full, with the caller's frames still to go: cut like a deep stack
+        truncated = true;
+        stop = Stop::kEnd;
+        break;
+      }
+      if (!resume_at(&cursor, rs, resumed, gap_from, slot, ra, regs.r[kRegFp])) {
+        stop = Stop::kFailed;
+        break;
+      }
+      stop = walk(&cursor, out, max, r.frames, last_sp);
+      truncated = rs.truncated;
+    }
+    // Kept only when it ends where a stack ends: at the goal, the thread's entry, or the copy's edge.
+    // Anything else is dropped whole, back to the frames the tables gave.
+    const bool kept = scanned && (goal.reached ? reached_goal(table_frames, r.frames) || truncated
+                                               : stop == Stop::kEnd || stop == Stop::kFull || truncated);
+    if (scan_trace())
+      std::fprintf(stderr, "stepscope scan: %s, %d frames from tables, %d scanned, %d in all\n",
+                   kept ? "kept" : "dropped", table_frames, scanned, r.frames);
+    if (kept) {
+      r.scanned = scanned;
+      s.truncated = s.truncated || truncated;
+    } else {
+      r.frames = table_frames;
+      stop = Stop::kNoTable;
+    }
   }
   // Stopped by `max` with frames left: cut like a stack deeper than the window.
-  if (r.frames == max && api.step(&cursor) > 0) s.truncated = true;
+  if (stop == Stop::kFull && r.frames == max && api.step(&cursor) > 0) s.truncated = true;
   r.truncated = s.truncated;
   return r;
 }
