@@ -5,8 +5,10 @@
 
 #include <string>
 
+#include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/store.h"
+#include "test_support.h"
 
 using namespace stepscope;
 
@@ -216,4 +218,26 @@ TEST_CASE("Kineto's record_param_comms ranges are collectives, their kind from t
   const auto* st = find(m, "straggler");
   REQUIRE(st);
   CHECK(st->summary.find("rank 0 is the straggler") != std::string::npos);
+}
+
+TEST_CASE("a real gloo rank's Kineto trace: its gloo:all_reduce ranges are its collectives") {
+  // hta/cpu_only.json.gz: rank 34 of 300, CPU training over gloo, 5 ProfilerSteps; each step's two gradient
+  // all-reduces (DDP buckets, issued by two c10d::allreduce_ ops on the main thread) run on gloo's worker threads as
+  // "gloo:all_reduce" ranges (the first 173209.713 us, inside ProfilerStep#551); no record_param_comms.
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto t = analyzer::load_trace(test::traces_dir() + "/hta/cpu_only.json.gz");
+  const auto r = analyzer::analyze_rank(t, "cpu_only");
+  CHECK(r.comm_source == "gloo");
+  CHECK(r.rank == 34);
+  size_t all_reduces = 0;
+  bool first = false;
+  for (const auto& s : r.steps)
+    for (const auto& c : s.collectives) {
+      CHECK(c.kind == analyzer::CollectiveKind::AllReduce);
+      CHECK(c.name == "gloo:all_reduce");
+      ++all_reduces;
+      first = first || std::llabs(c.dur_ns - 173'209'713) <= 1;
+    }
+  CHECK(first);
+  CHECK(all_reduces == 10);  // two buckets a step, as the two c10d::allreduce_ ops that issue them
 }

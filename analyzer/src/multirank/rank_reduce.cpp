@@ -142,8 +142,9 @@ struct HostOp {
 };
 
 // The job's collectives as the host saw them, when no NCCL/RCCL kernel says it: the collector's torch.distributed
-// hooks, else a Kineto trace's record_param_comms ranges (their kind from the c10d::/nccl:/gloo: ranges around or
-// inside them on the same thread; no size, group or sequence number).
+// hooks, else a Kineto trace's gloo:<op> ranges, else its record_param_comms ranges (their kind from the
+// c10d::/nccl:/gloo: ranges around or inside them on the same thread). Kineto's give no size, group or sequence
+// number.
 std::vector<HostOp> host_collectives(const store::Trace& t, std::string* source) {
   std::vector<HostOp> out;
   std::unordered_map<store::StringId, bool> comm_domain;
@@ -176,6 +177,21 @@ std::vector<HostOp> host_collectives(const store::Trace& t, std::string* source)
     }
     if (it->second == 1) params.push_back(&r);
     if (it->second == 2) around[{r.pid, r.tid}].push_back({r.start, r.end, r.name});
+  }
+  // gloo's own ranges (Kineto's "gloo:all_reduce" user annotations, on the gloo worker thread that runs the
+  // collective: its execution, wait included) are the collectives themselves, as NCCL kernels are.
+  for (const auto& r : t.ranges) {
+    if (r.source == store::RangeSource::GpuAnnotation) continue;
+    const std::string& n = t.str(r.name);
+    if (n.rfind("gloo:", 0) != 0) continue;
+    HostOp h{r.start, r.end, r.pid, r.tid, {}};
+    h.c.op = n;
+    h.c.kind = host_collective_kind(n);
+    out.push_back(std::move(h));
+  }
+  if (!out.empty()) {
+    *source = "gloo";
+    return out;
   }
   if (params.empty()) return out;
   for (auto& [thread, v] : around)

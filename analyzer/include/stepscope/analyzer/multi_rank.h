@@ -80,7 +80,7 @@ struct RankResult {
   std::string host;
   std::string step_source;
   // Where its collectives come from: "nccl" (NCCL/RCCL kernels), "torch.distributed" (the collector's hooks),
-  // "record_param_comms" (a Kineto trace's host ranges), "" (none).
+  // "gloo" (a Kineto trace's gloo:<op> ranges), "record_param_comms" (its record_param_comms ranges), "" (none).
   std::string comm_source;
   std::vector<RankStep> steps;
   // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
