@@ -29,6 +29,7 @@ class _Collector:
     def __init__(self):
         self.active = self.step = self.step_at = self.wait = None
         self.hook_cost = self.probe = self.wait_begin = self.wait_end = None  # the collector's own helper's
+        self.range = None
         lib = None
         try:
             lib = ctypes.CDLL(None)  # global scope: holds the collector when it was LD_PRELOADed
@@ -73,6 +74,10 @@ class _Collector:
         if self.probe is not None:
             self.probe.restype = None
             self.probe.argtypes = [ctypes.c_int]
+        self.range = getattr(lib, "stepscope_collector_range", None)  # (start, end, tid, domain, name)
+        if self.range is not None:
+            self.range.restype = None
+            self.range.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
         self.wait_begin = lib.stepscope_collector_data_wait_begin
         self.wait_begin.restype = None
         self.wait_begin.argtypes = [ctypes.c_char_p]

@@ -205,9 +205,127 @@ def _patch_tf_iterator(module):
                 _patch_attr(cls, meth, _wrap_data_wait(cls.__dict__[meth], "tf.data", marks_step=True))
 
 
+# ---- collectives: torch.distributed process groups ---------------------------------------------------------
+#
+# Every collective of any backend (gloo, NCCL, MPI, ...) goes through the C++ ProcessGroup, DDP's bucketed
+# all-reduces from its C++ reducer included; ProcessGroup.register_pre_hook/register_post_hook (torch 2.15) call
+# Python around each of them on the issuing thread. The pre-hook reads the issue time; the post-hook gets the Work
+# (its per-group sequence number) and, through its future, a callback on the backend's thread when the collective
+# has completed on this rank. One range per collective from issue to completion, on the issuing thread: domain
+# "stepscope.comm", name "<kind> <bytes>B pg=<group> seq=<n> <sync|async>" (docs/python.md, "Collectives").
+# Every group is hooked as torch registers it (distributed_c10d._register_process_group), and the groups that
+# exist at install.
+
+_COMM_DOMAIN = b"stepscope.comm"
+_COMM_HOOK_ID = 0x5757  # our id among a group's pre/post hooks
+_COMM_KINDS = {
+    "ALLREDUCE": "all_reduce", "ALLREDUCE_COALESCED": "all_reduce", "ALLGATHER": "all_gather",
+    "ALLGATHER_BASE": "all_gather", "ALLGATHER_COALESCED": "all_gather",
+    "ALLGATHER_INTO_TENSOR_COALESCED": "all_gather", "REDUCE_SCATTER": "reduce_scatter",
+    "REDUCE_SCATTER_BASE": "reduce_scatter", "REDUCE_SCATTER_TENSOR_COALESCED": "reduce_scatter",
+    "ALLTOALL": "all_to_all", "ALLTOALL_BASE": "all_to_all", "SEND": "send", "RECV": "recv",
+    "BROADCAST": "broadcast", "REDUCE": "reduce", "BARRIER": "barrier", "SCATTER": "scatter", "GATHER": "gather",
+}
+_comm_groups = {}  # id(pg) -> pg, the groups our hooks are on
+
+
+def _comm_range(start, end, tid, name):
+    if _sink.collector and _c_range is not None:
+        _c_range(start, end, tid, _COMM_DOMAIN, name.encode())
+    if _sink._log is not None:
+        with _sink._lock:
+            _sink._log.write(f"range {os.getpid()} {tid} {start} {end} stepscope.comm {name}\n")
+
+
+def _hook_group(pg):
+    if id(pg) in _comm_groups or not hasattr(pg, "register_pre_hook"):
+        return
+    try:
+        group = str(pg.group_name)
+    except Exception:
+        group = "?"
+    pending = {}  # op_id -> (start, tid, kind, bytes, sync)
+
+    def pre(a):
+        if not _active:
+            return
+        op = str(a.name).rsplit(".", 1)[-1]
+        size = 0
+        for t in a.input_tensors:
+            size += t.numel() * t.element_size()
+        pending[a.op_id] = (_now(), threading.get_native_id(), _COMM_KINDS.get(op, op.lower()), size,
+                            "async" if a.async_op else "sync")
+
+    def post(a):
+        p = pending.pop(a.op_id, None)
+        if p is None or not _active:
+            return
+        start, tid, kind, size, how = p
+        work = a.work
+        seq = -1
+        if work is not None:
+            try:
+                seq = work._get_sequence_number()
+            except Exception:
+                pass
+        name = f"{kind} {size}B pg={group} seq={seq} {how}"
+        try:
+            fut = work.get_future() if work is not None else None
+        except RuntimeError:  # gloo's send/recv works have none: the range ends at the issue
+            fut = None
+        if fut is None:
+            _comm_range(start, _now(), tid, name + " issued")
+        else:
+            fut.add_done_callback(lambda _f: _comm_range(start, _now(), tid, name) if _active else None)
+
+    pg.register_pre_hook(_COMM_HOOK_ID, pre)
+    pg.register_post_hook(_COMM_HOOK_ID, post)
+    _comm_groups[id(pg)] = pg
+
+
+def _unhook_groups():
+    for pg in _comm_groups.values():
+        try:
+            pg.unregister_pre_hook(_COMM_HOOK_ID)
+            pg.unregister_post_hook(_COMM_HOOK_ID)
+        except Exception as e:
+            _debug(f"unhooking a process group failed: {e!r}")
+    _comm_groups.clear()
+
+
+def _patch_torch_distributed(module):
+    register = module.__dict__.get("_register_process_group")
+    if register is None or not hasattr(getattr(module, "ProcessGroup", None), "register_pre_hook"):
+        _debug("torch.distributed: no ProcessGroup.register_pre_hook; collectives are not recorded")
+        return
+
+    @functools.wraps(register)
+    def _register_process_group(name, pg, *args, **kwargs):
+        out = register(name, pg, *args, **kwargs)
+        if _active:
+            try:
+                _hook_group(pg)
+            except Exception as e:  # never break the user's init_process_group
+                _debug(f"hooking process group {name} failed: {e!r}")
+        return out
+
+    _patch_attr(module, "_register_process_group", _register_process_group)
+    _undo.append(_unhook_groups)
+    world = getattr(module, "_world", None)
+    for pg in list(getattr(world, "pg_map", {}) or {}):  # groups made before install (attach)
+        try:
+            _hook_group(pg)
+        except Exception as e:
+            _debug(f"hooking an existing process group failed: {e!r}")
+
+
+_c_range = None  # the collector's stepscope_collector_range, bound at install
+
+
 _TARGETS = {
     "torch.utils.data.dataloader": _patch_torch_dataloader,
     "torch.optim.optimizer": _patch_torch_optimizer,
+    "torch.distributed.distributed_c10d": _patch_torch_distributed,
     "tensorflow.python.data.ops.iterator_ops": _patch_tf_iterator,
 }
 
@@ -798,6 +916,10 @@ def install(wait_func=None, step_func=None):
     _sink = sink
     _installed = _active = True
     _set_marks()
+    global _c_range
+    from . import _c
+
+    _c_range = _c.range
     if wait_func is None:
         wait_func = os.environ.get("STEPSCOPE_DATA_WAIT_FUNC")
     if step_func is None:

@@ -6,6 +6,8 @@ started by torchrun. Unchanged user code: stepscope finds the optimizer steps of
     stepscope record -o run-%r.db -- torchrun --nproc_per_node 2 python_ddp_gloo.py   # one store per rank
     torchrun --nproc_per_node 2 python_ddp_gloo.py --seconds 10   # at least --steps, and on for 10 s
     ... --ready-file F   # rank 0 creates F after --ready-steps (25) steps: when to look at a running job
+    ... --slow-rank 1 --slow-ms 30   # rank 1 sleeps 30 ms at the start of every step: a known straggler
+    ... --hidden 128 --io-ms 20   # a smaller model; every rank waits 20 ms a step for its batch (simulated I/O)
 
 Prints one line per rank: rank, world size, steps, final loss.
 """
@@ -26,13 +28,17 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: every rank on cuda:0 (gloo reduces through the host)")
     ap.add_argument("--ready-file", default="", help="rank 0 creates this file once it has taken --ready-steps steps")
     ap.add_argument("--ready-steps", type=int, default=25)
+    ap.add_argument("--slow-rank", type=int, default=-1, help="this rank does --slow-ms of extra work every step")
+    ap.add_argument("--slow-ms", type=float, default=0.0, help="the straggler's extra time per step (a sleep)")
+    ap.add_argument("--hidden", type=int, default=512, help="width of the hidden layer")
+    ap.add_argument("--io-ms", type=float, default=0.0, help="every rank waits this long per step for its batch")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dev = torch.device(args.device)
-    net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(dev)
+    net = nn.Sequential(nn.Linear(256, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)).to(dev)
     model = nn.parallel.DistributedDataParallel(net, device_ids=[0] if dev.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(rank)
@@ -49,6 +55,10 @@ def main():
 
     while go_on():
         steps += 1
+        if rank == args.slow_rank and args.slow_ms > 0:
+            time.sleep(args.slow_ms / 1000.0)  # host time the other ranks wait for at the gradient all-reduce
+        if args.io_ms > 0:
+            time.sleep(args.io_ms / 1000.0)  # reading the batch: time that does not compete for the cores
         x = torch.randn(64, 256, generator=g).to(dev)
         y = torch.randint(0, 10, (64,), generator=g).to(dev)
         opt.zero_grad()

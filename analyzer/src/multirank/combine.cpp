@@ -69,7 +69,7 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       if (!v[i]) v[i] = &s;
     }
   size_t partial = 0;
-  std::map<std::string, size_t> count_mismatch;
+  std::map<std::string, size_t> count_mismatch, unmatched_seq;
   for (const auto& [index, per_rank] : by_index) {
     if (std::count(per_rank.begin(), per_rank.end(), nullptr) > 0) {
       ++partial;
@@ -95,21 +95,46 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
         most = std::max(most, calls[r].size());
       }
       if (most == 0) continue;
-      if (fewest != most) ++count_mismatch[to_string(CollectiveKind(kind))];
-      for (size_t j = 0; j < fewest; ++j) {
+      // One collective across ranks: the same (process group, sequence number) where every call has one
+      // (torch.distributed's hooks), else the j-th of its kind in the step on every rank.
+      std::vector<std::vector<const CollectiveCall*>> matched;
+      const bool by_seq = std::all_of(calls.begin(), calls.end(), [](const auto& v) {
+        return std::all_of(v.begin(), v.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
+      });
+      if (by_seq) {
+        std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveCall*>> by_key;
+        for (size_t r = 0; r < n; ++r)
+          for (const auto* c : calls[r]) {
+            auto& v = by_key[{c->group, c->seq}];
+            v.resize(n, nullptr);
+            if (!v[r]) v[r] = c;
+          }
+        for (auto& [key, v] : by_key)
+          if (std::count(v.begin(), v.end(), nullptr) == 0)
+            matched.push_back(std::move(v));
+          else
+            ++unmatched_seq[to_string(CollectiveKind(kind))];
+      } else {
+        if (fewest != most) ++count_mismatch[to_string(CollectiveKind(kind))];
+        for (size_t j = 0; j < fewest; ++j) {
+          matched.emplace_back(n);
+          for (size_t r = 0; r < n; ++r) matched.back()[r] = calls[r][j];
+        }
+      }
+      for (const auto& one : matched) {
         size_t last = 0;  // shortest kernel: the last rank to arrive (lowest rank on a tie)
         for (size_t r = 1; r < n; ++r)
-          if (calls[r][j]->dur_ns < calls[last][j]->dur_ns) last = r;
+          if (one[r]->dur_ns < one[last]->dur_ns) last = r;
         int64_t second = -1;
         for (size_t r = 0; r < n; ++r) {
-          a.wait_ns[r] += calls[r][j]->dur_ns - calls[last][j]->dur_ns;
-          if (r != last && (second < 0 || calls[r][j]->dur_ns < second)) second = calls[r][j]->dur_ns;
+          a.wait_ns[r] += one[r]->dur_ns - one[last]->dur_ns;
+          if (r != last && (second < 0 || one[r]->dur_ns < second)) second = one[r]->dur_ns;
         }
         // Had the last rank arrived with the others, the collective would have started when the second-last
         // rank arrived: the others would have waited that much less.
-        if (second >= 0) a.caused_ns[last] += second - calls[last][j]->dur_ns;
-        a.critical_exposed_ns += calls[last][j]->exposed_ns;
-        a.critical_exposed_by_kind[size_t(kind)] += calls[last][j]->exposed_ns;
+        if (second >= 0) a.caused_ns[last] += second - one[last]->dur_ns;
+        a.critical_exposed_ns += one[last]->exposed_ns;
+        a.critical_exposed_by_kind[size_t(kind)] += one[last]->exposed_ns;
         ++a.matched_collectives;
       }
     }
@@ -120,8 +145,14 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     for (const auto& s : r.steps) any_comm = any_comm || !s.collectives.empty();
   if (!any_comm)
     m.notes.push_back(
-        "no NCCL/RCCL kernels in any rank: communication that is not on the GPU (gloo, MPI on the "
-        "host) is not seen, so waits, stragglers and exposed communication are not measured");
+        "no communication in any rank's steps: no NCCL/RCCL kernels, no torch.distributed collectives (the "
+        "collector records them under torch builds with ProcessGroup.register_pre_hook) and no "
+        "record_param_comms ranges, so waits, stragglers and exposed communication are not measured");
+  for (const auto& [kind, count] : unmatched_seq)
+    m.notes.push_back(fmt::format(
+        "{} {} collective(s) were recorded on some ranks only (by process group and sequence number) and "
+        "were left out of the matching",
+        count, kind));
   if (partial)
     m.notes.push_back(fmt::format("{} step index(es) are missing in some ranks and were left out", partial));
   for (const auto& [kind, steps] : count_mismatch)
@@ -134,6 +165,25 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
   rules.push_back(multirank::make_straggler_rule());
   rules.push_back(multirank::make_exposed_comm_rule());
   for (const auto& rule : rules) rule->run(m, m.findings);
+
+  // What-if (a): every step with the straggler arriving with the others, i.e. shorter by what it caused
+  // (the collective time the other ranks waited for it beyond the second-last arrival).
+  if (!m.steps.empty()) {
+    std::vector<int64_t> job;
+    for (const auto& s : m.steps) job.push_back(s.median_dur_ns);
+    m.job_step_ns = multirank::median_of(job);
+    const bool straggler = std::any_of(m.findings.begin(), m.findings.end(),
+                                       [](const FindingResult& f) { return f.rule == "straggler"; });
+    if (straggler) {
+      std::vector<int64_t> caused(n, 0);
+      for (const auto& s : m.steps)
+        for (size_t r = 0; r < n; ++r) caused[r] += s.caused_ns[r];
+      const size_t who = size_t(std::max_element(caused.begin(), caused.end()) - caused.begin());
+      std::vector<int64_t> without;
+      for (const auto& s : m.steps) without.push_back(std::max<int64_t>(0, s.median_dur_ns - s.caused_ns[who]));
+      m.what_if.push_back({"at the median rank's pace (the straggler's own delay removed)", m.ranks[who].rank, multirank::median_of(without)});
+    }
+  }
   std::stable_sort(m.findings.begin(), m.findings.end(), [](const FindingResult& x, const FindingResult& y) {
     return x.est_savings_us_per_step > y.est_savings_us_per_step;
   });

@@ -57,7 +57,7 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
   w.key("ranks").begin_array();
   for (const auto& r : m.ranks) {
     w.begin_object().kv("rank", r.rank).kv("world_size", r.world_size).kv("local_rank", r.local_rank);
-    w.kv("host", r.host).kv("file", r.file).kv("step_source", r.step_source);
+    w.kv("host", r.host).kv("file", r.file).kv("step_source", r.step_source).kv("comm_source", r.comm_source);
     w.key("steps").begin_array();
     for (const auto& s : r.steps) {
       w.begin_object().kv("index", s.index).kv("start_us", us(s.start_ns)).kv("dur_us", us(s.dur_ns));
@@ -72,6 +72,10 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
             .kv("start_us", us(c.start_ns))
             .kv("dur_us", us(c.dur_ns))
             .kv("exposed_us", us(c.exposed_ns))
+            .kv("name", c.name)
+            .kv("bytes", c.bytes)
+            .kv("group", c.group)
+            .kv("seq", c.seq)
             .end_object();
       w.end_array().end_object();
     }
@@ -93,6 +97,11 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
     w.end_array().end_object();
   }
   w.end_array();
+  w.kv("job_step_us", us(m.job_step_ns));
+  w.key("what_if").begin_array();
+  for (const auto& x : m.what_if)
+    w.begin_object().kv("change", x.change).kv("rank", x.rank).kv("job_step_us", us(x.job_step_ns)).end_object();
+  w.end_array();
   w.key("findings").begin_array();
   for (const auto& f : m.findings) w.raw(finding_to_json(f));
   w.end_array();
@@ -109,6 +118,11 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
   std::string o;
   const size_t world = m.ranks.size();
   const std::string head = fmt::format("{} rank(s), {} step(s) aligned by step index", world, m.steps.size());
+  // What-if across ranks: the job's step after each rank-level change.
+  std::string what_if;
+  for (const auto& x : m.what_if)
+    what_if += fmt::format("What-if: the job's step, {} ms (median), would be {} ms with rank {} {}\n",
+                           ms(m.job_step_ns), ms(x.job_step_ns), x.rank, x.change);
   const std::string legend =
       "Per rank, mean over the aligned steps: compute is the union of its non-communication GPU work; "
       "exposed comm "
@@ -125,6 +139,7 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
                        c[4], c[5], c[6], c[7], c[8]);
     }
     o += legend + "\n";
+    if (!what_if.empty()) o += "\n" + what_if;
     if (m.findings.empty())
       o += "\nNo cross-rank findings.\n";
     else
@@ -153,7 +168,9 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
       for (const auto& c : row_cells(m, r, rows[r])) o += " " + c + " |";
       o += "\n";
     }
-    o += "\n" + legend + "\n\n### Cross-rank findings\n\n";
+    o += "\n" + legend + "\n\n";
+    if (!what_if.empty()) o += what_if + "\n";
+    o += "### Cross-rank findings\n\n";
     if (m.findings.empty()) o += "None.\n";
     for (const auto& f : m.findings)
       o += fmt::format("- **{}** ({}): {} — est. saving {:.3f} ms per step\n", f.rule,
@@ -173,7 +190,9 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
     for (const auto& c : row_cells(m, r, rows[r])) o += "<td>" + html_escape(c) + "</td>";
     o += "</tr>";
   }
-  o += "</table><p>" + html_escape(legend) + "</p><h2>Cross-rank findings</h2>";
+  o += "</table><p>" + html_escape(legend) + "</p>";
+  if (!what_if.empty()) o += "<p>" + html_escape(what_if) + "</p>";
+  o += "<h2>Cross-rank findings</h2>";
   if (m.findings.empty()) o += "<p>None.</p>";
   for (const auto& f : m.findings)
     o += fmt::format("<h3>{} ({})</h3><p>{}</p><p>est. saving {:.3f} ms per step</p><pre>{}</pre>", f.rule,

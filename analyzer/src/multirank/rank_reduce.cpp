@@ -6,6 +6,8 @@
 #include <cctype>
 #include <exception>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -68,6 +70,62 @@ bool is_collective_kernel(std::string_view name, CollectiveKind* kind) {
   return true;
 }
 
+CollectiveKind host_collective_kind(std::string_view name) {
+  // "all_reduce", "c10d::allreduce_", "nccl:all_to_all", "gloo:_reduce_scatter_base": lowercase, no underscores.
+  std::string low;
+  for (char c : name.substr(0, 160))
+    if (c != '_') low += char(std::tolower(static_cast<unsigned char>(c)));
+  auto has = [&](const char* s) { return low.find(s) != std::string::npos; };
+  if (has("allreduce")) return CollectiveKind::AllReduce;
+  if (has("allgather")) return CollectiveKind::AllGather;
+  if (has("reducescatter")) return CollectiveKind::ReduceScatter;
+  if (has("alltoall")) return CollectiveKind::AllToAll;
+  if (has("send") || has("recv")) return CollectiveKind::SendRecv;
+  if (has("broadcast") || has("bcast")) return CollectiveKind::Broadcast;
+  if (has("reduce")) return CollectiveKind::Reduce;
+  return CollectiveKind::Other;  // barrier, gather, scatter
+}
+
+bool parse_host_collective(std::string_view domain, std::string_view name, HostCollective* out) {
+  if (domain != "stepscope.comm" || name.empty()) return false;
+  HostCollective c;
+  size_t i = 0;
+  bool first = true;
+  while (i < name.size()) {
+    size_t j = name.find(' ', i);
+    if (j == std::string_view::npos) j = name.size();
+    const std::string_view tok = name.substr(i, j - i);
+    i = j + 1;
+    if (tok.empty()) continue;
+    auto number = [](std::string_view v, int64_t* n) {
+      int64_t x = 0;
+      bool neg = !v.empty() && v[0] == '-';
+      if (neg) v.remove_prefix(1);
+      if (v.empty()) return false;
+      for (char ch : v) {
+        if (ch < '0' || ch > '9') return false;
+        x = x * 10 + (ch - '0');
+      }
+      *n = neg ? -x : x;
+      return true;
+    };
+    if (first) {
+      c.op = std::string(tok), first = false;
+    } else if (tok.size() > 1 && tok.back() == 'B') {
+      number(tok.substr(0, tok.size() - 1), &c.bytes);
+    } else if (tok.rfind("pg=", 0) == 0) {
+      c.group = std::string(tok.substr(3));
+    } else if (tok.rfind("seq=", 0) == 0) {
+      if (!number(tok.substr(4), &c.seq)) c.seq = -1;
+    } else if (tok == "async") {
+      c.async = true;
+    }
+  }
+  c.kind = host_collective_kind(c.op);
+  if (out) *out = std::move(c);
+  return true;
+}
+
 namespace {
 
 struct Op {
@@ -75,7 +133,92 @@ struct Op {
   bool comm = false;
   CollectiveKind kind = CollectiveKind::Other;
   store::StringId name = 0;  // kernels only
+  int64_t host = -1;         // index of its HostCollective (host collectives only)
 };
+
+struct HostOp {
+  int64_t start = 0, end = 0, pid = 0, tid = 0;
+  HostCollective c;
+};
+
+// The job's collectives as the host saw them, when no NCCL/RCCL kernel says it: the collector's torch.distributed
+// hooks, else a Kineto trace's gloo:<op> ranges, else its record_param_comms ranges (their kind from the
+// c10d::/nccl:/gloo: ranges around or inside them on the same thread). Kineto's give no size, group or sequence
+// number.
+std::vector<HostOp> host_collectives(const store::Trace& t, std::string* source) {
+  std::vector<HostOp> out;
+  std::unordered_map<store::StringId, bool> comm_domain;
+  for (const auto& r : t.ranges) {
+    if (r.source == store::RangeSource::GpuAnnotation) continue;
+    auto [it, fresh] = comm_domain.try_emplace(r.domain);
+    if (fresh) it->second = t.str(r.domain) == "stepscope.comm";
+    HostOp h{r.start, r.end, r.pid, r.tid, {}};
+    if (it->second && parse_host_collective("stepscope.comm", t.str(r.name), &h.c)) out.push_back(std::move(h));
+  }
+  if (!out.empty()) {
+    *source = "torch.distributed";
+    return out;
+  }
+  struct Named {
+    int64_t start, end;
+    store::StringId name;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Named>> around;  // per thread, by start
+  std::vector<const store::Range*> params;
+  std::unordered_map<store::StringId, int> what;  // 1: record_param_comms, 2: a c10d::/nccl:/gloo: range
+  for (const auto& r : t.ranges) {
+    if (r.source == store::RangeSource::GpuAnnotation) continue;
+    auto [it, fresh] = what.try_emplace(r.name, 0);
+    if (fresh) {
+      const std::string& n = t.str(r.name);
+      it->second = n == "record_param_comms"                                                  ? 1
+                   : n.rfind("c10d::", 0) == 0 || n.rfind("nccl:", 0) == 0 || n.rfind("gloo:", 0) == 0 ? 2
+                                                                                              : 0;
+    }
+    if (it->second == 1) params.push_back(&r);
+    if (it->second == 2) around[{r.pid, r.tid}].push_back({r.start, r.end, r.name});
+  }
+  // gloo's own ranges (Kineto's "gloo:all_reduce" user annotations, on the gloo worker thread that runs the
+  // collective: its execution, wait included) are the collectives themselves, as NCCL kernels are.
+  for (const auto& r : t.ranges) {
+    if (r.source == store::RangeSource::GpuAnnotation) continue;
+    const std::string& n = t.str(r.name);
+    if (n.rfind("gloo:", 0) != 0) continue;
+    HostOp h{r.start, r.end, r.pid, r.tid, {}};
+    h.c.op = n;
+    h.c.kind = host_collective_kind(n);
+    out.push_back(std::move(h));
+  }
+  if (!out.empty()) {
+    *source = "gloo";
+    return out;
+  }
+  if (params.empty()) return out;
+  for (auto& [thread, v] : around)
+    std::sort(v.begin(), v.end(), [](const Named& a, const Named& b) { return a.start < b.start; });
+  for (const auto* p : params) {
+    HostOp h{p->start, p->end, p->pid, p->tid, {}};
+    h.c.op = "record_param_comms";
+    if (auto it = around.find({p->pid, p->tid}); it != around.end()) {
+      const auto& v = it->second;
+      auto e = std::upper_bound(v.begin(), v.end(), p->end, [](int64_t x, const Named& n) { return x < n.start; });
+      for (int k = 0; e != v.begin() && k < 8; ++k) {
+        --e;
+        if (e->end < p->start) continue;
+        const CollectiveKind kind = host_collective_kind(t.str(e->name));
+        if (kind != CollectiveKind::Other || h.c.op == "record_param_comms") {
+          h.c.kind = kind;
+          h.c.op = t.str(e->name);
+        }
+        if (kind != CollectiveKind::Other) break;
+      }
+    }
+    h.c.async = true;  // Kineto does not say; the issue is what its range covers
+    out.push_back(std::move(h));
+  }
+  *source = "record_param_comms";
+  return out;
+}
 
 int64_t meta_int(const store::Trace& t, const char* key, int64_t fallback) {
   auto it = t.meta.find(key);
@@ -103,13 +246,41 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
   std::vector<Op> ops;
   ops.reserve(t.gpu_event_count());
   std::unordered_map<store::StringId, std::pair<bool, CollectiveKind>> kind_of_name;
+  bool comm_kernels = false;
   for (const auto& k : t.kernels) {
     auto [it, fresh] = kind_of_name.try_emplace(k.name);
     if (fresh) it->second.first = is_collective_kernel(t.str(k.name), &it->second.second);
+    comm_kernels = comm_kernels || it->second.first;
     ops.push_back({k.start, k.end, it->second.first, it->second.second, k.name});
   }
   for (const auto& m : t.memcpys) ops.push_back({m.start, m.end, false, CollectiveKind::Other, 0});
   for (const auto& m : t.memsets) ops.push_back({m.start, m.end, false, CollectiveKind::Other, 0});
+  // Host collectives only where no NCCL/RCCL kernel is there: the kernels are the same collectives, timed on
+  // the GPU. An async host collective is "covered" (its issuing thread went on working) from its issue to the
+  // next collective that thread issued while it was in flight: DDP issues a bucket and computes the next one's
+  // gradients. After the thread's last issue, and for a sync call throughout, the thread waits: exposed.
+  std::vector<HostOp> host;
+  std::vector<Span> host_cover;
+  if (comm_kernels)
+    r.comm_source = "nccl";
+  else
+    host = host_collectives(t, &r.comm_source);
+  if (!host.empty()) {
+    std::sort(host.begin(), host.end(), [](const HostOp& x, const HostOp& y) {
+      return std::tie(x.pid, x.tid, x.start) < std::tie(y.pid, y.tid, y.start);
+    });
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& h = host[i];
+      ops.push_back({h.start, h.end, true, h.c.kind, 0, int64_t(i)});
+      if (!h.c.async) continue;
+      // Covered only up to a next issue while it is in flight: with none, the thread had nothing more to
+      // issue and waited for it (DDP's last bucket, at the end of the backward pass).
+      if (i + 1 < host.size() && host[i + 1].pid == h.pid && host[i + 1].tid == h.tid &&
+          host[i + 1].start < h.end && host[i + 1].start > h.start)
+        host_cover.push_back({h.start, host[i + 1].start});
+    }
+    host_cover = multirank::union_of(std::move(host_cover));
+  }
   std::sort(ops.begin(), ops.end(), [](const Op& x, const Op& y) { return x.start < y.start; });
   int64_t max_dur = 0;
   for (const auto& o : ops) max_dur = std::max(max_dur, o.end - o.start);
@@ -126,12 +297,22 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
     auto it = std::lower_bound(ops.begin(), ops.end(), w0 - max_dur,
                                [](const Op& o, int64_t v) { return o.start < v; });
     for (; it != ops.end() && it->start < w1; ++it) {
+      // A host collective belongs to the step that issued it: its completion callback can run after that step
+      // has ended (it waits for the GIL, up to Python's 5 ms switch interval), and a tail in the next step
+      // would be a second, unmatched collective there.
+      if (it->host >= 0 && it->start < w0) continue;
       const int64_t a0 = std::max(it->start, w0), a1 = std::min(it->end, w1);
       if (a1 <= a0) continue;
-      if (it->comm) {
+      if (it->comm && it->host >= 0) {
+        comm.push_back({a0, a1});
+        const HostCollective& c = host[size_t(it->host)].c;
+        rs.collectives.push_back({it->kind, a0, a1 - a0, 0, c.op, c.bytes, c.group, c.seq});
+      } else if (it->comm) {
         comm.push_back({a0, a1});
         const std::string& full = t.str(it->name);
-        rs.collectives.push_back({it->kind, a0, a1 - a0, 0, full.substr(0, full.find('('))});
+        CollectiveCall c;
+        c.kind = it->kind, c.start_ns = a0, c.dur_ns = a1 - a0, c.name = full.substr(0, full.find('('));
+        rs.collectives.push_back(std::move(c));
       } else {
         compute.push_back({a0, a1});
         if (it->name) kernel_ns[it->name] += a1 - a0;
@@ -141,10 +322,16 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
     comm = multirank::union_of(std::move(comm));
     rs.compute_ns = multirank::total(compute);
     rs.comm_ns = multirank::total(comm);
+    // What hides communication: GPU work, and the host's own work beside its async collectives.
+    std::vector<Span> busy = compute;
+    if (!host_cover.empty()) {
+      busy.insert(busy.end(), host_cover.begin(), host_cover.end());
+      busy = multirank::union_of(std::move(busy));
+    }
     for (const auto& c : comm)
-      rs.exposed_comm_ns += (c.end - c.start) - multirank::covered(compute, c.start, c.end);
+      rs.exposed_comm_ns += (c.end - c.start) - multirank::covered(busy, c.start, c.end);
     for (auto& c : rs.collectives)
-      c.exposed_ns = c.dur_ns - multirank::covered(compute, c.start_ns, c.start_ns + c.dur_ns);
+      c.exposed_ns = c.dur_ns - multirank::covered(busy, c.start_ns, c.start_ns + c.dur_ns);
     rs.host_ns = std::max<int64_t>(0, rs.dur_ns - rs.compute_ns - rs.exposed_comm_ns - rs.data_wait_ns);
     r.steps.push_back(std::move(rs));
   }

@@ -108,5 +108,23 @@ __attribute__((visibility("default"))) void stepscope_collector_data_wait_end(vo
 
 __attribute__((visibility("default"))) void stepscope_collector_python_probe(int on) { t_probe = on != 0; }
 
+// A range recorded after the fact, on the thread that began it (`tid`; 0: the calling thread): the Python hooks'
+// collectives end in a backend thread's completion callback (docs/python.md, "Collectives").
+__attribute__((visibility("default"))) void stepscope_collector_range(int64_t start_ns, int64_t end_ns, int64_t tid,
+                                                                      const char* domain, const char* name) {
+  if (!running() || end_ns < start_ns || !name) return;
+  auto& p = pending();
+  std::lock_guard<std::mutex> lk(p.mu);
+  stepscope::store::Range r;
+  r.start = start_ns;
+  r.end = end_ns;
+  r.pid = getpid();
+  r.tid = tid ? tid : current_tid();
+  r.domain = p.rows.intern(domain ? domain : "");
+  r.name = p.rows.intern(name);
+  r.source = stepscope::store::RangeSource::Annotation;
+  p.rows.ranges.push_back(r);
+}
+
 }  // extern "C"
 

@@ -32,13 +32,34 @@ const char* to_string(CollectiveKind k);
 // True when `kernel_name` is an NCCL/RCCL communication kernel; `kind` is then what it does.
 bool is_collective_kernel(std::string_view kernel_name, CollectiveKind* kind = nullptr);
 
-// One communication kernel of one rank inside a step, clipped to the step.
+// A collective recorded on the host, from any backend (docs/multi-rank.md, "Collectives from any backend").
+struct HostCollective {
+  CollectiveKind kind = CollectiveKind::Other;
+  std::string op;      // "all_reduce", "barrier", ...
+  int64_t bytes = -1;  // -1: unknown
+  std::string group;   // process group name; empty: unknown
+  int64_t seq = -1;    // per-group sequence number; -1: unknown
+  bool async = false;  // issued with async_op (DDP's buckets): the issuing thread went on meanwhile
+};
+
+// The range's collective when it is one: the collector's torch.distributed hooks (domain "stepscope.comm",
+// name "<op> <bytes>B pg=<group> seq=<n> <sync|async>[ issued]"). Kineto's record_param_comms carries its kind in
+// the c10d:: op around it: see analyze_rank.
+bool parse_host_collective(std::string_view domain, std::string_view name, HostCollective* out);
+
+// Kind of a torch collective named "all_reduce", "c10d::allreduce_", "nccl:all_to_all", "gloo:broadcast", ...
+CollectiveKind host_collective_kind(std::string_view name);
+
+// One communication kernel (or host collective) of one rank inside a step, clipped to the step.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::Other;
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
-  int64_t exposed_ns = 0;  // the part of it during which the rank ran no other GPU work
-  std::string name;        // kernel name up to its parameter list
+  int64_t exposed_ns = 0;  // the part of it during which the rank ran no other work (GPU, or host: below)
+  std::string name;        // kernel name up to its parameter list; a host collective's op
+  int64_t bytes = -1;      // host collectives: size, group and sequence number where recorded
+  std::string group;
+  int64_t seq = -1;
 };
 
 struct RankStep {
@@ -58,6 +79,9 @@ struct RankResult {
   int64_t world_size = 0, local_rank = -1;
   std::string host;
   std::string step_source;
+  // Where its collectives come from: "nccl" (NCCL/RCCL kernels), "torch.distributed" (the collector's hooks),
+  // "gloo" (a Kineto trace's gloo:<op> ranges), "record_param_comms" (its record_param_comms ranges), "" (none).
+  std::string comm_source;
   std::vector<RankStep> steps;
   // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
   std::vector<std::pair<std::string, int64_t>> kernel_ns;
@@ -91,6 +115,16 @@ struct MultiRankAnalysis {
   std::vector<AlignedStep> steps;  // step indexes present in every rank, ascending
   std::vector<FindingResult> findings;  // `straggler`, `exposed-comm`; largest saving first
   std::vector<std::string> notes;       // what could not be aligned or matched, said plainly
+  // The job's step: the median over aligned steps of the median rank's step (a synchronous job's ranks take
+  // the same time per step).
+  int64_t job_step_ns = 0;
+  // The job's step after one rank-level change (docs/multi-rank.md, "What-if across ranks").
+  struct WhatIf {
+    std::string change;  // "at the median rank's pace (the straggler's own delay removed)"
+    int64_t rank = -1;   // the rank it is applied on
+    int64_t job_step_ns = 0;
+  };
+  std::vector<WhatIf> what_if;
 };
 
 struct MultiRankOptions {
