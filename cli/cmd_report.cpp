@@ -1,5 +1,6 @@
-// `stepscope report FILE [--format text|md|html|json] [-o OUT]`: the analysis of one store or trace as a
-// terminal report, a GitHub step summary, a self-contained HTML page or the analyzer's JSON.
+// `stepscope report FILE [--format text|md|html|json|metrics] [-o OUT]`: the analysis of one store or trace as a
+// terminal report, a GitHub step summary, a self-contained HTML page, the analyzer's JSON, or the flat metrics
+// an experiment tracker logs.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -24,7 +25,7 @@ analyzer::ReportFormat pick_format(const ReportArgs& a) {
   analyzer::ReportFormat f = analyzer::ReportFormat::Text;
   if (!a.format.empty()) {
     if (!analyzer::parse_report_format(a.format, f))
-      throw CLI::ValidationError("--format", "unknown format '" + a.format + "' (text, md, html, json)");
+      throw CLI::ValidationError("--format", "unknown format '" + a.format + "' (text, md, html, json, metrics)");
     return f;
   }
   std::string ext = std::filesystem::path(a.out).extension().string();
@@ -70,6 +71,8 @@ int run_report_one_by_one(const ReportArgs& a, const std::vector<std::string>& f
 int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
   if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front())) {
+    if (format == analyzer::ReportFormat::Metrics)
+      throw CLI::ValidationError("--format", "metrics summarizes one run: give one store or trace");
     analyzer::MultiRankOptions options;
     options.analyze.step_regex = a.step_regex;
     const auto files = analyzer::expand_rank_inputs(a.files);
@@ -87,12 +90,13 @@ int run_report(ReportArgs& a) {
 
 CommandRegistration report_command(40, [](CLI::App& app, int& exit_code) {
   auto* sub = app.add_subcommand("report", "Report one store or trace as text, Markdown (CI step summary), "
-                                           "self-contained HTML or JSON");
+                                           "self-contained HTML, JSON or flat metrics (MLflow, TensorBoard)");
   auto args = std::make_shared<ReportArgs>();
   sub->add_option("FILE", args->files, "A stepscope store or any importable trace (Kineto JSON, Nsight Systems "
                                        "SQLite); several files or a directory: the ranks of one job")
       ->required();
-  sub->add_option("--format,-f", args->format, "text, md, html or json (default: from -o's extension, else text)");
+  sub->add_option("--format,-f", args->format, "text, md, html, json, or metrics (one flat JSON object of numbers for MLflow/TensorBoard; "
+                                      "default: from -o's extension, else text)");
   sub->add_option("-o,--output", args->out, "Write here (atomically) instead of stdout");
   sub->add_option("--step-regex", args->step_regex, "NVTX/annotation ranges whose names match this regex are steps");
   sub->callback([&exit_code, args] { exit_code = run_report(*args); });

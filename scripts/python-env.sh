@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates or refreshes the Python virtual environment used by the Python-aware tests and samples:
-# numpy, torch (run on CPU), tensorflow-cpu, py-spy, all from PyPI.
+# numpy, torch (run on CPU), tensorflow-cpu, py-spy, and the packages of the integrations' tests (transformers,
+# lightning, mlflow-skinny, tensorboard, nbclient, ipykernel, mcp), all from PyPI.
 #
 #   scripts/python-env.sh            # venv at $STEPSCOPE_PYTHON_VENV or ~/.cache/stepscope/venv
 #   STEPSCOPE_PYTHON=python3.12 scripts/python-env.sh   # pick the interpreter
@@ -80,6 +81,21 @@ if ! check_tf; then
   check_tf || die "tensorflow-cpu installed but 'import tensorflow' fails (see $LOG)"
   say "tensorflow-cpu installed ($(( $(date +%s) - t0 )) s)"
 fi
+
+# What docs/integrations.md's tests drive: the trainer callbacks (transformers, Lightning), the experiment trackers
+# `report --format metrics` feeds (MLflow's client, TensorBoard's event files), a notebook run headless (nbclient
+# with ipykernel) and `stepscope mcp`'s SDK. Optional: a test whose package is missing says SKIPPED.
+optional() {  # optional "what" 'python check' pip-args...
+  local what="$1" check="$2"
+  shift 2
+  have "$check" && return 0
+  say "installing $what"
+  pip_install "$@" && have "$check" || say "warning: $what not installed (see $LOG): its tests say SKIPPED"
+}
+optional "transformers and lightning" 'import transformers, accelerate, lightning' transformers accelerate lightning
+optional "mlflow-skinny and tensorboard" 'import mlflow, tensorboard' mlflow-skinny tensorboard
+optional "nbclient and ipykernel" 'import nbclient, nbformat, ipykernel' nbclient nbformat ipykernel
+optional "the MCP Python SDK" 'import mcp' mcp
 
 # Holistic Trace Analysis, the peer bench/hta_compare holds stepscope's breakdowns against: a venv of its own
 # (it pins pandas/plotly versions of its own), beside the main one. Optional: its test says SKIPPED without it.

@@ -9,6 +9,14 @@
 Every call is a cheap no-op when the program does not run under `stepscope record` (the collector library
 is not loaded or not recording), so the markers can stay in production code. Times are CLOCK_MONOTONIC
 nanoseconds (time.monotonic_ns()), the collector's clock.
+
+Recording from inside the program (a notebook, a script; docs/integrations.md):
+
+    with stepscope.profile("run.db") as prof:   # or stepscope.start("run.db") ... analysis = stepscope.stop()
+        train()
+    prof.findings, prof.steps                   # the analysis of the store written (a notebook shows the report)
+
+Trainer callbacks (Hugging Face Trainer, Lightning) are in stepscope.integrations.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import ctypes
 import os
 import time
 
-__all__ = ["enabled", "step", "step_at", "data_wait", "data_wait_interval"]
+__all__ = ["enabled", "step", "step_at", "data_wait", "data_wait_interval", "start", "stop", "profile"]
 
 _monotonic_ns = time.monotonic_ns
 
@@ -129,3 +137,27 @@ def data_wait(source: str = "api"):
         yield
     finally:
         _c.wait(start, _monotonic_ns(), source.encode())
+
+
+def start(output=None, **options):
+    """Starts recording this process (in-process, or a window of `stepscope record --paused`); stop() ends it.
+    output: the store (default stepscope-DATE-TIME.db); options: cpu_hz, wall, no_gpu, gpu_window, step_func,
+    data_wait_func (as `stepscope attach`'s), cli (the stepscope executable)."""
+    from ._session import start as _start
+
+    return _start(output, **options)
+
+
+def stop():
+    """Ends the recording start() began and returns its analysis (findings, steps, summary; a notebook shows the
+    HTML report); None when a `stepscope record` launcher writes the store at the program's end."""
+    from ._session import stop as _stop
+
+    return _stop()
+
+
+def profile(output=None, **options):
+    """`with stepscope.profile("run.db") as prof:` records the block; afterwards prof.findings, prof.steps."""
+    from ._session import profile as _profile
+
+    return _profile(output, **options)

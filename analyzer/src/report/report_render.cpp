@@ -8,6 +8,7 @@ std::string render_report(const Analysis& a, ReportFormat format) {
     case ReportFormat::Markdown: return render_markdown_report(a);
     case ReportFormat::Html: return render_html_report(a);
     case ReportFormat::Json: return to_json(a) + "\n";
+    case ReportFormat::Metrics: return render_metrics_report(a);
     case ReportFormat::Text:
     default: return render_text_report(a);
   }

@@ -140,6 +140,7 @@ bool parse_report_format(std::string_view name, ReportFormat& out) {
   else if (name == "md" || name == "markdown") out = ReportFormat::Markdown;
   else if (name == "html") out = ReportFormat::Html;
   else if (name == "json") out = ReportFormat::Json;
+  else if (name == "metrics") out = ReportFormat::Metrics;
   else return false;
   return true;
 }

@@ -9,9 +9,9 @@
 
 namespace stepscope::analyzer {
 
-enum class ReportFormat { Text, Markdown, Html, Json };
+enum class ReportFormat { Text, Markdown, Html, Json, Metrics };
 
-// "text", "md"/"markdown", "html", "json"; false when unknown.
+// "text", "md"/"markdown", "html", "json", "metrics"; false when unknown.
 bool parse_report_format(std::string_view name, ReportFormat& out);
 
 std::string render_report(const Analysis& a, ReportFormat format);
@@ -41,6 +41,9 @@ std::string render_critical_path_text(const CriticalPaths& cp);
 std::string what_if_sentence(const WhatIf& w);
 std::string render_markdown_report(const Analysis& a);
 std::string render_html_report(const Analysis& a);
+// One flat JSON object of numbers for experiment trackers (mlflow.log_metrics, TensorBoard scalars): steps, step
+// median/p95, each bound's share of the step time, each finding's saving (docs/report.md, "Metrics").
+std::string render_metrics_report(const Analysis& a);
 
 // A finding's evidence (its JSON object) as HTML a person reads: labelled rows for figures (times with units,
 // shares as percentages), small tables for lists of records (kernels, sequences, gap histograms, calls), names

@@ -1,0 +1,295 @@
+"""Trainer callbacks that record the steps the trainer itself counts (docs/integrations.md).
+
+    from stepscope.integrations import StepscopeCallback             # Hugging Face transformers.Trainer
+    trainer = Trainer(..., callbacks=[StepscopeCallback(steps="100:120")])
+
+    from stepscope.integrations import StepscopeLightningCallback    # PyTorch Lightning
+    trainer = L.Trainer(..., callbacks=[StepscopeLightningCallback(every=1000, length=20)])
+
+Each optimizer step is a step: a `stepscope.step()` mark (source "api") where the trainer starts it, so a step is
+one iteration of the trainer's loop (its forward/backward passes, the optimizer, logging, and the fetch of the
+next step's batches); the window's last step ends where the next one begins, or where the trainer's last
+optimizer step ended. No hook guesses where steps are. A window of steps is recorded on demand:
+`steps="100:120"` records the optimizer steps 100 to 119 (counted from 0, as the trainer's global step before
+the step), `every=1000, length=20` the steps 1000-1019, 2000-2019, ...; neither: the whole run. A window is a
+window of `stepscope record --paused` when the program runs under one (the launcher writes that store at the
+end), joins a recording already running (`stepscope record`, `stepscope attach`), and otherwise records
+in-process: the collector is loaded into this process and each window written to its own store (`output`; with
+several windows, `-steps<first>-<last>` before its extension). When a window's store is written, one line goes to
+the trainer's log: its steps, their median, and each finding with its estimated saving.
+
+The classes are made on first use (module __getattr__): importing this module imports neither framework.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from . import step as _mark_step, step_at as _mark_step_at
+
+__all__ = ["StepscopeCallback", "StepscopeLightningCallback", "StepWindows"]
+
+_SOURCE = "api"  # an explicit marker: the analyzer takes these steps before any hook's (docs/analysis-json.md)
+
+
+class StepWindows:
+    """Which optimizer steps to record. steps: "A:B" (A to B-1), "A:" (A to the end), or (A, B); every/length:
+    windows of `length` steps starting at every multiple of `every` from `every` on (the start-up left out)."""
+
+    def __init__(self, steps=None, every=None, length=20):
+        self.every, self.length = None, None
+        self.first, self.end = 0, None
+        if steps is not None and every is not None:
+            raise ValueError("stepscope: give steps= or every=, not both")
+        if every is not None:
+            self.every, self.length = int(every), int(length)
+            if self.every <= 0 or not 0 < self.length <= self.every:
+                raise ValueError(f"stepscope: every={every}, length={length}: need 0 < length <= every")
+        elif steps is not None:
+            if isinstance(steps, str):
+                a, sep, b = steps.partition(":")
+                if not sep:
+                    raise ValueError(f"stepscope: steps={steps!r}: expected 'FIRST:END' (END excluded)")
+                self.first, self.end = int(a or 0), (int(b) if b else None)
+            else:
+                self.first, self.end = int(steps[0]), (None if steps[1] is None else int(steps[1]))
+            if self.first < 0 or (self.end is not None and self.end <= self.first):
+                raise ValueError(f"stepscope: steps={steps!r}: need 0 <= FIRST < END")
+
+    @property
+    def several(self):
+        return self.every is not None
+
+    def starting_at(self, i):
+        """The end (excluded; None: the run's end) of the window that starts at step i, or False."""
+        if self.every is not None:
+            return i + self.length if i >= self.every and i % self.every == 0 else False
+        return self.end if i == self.first else False
+
+    def inside(self, i):
+        """The end of the window that contains step i (a window is joined late when the trainer resumed from a
+        checkpoint past its start), or False."""
+        if self.every is not None:
+            k = i - i % self.every
+            return k + self.length if k >= self.every and i < k + self.length else False
+        return self.end if i >= self.first and (self.end is None or i < self.end) else False
+
+
+class _Recorder:
+    """What both callbacks do, in the trainer's step numbering (i: optimizer steps done before the step)."""
+
+    def __init__(self, output, windows, emit, options):
+        self.output = output
+        self.windows = windows
+        self.emit = emit
+        self.options = options
+        self.window = None  # the open _session.Window
+        self.range = None   # (first, end) of the open window
+        self.last_end_ns = None
+        self.analyses = []  # one per store written
+        self.lines = []     # the lines emitted
+
+    def output_for(self, first, end):
+        base = self.output
+        if self.windows.several:
+            root, ext = os.path.splitext(base)
+            base = f"{root}-steps{first}-{end - 1}{ext or '.db'}"
+        rank = os.environ.get("RANK")
+        if rank is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            root, ext = os.path.splitext(base)
+            base = f"{root}-rank{rank}{ext}"
+        return base
+
+    def before_step(self, i):
+        if self.window is not None and self.range[1] is not None and i >= self.range[1]:
+            # The window's last step ends where the next begins: each step spans the trainer's whole loop
+            # iteration (its step, logging, the next batch's fetch), the last one too.
+            _mark_step(_SOURCE)
+            self.close()
+        if self.window is None:
+            end = self.windows.starting_at(i)
+            if end is False and self.range is None:
+                end = self.windows.inside(i)  # the first step seen lies inside a window: resumed from a checkpoint
+            if end is not False:
+                self.open(i, end)
+        if self.window is not None:
+            _mark_step(_SOURCE)
+
+    def after_step(self):
+        self.last_end_ns = time.monotonic_ns()
+
+    def end(self):
+        """The training ended (or failed) with a window open: its last step ends where the trainer's last
+        optimizer step ended."""
+        if self.window is not None:
+            if self.last_end_ns is not None:
+                _mark_step_at(self.last_end_ns, _SOURCE)
+            self.close()
+
+    def open(self, first, end):
+        from ._session import Window
+
+        self.window = Window(self.output_for(first, end), **self.options).open()
+        self.range = (first, end)
+
+    def close(self):
+        from ._session import RecordingError
+
+        window, (first, end) = self.window, self.range
+        self.window = None
+        steps = f"steps {first}-{end - 1}" if end is not None else f"steps from {first}"
+        mode = window.mode
+        try:
+            analysis = window.close()
+        except RecordingError as e:
+            self.say(f"stepscope: {steps}: {e}")
+            return
+        if analysis is not None:
+            self.analyses.append(analysis)
+            self.say(f"stepscope: {steps}: {analysis.one_line()}")
+        elif window.output:
+            how = "recorded" if mode == "paused" else "marked in the recording running"
+            self.say(f"stepscope: {steps}: {how}; `stepscope record` writes {window.output} when the program ends")
+        else:
+            self.say(f"stepscope: {steps}: marked in the recording `stepscope attach` is making")
+
+    def say(self, line):
+        self.lines.append(line)
+        self.emit(line)
+
+
+def _emitter(logger):
+    """Logs to the trainer's logger when it shows INFO lines, else prints to stderr: the line is always seen."""
+
+    def emit(line):
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    return emit
+
+
+def _record_options(kw):
+    allowed = {"cpu_hz", "wall", "no_gpu", "gpu_window", "step_func", "data_wait_func", "cli", "analyze"}
+    unknown = set(kw) - allowed
+    if unknown:
+        raise TypeError(f"stepscope: unknown option(s) {', '.join(sorted(unknown))}")
+    return kw
+
+
+def _make_transformers_callback():
+    from transformers import TrainerCallback
+
+    class StepscopeCallback(TrainerCallback):
+        """transformers.Trainer callback: records optimizer steps with stepscope (see stepscope.integrations).
+
+        output: the store (default <output_dir>/stepscope.db); steps / every, length: the window(s); other
+        keywords: cpu_hz, wall, no_gpu, gpu_window, step_func, data_wait_func, cli (as `stepscope attach`'s)."""
+
+        def __init__(self, output=None, steps=None, every=None, length=20, **options):
+            self.windows = StepWindows(steps, every, length)
+            self._output = output
+            self._options = _record_options(options)
+            self._recorder = None
+
+        @property
+        def analyses(self):
+            """The analyses of the stores written so far (stepscope._session.Analysis)."""
+            return self._recorder.analyses if self._recorder else []
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            output = self._output or os.path.join(args.output_dir or ".", "stepscope.db")
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+            emit = _emitter(logging.getLogger("transformers.trainer"))
+            self._recorder = _Recorder(output, self.windows, emit, self._options)
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self._recorder is not None:
+                self._recorder.before_step(state.global_step)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self._recorder is not None:
+                self._recorder.after_step()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self._recorder is not None:
+                self._recorder.end()
+
+    return StepscopeCallback
+
+
+def _lightning_callback_base():
+    # The package the program's Trainer comes from: `lightning` (lightning.pytorch) or `pytorch_lightning`.
+    if "pytorch_lightning" in sys.modules and "lightning.pytorch" not in sys.modules:
+        from pytorch_lightning import Callback
+    else:
+        try:
+            from lightning.pytorch import Callback
+        except ImportError:
+            from pytorch_lightning import Callback
+    return Callback
+
+
+def _make_lightning_callback():
+    Callback = _lightning_callback_base()
+
+    class StepscopeLightningCallback(Callback):
+        """Lightning callback: records optimizer steps (trainer.global_step) with stepscope; with gradient
+        accumulation a step spans its batches (see stepscope.integrations).
+
+        output: the store (default <default_root_dir>/stepscope.db); steps / every, length: the window(s); other
+        keywords: cpu_hz, wall, no_gpu, gpu_window, step_func, data_wait_func, cli."""
+
+        def __init__(self, output=None, steps=None, every=None, length=20, **options):
+            super().__init__()
+            self.windows = StepWindows(steps, every, length)
+            self._output = output
+            self._options = _record_options(options)
+            self._recorder = None
+            self._started = None  # the global step whose first batch has begun
+
+        @property
+        def analyses(self):
+            return self._recorder.analyses if self._recorder else []
+
+        def on_train_start(self, trainer, pl_module):
+            output = self._output or os.path.join(trainer.default_root_dir or ".", "stepscope.db")
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+            emit = _emitter(logging.getLogger("lightning.pytorch.callbacks.stepscope"))
+            self._recorder = _Recorder(output, self.windows, emit, self._options)
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            # The first batch of an optimizer step starts it; with accumulation the others continue it.
+            if self._recorder is not None and trainer.global_step != self._started:
+                self._started = trainer.global_step
+                self._recorder.before_step(trainer.global_step)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if self._recorder is not None and self._started is not None and trainer.global_step > self._started:
+                self._recorder.after_step()
+
+        def on_train_end(self, trainer, pl_module):
+            if self._recorder is not None:
+                self._recorder.end()
+
+        def on_exception(self, trainer, pl_module, exception):
+            if self._recorder is not None:
+                self._recorder.end()
+
+    return StepscopeLightningCallback
+
+
+_makers = {"StepscopeCallback": _make_transformers_callback, "StepscopeLightningCallback": _make_lightning_callback}
+
+
+def __getattr__(name):
+    maker = _makers.get(name)
+    if maker is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls = maker()
+    globals()[name] = cls
+    return cls
