@@ -433,7 +433,7 @@ TEST_CASE("a graph replay as one interval (--cuda-graphs graph): CUPTI's graph t
 }
 
 TEST_CASE(
-    "one thread's instantiation holds its copies; another thread's capture meanwhile is written at once") {
+    "one thread's instantiation holds its copies while another thread's capture is written at once") {
   g_keys = 0;
   GraphBuilds b(4321, {graph_id, exec_id, node_id}, next_key);
   GraphRows a_rows, b_rows;
