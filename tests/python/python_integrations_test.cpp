@@ -203,20 +203,19 @@ void two_windows(const std::string& name, const std::string& script_name) {
 }  // namespace
 
 TEST_CASE(
-    "transformers Trainer: StepscopeCallback records windows of optimizer steps in-process [framework]") {
+    "transformers Trainer: StepscopeCallback records windows of optimizer steps in-process", "[framework]") {
   if (auto why = missing("torch, transformers"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   two_windows("hf", "hf_trainer.py");
 }
 
 TEST_CASE(
-    "Lightning Trainer: StepscopeLightningCallback records windows of optimizer steps in-process "
-    "[framework]") {
+    "Lightning Trainer: StepscopeLightningCallback records windows of optimizer steps in-process", "[framework]") {
   if (auto why = missing("torch, lightning"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   two_windows("lightning", "lightning_trainer.py");
 }
 
 TEST_CASE(
-    "under stepscope record --paused the callback's window goes into the launcher's store [framework]") {
+    "under stepscope record --paused the callback's window goes into the launcher's store", "[framework]") {
   if (auto why = missing("torch, transformers"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_integrations_paused");
   const std::string db = dir.file("paused.db");
@@ -280,7 +279,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "report --format metrics goes into MLflow's file store and TensorBoard scalars as it is [framework]") {
+    "report --format metrics goes into MLflow's file store and TensorBoard scalars as it is", "[framework]") {
   STEPSCOPE_REQUIRE_RECORDINGS();
   if (auto why = missing("mlflow, tensorboard, torch"); !why.empty())
     STEPSCOPE_SKIP(why.c_str());

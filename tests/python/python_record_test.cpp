@@ -261,6 +261,14 @@ double step_quantile_us(Analyzed& a, double q) {
   return d.empty() ? 0 : d[size_t(q * double(d.size() - 1) + 0.5)];
 }
 
+// The median of a run's steps' data wait (the training thread waiting for its next batch).
+double median_data_wait_us(Analyzed& a) {
+  std::vector<double> d;
+  for (auto st : a.doc["steps"].get_array()) d.push_back(double(st["data_wait_us"]));
+  std::sort(d.begin(), d.end());
+  return d.empty() ? 0 : d[d.size() / 2];
+}
+
 // Issue 23: on a run without GPU activity the host activity is the training thread's own time over the steps,
 // measured from its samples (each the period of thread time that ended at it), and adds up within the steps.
 void check_host_activity_adds_up(Analyzed& a, int64_t training_tid) {
@@ -351,7 +359,7 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
           "[framework]") {
   if (auto why = missing("torch"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_record_torch");
-  double saving_estimated_us = 0, step_w0_us = 0;
+  double saving_estimated_us = 0, step_w0_us = 0, wait_w0_us = 0;
   {
     const std::string db = dir.file("w0.db"), kineto = dir.file("w0.json");
     // 4 ms a sample's decode: with the default 2 ms the wait share sits at the 20% line of a high severity
@@ -389,6 +397,7 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
         CHECK(suggestion.find("pin_memory") == std::string_view::npos);
       }
     step_w0_us = step_quantile_us(a, 0.1);
+    wait_w0_us = median_data_wait_us(a);
     // No device activity: the words speak of the step and the training thread, never of a GPU.
     const auto text = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
     CHECK(text.output.find("GPU idle") == std::string::npos);
@@ -439,8 +448,16 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
         "median %.1f ms\n",
         step_w0_us / 1e3, step_w2_us / 1e3, saved_us / 1e3, saving_estimated_us / 1e3,
         step_quantile_us(a, 0.5) / 1e3);
+    // What the estimate claims is the wait that goes away; the step gives back less of it where the two workers
+    // take the trainer's cores (2 here): fastest-tenth savings of 32, 47 and 68 ms against a steady 70 ms
+    // estimate in three runs of one fresh clone (2026-11-29); in a fourth the median wait fell 74.0 -> 5.5 ms while
+    // the step saved 61 ms (75 estimated). So the step's saving bounds the estimate from below, the wait's from
+    // above.
+    const double wait_saved_us = wait_w0_us - median_data_wait_us(a);
+    std::printf("torch num_workers 0 -> 2: median data wait per step %.1f -> %.1f ms\n", wait_w0_us / 1e3,
+                (wait_w0_us - wait_saved_us) / 1e3);
     CHECK(saving_estimated_us >= 0.5 * saved_us);
-    CHECK(saving_estimated_us <= 1.5 * saved_us);
+    CHECK(saving_estimated_us <= 1.5 * std::max(saved_us, wait_saved_us));
     // The workers are other processes: kept apart from the training thread, and named so if they explain a slow step.
     bool worker_listed = false;
     for (auto o : a.doc["host_activity"]["other_threads"].get_array()) worker_listed |= bool(o["other_process"]);
