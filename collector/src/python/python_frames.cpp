@@ -705,18 +705,20 @@ bool resolve(const RawPyFrame& f, std::string& function, std::string& file, int&
   const Layout& L = *interp.layout;
   const uint32_t name_at = L.code_qualname != kNone ? L.code_qualname : L.code_name;
   std::vector<unsigned char> header(code_header_size());
-  // The code object the sample saw, still there: the same fields, naming strings that read the same.
+  // The strings the sample saw must still read the same, whether or not their code object is still there.
+  if (names_digest_now(f.name, f.file) != f.names_digest) return false;
+  // The code object the sample saw, still there: the same fields.
   const bool same = safe_read(header.data(), f.code, header.size()) &&
                     field<uint64_t>(header.data(), 8) == interp.code_type &&
                     field<uint64_t>(header.data(), name_at) == f.name &&
                     field<uint64_t>(header.data(), L.code_filename) == f.file &&
-                    field<int32_t>(header.data(), L.code_firstlineno) == f.first_line &&
-                    names_digest_now(f.name, f.file) == f.names_digest;
+                    field<int32_t>(header.data(), L.code_firstlineno) == f.first_line;
   if (!same) {
     // Freed since the sample (its address maybe another code object's now): the strings it named may live on
     // (a module's file name is its functions' too, "<module>" is interned); the executing line went with it.
-    if (names_digest_now(f.name, f.file) != f.names_digest || !read_unicode(f.name, function) || function.empty() ||
-        !read_unicode(f.file, file) || names_digest_now(f.name, f.file) != f.names_digest)
+    // Their digest is checked again after the read: they may be freed meanwhile.
+    if (!read_unicode(f.name, function) || function.empty() || !read_unicode(f.file, file) ||
+        names_digest_now(f.name, f.file) != f.names_digest)
       return false;
     line = 0;
     return true;
