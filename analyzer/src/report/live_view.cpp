@@ -77,33 +77,40 @@ LiveView live_view(const store::Trace& t, const Analysis& a, size_t max_rows) {
     v.functions.push_back({f.name, double(f.time_ns) / double(total), f.on_cpu});
   }
 
-  // The innermost Python line of each of the training thread's samples.
+  // The innermost Python line of each of the training thread's samples. The collector's own Python (its start-up
+  // after an attach, the step trampolines, the hooks' code) is the profiler's time, left out as the host
+  // functions above leave it out: a user must not read "hooks_bootstrap.py:42" as a line of the trainer.
   if (h.tid) {
     std::unordered_map<int64_t, size_t> stack_at, frame_at;
     for (size_t i = 0; i < t.stacks.size(); ++i) stack_at[t.stacks[i].id] = i;
     for (size_t i = 0; i < t.frames.size(); ++i) frame_at[t.frames[i].id] = i;
-    std::unordered_map<int64_t, int64_t>
-        line_of_stack;  // stack id → frame id of its innermost Python frame (0: none)
+    constexpr int64_t kNoLine = 0, kProfilers = -1;
+    std::unordered_map<int64_t, int64_t> line_of_stack;  // stack id → frame id of its innermost Python frame
     std::map<std::pair<std::string, bool>, int64_t> counts;
     int64_t n = 0;
     for (const auto& x : t.samples) {
       if (x.pid != h.pid || x.tid != h.tid || !x.stack) continue;
-      auto [it, fresh] = line_of_stack.try_emplace(x.stack, 0);
+      auto [it, fresh] = line_of_stack.try_emplace(x.stack, kNoLine);
       if (fresh) {
         for (int64_t id = x.stack, guard = 0; id && guard < 4096; ++guard) {
           auto sa = stack_at.find(id);
           if (sa == stack_at.end()) break;
           const auto& node = t.stacks[sa->second];
+          id = node.parent;
           auto fa = frame_at.find(node.frame);
-          if (fa != frame_at.end() && t.frames[fa->second].kind == store::FrameKind::Python) {
-            it->second = node.frame;
+          if (fa == frame_at.end()) continue;
+          const store::Frame& f = t.frames[fa->second];
+          if (is_profiler_owned_python_frame(t, f)) {
+            it->second = kProfilers;
             break;
           }
-          id = node.parent;
+          if (f.kind == store::FrameKind::Python && it->second == kNoLine)
+            it->second = is_profiler_python_frame(t, f) ? kProfilers : node.frame;
         }
       }
+      if (it->second == kProfilers) continue;
       n += x.periods;
-      if (!it->second) continue;
+      if (it->second == kNoLine) continue;
       const auto& f = t.frames[frame_at[it->second]];
       counts[{frame_display_name(t, f), x.on_cpu}] += x.periods;
     }
