@@ -10,7 +10,7 @@ PACKAGES=(
   libsimdjson-dev libcli11-dev libfmt-dev catch2
   qt6-base-dev libgl-dev xvfb xauth fonts-dejavu-core
   chromium linux-perf google-perftools libgoogle-perftools-dev libjemalloc2
-  clang libclang-rt-14-dev zstd
+  clang libclang-rt-14-dev zstd ccache
 )
 
 missing=()

@@ -21,8 +21,34 @@ case ${1:-} in
   *) echo "test.sh: unknown option $1 (--sanitize, --sanitize-build)" >&2; exit 2 ;;
 esac
 jobs=$(nproc)
-# Each phase's end on stdout (and in the background build's log): where a CI run's time went.
-phase() { echo "test.sh: $(date +%T) $* (${SECONDS} s)"; }
+# Each phase's end on stdout (and in the background build's log): where a CI run's time went. .ci/run collects
+# them (STEPSCOPE_PHASE_LOG) and prints them all at its end, passed or failed.
+phase() {
+  echo "test.sh: $(date +%T) $* (${SECONDS} s)"
+  [[ -z ${STEPSCOPE_PHASE_LOG:-} ]] || echo "$(date +%T) test.sh${mode:+ ($mode)}: $* (${SECONDS} s)" >> "$STEPSCOPE_PHASE_LOG"
+}
+# The Debian packages first (the background sanitized build, started by the plain run, has them already).
+if [[ $mode != sanitize-build ]]; then
+  if [[ $(id -u) -eq 0 ]]; then
+    bash scripts/install-deps.sh
+  else
+    bash scripts/install-deps.sh || echo "test.sh: continuing with what is installed"
+  fi
+fi
+# A compiler cache kept between runs on this machine (~/.cache/ccache, installed by install-deps.sh): a CI run
+# of a change compiles what the change touched, not the ~25 CPU-minutes of the three trees. The direct mode keys
+# objects by their sources, headers and flags; the Catch precompiled header needs pch_defines,time_macros.
+# STEPSCOPE_CCACHE=0 turns it off.
+launcher=()
+if [[ ${STEPSCOPE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
+  export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+else
+  # An earlier configure with the cache keeps its launcher in CMakeCache.txt: take it out.
+  launcher=(-UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER -UCMAKE_CUDA_COMPILER_LAUNCHER)
+fi
 # build-test: RelWithDebInfo's -O2 with -g1, line tables: what symbolizing stepscope's own frames and a failure's
 # backtrace need, for three quarters of -g's compile time (the code is the same). The CPU samples the tests
 # record keep -g (samples/cpu).
@@ -33,7 +59,7 @@ cuda_arch=90-real
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && cuda_arch=native
 plain_config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch"
-  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -Xcompiler=-g1 -DNDEBUG")
+  -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O2 -Xcompiler=-g1 -DNDEBUG" "${launcher[@]}")
 prebuild_log=$root/build-sanitize.log prebuild_pid=$root/build-sanitize.pid prebuild_status=$root/build-sanitize.status
 prebuild_asan=$root/build-sanitize.asan-done
 
@@ -53,11 +79,11 @@ sanitized_builds() {
   CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSTEPSCOPE_SANITIZE=address,undefined -DSTEPSCOPE_FUZZ=ON \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DSTEPSCOPE_CUDA_SAMPLES=OFF
+    -DSTEPSCOPE_CUDA_SAMPLES=OFF "${launcher[@]}"
   cmake --build build-asan -j"$jobs"
   phase "ASan tree built (its fuzzers with it)"
   touch "$prebuild_asan"  # the ASan suite can start while the TSan build goes on
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread "${launcher[@]}"
   cmake --build build-tsan -j"$jobs" --target collector_ring_test
   phase "TSan ring test built"
 }
@@ -68,11 +94,6 @@ if [[ $mode == sanitize-build ]]; then
   exit 0
 fi
 
-if [[ $(id -u) -eq 0 ]]; then
-  bash scripts/install-deps.sh
-else
-  bash scripts/install-deps.sh || echo "test.sh: continuing with what is installed"
-fi
 # The Python tests need torch and tensorflow-cpu in a cached virtual environment; they skip (saying why)
 # when it cannot be made.
 if [[ -x scripts/python-env.sh ]]; then
