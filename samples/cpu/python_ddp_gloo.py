@@ -7,6 +7,7 @@ started by torchrun. Unchanged user code: stepscope finds the optimizer steps of
     torchrun --nproc_per_node 2 python_ddp_gloo.py --seconds 10   # at least --steps, and on for 10 s
     ... --ready-file F   # rank 0 creates F after --ready-steps (25) steps: when to look at a running job
     ... --slow-rank 1 --slow-ms 30   # rank 1 sleeps 30 ms at the start of every step: a known straggler
+        (in read_slow_shard(): `stepscope record --data-wait-func read_slow_shard` makes it a wait for input)
     ... --hidden 128 --io-ms 20   # a smaller model; every rank waits 20 ms a step for its batch (simulated I/O)
 
 Prints one line per rank: rank, world size, steps, final loss.
@@ -19,6 +20,11 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+
+def read_slow_shard(seconds):
+    """The straggler's extra time: host time, or its wait for input when the recording names this function."""
+    time.sleep(seconds)
 
 
 def main():
@@ -56,7 +62,7 @@ def main():
     while go_on():
         steps += 1
         if rank == args.slow_rank and args.slow_ms > 0:
-            time.sleep(args.slow_ms / 1000.0)  # host time the other ranks wait for at the gradient all-reduce
+            read_slow_shard(args.slow_ms / 1000.0)  # time the other ranks wait for at the gradient all-reduce
         if args.io_ms > 0:
             time.sleep(args.io_ms / 1000.0)  # reading the batch: time that does not compete for the cores
         x = torch.randn(64, 256, generator=g).to(dev)

@@ -269,6 +269,8 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
   kernel_stats(trace, a);
   utilization(ctx, a);
   fill_host_activity(ctx, a);
+  a.data_waits.reserve(ctx.data_waits.size());
+  for (const auto& w : ctx.data_waits) a.data_waits.push_back({w.start, w.end});
   per_device_busy(ctx, ctx.steps);
   detail::HostTimelines timelines;
   a.critical_path = detail::critical_paths(ctx, options.critical_path_segments, &timelines);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "multirank/job_path.h"
 #include "multirank/multirank_rule.h"
 
 namespace stepscope::analyzer {
@@ -70,6 +71,17 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     }
   size_t partial = 0;
   std::map<std::string, size_t> count_mismatch, unmatched_seq;
+  // Every rank-level cure, for the what-if across ranks: the job's step per aligned step with it applied.
+  struct CureRun {
+    size_t rank;
+    const RankCure* cure;
+    std::vector<int64_t> job_step;
+  };
+  std::vector<CureRun> cure_runs;
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& c : m.ranks[r].cures) cure_runs.push_back({r, &c, {}});
+  m.job_path.assign(n, {});
+  int64_t path_sum = 0;
   for (const auto& [index, per_rank] : by_index) {
     if (std::count(per_rank.begin(), per_rank.end(), nullptr) > 0) {
       ++partial;
@@ -85,6 +97,7 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       durs.push_back(s->dur_ns), a.max_dur_ns = std::max(a.max_dur_ns, s->dur_ns);
     a.median_dur_ns = multirank::median_of(durs);
 
+    std::vector<multirank::MatchedCollective> all_matched;
     for (int kind = 0; kind < kCollectiveKinds; ++kind) {
       std::vector<std::vector<const CollectiveCall*>> calls(n);
       size_t fewest = SIZE_MAX, most = 0;
@@ -137,6 +150,25 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
         a.critical_exposed_by_kind[size_t(kind)] += one[last]->exposed_ns;
         ++a.matched_collectives;
       }
+      all_matched.insert(all_matched.end(), matched.begin(), matched.end());
+    }
+    // The job's critical path through the step, and each rank-level cure replayed on it.
+    const multirank::StepRounds rounds(per_rank, std::move(all_matched));
+    a.path = rounds.critical_path();
+    for (size_t r = 0; r < n; ++r) {
+      a.path_ns += a.path[r].total();
+      auto& j = m.job_path[r];
+      j.compute_ns += a.path[r].compute_ns, j.data_wait_ns += a.path[r].data_wait_ns;
+      j.host_ns += a.path[r].host_ns, j.comm_ns += a.path[r].comm_ns;
+    }
+    path_sum += a.path_ns;
+    const int64_t replayed = rounds.replayed_ns();
+    for (auto& run : cure_runs) {
+      const auto& steps = run.cure->steps;
+      const bool applies = std::binary_search(steps.begin(), steps.end(), index);
+      const int64_t cured =
+          applies ? rounds.replayed_ns(run.rank, run.cure->part, run.cure->saving_ns) : replayed;
+      run.job_step.push_back(std::max<int64_t>(0, a.median_dur_ns - (replayed - cured)));
     }
     m.steps.push_back(std::move(a));
   }
@@ -181,8 +213,26 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       const size_t who = size_t(std::max_element(caused.begin(), caused.end()) - caused.begin());
       std::vector<int64_t> without;
       for (const auto& s : m.steps) without.push_back(std::max<int64_t>(0, s.median_dur_ns - s.caused_ns[who]));
-      m.what_if.push_back({"at the median rank's pace (the straggler's own delay removed)", m.ranks[who].rank, multirank::median_of(without)});
+      m.what_if.push_back({"at the median rank's pace (the straggler's own delay removed)", m.ranks[who].rank,
+                           multirank::median_of(without), "straggler", 0});
     }
+    // What-if (b): each rank-level finding's cure on the rank that has it, replayed round by round: the job gains
+    // only where that rank was the last to arrive (or had the longest tail), and only down to the next rank.
+    std::vector<MultiRankAnalysis::WhatIf> cures;
+    for (const auto& run : cure_runs) {
+      MultiRankAnalysis::WhatIf w;
+      w.change = run.cure->rule + " cured";
+      w.rank = m.ranks[run.rank].rank;
+      w.rule = run.cure->rule;
+      w.rank_saving_ns = run.cure->saving_ns;
+      w.job_step_ns = multirank::median_of(run.job_step);
+      cures.push_back(std::move(w));
+    }
+    std::stable_sort(cures.begin(), cures.end(), [](const auto& x, const auto& y) { return x.job_step_ns < y.job_step_ns; });
+    m.what_if.insert(m.what_if.end(), cures.begin(), cures.end());
+    const int64_t k = int64_t(m.steps.size());
+    for (auto& j : m.job_path) j.compute_ns /= k, j.data_wait_ns /= k, j.host_ns /= k, j.comm_ns /= k;
+    m.job_path_ns = path_sum / k;
   }
   std::stable_sort(m.findings.begin(), m.findings.end(), [](const FindingResult& x, const FindingResult& y) {
     return x.est_savings_us_per_step > y.est_savings_us_per_step;

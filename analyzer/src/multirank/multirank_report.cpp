@@ -1,6 +1,7 @@
 // The multi-rank result as "stepscope.multirank/1" JSON, text, Markdown and HTML (docs/multi-rank.md).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "stepscope/analyzer/json_writer.h"
@@ -46,6 +47,56 @@ std::vector<std::string> row_cells(const MultiRankAnalysis& m, size_t r, const R
   const int64_t k = std::max<int64_t>(1, int64_t(m.steps.size()));
   return {rank_label(m.ranks[r]), ms(x.step / k), ms(x.compute / k), ms(x.comm / k),  ms(x.exposed / k),
           ms(x.data / k),         ms(x.host / k), ms(x.wait / k),    ms(x.caused / k)};
+}
+
+// The critical path's parts of the ranks that are on it: "ranks": [{rank, compute_us, data_wait_us, host_us,
+// comm_us, share}], most first.
+void write_path(JsonWriter& w, const std::vector<AlignedStep::PathPart>& path, const std::vector<RankResult>& ranks) {
+  int64_t total = 0;
+  for (const auto& p : path) total += p.total();
+  std::vector<size_t> order;
+  for (size_t r = 0; r < path.size(); ++r)
+    if (path[r].total() > 0) order.push_back(r);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return path[x].total() > path[y].total(); });
+  w.key("ranks").begin_array();
+  for (size_t r : order)
+    w.begin_object()
+        .kv("rank", ranks[r].rank)
+        .kv("compute_us", us(path[r].compute_ns))
+        .kv("data_wait_us", us(path[r].data_wait_ns))
+        .kv("host_us", us(path[r].host_ns))
+        .kv("comm_us", us(path[r].comm_ns))
+        .kv("share", total > 0 ? double(path[r].total()) / double(total) : 0.0)
+        .end_object();
+  w.end_array();
+}
+
+// "The job's critical path (mean step 51.883 ms): rank 1 host 62.1%, rank 0 comm 20.3%, …": the largest parts
+// first, parts under 1% left out.
+std::string path_line(const MultiRankAnalysis& m) {
+  if (m.job_path_ns <= 0) return {};
+  struct Item {
+    std::string rank;
+    const char* what;
+    int64_t ns;
+  };
+  std::vector<Item> items;
+  for (size_t r = 0; r < m.job_path.size(); ++r) {
+    const auto& p = m.job_path[r];
+    const std::string label = rank_label(m.ranks[r]);
+    items.push_back({label, "compute", p.compute_ns});
+    items.push_back({label, "data wait", p.data_wait_ns});
+    items.push_back({label, "host", p.host_ns});
+    items.push_back({label, "communication", p.comm_ns});
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& x, const Item& y) { return x.ns > y.ns; });
+  std::string parts;
+  for (const auto& i : items) {
+    const double share = double(i.ns) / double(m.job_path_ns);
+    if (share < 0.01) break;
+    parts += fmt::format("{}rank {} {} {:.1f}%", parts.empty() ? "" : ", ", i.rank, i.what, 100.0 * share);
+  }
+  return fmt::format("The job's critical path, {} ms a step (mean): {}\n", ms(m.job_path_ns), parts);
 }
 
 }  // namespace
@@ -94,13 +145,25 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
     for (auto v : a.wait_ns) w.value(us(v));
     w.end_array().key("caused_us").begin_array();
     for (auto v : a.caused_ns) w.value(us(v));
-    w.end_array().end_object();
+    w.end_array();
+    w.key("critical_path").begin_object().kv("dur_us", us(a.path_ns));
+    write_path(w, a.path, m.ranks);
+    w.end_object().end_object();
   }
   w.end_array();
   w.kv("job_step_us", us(m.job_step_ns));
+  w.key("critical_path").begin_object().kv("dur_us", us(m.job_path_ns));
+  write_path(w, m.job_path, m.ranks);
+  w.end_object();
   w.key("what_if").begin_array();
   for (const auto& x : m.what_if)
-    w.begin_object().kv("change", x.change).kv("rank", x.rank).kv("job_step_us", us(x.job_step_ns)).end_object();
+    w.begin_object()
+        .kv("change", x.change)
+        .kv("rank", x.rank)
+        .kv("job_step_us", us(x.job_step_ns))
+        .kv("rule", x.rule)
+        .kv("rank_saving_us", us(x.rank_saving_ns))
+        .end_object();
   w.end_array();
   w.key("findings").begin_array();
   for (const auto& f : m.findings) w.raw(finding_to_json(f));
@@ -120,9 +183,26 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
   const std::string head = fmt::format("{} rank(s), {} step(s) aligned by step index", world, m.steps.size());
   // What-if across ranks: the job's step after each rank-level change.
   std::string what_if;
-  for (const auto& x : m.what_if)
-    what_if += fmt::format("What-if: the job's step, {} ms (median), would be {} ms with rank {} {}\n",
-                           ms(m.job_step_ns), ms(x.job_step_ns), x.rank, x.change);
+  // The straggler's pace and the cures that buy the job the most (the rest are in the JSON).
+  constexpr size_t kShownCures = 5;
+  size_t cures = 0, hidden = 0;
+  for (const auto& x : m.what_if) {
+    if (x.rule != "straggler" && (x.job_step_ns >= m.job_step_ns || cures++ >= kShownCures)) {
+      ++hidden;
+      continue;
+    }
+    if (x.rule == "straggler")
+      what_if += fmt::format("What-if: the job's step, {} ms (median), would be {} ms with rank {} {}\n",
+                             ms(m.job_step_ns), ms(x.job_step_ns), x.rank, x.change);
+    else
+      what_if += fmt::format(
+          "What-if: the job's step, {} ms (median), would be {} ms with {} cured on rank {} (which saves that rank "
+          "{} ms a step)\n",
+          ms(m.job_step_ns), ms(x.job_step_ns), x.rule, x.rank, ms(x.rank_saving_ns));
+  }
+  if (hidden)
+    what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in --json)\n", hidden);
+  what_if = path_line(m) + what_if;
   const std::string legend =
       "Per rank, mean over the aligned steps: compute is the union of its non-communication GPU work; "
       "exposed comm "

@@ -285,6 +285,11 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
   int64_t max_dur = 0;
   for (const auto& o : ops) max_dur = std::max(max_dur, o.end - o.start);
 
+  // The host's waits for input, where the GPU computed nothing meanwhile: a stretch's data wait (WorkSplit).
+  std::vector<Span> waits;
+  waits.reserve(a.data_waits.size());
+  for (const auto& w : a.data_waits) waits.push_back({w.start_ns, w.end_ns});
+
   std::unordered_map<store::StringId, int64_t> kernel_ns;
   for (const auto& s : a.steps) {
     RankStep rs;
@@ -306,7 +311,7 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
       if (it->comm && it->host >= 0) {
         comm.push_back({a0, a1});
         const HostCollective& c = host[size_t(it->host)].c;
-        rs.collectives.push_back({it->kind, a0, a1 - a0, 0, c.op, c.bytes, c.group, c.seq});
+        rs.collectives.push_back({it->kind, a0, a1 - a0, 0, c.op, c.bytes, c.group, c.seq, 0, {}, 0});
       } else if (it->comm) {
         comm.push_back({a0, a1});
         const std::string& full = t.str(it->name);
@@ -333,6 +338,38 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
     for (auto& c : rs.collectives)
       c.exposed_ns = c.dur_ns - multirank::covered(busy, c.start_ns, c.start_ns + c.dur_ns);
     rs.host_ns = std::max<int64_t>(0, rs.dur_ns - rs.compute_ns - rs.exposed_comm_ns - rs.data_wait_ns);
+
+    // The step cut where its collectives end, for the job's critical path (combine_ranks): the own work before
+    // each (compute, data wait, host) and its own span after that; the stretches tile the step.
+    std::vector<Span> compute_or_wait = compute;
+    for (auto w = std::upper_bound(waits.begin(), waits.end(), w0, [](int64_t v, const Span& x) { return v < x.end; });
+         w != waits.end() && w->start < w1; ++w)
+      compute_or_wait.push_back({std::max(w->start, w0), std::min(w->end, w1)});
+    compute_or_wait = multirank::union_of(std::move(compute_or_wait));
+    auto split = [&](int64_t x, int64_t y) {
+      WorkSplit ws;
+      if (y <= x) return ws;
+      ws.dur_ns = y - x;
+      ws.compute_ns = multirank::covered(compute, x, y);
+      ws.data_wait_ns = multirank::covered(compute_or_wait, x, y) - ws.compute_ns;
+      return ws;
+    };
+    std::vector<size_t> by_end(rs.collectives.size());
+    for (size_t j = 0; j < by_end.size(); ++j) by_end[j] = j;
+    std::stable_sort(by_end.begin(), by_end.end(), [&](size_t x, size_t y) {
+      const auto &cx = rs.collectives[x], &cy = rs.collectives[y];
+      return cx.start_ns + cx.dur_ns < cy.start_ns + cy.dur_ns;
+    });
+    int64_t reached = w0;
+    for (size_t j = 0; j < by_end.size(); ++j) {
+      CollectiveCall& c = rs.collectives[by_end[j]];
+      const int64_t from = std::max(reached, c.start_ns), end = c.start_ns + c.dur_ns;
+      c.end_order = int64_t(j);
+      c.before = split(reached, from);
+      c.after_ns = std::max<int64_t>(0, end - from);
+      reached = std::max(reached, end);
+    }
+    rs.tail = split(reached, w1);
     r.steps.push_back(std::move(rs));
   }
   std::stable_sort(r.steps.begin(), r.steps.end(),
@@ -342,6 +379,27 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
     return x.second != y.second ? x.second > y.second : x.first < y.first;
   });
   if (r.kernel_ns.size() > kMaxRankKernels) r.kernel_ns.resize(kMaxRankKernels);
+
+  // Each finding's cure, for the what-if across ranks: what it takes off this rank's own work, and of which kind.
+  for (const auto& f : a.findings) {
+    RankCure c;
+    c.rule = f.rule;
+    c.part = f.rule == "input-bound"       ? RankCure::Part::DataWait
+             : f.rule == "no-tensor-cores" ? RankCure::Part::Compute
+                                           : RankCure::Part::Host;
+    double us = f.est_savings_us_per_step;
+    for (const auto& w : a.what_if.cures)  // the GPU replay's saving where it has one (launch-overhead: CUDA graph)
+      if (w.rule == f.rule) {
+        if (w.saving_us > 0) us = w.saving_us;
+        break;
+      }
+    c.saving_ns = int64_t(us * 1000.0);
+    c.steps = f.steps;
+    std::sort(c.steps.begin(), c.steps.end());
+    if (c.saving_ns > 0) r.cures.push_back(std::move(c));
+  }
+  std::stable_sort(r.cures.begin(), r.cures.end(),
+                   [](const RankCure& x, const RankCure& y) { return x.saving_ns > y.saving_ns; });
   return r;
 }
 

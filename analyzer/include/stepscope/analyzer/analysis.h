@@ -232,6 +232,9 @@ struct Analysis {
   GraphTable graphs;             // CUDA/HIP graph replays and the per-graph table (whole trace); empty: no graphs
   CriticalPaths critical_path;   // per GPU-traced step: what decided when things happened (docs/critical-path.md)
   WhatIf what_if;  // the steps replayed unchanged and with each finding's cure (docs/critical-path.md)
+  // The host's waits for input (data_waits rows and data-loader ranges; of the training thread where the steps
+  // are its own): a sorted, disjoint union. StepBreakdown::host_data_wait_ns is its overlap with each step.
+  std::vector<TimeRange> data_waits;
 };
 
 struct AnalyzeOptions {

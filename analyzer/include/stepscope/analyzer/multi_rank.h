@@ -50,6 +50,13 @@ bool parse_host_collective(std::string_view domain, std::string_view name, HostC
 // Kind of a torch collective named "all_reduce", "c10d::allreduce_", "nccl:all_to_all", "gloo:broadcast", ...
 CollectiveKind host_collective_kind(std::string_view name);
 
+// A stretch of one rank's step (for the job's critical path): how long, and how much of it the rank's GPU computed
+// and its host waited for input while the GPU did not; the rest is host time (host_ns()).
+struct WorkSplit {
+  int64_t dur_ns = 0, compute_ns = 0, data_wait_ns = 0;
+  int64_t host_ns() const { return dur_ns > compute_ns + data_wait_ns ? dur_ns - compute_ns - data_wait_ns : 0; }
+};
+
 // One communication kernel (or host collective) of one rank inside a step, clipped to the step.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::Other;
@@ -60,6 +67,12 @@ struct CollectiveCall {
   int64_t bytes = -1;      // host collectives: size, group and sequence number where recorded
   std::string group;
   int64_t seq = -1;
+  // The step cut where its collectives end (docs/multi-rank.md, "The job's critical path"): this one's place in
+  // end order, the rank's own work before it (from the previous collective's end, or the step's start, to this
+  // one's start) and its own span after that (to its end: wait and transfer).
+  int64_t end_order = 0;
+  WorkSplit before;
+  int64_t after_ns = 0;
 };
 
 struct RankStep {
@@ -71,6 +84,17 @@ struct RankStep {
   int64_t data_wait_ns = 0;     // host waiting for input (StepBreakdown::host_data_wait_ns)
   int64_t host_ns = 0;          // the rest: dur - compute - exposed_comm - data_wait, at least 0
   std::vector<CollectiveCall> collectives;  // by start
+  WorkSplit tail;  // from the last collective's end (the step's start when it has none) to the step's end
+};
+
+// What a rank-level finding's cure would take off that rank's steps (its single-rank analysis): the what-if
+// across ranks applies it to the rank's own work of that kind (docs/multi-rank.md, "What-if across ranks").
+struct RankCure {
+  std::string rule;  // "input-bound", "launch-overhead", ...
+  enum class Part { Compute, DataWait, Host } part = Part::Host;
+  int64_t saving_ns = 0;       // per affected step: the replayed saving where the GPU replay has one, else the
+                               // finding's estimate
+  std::vector<int64_t> steps;  // the step indexes it applies to
 };
 
 struct RankResult {
@@ -85,6 +109,7 @@ struct RankResult {
   std::vector<RankStep> steps;
   // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
   std::vector<std::pair<std::string, int64_t>> kernel_ns;
+  std::vector<RankCure> cures;  // one per finding of its own analysis, largest saving first
 };
 
 // Few: a job of thousands of ranks keeps every rank's result in memory (docs/multi-rank.md).
@@ -105,6 +130,16 @@ struct AlignedStep {
       0;  // exposed collective time of the last-arriving rank of each collective, summed
   std::vector<int64_t> critical_exposed_by_kind;  // the same, indexed by CollectiveKind
   int64_t matched_collectives = 0;
+  // The job's critical path through this step (docs/multi-rank.md): before each matched collective (in the
+  // order they completed) the own work of the rank that arrived last, then that collective's transfer, and
+  // after the last one the longest tail. Per rank (parallel to ranks), what of it was that rank's: GPU compute,
+  // data wait, host time, and communication (transfers, and other collectives of its before it arrived).
+  struct PathPart {
+    int64_t compute_ns = 0, data_wait_ns = 0, host_ns = 0, comm_ns = 0;
+    int64_t total() const { return compute_ns + data_wait_ns + host_ns + comm_ns; }
+  };
+  std::vector<PathPart> path;
+  int64_t path_ns = 0;  // Σ path[r].total()
 };
 
 struct MultiRankAnalysis {
@@ -120,11 +155,16 @@ struct MultiRankAnalysis {
   int64_t job_step_ns = 0;
   // The job's step after one rank-level change (docs/multi-rank.md, "What-if across ranks").
   struct WhatIf {
-    std::string change;  // "at the median rank's pace (the straggler's own delay removed)"
+    std::string change;  // "at the median rank's pace (the straggler's own delay removed)", "input-bound cured"
     int64_t rank = -1;   // the rank it is applied on
     int64_t job_step_ns = 0;
+    std::string rule;        // the rank-level finding whose cure it is; "straggler" for the pace change
+    int64_t rank_saving_ns = 0;  // what the change takes off that rank's own step (per affected step)
   };
-  std::vector<WhatIf> what_if;
+  std::vector<WhatIf> what_if;  // the straggler's pace first, then each rank-level cure, shortest job step first
+  // The critical path over the aligned steps: per rank, its mean time per step on it by part, and the mean path.
+  std::vector<AlignedStep::PathPart> job_path;
+  int64_t job_path_ns = 0;
 };
 
 struct MultiRankOptions {

@@ -1,0 +1,42 @@
+// The job's critical path through one aligned step, and the replay that says what a rank-level change does to
+// the job's step (docs/multi-rank.md, "The job's critical path" and "What-if across ranks"). Internal.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stepscope/analyzer/multi_rank.h"
+
+namespace stepscope::analyzer::multirank {
+
+// One collective across ranks: per rank (parallel to the ranks), its call.
+using MatchedCollective = std::vector<const CollectiveCall*>;
+
+// A step of a synchronous job is a chain of rounds: a matched collective completes at the same instant on every
+// rank, so each round runs from one completion to the next, and lasts the own work of the rank that arrived last
+// (time from the previous completion to its issue, on its own clock) plus its call, the transfer: it waited for
+// nobody. After the last completion, the longest tail ends the step. No common clock is needed.
+class StepRounds {
+ public:
+  StepRounds(const std::vector<const RankStep*>& per_rank, std::vector<MatchedCollective> matched);
+
+  // The critical path: per rank, its parts on it (the last arrival's own work and transfer in each round, the
+  // longest tail's rank after the last).
+  std::vector<AlignedStep::PathPart> critical_path() const;
+
+  // The step in the replay model: per round the latest own work plus the transfer, then the longest tail.
+  int64_t replayed_ns() const;
+  // The same with up to `cut_ns` of `part` taken off rank `r`'s own work, spread over the rounds as that part
+  // lies in them.
+  int64_t replayed_ns(size_t r, RankCure::Part part, int64_t cut_ns) const;
+
+ private:
+  size_t n_ = 0;
+  // [round][rank]: its own work before it arrived (comm: other collectives it took part in meanwhile); the last
+  // round is the tail after the last matched collective, with no transfer.
+  std::vector<std::vector<AlignedStep::PathPart>> own_;
+  std::vector<int64_t> transfer_;  // [round]
+  std::vector<size_t> last_;       // [round]: the rank that arrived last (the longest tail's, for the tail)
+};
+
+}  // namespace stepscope::analyzer::multirank
