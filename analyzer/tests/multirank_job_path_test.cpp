@@ -73,6 +73,17 @@ TEST_CASE("two ranks straggling on alternate steps: the job's critical path alte
     CHECK(s.path[other].total() == 0);
     CHECK(s.path_ns == kStep);
     CHECK(path_sum(s) == s.path_ns);
+    // Where it runs, on each rank's own clock: the late rank from its step's start to its issue at 45 ms, the
+    // transfer to 46 ms; then rank 0's tail to its step's end.
+    const int64_t t0 = 10 * MS + s.index * kStep;
+    REQUIRE(s.path_rounds.size() == 2);
+    CHECK(s.path_rounds[0].rank == late);
+    CHECK(s.path_rounds[0].start_ns == t0);
+    CHECK(s.path_rounds[0].arrive_ns == t0 + 45 * MS);
+    CHECK(s.path_rounds[0].end_ns == t0 + 46 * MS);
+    CHECK(s.path_rounds[1].rank == 0);
+    CHECK(s.path_rounds[1].start_ns == t0 + 46 * MS);
+    CHECK(s.path_rounds[1].end_ns == t0 + kStep);
   }
   // Over the job: rank 1 on the path 3 steps of 6, rank 2 the other 3; means per step.
   CHECK(m.job_path_ns == kStep);

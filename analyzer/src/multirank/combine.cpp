@@ -155,6 +155,7 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     // The job's critical path through the step, and each rank-level cure replayed on it.
     const multirank::StepRounds rounds(per_rank, std::move(all_matched));
     a.path = rounds.critical_path();
+    a.path_rounds = rounds.rounds();
     for (size_t r = 0; r < n; ++r) {
       a.path_ns += a.path[r].total();
       auto& j = m.job_path[r];

@@ -42,6 +42,8 @@ StepRounds::StepRounds(const std::vector<const RankStep*>& per_rank, std::vector
       if (c.end_order >= 0 && size_t(c.end_order) < by_end[r].size()) by_end[r][size_t(c.end_order)] = &c;
   }
   std::vector<int64_t> done(n_, -1);  // per rank: the end order of the last call accounted
+  std::vector<int64_t> since(n_);     // per rank: the end of that call (its step's start before any)
+  for (size_t r = 0; r < n_; ++r) since[r] = per_rank[r]->start_ns;
   auto take = [&](size_t r, int64_t upto, bool with_last, Part& p) {
     for (int64_t j = done[r] + 1; j <= upto; ++j) {
       const CollectiveCall* c = by_end[r][size_t(j)];
@@ -60,8 +62,13 @@ StepRounds::StepRounds(const std::vector<const RankStep*>& per_rank, std::vector
       const int64_t pos = one[r]->end_order;
       if (pos <= done[r]) continue;  // this rank completed it before an earlier round's (concurrent groups)
       take(r, pos, false, own[r]);
-      if (r == last) transfer = one[r]->after_ns;
+      const int64_t end = one[r]->start_ns + one[r]->dur_ns;
+      if (r == last) {
+        transfer = one[r]->after_ns;
+        where_.push_back({r, since[r], end - transfer, end});
+      }
       done[r] = pos;
+      since[r] = std::max(since[r], end);
     }
     own_.push_back(std::move(own));
     transfer_.push_back(transfer);
@@ -75,6 +82,8 @@ StepRounds::StepRounds(const std::vector<const RankStep*>& per_rank, std::vector
     add_own(tail[r], per_rank[r]->tail);
     if (tail[r].total() > tail[longest].total()) longest = r;
   }
+  const int64_t step_end = per_rank[longest]->start_ns + per_rank[longest]->dur_ns;
+  if (tail[longest].total() > 0) where_.push_back({longest, since[longest], step_end, step_end});
   own_.push_back(std::move(tail));
   transfer_.push_back(0);
   last_.push_back(longest);

@@ -23,6 +23,8 @@ class StepRounds {
   // The critical path: per rank, its parts on it (the last arrival's own work and transfer in each round, the
   // longest tail's rank after the last).
   std::vector<AlignedStep::PathPart> critical_path() const;
+  // Where the path runs, round by round (AlignedStep::path_rounds).
+  const std::vector<AlignedStep::PathRound>& rounds() const { return where_; }
 
   // The step in the replay model: per round the latest own work plus the transfer, then the longest tail.
   int64_t replayed_ns() const;
@@ -37,6 +39,7 @@ class StepRounds {
   std::vector<std::vector<AlignedStep::PathPart>> own_;
   std::vector<int64_t> transfer_;  // [round]
   std::vector<size_t> last_;       // [round]: the rank that arrived last (the longest tail's, for the tail)
+  std::vector<AlignedStep::PathRound> where_;
 };
 
 }  // namespace stepscope::analyzer::multirank

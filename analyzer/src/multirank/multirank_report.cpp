@@ -148,7 +148,15 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
     w.end_array();
     w.key("critical_path").begin_object().kv("dur_us", us(a.path_ns));
     write_path(w, a.path, m.ranks);
-    w.end_object().end_object();
+    w.key("rounds").begin_array();
+    for (const auto& r : a.path_rounds)
+      w.begin_object()
+          .kv("rank", m.ranks[r.rank].rank)
+          .kv("start_us", us(r.start_ns))
+          .kv("arrive_us", us(r.arrive_ns))
+          .kv("end_us", us(r.end_ns))
+          .end_object();
+    w.end_array().end_object().end_object();
   }
   w.end_array();
   w.kv("job_step_us", us(m.job_step_ns));

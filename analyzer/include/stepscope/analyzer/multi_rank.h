@@ -140,6 +140,14 @@ struct AlignedStep {
   };
   std::vector<PathPart> path;
   int64_t path_ns = 0;  // Σ path[r].total()
+  // The path's stretches in order, each on its rank's own clock (RankStep times): from the previous completion
+  // (or that rank's step start) to its arrival, then the transfer to `end_ns`; the last is the longest tail
+  // (arrive_ns == end_ns, the rank's step end). For a view that draws the path across ranks.
+  struct PathRound {
+    size_t rank = 0;  // index into ranks
+    int64_t start_ns = 0, arrive_ns = 0, end_ns = 0;
+  };
+  std::vector<PathRound> path_rounds;
 };
 
 struct MultiRankAnalysis {
