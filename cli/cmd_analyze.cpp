@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/multi_rank.h"

@@ -5,6 +5,7 @@
 
 #include "findings.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/store/records.h"
 #include "stepscope/store/store.h"
 #include "synthetic_builder.h"

@@ -10,6 +10,7 @@
 
 #include "findings.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/load.h"
 #include "test_support.h"
 

@@ -18,6 +18,7 @@
 
 #include "findings.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/diff.h"
 #include "stepscope/analyzer/graph_replays.h"
 #include "stepscope/analyzer/load.h"

@@ -9,6 +9,7 @@
 
 #include "host_only_traces.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/report.h"
 #include "test_support.h"

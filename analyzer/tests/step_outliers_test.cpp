@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/report.h"
 #include "stepscope/analyzer/step_outliers.h"

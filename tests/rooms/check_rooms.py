@@ -9,7 +9,7 @@ room and the rooms below it, never one above. Rooms, lowest first, with the publ
                                                             collector_threads.h
   rules      analyzer/src/rules
   pipeline   analyzer/src/pipeline                          (analyze(): the analysis, then the rules)
-  report     analyzer/src/report                            report.h, live_view.h
+  report     analyzer/src/report                            report.h, live_view.h, analysis_json.h
   diff       analyzer/src/diff, analyzer/src/export          diff.h, export.h
   multirank  analyzer/src/multirank                         multi_rank.h
 
@@ -27,7 +27,7 @@ PUBLIC_ROOM = {"display_names.h": "names", "json_writer.h": "names", "units.h": 
                "gpu_breakdowns.h": "import", "graph_replays.h": "import", "load.h": "load",
                "analysis.h": "analysis", "critical_path.h": "analysis", "what_if.h": "analysis",
                "step_outliers.h": "analysis",
-               "collector_threads.h": "analysis", "report.h": "report", "live_view.h": "report", "diff.h": "diff", "export.h": "diff",
+               "collector_threads.h": "analysis", "report.h": "report", "analysis_json.h": "report", "live_view.h": "report", "diff.h": "diff", "export.h": "diff",
                "multi_rank.h": "multirank"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -379,33 +379,5 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
   return out;
 }
 
-std::string step_outliers_to_json(const StepOutliers& o) {
-  auto us = [](int64_t ns) { return double(ns) / 1e3; };
-  std::string out;
-  JsonWriter w(out);
-  w.begin_object();
-  w.kv("median_us", us(o.median_ns)).kv("noise_us", us(o.noise_ns)).kv("threshold_us", us(o.threshold_ns));
-  w.kv("slow_count", o.slow_count);
-  w.key("slow").begin_array();
-  for (const auto& s : o.slow) {
-    w.begin_object().kv("index", s.index).kv("start_us", us(s.start_ns)).kv("dur_us", us(s.dur_ns)).kv("excess_us", us(s.excess_ns));
-    w.kv("category", s.category).kv("category_us", us(s.category_ns)).kv("category_median_us", us(s.category_median_ns));
-    if (!s.contributor_kind.empty())
-      w.key("contributor")
-          .begin_object()
-          .kv("kind", s.contributor_kind)
-          .kv("name", s.contributor)
-          .kv("us", us(s.contributor_ns))
-          .kv("median_us", us(s.contributor_median_ns))
-          .end_object();
-    if (s.off_cpu_ns >= 0)
-      w.kv("off_cpu_us", us(s.off_cpu_ns))
-          .kv("off_cpu_median_us", us(s.off_cpu_median_ns))
-          .kv("not_running", s.not_running);
-    w.kv("startup", s.startup).kv("explanation", s.explanation).end_object();
-  }
-  w.end_array().end_object();
-  return out;
-}
 
 }  // namespace stepscope::analyzer

@@ -292,36 +292,5 @@ GraphTable graph_table(const store::Trace& t) {
   return g;
 }
 
-std::string graph_table_to_json(const GraphTable& g) {
-  std::string out;
-  JsonWriter w(out);
-  w.begin_object();
-  w.kv("records", g.records).kv("ids", g.ids);
-  w.kv("replays", int64_t(g.replays.size())).kv("gpu_records", g.gpu_records);
-  w.kv("replayed_records", g.replayed_records).kv("eager_kernels", g.eager_kernels);
-  w.key("graphs").begin_array();
-  for (const auto& s : g.graphs) {
-    w.begin_object().kv("pid", s.pid).kv("graph_id", s.graph_id).kv("replays", s.replays).kv("whole_replays", s.whole);
-    auto range = [&](const char* key, int64_t lo, int64_t hi) {
-      w.key(key);
-      if (s.whole) w.null();
-      else w.begin_object().kv("min", lo).kv("max", hi).end_object();
-    };
-    range("nodes_per_replay", s.nodes_min, s.nodes_max);
-    range("kernels_per_replay", s.kernels_min, s.kernels_max);
-    w.kv("gpu_us_per_replay", s.gpu_us).kv("span_us_per_replay", s.span_us);
-    w.key("idle_inside_us_per_replay");
-    if (s.whole) w.null();
-    else w.value(s.idle_inside_us);
-    w.kv("launch_calls", s.launch_calls).kv("launch_us_per_replay", s.launch_us);
-    w.kv("idle_before_replays", s.idle_before_count).kv("idle_before_us_per_replay", s.idle_before_us);
-    w.kv("idle_before_median_us", s.idle_before_median_us).kv("eager_ops_between", s.eager_ops_before);
-    w.kv("first_kernel", s.first_kernel).kv("captured_at", s.captured_at).kv("capture_kind", store::to_string(s.kind));
-    w.end_object();
-  }
-  w.end_array();
-  w.end_object();
-  return out;
-}
 
 }  // namespace stepscope::analyzer

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/multi_rank.h"
 

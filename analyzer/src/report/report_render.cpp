@@ -1,4 +1,5 @@
 // Format dispatch; kept apart so the renderers link without the analyzer's JSON writer.
+#include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/report.h"
 
 namespace stepscope::analyzer {

@@ -248,8 +248,6 @@ struct AnalyzeOptions {
 // Runs step detection, breakdown and every rule. Never throws for odd-but-valid traces.
 Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 
-// "stepscope.analysis/1" JSON.
-std::string to_json(const Analysis& a);
 // One sentence when the recording traced the GPU in windows (what the GPU figures cover), else empty.
 std::string gpu_window_note(const AnalysisSummary& s);
 // When the run has no step markers: why (from the Python hooks' status) and what to do, else empty.
@@ -266,11 +264,6 @@ std::string step_rows_note(const Analysis& a);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 
-// One finding as a JSON object (the elements of the "findings" array).
-std::string finding_to_json(const FindingResult& f);
-
-// Replaces t.findings with a's findings (rule, severity, step span, saving, summary as message; the
-// evidence_json column holds the finding's full JSON object).
-void store_findings(const Analysis& a, store::Trace& t);
+// JSON: stepscope/analyzer/analysis_json.h (the report room).
 
 }  // namespace stepscope::analyzer

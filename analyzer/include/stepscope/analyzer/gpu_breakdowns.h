@@ -72,8 +72,6 @@ struct GpuBreakdowns {
 };
 
 GpuBreakdowns gpu_breakdowns(const store::Trace& t);
-// The "gpu_breakdowns" object of `analyze --json` (docs/analysis-json.md).
-std::string gpu_breakdowns_to_json(const GpuBreakdowns& b);
 
 // HTA's kernel type of a kernel name: "COMMUNICATION" (^nccl.*Kernel), "MEMORY" (^Memcpy|^Memset|^dma),
 // "COMPUTATION" (none of nccl…Kernel, …Memcpy, Memset…, …Sync), else "OTHER".

@@ -79,8 +79,6 @@ struct GraphTable {
 
 // Finds the replays of `t` and sums them up per graph. Empty table when the trace has no graph replay.
 GraphTable graph_table(const store::Trace& t);
-// The "graphs" object of `analyze --json` (docs/analysis-json.md).
-std::string graph_table_to_json(const GraphTable& g);
 // True for a launch call that replays a graph: cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch (with nsys's
 // version suffixes).
 bool is_graph_launch(const std::string& api_name);

@@ -45,7 +45,5 @@ std::string contributor_display_name(const SlowStep& s);
 StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps,
                                 int64_t training_pid = 0, int64_t training_tid = 0);
 
-// The "step_outliers" object of stepscope.analysis/1.
-std::string step_outliers_to_json(const StepOutliers& o);
 
 }  // namespace stepscope::analyzer

@@ -1,0 +1,95 @@
+// The sentences every view of an analysis says about the run as a whole: GPU windows, flight saves, missing step
+// markers, no GPU, host running ahead (declared in analysis.h).
+#include <fmt/format.h>
+
+#include "format/units.h"
+#include "stepscope/analyzer/analysis.h"
+
+namespace stepscope::analyzer {
+
+std::string gpu_window_note(const AnalysisSummary& s) {
+  if (s.gpu_traced_steps >= s.steps) return {};
+  std::string out = "GPU traced in " + std::to_string(s.gpu_traced_steps) + " of " + std::to_string(s.steps) +
+                    " steps (gpu window " + s.gpu_window +
+                    "): GPU shares, step breakdowns and findings come from those steps; step times and the "
+                    "training loop's data wait from all of them.";
+  if (s.gpu_traced_start_only && s.flight_trigger.empty())  // a flight save is a slice, not a run's start
+    out +=
+        " Only the run's first " + std::to_string(s.gpu_traced_steps) +
+        " steps were traced: they show its start-up, not its steady pace (the off phase after a window lasts "
+        "at least a second); record a run this short with `--gpu-window all`.";
+  return out;
+}
+
+std::string flight_note(const AnalysisSummary& s) {
+  if (s.flight_trigger.empty()) return "";
+  std::string out = "Saved by the flight recorder (" + s.flight_trigger + "): " + s.flight_detail + ".";
+  if (!s.flight_gpu_steps.empty())
+    out += s.flight_gpu_steps == "none" ? " No step of this window has GPU activity."
+                                        : " Steps with GPU activity: " + s.flight_gpu_steps + ".";
+  return out;
+}
+
+std::string steps_advice(const AnalysisSummary& s) {
+  if (s.step_source != "none" && s.step_source != "periodic") return {};
+  const std::string what =
+      "mark them: `stepscope record --step-func REGEX` (and `--data-wait-func REGEX`) with the Python function "
+      "that runs one step (and the one that fetches a batch), `stepscope.step()` / `with stepscope.data_wait():` "
+      "in the code, NVTX ranges with `--step-regex`, or stepscope_step() from C/C++ (docs/python.md).";
+  const std::string& h = s.python_hooks;
+  if (h.rfind("installed in 0 of", 0) == 0)
+    return "No step markers: the Python hooks could not be installed (" + h + "); " + what;
+  if (h.rfind("installed in ", 0) == 0)
+    return "No step markers: the Python hooks were in place (" + h +
+           ") but saw no DataLoader, tf.data or optimizer step call; " + what;
+  // A C/C++ program: the header is its way; the Python ways do not apply.
+  if (h.rfind("none", 0) == 0)
+    return "No step markers (no Python in the recorded processes): mark them with stepscope.h, installed as "
+           "<prefix>/include/stepscope.h (collector/include/stepscope.h in the source tree): call "
+           "stepscope_step() once per step and wrap the wait for the next batch in "
+           "stepscope_data_wait_begin() and stepscope_data_wait_end(); it needs no library at link time "
+           "(-ldl on glibc < 2.34). Or NVTX ranges with `--step-regex` (docs/python.md).";
+  return "No step markers in this trace; " + what;
+}
+
+std::string no_gpu_note(const AnalysisSummary& s) {
+  if (s.has_gpu) return {};
+  if (s.unread_device_events.empty())
+    return "No GPU activity in this trace: the breakdown covers host time only (the training loop's wait for input "
+           "and its own work).";
+  std::string events;  // "mtia_ccp_events:25814,mtia_runtime:3453" -> "25814 mtia_ccp_events, 3453 mtia_runtime"
+  size_t pos = 0;
+  while (pos < s.unread_device_events.size()) {
+    size_t comma = s.unread_device_events.find(',', pos);
+    if (comma == std::string::npos) comma = s.unread_device_events.size();
+    const std::string item = s.unread_device_events.substr(pos, comma - pos);
+    const size_t colon = item.rfind(':');
+    events += (events.empty() ? "" : ", ") +
+              (colon == std::string::npos ? item : item.substr(colon + 1) + " " + item.substr(0, colon));
+    pos = comma + 1;
+  }
+  std::string why = "The trace holds device activity stepscope cannot read (" + events + ")";
+  if (s.unread_device_events.find("cuda_profiler_range") != std::string::npos)
+    why += "; cuda_profiler_range events are CUPTI range-profiler metrics whose times Kineto makes up (the profiled "
+           "span split evenly), not a GPU timeline: trace the run with CUDA activity instead";
+  return why + ": no GPU breakdown or GPU finding is possible; what follows covers host time only.";
+}
+
+const std::vector<StepBreakdown>& step_rows(const Analysis& a) { return a.gpu_steps.empty() ? a.steps : a.gpu_steps; }
+
+std::string step_rows_note(const Analysis& a) {
+  if (a.gpu_steps.empty()) return {};
+  return "Rows in the GPU's time (the host runs ahead): each step from the first GPU work it launched to the next "
+         "step's.";
+}
+
+std::string host_ahead_note(const AnalysisSummary& s) {
+  if (!s.host_runs_ahead) return {};
+  return fmt::format(
+      "The host runs ahead of the GPU: a step takes {} on the GPU (start of its GPU work to the next step's) "
+      "against {} on the host; the GPU's is the program's pace, and the per-step rows are in the GPU's time (findings "
+      "and totals use the host's steps).",
+      units::format_ns_fixed(s.gpu_step_median_us * 1000.0), units::format_ns_fixed(s.host_step_median_us * 1000.0));
+}
+
+}  // namespace stepscope::analyzer
