@@ -1,6 +1,8 @@
-"""scripts/gpu_proof.py `check` against real GPU output: stepscope 0.1's H100 recordings (../shared/recordings),
-laid out as `gpu_proof.py run` and scripts/record-samples.sh lay out theirs. What those recordings are known to
-hold (their README) decides the expected verdicts, so the proof's logic is tested where there is no GPU."""
+"""scripts/gpu_proof/ (`gpu_proof.py check`) against real GPU output: stepscope 0.1's H100 recordings
+(../shared/recordings), laid out as `gpu_proof.py run` and scripts/record-samples.sh lay out theirs, and the two H200
+stores in data/. What those recordings are known to hold (their READMEs) decides the expected verdicts, so the
+proof's logic is tested where there is no GPU. A class per claim family (trace, sessions, overhead, flight, graphs)
+besides the whole check on the H100 recordings."""
 import json
 import lzma
 import os
@@ -18,13 +20,15 @@ from gpu_proof.common import _count, not_run, read_variants, step_times, TRAINER
 from gpu_proof.flight import claim_flight_dump, claim_flight_overhead, MIN_FLIGHT_WINDOWS  # noqa: E402
 from gpu_proof.graphs import (  # noqa: E402
     _graph_launch_lines, claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes, graph_facts)
-from gpu_proof.overhead import claim_overhead  # noqa: E402
+from gpu_proof.overhead import claim_launch_cost, claim_memory, claim_overhead  # noqa: E402
 from gpu_proof.plan import launch_bound_cap, profiler_steps  # noqa: E402
 from gpu_proof.report import check  # noqa: E402
 from gpu_proof.runner import Runner  # noqa: E402
-from gpu_proof.sessions import claim_attach, claim_exits, claim_paused, EXIT_DURATIONS  # noqa: E402
+from gpu_proof.sessions import (  # noqa: E402
+    claim_attach, claim_doctor, claim_exits, claim_paused, claim_ranks, EXIT_DURATIONS)
 from gpu_proof.stores import shared_launch_ids, store_facts  # noqa: E402
-from gpu_proof.trace import claim_launch_rows, claim_unique_launch_ids, item_line  # noqa: E402
+from gpu_proof.trace import (  # noqa: E402
+    claim_blocking_stacks, claim_launch_rows, claim_lean, claim_threads, claim_unique_launch_ids, item_line)
 
 REC = os.path.join(os.environ.get("STEPSCOPE_RECORDINGS_DIR", os.path.join(ROOT, "..", "shared", "recordings")),
                    "h100-2026-11-22")
@@ -1008,20 +1012,25 @@ class WithoutGpu(unittest.TestCase):
 H200 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "h200-2026-11-26")
 
 
-class OnH200Recordings(unittest.TestCase):
+class H200Stores(unittest.TestCase):
     """Two recordings of launch_bound on an H200 (data/h200-2026-11-26/README.md): one whose re-attach lost the
-    launches' API rows, one after the fix."""
+    launches' API rows ("lost", commit 31403bd), one after the fix ("kept"), decompressed for the class."""
+    LOST, KEPT = "launch_bound-31403bd", "launch_bound-reattach-all-api"
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = os.path.join(SCRATCH, "h200")
+        cls.dir = os.path.join(SCRATCH, cls.__name__)
         shutil.rmtree(cls.dir, ignore_errors=True)
         os.makedirs(cls.dir)
         cls.db = {}
-        for name in ("launch_bound-31403bd", "launch_bound-reattach-all-api"):
+        for name in (cls.LOST, cls.KEPT):
             cls.db[name] = os.path.join(cls.dir, name + ".db")
             with lzma.open(os.path.join(H200, name + ".db.xz")) as src, open(cls.db[name], "wb") as dst:
                 shutil.copyfileobj(src, dst)
+        cls.lost, cls.kept = store_facts(cls.db[cls.LOST]), store_facts(cls.db[cls.KEPT])
+
+
+class OnH200Recordings(H200Stores):
 
     def test_launch_rows_claim_sees_the_lost_host_side(self):
         lost = store_facts(self.db["launch_bound-31403bd"])
@@ -1056,6 +1065,123 @@ class OnH200Recordings(unittest.TestCase):
         self.assertIn(f"Breakdown over {s['traced_step_time_us'] / 1e3:.3f} ms of the 39 GPU-traced steps: ", text)
         self.assertIn("(31 kernels per step)", text)
 
+
+
+class TraceClaims(H200Stores):
+    """trace.py's verdicts on the H200 stores: the API rows' threads, unique launch ids, lean API tracing, stacks at
+    blocking calls."""
+
+    def test_threads_on_system_thread_ids(self):
+        # cupti.thread_ids = system: every API and sync row is on a thread the samples know (0.1's were not).
+        self.assertEqual((self.lost["thread_rows_checked"], self.kept["thread_rows_checked"]), (2174, 4035))
+        c = claim_threads({"lost": self.lost, "kept": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("PASS", "0 of 6209 rows in 2 stores violate (0 on a tid not in `threads`, 0 on a thread "
+                                  "never sampled)"))
+
+    def test_unique_launch_ids_before_the_per_attach_base(self):
+        # Both stores predate the collector's per-attach correlation base: the re-attached window's ids repeat.
+        c = claim_unique_launch_ids({"lost": self.lost, "kept": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "648 of 5580 kernels in 2 stores; kept: 76 of 2790, lost: 572 of 2790"))
+
+    def test_lean_api_needs_the_launch_rows(self):
+        # Lost: 0.78 rows and 125 B a kernel, both under the goals, yet window 1's 620 launches have no row: no
+        # lean trace. Kept: 1.45 rows, 161 B a kernel and every launch row.
+        c = claim_lean({}, {"trainer_all_lean": self.lost})
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertTrue(c["measured"].startswith("0.78 API rows/kernel, 125 B/kernel of GPU trace tables (2790 "
+                                                 "kernels; "), c["measured"])
+        self.assertTrue(c["measured"].endswith("; 2170 of 2790 kernels with their launch row"), c["measured"])
+        c = claim_lean({}, {"trainer_all_lean": self.kept, "trainer_all_api": self.lost})
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertTrue(c["measured"].startswith("1.45 API rows/kernel, 161 B/kernel of GPU trace tables"))
+        self.assertIn("; `--cuda-api all`: 0.78 rows/kernel, 125 B/kernel; ", c["measured"])
+        self.assertEqual(claim_lean({}, {})["verdict"], "NOT RUN")
+
+    def test_blocking_stacks_of_a_program_without_python(self):
+        c = claim_blocking_stacks({"trainer_recorded": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", f"2 API rows with a stack: 0 at {item_line()}, 0 at other lines, 2 without a "
+                                  "Python frame"))
+
+
+class SessionClaims(H200Stores):
+    """sessions.py's verdicts: two ranks' stores, `record --paused` windows over a store's real steps, doctor's
+    last line."""
+
+    def test_ranks(self):
+        runs = {"runs": {"ranks": {"rc": 0, "stores": ["a.db", "b.db"]}}}
+        c = claim_ranks(runs, {"ranks[0]": self.lost, "ranks[1]": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "2 stores, kernels [2790, 2790] (exit 0)"))
+        c = claim_ranks(runs, {"ranks[0]": self.lost})
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "1 stores, kernels [2790] (exit 0)"))
+        self.assertEqual(claim_ranks({}, {})["verdict"], "NOT RUN")
+
+    def test_paused_windows_over_the_store_steps(self):
+        steps = self.kept["steps"]
+        self.assertEqual(len(steps), 3000)
+        runs = {"runs": {"paused": {"windows": [[steps[0][0], steps[-1][1]]]}}}
+        c = claim_paused(runs, {"paused": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "1 windows with [3000] steps, 0 steps outside"))
+        # Two windows with a gap of 195 ms between steps 999 and 2000: a step that began within 50 ms of a window
+        # (one begun just before `start` returned) is the window's, the 424 further from both are outside.
+        end0, start1 = steps[999][0], steps[2000][0]
+        runs["runs"]["paused"]["windows"] = [[steps[0][0], end0], [start1, steps[-1][1]]]
+        outside = sum(end0 + 50_000_000 < s < start1 - 50_000_000 for s, _ in steps)
+        self.assertEqual(outside, 424)
+        c = claim_paused(runs, {"paused": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "2 windows with [1282, 1294] steps, 424 steps outside"))
+        self.assertEqual(claim_paused(runs, {})["measured"], "no store (exit None)")
+
+    def test_doctor(self):
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        write(os.path.join(self.dir, "logs", "doctor.log"),
+              "stepscope doctor --python py\n  ok   driver 580.159.04\n  FAIL CUPTI: libcupti.so.13 not found\n\n"
+              "doctor: recording works without GPU tracing\n")
+        runs = {"_out": self.dir, "runs": {"doctor": {"rc": 1, "log": "logs/doctor.log"}}}
+        c = claim_doctor(runs)
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "exit 1: doctor: recording works without GPU tracing (FAIL CUPTI: libcupti.so.13 "
+                                  "not found)"))
+        write(os.path.join(self.dir, "logs", "doctor.log"), "  ok   driver\ndoctor: recording works fully\n")
+        runs["runs"]["doctor"]["rc"] = 0
+        self.assertEqual(claim_doctor(runs)["verdict"], "PASS")
+
+
+class CostClaims(H200Stores):
+    """overhead.py's memory and launch-cost verdicts: the `memory:` lines, and the H200 store's meta against plain and
+    `--gpu-window all` timing lines."""
+
+    def test_memory(self):
+        def memory(plain_kib, recorded_kib):
+            for name, kib in (("p.log", plain_kib), ("r.log", recorded_kib)):
+                write(os.path.join(self.dir, name), f"time: x\nmemory: peak rss {kib} KiB\n" if kib else "x\n")
+            return claim_memory({"_out": self.dir, "runs": {"trainer_plain": {"log": "p.log"},
+                                                            "trainer_recorded": {"log": "r.log"}}})
+        c = memory(2048000, 2150400)
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "2000 MB plain, 2100 MB recorded: +100 MB"))
+        self.assertEqual(memory(2048000, 2151424)["verdict"], "FAIL")  # +101 MB
+        self.assertEqual(memory(2048000, None)["measured"], "a run printed no `memory:` line")
+
+    def test_launch_cost(self):
+        write(os.path.join(self.dir, "plain.log"), "launch_bound: mode=eager ops=30 kernels_per_step=31\n"
+              "time: eager: step median 120.00 us, mean 122.40 us, min 1 us\n")
+        write(os.path.join(self.dir, "all.log"), "time: eager: step median 180.00 us, mean 184.40 us, min 1 us\n")
+        runs = {"_out": self.dir, "overhead": {"launch_bound": {"plain": {"log": "plain.log"},
+                                                                "all": {"log": "all.log"}}}}
+        # The store has no calibration (it predates it): said, a failure.
+        c = claim_launch_cost(runs, {"overhead/launch_bound/default": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "no cupti.launch_cost_ns in the store (no cupti.calibration either)"))
+        # (184.4 - 122.4) µs over 31 launches: 2.00 µs a launch; 2.4 µs is within 25%, 2.6 µs is not.
+        for cost, verdict in (("2400", "PASS"), ("2600", "FAIL")):
+            f = {**self.kept, "meta": {**self.kept["meta"], "cupti.launch_cost_ns": cost}}
+            c = claim_launch_cost(runs, {"overhead/launch_bound/default": f})
+            self.assertEqual((c["verdict"], c["measured"]),
+                             (verdict, f"calibrated {int(cost) / 1e3:.2f} µs per launch; plain vs all 2.00 µs per "
+                                       "launch (31 launches/step)"))
 
 BUILD = os.environ.get("STEPSCOPE_BUILD_DIR", "")
 BUNDLED = ["cli/stepscope", "collector/libstepscope_collector.so", "samples/cuda/launch_bound",
