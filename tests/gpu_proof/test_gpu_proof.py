@@ -1,6 +1,8 @@
-"""scripts/gpu_proof.py `check` against real GPU output: stepscope 0.1's H100 recordings (../shared/recordings),
-laid out as `gpu_proof.py run` and scripts/record-samples.sh lay out theirs. What those recordings are known to
-hold (their README) decides the expected verdicts, so the proof's logic is tested where there is no GPU."""
+"""scripts/gpu_proof/ (`gpu_proof.py check`) against real GPU output: stepscope 0.1's H100 recordings
+(../shared/recordings), laid out as `gpu_proof.py run` and scripts/record-samples.sh lay out theirs, and the two H200
+stores in data/. What those recordings are known to hold (their READMEs) decides the expected verdicts, so the
+proof's logic is tested where there is no GPU. A class per claim family (trace, sessions, overhead, flight, graphs)
+besides the whole check on the H100 recordings."""
 import json
 import lzma
 import os
@@ -12,7 +14,21 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import gpu_proof  # noqa: E402
+from gpu_proof import plan  # noqa: E402  (the phases' sizes, set smaller for a test)
+from gpu_proof.cli import reserve_after  # noqa: E402
+from gpu_proof.common import _count, not_run, read_variants, step_times, TRAINER  # noqa: E402
+from gpu_proof.flight import claim_flight_dump, claim_flight_overhead, MIN_FLIGHT_WINDOWS  # noqa: E402
+from gpu_proof.graphs import (  # noqa: E402
+    _graph_launch_lines, claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes, graph_facts)
+from gpu_proof.overhead import claim_launch_cost, claim_memory, claim_overhead  # noqa: E402
+from gpu_proof.plan import launch_bound_cap, profiler_steps  # noqa: E402
+from gpu_proof.report import check  # noqa: E402
+from gpu_proof.runner import Runner  # noqa: E402
+from gpu_proof.sessions import (  # noqa: E402
+    claim_attach, claim_doctor, claim_exits, claim_paused, claim_ranks, EXIT_DURATIONS)
+from gpu_proof.stores import shared_launch_ids, store_facts  # noqa: E402
+from gpu_proof.trace import (  # noqa: E402
+    claim_blocking_stacks, claim_launch_rows, claim_lean, claim_threads, claim_unique_launch_ids, item_line)
 
 REC = os.path.join(os.environ.get("STEPSCOPE_RECORDINGS_DIR", os.path.join(ROOT, "..", "shared", "recordings")),
                    "h100-2026-11-22")
@@ -127,9 +143,9 @@ class CheckOnH100Recordings(unittest.TestCase):
         c = self.claims["blocking-stacks"]
         self.assertEqual(c["verdict"], "FAIL")
         self.assertIn("no api_calls.stack column", c["measured"])
-        self.assertIn(gpu_proof.item_line(), c["expected"])
-        with open(gpu_proof.TRAINER) as f:
-            line = f.read().splitlines()[int(gpu_proof.item_line().split(":")[1]) - 1]
+        self.assertIn(item_line(), c["expected"])
+        with open(TRAINER) as f:
+            line = f.read().splitlines()[int(item_line().split(":")[1]) - 1]
         self.assertIn(".item()", line)
 
     def test_overhead_from_the_sample_timing_lines(self):
@@ -203,14 +219,14 @@ class CheckOnH100Recordings(unittest.TestCase):
 
 class Parsing(unittest.TestCase):
     def test_step_times_both_formats(self):
-        self.assertEqual(gpu_proof.step_times("x\ntime: eager: step median 137.46 us, mean 153.97 us, min 1 us"),
+        self.assertEqual(step_times("x\ntime: eager: step median 137.46 us, mean 153.97 us, min 1 us"),
                          (137.46, 153.97))
-        self.assertEqual(gpu_proof.step_times("time: step median 70.66 ms (second half), mean 91.50 ms (all)"),
+        self.assertEqual(step_times("time: step median 70.66 ms (second half), mean 91.50 ms (all)"),
                          (70660.0, 91500.0))
-        self.assertIsNone(gpu_proof.step_times("time: host loop 153.98 us per step"))
+        self.assertIsNone(step_times("time: host loop 153.98 us per step"))
 
     def test_variants_file_names_existing_cures(self):
-        v = {x["name"]: x for x in gpu_proof.read_variants()}
+        v = {x["name"]: x for x in read_variants()}
         self.assertEqual(len(v), 13)
         for x in v.values():
             if x["cure"]:
@@ -249,7 +265,7 @@ class WindowClaims(unittest.TestCase):
         t0, t1 = (ends[6] + ends[7]) // 2, (ends[11] + ends[12]) // 2
         r = self.runs(attach={"log": "t.log", "attach_start_ns": t0, "attach_end_ns": t1, "target": target})
         span = [t0 + 100 * ms, t1 + 100 * ms if outside else t1 - 100 * ms]
-        return gpu_proof.claim_attach(r, {"attach": {"kernels": 10, "kernel_span": span}})
+        return claim_attach(r, {"attach": {"kernels": 10, "kernel_span": span}})
 
     def store_with_kernels(self, name, kernels):
         """A store of the schema's kernels table alone: (pid, correlation, graph_id) rows."""
@@ -261,8 +277,8 @@ class WindowClaims(unittest.TestCase):
         con.close()
         con = sqlite3.connect(path)
         try:
-            return {"kernels": gpu_proof._count(con, "SELECT count(*) FROM kernels"),
-                    "shared_launch_ids": gpu_proof.shared_launch_ids(con)}
+            return {"kernels": _count(con, "SELECT count(*) FROM kernels"),
+                    "shared_launch_ids": shared_launch_ids(con)}
         finally:
             con.close()
 
@@ -276,26 +292,26 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(clashing, {"kernels": 1240, "shared_launch_ids": 1240})
         self.assertEqual(based["shared_launch_ids"], 0)
         self.assertEqual(graph["shared_launch_ids"], 0)
-        c = gpu_proof.claim_unique_launch_ids({"lb": clashing, "graph": graph})
+        c = claim_unique_launch_ids({"lb": clashing, "graph": graph})
         self.assertEqual(c["verdict"], "FAIL")
         self.assertEqual(c["measured"], "1240 of 1271 kernels in 2 stores; lb: 1240 of 1240")
-        c = gpu_proof.claim_unique_launch_ids({"lb": based, "graph": graph})
+        c = claim_unique_launch_ids({"lb": based, "graph": graph})
         self.assertEqual((c["verdict"], c["measured"]), ("PASS", "0 of 1271 kernels in 2 stores"))
-        self.assertEqual(gpu_proof.claim_unique_launch_ids({})["verdict"], "NOT RUN")
+        self.assertEqual(claim_unique_launch_ids({})["verdict"], "NOT RUN")
 
     def test_exits(self):
         runs = self.runs(exits={"runs": [{"rc": 0}, {"rc": 139}, {"rc": 0}], "durations": [0.4, 0.5, 0.6]})
-        c = gpu_proof.claim_exits(runs)
+        c = claim_exits(runs)
         self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "2 of 3 runs exited 0; 0.5 s: exit 139"))
-        runs = self.runs(exits={"runs": [{"rc": 0}] * 9, "durations": gpu_proof.EXIT_DURATIONS})
-        self.assertEqual(gpu_proof.claim_exits(runs)["verdict"], "PASS")
+        runs = self.runs(exits={"runs": [{"rc": 0}] * 9, "durations": EXIT_DURATIONS})
+        self.assertEqual(claim_exits(runs)["verdict"], "PASS")
         os.makedirs(os.path.join(self.out, "logs"), exist_ok=True)
         write(os.path.join(self.out, "logs", "record-samples.log"),
               "record-samples: launch_bound: plain run exited 0, recorded run exited 139 (logs in x)\n")
-        c = gpu_proof.claim_exits(runs)
+        c = claim_exits(runs)
         self.assertEqual((c["verdict"], c["measured"]),
                          ("FAIL", "9 of 9 runs exited 0; sample launch_bound: plain 0, recorded 139"))
-        self.assertEqual(gpu_proof.claim_exits(self.runs())["verdict"], "NOT RUN")
+        self.assertEqual(claim_exits(self.runs())["verdict"], "NOT RUN")
 
     def test_attach(self):
         # mean_us is a step (window µs / 20 here: the list holds 20× the step to keep the figures whole)
@@ -315,7 +331,7 @@ class WindowClaims(unittest.TestCase):
         self.assertTrue(c["measured"].endswith("104.0 µs after the detach (7 windows): +4.0%"), c["measured"])
         c = self.attach([2000.0] * 5, [1920.0] * 7)  # faster after by 4%: a difference too
         self.assertEqual(c["verdict"], "FAIL")
-        self.assertEqual(gpu_proof.claim_attach(self.runs(attach={"log": "t.log", "attach_start_ns": 0,
+        self.assertEqual(claim_attach(self.runs(attach={"log": "t.log", "attach_start_ns": 0,
                                                                   "attach_end_ns": 1}),
                                                 {"attach": {"kernels": 0, "kernel_span": [None, None]}})["verdict"],
                          "FAIL")
@@ -349,7 +365,7 @@ class WindowClaims(unittest.TestCase):
         lines = [f"window: end_ns={(i + 1) * 200 * ms} steps=2000 mean_us=100.00" for i in range(8)]
         write(os.path.join(self.out, "t.log"), "\n".join(lines) + "\n")
         r = self.runs(attach={"log": "t.log", "attach_start_ns": 1100 * ms, "attach_end_ns": 1150 * ms})
-        c = gpu_proof.claim_attach(r, {"attach": {"kernels": 10, "kernel_span": [1110 * ms, 1140 * ms]}})
+        c = claim_attach(r, {"attach": {"kernels": 10, "kernel_span": [1110 * ms, 1140 * ms]}})
         # before: windows 2-4 (ending 0.6-1.0 s); after: 6-7 (starting 1.2, 1.4 s)
         self.assertEqual(c["verdict"], "FAIL")
         self.assertTrue(c["measured"].endswith("too few step windows before (3) or after (2); 3 needed on each side"),
@@ -360,17 +376,17 @@ class WindowClaims(unittest.TestCase):
     def test_attach_target(self):
         import argparse
         a = argparse.Namespace(build="/b", out=os.path.join(self.out, "o"), python="/py", device="cuda")
-        name, argv = gpu_proof.Runner(a).attach_target()
+        name, argv = Runner(a).attach_target()
         self.assertEqual(name, "launch_bound")
         self.assertEqual(argv, ["/b/samples/cuda/launch_bound", "--ops", "30", "--steps", "1000000", "--duration", "20",
                                 "--report-every", "2000"])
         a.device = "cpu"
-        name, argv = gpu_proof.Runner(a).attach_target()
+        name, argv = Runner(a).attach_target()
         self.assertEqual(name, "trainer")
-        self.assertEqual(argv, ["/py", gpu_proof.TRAINER, "train", "--device", "cpu", "--steps", "100000000",
+        self.assertEqual(argv, ["/py", TRAINER, "train", "--device", "cpu", "--steps", "100000000",
                                 "--duration", "20", "--report-every", "200"])
-        self.assertEqual(gpu_proof.not_run("attach", "", "", "")["verdict"], "NOT RUN")
-        self.assertEqual(gpu_proof.claim_attach(self.runs(), {})["claim"],
+        self.assertEqual(not_run("attach", "", "", "")["verdict"], "NOT RUN")
+        self.assertEqual(claim_attach(self.runs(), {})["claim"],
                          "attach to a running CUDA program (launch_bound), then detach")
 
     DUMP = "stores/flight-20261127-101010.123-dump.db"
@@ -378,7 +394,7 @@ class WindowClaims(unittest.TestCase):
     def dump_claim(self, facts=None, **r):
         flight = {"log": "f.log", "target": "launch_bound", "rc": 0, "dump_rc": 0, "dump_s": 3.2,
                   "dump_log": "d.log", "dump_store": self.DUMP, "saves": [self.DUMP], **r}
-        return gpu_proof.claim_flight_dump(self.runs(flight=flight), facts)
+        return claim_flight_dump(self.runs(flight=flight), facts)
 
     def dump_facts(self, gpu_steps="0-1873, 9000-9019, 18000-18019", kernels=1240, trigger="dump"):
         meta = {"flight.trigger": trigger, "flight.detail": "stepscope dump"}
@@ -426,18 +442,18 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(c["measured"], "dump exit 1 in 0.1 s, no store printed: stepscope: dump: process 4242: "
                                         "unexpected reply: error not flight recording")
         r = self.runs(flight={"log": "f.log", "target": "launch_bound", "rc": 1})  # no window line: no dump
-        c = gpu_proof.claim_flight_dump(r, None)
+        c = claim_flight_dump(r, None)
         self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "no dump: the run printed no window line (exit 1)"))
 
     def test_flight_not_run(self):
-        for c in (gpu_proof.claim_flight_dump(self.runs(), None), gpu_proof.claim_flight_overhead(self.runs())):
+        for c in (claim_flight_dump(self.runs(), None), claim_flight_overhead(self.runs())):
             self.assertEqual(c["verdict"], "NOT RUN")
             self.assertEqual(c["measured"], "not run: no flight run")
-        self.assertEqual([c["id"] for c in (gpu_proof.claim_flight_dump(self.runs(), None),
-                                            gpu_proof.claim_flight_overhead(self.runs()))],
+        self.assertEqual([c["id"] for c in (claim_flight_dump(self.runs(), None),
+                                            claim_flight_overhead(self.runs()))],
                          ["flight-dump", "flight-overhead"])
         # the flight run, but no plain one (the deadline left it out)
-        c = gpu_proof.claim_flight_overhead(self.runs(flight={"log": "f.log", "rc": 0}))
+        c = claim_flight_overhead(self.runs(flight={"log": "f.log", "rc": 0}))
         self.assertEqual((c["verdict"], c["measured"]), ("NOT RUN", "not run: no plain run to compare with"))
 
     def windows_log(self, name, means, t=10 ** 12):
@@ -464,7 +480,7 @@ class WindowClaims(unittest.TestCase):
             runs["overhead"] = {"launch_bound": {"plain": {"rc": 0, "log": "p.log"}}}
         else:
             runs["runs"][plain_from] = {"rc": 0, "log": "p.log"}
-        return gpu_proof.claim_flight_overhead(runs)
+        return claim_flight_overhead(runs)
 
     def test_flight_overhead(self):
         # flight windows 2-13; the dump falls in 7, 8 and 9 (at 300 µs a step: left out)
@@ -523,11 +539,11 @@ class WindowClaims(unittest.TestCase):
         s = 1_000_000_000
         r = self.runs(paused={"windows": [[2 * s, 4 * s], [6 * s, 8 * s]]})
         steps = [[t, t + s // 10] for t in (2 * s, 3 * s, 6 * s + s // 2)]
-        self.assertEqual(gpu_proof.claim_paused(r, {"paused": {"steps": steps}})["verdict"], "PASS")
-        c = gpu_proof.claim_paused(r, {"paused": {"steps": steps + [[5 * s, 5 * s + 1]]}})
+        self.assertEqual(claim_paused(r, {"paused": {"steps": steps}})["verdict"], "PASS")
+        c = claim_paused(r, {"paused": {"steps": steps + [[5 * s, 5 * s + 1]]}})
         self.assertEqual(c["verdict"], "FAIL")
         self.assertEqual(c["measured"], "2 windows with [2, 1] steps, 1 steps outside")
-        self.assertEqual(gpu_proof.claim_paused(r, {"paused": {"steps": steps[:2]}})["verdict"], "FAIL")
+        self.assertEqual(claim_paused(r, {"paused": {"steps": steps[:2]}})["verdict"], "FAIL")
 
 
 FAKE_LAUNCH_BOUND = """#!%s
@@ -629,7 +645,7 @@ class OverheadRuns(unittest.TestCase):
         import argparse
         a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
                                overhead_seconds=30.0, deadline_s=10000, device=device)
-        runner = gpu_proof.Runner(a)
+        runner = Runner(a)
         runner.runs["machine"] = {}
         runner.phase_overhead()
         return runner.runs
@@ -652,7 +668,7 @@ class OverheadRuns(unittest.TestCase):
         with open(os.path.join(self.out, o["cupti-only"]["log"])) as f:
             self.assertIn("inject=" + os.path.join(self.build, "bench", "gpu_overhead", "libstepscope_cupti_count.so"),
                           f.read())
-        py = [os.path.join(self.build, "python"), gpu_proof.TRAINER, "train", "--device", "cuda"]
+        py = [os.path.join(self.build, "python"), TRAINER, "train", "--device", "cuda"]
         t = runs["overhead"]["trainer"]
         self.assertEqual(list(t), ["plain", "default", "torch.profiler", "cupti-only", "all"])
         self.assertEqual(t["plain"]["argv"], py + ["--steps", "100000000", "--duration", "30.6", "--item"])
@@ -668,18 +684,18 @@ class OverheadRuns(unittest.TestCase):
         with open(os.path.join(self.out, "runs.json")) as f:
             saved = json.load(f)
         saved["_out"] = self.out
-        c = gpu_proof.claim_overhead(saved, "trainer")
+        c = claim_overhead(saved, "trainer")
         self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%; "
                                         "torch.profiler +50.0% (a bounded run: its mean step over its own 2778 steps "
                                         "against plain's over 17000)")
         self.assertEqual(c["verdict"], "PASS")
         self.assertTrue(c["claim"].endswith("(torch.profiler: a bounded run, its post-processing is minutes)"))
-        c = gpu_proof.claim_overhead(saved, "launch_bound")
+        c = claim_overhead(saved, "launch_bound")
         self.assertEqual(c["measured"], "plain 122.4 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%")
         self.assertEqual(c["verdict"], "PASS")
         # A torch.profiler run not bounded by design (runs.json of an earlier proof) is a short run.
         del saved["overhead"]["trainer"]["torch.profiler"]["bounded_steps"]
-        c = gpu_proof.claim_overhead(saved, "trainer")
+        c = claim_overhead(saved, "trainer")
         self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +0.0%; all +0.0%; cupti-only +0.0%; "
                                         "torch.profiler +50.0%; runs under 30 s: torch.profiler")
         self.assertEqual(c["verdict"], "FAIL")
@@ -688,7 +704,7 @@ class OverheadRuns(unittest.TestCase):
         import argparse
         a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
                                overhead_seconds=30.0, deadline_s=10000, device="cuda")
-        runner = gpu_proof.Runner(a)
+        runner = Runner(a)
         runner.runs["machine"] = {}
         runner.phase_graphs()
         g = runner.runs["runs"]["graphs"]
@@ -707,14 +723,14 @@ class OverheadRuns(unittest.TestCase):
                                                                                  "graphs_default.db"), "--"] + lb +
                          ["--steps", "250000"])
         runner.save()
-        claims = {c["id"]: c for c in gpu_proof.check(self.out)["claims"]}
+        claims = {c["id"]: c for c in check(self.out)["claims"]}
         # The fake record writes no store: nothing to count, the cost from the window lines (all 120 µs).
         self.assertEqual(claims["graph-nodes"]["measured"], "no store facts or no kernels_per_step line")
         self.assertEqual(claims["graph-capture-stacks"]["verdict"], "NOT RUN")
         self.assertEqual(claims["graph-node-cost"]["measured"],
                          "plain 120.00 µs/step; graph 120.00 µs (+0.0%); nodes 120.00 µs (+0.0%); default 120.00 µs "
                          "(+0.0%); per-node records cost 0.00 µs a replay over one interval, 0.0% of the plain step")
-        runner = gpu_proof.Runner(argparse.Namespace(**{**vars(a), "device": "cpu"}))
+        runner = Runner(argparse.Namespace(**{**vars(a), "device": "cpu"}))
         runner.runs["machine"] = {}
         runner.phase_graphs()
         self.assertNotIn("graphs", runner.runs["runs"])  # a CPU rehearsal: no CUDA sample
@@ -724,21 +740,21 @@ class OverheadRuns(unittest.TestCase):
         after the first; its runs.json checked."""
         import argparse
         for name, value in (("FLIGHT_SECONDS", 2), ("FLIGHT_DUMP_AFTER_S", 0.5), ("LB_REPORT_EVERY", 500)):
-            self.addCleanup(setattr, gpu_proof, name, getattr(gpu_proof, name))
-            setattr(gpu_proof, name, value)
+            self.addCleanup(setattr, plan, name, getattr(plan, name))
+            setattr(plan, name, value)
         for k, v in {"FAKE_LB_REAL": "1", **env}.items():
             self.addCleanup(os.environ.pop, k, None)
             os.environ[k] = v
         a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
                                overhead_seconds=30.0, deadline_s=10000, device="cuda")
-        runner = gpu_proof.Runner(a)
+        runner = Runner(a)
         runner.runs["machine"] = {}
         return runner
 
     def check_flight(self, runner):
         runner.phase_flight()
         runner.save()
-        claims = {c["id"]: c for c in gpu_proof.check(self.out)["claims"]}
+        claims = {c["id"]: c for c in check(self.out)["claims"]}
         return runner.runs["runs"], claims["flight-dump"], claims["flight-overhead"]
 
     def test_flight_phase_dumps_and_runs_its_own_plain(self):
@@ -766,7 +782,7 @@ class OverheadRuns(unittest.TestCase):
                         dump["measured"])
         self.assertEqual(overhead["verdict"], "PASS", overhead)
         self.assertIn("IQR 0.0% of the median; a run of this phase); flight 120.0 µs (", overhead["measured"])
-        self.assertGreaterEqual(overhead["details"]["windows_flight"], gpu_proof.MIN_FLIGHT_WINDOWS)
+        self.assertGreaterEqual(overhead["details"]["windows_flight"], MIN_FLIGHT_WINDOWS)
 
     def test_flight_phase_reuses_the_overhead_plain_run(self):
         runner = self.flight_phase(FAKE_DUMP_FAIL="1")
@@ -787,13 +803,13 @@ class OverheadRuns(unittest.TestCase):
                                            r"\d+: unexpected reply: error not flight recording$")
 
     def test_overhead_leaves_the_later_phases_their_time(self):
-        self.assertEqual(gpu_proof.reserve_after(["doctor+trainer", "samples", "attach", "overhead", "flight"], 3), 40)
-        self.assertEqual(gpu_proof.reserve_after(["overhead", "attach+flight"], 0), 40)
-        self.assertEqual(gpu_proof.reserve_after(["flight", "overhead"], 1), 0)
+        self.assertEqual(reserve_after(["doctor+trainer", "samples", "attach", "overhead", "flight"], 3), 40)
+        self.assertEqual(reserve_after(["overhead", "attach+flight"], 0), 40)
+        self.assertEqual(reserve_after(["flight", "overhead"], 1), 0)
         import argparse
         a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
                                overhead_seconds=30.0, deadline_s=89, device="cuda")
-        runner = gpu_proof.Runner(a)
+        runner = Runner(a)
         runner.runs["machine"] = {}
         runner.reserve_s = 40  # 89 s left, 40 s of them kept: under the 30 s + 20 s a run needs
         runner.phase_overhead()
@@ -808,12 +824,12 @@ class OverheadRuns(unittest.TestCase):
         self.assertEqual(runs["overhead"]["trainer"]["torch.profiler"]["bounded_steps"], 2778)
 
     def test_profiler_steps(self):
-        self.assertEqual(gpu_proof.profiler_steps(17000, 30.6), 2778)
-        self.assertEqual(gpu_proof.profiler_steps(2000, 30.6), 500)  # at least 500
-        self.assertEqual(gpu_proof.profiler_steps(300, 5.1), 300)  # at most the plain run's
-        self.assertEqual(gpu_proof.launch_bound_cap(20), 1000000)
-        self.assertEqual(gpu_proof.launch_bound_cap(1), 100000)
-        self.assertEqual(gpu_proof.launch_bound_cap(1000), 10000000)  # launch_bound's --steps range
+        self.assertEqual(profiler_steps(17000, 30.6), 2778)
+        self.assertEqual(profiler_steps(2000, 30.6), 500)  # at least 500
+        self.assertEqual(profiler_steps(300, 5.1), 300)  # at most the plain run's
+        self.assertEqual(launch_bound_cap(20), 1000000)
+        self.assertEqual(launch_bound_cap(1), 100000)
+        self.assertEqual(launch_bound_cap(1000), 10000000)  # launch_bound's --steps range
 
     def test_stopped_in_post_processing(self):
         os.makedirs(self.out)
@@ -825,7 +841,7 @@ class OverheadRuns(unittest.TestCase):
             "plain": {"rc": 0, "log": "plain.log", "timed_s": 30.6},
             "default": {"rc": 0, "log": "default.log", "timed_s": 31.5},
             "torch.profiler": {"rc": 124, "log": "prof.log", "timed_s": 7.5, "bounded_steps": 2778}}}}
-        c = gpu_proof.claim_overhead(runs, "trainer")
+        c = claim_overhead(runs, "trainer")
         self.assertEqual(c["measured"], "plain 1800.0 µs/step; default +2.8%; torch.profiler +50.0% (stopped in its "
                                         "post-processing) (a bounded run: its mean step over its own 2778 steps "
                                         "against plain's over 17000)")
@@ -889,66 +905,66 @@ class GraphClaims(unittest.TestCase):
                                                                  "graph_facts": facts}}}}
 
     def test_every_node_of_every_replay(self):
-        f = gpu_proof.graph_facts(self.store(4))
+        f = graph_facts(self.store(4))
         self.assertEqual(f["records_per_replay"], {"3/3": 4})
         self.assertEqual((f["replays"], f["graph_launches"], f["launches_without_records"]), (4, 4, 0))
         self.assertEqual(f["replay_graph_ids"], [9])
         self.assertEqual(f["captured_nodes"], {"1": 3})
         # Leaf first; the driver's frame has no line.
         self.assertEqual(f["nodes"]["102"], {"resolved": True, "hops": 1, "lines": ["launch_bound.cu:84"]})
-        c = gpu_proof.claim_graph_nodes(self.runs(f))
+        c = claim_graph_nodes(self.runs(f))
         self.assertEqual((c["verdict"], c["measured"]),
                          ("PASS", "gpu.graph_records nodes; 4 of 4 replays with 3 records on 3 nodes; 4 graph launches, "
                                   "0 without records; captured graphs' nodes graph 1: 3"))
-        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f, kernels_per_step=31))["verdict"], "FAIL")
-        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f, rc=1))["measured"],
+        self.assertEqual(claim_graph_nodes(self.runs(f, kernels_per_step=31))["verdict"], "FAIL")
+        self.assertEqual(claim_graph_nodes(self.runs(f, rc=1))["measured"],
                          "the recorded run failed (exit 1)")
 
     def test_a_node_missing_from_a_replay(self):
-        f = gpu_proof.graph_facts(self.store(4, drop={(2, 1)}))
+        f = graph_facts(self.store(4, drop={(2, 1)}))
         self.assertEqual(f["records_per_replay"], {"3/3": 3, "2/2": 1})
-        c = gpu_proof.claim_graph_nodes(self.runs(f))
+        c = claim_graph_nodes(self.runs(f))
         self.assertEqual(c["verdict"], "FAIL")
         self.assertIn("3 of 4 replays with 3 records on 3 nodes", c["measured"])
         self.assertTrue(c["measured"].endswith("other replays (records/nodes: replays) 2/2: 1"))
         # A replay with no record at all: its launch is there, its replay is not.
-        f = gpu_proof.graph_facts(self.store(4, drop={(3, 0), (3, 1), (3, 2)}))
+        f = graph_facts(self.store(4, drop={(3, 0), (3, 1), (3, 2)}))
         self.assertEqual((f["replays"], f["launches_without_records"]), (3, 1))
-        self.assertEqual(gpu_proof.claim_graph_nodes(self.runs(f))["verdict"], "FAIL")
+        self.assertEqual(claim_graph_nodes(self.runs(f))["verdict"], "FAIL")
 
     def test_capture_stacks_at_the_launch_lines(self):
-        lines = sorted(gpu_proof._graph_launch_lines())
+        lines = sorted(_graph_launch_lines())
         self.assertEqual(len(lines), 3)  # launch_op_impl's fold, the dense kernel, the fused kernel
-        f = gpu_proof.graph_facts(self.store(2, capture_lines=(lines[0], lines[0], lines[1])))
-        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        f = graph_facts(self.store(2, capture_lines=(lines[0], lines[0], lines[1])))
+        c = claim_graph_capture_stacks(self.runs(f))
         self.assertEqual((c["verdict"], c["measured"]),
                          ("PASS", f"3 replayed nodes: 2 at launch_bound.cu:{lines[0]}, 1 at launch_bound.cu:{lines[1]}"))
         # A captured node whose stack passes no launch line (another line of the file), and copies without source.
-        f = gpu_proof.graph_facts(self.store(2, capture_lines=(lines[0], 7, lines[1])))
-        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        f = graph_facts(self.store(2, capture_lines=(lines[0], 7, lines[1])))
+        c = claim_graph_capture_stacks(self.runs(f))
         self.assertEqual(c["verdict"], "FAIL")
         self.assertIn("1 through no launch line (e.g. node 102: launch_bound.cu:7)", c["measured"])
-        f = gpu_proof.graph_facts(self.store(2, source=False))
-        c = gpu_proof.claim_graph_capture_stacks(self.runs(f))
+        f = graph_facts(self.store(2, source=False))
+        c = claim_graph_capture_stacks(self.runs(f))
         self.assertEqual(c["verdict"], "FAIL")
         self.assertIn("3 whose source has no stack", c["measured"])
-        self.assertEqual(gpu_proof.claim_graph_capture_stacks({"_out": self.out})["verdict"], "NOT RUN")
+        self.assertEqual(claim_graph_capture_stacks({"_out": self.out})["verdict"], "NOT RUN")
 
     @unittest.skipUnless(os.path.isdir(REC), f"SKIPPED: no recordings at {REC}")
     def test_01_recorded_one_interval_per_replay(self):
         db = os.path.join(self.out, "launch_bound_graph.db")
         with lzma.open(os.path.join(REC, "launch_bound_graph.db.xz")) as src, open(db, "wb") as dst:
             shutil.copyfileobj(src, dst)
-        f = gpu_proof.graph_facts(db)
+        f = graph_facts(db)
         # 3050 replays (3000 timed, 50 warm-up), each one "CUDA graph 2" interval; each cudaGraphLaunch has it.
         self.assertEqual(f["records_per_replay"], {"1/1": 3050})
         self.assertEqual((f["graph_launches"], f["launches_without_records"], f["graphs"]), (3050, 0, []))
-        c = gpu_proof.claim_graph_nodes(self.runs(f, kernels_per_step=31))
+        c = claim_graph_nodes(self.runs(f, kernels_per_step=31))
         self.assertEqual((c["verdict"], c["measured"]),
                          ("FAIL", "gpu.graph_records absent; 0 of 3050 replays with 31 records on 31 nodes; 3050 graph "
                                   "launches, 0 without records; captured graphs' nodes none; other replays "
                                   "(records/nodes: replays) 1/1: 3050"))
-        self.assertEqual(gpu_proof.claim_graph_capture_stacks(self.runs(f))["verdict"], "NOT RUN")
+        self.assertEqual(claim_graph_capture_stacks(self.runs(f))["verdict"], "NOT RUN")
 
     def test_node_cost_from_the_window_lines(self):
         def log(name, means):
@@ -958,17 +974,17 @@ class GraphClaims(unittest.TestCase):
         warm = [90.0, 80.0]
         g = {"plain": log("plain", warm + [53.5, 53.4, 53.6, 53.5]), "graph": log("graph", warm + [54.6, 54.7, 54.8]),
              "nodes": log("nodes", warm + [60.1, 60.3, 60.2]), "default": log("default", warm + [54.0, 54.1, 53.9])}
-        c = gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
+        c = claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
         self.assertEqual((c["verdict"], c["measured"]),
                          ("PASS", "plain 53.50 µs/step; graph 54.70 µs (+2.2%); nodes 60.20 µs (+12.5%); default "
                                   "54.00 µs (+0.9%); per-node records cost 5.50 µs a replay over one interval, 10.3% "
                                   "of the plain step"))
         g["default"] = log("default", warm + [56.0, 56.1, 55.9])
-        self.assertEqual(gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})["verdict"], "FAIL")
+        self.assertEqual(claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})["verdict"], "FAIL")
         del g["graph"]
-        c = gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
+        c = claim_graph_node_cost({"_out": self.out, "runs": {"graphs": g}})
         self.assertIn("graph not measured (exit not run)", c["measured"])
-        self.assertEqual(gpu_proof.claim_graph_node_cost({"_out": self.out, "runs": {}})["verdict"], "NOT RUN")
+        self.assertEqual(claim_graph_node_cost({"_out": self.out, "runs": {}})["verdict"], "NOT RUN")
 
 
 
@@ -996,32 +1012,37 @@ class WithoutGpu(unittest.TestCase):
 H200 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "h200-2026-11-26")
 
 
-class OnH200Recordings(unittest.TestCase):
+class H200Stores(unittest.TestCase):
     """Two recordings of launch_bound on an H200 (data/h200-2026-11-26/README.md): one whose re-attach lost the
-    launches' API rows, one after the fix."""
+    launches' API rows ("lost", commit 31403bd), one after the fix ("kept"), decompressed for the class."""
+    LOST, KEPT = "launch_bound-31403bd", "launch_bound-reattach-all-api"
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = os.path.join(SCRATCH, "h200")
+        cls.dir = os.path.join(SCRATCH, cls.__name__)
         shutil.rmtree(cls.dir, ignore_errors=True)
         os.makedirs(cls.dir)
         cls.db = {}
-        for name in ("launch_bound-31403bd", "launch_bound-reattach-all-api"):
+        for name in (cls.LOST, cls.KEPT):
             cls.db[name] = os.path.join(cls.dir, name + ".db")
             with lzma.open(os.path.join(H200, name + ".db.xz")) as src, open(cls.db[name], "wb") as dst:
                 shutil.copyfileobj(src, dst)
+        cls.lost, cls.kept = store_facts(cls.db[cls.LOST]), store_facts(cls.db[cls.KEPT])
+
+
+class OnH200Recordings(H200Stores):
 
     def test_launch_rows_claim_sees_the_lost_host_side(self):
-        lost = gpu_proof.store_facts(self.db["launch_bound-31403bd"])
-        kept = gpu_proof.store_facts(self.db["launch_bound-reattach-all-api"])
+        lost = store_facts(self.db["launch_bound-31403bd"])
+        kept = store_facts(self.db["launch_bound-reattach-all-api"])
         # Window 0 attached at injection; window 1 after a cuptiFinalize re-attach (620 kernels = 20 steps x 31).
         self.assertEqual(lost["window_launches"], [[2170, 2170], [620, 0]])
         self.assertEqual(kept["window_launches"], [[2170, 2170], [620, 620]])
-        c = gpu_proof.claim_launch_rows({"samples/launch_bound": lost})
+        c = claim_launch_rows({"samples/launch_bound": lost})
         self.assertEqual(c["verdict"], "FAIL")
         self.assertEqual(c["measured"], "1 of 2 windows with kernels in 1 stores; short: samples/launch_bound window 1: "
                                         "0 of 620")
-        c = gpu_proof.claim_launch_rows({"samples/launch_bound": kept})
+        c = claim_launch_rows({"samples/launch_bound": kept})
         self.assertEqual(c["verdict"], "PASS")
         self.assertEqual(c["measured"], "2 of 2 windows with kernels in 1 stores")
 
@@ -1044,6 +1065,123 @@ class OnH200Recordings(unittest.TestCase):
         self.assertIn(f"Breakdown over {s['traced_step_time_us'] / 1e3:.3f} ms of the 39 GPU-traced steps: ", text)
         self.assertIn("(31 kernels per step)", text)
 
+
+
+class TraceClaims(H200Stores):
+    """trace.py's verdicts on the H200 stores: the API rows' threads, unique launch ids, lean API tracing, stacks at
+    blocking calls."""
+
+    def test_threads_on_system_thread_ids(self):
+        # cupti.thread_ids = system: every API and sync row is on a thread the samples know (0.1's were not).
+        self.assertEqual((self.lost["thread_rows_checked"], self.kept["thread_rows_checked"]), (2174, 4035))
+        c = claim_threads({"lost": self.lost, "kept": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("PASS", "0 of 6209 rows in 2 stores violate (0 on a tid not in `threads`, 0 on a thread "
+                                  "never sampled)"))
+
+    def test_unique_launch_ids_before_the_per_attach_base(self):
+        # Both stores predate the collector's per-attach correlation base: the re-attached window's ids repeat.
+        c = claim_unique_launch_ids({"lost": self.lost, "kept": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "648 of 5580 kernels in 2 stores; kept: 76 of 2790, lost: 572 of 2790"))
+
+    def test_lean_api_needs_the_launch_rows(self):
+        # Lost: 0.78 rows and 125 B a kernel, both under the goals, yet window 1's 620 launches have no row: no
+        # lean trace. Kept: 1.45 rows, 161 B a kernel and every launch row.
+        c = claim_lean({}, {"trainer_all_lean": self.lost})
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertTrue(c["measured"].startswith("0.78 API rows/kernel, 125 B/kernel of GPU trace tables (2790 "
+                                                 "kernels; "), c["measured"])
+        self.assertTrue(c["measured"].endswith("; 2170 of 2790 kernels with their launch row"), c["measured"])
+        c = claim_lean({}, {"trainer_all_lean": self.kept, "trainer_all_api": self.lost})
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertTrue(c["measured"].startswith("1.45 API rows/kernel, 161 B/kernel of GPU trace tables"))
+        self.assertIn("; `--cuda-api all`: 0.78 rows/kernel, 125 B/kernel; ", c["measured"])
+        self.assertEqual(claim_lean({}, {})["verdict"], "NOT RUN")
+
+    def test_blocking_stacks_of_a_program_without_python(self):
+        c = claim_blocking_stacks({"trainer_recorded": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", f"2 API rows with a stack: 0 at {item_line()}, 0 at other lines, 2 without a "
+                                  "Python frame"))
+
+
+class SessionClaims(H200Stores):
+    """sessions.py's verdicts: two ranks' stores, `record --paused` windows over a store's real steps, doctor's
+    last line."""
+
+    def test_ranks(self):
+        runs = {"runs": {"ranks": {"rc": 0, "stores": ["a.db", "b.db"]}}}
+        c = claim_ranks(runs, {"ranks[0]": self.lost, "ranks[1]": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "2 stores, kernels [2790, 2790] (exit 0)"))
+        c = claim_ranks(runs, {"ranks[0]": self.lost})
+        self.assertEqual((c["verdict"], c["measured"]), ("FAIL", "1 stores, kernels [2790] (exit 0)"))
+        self.assertEqual(claim_ranks({}, {})["verdict"], "NOT RUN")
+
+    def test_paused_windows_over_the_store_steps(self):
+        steps = self.kept["steps"]
+        self.assertEqual(len(steps), 3000)
+        runs = {"runs": {"paused": {"windows": [[steps[0][0], steps[-1][1]]]}}}
+        c = claim_paused(runs, {"paused": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "1 windows with [3000] steps, 0 steps outside"))
+        # Two windows with a gap of 195 ms between steps 999 and 2000: a step that began within 50 ms of a window
+        # (one begun just before `start` returned) is the window's, the 424 further from both are outside.
+        end0, start1 = steps[999][0], steps[2000][0]
+        runs["runs"]["paused"]["windows"] = [[steps[0][0], end0], [start1, steps[-1][1]]]
+        outside = sum(end0 + 50_000_000 < s < start1 - 50_000_000 for s, _ in steps)
+        self.assertEqual(outside, 424)
+        c = claim_paused(runs, {"paused": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "2 windows with [1282, 1294] steps, 424 steps outside"))
+        self.assertEqual(claim_paused(runs, {})["measured"], "no store (exit None)")
+
+    def test_doctor(self):
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        write(os.path.join(self.dir, "logs", "doctor.log"),
+              "stepscope doctor --python py\n  ok   driver 580.159.04\n  FAIL CUPTI: libcupti.so.13 not found\n\n"
+              "doctor: recording works without GPU tracing\n")
+        runs = {"_out": self.dir, "runs": {"doctor": {"rc": 1, "log": "logs/doctor.log"}}}
+        c = claim_doctor(runs)
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "exit 1: doctor: recording works without GPU tracing (FAIL CUPTI: libcupti.so.13 "
+                                  "not found)"))
+        write(os.path.join(self.dir, "logs", "doctor.log"), "  ok   driver\ndoctor: recording works fully\n")
+        runs["runs"]["doctor"]["rc"] = 0
+        self.assertEqual(claim_doctor(runs)["verdict"], "PASS")
+
+
+class CostClaims(H200Stores):
+    """overhead.py's memory and launch-cost verdicts: the `memory:` lines, and the H200 store's meta against plain and
+    `--gpu-window all` timing lines."""
+
+    def test_memory(self):
+        def memory(plain_kib, recorded_kib):
+            for name, kib in (("p.log", plain_kib), ("r.log", recorded_kib)):
+                write(os.path.join(self.dir, name), f"time: x\nmemory: peak rss {kib} KiB\n" if kib else "x\n")
+            return claim_memory({"_out": self.dir, "runs": {"trainer_plain": {"log": "p.log"},
+                                                            "trainer_recorded": {"log": "r.log"}}})
+        c = memory(2048000, 2150400)
+        self.assertEqual((c["verdict"], c["measured"]), ("PASS", "2000 MB plain, 2100 MB recorded: +100 MB"))
+        self.assertEqual(memory(2048000, 2151424)["verdict"], "FAIL")  # +101 MB
+        self.assertEqual(memory(2048000, None)["measured"], "a run printed no `memory:` line")
+
+    def test_launch_cost(self):
+        write(os.path.join(self.dir, "plain.log"), "launch_bound: mode=eager ops=30 kernels_per_step=31\n"
+              "time: eager: step median 120.00 us, mean 122.40 us, min 1 us\n")
+        write(os.path.join(self.dir, "all.log"), "time: eager: step median 180.00 us, mean 184.40 us, min 1 us\n")
+        runs = {"_out": self.dir, "overhead": {"launch_bound": {"plain": {"log": "plain.log"},
+                                                                "all": {"log": "all.log"}}}}
+        # The store has no calibration (it predates it): said, a failure.
+        c = claim_launch_cost(runs, {"overhead/launch_bound/default": self.kept})
+        self.assertEqual((c["verdict"], c["measured"]),
+                         ("FAIL", "no cupti.launch_cost_ns in the store (no cupti.calibration either)"))
+        # (184.4 - 122.4) µs over 31 launches: 2.00 µs a launch; 2.4 µs is within 25%, 2.6 µs is not.
+        for cost, verdict in (("2400", "PASS"), ("2600", "FAIL")):
+            f = {**self.kept, "meta": {**self.kept["meta"], "cupti.launch_cost_ns": cost}}
+            c = claim_launch_cost(runs, {"overhead/launch_bound/default": f})
+            self.assertEqual((c["verdict"], c["measured"]),
+                             (verdict, f"calibrated {int(cost) / 1e3:.2f} µs per launch; plain vs all 2.00 µs per "
+                                       "launch (31 launches/step)"))
 
 BUILD = os.environ.get("STEPSCOPE_BUILD_DIR", "")
 BUNDLED = ["cli/stepscope", "collector/libstepscope_collector.so", "samples/cuda/launch_bound",
