@@ -14,6 +14,8 @@
 
 namespace stepscope::cli {
 
+inline bool parse_seconds(const std::string& v, double& out);
+
 inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, const char* duration_help) {
   cmd->add_option("-o,--output", o.output,
                   "Store to write (atomically, when recording ends); %r the rank (one store per rank: "
@@ -28,7 +30,16 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
                 "Wall-clock sampling: also sample threads blocked off-CPU (--cpu-time: CPU time only, the default "
                 "except with --flight)");
   cmd->add_flag("--no-gpu", o.no_gpu, "Do not record CUDA activity (no CUPTI)");
-  cmd->add_option("--duration", o.duration_s, duration_help)->check(CLI::NonNegativeNumber);
+  // Seconds, or with a unit as `top` and --flight take them: 30, 30s, 500ms, 2m, 1h.
+  cmd->add_option("--duration", o.duration_s, duration_help)
+      ->transform(CLI::Validator(
+          [](std::string& v) -> std::string {
+            double s = 0;
+            if (!parse_seconds(v, s)) return "expected a duration like 30, 30s, 500ms or 2m, got " + v;
+            v = std::to_string(s);
+            return {};
+          },
+          "DURATION"));
   cmd->add_option("--data-wait-regex", o.data_wait_regex, "NVTX ranges matching this (case-insensitive) are data waits")
       ->capture_default_str();
   cmd->add_option("--step-regex", o.step_regex, "NVTX ranges matching this are training steps");

@@ -238,6 +238,19 @@ TEST_CASE("attach to a kernel thread says it is one") {
                     "collector into\n");
 }
 
+TEST_CASE("record and attach take --duration in seconds or with a unit, as top and --flight do; anything else is a usage error") {
+  for (const char* cmd : {"record --duration 2x -- true", "attach 1 --duration -3", "record --duration 5min -- true"}) {
+    auto r = run(cmd);
+    INFO(cmd);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--duration: expected a duration like 30, 30s, 500ms or 2m, got ") != std::string::npos);
+  }
+  stepscope::test::ScratchDir dir("cli_duration_units");
+  auto r = run("record --no-gpu --duration 300ms -o " + dir.file("d.db") + " -- sleep 20");
+  CHECK(r.status == 128 + 2);  // SIGINT to sleep at 0.3 s
+  CHECK(r.output.find("stepscope: --duration 0.3 s reached: SIGINT to sleep") != std::string::npos);
+}
+
 TEST_CASE("help lists only implemented subcommands") {
   auto r = run("--help");
   CHECK(r.status == 0);
