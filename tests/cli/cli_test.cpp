@@ -238,7 +238,7 @@ TEST_CASE("attach to a kernel thread says it is one") {
                     "collector into\n");
 }
 
-TEST_CASE("record and attach take --duration in seconds or with a unit, as top and --flight do; anything else is a usage error") {
+TEST_CASE("record and attach take --duration in seconds or with a unit (as top and --flight do) and refuse anything else") {
   for (const char* cmd : {"record --duration 2x -- true", "attach 1 --duration -3", "record --duration 5min -- true"}) {
     auto r = run(cmd);
     INFO(cmd);
