@@ -41,5 +41,27 @@ class Rooms(unittest.TestCase):
                 "diff < multirank)"])
 
 
+class TestNames(unittest.TestCase):
+    """tests/rooms/check_test_names.py: every Catch2 test name can be run by CTest."""
+    NAMES = os.path.join(HERE, "check_test_names.py")
+
+    def test_this_tree_has_no_name_ctest_cannot_run(self):
+        r = subprocess.run([sys.executable, self.NAMES, ROOT], capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (0, ""))
+
+    def test_a_semicolon_and_a_leading_dash_are_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "tests", "x"))
+            with open(os.path.join(d, "tests", "x", "x_test.cpp"), "w") as f:
+                f.write('TEST_CASE("fine, with a comma") {}\n'
+                        'TEST_CASE("split "\n          "here; and there", "[tag]") {}\n'
+                        'TEST_CASE("--flag first") {}\n')
+            r = subprocess.run([sys.executable, self.NAMES, d], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stdout.splitlines(), [
+                "tests/x/x_test.cpp:2: a ';' in the test name (CTest splits it): split here; and there",
+                "tests/x/x_test.cpp:4: the test name starts with '-' (read as an option): --flag first"])
+
+
 if __name__ == "__main__":
     unittest.main()
