@@ -4,47 +4,23 @@ The dataset sleeps in __getitem__ for the batches of optimizer steps [--slow-fro
 for input. Prints the trainer's own optimizer step count and, per step, the monotonic times at which the trainer
 began it (callbacks before and after stepscope's), for the test to hold the recorded steps against.
 """
-import argparse
 import time
 
 import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
 
+from slow_batches import SlowBatches, parse_args
 from stepscope.integrations import StepscopeCallback
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--output", required=True)
-ap.add_argument("--steps")
-ap.add_argument("--every", type=int)
-ap.add_argument("--length", type=int, default=20)
-ap.add_argument("--max-steps", type=int, default=30)
-ap.add_argument("--accum", type=int, default=2)
-ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--slow-ms", type=float, default=10.0)
-ap.add_argument("--slow-from", type=int, default=0)
-ap.add_argument("--slow-to", type=int, default=0)
-ap.add_argument("--out-dir", default="hf-out")
-a = ap.parse_args()
+a = parse_args("hf-out")
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 SEQ = 32
 
 
-class Data(torch.utils.data.Dataset):
-    def __init__(self, n):
-        self.n, self.calls = n, 0
-        per_step = a.batch * a.accum
-        self.slow = range(a.slow_from * per_step, a.slow_to * per_step)
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        k, self.calls = self.calls, self.calls + 1
-        if k in self.slow:
-            time.sleep(a.slow_ms / 1e3)
-        g = torch.Generator().manual_seed(i)
+class Data(SlowBatches):
+    def item(self, i, g):
         return {"input_ids": torch.randint(0, 100, (SEQ,), generator=g), "attention_mask": torch.ones(SEQ, dtype=torch.long),
                 "labels": torch.tensor(i % 2)}
 
@@ -71,7 +47,7 @@ args = TrainingArguments(output_dir=a.out_dir, max_steps=a.max_steps, per_device
                          logging_strategy="no", dataloader_num_workers=0, disable_tqdm=True, seed=0)
 options = {"steps": a.steps} if a.steps else {"every": a.every, "length": a.length} if a.every else {}
 callback = StepscopeCallback(output=a.output, **options)
-trainer = Trainer(model=model, args=args, train_dataset=Data(a.max_steps * a.batch * a.accum * 2),
+trainer = Trainer(model=model, args=args, train_dataset=Data(a, a.max_steps * a.batch * a.accum * 2),
                   callbacks=[Clock("before"), callback, Clock("after")])
 trainer.train()
 print(f"optimizer_steps {trainer.state.global_step}", flush=True)

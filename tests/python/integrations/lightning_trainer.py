@@ -1,47 +1,23 @@
 """A small LightningModule trained by a Lightning Trainer on CPU with StepscopeLightningCallback (the same test as
 hf_trainer.py: slow batches for optimizer steps [--slow-from, --slow-to), the trainer's own step starts printed as
 seen before and after stepscope's callback)."""
-import argparse
 import time
 
 import torch
 import lightning.pytorch as L
 
+from slow_batches import SlowBatches, parse_args
 from stepscope.integrations import StepscopeLightningCallback
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--output", required=True)
-ap.add_argument("--steps")
-ap.add_argument("--every", type=int)
-ap.add_argument("--length", type=int, default=20)
-ap.add_argument("--max-steps", type=int, default=30)
-ap.add_argument("--accum", type=int, default=2)
-ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--slow-ms", type=float, default=10.0)
-ap.add_argument("--slow-from", type=int, default=0)
-ap.add_argument("--slow-to", type=int, default=0)
-ap.add_argument("--out-dir", default="lightning-out")
-a = ap.parse_args()
+a = parse_args("lightning-out")
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 WIDTH = 256
 
 
-class Data(torch.utils.data.Dataset):
-    def __init__(self, n):
-        self.n, self.calls = n, 0
-        per_step = a.batch * a.accum
-        self.slow = range(a.slow_from * per_step, a.slow_to * per_step)
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        k, self.calls = self.calls, self.calls + 1
-        if k in self.slow:
-            time.sleep(a.slow_ms / 1e3)
-        g = torch.Generator().manual_seed(i)
+class Data(SlowBatches):
+    def item(self, i, g):
         return torch.randn(WIDTH, generator=g), torch.randn(WIDTH, generator=g)
 
 
@@ -80,7 +56,7 @@ class Clock(L.Callback):  # before stepscope's in the callbacks list
 
 options = {"steps": a.steps} if a.steps else {"every": a.every, "length": a.length} if a.every else {}
 callback = StepscopeLightningCallback(output=a.output, **options)
-loader = torch.utils.data.DataLoader(Data(a.max_steps * a.batch * a.accum * 2), batch_size=a.batch, num_workers=0)
+loader = torch.utils.data.DataLoader(Data(a, a.max_steps * a.batch * a.accum * 2), batch_size=a.batch, num_workers=0)
 trainer = L.Trainer(max_steps=a.max_steps, accumulate_grad_batches=a.accum, accelerator="cpu", devices=1, logger=False,
                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                     default_root_dir=a.out_dir, callbacks=[Clock(), callback])
