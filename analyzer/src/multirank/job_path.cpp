@@ -87,6 +87,16 @@ StepRounds::StepRounds(const std::vector<const RankStep*>& per_rank, std::vector
   own_.push_back(std::move(tail));
   transfer_.push_back(0);
   last_.push_back(longest);
+  for (const auto& round : own_) {
+    int64_t top = 0, second = 0;
+    size_t who = 0;
+    for (size_t r = 0; r < round.size(); ++r) {
+      const int64_t v = round[r].total();
+      if (v > top) second = top, top = v, who = r;
+      else if (v > second) second = v;
+    }
+    top_.push_back(top), second_.push_back(second), top_rank_.push_back(who);
+  }
 }
 
 std::vector<AlignedStep::PathPart> StepRounds::critical_path() const {
@@ -102,11 +112,7 @@ std::vector<AlignedStep::PathPart> StepRounds::critical_path() const {
 
 int64_t StepRounds::replayed_ns() const {
   int64_t t = 0;
-  for (size_t k = 0; k < own_.size(); ++k) {
-    int64_t latest = 0;
-    for (const auto& o : own_[k]) latest = std::max(latest, o.total());
-    t += latest + transfer_[k];
-  }
+  for (size_t k = 0; k < own_.size(); ++k) t += top_[k] + transfer_[k];
   return t;
 }
 
@@ -116,11 +122,10 @@ int64_t StepRounds::replayed_ns(size_t r, RankCure::Part part, int64_t cut_ns) c
   const double keep = have > 0 ? 1.0 - double(std::min(cut_ns, have)) / double(have) : 1.0;
   int64_t t = 0;
   for (size_t k = 0; k < own_.size(); ++k) {
-    int64_t latest = 0;
-    for (size_t q = 0; q < n_; ++q) {
-      int64_t v = own_[k][q].total();
-      if (q == r) v -= part_of(own_[k][q], part) - int64_t(double(part_of(own_[k][q], part)) * keep + 0.5);
-      latest = std::max(latest, v);
+    int64_t latest = top_[k];
+    if (top_rank_[k] == r && own_[k][r].total() == top_[k]) {  // only the longest can make the round shorter
+      const int64_t p = part_of(own_[k][r], part);
+      latest = std::max(second_[k], own_[k][r].total() - (p - int64_t(double(p) * keep + 0.5)));
     }
     t += latest + transfer_[k];
   }

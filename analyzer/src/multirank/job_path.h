@@ -40,6 +40,10 @@ class StepRounds {
   std::vector<int64_t> transfer_;  // [round]
   std::vector<size_t> last_;       // [round]: the rank that arrived last (the longest tail's, for the tail)
   std::vector<AlignedStep::PathRound> where_;
+  // [round]: the longest own work, its rank, and the next longest: a cure on one rank changes a round only where
+  // that rank is the longest, so a replay is O(rounds) however many ranks (10,000 ranks × their findings).
+  std::vector<int64_t> top_, second_;
+  std::vector<size_t> top_rank_;
 };
 
 }  // namespace stepscope::analyzer::multirank
