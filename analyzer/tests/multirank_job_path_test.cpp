@@ -85,6 +85,17 @@ TEST_CASE("two ranks straggling on alternate steps: the job's critical path alte
     CHECK(s.path_rounds[1].start_ns == t0 + 46 * MS);
     CHECK(s.path_rounds[1].end_ns == t0 + kStep);
   }
+  // The matched all-reduce of each step, as combine_ranks matched it (what the GUI marks as delayed): the late
+  // rank's call lasts the 1 ms transfer, the others' their 20 ms wait for it plus the transfer.
+  for (const auto& s : m.steps) {
+    const auto matched = analyzer::matched_collectives(m, s.index);
+    REQUIRE(matched.size() == 1);
+    const size_t late = s.index % 2 == 0 ? 1 : 2;
+    CHECK(matched[0].last == late);
+    for (size_t r = 0; r < 3; ++r) CHECK(matched[0].calls[r]->dur_ns == (r == late ? kTransfer : 20 * MS + kTransfer));
+    CHECK(matched[0].calls[late] == &m.ranks[late].steps[size_t(s.index)].collectives[0]);
+  }
+  CHECK(analyzer::matched_collectives(m, 99).empty());
   // Over the job: rank 1 on the path 3 steps of 6, rank 2 the other 3; means per step.
   CHECK(m.job_path_ns == kStep);
   CHECK(m.job_path[1].host_ns == 45 * MS / 2);

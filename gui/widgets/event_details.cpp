@@ -1,5 +1,6 @@
 #include "event_details.h"
 
+#include <QStringList>
 #include <algorithm>
 #include <climits>
 
@@ -302,6 +303,33 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       out += row("step", QString::number(sg.step));
       break;
     }
+    case EventKind::RankPath: {
+      // Which rank the job waited on, and for what: its own work up to its arrival, or the transfer after it.
+      const CrossRank& cr = *m.cross_rank();
+      const RankPathSegment& sg = cr.path[e.row];
+      const auto& a = *std::find_if(cr.analysis->steps.begin(), cr.analysis->steps.end(),
+                                    [&](const analyzer::AlignedStep& x) { return x.index == sg.step; });
+      out += row("rank", h(m.rank_name(sg.rank)) + (int(sg.rank) == cr.straggler ? " (the straggler)" : ""));
+      out += row("part", sg.transfer ? "transfer: the collective's time after the last rank arrived"
+                                     : "own work: from the previous collective's completion (or the rank's step "
+                                       "start) to its arrival at the next collective, the last to arrive");
+      out += row("length", dur(double(sg.end - sg.start)));
+      const bool tail = sg.round + 1 == a.path_rounds.size();
+      out += row("round", QString("%1 of %2%3").arg(sg.round + 1).arg(a.path_rounds.size()).arg(tail ? " (the longest tail after the last collective)" : ""));
+      out += row("step", QString("%1 (the job's critical path: %2)").arg(sg.step).arg(dur(double(a.path_ns))));
+      const analyzer::RankStep* own = analyzer::find_step(cr.analysis->ranks[sg.rank], sg.step);
+      if (own) out += row("into the rank's step", dur(double(sg.start - cr.shift[sg.rank] - own->start_ns)));
+      break;
+    }
+    case EventKind::RankWait: {
+      const CrossRank& cr = *m.cross_rank();
+      const DelayedCollective& d = cr.delayed[e.row];
+      out += row("rank", h(m.rank_name(d.rank)));
+      out += row("collective", h(d.call->name) + " (" + analyzer::to_string(d.call->kind) + ")");
+      out += row("waited for", h(m.rank_name(uint32_t(cr.straggler))) + ", the last to arrive: " + dur(double(d.wait_ns)));
+      out += row("step", QString::number(d.step));
+      break;
+    }
   }
   out += "</table>" + graph;
   if (api) out += host_side(m, *api);
@@ -321,10 +349,24 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   // Labelled rows and small tables; a kernel or call name is a link that highlights its occurrences.
   if (!f.evidence_json.empty() && f.evidence_json != "{}")
     out += "<p><b>Evidence</b></p>" + QString::fromStdString(analyzer::render_evidence_html(f.evidence_json, kHighlightScheme));
+  if (f.cross_rank) out += job_html(m);
   return out;
 }
 
+QString job_html(const TimelineModel& m) {
+  const CrossRank* cr = m.cross_rank();
+  if (!cr) return {};
+  // What `analyze DIR` says of the job: its critical path and what-if lines first, then the whole report.
+  QString lines;
+  for (const QString& l : QString::fromStdString(cr->report).split('\n'))
+    if (l.startsWith("The job's critical path") || l.startsWith("What-if:") || l.contains("more rank-level cure"))
+      lines += "<p>" + l.toHtmlEscaped() + "</p>";
+  return "<h3>The job</h3>" + lines + "<p><b>stepscope analyze DIR</b></p><pre>" +
+         QString::fromStdString(cr->report).toHtmlEscaped() + "</pre>";
+}
+
 QString run_notes_html(const TimelineModel& m) {
+  if (m.cross_rank() && m.findings().empty()) return job_html(m);
   QString out;
   for (const auto& n : m.run_notes()) out += "<p>" + h(n) + "</p>";
   if (m.analysis() && m.findings().empty()) out += "<p>No findings.</p>";

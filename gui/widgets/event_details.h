@@ -17,6 +17,9 @@ QString finding_details_html(const TimelineModel& model, size_t finding);
 // The run in the analyzer's words when no finding is selected (TimelineModel::run_notes()): no GPU activity,
 // how to mark steps, "No findings."; empty when there is nothing to say.
 QString run_notes_html(const TimelineModel& model);
+// A directory of ranks (TimelineModel::cross_rank()): the job's critical path and what-if lines of `analyze DIR`,
+// then its whole text report; empty otherwise. Shown under a cross-rank finding.
+QString job_html(const TimelineModel& model);
 // A selected time range: its breakdown (GPU busy, each idle category), top kernels and top host functions
 // (`bottom_up`: the range's bottom-up call tree, whose first level is the functions by self weight).
 QString range_details_html(const TimelineModel& model, const RangeBreakdown& b, const std::vector<KernelStat>& kernels,

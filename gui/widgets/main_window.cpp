@@ -140,6 +140,7 @@ void MainWindow::build_ui() {
   findings_view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   findings_view_->setSelectionMode(QAbstractItemView::SingleSelection);
   findings_view_->setSortingEnabled(true);
+  findings_view_->sortByColumn(FindingsModel::Severity, Qt::DescendingOrder);  // the worst first
   findings_view_->verticalHeader()->hide();
   findings_view_->horizontalHeader()->setStretchLastSection(true);
   connect(findings_view_, &QAbstractItemView::clicked, this,
@@ -283,6 +284,7 @@ void MainWindow::on_loaded(const LoadResult& r) {
                        .arg(r.load_s, 0, 'f', 2)
                        .arg(r.analyze_s, 0, 'f', 2)
                        .arg(r.build_s, 0, 'f', 2));
+  if (r.ranks) status_->setText(status_->text() + tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;
     for (const auto& s : r.model->steps())
@@ -342,7 +344,8 @@ void MainWindow::select_finding(int row, bool zoom) {
   findings_view_->selectRow(findings_proxy_->mapFromSource(findings_->index(row, 0)).row());
   const FindingInfo& f = model_->findings()[row];
   std::vector<std::pair<int64_t, int64_t>> bands;
-  for (int64_t s : f.steps)
+  // A cross-rank finding's steps are aligned step indexes, already in `ranges` across every rank.
+  for (int64_t s : f.cross_rank ? std::vector<int64_t>() : f.steps)
     if (int p = model_->step_position(s); p >= 0) bands.emplace_back(model_->steps()[p].start, model_->steps()[p].end);
   for (const auto& r : f.ranges) bands.push_back(r);
   timeline_->set_highlights(bands);

@@ -21,6 +21,8 @@ TimelinePalette TimelinePalette::from(const QPalette& app) {
     p.flow = QColor(0xff, 0x80, 0x40);
     p.gpu_busy = QColor(0x4c, 0xc0, 0x7a);
     p.host_busy = QColor(0x6f, 0x9f, 0xd8);
+    p.straggler = QColor(0x7a, 0x2e, 0x2e);
+    p.rank_path = QColor(0xff, 0x6b, 0x6b);
   } else {
     p.background = QColor(0xfb, 0xfb, 0xfc);
     p.alternate = QColor(0xf2, 0xf3, 0xf5);
@@ -35,6 +37,8 @@ TimelinePalette TimelinePalette::from(const QPalette& app) {
     p.flow = QColor(0xd9, 0x48, 0x0f);
     p.gpu_busy = QColor(0x1e, 0x8e, 0x4e);
     p.host_busy = QColor(0x3a, 0x6e, 0xb5);
+    p.straggler = QColor(0xf6, 0xc9, 0xc4);
+    p.rank_path = QColor(0xc6, 0x28, 0x28);
   }
   return p;
 }
@@ -68,6 +72,12 @@ QColor TimelinePalette::event_colour(uint32_t key, bool muted) const {
     } else if (kind == TimelineModel::kGraphKey) {
       // A CUDA graph replay: calmer than the kernels inside it (which take a hue from their name), one hue a graph.
       c = QColor::fromHsv(static_cast<int>((low * 47u + 200u) % 360u), 70, dark ? 150 : 200);
+    } else if (kind == TimelineModel::kRankPathKey) {
+      // The job's critical path across ranks: a rank's own work (host blue, as the step bar's host), the transfer
+      // (communication teal, as the critical path's).
+      c = low ? QColor(0x16, 0xa0, 0x85) : QColor(0x29, 0x80, 0xb9);
+    } else if (kind == TimelineModel::kRankWaitKey) {
+      c = QColor(0xc0, 0x39, 0x2b);  // a collective that waited for the straggler: the colour of a wait (sync)
     } else if (kind == TimelineModel::kFindingKey) {
       c = low == 2 ? QColor(0xd3, 0x2f, 0x2f) : low == 1 ? QColor(0xf5, 0x7c, 0x00) : QColor(0xfb, 0xc0, 0x2d);
     } else {

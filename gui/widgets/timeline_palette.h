@@ -14,6 +14,8 @@ struct TimelinePalette {
       flow;
   // Zoomed-out lanes: the busy share per pixel of a GPU stream, of a thread's calls and ranges.
   QColor gpu_busy, host_busy;
+  // A directory of ranks: the straggler's group headers and lane, and the job's critical path joining its rounds.
+  QColor straggler, rank_path;
 
   static TimelinePalette from(const QPalette& app);
   // Fill for an event with TimelineModel::colour_key `key`; merged blocks are drawn `muted`.

@@ -255,6 +255,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   if (synchronous_ && (!current_ || !(current_->viewport == vp_) || current_->tracks != visible_tracks()))
     rebuild_now();
   if (current_) paint_tracks(p, *current_);
+  paint_rank_path(p);
   paint_flow(p);
   ruler_->update();
 }
@@ -293,6 +294,8 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1));
   p.setFont(small);
   const QFontMetrics fm(small);
+  const CrossRank* cross = model_->cross_rank();
+  const int straggler_track = cross && cross->straggler >= 0 ? cross->track[size_t(cross->straggler)] : -2;
 
   // Row backgrounds and grid lines under the events.
   for (const auto& row : layout_.rows()) {
@@ -300,6 +303,11 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (y + row.height < 0 || y > h) continue;
     if (row.track < 0) continue;
     p.fillRect(QRect(kGutterWidth, y, w - kGutterWidth, row.height), (row.track % 2) ? colours_.alternate : colours_.background);
+    if (straggler_track == row.track) {  // the straggler's lane on the job's critical path
+      QColor c = colours_.straggler;
+      c.setAlpha(110);
+      p.fillRect(QRect(kGutterWidth, y, w - kGutterWidth, row.height), c);
+    }
   }
   const double step = ruler_step(vp_);
   p.setPen(colours_.grid);
@@ -371,7 +379,8 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (tiles_the_run(track.kind) && it.count == 1 && r.width() >= 4) r.adjust(0, 0, -1, 0);
     p.fillRect(r, fill);
     if (r.width() > 28) {
-      QString label = it.count > 1 ? (tiles_the_run(track.kind) ? tr("%1 steps").arg(it.count) : tr("%1 events").arg(it.count))
+      QString label = it.count > 1 ? (tiles_the_run(track.kind) && track.kind != TrackKind::RankLane ? tr("%1 steps").arg(it.count)
+                                                                                                : tr("%1 events").arg(it.count))
                                    : qs(model_->name_of(ref));
       if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
         label += "  " + qs(format_duration(it.end - it.start));
@@ -422,11 +431,13 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     const int y = row.y - sy;
     if (y + row.height < 0 || y > h) continue;
     if (row.kind == TimelineLayout::RowKind::Header) {
-      p.fillRect(QRect(0, y, w, row.height), colours_.group_header);
+      // The straggler's processes and GPUs: their headers in the straggler's colour, and said.
+      const bool straggler = model_->straggler_group(row.group);
+      p.fillRect(QRect(0, y, w, row.height), straggler ? colours_.straggler : colours_.group_header);
       p.setFont(bold);
       p.setPen(colours_.text);
       p.drawText(QRect(6, y, w - 12, row.height), Qt::AlignVCenter | Qt::AlignLeft,
-                 QString(row.open ? "▾ " : "▸ ") + qs(row.group));
+                 QString(row.open ? "▾ " : "▸ ") + qs(row.group) + (straggler ? tr("  — straggler") : QString()));
       continue;
     }
     if (row.kind == TimelineLayout::RowKind::Others) {
@@ -438,6 +449,12 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     }
     p.setFont(small);
     p.setPen(colours_.text);
+    if (row.track == straggler_track) {
+      QFont b = small;
+      b.setBold(true);
+      p.setFont(b);
+      p.fillRect(QRect(0, y, kGutterWidth - 1, row.height), colours_.straggler);
+    }
     // A stream whose graph replays open: ▸ closed, ▾ open (a click on the title toggles).
     const QString title = (tracks[row.track].graphs_open_inside ? (layout_.graphs_open(row.track) ? "▾ " : "▸ ") : "") +
                           qs(tracks[row.track].title);
@@ -446,6 +463,40 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   }
   p.setPen(colours_.grid);
   p.drawLine(kGutterWidth - 1, 0, kGutterWidth - 1, h);
+}
+
+std::vector<QLineF> TimelineView::rank_path_links() const {
+  std::vector<QLineF> out;
+  const CrossRank* cr = model_ ? model_->cross_rank() : nullptr;
+  if (!cr) return out;
+  const double w = viewport()->width();
+  for (size_t i = 0; i + 1 < cr->path.size(); ++i) {
+    const RankPathSegment &a = cr->path[i], &b = cr->path[i + 1];
+    if (a.step != b.step || a.rank == b.rank) continue;  // one rank's own work then transfer: side by side already
+    const QRectF ra = rect_of({EventKind::RankPath, uint32_t(i)}), rb = rect_of({EventKind::RankPath, uint32_t(i + 1)});
+    if (ra.isNull() || rb.isNull()) continue;
+    if ((ra.right() < kGutterWidth && rb.left() < kGutterWidth) || (ra.right() > w && rb.left() > w)) continue;
+    out.emplace_back(QPointF(ra.right(), ra.center().y()), QPointF(rb.left(), rb.center().y()));
+  }
+  return out;
+}
+
+// The job's critical path across ranks: each hand-over from the rank that arrived last at one collective to the
+// rank the job waits on next, as a line between their lanes.
+void TimelineView::paint_rank_path(QPainter& p) {
+  const auto links = rank_path_links();
+  if (links.empty()) return;
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setClipRect(QRect(kGutterWidth, 0, viewport()->width() - kGutterWidth, viewport()->height()));
+  p.setPen(QPen(colours_.rank_path, 1.8));
+  p.setBrush(colours_.rank_path);
+  for (const QLineF& l : links) {
+    p.drawLine(l);
+    p.drawEllipse(l.p1(), 2.5, 2.5);
+    p.drawEllipse(l.p2(), 2.5, 2.5);
+  }
+  p.restore();
 }
 
 void TimelineView::paint_flow(QPainter& p) {

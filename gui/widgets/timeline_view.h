@@ -5,6 +5,7 @@
 
 #include <QAbstractScrollArea>
 #include <QFutureWatcher>
+#include <QLineF>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -75,6 +76,11 @@ class TimelineView : public QAbstractScrollArea {
   void set_synchronous(bool on) { synchronous_ = on; }
   // viewport() coordinates of time `t` in `track`/`lane` (the middle of the lane).
   QPoint point_for(double t, int track, int lane) const;
+  // Where event `e` is painted, in viewport() coordinates (null when folded away).
+  QRectF rect_of(EventRef e) const;
+  // A directory of ranks: the lines joining the job's critical path from one rank's lane to the next (the end of
+  // a round on one rank to the start of the next round on another), in viewport() coordinates.
+  std::vector<QLineF> rank_path_links() const;
   // The event under a viewport() position, as a click would find it.
   std::optional<Hit> hit_at(QPoint viewport_pos) const;
   const TimelinePalette& palette_colours() const { return colours_; }
@@ -116,7 +122,7 @@ class TimelineView : public QAbstractScrollArea {
   void paint_ruler(QPainter& p);
   void paint_tracks(QPainter& p, const DrawList& dl);
   void paint_flow(QPainter& p);
-  QRectF rect_of(EventRef e) const;
+  void paint_rank_path(QPainter& p);
   QString tooltip_at(QPoint pos) const;
   bool matches_search(EventRef e) const;
 

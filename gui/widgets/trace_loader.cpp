@@ -26,12 +26,22 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
       if (total) say(int(std::min<uint64_t>(700, done * 700 / total)), QObject::tr("Loading"));
     };
     // A directory: the ranks of one job, one group per rank, aligned at step starts (docs/multi-rank.md).
-    auto trace = std::make_shared<store::Trace>(
-        QFileInfo(path).isDir()
-            ? analyzer::merge_ranks_for_timeline(analyzer::expand_rank_inputs({path.toStdString()}))
-            : analyzer::load_trace(path.toStdString(), options));
+    const bool dir = QFileInfo(path).isDir();
+    const std::vector<std::string> files =
+        dir ? analyzer::expand_rank_inputs({path.toStdString()}) : std::vector<std::string>();
+    auto trace = std::make_shared<store::Trace>(dir ? analyzer::merge_ranks_for_timeline(files)
+                                                    : analyzer::load_trace(path.toStdString(), options));
     r.load_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
+    // One job's ranks: the cross-rank analysis `analyze DIR` prints (straggler, exposed communication, the job's
+    // critical path, what-if), shown first.
+    if (dir && trace->meta.count("ranks")) {
+      say(650, QObject::tr("Analyzing the ranks together"));
+      auto ranks = std::make_shared<analyzer::MultiRankAnalysis>(analyzer::analyze_ranks(files));
+      if (ranks->not_one_job.empty()) r.ranks = std::move(ranks);
+      r.ranks_s = timer.nsecsElapsed() / 1e9;
+      timer.restart();
+    }
     say(700, QObject::tr("Analyzing"));
     analyzer::AnalyzeOptions aopt;
     aopt.critical_path_segments = true;  // the "Critical path" track
@@ -39,7 +49,7 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     r.analyze_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(850, QObject::tr("Building timeline"));
-    r.model = TimelineModel::build(trace, analysis);
+    r.model = TimelineModel::build(trace, analysis, r.ranks);
     r.build_s = timer.nsecsElapsed() / 1e9;
     say(1000, QObject::tr("Done"));
   } catch (const store::StoreError& e) {

@@ -16,7 +16,9 @@ struct LoadResult {
   std::shared_ptr<const TimelineModel> model;
   QString error;  // "FILE: reason" when loading failed
   QString path;
-  double load_s = 0, analyze_s = 0, build_s = 0;
+  // A directory of one job's ranks: the cross-rank analysis (analyzer::analyze_ranks), also in model->cross_rank().
+  std::shared_ptr<const analyzer::MultiRankAnalysis> ranks;
+  double load_s = 0, ranks_s = 0, analyze_s = 0, build_s = 0;
 };
 
 // The whole pipeline, synchronously (the worker body; tests and the benchmark call it directly).

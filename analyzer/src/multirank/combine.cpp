@@ -24,6 +24,57 @@ int64_t median_of(std::vector<int64_t> v) {
   return v[mid];
 }
 
+std::vector<MatchedCollective> match_collectives(const std::vector<const RankStep*>& per_rank,
+                                                 std::map<std::string, size_t>* unmatched_seq,
+                                                 std::map<std::string, size_t>* count_mismatch) {
+  const size_t n = per_rank.size();
+  std::vector<MatchedCollective> all;
+  for (int kind = 0; kind < kCollectiveKinds; ++kind) {
+    std::vector<std::vector<const CollectiveCall*>> calls(n);
+    size_t fewest = SIZE_MAX, most = 0;
+    for (size_t r = 0; r < n; ++r) {
+      for (const auto& c : per_rank[r]->collectives)
+        if (int(c.kind) == kind) calls[r].push_back(&c);
+      fewest = std::min(fewest, calls[r].size());
+      most = std::max(most, calls[r].size());
+    }
+    if (most == 0) continue;
+    // One collective across ranks: the same (process group, sequence number) where every call has one
+    // (torch.distributed's hooks), else the j-th of its kind in the step on every rank.
+    const bool by_seq = std::all_of(calls.begin(), calls.end(), [](const auto& v) {
+      return std::all_of(v.begin(), v.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
+    });
+    if (by_seq) {
+      std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveCall*>> by_key;
+      for (size_t r = 0; r < n; ++r)
+        for (const auto* c : calls[r]) {
+          auto& v = by_key[{c->group, c->seq}];
+          v.resize(n, nullptr);
+          if (!v[r]) v[r] = c;
+        }
+      for (auto& [key, v] : by_key)
+        if (std::count(v.begin(), v.end(), nullptr) == 0)
+          all.push_back(std::move(v));
+        else if (unmatched_seq)
+          ++(*unmatched_seq)[to_string(CollectiveKind(kind))];
+    } else {
+      if (fewest != most && count_mismatch) ++(*count_mismatch)[to_string(CollectiveKind(kind))];
+      for (size_t j = 0; j < fewest; ++j) {
+        all.emplace_back(n);
+        for (size_t r = 0; r < n; ++r) all.back()[r] = calls[r][j];
+      }
+    }
+  }
+  return all;
+}
+
+size_t last_arrival(const MatchedCollective& one) {
+  size_t last = 0;  // shortest call: the last rank to arrive (lowest rank on a tie)
+  for (size_t r = 1; r < one.size(); ++r)
+    if (one[r]->dur_ns < one[last]->dur_ns) last = r;
+  return last;
+}
+
 }  // namespace multirank
 
 MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
@@ -97,60 +148,21 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       durs.push_back(s->dur_ns), a.max_dur_ns = std::max(a.max_dur_ns, s->dur_ns);
     a.median_dur_ns = multirank::median_of(durs);
 
-    std::vector<multirank::MatchedCollective> all_matched;
-    for (int kind = 0; kind < kCollectiveKinds; ++kind) {
-      std::vector<std::vector<const CollectiveCall*>> calls(n);
-      size_t fewest = SIZE_MAX, most = 0;
+    std::vector<multirank::MatchedCollective> all_matched =
+        multirank::match_collectives(per_rank, &unmatched_seq, &count_mismatch);
+    for (const auto& one : all_matched) {
+      const size_t last = multirank::last_arrival(one);
+      int64_t second = -1;
       for (size_t r = 0; r < n; ++r) {
-        for (const auto& c : per_rank[r]->collectives)
-          if (int(c.kind) == kind) calls[r].push_back(&c);
-        fewest = std::min(fewest, calls[r].size());
-        most = std::max(most, calls[r].size());
+        a.wait_ns[r] += one[r]->dur_ns - one[last]->dur_ns;
+        if (r != last && (second < 0 || one[r]->dur_ns < second)) second = one[r]->dur_ns;
       }
-      if (most == 0) continue;
-      // One collective across ranks: the same (process group, sequence number) where every call has one
-      // (torch.distributed's hooks), else the j-th of its kind in the step on every rank.
-      std::vector<std::vector<const CollectiveCall*>> matched;
-      const bool by_seq = std::all_of(calls.begin(), calls.end(), [](const auto& v) {
-        return std::all_of(v.begin(), v.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
-      });
-      if (by_seq) {
-        std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveCall*>> by_key;
-        for (size_t r = 0; r < n; ++r)
-          for (const auto* c : calls[r]) {
-            auto& v = by_key[{c->group, c->seq}];
-            v.resize(n, nullptr);
-            if (!v[r]) v[r] = c;
-          }
-        for (auto& [key, v] : by_key)
-          if (std::count(v.begin(), v.end(), nullptr) == 0)
-            matched.push_back(std::move(v));
-          else
-            ++unmatched_seq[to_string(CollectiveKind(kind))];
-      } else {
-        if (fewest != most) ++count_mismatch[to_string(CollectiveKind(kind))];
-        for (size_t j = 0; j < fewest; ++j) {
-          matched.emplace_back(n);
-          for (size_t r = 0; r < n; ++r) matched.back()[r] = calls[r][j];
-        }
-      }
-      for (const auto& one : matched) {
-        size_t last = 0;  // shortest kernel: the last rank to arrive (lowest rank on a tie)
-        for (size_t r = 1; r < n; ++r)
-          if (one[r]->dur_ns < one[last]->dur_ns) last = r;
-        int64_t second = -1;
-        for (size_t r = 0; r < n; ++r) {
-          a.wait_ns[r] += one[r]->dur_ns - one[last]->dur_ns;
-          if (r != last && (second < 0 || one[r]->dur_ns < second)) second = one[r]->dur_ns;
-        }
-        // Had the last rank arrived with the others, the collective would have started when the second-last
-        // rank arrived: the others would have waited that much less.
-        if (second >= 0) a.caused_ns[last] += second - one[last]->dur_ns;
-        a.critical_exposed_ns += one[last]->exposed_ns;
-        a.critical_exposed_by_kind[size_t(kind)] += one[last]->exposed_ns;
-        ++a.matched_collectives;
-      }
-      all_matched.insert(all_matched.end(), matched.begin(), matched.end());
+      // Had the last rank arrived with the others, the collective would have started when the second-last
+      // rank arrived: the others would have waited that much less.
+      if (second >= 0) a.caused_ns[last] += second - one[last]->dur_ns;
+      a.critical_exposed_ns += one[last]->exposed_ns;
+      a.critical_exposed_by_kind[size_t(one[last]->kind)] += one[last]->exposed_ns;
+      ++a.matched_collectives;
     }
     // The job's critical path through the step, and each rank-level cure replayed on it.
     const multirank::StepRounds rounds(per_rank, std::move(all_matched));
@@ -239,6 +251,22 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     return x.est_savings_us_per_step > y.est_savings_us_per_step;
   });
   return m;
+}
+
+std::vector<CollectiveMatch> matched_collectives(const MultiRankAnalysis& m, int64_t index) {
+  std::vector<const RankStep*> per_rank;
+  for (const auto& r : m.ranks) {
+    per_rank.push_back(find_step(r, index));
+    if (!per_rank.back()) return {};
+  }
+  std::vector<CollectiveMatch> out;
+  for (auto& one : multirank::match_collectives(per_rank, nullptr, nullptr)) {
+    CollectiveMatch c;
+    c.last = multirank::last_arrival(one);
+    c.calls = std::move(one);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace stepscope::analyzer

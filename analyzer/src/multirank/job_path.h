@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "stepscope/analyzer/multi_rank.h"
@@ -11,6 +13,15 @@ namespace stepscope::analyzer::multirank {
 
 // One collective across ranks: per rank (parallel to the ranks), its call.
 using MatchedCollective = std::vector<const CollectiveCall*>;
+
+// The collectives of one step matched across ranks (docs/multi-rank.md, "How ranks are compared"), kind by kind:
+// the same (process group, sequence number) where every call has one, else the j-th of its kind on every rank.
+// What could not be matched is counted by kind name for the notes (either counter may be null).
+std::vector<MatchedCollective> match_collectives(const std::vector<const RankStep*>& per_rank,
+                                                 std::map<std::string, size_t>* unmatched_seq,
+                                                 std::map<std::string, size_t>* count_mismatch);
+// The rank that arrived last: the shortest call (the lowest rank on a tie).
+size_t last_arrival(const MatchedCollective& one);
 
 // A step of a synchronous job is a chain of rounds: a matched collective completes at the same instant on every
 // rank, so each round runs from one completion to the next, and lasts the own work of the rank that arrived last

@@ -149,6 +149,8 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
     const int64_t shift = common >= 0 ? ranks.front().step_start[common] - o.step_start[common] : 0;
     relabel(o.t, k, o.rank >= 0 ? fmt::format("rank {}", o.rank) : fmt::format("input {}", k), shift);
     sources += (sources.empty() ? "" : ";") + o.t.meta["source_file"];
+    all.meta[fmt::format("ranks.file.{}", k)] = o.t.meta["source_file"];
+    all.meta[fmt::format("ranks.shift.{}", k)] = std::to_string(shift);
     merge_into(all, o.t);
     o.t = store::Trace();  // keep one copy of each rank's rows
   }

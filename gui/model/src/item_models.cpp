@@ -38,7 +38,8 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && !sort) return {};
   switch (index.column()) {
     case Severity:
-      if (sort) return f.severity == "high" ? 2 : f.severity == "medium" ? 1 : 0;
+      // A directory of ranks: the cross-rank findings lead (the view sorts by severity, highest first).
+      if (sort) return (f.cross_rank ? 3 : 0) + (f.severity == "high" ? 2 : f.severity == "medium" ? 1 : 0);
       return QString::fromStdString(f.severity);
     case Rule: return QString::fromStdString(f.rule);
     case Steps: {

@@ -24,6 +24,8 @@ const char* to_string(EventKind k) {
     case EventKind::Finding: return "finding";
     case EventKind::PathSegment: return "critical path";
     case EventKind::GraphReplay: return "CUDA graph replay";
+    case EventKind::RankPath: return "job critical path";
+    case EventKind::RankWait: return "waited for the straggler";
   }
   return "event";
 }
@@ -37,6 +39,7 @@ const char* to_string(TrackKind k) {
     case TrackKind::CpuRanges: return "cpu ranges";
     case TrackKind::DataWaits: return "data waits";
     case TrackKind::GpuStream: return "gpu stream";
+    case TrackKind::RankLane: return "rank";
   }
   return "track";
 }
@@ -223,11 +226,13 @@ Item item_of(const Row& r, uint32_t row, EventKind kind) {
 }  // namespace
 
 std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const store::Trace> trace,
-                                                          std::shared_ptr<const analyzer::Analysis> analysis) {
+                                                          std::shared_ptr<const analyzer::Analysis> analysis,
+                                                          std::shared_ptr<const analyzer::MultiRankAnalysis> ranks) {
   std::shared_ptr<TimelineModel> m(new TimelineModel());
   m->trace_ = trace ? std::move(trace) : std::make_shared<store::Trace>();
   m->analysis_ = std::move(analysis);
   m->build_steps_and_findings();
+  if (ranks) m->build_cross_rank(std::move(ranks));
   m->build_tracks();
   return m;
 }
@@ -309,6 +314,8 @@ std::vector<std::string> TimelineModel::run_notes() const {
 }
 
 int TimelineModel::worst_finding() const {
+  // A directory of ranks opens on the cross-rank findings (largest saving first): what the job waits for.
+  if (!findings_.empty() && findings_.front().cross_rank) return 0;
   auto rank = [](const std::string& severity) { return severity == "high" ? 2 : severity == "medium" ? 1 : 0; };
   int best = -1;
   for (size_t i = 0; i < findings_.size(); ++i) {
@@ -329,6 +336,10 @@ int TimelineModel::worst_finding() const {
 std::optional<std::pair<int64_t, int64_t>> TimelineModel::finding_extent(size_t finding) const {
   if (finding >= findings_.size()) return std::nullopt;
   const FindingInfo& f = findings_[finding];
+  if (f.cross_rank) {  // its first step, across every rank
+    if (f.ranges.empty()) return std::nullopt;
+    return f.ranges.front();
+  }
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (int64_t s : f.steps) {
     int p = step_position(s);
@@ -369,7 +380,9 @@ struct SpanOf {
       }
       case EventKind::Step:
       case EventKind::Finding:
-      case EventKind::PathSegment: break;
+      case EventKind::PathSegment:
+      case EventKind::RankPath:
+      case EventKind::RankWait: break;
     }
     return Item{0, 0, e.row, e.kind};
   }
@@ -400,6 +413,7 @@ void TimelineModel::build_tracks() {
   add_analysis_tracks();
   add_gpu_tracks(events);
   add_thread_tracks(events);
+  mark_straggler_groups();
   measure_extent();
   index_flows();
   index_names_and_stacks();
@@ -529,7 +543,7 @@ void TimelineModel::add_analysis_tracks() {
     for (size_t i = 0; i < findings_.size(); ++i) {
       const FindingInfo& f = findings_[i];
       bool any = false;
-      for (int64_t s : f.steps) {
+      for (int64_t s : f.cross_rank ? std::vector<int64_t>() : f.steps) {
         int p = step_position(s);
         if (p < 0) continue;
         items.push_back({steps_[p].start, steps_[p].end, static_cast<uint32_t>(i), EventKind::Finding});
@@ -540,6 +554,34 @@ void TimelineModel::add_analysis_tracks() {
     }
     tr.lanes = stack_into_lanes(items, same);
     findings_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  add_rank_tracks();
+}
+
+// A directory of ranks: one track per rank, in rank order, under the analysis: the job's critical path as it
+// moves from rank to rank (own work, then transfer, round by round), and the rank's collectives that waited
+// for the straggler in a lane below.
+void TimelineModel::add_rank_tracks() {
+  if (!cross_rank_) return;
+  CrossRank& cr = *cross_rank_;
+  const size_t n = cr.analysis->ranks.size();
+  std::vector<std::vector<Item>> path(n), waits(n);
+  for (size_t i = 0; i < cr.path.size(); ++i)
+    path[cr.path[i].rank].push_back({cr.path[i].start, cr.path[i].end, uint32_t(i), EventKind::RankPath});
+  for (size_t i = 0; i < cr.delayed.size(); ++i)
+    waits[cr.delayed[i].rank].push_back({cr.delayed[i].start, cr.delayed[i].end, uint32_t(i), EventKind::RankWait});
+  cr.track.assign(n, -1);
+  for (size_t r = 0; r < n; ++r) {
+    if (cr.merged[r] < 0) continue;
+    Track tr;
+    tr.kind = TrackKind::RankLane;
+    tr.group = "Job critical path across ranks";
+    tr.title = rank_name(uint32_t(r)) + (int(r) == cr.straggler ? " · straggler" : "");
+    tr.lanes = stack_into_lanes(path[r], same);
+    if (tr.lanes.empty()) tr.lanes.emplace_back();  // lane 0 is the path's, on every rank
+    for (Lane& l : stack_into_lanes(waits[r], same)) tr.lanes.push_back(std::move(l));
+    cr.track[r] = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
 }
@@ -923,6 +965,8 @@ int64_t TimelineModel::start_of(EventRef e) const {
     case EventKind::Finding: return findings_[e.row].start;
     case EventKind::PathSegment: return analysis_->critical_path.path[e.row].start;
     case EventKind::GraphReplay: return replays_[e.row].start;
+    case EventKind::RankPath: return cross_rank_->path[e.row].start;
+    case EventKind::RankWait: return cross_rank_->delayed[e.row].start;
   }
   return 0;
 }
@@ -942,6 +986,8 @@ int64_t TimelineModel::end_of(EventRef e) const {
     case EventKind::Finding: end = findings_[e.row].end; break;
     case EventKind::PathSegment: end = analysis_->critical_path.path[e.row].end; break;
     case EventKind::GraphReplay: end = replays_[e.row].end; break;
+    case EventKind::RankPath: end = cross_rank_->path[e.row].end; break;
+    case EventKind::RankWait: end = cross_rank_->delayed[e.row].end; break;
   }
   return std::max(end, start_of(e));
 }
@@ -996,6 +1042,14 @@ std::string TimelineModel::name_of(EventRef e) const {
         if (d.id == g.device) vendor = t.str(d.vendor);
       return (vendor == "amd" ? "HIP graph " : "CUDA graph ") + std::to_string(g.graph_id);
     }
+    case EventKind::RankPath: {
+      const RankPathSegment& sg = cross_rank_->path[e.row];
+      return rank_name(sg.rank) + (sg.transfer ? " · transfer" : " · own work");
+    }
+    case EventKind::RankWait: {
+      const DelayedCollective& d = cross_rank_->delayed[e.row];
+      return d.call->name + " · waited for " + rank_name(uint32_t(cross_rank_->straggler));
+    }
   }
   return {};
 }
@@ -1017,6 +1071,8 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
     }
     case EventKind::PathSegment: return kPathKey | static_cast<uint32_t>(analysis_->critical_path.path[e.row].kind);
     case EventKind::GraphReplay: return kGraphKey | static_cast<uint32_t>(replays_[e.row].graph_id & 0xFFFF);
+    case EventKind::RankPath: return kRankPathKey | (cross_rank_->path[e.row].transfer ? 1u : 0u);
+    case EventKind::RankWait: return kRankWaitKey;
   }
   return 0;
 }
@@ -1064,6 +1120,8 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
     case EventKind::Finding: track = findings_track_; break;
     case EventKind::PathSegment: track = path_track_; break;
     case EventKind::GraphReplay: track = find(gpu_track_, replays_[e.row].device, replays_[e.row].stream); break;
+    case EventKind::RankPath: track = cross_rank_->track[cross_rank_->path[e.row].rank]; break;
+    case EventKind::RankWait: track = cross_rank_->track[cross_rank_->delayed[e.row].rank]; break;
   }
   if (track < 0) return std::nullopt;
   const int64_t start = start_of(e);

@@ -220,6 +220,17 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
 // Aligns the ranks by step index, matches their collectives and runs the cross-rank rules.
 MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks);
 
+// One collective of an aligned step across ranks, as combine_ranks matched it: per rank (parallel to
+// MultiRankAnalysis::ranks) its call, pointing into that rank's RankStep::collectives, and the rank that arrived
+// last (the shortest call; the lowest rank on a tie). Each other rank's call waited `calls[r]->dur_ns -
+// calls[last]->dur_ns` for it. For views that mark the collectives a straggler delayed.
+struct CollectiveMatch {
+  std::vector<const CollectiveCall*> calls;
+  size_t last = 0;
+};
+// The matched collectives of step `index` of `m` (empty when some rank lacks that step); valid while `m` lives.
+std::vector<CollectiveMatch> matched_collectives(const MultiRankAnalysis& m, int64_t index);
+
 // "stepscope.multirank/1" JSON (docs/multi-rank.md).
 std::string multirank_to_json(const MultiRankAnalysis& m);
 std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat format);
@@ -231,7 +242,10 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
 // Inputs `analyze` leaves out (no steps, or no rank among ranked inputs: a launcher's store) are left out
 // here too and named in meta `ranks.left_out` ("FILE: why; …"); meta `ranks` counts the ranks kept. Inputs
 // that are not the ranks of one job are not merged: the first input is returned alone, with meta
-// `ranks.not_one_job` saying why (why_not_one_job) and no meta `ranks`.
+// `ranks.not_one_job` saying why (why_not_one_job) and no meta `ranks`. For views that place a rank's own times
+// (RankStep, CollectiveCall, AlignedStep::PathRound) on the merged timeline, meta `ranks.file.<k>` names the k-th
+// merged rank's input (RankResult::file) and `ranks.shift.<k>` the ns added to its times: its own time t is
+// t + shift there.
 store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
 
 // The offsets that keep ranks apart in that trace: rank k's pid p reads (k + 1) · kRankPidBase + p and its device

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::gui {
@@ -18,6 +20,8 @@ namespace stepscope::gui {
 // What table of the trace an event row comes from.
 // PathSegment: a stretch of the analyzer's critical path (row: index into analysis()->critical_path.path).
 // GraphReplay: one replay of a CUDA/HIP graph on one stream (row: index into TimelineModel::replays()).
+// RankPath: a stretch of the job's critical path across ranks (row: index into CrossRank::path).
+// RankWait: a collective that waited for the straggler, on the rank that waited (row: index into CrossRank::delayed).
 enum class EventKind : uint8_t {
   Kernel,
   Memcpy,
@@ -29,7 +33,9 @@ enum class EventKind : uint8_t {
   Step,
   Finding,
   PathSegment,
-  GraphReplay
+  GraphReplay,
+  RankPath,
+  RankWait
 };
 const char* to_string(EventKind k);
 
@@ -84,12 +90,14 @@ struct Lane {
   int64_t long_dur(size_t i) const;
 };
 
-enum class TrackKind : uint8_t { Steps, Findings, CriticalPath, CpuSamples, CpuRanges, DataWaits, GpuStream };
+// RankLane: one rank of a job opened as a directory of ranks: its stretches of the job's critical path and its
+// collectives that waited for the straggler.
+enum class TrackKind : uint8_t { Steps, Findings, CriticalPath, CpuSamples, CpuRanges, DataWaits, GpuStream, RankLane };
 const char* to_string(TrackKind k);
 // Steps and findings tile the run: zoomed out, a run of them is a block of steps, drawn a pixel apart, never a busy
 // share.
 inline bool tiles_the_run(TrackKind k) {
-  return k == TrackKind::Steps || k == TrackKind::Findings || k == TrackKind::CriticalPath;
+  return k == TrackKind::Steps || k == TrackKind::Findings || k == TrackKind::CriticalPath || k == TrackKind::RankLane;
 }
 
 struct Track {
@@ -150,6 +158,37 @@ struct FindingInfo {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // evidence time ranges
   double est_savings_us_per_step = 0, share = 0;
   int64_t start = 0, end = 0;  // extent: the union of its steps and ranges
+  // A finding of the cross-rank analysis (`straggler`, `exposed-comm`): `steps` are aligned step indexes and
+  // `ranges` each such step across every rank on the merged clock; its extent is its first step.
+  bool cross_rank = false;
+};
+
+// Several ranks of one job opened as a directory (`stepscope-gui DIR`, docs/multi-rank.md "GUI"): the cross-rank
+// analysis (analyzer::analyze_ranks) and what the timeline draws of it. Times are on the merged trace's clock:
+// rank i's own time (RankStep, CollectiveCall, PathRound) plus shift[i] (meta ranks.shift.<k>).
+struct RankPathSegment {
+  uint32_t rank = 0;      // index into MultiRankAnalysis::ranks
+  int64_t step = 0;       // aligned step index
+  uint32_t round = 0;     // its round in that step's path_rounds
+  bool transfer = false;  // false: the rank's own work up to its arrival; true: the collective's transfer after it
+  int64_t start = 0, end = 0;
+};
+struct DelayedCollective {
+  uint32_t rank = 0;  // the rank that waited
+  int64_t step = 0;
+  const analyzer::CollectiveCall* call = nullptr;  // its call (points into CrossRank::analysis)
+  int64_t wait_ns = 0;                             // its call minus the straggler's: the wait for it
+  int64_t start = 0, end = 0;
+};
+struct CrossRank {
+  std::shared_ptr<const analyzer::MultiRankAnalysis> analysis;
+  std::vector<int64_t> shift;  // per rank index
+  std::vector<int> merged;     // per rank index: its k in the merged trace (pids (k+1)·kRankPidBase+…), -1: absent
+  std::vector<int> track;      // per rank index: its RankLane track
+  int straggler = -1;          // rank index the `straggler` finding names, -1 when none
+  std::vector<RankPathSegment> path;         // by aligned step, then round
+  std::vector<DelayedCollective> delayed;    // the straggler's affected steps, by step
+  std::string report;  // `stepscope analyze DIR`'s text (render_multirank_report)
 };
 
 const char* bound_name(analyzer::Bound b);
@@ -157,11 +196,20 @@ const char* bound_name(analyzer::Bound b);
 class TimelineModel {
  public:
   // Takes shared ownership: draw lists built on worker threads keep the data alive.
-  static std::shared_ptr<const TimelineModel> build(std::shared_ptr<const store::Trace> trace,
-                                                    std::shared_ptr<const analyzer::Analysis> analysis = {});
+  // `ranks`: the cross-rank analysis of the ranks merged in `trace` (merge_ranks_for_timeline); its findings come
+  // first, and a RankLane track per rank draws the job's critical path.
+  static std::shared_ptr<const TimelineModel> build(
+      std::shared_ptr<const store::Trace> trace, std::shared_ptr<const analyzer::Analysis> analysis = {},
+      std::shared_ptr<const analyzer::MultiRankAnalysis> ranks = {});
 
   const store::Trace& trace() const { return *trace_; }
   const analyzer::Analysis* analysis() const { return analysis_.get(); }
+  // The cross-rank view of a directory of ranks; nullptr otherwise.
+  const CrossRank* cross_rank() const { return cross_rank_ ? &*cross_rank_ : nullptr; }
+  // Groups (processes and GPUs) of the straggler's rank: the view marks them.
+  bool straggler_group(const std::string& group) const { return straggler_groups_.count(group) > 0; }
+  // "rank 7" (an input without a rank: its file) for an index into MultiRankAnalysis::ranks.
+  std::string rank_name(uint32_t rank_index) const;
   const std::vector<Track>& tracks() const { return tracks_; }
   const std::vector<StepInfo>& steps() const { return steps_; }
   const std::vector<FindingInfo>& findings() const { return findings_; }
@@ -191,6 +239,8 @@ class TimelineModel {
   static constexpr uint32_t kFindingKey = 0xFFFA0000u;  // | Severity
   static constexpr uint32_t kPathKey = 0xFFF90000u;     // | analyzer::PathKind
   static constexpr uint32_t kGraphKey = 0xFFF80000u;    // | graph id & 0xFFFF
+  static constexpr uint32_t kRankPathKey = 0xFFF70000u;  // | 1 for a transfer, 0 for own work
+  static constexpr uint32_t kRankWaitKey = 0xFFF60000u;
   static constexpr uint32_t kSpecialMask = 0xFFF00000u;
   // 0 input, 1 launch, 2 sync, 3 host, 4 gpu, 5 unknown.
   static uint32_t bound_code(const std::string& bound);
@@ -247,6 +297,10 @@ class TimelineModel {
  private:
   TimelineModel() = default;
   void build_steps_and_findings();
+  // cross_rank.cpp: the cross-rank findings (first), the path and the delayed collectives; the RankLane tracks.
+  void build_cross_rank(std::shared_ptr<const analyzer::MultiRankAnalysis> ranks);
+  void add_rank_tracks();
+  void mark_straggler_groups();
   // build_tracks() in the order it runs them.
   void build_tracks();
   struct EventsByTrack;
@@ -263,6 +317,8 @@ class TimelineModel {
 
   std::shared_ptr<const store::Trace> trace_;
   std::shared_ptr<const analyzer::Analysis> analysis_;
+  std::optional<CrossRank> cross_rank_;
+  std::set<std::string> straggler_groups_;
   std::vector<Track> tracks_;
   std::vector<StepInfo> steps_;
   std::vector<FindingInfo> findings_;
