@@ -1,0 +1,391 @@
+// TimelineModel: its tracks built from the trace — the analysis tracks, the ranks', the GPU streams', the threads'.
+#include "stepscope/gui/timeline_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "stepscope/analyzer/display_names.h"
+#include "stepscope/analyzer/multi_rank.h"
+#include "timeline_build.h"
+
+namespace stepscope::gui {
+
+using namespace timeline_detail;
+
+void TimelineModel::build_tracks() {
+  const store::Trace& t = *trace_;
+  // Recordings older than v4 said nothing and traced each replay as one interval (docs/schema.md).
+  if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) {
+    graph_records_ = it->second == "graph" ? "graph" : "nodes";
+  } else {
+    auto src = t.meta.find("source_format");
+    const bool recording = (src != t.meta.end() && src->second == "stepscope-collector") || t.meta.count("recorder");
+    graph_records_ = recording ? "graph" : "nodes";
+  }
+  EventsByTrack events = gather_events();
+  add_analysis_tracks();
+  add_gpu_tracks(events);
+  add_thread_tracks(events);
+  mark_straggler_groups();
+  measure_extent();
+  index_flows();
+  index_names_and_stacks();
+}
+
+// Events are gathered per track as references (not copies of their times), counted first so each list is
+// allocated once at its exact size; a wait inside another wait of the same thread is one wait seen by several
+// sources and is kept once, its sources remembered.
+TimelineModel::EventsByTrack TimelineModel::gather_events() {
+  const store::Trace& t = *trace_;
+  EventsByTrack ev;
+  auto gpu_key = [](const auto& r) { return Key{r.device, r.stream}; };
+  auto thread_key = [](const auto& r) { return Key{r.pid, r.tid}; };
+  // Calls f(row index, key) with a cached map slot: consecutive rows usually share a key.
+  auto gather = [](const auto& rows, const auto& key_of, auto& map, const auto& f) {
+    using Slot = typename std::remove_reference_t<decltype(map)>::mapped_type;
+    Slot* cur = nullptr;
+    Key cur_key{};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Key key = key_of(rows[i]);
+      if (!cur || key != cur_key) {
+        cur = &map[key];
+        cur_key = key;
+      }
+      f(*cur, static_cast<uint32_t>(i));
+    }
+  };
+  std::map<Key, size_t> gpu_n, host_n, waits_n;
+  auto count = [](size_t& n, uint32_t) { ++n; };
+  gather(t.kernels, gpu_key, gpu_n, count);
+  gather(t.memcpys, gpu_key, gpu_n, count);
+  gather(t.memsets, gpu_key, gpu_n, count);
+  gather(t.api_calls, thread_key, host_n, count);
+  gather(t.ranges, thread_key, host_n, count);
+  gather(t.syncs, thread_key, host_n, count);
+  gather(t.data_waits, thread_key, waits_n, count);
+  for (const auto& [k, n] : gpu_n) ev.gpu[k].reserve(n);
+  for (const auto& [k, n] : host_n) ev.host[k].reserve(n);
+  for (const auto& [k, n] : waits_n) ev.waits[k].reserve(n);
+  auto add = [](EventKind kind) {
+    return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
+  };
+  gather(t.kernels, gpu_key, ev.gpu, add(EventKind::Kernel));
+  gather(t.memcpys, gpu_key, ev.gpu, add(EventKind::Memcpy));
+  gather(t.memsets, gpu_key, ev.gpu, add(EventKind::Memset));
+  gather(t.api_calls, thread_key, ev.host, add(EventKind::ApiCall));
+  gather(t.ranges, thread_key, ev.host, add(EventKind::Range));
+  gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
+  gather(t.data_waits, thread_key, ev.waits, add(EventKind::DataWait));
+  // A graph replay's rows are drawn as one block (and open into their own lanes): set them apart.
+  auto graph_of = [&t](EventRef e) {
+    return e.kind == EventKind::Kernel ? t.kernels[e.row].graph_id
+           : e.kind == EventKind::Memcpy ? t.memcpys[e.row].graph_id
+                                         : t.memsets[e.row].graph_id;
+  };
+  for (auto& [k, refs] : ev.gpu) {
+    const size_t n = size_t(std::count_if(refs.begin(), refs.end(), [&](EventRef e) { return graph_of(e) != 0; }));
+    if (!n) continue;
+    std::vector<EventRef>& g = ev.graph[k];
+    g.reserve(n);
+    std::vector<EventRef> rest;
+    rest.reserve(refs.size() - n);
+    for (EventRef e : refs) (graph_of(e) ? g : rest).push_back(e);
+    refs = std::move(rest);
+  }
+  for (auto& [k, refs] : ev.waits) {
+    std::sort(refs.begin(), refs.end(), [&t](EventRef a, EventRef b) {
+      const auto &x = t.data_waits[a.row], &y = t.data_waits[b.row];
+      return x.start != y.start ? x.start < y.start : x.end != y.end ? x.end > y.end : a.row < b.row;
+    });
+    std::vector<EventRef> kept;
+    kept.reserve(refs.size());
+    for (EventRef r : refs) {
+      const auto& w = t.data_waits[r.row];
+      if (!kept.empty() && w.end <= t.data_waits[kept.back().row].end) {
+        std::string& srcs = wait_sources_[kept.back().row];
+        if (srcs.empty()) srcs = t.str(t.data_waits[kept.back().row].source);
+        const std::string s = t.str(w.source);
+        if (!s.empty() && (", " + srcs + ", ").find(", " + s + ", ") == std::string::npos) srcs += ", " + s;
+        continue;
+      }
+      kept.push_back(r);
+    }
+    refs = std::move(kept);
+  }
+  for (size_t i = 0; i < t.samples.size(); ++i)
+    ev.samples[{t.samples[i].pid, t.samples[i].tid}].emplace_back(t.samples[i].time, static_cast<uint32_t>(i));
+  return ev;
+}
+
+// What the user looks for first comes first: the analysis, then the GPU (busiest stream first), then per process
+// the threads that launch GPU work or wait for data.
+void TimelineModel::add_analysis_tracks() {
+  if (!steps_.empty()) {
+    Track tr;
+    tr.kind = TrackKind::Steps;
+    tr.group = "Analysis";
+    tr.title = "Steps";
+    std::vector<Item> items;
+    for (size_t i = 0; i < steps_.size(); ++i)
+      items.push_back({steps_[i].start, steps_[i].end, static_cast<uint32_t>(i), EventKind::Step});
+    tr.lanes = stack_into_lanes(items, same);
+    steps_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  if (analysis_ && !analysis_->critical_path.path.empty()) {
+    // The analyzer's critical path through the traced steps, stretch by stretch (docs/critical-path.md).
+    Track tr;
+    tr.kind = TrackKind::CriticalPath;
+    tr.group = "Analysis";
+    tr.title = "Critical path";
+    const auto& path = analysis_->critical_path.path;
+    std::vector<Item> items;
+    items.reserve(path.size());
+    for (size_t i = 0; i < path.size(); ++i)
+      items.push_back({path[i].start, path[i].end, static_cast<uint32_t>(i), EventKind::PathSegment});
+    tr.lanes = stack_into_lanes(items, same);
+    path_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  if (!findings_.empty()) {
+    Track tr;
+    tr.kind = TrackKind::Findings;
+    tr.group = "Analysis";
+    tr.title = "Findings";
+    std::vector<Item> items;
+    for (size_t i = 0; i < findings_.size(); ++i) {
+      const FindingInfo& f = findings_[i];
+      bool any = false;
+      for (int64_t s : f.cross_rank ? std::vector<int64_t>() : f.steps) {
+        int p = step_position(s);
+        if (p < 0) continue;
+        items.push_back({steps_[p].start, steps_[p].end, static_cast<uint32_t>(i), EventKind::Finding});
+        any = true;
+      }
+      if (!any)
+        for (const auto& r : f.ranges) items.push_back({r.first, r.second, static_cast<uint32_t>(i), EventKind::Finding});
+    }
+    tr.lanes = stack_into_lanes(items, same);
+    findings_track_ = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+  add_rank_tracks();
+}
+
+// A directory of ranks: one track per rank, in rank order, under the analysis: the job's critical path as it
+// moves from rank to rank (own work, then transfer, round by round), and the rank's collectives that waited
+// for the straggler in a lane below.
+void TimelineModel::add_rank_tracks() {
+  if (!cross_rank_) return;
+  CrossRank& cr = *cross_rank_;
+  const size_t n = cr.analysis->ranks.size();
+  std::vector<std::vector<Item>> path(n), waits(n);
+  for (size_t i = 0; i < cr.path.size(); ++i)
+    path[cr.path[i].rank].push_back({cr.path[i].start, cr.path[i].end, uint32_t(i), EventKind::RankPath});
+  for (size_t i = 0; i < cr.delayed.size(); ++i)
+    waits[cr.delayed[i].rank].push_back({cr.delayed[i].start, cr.delayed[i].end, uint32_t(i), EventKind::RankWait});
+  cr.track.assign(n, -1);
+  for (size_t r = 0; r < n; ++r) {
+    if (cr.merged[r] < 0) continue;
+    Track tr;
+    tr.kind = TrackKind::RankLane;
+    tr.group = "Job critical path across ranks";
+    tr.title = rank_name(uint32_t(r)) + (int(r) == cr.straggler ? " · straggler" : "");
+    tr.lanes = stack_into_lanes(path[r], same);
+    if (tr.lanes.empty()) tr.lanes.emplace_back();  // lane 0 is the path's, on every rank
+    for (Lane& l : stack_into_lanes(waits[r], same)) tr.lanes.push_back(std::move(l));
+    cr.track[r] = static_cast<int>(tracks_.size());
+    tracks_.push_back(std::move(tr));
+  }
+}
+
+void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
+  const store::Trace& t = *trace_;
+  std::map<int64_t, std::string> device_names;
+  for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
+  const SpanOf span_of{t, &replays_};
+  const size_t first_gpu = tracks_.size();
+  for (const auto& kv : events.graph) events.gpu[kv.first];  // a stream running only graphs
+  for (auto& [key, items] : events.gpu) {
+    auto [device, stream] = key;
+    Track tr;
+    tr.kind = TrackKind::GpuStream;
+    tr.group = "GPU " + std::to_string(shown_device(device));
+    if (auto it = device_names.find(device); it != device_names.end() && !it->second.empty())
+      tr.group += " " + it->second;
+    tr.title = "Stream " + std::to_string(stream);
+    tr.device = device;
+    tr.stream = stream;
+    for (EventRef e : items) {
+      const Item it = span_of(e);
+      tr.busy_ns += it.end - it.start;
+    }
+    if (auto g = events.graph.find(key); g != events.graph.end()) {
+      for (EventRef e : g->second) {
+        const Item it = span_of(e);
+        tr.busy_ns += it.end - it.start;
+      }
+      const std::vector<EventRef> blocks = gather_replays(g->second, tr.graphs_open_inside);
+      items.insert(items.end(), blocks.begin(), blocks.end());
+      tr.graph_lanes = stack_into_lanes(g->second, span_of);
+    }
+    tr.lanes = stack_into_lanes(items, span_of);
+    tracks_.push_back(std::move(tr));
+  }
+  std::stable_sort(tracks_.begin() + ptrdiff_t(first_gpu), tracks_.end(), [](const Track& a, const Track& b) {
+    return a.device != b.device ? a.device < b.device : a.busy_ns > b.busy_ns;
+  });
+  for (size_t i = first_gpu; i < tracks_.size(); ++i) gpu_track_[{tracks_[i].device, tracks_[i].stream}] = static_cast<int>(i);
+  std::sort(replay_of_.begin(), replay_of_.end());
+}
+
+// Per process, first the threads that launch GPU work, sync with it, wait for data or hold the recorded steps;
+// the other threads are folded (Track::folded) into one "N other threads" row that the layout expands on request.
+void TimelineModel::add_thread_tracks(EventsByTrack& events) {
+  const store::Trace& t = *trace_;
+  auto& host = events.host;
+  auto& waits = events.waits;
+  auto& samples = events.samples;
+  std::map<int64_t, std::string> process_names;
+  for (const auto& p : t.processes) process_names[p.pid] = t.str(p.name);
+  std::map<Key, std::string> thread_names;
+  for (const auto& th : t.threads) thread_names[{th.pid, th.tid}] = t.str(th.name);
+  const SpanOf span_of{t};
+  auto process_label = [&](int64_t pid) {
+    std::string s = "Process " + std::to_string(shown_pid(pid));
+    auto it = process_names.find(pid);
+    if (it != process_names.end() && !it->second.empty()) s += " " + it->second;
+    return s;
+  };
+  std::set<Key> launches;  // threads that launch GPU work (an API call with a correlation id) or sync with it
+  for (const auto& a : t.api_calls)
+    if (a.correlation) launches.insert({a.pid, a.tid});
+  for (const auto& s : t.syncs) launches.insert({s.pid, s.tid});  // a thread blocking on the GPU matters too
+  std::map<int64_t, std::vector<Key>> threads_of;  // pid → threads
+  {
+    std::set<Key> threads;
+    for (const auto& [k, v] : host) threads.insert(k);
+    for (const auto& [k, v] : waits) threads.insert(k);
+    for (const auto& [k, v] : samples) threads.insert(k);
+    for (const Key& k : threads) threads_of[k.first].push_back(k);
+  }
+  auto events_of = [&](const Key& k) {
+    size_t n = 0;
+    if (auto it = host.find(k); it != host.end()) n += it->second.size();
+    if (auto it = waits.find(k); it != waits.end()) n += it->second.size();
+    if (auto it = samples.find(k); it != samples.end()) n += it->second.size();
+    return n;
+  };
+  auto thread_title = [&](const Key& k) {
+    auto it = thread_names.find(k);
+    if (it != thread_names.end() && !it->second.empty())  // Kineto's names already hold the id: "thread 25738 (python)"
+      return it->second.find(std::to_string(k.second)) != std::string::npos ? it->second
+                                                                            : it->second + " " + std::to_string(k.second);
+    // CUPTI reports API calls under its own thread id, which no thread record names.
+    if (launches.count(k) && !samples.count(k) && !waits.count(k)) return "CUDA API · thread " + std::to_string(k.second);
+    return "Thread " + std::to_string(k.second);
+  };
+  std::set<Key> stepping;  // threads whose steps the store recorded (the training loop)
+  for (const auto& st : t.steps) stepping.insert({st.pid, st.tid});
+  for (auto& [pid, keys] : threads_of) {
+    std::vector<Key> key_threads, others;
+    for (const Key& k : keys) (launches.count(k) || waits.count(k) || stepping.count(k) ? key_threads : others).push_back(k);
+    // Older recordings put CUDA calls under CUPTI's thread ids, which no OS thread has: then the thread that
+    // launched them is unknown, and the process's most-sampled thread is the best guess at it.
+    if (std::none_of(key_threads.begin(), key_threads.end(), [&](const Key& k) { return samples.count(k) > 0; })) {
+      auto sampled = [&](const Key& k) {
+        auto it = samples.find(k);
+        return it == samples.end() ? size_t(0) : it->second.size();
+      };
+      auto most = std::max_element(others.begin(), others.end(),
+                                   [&](const Key& a, const Key& b) { return sampled(a) < sampled(b); });
+      if (most != others.end() && sampled(*most) > 0) {
+        key_threads.push_back(*most);
+        others.erase(most);
+      }
+    }
+    // Named threads (the OS threads the samples and data waits are on) before CUPTI's API-call rows.
+    auto busiest = [&](const Key& a, const Key& b) {
+      const bool ta = thread_names.count(a), tb = thread_names.count(b);
+      if (ta != tb) return ta;
+      const size_t na = events_of(a), nb = events_of(b);
+      return na != nb ? na > nb : a.second < b.second;
+    };
+    std::stable_sort(key_threads.begin(), key_threads.end(), busiest);
+    // Folding pays only when a process has threads that matter and more than one other.
+    const bool fold = !key_threads.empty() && others.size() > 1;
+    if (!fold) {
+      key_threads.insert(key_threads.end(), others.begin(), others.end());
+      others.clear();
+    }
+    const std::string group = process_label(pid);
+    for (int part = 0; part < 2; ++part) {
+      for (const Key& key : part == 0 ? key_threads : others) {
+        const auto p = key.first, tid = key.second;  // not a structured binding: clang 14 cannot capture one
+        const std::string title = thread_title(key);
+        auto base = [&](TrackKind kind, std::string t) {
+          Track tr;
+          tr.kind = kind;
+          tr.group = group;
+          tr.title = std::move(t);
+          tr.pid = p;
+          tr.tid = tid;
+          tr.folded = part == 1;
+          return tr;
+        };
+        if (auto it = samples.find(key); it != samples.end()) {
+          Track tr = base(TrackKind::CpuSamples, title + " · samples");
+          auto& v = it->second;
+          std::sort(v.begin(), v.end());
+          for (auto& [time, row] : v) {
+            tr.sample_times.push_back(time);
+            tr.sample_rows.push_back(row);
+          }
+          samples_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+        if (auto it = host.find(key); it != host.end()) {
+          Track tr = base(TrackKind::CpuRanges, title);
+          tr.lanes = stack_into_lanes(it->second, span_of);
+          ranges_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+        if (auto it = waits.find(key); it != waits.end()) {
+          Track tr = base(TrackKind::DataWaits, title + " · data waits");
+          tr.lanes = stack_into_lanes(it->second, span_of);
+          waits_track_[key] = static_cast<int>(tracks_.size());
+          tracks_.push_back(std::move(tr));
+        }
+      }
+    }
+  }
+}
+
+// The time the tracks span and how many events they hold.
+void TimelineModel::measure_extent() {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const Track& tr : tracks_) {
+    for (size_t li = 0; li < tr.all_lanes(); ++li) {
+      const Lane& l = tr.lane_at(li);
+      event_count_ += l.size();
+      if (l.size()) {
+        lo = std::min(lo, l.starts.front());
+        hi = std::max(hi, l.max_end_at(l.size() - 1));
+      }
+    }
+    if (!tr.sample_times.empty()) {
+      event_count_ += tr.sample_times.size();
+      lo = std::min(lo, tr.sample_times.front());
+      hi = std::max(hi, tr.sample_times.back());
+    }
+  }
+  event_count_ -= replays_.size();  // a replay's block stands for its rows, which are counted
+  if (lo > hi) lo = hi = 0;
+  begin_ = lo;
+  end_ = std::max(hi, lo + 1);
+}
+
+}  // namespace stepscope::gui
