@@ -29,8 +29,18 @@ TEST_CASE("pip install . into a clean venv: stepscope on its PATH records a Data
   const std::string unoptimized =
       " --config-settings=cmake.define.CMAKE_CXX_FLAGS_RELEASE='-O0 -DNDEBUG'"
       " --config-settings=cmake.define.CMAKE_C_FLAGS_RELEASE='-O0 -DNDEBUG'";
-  const auto pip = run_shell("CMAKE_BUILD_PARALLEL_LEVEL=2 " + shell_quote(venv + "/bin/pip") +
-                             " install --disable-pip-version-check" + unoptimized + " " +
+  // Through the compiler cache scripts/test.sh sets up (it exports CCACHE_DIR): the wheel's build folder is a new
+  // temporary one each time, so paths are made relative (CCACHE_BASEDIR=/) and the folder left out of the key
+  // (CCACHE_NOHASHDIR): a CI run of a change compiles what the change touched, not the whole product again.
+  std::string cache_env, cache_settings;
+  if (std::getenv("CCACHE_DIR") && run_shell("command -v ccache >/dev/null").status == 0) {
+    cache_env = "CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 ";
+    cache_settings =
+        " --config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache"
+        " --config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache";
+  }
+  const auto pip = run_shell(cache_env + "CMAKE_BUILD_PARALLEL_LEVEL=2 " + shell_quote(venv + "/bin/pip") +
+                             " install --disable-pip-version-check" + unoptimized + cache_settings + " " +
                              shell_quote(source_dir()) + " 2>&1");
   if (pip.status != 0 && (pip.output.find("No matching distribution found for scikit-build-core") != std::string::npos ||
                           pip.output.find("Failed to establish a new connection") != std::string::npos))
