@@ -332,6 +332,17 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
   if (a.raw_tid != INT64_MIN) tid = a.raw_tid;
   auto gpu_device = [&] { return a.device >= 0 ? a.device : pid; };
   auto gpu_stream = [&] { return a.stream != INT64_MIN ? a.stream : tid; };
+  // A copy or a memset: the fields they share.
+  auto copy_like = [&](auto& m) {
+    m.start = start;
+    m.end = end;
+    m.device = gpu_device();
+    m.stream = gpu_stream();
+    m.correlation = a.correlation;
+    m.bytes = a.bytes;
+    m.graph_id = a.graph_id;
+    m.graph_node_id = a.graph_node_id;
+  };
 
   switch (c) {
     case Cat::Kernel: {
@@ -357,12 +368,7 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
     case Cat::Memcpy: {
       kineto_cats_ |= cat == "gpu_memcpy";
       Memcpy m;
-      m.start = start;
-      m.end = end;
-      m.device = gpu_device();
-      m.stream = gpu_stream();
-      m.correlation = a.correlation;
-      m.bytes = a.bytes;
+      copy_like(m);
       parse_memcpy_name(name, m.kind, m.src_kind, m.dst_kind);
       if (m.kind == CopyKind::Unknown && !a.kind.empty()) {
         CopyKind k2 = CopyKind::Unknown;
@@ -370,25 +376,16 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
         parse_memcpy_name(a.kind, k2, s2, d2);
         m.kind = k2;
       }
-      m.graph_id = a.graph_id;
-      m.graph_node_id = a.graph_node_id;
       t_.memcpys.push_back(m);
       break;
     }
     case Cat::Memset: {
       kineto_cats_ |= cat == "gpu_memset";
       Memset m;
-      m.start = start;
-      m.end = end;
-      m.device = gpu_device();
-      m.stream = gpu_stream();
-      m.correlation = a.correlation;
-      m.bytes = a.bytes;
+      copy_like(m);
       size_t open = name.find('(');
       m.mem_kind = open != std::string_view::npos ? parse_memory_kind(name.substr(open))
                                                   : parse_memory_kind(a.kind);
-      m.graph_id = a.graph_id;
-      m.graph_node_id = a.graph_node_id;
       t_.memsets.push_back(m);
       break;
     }
