@@ -93,6 +93,19 @@ void read_graph_ids(const Db::Stmt& st, int first, Row& r) {
   r.graph_id = st.null(first + 1) ? 0 : st.i(first + 1);
 }
 
+// Kernels and graph replays begin with start, end, deviceId, contextId, streamId, correlationId, globalPid.
+Kernel kernel_like_of(const Db::Stmt& st) {
+  Kernel k;
+  k.start = st.i(0);
+  k.end = st.i(1);
+  k.device = st.i(2);
+  k.context = st.i(3);
+  k.stream = st.i(4);
+  k.correlation = st.i(5);
+  k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+  return k;
+}
+
 // Copies and memsets: the columns both tables begin with (start, end, deviceId, streamId, correlationId,
 // globalPid, bytes); `graph_ids` is where their graph ids begin.
 std::string copy_like_columns(Db& db, const std::set<std::string>& c) {
@@ -241,14 +254,7 @@ void Importer::kernels() {
                        db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " + shared +
                        ", " + graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
-    Kernel k;
-    k.start = st.i(0);
-    k.end = st.i(1);
-    k.device = st.i(2);
-    k.context = st.i(3);
-    k.stream = st.i(4);
-    k.correlation = st.i(5);
-    k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+    Kernel k = kernel_like_of(st);
     k.name = str(st.i(7));
     k.grid_x = static_cast<int32_t>(st.i(8));
     k.grid_y = static_cast<int32_t>(st.i(9));
@@ -355,14 +361,7 @@ void Importer::graph_replays() {
   std::map<int64_t, StringId> names;
   bool any = false;
   while (st.step()) {
-    Kernel k;
-    k.start = st.i(0);
-    k.end = st.i(1);
-    k.device = st.i(2);
-    k.context = st.i(3);
-    k.stream = st.i(4);
-    k.correlation = st.i(5);
-    k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+    Kernel k = kernel_like_of(st);
     k.graph_id = st.i(7);
     auto [n, fresh] = names.emplace(k.graph_id, 0);
     if (fresh) n->second = t_.intern("CUDA graph " + std::to_string(k.graph_id));
