@@ -22,10 +22,10 @@
 #include "test_support.h"
 
 using namespace stepscope;
-using test::ActivityBuffer;
 using collector::cupti::GraphApi;
 using collector::cupti::GraphBuilds;
 using collector::cupti::GraphRows;
+using test::ActivityBuffer;
 
 namespace {
 

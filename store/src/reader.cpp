@@ -50,8 +50,8 @@ Kernel kernel_of(const Statement& s) {
   k.graph_node_id = s.col_int(17);
   return k;
 }
-// Copies and memsets begin with the same columns (start_ns,end_ns,device,stream,correlation,bytes) and end with
-// pid,graph_id,graph_node_id; `tail` is where that end begins.
+// Copies and memsets begin with the same columns (start_ns,end_ns,device,stream,correlation,bytes) and end
+// with pid,graph_id,graph_node_id; `tail` is where that end begins.
 template <class Op>
 Op copy_like_of(const Statement& s, int tail) {
   Op m;

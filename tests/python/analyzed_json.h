@@ -1,5 +1,5 @@
-// `stepscope analyze --json` of a store, run with the built CLI (STEPSCOPE_CLI), and the figures the Python tests
-// hold against what their trainers measured themselves.
+// `stepscope analyze --json` of a store, run with the built CLI (STEPSCOPE_CLI), and the figures the Python
+// tests hold against what their trainers measured themselves.
 #pragma once
 
 #include <simdjson.h>

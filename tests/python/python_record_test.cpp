@@ -120,8 +120,9 @@ TEST_CASE("input-bound Python trainer: recorded share matches the script's own, 
     REQUIRE(own >= 0);
     Analyzed a;
     analyze(db, a);
-    std::printf("python_input_bound %s: script wait_share %.4f, stepscope data_wait_share %.4f (%lld steps, %s)\n",
-                mode.c_str(), own, a.wait_share(), (long long)a.steps(), a.step_source().c_str());
+    std::printf(
+        "python_input_bound %s: script wait_share %.4f, stepscope data_wait_share %.4f (%lld steps, %s)\n",
+        mode.c_str(), own, a.wait_share(), (long long)a.steps(), a.step_source().c_str());
     CHECK(a.step_source() == "step-func");
     CHECK(a.steps() == 59);  // 60 train_step calls: 59 closed steps
     CHECK(std::abs(a.wait_share() - own) < 0.05);
@@ -351,9 +352,10 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
     Analyzed a, k;
     analyze(db, a);
     analyze(kineto, k);
-    std::printf("torch num_workers=0: script %.4f, stepscope %.4f (%s, %lld steps), Kineto %.4f (%s, %lld steps)\n",
-                own, a.wait_share(), a.step_source().c_str(), (long long)a.steps(), k.wait_share(), k.step_source().c_str(),
-                (long long)k.steps());
+    std::printf(
+        "torch num_workers=0: script %.4f, stepscope %.4f (%s, %lld steps), Kineto %.4f (%s, %lld steps)\n",
+        own, a.wait_share(), a.step_source().c_str(), (long long)a.steps(), k.wait_share(),
+        k.step_source().c_str(), (long long)k.steps());
     auto w = waits_of(db);
     CHECK(w.count["dataloader"] == 41);  // 40 batches and the final StopIteration
     REQUIRE(w.threads.size() == 1);
@@ -488,8 +490,8 @@ TEST_CASE("tf.data: a slow map without prefetch is input-bound (source tf.data),
     REQUIRE(own >= 0);
     Analyzed a;
     analyze(db, a);
-    std::printf("tf.data %s: script %.4f, stepscope %.4f (%s, %lld steps)\n", mode.c_str(), own, a.wait_share(),
-                a.step_source().c_str(), (long long)a.steps());
+    std::printf("tf.data %s: script %.4f, stepscope %.4f (%s, %lld steps)\n", mode.c_str(), own,
+                a.wait_share(), a.step_source().c_str(), (long long)a.steps());
     auto w = waits_of(db);
     CHECK(w.count["tf.data"] == 41);  // 40 batches and the end of the dataset
     CHECK(a.step_source() == "dataloader");
@@ -566,8 +568,8 @@ TEST_CASE(
       "attach: %lld steps (%s), share %.4f (script over them: %.4f, %d of %d ends within 20 ms), %s; record: "
       "%lld steps, share %.4f (script: %.4f, %d of %d), %s\n",
       (long long)a.steps(), a.step_source().c_str(), a.wait_share(), aa.wait_share, aa.matched_ends, aa.steps,
-      a.severity("input-bound").c_str(), (long long)r.steps(), r.wait_share(), ra.wait_share,
-      ra.matched_ends, ra.steps, r.severity("input-bound").c_str());
+      a.severity("input-bound").c_str(), (long long)r.steps(), r.wait_share(), ra.wait_share, ra.matched_ends,
+      ra.steps, r.severity("input-bound").c_str());
   CHECK(std::string(std::string_view(a.doc["summary"]["python_hooks"])) ==
         "installed in 1 of 1 Python process");
   CHECK(a.step_source() == "optimizer");

@@ -73,8 +73,9 @@ constexpr std::pair<std::string_view, Cat> kCategories[] = {
     {"user_annotation", Cat::UserAnnotation},
     {"python_function", Cat::Python},
     {"gpu_user_annotation", Cat::GpuAnnotation},
-    // CUPTI range-profiler metrics: Kineto gives them no real times (CuptiRangeProfilerSession::addRangeEvents
-    // splits the profiled span evenly, "the actual times do not really matter"), so they are not a timeline.
+    // CUPTI range-profiler metrics: Kineto gives them no real times
+    // (CuptiRangeProfilerSession::addRangeEvents splits the profiled span evenly, "the actual times do not
+    // really matter"), so they are not a timeline.
     {"cuda_profiler_range", Cat::ForeignDevice},
     {"stepscope_data_wait", Cat::StepscopeDataWait},
 };
@@ -384,8 +385,8 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       Memset m;
       copy_like(m);
       size_t open = name.find('(');
-      m.mem_kind = open != std::string_view::npos ? parse_memory_kind(name.substr(open))
-                                                  : parse_memory_kind(a.kind);
+      m.mem_kind =
+          open != std::string_view::npos ? parse_memory_kind(name.substr(open)) : parse_memory_kind(a.kind);
       t_.memsets.push_back(m);
       break;
     }

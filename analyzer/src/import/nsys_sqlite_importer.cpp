@@ -83,7 +83,8 @@ class Db {
   std::set<std::string> tables_;
 };
 
-// The graph ids that kernel, memcpy and memset rows end with: graphNodeId, graphId (0 where the export lacks them).
+// The graph ids that kernel, memcpy and memset rows end with: graphNodeId, graphId (0 where the export lacks
+// them).
 std::string graph_id_columns(Db& db, const std::set<std::string>& c) {
   return db.col(c, "graphNodeId", "0") + ", " + db.col(c, "graphId", "0");
 }
@@ -110,7 +111,8 @@ Kernel kernel_like_of(const Db::Stmt& st) {
 // globalPid, bytes); `graph_ids` is where their graph ids begin.
 std::string copy_like_columns(Db& db, const std::set<std::string>& c) {
   return "start, end, " + db.col(c, "deviceId", "0") + ", " + db.col(c, "streamId", "0") + ", " +
-         db.col(c, "correlationId", "0") + ", " + db.col(c, "globalPid", "0") + ", " + db.col(c, "bytes", "0");
+         db.col(c, "correlationId", "0") + ", " + db.col(c, "globalPid", "0") + ", " +
+         db.col(c, "bytes", "0");
 }
 template <class Op>
 Op copy_like_of(const Db::Stmt& st, int graph_ids) {
@@ -251,8 +253,8 @@ void Importer::kernels() {
                        db_.col(c, "globalPid", "0") + ", " + name + ", " + db_.col(c, "gridX", "0") + ", " +
                        db_.col(c, "gridY", "0") + ", " + db_.col(c, "gridZ", "0") + ", " +
                        db_.col(c, "blockX", "0") + ", " + db_.col(c, "blockY", "0") + ", " +
-                       db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " + shared +
-                       ", " + graph_id_columns(db_, c) + " FROM " + tbl);
+                       db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " +
+                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
     Kernel k = kernel_like_of(st);
     k.name = str(st.i(7));
