@@ -1,6 +1,5 @@
 // `stepscope doctor`: what works here (driver, CUPTI, perf events, ptrace, Python hooks) and a self-test
 // recording; the logic is in collector/src/launcher/doctor.cpp.
-#include <cstdio>
 #include <memory>
 
 #include "command.h"
@@ -36,10 +35,7 @@ CommandRegistration doctor_command(80, [](CLI::App& app, int& exit_code) {
     exit_code = *workload_s > 0 ? collector::doctor_workload(*workload_s, *report) : collector::doctor(*o);
   });
 #else
-  cmd->callback([&exit_code]() {
-    std::fprintf(stderr, "stepscope: this build has no collector\n");
-    exit_code = 2;
-  });
+  refuse_without_collector(cmd, exit_code);
 #endif
 });
 

@@ -35,10 +35,7 @@ CommandRegistration record_command(10, [](CLI::App& app, int& exit_code) {
 #else
   std::vector<std::string> command;
   cmd->add_option("command", command, "The command to record (after --)")->required();
-  cmd->callback([&exit_code]() {
-    std::fprintf(stderr, "stepscope: this build has no collector\n");
-    exit_code = 2;
-  });
+  refuse_without_collector(cmd, exit_code);
 #endif
 });
 

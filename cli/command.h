@@ -16,6 +16,9 @@ struct CommandRegistration {
   CommandRegistration(int order, CommandSetup setup);
 };
 
+// The callback of a subcommand this build cannot run (no collector): says so and exits 2.
+void refuse_without_collector(CLI::App* cmd, int& exit_code);
+
 // All registered commands, ordered by `order` (the order --help lists them in).
 std::vector<std::pair<int, CommandSetup>>& registered_commands();
 

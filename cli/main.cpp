@@ -18,6 +18,13 @@ CommandRegistration::CommandRegistration(int order, CommandSetup setup) {
   registered_commands().emplace_back(order, std::move(setup));
 }
 
+void refuse_without_collector(CLI::App* cmd, int& exit_code) {
+  cmd->callback([&exit_code]() {
+    std::fprintf(stderr, "stepscope: this build has no collector\n");
+    exit_code = 2;
+  });
+}
+
 }  // namespace stepscope::cli
 
 int main(int argc, char** argv) {

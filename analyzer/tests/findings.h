@@ -1,4 +1,4 @@
-// Looking a finding up by rule in an analysis, for the analyzer tests.
+// Looking a finding up by rule in an analysis (one run or the ranks of a job), for the analyzer tests.
 #pragma once
 
 #include <string>
@@ -7,8 +7,9 @@
 
 namespace stepscope::test {
 
-// The first finding of `rule`, or nullptr; points into `a`.
-inline const analyzer::FindingResult* find_finding(const analyzer::Analysis& a, const std::string& rule) {
+// The first finding of `rule` in `a` (an Analysis or a MultiRankAnalysis), or nullptr; points into `a`.
+template <class AnyAnalysis>
+const analyzer::FindingResult* find_finding(const AnyAnalysis& a, const std::string& rule) {
   for (const auto& f : a.findings)
     if (f.rule == rule) return &f;
   return nullptr;

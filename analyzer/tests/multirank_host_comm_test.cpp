@@ -5,22 +5,18 @@
 
 #include <string>
 
+#include "findings.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
 using namespace stepscope;
+using test::find_finding;
 
 namespace {
 
 constexpr int64_t US = 1000, MS = 1000 * US;
-
-const analyzer::FindingResult* find(const analyzer::MultiRankAnalysis& m, const std::string& rule) {
-  for (const auto& f : m.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
-}
 
 // A CPU rank of DDP over gloo: per 60 ms step (optimizer marks), `busy` of host work, then the gradient
 // all-reduce issued async; it completes on every rank `transfer` after the slowest rank issued it (at `slowest`).
@@ -106,7 +102,7 @@ TEST_CASE("a gloo rank that issues its all-reduce 20 ms late is the straggler, a
     CHECK(s.wait_ns[0] == 20 * MS);
     CHECK(s.wait_ns[1] == 0);
   }
-  const auto* st = find(m, "straggler");
+  const auto* st = find_finding(m, "straggler");
   REQUIRE(st);
   CHECK(st->est_savings_us_per_step == Approx(20000.0));
   // No GPU work: what it did longer is host time, by exactly the 20 ms (its exposed all-reduce is 1 ms, the
@@ -119,7 +115,7 @@ TEST_CASE("a gloo rank that issues its all-reduce 20 ms late is the straggler, a
   CHECK(mine.host_ns == 59 * MS);
   CHECK(analyzer::find_step(m.ranks[0], 2)->host_ns == 39 * MS);
   // The straggler's exposed all-reduce, 1 ms of a 60 ms step, is under exposed-comm's 5%.
-  CHECK_FALSE(find(m, "exposed-comm"));
+  CHECK_FALSE(find_finding(m, "exposed-comm"));
   CHECK(m.job_step_ns == 60 * MS);
   REQUIRE(m.what_if.size() == 1);
   CHECK(m.what_if[0].rank == 1);
@@ -132,9 +128,9 @@ TEST_CASE("a gloo rank that issues its all-reduce 20 ms late is the straggler, a
 
 TEST_CASE("equal gloo ranks: the all-reduce that no host work hides is exposed-comm, no straggler") {
   const auto m = cpu_job(-1, false, 10 * MS);
-  CHECK_FALSE(find(m, "straggler"));
+  CHECK_FALSE(find_finding(m, "straggler"));
   CHECK(m.what_if.empty());
-  const auto* ec = find(m, "exposed-comm");
+  const auto* ec = find_finding(m, "exposed-comm");
   REQUIRE(ec);
   CHECK(ec->est_savings_us_per_step == Approx(10000.0));  // the 10 ms transfer each step, on every rank
   CHECK(ec->summary.find("all-reduce") != std::string::npos);
@@ -215,7 +211,7 @@ TEST_CASE("Kineto's record_param_comms ranges are collectives, their kind from t
   CHECK(c[0].seq == -1);  // matched by order
   REQUIRE(m.steps.size() == 3);
   CHECK(m.steps[1].caused_ns[0] == 20 * MS);
-  const auto* st = find(m, "straggler");
+  const auto* st = find_finding(m, "straggler");
   REQUIRE(st);
   CHECK(st->summary.find("rank 0 is the straggler") != std::string::npos);
 }

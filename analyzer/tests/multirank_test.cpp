@@ -10,22 +10,18 @@
 #include <set>
 #include <sstream>
 
+#include "findings.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
 using namespace stepscope;
+using test::find_finding;
 
 namespace {
 
 constexpr int64_t US = 1000, MS = 1000 * US;
-
-const analyzer::FindingResult* find(const analyzer::MultiRankAnalysis& m, const std::string& rule) {
-  for (const auto& f : m.findings)
-    if (f.rule == rule) return &f;
-  return nullptr;
-}
 
 // A rank of a data-parallel job: per step, `compute` of kernels on stream 7 then an all-reduce on stream 8
 // (`overlapped`: the all-reduce runs beside the kernels instead). Every rank's all-reduce ends when the
@@ -102,7 +98,7 @@ TEST_CASE("rank 3 running 30% longer kernels is the straggler, saving the 30%") 
     CHECK(s.wait_ns[3] == 0);
     CHECK(s.wait_ns[0] == 3 * MS);
   }
-  const auto* f = find(m, "straggler");
+  const auto* f = find_finding(m, "straggler");
   REQUIRE(f);
   CHECK(f->est_savings_us_per_step == Approx(3000.0));
   CHECK(f->steps == std::vector<int64_t>{0, 1, 2});
@@ -115,7 +111,7 @@ TEST_CASE("rank 3 running 30% longer kernels is the straggler, saving the 30%") 
   CHECK(m.ranks[0].steps[0].exposed_comm_ns == 4 * MS);
   CHECK(m.ranks[3].steps[0].exposed_comm_ns == 1 * MS);
   // The all-reduce transfer itself (1 ms on the last rank) is exposed: 1 ms of a 14.1 ms step.
-  const auto* e = find(m, "exposed-comm");
+  const auto* e = find_finding(m, "exposed-comm");
   REQUIRE(e);
   CHECK(e->est_savings_us_per_step == Approx(1000.0));
   CHECK(e->summary.find("all-reduce") != std::string::npos);
@@ -134,8 +130,8 @@ TEST_CASE("a job with a fully overlapped all-reduce has no exposed-comm and no s
 
 TEST_CASE("equal ranks with an exposed all-reduce: exposed-comm, no straggler") {
   auto m = job(-1, 1.0, false, 4);
-  CHECK_FALSE(find(m, "straggler"));
-  const auto* e = find(m, "exposed-comm");
+  CHECK_FALSE(find_finding(m, "straggler"));
+  const auto* e = find_finding(m, "exposed-comm");
   REQUIRE(e);
   CHECK(e->est_savings_us_per_step == Approx(1000.0));
 }
@@ -188,12 +184,12 @@ TEST_CASE("the 8 DLRM ranks agree with the independent reference computation") {
     CHECK(a.caused_ns[i] == rows[i].caused);
   }
   CHECK(a.critical_exposed_ns == critical);
-  const auto* f = find(m, "straggler");
+  const auto* f = find_finding(m, "straggler");
   REQUIRE(f);
   CHECK(f->summary.find("rank " + std::to_string(straggler) + " is the straggler") == 0);
   CHECK(f->est_savings_us_per_step == Approx(double(saving) / 1000.0).margin(0.01));
   // 217 µs of critical exposed collective time in a ~16 ms step: under the 5% threshold.
-  CHECK_FALSE(find(m, "exposed-comm"));
+  CHECK_FALSE(find_finding(m, "exposed-comm"));
 }
 
 TEST_CASE("stepscope analyze takes a directory of rank stores, report renders the per-rank section") {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "activity_buffer.h"
 #include "gpu/cupti_api_classes.h"
 #include "gpu/cupti_decode.h"
 #include "gpu/gpu_window.h"
@@ -17,21 +18,9 @@
 #include "test_support.h"
 
 using namespace stepscope;
+using test::ActivityBuffer;
 
 namespace {
-
-struct Buffer {
-  alignas(8) std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 16, 0);
-  size_t used = 0;
-  template <class T>
-  T& add() {
-    used = (used + 7) & ~size_t{7};
-    T* p = reinterpret_cast<T*>(bytes.data() + used);
-    std::memset(static_cast<void*>(p), 0, sizeof(T));
-    used += sizeof(T);
-    return *p;
-  }
-};
 
 // The decoded rows written to a real store and read back.
 store::Trace through_store(const store::Trace& rows, const std::string& name) {
@@ -51,7 +40,7 @@ TEST_CASE("CUPTI records decode into the exact store rows") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
 
-  Buffer b;
+  ActivityBuffer b;
   auto& k = b.add<CUpti_ActivityKernel10>();
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.start = 1000;
@@ -202,7 +191,7 @@ TEST_CASE("CUPTI records decode into the exact store rows") {
 TEST_CASE("a clock offset from the fallback calibration shifts every timestamp") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
-  Buffer b;
+  ActivityBuffer b;
   auto& k = b.add<CUpti_ActivityKernel10>();
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.start = 100;
@@ -222,7 +211,7 @@ TEST_CASE("system thread ids: a sync before its API call in the buffer gets the 
   // With cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) CUPTI writes gettid() values: use this
   // process's real pid and thread, the ids samples carry.
   const uint32_t pid = uint32_t(getpid()), tid = uint32_t(syscall(SYS_gettid));
-  Buffer b;
+  ActivityBuffer b;
   auto& sy = b.add<CUpti_ActivitySynchronization2>();  // CUPTI may emit it first: the call ends after the wait
   sy.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   sy.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
@@ -267,7 +256,7 @@ TEST_CASE("system thread ids: a sync before its API call in the buffer gets the 
 TEST_CASE("a sync whose API record comes in a later buffer waits for it, one that never gets it is counted") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
-  auto sync = [](Buffer& b, uint32_t correlation) {
+  auto sync = [](ActivityBuffer& b, uint32_t correlation) {
     auto& s = b.add<CUpti_ActivitySynchronization2>();
     s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
     s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
@@ -275,7 +264,7 @@ TEST_CASE("a sync whose API record comes in a later buffer waits for it, one tha
     s.start = 100;
     s.end = 200;
   };
-  auto api = [](Buffer& b, uint32_t tid, uint32_t correlation) {
+  auto api = [](ActivityBuffer& b, uint32_t tid, uint32_t correlation) {
     auto& a = b.add<CUpti_ActivityAPI>();
     a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
     a.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
@@ -285,14 +274,14 @@ TEST_CASE("a sync whose API record comes in a later buffer waits for it, one tha
   collector::cupti::DecodeState st;
   st.skip_tid = 555;  // the calibration's thread
   store::Trace t;
-  Buffer b1;
+  ActivityBuffer b1;
   sync(b1, 41);  // the program's: its API record is in the next buffer
   sync(b1, 42);  // the calibration's (an attach window opened by it): dropped once its API record shows that
   sync(b1, 43);  // its API call was before the window: never resolved
   collector::cupti::decode_activity_buffer(b1.bytes.data(), b1.used, t, st);
   CHECK(t.syncs.empty());  // nothing written with thread 0
   CHECK(st.held_syncs.size() == 3);
-  Buffer b2;
+  ActivityBuffer b2;
   api(b2, 777, 41);
   api(b2, 555, 42);
   collector::cupti::decode_activity_buffer(b2.bytes.data(), b2.used, t, st);
@@ -301,7 +290,7 @@ TEST_CASE("a sync whose API record comes in a later buffer waits for it, one tha
   CHECK(t.syncs[0].tid == 777);
   REQUIRE(st.held_syncs.size() == 1);
   for (int i = 0; i < 9; ++i) {
-    Buffer empty;
+    ActivityBuffer empty;
     api(empty, 778, 1000 + i);
     collector::cupti::decode_activity_buffer(empty.bytes.data(), empty.used, t, st);
   }
@@ -318,7 +307,7 @@ TEST_CASE(
   // sync whose API record comes after it. The H100 proof of 2026-11-27 found windows 3-6 of launch_bound
   // without a single launch joined to its kernel: they joined window 2's launches of the same ids.
   auto attach_rows = [](uint32_t start, uint32_t tid) {
-    Buffer b;
+    ActivityBuffer b;
     auto& k = b.add<CUpti_ActivityKernel10>();
     k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     k.start = start + 10;
@@ -348,13 +337,13 @@ TEST_CASE(
   collector::cupti::DecodeState st;
   st.pid = 1234;
   store::Trace rows;
-  Buffer first = attach_rows(1000, 11);
+  ActivityBuffer first = attach_rows(1000, 11);
   REQUIRE(collector::cupti::decode_activity_buffer(first.bytes.data(), first.used, rows, st) == 4);
   // What the recorder does at a re-attach (attach_again_locked): the per-attach maps go, the base moves on.
   st.correlation_tid.clear();
   st.give_up_held_syncs();
   st.correlation_base += int64_t(1) << 32;
-  Buffer second = attach_rows(9000, 12);
+  ActivityBuffer second = attach_rows(9000, 12);
   REQUIRE(collector::cupti::decode_activity_buffer(second.bytes.data(), second.used, rows, st) == 4);
 
   store::Trace t = through_store(rows, "collector_cupti_reattach");
@@ -385,7 +374,7 @@ TEST_CASE(
 TEST_CASE("the collector's calibration kernels and its thread's API records are dropped") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
-  Buffer b;
+  ActivityBuffer b;
   auto& k1 = b.add<CUpti_ActivityKernel10>();
   k1.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k1.name = "stepscope_calibration_empty";

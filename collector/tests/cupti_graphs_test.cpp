@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "activity_buffer.h"
 #include "gpu/cupti_api_classes.h"
 #include "gpu/cupti_decode.h"
 #include "gpu/cupti_graphs.h"
@@ -24,21 +25,9 @@ using namespace stepscope;
 using collector::cupti::GraphApi;
 using collector::cupti::GraphBuilds;
 using collector::cupti::GraphRows;
+using test::ActivityBuffer;
 
 namespace {
-
-struct Buffer {
-  alignas(8) std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 16, 0);
-  size_t used = 0;
-  template <class T>
-  T& add() {
-    used = (used + 7) & ~size_t{7};
-    T* p = reinterpret_cast<T*>(bytes.data() + used);
-    std::memset(static_cast<void*>(p), 0, sizeof(T));
-    used += sizeof(T);
-    return *p;
-  }
-};
 
 constexpr uintptr_t kHandleBase = 0x10000;
 template <class H>
@@ -149,7 +138,7 @@ GraphRows build_graphs(std::map<int64_t, int>& line_of_key) {
 
 // One replay of executable graph 9 launched with correlation id `corr`: its three kernels and its memset, and
 // the cudaGraphLaunch that launched it.
-void replay(Buffer& b, uint32_t corr, uint64_t t) {
+void replay(ActivityBuffer& b, uint32_t corr, uint64_t t) {
   const char* names[] = {"fwd_a", "fwd_b", "", "fwd_c"};
   for (int i = 0; i < 4; ++i) {
     if (i == 2) {
@@ -244,7 +233,7 @@ TEST_CASE(
   GraphRows built = build_graphs(line_of_key);
 
   // Two replays (launch correlation ids 70 and 71), a copy outside any graph and a memcpy node of graph 12.
-  Buffer buf;
+  ActivityBuffer buf;
   replay(buf, 70, 10000);
   replay(buf, 71, 20000);
   auto& m = buf.add<CUpti_ActivityMemcpy6>();
@@ -407,7 +396,7 @@ TEST_CASE(
 TEST_CASE("a graph replay as one interval (--cuda-graphs graph): CUPTI's graph trace record") {
   std::string err;
   if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
-  Buffer b;
+  ActivityBuffer b;
   auto& g = b.add<CUpti_ActivityGraphTrace2>();
   g.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
   g.start = 5000, g.end = 5600;

@@ -85,17 +85,20 @@ class Runner:
             "bash", os.path.join(HERE, "record-samples.sh"), self.a.build, os.path.join(self.out, "samples")],
             "logs/record-samples.log", min(240, self.left()), env)
 
+    def windowed_target(self, seconds, report_every):
+        """(name, argv) of a program that runs `seconds` with window lines: launch_bound, a line every
+        `report_every` steps; on a CPU rehearsal, where no CUDA sample runs, the trainer (a line every 200)."""
+        if self.a.device == "cpu":
+            return "trainer", self.trainer("--steps", "100000000", "--duration", str(seconds), "--report-every", "200")
+        return "launch_bound", [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30",
+                                "--steps", str(plan.launch_bound_cap(seconds)), "--duration", str(seconds),
+                                "--report-every", str(report_every)]
+
     def attach_target(self):
         """(name, argv) of the program the attach phase attaches to: launch_bound, whose host-bound step is steady
         (the trainer's windows of 200 steps wandered 1257–2409 µs alone on the H100, no 3% could show), with a
         window line every ~0.2 s; on a CPU rehearsal, where no CUDA sample runs, the trainer."""
-        if self.a.device == "cpu":
-            return "trainer", self.trainer("--steps", "100000000", "--duration", str(plan.ATTACH_SECONDS),
-                                           "--report-every", "200")
-        return "launch_bound", [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30",
-                                "--steps", str(plan.launch_bound_cap(plan.ATTACH_SECONDS)), "--duration",
-                                str(plan.ATTACH_SECONDS),
-                                "--report-every", str(plan.ATTACH_REPORT_EVERY)]
+        return self.windowed_target(plan.ATTACH_SECONDS, plan.ATTACH_REPORT_EVERY)
 
     def phase_attach(self):
         """launch_bound runs plain; stepscope attaches 5 s after its first window for 6 s, detaches; it runs on."""
@@ -282,13 +285,7 @@ class Runner:
     def flight_target(self):
         """(name, argv) of the program the flight phase records: launch_bound with a window line every ~0.2 s, as the
         attach phase's; on a CPU rehearsal the trainer."""
-        if self.a.device == "cpu":
-            return "trainer", self.trainer("--steps", "100000000", "--duration", str(plan.FLIGHT_SECONDS),
-                                           "--report-every", "200")
-        return "launch_bound", [os.path.join(self.a.build, "samples", "cuda", "launch_bound"), "--ops", "30",
-                                "--steps", str(plan.launch_bound_cap(plan.FLIGHT_SECONDS)), "--duration",
-                                str(plan.FLIGHT_SECONDS),
-                                "--report-every", str(plan.LB_REPORT_EVERY)]
+        return self.windowed_target(plan.FLIGHT_SECONDS, plan.LB_REPORT_EVERY)
 
     def phase_flight(self):
         """launch_bound under `record --flight 30s`; `stepscope dump` of record's pid 10 s after its first window; then

@@ -50,42 +50,46 @@ Kernel kernel_of(const Statement& s) {
   k.graph_node_id = s.col_int(17);
   return k;
 }
-Memcpy memcpy_of(const Statement& s) {
-  Memcpy m;
+// Copies and memsets begin with the same columns (start_ns,end_ns,device,stream,correlation,bytes) and end
+// with pid,graph_id,graph_node_id; `tail` is where that end begins.
+template <class Op>
+Op copy_like_of(const Statement& s, int tail) {
+  Op m;
   m.start = s.col_int(0);
   m.end = s.col_int(1);
   m.device = s.col_int(2);
   m.stream = s.col_int(3);
   m.correlation = s.col_int(4);
   m.bytes = s.col_int(5);
+  m.pid = s.col_int(tail);
+  m.graph_id = s.col_int(tail + 1);
+  m.graph_node_id = s.col_int(tail + 2);
+  return m;
+}
+Memcpy memcpy_of(const Statement& s) {
+  auto m = copy_like_of<Memcpy>(s, 9);
   m.kind = CopyKind(s.col_int(6));
   m.src_kind = MemoryKind(s.col_int(7));
   m.dst_kind = MemoryKind(s.col_int(8));
-  m.pid = s.col_int(9);
-  m.graph_id = s.col_int(10);
-  m.graph_node_id = s.col_int(11);
   return m;
 }
 Memset memset_of(const Statement& s) {
-  Memset m;
-  m.start = s.col_int(0);
-  m.end = s.col_int(1);
-  m.device = s.col_int(2);
-  m.stream = s.col_int(3);
-  m.correlation = s.col_int(4);
-  m.bytes = s.col_int(5);
+  auto m = copy_like_of<Memset>(s, 7);
   m.mem_kind = MemoryKind(s.col_int(6));
-  m.pid = s.col_int(7);
-  m.graph_id = s.col_int(8);
-  m.graph_node_id = s.col_int(9);
   return m;
 }
+// Syncs, API calls and ranges begin with the host thread's span: start_ns,end_ns,pid,tid.
+template <class Row>
+Row host_span_of(const Statement& s) {
+  Row r;
+  r.start = s.col_int(0);
+  r.end = s.col_int(1);
+  r.pid = s.col_int(2);
+  r.tid = s.col_int(3);
+  return r;
+}
 Sync sync_of(const Statement& s) {
-  Sync y;
-  y.start = s.col_int(0);
-  y.end = s.col_int(1);
-  y.pid = s.col_int(2);
-  y.tid = s.col_int(3);
+  auto y = host_span_of<Sync>(s);
   y.type = SyncType(s.col_int(4));
   y.device = s.col_int(5);
   y.stream = s.col_int(6);
@@ -93,11 +97,7 @@ Sync sync_of(const Statement& s) {
   return y;
 }
 ApiCall api_of(const Statement& s) {
-  ApiCall a;
-  a.start = s.col_int(0);
-  a.end = s.col_int(1);
-  a.pid = s.col_int(2);
-  a.tid = s.col_int(3);
+  auto a = host_span_of<ApiCall>(s);
   a.kind = ApiKind(s.col_int(4));
   a.name = s.col_int(5);
   a.correlation = s.col_int(6);
@@ -106,11 +106,7 @@ ApiCall api_of(const Statement& s) {
   return a;
 }
 Range range_of(const Statement& s) {
-  Range r;
-  r.start = s.col_int(0);
-  r.end = s.col_int(1);
-  r.pid = s.col_int(2);
-  r.tid = s.col_int(3);
+  auto r = host_span_of<Range>(s);
   r.domain = s.col_int(4);
   r.name = s.col_int(5);
   r.depth = int32_t(s.col_int(6));

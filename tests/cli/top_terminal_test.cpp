@@ -157,19 +157,7 @@ struct PtyJob {
     if (master >= 0) close(master);
   }
 
-  void read_for(int ms) {
-    for (const int64_t until = mono_ms() + ms; mono_ms() < until;) {
-      pollfd p{master, POLLIN, 0};
-      if (poll(&p, 1, 50) > 0) {
-        char buf[4096];
-        const ssize_t n = read(master, buf, sizeof buf);
-        if (n > 0)
-          screen.append(buf, size_t(n));
-        else
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the terminal closed
-      }
-    }
-  }
+  void read_for(int ms) { test::read_terminal_for(master, ms, screen); }
   bool read_until(const std::string& needle, int timeout_ms, size_t from = 0) {
     for (const int64_t until = mono_ms() + timeout_ms; mono_ms() < until; read_for(50))
       if (screen.find(needle, from) != std::string::npos) return true;

@@ -27,16 +27,13 @@ namespace {
 
 const std::string kCli = STEPSCOPE_CLI;
 
-std::string python() {
-  return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python3";
-}
 std::string trainer() {
   return test::source_dir() + "/samples/cpu/python_slow_steps.py";
 }
 
 bool have_numpy() {
-  return fs::exists(python()) &&
-         test::run_shell(test::shell_quote(python()) + " -c 'import numpy' 2>&1").status == 0;
+  return fs::exists(test::venv_python3()) &&
+         test::run_shell(test::shell_quote(test::venv_python3()) + " -c 'import numpy' 2>&1").status == 0;
 }
 
 // Files in `dir` whose names match `pattern`, sorted.
@@ -67,7 +64,7 @@ std::string explanation_of(const std::string& store, int64_t step) {
 
 std::string record_flight(const std::string& dir, const std::string& flags, const std::string& trainer_args) {
   return test::shell_quote(kCli) + " record --flight 5s --step-func train_step " + flags + " -o " +
-         test::shell_quote(dir + "/run.db") + " -- " + test::shell_quote(python()) + " " +
+         test::shell_quote(dir + "/run.db") + " -- " + test::shell_quote(test::venv_python3()) + " " +
          test::shell_quote(trainer()) + " " + trainer_args + " 2>&1";
 }
 
@@ -179,8 +176,8 @@ namespace {
 pid_t wait_for_trainer(const std::string& tag, int seconds) {
   for (int i = 0; i < seconds * 10; ++i) {
     // Anchored at the interpreter: the launcher's and the shells' command lines name the sample too.
-    const auto r =
-        test::run_shell("pgrep -f -n '^" + python() + " .*python_slow_steps.py.*" + tag + "' 2>/dev/null");
+    const auto r = test::run_shell("pgrep -f -n '^" + test::venv_python3() + " .*python_slow_steps.py.*" +
+                                   tag + "' 2>/dev/null");
     if (r.status == 0 && std::atoi(r.output.c_str()) > 0) return std::atoi(r.output.c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -222,8 +219,9 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_top");
-  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
-                            " --steps 4000 --step-ms 5 --every 100000 --slow-ms 9 > /dev/null");
+  test::Spawned target =
+      test::spawn_shell(test::shell_quote(test::venv_python3()) + " " + test::shell_quote(trainer()) +
+                        " --steps 4000 --step-ms 5 --every 100000 --slow-ms 9 > /dev/null");
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 9", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // numpy imported, the loop running
@@ -236,20 +234,7 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
     _exit(127);
   }
   std::string screen;
-  auto read_for = [&](int ms) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{master, POLLIN, 0};
-      if (poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        const ssize_t n = read(master, buf, sizeof buf);
-        if (n > 0)
-          screen.append(buf, size_t(n));
-        else
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the terminal closed: top has ended
-      }
-    }
-  };
+  auto read_for = [&](int ms) { test::read_terminal_for(master, ms, screen); };
   // Three refreshes (each one clears the screen first).
   for (int i = 0; i < 150 && std::count(screen.begin(), screen.end(), '\x1b') < 6; ++i) read_for(200);
   INFO(screen);
@@ -321,9 +306,9 @@ TEST_CASE("attach --flight to a running trainer saves its slow steps, and the tr
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_attach");
   // Every 300th step sleeps 500 ms: steps 299, 599, 899, ... about every 2 s.
-  test::Spawned target = test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
-                            " --steps 2400 --step-ms 5 --every 300 --slow-ms 500 > " +
-                            test::shell_quote(dir.file("trainer.log")));
+  test::Spawned target = test::spawn_shell(
+      test::shell_quote(test::venv_python3()) + " " + test::shell_quote(trainer()) +
+      " --steps 2400 --step-ms 5 --every 300 --slow-ms 500 > " + test::shell_quote(dir.file("trainer.log")));
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 500", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -360,7 +345,7 @@ TEST_CASE("attach --flight: a trainer that fails after the attach keeps its last
   // before the window on a loaded machine, where the attach itself took seconds: no window was saved.
   const std::string fail = dir.file("fail");
   test::Spawned target =
-      test::spawn_shell(test::shell_quote(python()) + " " + test::shell_quote(trainer()) +
+      test::spawn_shell(test::shell_quote(test::venv_python3()) + " " + test::shell_quote(trainer()) +
                         " --steps 1000000 --step-ms 5 --every 100000 --slow-ms 11 --crash-when " +
                         test::shell_quote(fail) + " > /dev/null 2>&1");
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 11", 30);

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "analyzed_json.h"
 #include "python_test_support.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
@@ -46,29 +47,6 @@ CommandResult run_script(const std::string& cwd, const std::string& name, const 
   return run_shell("cd " + shell_quote(cwd) + " && STEPSCOPE_CLI=" + shell_quote(kCli) +
                    " PYTHONPATH=" + shell_quote(source_dir() + "/python") + " " + prefix + " " +
                    shell_quote(venv_python()) + " " + shell_quote(script(name)) + " " + args + " 2>&1");
-}
-
-struct Analyzed {
-  std::string json;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::string step_source() { return std::string(std::string_view(doc["summary"]["step_source"])); }
-  int64_t steps() { return int64_t(doc["summary"]["steps"]); }
-  double wait_share() { return double(doc["summary"]["data_wait_share"]); }
-  double median_step_ms() { return double(doc["summary"]["host_step_median_us"]) / 1e3; }
-  std::string severity(const std::string& rule) {  // "" when absent
-    for (auto f : doc["findings"].get_array())
-      if (std::string_view(f["rule"]) == rule) return std::string(std::string_view(f["severity"]));
-    return "";
-  }
-};
-
-void analyze(const std::string& file, Analyzed& a) {
-  const auto r = run_shell(shell_quote(kCli) + " analyze " + shell_quote(file) + " --json 2>&1");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  a.json = r.output;
-  a.doc = a.parser.parse(a.json);
 }
 
 // The trainer's own record of its steps: when it began step G and when it ended the step that made its global

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "analyzed_json.h"
 #include "python_test_support.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
@@ -54,28 +55,6 @@ std::string record(const std::string& db, const std::string& flags, const std::s
   REQUIRE(r.status == 0);
   REQUIRE(std::filesystem::exists(db));
   return r.output;
-}
-
-struct Analyzed {
-  std::string json;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  double share() { return double(doc["summary"]["data_wait_share"]); }
-  std::string step_source() { return std::string(std::string_view(doc["summary"]["step_source"])); }
-  int64_t steps() { return int64_t(doc["summary"]["steps"]); }
-  std::string finding_severity(const std::string& rule) {  // "" when absent
-    for (auto f : doc["findings"].get_array())
-      if (std::string_view(f["rule"]) == rule) return std::string(std::string_view(f["severity"]));
-    return "";
-  }
-};
-
-void analyze(const std::string& file, Analyzed& a) {
-  const auto r = run_shell(shell_quote(kCli) + " analyze " + shell_quote(file) + " --json 2>&1");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  a.json = r.output;
-  a.doc = a.parser.parse(a.json);
 }
 
 // Data waits in a store by source, with their threads.
@@ -141,20 +120,21 @@ TEST_CASE("input-bound Python trainer: recorded share matches the script's own, 
     REQUIRE(own >= 0);
     Analyzed a;
     analyze(db, a);
-    std::printf("python_input_bound %s: script wait_share %.4f, stepscope data_wait_share %.4f (%lld steps, %s)\n",
-                mode.c_str(), own, a.share(), (long long)a.steps(), a.step_source().c_str());
+    std::printf(
+        "python_input_bound %s: script wait_share %.4f, stepscope data_wait_share %.4f (%lld steps, %s)\n",
+        mode.c_str(), own, a.wait_share(), (long long)a.steps(), a.step_source().c_str());
     CHECK(a.step_source() == "step-func");
     CHECK(a.steps() == 59);  // 60 train_step calls: 59 closed steps
-    CHECK(std::abs(a.share() - own) < 0.05);
+    CHECK(std::abs(a.wait_share() - own) < 0.05);
     auto w = waits_of(db);
     CHECK(w.count["data-wait-func"] == 61);  // 60 batches and the final StopIteration
     CHECK(w.threads.size() == 1);            // the training loop's thread only
     if (mode.empty()) {
       CHECK(own > 0.25);
-      CHECK(a.finding_severity("input-bound") == "high");
+      CHECK(a.severity("input-bound") == "high");
     } else {
-      CHECK(a.share() < 0.05);
-      CHECK(not_input_bound(a.finding_severity("input-bound")));
+      CHECK(a.wait_share() < 0.05);
+      CHECK(not_input_bound(a.severity("input-bound")));
     }
   }
 }
@@ -372,19 +352,20 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
     Analyzed a, k;
     analyze(db, a);
     analyze(kineto, k);
-    std::printf("torch num_workers=0: script %.4f, stepscope %.4f (%s, %lld steps), Kineto %.4f (%s, %lld steps)\n",
-                own, a.share(), a.step_source().c_str(), (long long)a.steps(), k.share(), k.step_source().c_str(),
-                (long long)k.steps());
+    std::printf(
+        "torch num_workers=0: script %.4f, stepscope %.4f (%s, %lld steps), Kineto %.4f (%s, %lld steps)\n",
+        own, a.wait_share(), a.step_source().c_str(), (long long)a.steps(), k.wait_share(),
+        k.step_source().c_str(), (long long)k.steps());
     auto w = waits_of(db);
     CHECK(w.count["dataloader"] == 41);  // 40 batches and the final StopIteration
     REQUIRE(w.threads.size() == 1);
     CHECK(w.threads.begin()->first == w.threads.begin()->second);  // the main (training) thread
     CHECK(a.step_source() == "optimizer");
     CHECK(a.steps() == 39);
-    CHECK(a.finding_severity("input-bound") == "high");
-    CHECK(std::abs(a.share() - own) < 0.05);
-    CHECK(k.finding_severity("input-bound") == "high");
-    CHECK(std::abs(a.share() - k.share()) < 0.05);
+    CHECK(a.severity("input-bound") == "high");
+    CHECK(std::abs(a.wait_share() - own) < 0.05);
+    CHECK(k.severity("input-bound") == "high");
+    CHECK(std::abs(a.wait_share() - k.wait_share()) < 0.05);
     check_host_activity_adds_up(a, w.threads.begin()->second);
     check_python_frames_call_native_ones(db);
     for (auto f : a.doc["findings"].get_array())
@@ -423,10 +404,10 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
     Analyzed a;
     analyze(db, a);
     std::printf("torch num_workers=2: script %.4f (with the workers' start-up), stepscope %.4f\n",
-                value_after(out, "wait_share"), a.share());
+                value_after(out, "wait_share"), a.wait_share());
     CHECK(a.step_source() == "optimizer");
-    CHECK(a.share() < 0.05);
-    CHECK(not_input_bound(a.finding_severity("input-bound")));
+    CHECK(a.wait_share() < 0.05);
+    CHECK(not_input_bound(a.severity("input-bound")));
     // The forked workers survived the collector and are in the store, children of the trainer.
     store::StoreReader r(db);
     const auto procs = r.processes();
@@ -509,20 +490,20 @@ TEST_CASE("tf.data: a slow map without prefetch is input-bound (source tf.data),
     REQUIRE(own >= 0);
     Analyzed a;
     analyze(db, a);
-    std::printf("tf.data %s: script %.4f, stepscope %.4f (%s, %lld steps)\n", mode.c_str(), own, a.share(),
-                a.step_source().c_str(), (long long)a.steps());
+    std::printf("tf.data %s: script %.4f, stepscope %.4f (%s, %lld steps)\n", mode.c_str(), own,
+                a.wait_share(), a.step_source().c_str(), (long long)a.steps());
     auto w = waits_of(db);
     CHECK(w.count["tf.data"] == 41);  // 40 batches and the end of the dataset
     CHECK(a.step_source() == "dataloader");
-    CHECK(std::abs(a.share() - own) < 0.05);
+    CHECK(std::abs(a.wait_share() - own) < 0.05);
     if (mode.empty()) {
-      CHECK(a.finding_severity("input-bound") == "high");
-      uncured = a.share();
+      CHECK(a.severity("input-bound") == "high");
+      uncured = a.wait_share();
     } else {
       // What is left is the iterator's own fetch, 1.5–3.5 ms a step on 2 cores (the script measures it too):
       // 3.5–7.4% of a 25 ms step across runs, so a fixed 5% line made this test flaky. The cure's effect is not.
-      CHECK(a.share() < uncured / 4);
-      CHECK(a.finding_severity("input-bound") != "high");
+      CHECK(a.wait_share() < uncured / 4);
+      CHECK(a.severity("input-bound") != "high");
     }
   }
 }
@@ -586,9 +567,9 @@ TEST_CASE(
   std::printf(
       "attach: %lld steps (%s), share %.4f (script over them: %.4f, %d of %d ends within 20 ms), %s; record: "
       "%lld steps, share %.4f (script: %.4f, %d of %d), %s\n",
-      (long long)a.steps(), a.step_source().c_str(), a.share(), aa.wait_share, aa.matched_ends, aa.steps,
-      a.finding_severity("input-bound").c_str(), (long long)r.steps(), r.share(), ra.wait_share,
-      ra.matched_ends, ra.steps, r.finding_severity("input-bound").c_str());
+      (long long)a.steps(), a.step_source().c_str(), a.wait_share(), aa.wait_share, aa.matched_ends, aa.steps,
+      a.severity("input-bound").c_str(), (long long)r.steps(), r.wait_share(), ra.wait_share, ra.matched_ends,
+      ra.steps, r.severity("input-bound").c_str());
   CHECK(std::string(std::string_view(a.doc["summary"]["python_hooks"])) ==
         "installed in 1 of 1 Python process");
   CHECK(a.step_source() == "optimizer");
@@ -598,10 +579,10 @@ TEST_CASE(
   // The same steps: every framed step ends where one of the script's ends (the hook at opt.step's return).
   CHECK(aa.matched_ends == a.steps());
   CHECK(ra.matched_ends == r.steps());
-  CHECK(std::abs(a.share() - aa.wait_share) < 0.01);
-  CHECK(std::abs(r.share() - ra.wait_share) < 0.01);
-  CHECK(a.finding_severity("input-bound") == "high");
-  CHECK(r.finding_severity("input-bound") == "high");
+  CHECK(std::abs(a.wait_share() - aa.wait_share) < 0.01);
+  CHECK(std::abs(r.wait_share() - ra.wait_share) < 0.01);
+  CHECK(a.severity("input-bound") == "high");
+  CHECK(r.severity("input-bound") == "high");
   auto w = waits_of(attached);
   CHECK(w.count["dataloader"] >= a.steps());
 }

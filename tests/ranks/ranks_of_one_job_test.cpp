@@ -18,13 +18,9 @@ namespace {
 
 const std::string kCli = STEPSCOPE_CLI;
 
-std::string python() {
-  return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python3";
-}
-
 bool have_numpy() {
-  return fs::exists(python()) &&
-         test::run_shell(test::shell_quote(python()) + " -c 'import numpy' 2>&1").status == 0;
+  return fs::exists(test::venv_python3()) &&
+         test::run_shell(test::shell_quote(test::venv_python3()) + " -c 'import numpy' 2>&1").status == 0;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -62,10 +58,11 @@ TEST_CASE("flight saves of one trainer are analyzed one by one, not as ranks") {
   // Steps 119 and 239 sleep 400 ms: two saves of one process, run-<time>-step119.db and -step239.db. 600 ms
   // apart and 550 ms before the end: a slow step inside the last save's 0.5 s tail, or at the program's end,
   // is not always saved.
-  const auto rec = cli("record --flight 5s --step-func train_step --trigger slow-step=3x+150ms -o " +
-                       test::shell_quote(dir.file("run.db")) + " -- " + test::shell_quote(python()) + " " +
-                       test::shell_quote(test::source_dir() + "/samples/cpu/python_slow_steps.py") +
-                       " --steps 350 --step-ms 5 --every 120 --slow-ms 400 2>&1");
+  const auto rec =
+      cli("record --flight 5s --step-func train_step --trigger slow-step=3x+150ms -o " +
+          test::shell_quote(dir.file("run.db")) + " -- " + test::shell_quote(test::venv_python3()) + " " +
+          test::shell_quote(test::source_dir() + "/samples/cpu/python_slow_steps.py") +
+          " --steps 350 --step-ms 5 --every 120 --slow-ms 400 2>&1");
   INFO(rec.output);
   REQUIRE(rec.status == 0);
   const auto saves = paths_matching(dir.path(), R"(run-.*-step\d+\.db)");

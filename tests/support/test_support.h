@@ -1,18 +1,21 @@
 // Paths and skips shared by the tests.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 // Whether this tree is built with AddressSanitizer / ThreadSanitizer (scripts/test.sh --sanitize): GCC defines
@@ -146,6 +149,29 @@ inline Spawned spawn_shell(const std::string& command) {
   char* argv[] = {sh, dash_c, c.data(), nullptr};
   if (::posix_spawn(&s.pid, "/bin/sh", nullptr, nullptr, argv, environ) != 0) s.pid = -1;
   return s;
+}
+
+// The venv's interpreter (scripts/python-env.sh).
+inline std::string venv_python3() {
+  return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/python3";
+}
+
+// Appends to `screen` what the program on a pseudo-terminal prints in the next `ms` milliseconds (`master`:
+// the terminal's master side, from forkpty).
+inline void read_terminal_for(int master, int ms, std::string& screen) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n > 0)
+        screen.append(buf, size_t(n));
+      else
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(20));  // the terminal closed: its program has ended
+    }
+  }
 }
 
 }  // namespace stepscope::test

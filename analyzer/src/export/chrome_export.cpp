@@ -245,32 +245,27 @@ std::string to_chrome_json(const Trace& t) {
     if (k.graph_node_id) arg("graph_node_id", k.graph_node_id);
     o.raw("}}");
   }
+  // A copy or a memset: the same event and arguments, as Kineto writes them.
+  auto copy_like_event = [&](std::string_view cat, std::string_view name, const auto& m) {
+    begin_event("X", cat, name, m.device, m.stream);
+    times(m.start, m.end);
+    o.raw(",\"args\":{\"device\":");
+    o.num(m.device);
+    arg("stream", m.stream);
+    arg("correlation", m.correlation);
+    arg("bytes", m.bytes);
+    if (m.graph_id) arg("graph_id", m.graph_id);
+    if (m.graph_node_id) arg("graph_node_id", m.graph_node_id);
+    o.raw("}}");
+  };
   for (const Memcpy& m : t.memcpys) {
     std::string name = std::string("Memcpy ") + copy_kind_text(m.kind) + " (" + mem_kind_text(m.src_kind) + " -> " +
                        mem_kind_text(m.dst_kind) + ")";
-    begin_event("X", "gpu_memcpy", name, m.device, m.stream);
-    times(m.start, m.end);
-    o.raw(",\"args\":{\"device\":");
-    o.num(m.device);
-    arg("stream", m.stream);
-    arg("correlation", m.correlation);
-    arg("bytes", m.bytes);
-    if (m.graph_id) arg("graph_id", m.graph_id);
-    if (m.graph_node_id) arg("graph_node_id", m.graph_node_id);
-    o.raw("}}");
+    copy_like_event("gpu_memcpy", name, m);
   }
   for (const Memset& m : t.memsets) {
     std::string name = std::string("Memset (") + mem_kind_text(m.mem_kind) + ")";
-    begin_event("X", "gpu_memset", name, m.device, m.stream);
-    times(m.start, m.end);
-    o.raw(",\"args\":{\"device\":");
-    o.num(m.device);
-    arg("stream", m.stream);
-    arg("correlation", m.correlation);
-    arg("bytes", m.bytes);
-    if (m.graph_id) arg("graph_id", m.graph_id);
-    if (m.graph_node_id) arg("graph_node_id", m.graph_node_id);
-    o.raw("}}");
+    copy_like_event("gpu_memset", name, m);
   }
   for (const ApiCall& a : t.api_calls) {
     begin_event("X", a.kind == ApiKind::Driver ? "cuda_driver" : "cuda_runtime", t.str(a.name), a.pid, a.tid);

@@ -83,6 +83,51 @@ class Db {
   std::set<std::string> tables_;
 };
 
+// The graph ids that kernel, memcpy and memset rows end with: graphNodeId, graphId (0 where the export lacks
+// them).
+std::string graph_id_columns(Db& db, const std::set<std::string>& c) {
+  return db.col(c, "graphNodeId", "0") + ", " + db.col(c, "graphId", "0");
+}
+template <class Row>
+void read_graph_ids(const Db::Stmt& st, int first, Row& r) {
+  r.graph_node_id = st.null(first) ? 0 : st.i(first);
+  r.graph_id = st.null(first + 1) ? 0 : st.i(first + 1);
+}
+
+// Kernels and graph replays begin with start, end, deviceId, contextId, streamId, correlationId, globalPid.
+Kernel kernel_like_of(const Db::Stmt& st) {
+  Kernel k;
+  k.start = st.i(0);
+  k.end = st.i(1);
+  k.device = st.i(2);
+  k.context = st.i(3);
+  k.stream = st.i(4);
+  k.correlation = st.i(5);
+  k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+  return k;
+}
+
+// Copies and memsets: the columns both tables begin with (start, end, deviceId, streamId, correlationId,
+// globalPid, bytes); `graph_ids` is where their graph ids begin.
+std::string copy_like_columns(Db& db, const std::set<std::string>& c) {
+  return "start, end, " + db.col(c, "deviceId", "0") + ", " + db.col(c, "streamId", "0") + ", " +
+         db.col(c, "correlationId", "0") + ", " + db.col(c, "globalPid", "0") + ", " +
+         db.col(c, "bytes", "0");
+}
+template <class Op>
+Op copy_like_of(const Db::Stmt& st, int graph_ids) {
+  Op m;
+  m.start = st.i(0);
+  m.end = st.i(1);
+  m.device = st.i(2);
+  m.stream = st.i(3);
+  m.correlation = st.i(4);
+  m.pid = st.null(5) ? 0 : pid_of(st.i(5));
+  m.bytes = st.i(6);
+  read_graph_ids(st, graph_ids, m);
+  return m;
+}
+
 class Importer {
  public:
   Importer(const std::string& db_path, const std::string& shown) : db_(db_path, shown), file_(shown) {}
@@ -208,17 +253,10 @@ void Importer::kernels() {
                        db_.col(c, "globalPid", "0") + ", " + name + ", " + db_.col(c, "gridX", "0") + ", " +
                        db_.col(c, "gridY", "0") + ", " + db_.col(c, "gridZ", "0") + ", " +
                        db_.col(c, "blockX", "0") + ", " + db_.col(c, "blockY", "0") + ", " +
-                       db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " + shared +
-                       ", " + db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
+                       db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " +
+                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
-    Kernel k;
-    k.start = st.i(0);
-    k.end = st.i(1);
-    k.device = st.i(2);
-    k.context = st.i(3);
-    k.stream = st.i(4);
-    k.correlation = st.i(5);
-    k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+    Kernel k = kernel_like_of(st);
     k.name = str(st.i(7));
     k.grid_x = static_cast<int32_t>(st.i(8));
     k.grid_y = static_cast<int32_t>(st.i(9));
@@ -230,8 +268,7 @@ void Importer::kernels() {
     k.shared_memory = st.i(15);
     // --cuda-graph-trace=node: each node a row with its node id; graphId where the export has it (the graph is
     // otherwise found from the replay's launch, finalize_trace).
-    k.graph_node_id = st.null(16) ? 0 : st.i(16);
-    k.graph_id = st.null(17) ? 0 : st.i(17);
+    read_graph_ids(st, 16, k);
     t_.kernels.push_back(k);
   }
 }
@@ -284,25 +321,14 @@ void Importer::memcpys() {
       default: return CopyKind::Unknown;
     }
   };
-  Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "0") + ", " +
-                       db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
-                       db_.col(c, "bytes", "0") + ", " + db_.col(c, "copyKind", "0") + ", " +
+  Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "copyKind", "0") + ", " +
                        db_.col(c, "srcKind", "-1") + ", " + db_.col(c, "dstKind", "-1") + ", " +
-                       db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
+                       graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
-    Memcpy m;
-    m.start = st.i(0);
-    m.end = st.i(1);
-    m.device = st.i(2);
-    m.stream = st.i(3);
-    m.correlation = st.i(4);
-    m.pid = st.null(5) ? 0 : pid_of(st.i(5));
-    m.bytes = st.i(6);
+    auto m = copy_like_of<Memcpy>(st, 10);
     m.kind = oper(st.i(7));
     m.src_kind = st.null(8) ? MemoryKind::Unknown : mem(st.i(8));
     m.dst_kind = st.null(9) ? MemoryKind::Unknown : mem(st.i(9));
-    m.graph_node_id = st.null(10) ? 0 : st.i(10);
-    m.graph_id = st.null(11) ? 0 : st.i(11);
     t_.memcpys.push_back(m);
   }
 }
@@ -312,25 +338,14 @@ void Importer::memsets() {
   if (!db_.has_table(tbl)) return;
   auto c = db_.columns(tbl);
   auto kinds = enum_labels("ENUM_CUDA_MEM_KIND");
-  Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "0") + ", " +
-                       db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
-                       db_.col(c, "bytes", "0") + ", " + db_.col(c, "memKind", "-1") + ", " +
-                       db_.col(c, "graphNodeId", "0") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
+  Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "memKind", "-1") + ", " +
+                       graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
-    Memset m;
-    m.start = st.i(0);
-    m.end = st.i(1);
-    m.device = st.i(2);
-    m.stream = st.i(3);
-    m.correlation = st.i(4);
-    m.pid = st.null(5) ? 0 : pid_of(st.i(5));
-    m.bytes = st.i(6);
+    auto m = copy_like_of<Memset>(st, 8);
     if (!st.null(7)) {
       auto it = kinds.find(st.i(7));
       m.mem_kind = it != kinds.end() ? mem_kind_from_label(it->second) : MemoryKind::Unknown;
     }
-    m.graph_node_id = st.null(8) ? 0 : st.i(8);
-    m.graph_id = st.null(9) ? 0 : st.i(9);
     t_.memsets.push_back(m);
   }
 }
@@ -348,14 +363,7 @@ void Importer::graph_replays() {
   std::map<int64_t, StringId> names;
   bool any = false;
   while (st.step()) {
-    Kernel k;
-    k.start = st.i(0);
-    k.end = st.i(1);
-    k.device = st.i(2);
-    k.context = st.i(3);
-    k.stream = st.i(4);
-    k.correlation = st.i(5);
-    k.pid = st.null(6) ? 0 : pid_of(st.i(6));
+    Kernel k = kernel_like_of(st);
     k.graph_id = st.i(7);
     auto [n, fresh] = names.emplace(k.graph_id, 0);
     if (fresh) n->second = t_.intern("CUDA graph " + std::to_string(k.graph_id));

@@ -38,6 +38,22 @@ std::string slow_steps_markdown(const Analysis& a) {
   return out + "\n";
 }
 
+// `t` as a Markdown table and its note; the column `text_column` is left-aligned, the others (numbers) right.
+std::string breakdown_table_markdown(const BreakdownTable& t, size_t text_column) {
+  std::string o = "|";
+  for (const auto& h : t.head) o += " " + markdown_escape(h) + " |";
+  o += "\n|";
+  for (size_t c = 0; c < t.head.size(); ++c) o += c == text_column ? "---|" : "---:|";
+  o += "\n";
+  for (const auto& r : t.rows) {
+    o += "|";
+    for (const auto& cell : r) o += " " + markdown_escape(shorten(cell, kMdNameChars)) + " |";
+    o += "\n";
+  }
+  o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
+  return o;
+}
+
 }  // namespace
 
 std::string render_markdown_report(const Analysis& a) {
@@ -141,32 +157,13 @@ std::string render_markdown_report(const Analysis& a) {
   if (const auto tables = gpu_breakdown_tables(a.gpu_breakdowns, 8); !tables.empty()) {
     o += "### GPU breakdowns (Holistic Trace Analysis' definitions)\n\n";
     for (const auto& t : tables) {
-      o += "**" + markdown_escape(t.title) + "**\n\n|";
-      for (const auto& h : t.head) o += " " + markdown_escape(h) + " |";
-      o += "\n|";
-      for (size_t c = 0; c < t.head.size(); ++c) o += c == 0 ? "---|" : "---:|";
-      o += "\n";
-      for (const auto& r : t.rows) {
-        o += "|";
-        for (const auto& cell : r) o += " " + markdown_escape(shorten(cell, kMdNameChars)) + " |";
-        o += "\n";
-      }
-      o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
+      o += "**" + markdown_escape(t.title) + "**\n\n" + breakdown_table_markdown(t, 0);
     }
   }
   if (!a.graphs.empty()) {
     const BreakdownTable t = graph_table_rows(a.graphs, 12);
-    o += "### CUDA graphs\n\n" + markdown_escape(graph_sentence(a.graphs)) + "\n\n|";
-    for (const auto& h : t.head) o += " " + markdown_escape(h) + " |";
-    o += "\n|";
-    for (size_t c = 0; c < t.head.size(); ++c) o += c + 1 == t.head.size() ? "---|" : "---:|";
-    o += "\n";
-    for (const auto& r : t.rows) {
-      o += "|";
-      for (const auto& cell : r) o += " " + markdown_escape(shorten(cell, kMdNameChars)) + " |";
-      o += "\n";
-    }
-    o += t.note.empty() ? "\n" : "\n" + markdown_escape(t.note) + "\n\n";
+    o += "### CUDA graphs\n\n" + markdown_escape(graph_sentence(a.graphs)) + "\n\n" +
+         breakdown_table_markdown(t, t.head.size() - 1);
   }
   if (const auto& h = a.host_activity; !h.functions.empty() || !h.other_threads.empty()) {
     o += "### " + host_activity_heading(h) + "\n\n";

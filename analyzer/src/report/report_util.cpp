@@ -61,6 +61,17 @@ void for_each_char(std::string_view s, Emit emit) {
   }
 }
 
+// The markup both HTML and XML escape the same way; false for any other character.
+bool escape_markup(uint32_t cp, std::string& out) {
+  switch (cp) {
+    case '&': out += "&amp;"; return true;
+    case '<': out += "&lt;"; return true;
+    case '>': out += "&gt;"; return true;
+    case '"': out += "&quot;"; return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 std::string valid_utf8(std::string_view s) {
@@ -74,15 +85,10 @@ std::string html_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 16);
   for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
-    switch (cp) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      case 0: out += "\xEF\xBF\xBD"; break;  // NUL is a parse error in HTML
-      default: out += bytes;
-    }
+    if (escape_markup(cp, out)) return;
+    if (cp == '\'') out += "&#39;";
+    else if (cp == 0) out += "\xEF\xBF\xBD";  // NUL is a parse error in HTML
+    else out += bytes;
   });
   return out;
 }
@@ -91,20 +97,14 @@ std::string xml_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 16);
   for_each_char(s, [&](uint32_t cp, std::string_view bytes) {
-    switch (cp) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
-        if (cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
-            cp >= 0x10000)
-          out += bytes;
-        else
-          out += "\xEF\xBF\xBD";
-    }
+    if (escape_markup(cp, out)) return;
+    if (cp == '\'') out += "&apos;";
+    // XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+    else if (cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
+             cp >= 0x10000)
+      out += bytes;
+    else
+      out += "\xEF\xBF\xBD";
   });
   return out;
 }

@@ -154,6 +154,18 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
     st.incomplete_records += no;
     return no;
   };
+  // Copies and memsets: the fields CUPTI's memcpy and memset records share, under the same names.
+  auto copy_like = [&](auto& r, const auto* m) {
+    r.start = t(m->start);
+    r.end = t(m->end);
+    r.device = m->deviceId;
+    r.stream = m->streamId;
+    r.correlation = corr(m->correlationId);
+    r.bytes = static_cast<int64_t>(m->bytes);
+    r.graph_id = m->graphId;
+    r.graph_node_id = int64_t(m->graphNodeId);
+    r.pid = st.pid;
+  };
   while (api->get_next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     ++n;
     ++st.records;
@@ -185,18 +197,10 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         store::Memcpy r;
-        r.start = t(m->start);
-        r.end = t(m->end);
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = corr(m->correlationId);
-        r.bytes = static_cast<int64_t>(m->bytes);
+        copy_like(r, m);
         r.kind = copy_kind(m->copyKind);
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
-        r.graph_id = m->graphId;
-        r.graph_node_id = int64_t(m->graphNodeId);
-        r.pid = st.pid;
         if (unfinished(m->start, m->end)) break;
         out.memcpys.push_back(r);
         break;
@@ -204,16 +208,8 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
         store::Memset r;
-        r.start = t(m->start);
-        r.end = t(m->end);
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.correlation = corr(m->correlationId);
-        r.bytes = static_cast<int64_t>(m->bytes);
+        copy_like(r, m);
         r.mem_kind = memory_kind(m->memoryKind);
-        r.graph_id = m->graphId;
-        r.graph_node_id = int64_t(m->graphNodeId);
-        r.pid = st.pid;
         if (unfinished(m->start, m->end)) break;
         out.memsets.push_back(r);
         break;
