@@ -10,7 +10,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "import/numbers.h"
@@ -46,43 +45,63 @@ enum class Cat {
   ForeignDevice,  // device events with no readable timeline (MTIA, XPU, ..., CUPTI range-profiler metrics): counted, said
 };
 
-// Kineto's, Chrome's and nsys' event categories, and stepscope's own (the names are case-sensitive).
-constexpr std::pair<std::string_view, Cat> kCategories[] = {
-    {"cuda", Cat::NsysCuda},
-    {"nvtx", Cat::Nvtx},
-    {"osrt", Cat::Drop},
-    {"Trace", Cat::Drop},
-    {"sched", Cat::Drop},
-    {"kernel", Cat::Kernel},
-    {"Kernel", Cat::Kernel},
-    {"cpu_op", Cat::CpuOp},
-    {"Memcpy", Cat::Memcpy},
-    {"Memset", Cat::Memset},
-    {"Runtime", Cat::Runtime},
-    {"Operator", Cat::CpuOp},
-    {"cuda_api", Cat::Runtime},
-    {"overhead", Cat::Drop},
-    {"cuda_sync", Cat::Sync},
-    {"gpu_memcpy", Cat::Memcpy},
-    {"gpu_memset", Cat::Memset},
-    {"cuda_event", Cat::Drop},
-    {"cuda_driver", Cat::Driver},
-    {"nvtx-kernel", Cat::NvtxGpu},
-    {"cuda_runtime", Cat::Runtime},
-    {"stepscope_step", Cat::StepscopeStep},
-    {"user_annotation", Cat::UserAnnotation},
-    {"python_function", Cat::Python},
-    {"gpu_user_annotation", Cat::GpuAnnotation},
-    // CUPTI range-profiler metrics: Kineto gives them no real times
-    // (CuptiRangeProfilerSession::addRangeEvents splits the profiled span evenly, "the actual times do not
-    // really matter"), so they are not a timeline.
-    {"cuda_profiler_range", Cat::ForeignDevice},
-    {"stepscope_data_wait", Cat::StepscopeDataWait},
-};
-
 Cat classify(std::string_view c) {
-  for (const auto& [name, cat] : kCategories)
-    if (c == name) return cat;
+  switch (c.size()) {
+    case 4:
+      if (c == "cuda") return Cat::NsysCuda;
+      if (c == "nvtx") return Cat::Nvtx;
+      if (c == "osrt") return Cat::Drop;
+      break;
+    case 5:
+      if (c == "Trace") return Cat::Drop;
+      if (c == "sched") return Cat::Drop;
+      break;
+    case 6:
+      if (c == "kernel" || c == "Kernel") return Cat::Kernel;
+      if (c == "cpu_op") return Cat::CpuOp;
+      if (c == "Memcpy") return Cat::Memcpy;
+      if (c == "Memset") return Cat::Memset;
+      break;
+    case 7:
+      if (c == "Runtime") return Cat::Runtime;
+      break;
+    case 8:
+      if (c == "Operator") return Cat::CpuOp;
+      if (c == "cuda_api") return Cat::Runtime;
+      if (c == "overhead") return Cat::Drop;
+      break;
+    case 9:
+      if (c == "cuda_sync") return Cat::Sync;
+      break;
+    case 10:
+      if (c == "gpu_memcpy") return Cat::Memcpy;
+      if (c == "gpu_memset") return Cat::Memset;
+      if (c == "cuda_event") return Cat::Drop;
+      break;
+    case 11:
+      if (c == "cuda_driver") return Cat::Driver;
+      if (c == "nvtx-kernel") return Cat::NvtxGpu;
+      break;
+    case 12:
+      if (c == "cuda_runtime") return Cat::Runtime;
+      break;
+    case 14:
+      if (c == "stepscope_step") return Cat::StepscopeStep;
+      break;
+    case 15:
+      if (c == "user_annotation") return Cat::UserAnnotation;
+      if (c == "python_function") return Cat::Python;
+      break;
+    case 19:
+      if (c == "gpu_user_annotation") return Cat::GpuAnnotation;
+      // CUPTI range-profiler metrics: Kineto gives them no real times (CuptiRangeProfilerSession::addRangeEvents
+      // splits the profiled span evenly, "the actual times do not really matter"), so they are not a timeline.
+      if (c == "cuda_profiler_range") return Cat::ForeignDevice;
+      if (c == "stepscope_data_wait") return Cat::StepscopeDataWait;
+      break;
+    default:
+      break;
+  }
   // Accelerators whose events stepscope does not model: their kernels and runtime calls must not pass for host
   // annotations, and the analysis must say they were there.
   for (std::string_view prefix : {"mtia", "xpu", "hpu", "npu", "tpu", "mlu", "ipu", "privateuse1"})
