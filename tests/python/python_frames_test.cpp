@@ -77,6 +77,8 @@ TEST_CASE("python frames: a process without CPython reports none and never crash
   CHECK_FALSE(py::resolve(not_code, fn, file, line));
 }
 
+constexpr size_t kProbeMaxFrames = 48;  // tests/python/frames_probe.cpp kMaxFrames
+
 TEST_CASE("python frames: real CPython 3.9-3.14 name the hot function, file, line and call chain") {
   const std::string script = source_dir() + "/tests/python/frames_probe.py";
   const int hot_line = line_of(script, "# HOT LINE");
@@ -116,13 +118,17 @@ TEST_CASE("python frames: real CPython 3.9-3.14 name the hot function, file, lin
     const std::string leaf = minor >= 11 ? "Worker.hot_leaf" : "hot_leaf";  // co_qualname exists from 3.11
     REQUIRE(samples.size() >= 60);
 
-    int hot = 0, hot_on_line = 0, chain_ok = 0, with_frames = 0, splice_ok = 0;
+    int hot = 0, hot_on_line = 0, chain_ok = 0, whole = 0, splice_ok = 0;
     for (const auto& s : samples) {
       if (s.frames.empty()) continue;
-      ++with_frames;
-      int entries = 0;
-      for (const auto& f : s.frames) entries += f.entry;
-      splice_ok += entries == s.native_eval;
+      // A walk cut at the probe's 48 frames (frames_probe.cpp kMaxFrames: deep imports at start-up) holds fewer
+      // entry frames than the native stack has evaluators; only whole Python stacks say whether the two splice.
+      if (s.frames.size() < kProbeMaxFrames) {
+        ++whole;
+        int entries = 0;
+        for (const auto& f : s.frames) entries += f.entry;
+        splice_ok += entries == s.native_eval;
+      }
       if (s.frames[0].function != leaf || s.frames[0].file != script) continue;
       ++hot;
       hot_on_line += s.frames[0].line == hot_line;
@@ -133,7 +139,7 @@ TEST_CASE("python frames: real CPython 3.9-3.14 name the hot function, file, lin
     CHECK(hot >= 0.6 * static_cast<double>(samples.size()));
     CHECK(hot_on_line >= 0.6 * hot);  // the rest: the `for` line of the same loop
     CHECK(chain_ok >= 0.95 * hot);
-    CHECK(splice_ok >= 0.95 * with_frames);
+    CHECK(splice_ok >= 0.95 * whole);
   }
   std::string all;
   for (const auto& v : versions) all += v + " ";
