@@ -219,9 +219,11 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)
     STEPSCOPE_SKIP("ptrace is disabled here (kernel.yama.ptrace_scope = 3)");
   test::ScratchDir dir("flight_top");
+  // Steps for ~5 minutes: it must outlive top's refreshes (in the sanitized suite each takes 11-14 s, top resting 5x
+  // a refresh's CPU), and the test ends it.
   test::Spawned target =
       test::spawn_shell(test::shell_quote(test::venv_python3()) + " " + test::shell_quote(trainer()) +
-                        " --steps 4000 --step-ms 5 --every 100000 --slow-ms 9 > /dev/null");
+                        " --steps 60000 --step-ms 5 --every 1000000 --slow-ms 9 > /dev/null");
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 9", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // numpy imported, the loop running
@@ -236,7 +238,7 @@ TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the t
   std::string screen;
   auto read_for = [&](int ms) { test::read_terminal_for(master, ms, screen); };
   // Three refreshes (each one clears the screen first).
-  for (int i = 0; i < 150 && std::count(screen.begin(), screen.end(), '\x1b') < 6; ++i) read_for(200);
+  for (int i = 0; i < 600 && std::count(screen.begin(), screen.end(), '\x1b') < 6; ++i) read_for(200);
   INFO(screen);
   // The last complete refresh.
   const size_t last = screen.rfind("\x1b[H\x1b[2J", screen.rfind("\x1b[H\x1b[2J") - 1);
