@@ -56,18 +56,10 @@ void TimelineModel::build_cross_rank(std::shared_ptr<const analyzer::MultiRankAn
   };
   std::vector<FindingInfo> first;
   for (const auto& f : m.findings) {
-    FindingInfo fi;
+    FindingInfo fi = finding_info(f);
     fi.cross_rank = true;
-    fi.rule = f.rule;
-    fi.severity = store::to_string(f.severity);
-    fi.summary = f.summary;
-    fi.suggestion = f.suggestion;
-    fi.evidence_json = f.evidence_json;
-    fi.steps = f.steps;
     for (int64_t s : f.steps)
       if (auto ext = step_extent(s)) fi.ranges.push_back(*ext);
-    fi.est_savings_us_per_step = f.est_savings_us_per_step;
-    fi.share = f.share;
     if (!fi.ranges.empty()) fi.start = fi.ranges.front().first, fi.end = fi.ranges.front().second;
     if (f.rule == "straggler") {
       // The evidence names the straggler's input; the rank number alone may be -1 (inputs without one).

@@ -134,6 +134,19 @@ size_t TimelineModel::lane_bytes() const {
   return n;
 }
 
+FindingInfo finding_info(const analyzer::FindingResult& f) {
+  FindingInfo fi;
+  fi.rule = f.rule;
+  fi.severity = store::to_string(f.severity);
+  fi.summary = f.summary;
+  fi.suggestion = f.suggestion;
+  fi.evidence_json = f.evidence_json;
+  fi.steps = f.steps;
+  fi.est_savings_us_per_step = f.est_savings_us_per_step;
+  fi.share = f.share;
+  return fi;
+}
+
 std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const store::Trace> trace,
                                                           std::shared_ptr<const analyzer::Analysis> analysis,
                                                           std::shared_ptr<const analyzer::MultiRankAnalysis> ranks) {
@@ -158,16 +171,8 @@ void TimelineModel::build_steps_and_findings() {
 
   if (analysis_) {
     for (const auto& f : analysis_->findings) {
-      FindingInfo fi;
-      fi.rule = f.rule;
-      fi.severity = store::to_string(f.severity);
-      fi.summary = f.summary;
-      fi.suggestion = f.suggestion;
-      fi.evidence_json = f.evidence_json;
-      fi.steps = f.steps;
+      FindingInfo fi = finding_info(f);
       for (const auto& r : f.ranges) fi.ranges.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
-      fi.est_savings_us_per_step = f.est_savings_us_per_step;
-      fi.share = f.share;
       findings_.push_back(std::move(fi));
     }
   } else {

@@ -163,6 +163,10 @@ struct FindingInfo {
   bool cross_rank = false;
 };
 
+// An analysis' finding as the model keeps it, but for its ranges (a single trace's lie on its clock, a cross-rank
+// finding's are its steps across the ranks) and extent, which the caller sets.
+FindingInfo finding_info(const analyzer::FindingResult& f);
+
 // Several ranks of one job opened as a directory (`stepscope-gui DIR`, docs/multi-rank.md "GUI"): the cross-rank
 // analysis (analyzer::analyze_ranks) and what the timeline draws of it. Times are on the merged trace's clock:
 // rank i's own time (RankStep, CollectiveCall, PathRound) plus shift[i] (meta ranks.shift.<k>).
