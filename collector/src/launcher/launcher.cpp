@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/rank_env.h"
+#include "launcher/collector_build_path.h"
 #include "launcher/flight_watcher.h"
 #include "launcher/launcher_clock.h"
 #include "launcher/rank_outputs.h"
@@ -196,7 +197,7 @@ std::string collector_library_path() {
     std::error_code ec;
     if (fs::exists(c, ec)) return fs::canonical(c, ec).string();
   }
-  return STEPSCOPE_COLLECTOR_BUILD_PATH;
+  return collector_build_path();
 }
 
 // The file `command` runs (PATH searched like execvp), or "" when not found.

@@ -30,17 +30,40 @@ int32_t CallTree::intern(const std::string& full, const std::string& shown) {
 }
 
 int32_t CallTree::child(int32_t parent, int32_t name) {
+  // Most nodes have a few children, searched in place; a node with many (the root, a thread, a dispatcher)
+  // gets its children indexed. A window's tree has hundreds of thousands of nodes: one allocation a node less.
+  constexpr size_t kSearchedInPlace = 12;
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) | static_cast<uint32_t>(name);
-  auto it = child_map_.find(key);
-  if (it != child_map_.end()) return it->second;
+  {
+    const auto& kids = nodes_[parent].children;
+    if (kids.size() <= kSearchedInPlace) {
+      for (int32_t k : kids)
+        if (nodes_[k].name == name) return k;
+    } else if (auto it = child_map_.find(key); it != child_map_.end()) {
+      return it->second;
+    }
+  }
   const int32_t id = static_cast<int32_t>(nodes_.size());
   Node n;
   n.name = name;
   n.parent = parent;
-  nodes_.push_back(n);
-  nodes_[parent].children.push_back(id);
-  child_map_.emplace(key, id);
+  nodes_.push_back(std::move(n));
+  auto& kids = nodes_[parent].children;
+  kids.push_back(id);
+  if (kids.size() == kSearchedInPlace + 1) {
+    for (int32_t k : kids)
+      child_map_.emplace((static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) |
+                             static_cast<uint32_t>(nodes_[k].name), k);
+  } else if (kids.size() > kSearchedInPlace + 1) {
+    child_map_.emplace(key, id);
+  }
   return id;
+}
+
+// The indexes only serve the building: a finished tree is copied to the views and kept per range.
+void CallTree::drop_indexes() {
+  child_map_ = {};
+  name_map_ = {};
 }
 
 // totals_from_self: total = self + Σ children totals. Otherwise `total` already holds each node's own
@@ -62,6 +85,7 @@ void CallTree::finish(bool totals_from_self) {
   for (auto& n : nodes_)
     std::stable_sort(n.children.begin(), n.children.end(),
                      [&](int32_t a, int32_t b) { return nodes_[a].total > nodes_[b].total; });
+  drop_indexes();
 }
 
 CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
@@ -72,10 +96,24 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
   const analyzer::CollectorThreads own(t);
   analyzer::CollectorModules collector_code(t);
   std::unordered_map<int64_t, std::vector<int32_t>> path_cache;  // stack id → names, root first; empty: left out
+  std::vector<int32_t> frame_names;                                // frame row → name id, -1 not yet
+  // (thread, stack) → its leaf node, -1 when left out: a window of a long recording has tens of thousands of
+  // samples whose few thousand distinct stacks run 100+ frames deep; each path is walked once, not once a sample.
+  struct ThreadStackHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      return std::hash<int64_t>{}(k.first * 0x9E3779B97F4A7C15LL ^ k.second);
+    }
+  };
+  std::unordered_map<std::pair<int64_t, int64_t>, int32_t, ThreadStackHash> leaf_cache;
   std::vector<int32_t> path;
   for (uint32_t row : model.samples_in(t0, t1)) {
     const store::Sample& s = t.samples[row];
     if (!collector_threads && own.contains(s)) continue;
+    const auto [leaf, first] = leaf_cache.try_emplace({s.tid, s.stack}, -1);
+    if (!first) {
+      if (leaf->second >= 0) tree.nodes_[leaf->second].self += s.periods;
+      continue;
+    }
     auto it = path_cache.find(s.stack);
     if (it == path_cache.end()) {
       std::vector<int32_t> names;
@@ -85,7 +123,13 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
         path_cache.emplace(s.stack, std::vector<int32_t>{});
         continue;
       }
-      for (auto f = frames.rbegin(); f != frames.rend(); ++f) names.push_back(tree.intern(model.frame_name(*f, true), model.frame_name(*f)));
+      for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
+        // Each frame's names are made and interned once: distinct stacks share most of their frames.
+        if (*f >= frame_names.size()) frame_names.resize(*f + 1, -1);
+        int32_t& id = frame_names[*f];
+        if (id < 0) id = tree.intern(model.frame_name(*f, true), model.frame_name(*f));
+        names.push_back(id);
+      }
       if (names.empty()) names.push_back(tree.intern("(no stack)"));
       it = path_cache.emplace(s.stack, std::move(names)).first;
     }
@@ -96,6 +140,7 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
     path.insert(path.end(), it->second.begin(), it->second.end());
     int32_t node = 0;
     for (int32_t n : path) node = tree.child(node, n);
+    leaf->second = node;
     tree.nodes_[node].self += s.periods;
   }
   tree.finish(true);
@@ -155,6 +200,9 @@ CallTree CallTree::inverted() const {
   CallTree out;
   out.by_time_ = by_time_;
   out.dir_ = dir_ == Direction::TopDown ? Direction::BottomUp : Direction::TopDown;
+  // The same names under the same ids: paths are walked by id, no name hashed again.
+  out.names_ = names_;
+  out.shown_ = shown_;
   std::vector<int32_t> path;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
@@ -162,8 +210,8 @@ CallTree CallTree::inverted() const {
     // Reversed path, leaf first; the thread (top-down root level) is left out of bottom-up paths.
     path.clear();
     for (int32_t k = static_cast<int32_t>(i); k > 0 && nodes_[k].parent > 0; k = nodes_[k].parent)
-      path.push_back(out.intern(names_[nodes_[k].name], shown_[nodes_[k].name]));
-    if (path.empty()) path.push_back(out.intern(names_[n.name], shown_[n.name]));
+      path.push_back(nodes_[k].name);
+    if (path.empty()) path.push_back(n.name);
     int32_t node = 0;
     for (int32_t name : path) {
       node = out.child(node, name);
@@ -178,6 +226,7 @@ CallTree CallTree::inverted() const {
   for (auto& n : out.nodes_)
     std::stable_sort(n.children.begin(), n.children.end(),
                      [&](int32_t a, int32_t b) { return out.nodes_[a].total > out.nodes_[b].total; });
+  out.drop_indexes();
   return out;
 }
 

@@ -47,6 +47,7 @@ class CallTree {
   int32_t intern(const std::string& s) { return intern(s, s); }
   int32_t intern(const std::string& full, const std::string& shown);
   void finish(bool totals_from_self);
+  void drop_indexes();
 
   std::vector<Node> nodes_{Node{}};
   std::vector<std::string> names_;  // full names
