@@ -39,6 +39,9 @@ target_compile_definitions(stepscope_catch_main PUBLIC
 # FRAMEWORK_CASES: the file's cases tagged [framework] run PyTorch or TensorFlow and get the label `framework`.
 # Their instrumented part (launcher, attach, analyzer) is the one the framework-free cases take; what they add is
 # the plain collector inside a framework, so the sanitized suite leaves them out too (docs/reliability.md).
+# Cases tagged [plain_only] get the label `plain_only` in any file: their instrumented code is the one the file's
+# other cases (or another sanitized test) take, and what they add is statistics over many seeded runs or the
+# plain collector's behaviour; a comment beside each tag says which (docs/reliability.md).
 function(stepscope_add_test name)
   # SERIAL: the test measures time shares of a real program, which other tests running beside it on a
   # small machine would skew (CI runs ctest -j$(nproc)); ctest runs it alone.
@@ -63,12 +66,19 @@ function(stepscope_add_test name)
   set(_properties TIMEOUT ${T_TIMEOUT} SKIP_REGULAR_EXPRESSION "SKIPPED:"
                   FAIL_REGULAR_EXPRESSION "No tests ran|No test cases matched"
                   ENVIRONMENT "QT_QPA_PLATFORM=offscreen" RUN_SERIAL ${_serial})
+  # Catch's test spec: tags side by side must all match, ~ negates. Each case lands in exactly one group.
   if(T_FRAMEWORK_CASES)
-    catch_discover_tests(${name} TEST_SPEC "~[framework]" TEST_PREFIX "${name}: "
+    catch_discover_tests(${name} TEST_SPEC "~[framework]~[plain_only]" TEST_PREFIX "${name}: "
       PROPERTIES ${_properties} ${_labels})
     catch_discover_tests(${name} TEST_SPEC "[framework]" TEST_PREFIX "${name}: "
       PROPERTIES ${_properties} LABELS framework)
-  else()
+    catch_discover_tests(${name} TEST_SPEC "[plain_only]~[framework]" TEST_PREFIX "${name}: "
+      PROPERTIES ${_properties} LABELS plain_only)
+  elseif(T_PLAIN_ONLY)
     catch_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES ${_properties} ${_labels})
+  else()
+    catch_discover_tests(${name} TEST_SPEC "~[plain_only]" TEST_PREFIX "${name}: " PROPERTIES ${_properties})
+    catch_discover_tests(${name} TEST_SPEC "[plain_only]" TEST_PREFIX "${name}: "
+      PROPERTIES ${_properties} LABELS plain_only)
   endif()
 endfunction()

@@ -96,7 +96,8 @@ XmlCheck parse_junit_with_python(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("same distribution: no regression in at least 95 of 100 seeded pairs") {
+// [plain_only]: statistics over 100 seeded runs; the sanitized suite takes the same code in the other cases.
+TEST_CASE("same distribution: no regression in at least 95 of 100 seeded pairs", "[plain_only]") {
   RunSpec spec;
   int regressions = 0, any_change = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
@@ -115,7 +116,8 @@ TEST_CASE("same distribution: no regression in at least 95 of 100 seeded pairs")
   CHECK(any_change <= 10);
 }
 
-TEST_CASE("same distribution with high variance: thresholds are crossed by noise, significance keeps builds green") {
+// [plain_only]: statistics over 100 seeded runs; the sanitized suite takes the same code in the other cases.
+TEST_CASE("same distribution with high variance: thresholds are crossed by noise, significance keeps builds green", "[plain_only]") {
   RunSpec spec;
   spec.cv = 0.25;  // noisy steps: the median often moves by more than 5% by chance
   spec.share_jitter = 0.05;
@@ -489,7 +491,8 @@ TEST_CASE(
   CHECK(md.find("✅") == std::string::npos);
 }
 
-TEST_CASE("100 seeded diffs: every metric's p-value is below 0.05 exactly when its 95% interval excludes 0") {
+// [plain_only]: statistics over 100 seeded runs; the sanitized suite takes the same code in the other cases.
+TEST_CASE("100 seeded diffs: every metric's p-value is below 0.05 exactly when its 95% interval excludes 0", "[plain_only]") {
   int excluded = 0, included = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
     analyzer::stats::SplitMix64 rng(seed * 7919);

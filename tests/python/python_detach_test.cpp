@@ -134,7 +134,9 @@ Paces run_scenario(const std::string& python, const ScratchDir& dir) {
 
 }  // namespace
 
-TEST_CASE("detach leaves a Python loop at its own pace, with and without --step-func/--data-wait-func") {
+// [plain_only]: the plain collector's detach measured by the program's pace; the sanitized suite takes attach and
+// detach through the CLI in collector_attach_test.
+TEST_CASE("detach leaves a Python loop at its own pace, with and without --step-func/--data-wait-func", "[plain_only]") {
   // One interpreter of each mechanism (CI's time): Debian's 3.11 (trampolines) and 3.12+ (sys.monitoring:
   // sid's 3.14, else pyenv's newest). python_hooks_test records on every interpreter found.
   std::vector<std::string> pythons = {"/usr/bin/python3"};

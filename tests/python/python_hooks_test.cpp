@@ -61,7 +61,9 @@ std::string meta_of(const std::string& db, const std::string& key) {
 
 }  // namespace
 
-TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's own measurement") {
+// [plain_only]: a share the plain collector's hooks measure; the sanitized suite records with --data-wait-func in
+// the case below on every CPython.
+TEST_CASE("python hooks: --data-wait-func share matches the input-bound script's own measurement", "[plain_only]") {
   const std::string py = venv_python();
   if (run_shell(shell_quote(py) + " -c 'import numpy' 2>/dev/null").status != 0)
     STEPSCOPE_SKIP(("no numpy in " + py + " (run scripts/python-env.sh)").c_str());

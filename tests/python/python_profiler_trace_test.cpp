@@ -15,7 +15,9 @@ std::string venv_python() { return std::string(STEPSCOPE_PYTHON_VENV) + "/bin/py
 
 }  // namespace
 
-TEST_CASE("torch.profiler trace of torch_fusion.py (no step markers): periodic steps with their confidence") {
+// [framework]: PyTorch writes the trace; the step detector it proves is taken under the sanitizers by the analyzer's
+// own tests.
+TEST_CASE("torch.profiler trace of torch_fusion.py (no step markers): periodic steps with their confidence", "[framework]") {
   if (run_shell(shell_quote(venv_python()) + " -c 'import torch' 2>/dev/null").status != 0)
     STEPSCOPE_SKIP(("the venv python " + venv_python() + " cannot import torch (run scripts/python-env.sh)").c_str());
   ScratchDir dir("python_profiler_trace_" + std::to_string(::getpid()));
