@@ -384,7 +384,10 @@ AttachSummary record_attached(const AttachOptions& o) {
         break;
       }
     } catch (const NoCollector&) {
-      root.ended = !alive(o.pid);
+      // The collector's channel closes as the process begins to exit (control::quiesce_for_exit), before the
+      // final pass writes its last part with the exit status: wait for the end, bounded, or a failing end seen
+      // this early (a loaded machine, a slow final pass) left the flight recorder's last window unsaved.
+      root.ended = !alive(o.pid) || gone_within(o.pid, kExitWaitNs);
       summary.target_exited = root.ended;
       ending = "process exited";
       break;
