@@ -33,13 +33,15 @@ int32_t CallTree::child(int32_t parent, int32_t name) {
   // Most nodes have a few children, searched in place; a node with many (the root, a thread, a dispatcher)
   // gets its children indexed. A window's tree has hundreds of thousands of nodes: one allocation a node less.
   constexpr size_t kSearchedInPlace = 12;
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) | static_cast<uint32_t>(name);
+  auto key_of = [parent](int32_t child_name) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) | static_cast<uint32_t>(child_name);
+  };
   {
     const auto& kids = nodes_[parent].children;
     if (kids.size() <= kSearchedInPlace) {
       for (int32_t k : kids)
         if (nodes_[k].name == name) return k;
-    } else if (auto it = child_map_.find(key); it != child_map_.end()) {
+    } else if (auto it = child_map_.find(key_of(name)); it != child_map_.end()) {
       return it->second;
     }
   }
@@ -51,11 +53,9 @@ int32_t CallTree::child(int32_t parent, int32_t name) {
   auto& kids = nodes_[parent].children;
   kids.push_back(id);
   if (kids.size() == kSearchedInPlace + 1) {
-    for (int32_t k : kids)
-      child_map_.emplace((static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) |
-                             static_cast<uint32_t>(nodes_[k].name), k);
+    for (int32_t k : kids) child_map_.emplace(key_of(nodes_[k].name), k);
   } else if (kids.size() > kSearchedInPlace + 1) {
-    child_map_.emplace(key, id);
+    child_map_.emplace(key_of(name), id);
   }
   return id;
 }
@@ -101,7 +101,7 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
   // samples whose few thousand distinct stacks run 100+ frames deep; each path is walked once, not once a sample.
   struct ThreadStackHash {
     size_t operator()(const std::pair<int64_t, int64_t>& k) const {
-      return std::hash<int64_t>{}(k.first * 0x9E3779B97F4A7C15LL ^ k.second);
+      return std::hash<uint64_t>{}(static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(k.second));
     }
   };
   std::unordered_map<std::pair<int64_t, int64_t>, int32_t, ThreadStackHash> leaf_cache;
