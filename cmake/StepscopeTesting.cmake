@@ -73,18 +73,17 @@ function(stepscope_add_test name)
                   FAIL_REGULAR_EXPRESSION "No tests ran|No test cases matched"
                   ENVIRONMENT "QT_QPA_PLATFORM=offscreen" RUN_SERIAL ${_serial})
   # Catch's test spec: tags side by side must all match, ~ negates. Each case lands in exactly one group.
+  set(_rest "")
   if(T_FRAMEWORK_CASES)
-    catch_discover_tests(${name} TEST_SPEC "~[framework]~[plain_only]" TEST_PREFIX "${name}: "
-      PROPERTIES ${_properties} ${_labels})
     catch_discover_tests(${name} TEST_SPEC "[framework]" TEST_PREFIX "${name}: "
       PROPERTIES ${_properties} LABELS framework)
-    catch_discover_tests(${name} TEST_SPEC "[plain_only]~[framework]" TEST_PREFIX "${name}: "
-      PROPERTIES ${_properties} LABELS plain_only)
-  elseif(T_PLAIN_ONLY)
-    catch_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES ${_properties} ${_labels})
+    set(_rest "~[framework]")
+  endif()
+  if(T_PLAIN_ONLY)
+    catch_discover_tests(${name} TEST_SPEC "${_rest}" TEST_PREFIX "${name}: " PROPERTIES ${_properties} ${_labels})
   else()
-    catch_discover_tests(${name} TEST_SPEC "~[plain_only]" TEST_PREFIX "${name}: " PROPERTIES ${_properties})
-    catch_discover_tests(${name} TEST_SPEC "[plain_only]" TEST_PREFIX "${name}: "
+    catch_discover_tests(${name} TEST_SPEC "${_rest}~[plain_only]" TEST_PREFIX "${name}: " PROPERTIES ${_properties})
+    catch_discover_tests(${name} TEST_SPEC "[plain_only]${_rest}" TEST_PREFIX "${name}: "
       PROPERTIES ${_properties} LABELS plain_only)
   endif()
 endfunction()
