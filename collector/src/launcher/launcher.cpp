@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <string>
@@ -242,7 +243,7 @@ static bool statically_linked(const std::string& file) {
 }
 
 void merge_parts(const std::string& parts_dir, const std::string& output,
-                 const std::map<std::string, std::string>& meta, RecordSummary& summary) {
+                 const std::map<std::string, std::string>& meta, RecordSummary& summary, Symbolizer* shared) {
   std::vector<std::string> parts;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(parts_dir, ec))
@@ -298,7 +299,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   int64_t unwind_weight = 0, stack_bytes_max = 0;
   double collector_cpu = 0, start_max = 0;
   const int64_t load_ns = mono_ns() - t_load;
-  Symbolizer symbolizer;
+  std::optional<Symbolizer> own;
+  Symbolizer& symbolizer = shared ? *shared : own.emplace();
+  // This store's share of a Symbolizer that serves several (it keeps what it resolved for the earlier ones).
+  const int64_t modules_before = symbolizer.modules_opened(), addresses_before = symbolizer.addresses_looked_up(),
+                hits_before = symbolizer.cache_hits();
   {
     store::StoreWriter w(tmp);
     std::set<int64_t> written_pids;
@@ -420,9 +425,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     merged_meta["record.load_parts_s"] = buf;
     std::snprintf(buf, sizeof buf, "%.6f", double(symbolize_ns) / 1e9);
     merged_meta["record.symbolize_s"] = buf;
-    merged_meta["record.symbolized_modules"] = std::to_string(symbolizer.modules_opened());
-    merged_meta["record.symbolized_addresses"] = std::to_string(symbolizer.addresses_looked_up());
-    merged_meta["record.symbol_cache_hits"] = std::to_string(symbolizer.cache_hits());
+    merged_meta["record.symbolized_modules"] = std::to_string(symbolizer.modules_opened() - modules_before);
+    merged_meta["record.symbolized_addresses"] =
+        std::to_string(symbolizer.addresses_looked_up() - addresses_before);
+    merged_meta["record.symbol_cache_hits"] = std::to_string(symbolizer.cache_hits() - hits_before);
     merged_meta["collector.dropped_samples"] = std::to_string(summary.dropped_samples);
     merged_meta["collector.timer_overruns"] = std::to_string(timer_overruns);
     merged_meta["collector.threads_unsampled"] = std::to_string(summary.unsampled_threads);

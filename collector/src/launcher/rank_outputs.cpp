@@ -87,6 +87,9 @@ void merge_parts_by_rank(const std::string& parts_dir, const std::string& patter
         if (m.count(k)) g.rank_meta[k] = m[k];
     }
   }
+  // Freed (its results saved) when the stores are written: a flight recording's launcher keeps no module's
+  // debug information between saves (libtorch's: ~390 MB).
+  Symbolizer symbolizer;
   const bool any_rank = groups.size() > 1 || (groups.size() == 1 && !groups.begin()->first.empty());
   for (auto& [rank, g] : groups) {
     const std::string label = !rank.empty() ? rank : any_rank ? "launcher" : "0";
@@ -102,7 +105,7 @@ void merge_parts_by_rank(const std::string& parts_dir, const std::string& patter
     const std::string out =
         fs::absolute(expand_output(pattern, &label, &g.first_pid, &host)).lexically_normal().string();
     RecordSummary one;  // per store: merge_parts writes its counters into that store's meta
-    merge_parts(dir.string(), out, m, one);
+    merge_parts(dir.string(), out, m, one, &symbolizer);
     summary.processes += one.processes, summary.threads += one.threads, summary.samples += one.samples;
     summary.kernels += one.kernels, summary.ranges += one.ranges,
         summary.dropped_samples += one.dropped_samples;

@@ -18,7 +18,7 @@ std::string host_name();
 
 // Groups the parts in `parts_dir` by the rank in their meta and merges each group into the store named by
 // `pattern` (%r = the rank; "launcher" for the processes outside every rank); adds to `summary`, and its
-// outputs.
+// outputs. One Symbolizer serves all the ranks' stores: their processes map the same libraries.
 void merge_parts_by_rank(const std::string& parts_dir, const std::string& pattern, const std::string& host,
                          std::map<std::string, std::string> meta, RecordSummary& summary);
 

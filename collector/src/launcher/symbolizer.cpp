@@ -1,6 +1,6 @@
 // Offline symbolization with elfutils libdwfl: function, file:line and inlined frames, demangled. Runs in the
-// launcher after the target has exited, never in the target. Results are memoized per address and kept on disk
-// per build-id (docs/collector.md, "Symbolization"), so a module's debug information is only read for
+// launcher after the target has exited, never in the target. Results are memoized per address and kept on
+// disk per build-id (docs/collector.md, "Symbolization"), so a module's debug information is only read for
 // addresses no earlier run has resolved.
 #include <cxxabi.h>
 #include <dwarf.h>
@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,8 +59,8 @@ std::string die_function_name(Dwarf_Die* die) {
 
 class ModuleSymbolizer {
  public:
-  // `build_id`: the one recorded with the module (hex), empty when unknown. `cache_dir`: where results are kept
-  // per build-id; empty = no persistent cache.
+  // `build_id`: the one recorded with the module (hex), empty when unknown. `cache_dir`: where results are
+  // kept per build-id; empty = no persistent cache.
   ModuleSymbolizer(std::string path, std::string build_id, const std::string& cache_dir)
       : path_(std::move(path)), build_id_(std::move(build_id)) {
     if (!cache_dir.empty() && build_id_.size() >= 8 && build_id_.find('/') == std::string::npos) {
@@ -80,15 +80,12 @@ class ModuleSymbolizer {
   const std::vector<Sym>& lookup(Dwarf_Addr addr) {
     auto [it, fresh] = memo_.try_emplace(addr);
     if (fresh) {
-      if (auto c = cached_.find(addr); c != cached_.end()) {
-        it->second = c->second;
+      if (auto c = cache_line_.find(addr); c != cache_line_.end()) {
+        it->second = parse_cached(c->second);
         ++cache_hits_;
       } else {
         it->second = open() ? lookup_uncached(addr) : std::vector<Sym>();
-        if (!mismatch_) {
-          cached_.emplace(addr, it->second);
-          dirty_ = true;
-        }
+        if (!mismatch_ && !cache_file_.empty()) unsaved_.push_back(addr);
       }
     }
     return it->second;
@@ -97,9 +94,20 @@ class ModuleSymbolizer {
   size_t cache_hits() const { return cache_hits_; }
   bool opened() const { return dwfl_ != nullptr; }
 
-  // Writes the persistent cache (temp file + rename; a concurrent run may win, which only costs a lookup).
+  // Writes the persistent cache: the lines read at the start as they were, then the addresses resolved since
+  // (temp file + rename; a concurrent run may win, which only costs a lookup).
   void save() {
-    if (!dirty_ || cache_file_.empty()) return;
+    if (unsaved_.empty() || cache_file_.empty()) return;
+    std::string added;
+    for (Dwarf_Addr addr : unsaved_) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(addr));
+      added += hex;
+      for (const auto& s : memo_.at(addr))
+        added += '\t' + s.function + '\t' + s.file + '\t' + std::to_string(s.line);
+      added += '\n';
+    }
+    if (cache_text_.empty()) cache_text_ = std::string(kCacheHeader) + '\n';
     const std::string tmp = cache_file_ + ".tmp" + std::to_string(getpid());
     {
       // Created 0600 before the stream opens it, whatever the umask.
@@ -108,41 +116,76 @@ class ModuleSymbolizer {
       const bool private_mode = ::fchmod(fd, S_IRUSR | S_IWUSR) == 0;
       ::close(fd);
       if (!private_mode) return;
-      std::ofstream f(tmp, std::ios::trunc);
+      std::ofstream f(tmp, std::ios::trunc | std::ios::binary);
       if (!f) return;
-      f << kCacheHeader << '\n';
-      for (const auto& [addr, syms] : cached_) {
-        f << std::hex << addr << std::dec;
-        for (const auto& s : syms) f << '\t' << s.function << '\t' << s.file << '\t' << s.line;
-        f << '\n';
-      }
+      f << cache_text_ << added;
       if (!f) {
         std::remove(tmp.c_str());
         return;
       }
     }
-    if (std::rename(tmp.c_str(), cache_file_.c_str()) != 0) std::remove(tmp.c_str());
-    dirty_ = false;
+    if (std::rename(tmp.c_str(), cache_file_.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return;
+    }
+    // A Symbolizer that lives on (a flight recording's launcher) writes only what is new the next time.
+    const size_t from = cache_text_.size();
+    cache_text_ += added;
+    index_lines(from);
+    unsaved_.clear();
   }
 
  private:
   static constexpr const char* kCacheHeader = "stepscope-symbols 1";
 
+  // The file is kept as text and only each line's address is read here: libtorch's file holds ~120,000 lines
+  // (26 MB), which took ~2 s to parse whole on every merge, while one run looks up a few thousand of them.
   void load_cache() {
-    std::ifstream f(cache_file_);
-    std::string line;
-    if (!std::getline(f, line) || line != kCacheHeader) return;
-    while (std::getline(f, line)) {
-      std::vector<std::string> fields;
-      std::string field;
-      std::istringstream ls(line);
-      while (std::getline(ls, field, '\t')) fields.push_back(field);
-      if (fields.empty() || (fields.size() - 1) % 3 != 0) continue;
-      std::vector<Sym> syms;
-      for (size_t i = 1; i + 2 < fields.size(); i += 3)
-        syms.push_back({fields[i], fields[i + 1], std::atoi(fields[i + 2].c_str())});
-      cached_[std::strtoull(fields[0].c_str(), nullptr, 16)] = std::move(syms);
+    std::ifstream f(cache_file_, std::ios::binary);
+    if (!f) return;
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string header = std::string(kCacheHeader) + '\n';
+    if (text.compare(0, header.size(), header) != 0) return;
+    text.erase(text.rfind('\n') + 1);  // a last line cut short (a full disk) is dropped
+    cache_text_ = std::move(text);
+    index_lines(header.size());
+  }
+
+  // Indexes the lines of cache_text_ from `from` on: address → where the fields after it start. A line whose
+  // fields do not come in threes (function, file, line) is not used.
+  void index_lines(size_t from) {
+    const char* text = cache_text_.data();
+    for (size_t at = from; at < cache_text_.size();) {
+      size_t end = cache_text_.find('\n', at);
+      if (end == std::string::npos) end = cache_text_.size();
+      char* end_of_number = nullptr;
+      const unsigned long long addr = std::strtoull(text + at, &end_of_number, 16);
+      const char* after = end_of_number;
+      const bool whole = after != text + at && (*after == '\t' || after == text + end) &&
+                         std::count(after, text + end, '\t') % 3 == 0;
+      if (whole) cache_line_.emplace(static_cast<Dwarf_Addr>(addr), size_t(after - text));
+      at = end + 1;
     }
+  }
+
+  // The symbols of the line whose fields start at `at` (a tab, or the line's end when it has none).
+  std::vector<Sym> parse_cached(size_t at) const {
+    std::vector<Sym> syms;
+    const size_t end = cache_text_.find('\n', at);
+    auto field = [&] {
+      const size_t next = std::min(cache_text_.find('\t', at + 1), end);
+      std::string f = cache_text_.substr(at + 1, next - at - 1);
+      at = next;
+      return f;
+    };
+    while (at < end) {
+      Sym s;
+      s.function = field();
+      s.file = field();
+      s.line = std::atoi(field().c_str());
+      syms.push_back(std::move(s));
+    }
+    return syms;
   }
 
   // Opens the module on the first address the cache cannot answer. False when it cannot be read or is no
@@ -197,8 +240,8 @@ class ModuleSymbolizer {
       const int bind = GELF_ST_BIND(sym.st_info);
       // Among aliases at one address prefer a sized, global one.
       const int rank = (sym.st_size > 0 ? 4 : 0) + (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0);
-      // An unsized symbol (`_init` from crti.o) covers at most the rest of its section: in a stripped library the
-      // next symbol may lie megabytes later, and every local function between would read `_init`.
+      // An unsized symbol (`_init` from crti.o) covers at most the rest of its section: in a stripped library
+      // the next symbol may lie megabytes later, and every local function between would read `_init`.
       GElf_Xword size = sym.st_size;
       if (size == 0 && elf && shndx < SHN_LORESERVE)
         if (Elf_Scn* scn = elf_getscn(elf, shndx)) {
@@ -230,8 +273,9 @@ class ModuleSymbolizer {
   }
 
   // The compile unit holding `addr`. libdw finds it through .debug_aranges, which clang does not write unless
-  // asked (-gdwarf-aranges) and elfutils 0.188 does not make up: without them every file:line of a clang-built
-  // module was lost. Then the units' own address ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are indexed once.
+  // asked (-gdwarf-aranges) and elfutils 0.188 does not make up: without them every file:line of a
+  // clang-built module was lost. Then the units' own address ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are
+  // indexed once.
   Dwarf_Die* compile_unit_of(Dwarf_Addr addr, Dwarf_Addr& bias, Dwarf_Die& storage) {
     if (Dwarf_Die* d = dwfl_module_addrdie(mod_, addr, &bias)) return d;
     if (!unit_ranges_built_) build_unit_ranges();
@@ -327,7 +371,8 @@ class ModuleSymbolizer {
         continue;
       }
       std::string name = die_function_name(&d);
-      if (tag == DW_TAG_subprogram && !symtab_name.empty() && (name.empty() || name.find('(') == std::string::npos))
+      if (tag == DW_TAG_subprogram && !symtab_name.empty() &&
+          (name.empty() || name.find('(') == std::string::npos))
         name = symtab_name;  // the symbol table's demangled name carries the namespace and signature
       inner_first.push_back({name.empty() ? symtab_name : name, file, line});
       if (tag == DW_TAG_subprogram) {
@@ -338,7 +383,8 @@ class ModuleSymbolizer {
       Dwarf_Word call_file = 0, call_line = 0;
       if (dwarf_attr(&d, DW_AT_call_file, &attr)) dwarf_formudata(&attr, &call_file);
       if (dwarf_attr(&d, DW_AT_call_line, &attr)) dwarf_formudata(&attr, &call_line);
-      const char* f = files && call_file < nfiles ? dwarf_filesrc(files, call_file, nullptr, nullptr) : nullptr;
+      const char* f =
+          files && call_file < nfiles ? dwarf_filesrc(files, call_file, nullptr, nullptr) : nullptr;
       file = f ? in_unit_dir(f, cudie) : "";
       line = static_cast<int>(call_line);
       // Past an inlined instance, dwarf_getscopes() goes on with the scopes of the inlined function's
@@ -353,13 +399,15 @@ class ModuleSymbolizer {
     }
     std::free(scopes);
     // Inlined frames but no enclosing subprogram DIE: the symbol table names the function.
-    if (!inner_first.empty() && !found_subprogram && !symtab_name.empty()) inner_first.push_back({symtab_name, file, line});
+    if (!inner_first.empty() && !found_subprogram && !symtab_name.empty())
+      inner_first.push_back({symtab_name, file, line});
     if (inner_first.empty()) inner_first.push_back({symtab_name, leaf_file, leaf_line});
     out.assign(inner_first.rbegin(), inner_first.rend());
     // Tabs and newlines cannot occur in these names; if they did, the cache line format would break.
     for (auto& s : out)
       for (std::string* str : {&s.function, &s.file})
-        std::replace_if(str->begin(), str->end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
+        std::replace_if(
+            str->begin(), str->end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
     return out;
   }
 
@@ -367,7 +415,7 @@ class ModuleSymbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* mod_ = nullptr;
-  bool tried_ = false, mismatch_ = false, dirty_ = false;
+  bool tried_ = false, mismatch_ = false;
   size_t cache_hits_ = 0;
   struct SymbolEntry {
     GElf_Addr addr;
@@ -384,7 +432,10 @@ class ModuleSymbolizer {
   bool unit_ranges_built_ = false;
   Dwarf* dwarf_ = nullptr;
   Dwarf_Addr dwarf_bias_ = 0;
-  std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_, cached_;
+  std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_;
+  std::string cache_text_;                             // the cache file as read (header included), then saved
+  std::unordered_map<Dwarf_Addr, size_t> cache_line_;  // address → where its fields start in cache_text_
+  std::vector<Dwarf_Addr> unsaved_;                    // resolved here since the last save
 };
 
 std::string base_name(const std::string& p) {
@@ -466,7 +517,8 @@ void Symbolizer::symbolize(store::Trace& t) {
   static const std::vector<Sym> kNone;
   for (const auto& f : t.frames) {
     std::vector<int64_t> chain;
-    ModuleSymbolizer* ms = (f.kind == store::FrameKind::Native && f.symbol == 0) ? module_for(t.str(f.module)) : nullptr;
+    ModuleSymbolizer* ms =
+        (f.kind == store::FrameKind::Native && f.symbol == 0) ? module_for(t.str(f.module)) : nullptr;
     const std::vector<Sym>& syms = ms ? ms->lookup(static_cast<Dwarf_Addr>(f.address)) : kNone;
     char fallback[300];
     std::snprintf(fallback, sizeof fallback, "%s+0x%llx", base_name(t.str(f.module)).c_str(),

@@ -74,10 +74,14 @@ bool valid_gpu_window(const std::string& spec);
 // Path of libstepscope_collector.so (env STEPSCOPE_COLLECTOR_LIB, beside the binary, or the build tree).
 std::string collector_library_path();
 
+class Symbolizer;
+
 // Merges every partial store in `parts_dir` into `output` (temp file + rename), symbolizing native frames.
-// Fills the counts of `summary`.
+// Fills the counts of `summary`. `symbolizer`: one that serves several merges (the stores of several ranks),
+// keeping what it resolved for the earlier ones; null: one of its own.
 void merge_parts(const std::string& parts_dir, const std::string& output,
-                 const std::map<std::string, std::string>& meta, RecordSummary& summary);
+                 const std::map<std::string, std::string>& meta, RecordSummary& summary,
+                 Symbolizer* symbolizer = nullptr);
 
 // Replaces unsymbolized native frames (symbol 0, module + address) by their function / file:line, expanding
 // inlined calls into frames of their own; rewrites stacks and samples to match. Uses libdw. Each module is
