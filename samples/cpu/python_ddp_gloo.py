@@ -5,8 +5,10 @@ started by torchrun. Unchanged user code: stepscope finds the optimizer steps of
     torchrun --nproc_per_node 2 python_ddp_gloo.py --device cuda   # both ranks on one GPU (scripts/gpu_proof.py)
     stepscope record -o run-%r.db -- torchrun --nproc_per_node 2 python_ddp_gloo.py   # one store per rank
     torchrun --nproc_per_node 2 python_ddp_gloo.py --seconds 10   # at least --steps, and on for 10 s
+    ... --until-file F --seconds 120   # at least --steps, and on until F exists (at most 120 s)
     ... --ready-file F   # rank 0 creates F after --ready-steps (25) steps: when to look at a running job
     ... --slow-rank 1 --slow-ms 30   # rank 1 sleeps 30 ms at the start of every step: a known straggler
+    ... --slow-rank 1 --slow-ms 600 --stall-at 60   # only in step 60: one slow step that every rank sees
         (in read_slow_shard(): `stepscope record --data-wait-func read_slow_shard` makes it a wait for input)
     ... --hidden 128 --io-ms 20   # a smaller model; every rank waits 20 ms a step for its batch (simulated I/O)
 
@@ -31,11 +33,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=0, help="go on past --steps until this long has passed")
+    ap.add_argument("--until-file", default="", help="go on past --steps until this file exists (or --seconds passed)")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: every rank on cuda:0 (gloo reduces through the host)")
     ap.add_argument("--ready-file", default="", help="rank 0 creates this file once it has taken --ready-steps steps")
     ap.add_argument("--ready-steps", type=int, default=25)
     ap.add_argument("--slow-rank", type=int, default=-1, help="this rank does --slow-ms of extra work every step")
     ap.add_argument("--slow-ms", type=float, default=0.0, help="the straggler's extra time per step (a sleep)")
+    ap.add_argument("--stall-at", type=int, default=0, help="the straggler's extra time in this step (1-based) only")
     ap.add_argument("--hidden", type=int, default=512, help="width of the hidden layer")
     ap.add_argument("--io-ms", type=float, default=0.0, help="every rank waits this long per step for its batch")
     args = ap.parse_args()
@@ -52,16 +56,19 @@ def main():
     steps, start = 0, time.monotonic()
 
     def go_on():
-        if steps < args.steps or args.seconds <= 0:
+        if steps < args.steps or (args.seconds <= 0 and not args.until_file):
             return steps < args.steps
-        # Every rank must take as many steps as the others (each backward is a collective): rank 0's clock decides.
-        more = torch.tensor([1.0 if time.monotonic() - start < args.seconds else 0.0])
+        # Every rank must take as many steps as the others (each backward is a collective): rank 0 decides.
+        on = args.seconds <= 0 or time.monotonic() - start < args.seconds
+        if args.until_file and os.path.exists(args.until_file):
+            on = False
+        more = torch.tensor([1.0 if on else 0.0])
         dist.broadcast(more, src=0)
         return more.item() > 0
 
     while go_on():
         steps += 1
-        if rank == args.slow_rank and args.slow_ms > 0:
+        if rank == args.slow_rank and args.slow_ms > 0 and args.stall_at in (0, steps):
             read_slow_shard(args.slow_ms / 1000.0)  # time the other ranks wait for at the gradient all-reduce
         if args.io_ms > 0:
             time.sleep(args.io_ms / 1000.0)  # reading the batch: time that does not compete for the cores

@@ -119,3 +119,56 @@ TEST_CASE(
   CHECK(feed(e, "optimizer", i, t, {14}) ==
         std::vector<int64_t>{31});  // the same length without a switch fires
 }
+
+TEST_CASE("a trigger withdrawn (another process saved its interval) gives back its place in the hour's saves") {
+  TriggerSettings s;
+  s.max_per_hour = 1;
+  s.warmup_steps = 0;
+  s.min_excess_ns = 0;
+  TriggerEvaluator e(s);
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(10, 10));
+  auto first = e.on_step("optimizer", i++, t, t + 200 * kMs);
+  REQUIRE(first);
+  t += 200 * kMs;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(10, 10));
+  // The hour's one save is taken: the next slow step is held back.
+  CHECK(!e.on_step("optimizer", i++, t, t + 200 * kMs));
+  CHECK(e.suppressed() == 1);
+  t += 200 * kMs;
+  e.withdraw(*first);
+  feed(e, "optimizer", i, t, std::vector<int64_t>(10, 10));
+  CHECK(e.on_step("optimizer", i++, t, t + 200 * kMs));
+}
+
+TEST_CASE("the profiler's intervals that touch are kept as one: a long save does not push out the GPU switches") {
+  TriggerSettings settings;
+  settings.min_excess_ns = 0;
+  TriggerEvaluator e(settings);
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(30, 1));
+  e.exclude(t + 1 * kMs, t + 5 * kMs);  // a CUPTI switch in the next step
+  // A part written in a hundred pieces right after it, each touching the one before: one interval.
+  for (int k = 0; k < 100; ++k) e.exclude(t + (100 + k) * kMs, t + (101 + k) * kMs);
+  CHECK(feed(e, "optimizer", i, t, {14}).empty());  // still excluded: the switch was not pushed out
+  CHECK(e.excluded_steps() == 1);
+  t += 100 * kMs - 14 * kMs;
+  CHECK(feed(e, "optimizer", i, t, {50}).empty());  // inside the joined interval
+  CHECK(e.excluded_steps() == 2);
+}
+
+TEST_CASE("a step is judged without the time it overlapped this process's save: a real stall still fires") {
+  TriggerSettings settings;  // 3x and 50 ms over
+  TriggerEvaluator e(settings);
+  int64_t i = 0, t = 0;
+  feed(e, "optimizer", i, t, std::vector<int64_t>(30, 10));
+  // A part written in [t + 5, t + 305] ms: the next step, stretched by it to 120 ms, is 20 ms without it.
+  e.discount(t + 5 * kMs, t + 305 * kMs);
+  CHECK(feed(e, "optimizer", i, t, {120}).empty());
+  // The step after it overlaps the write's last 185 ms and sleeps 600 ms more: 615 ms without the write.
+  auto tr = e.on_step("optimizer", i, t, t + 800 * kMs);
+  REQUIRE(tr);
+  CHECK(tr->step == 31);
+  CHECK(tr->detail() == "step 31 took 800.0 ms, 80.0x the median 10.0 ms of the 31 steps before it");
+  CHECK(e.excluded_steps() == 0);  // judged, not left out
+}

@@ -4,8 +4,10 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -98,31 +100,46 @@ TEST_CASE("under srun/mpirun stepscope knows its rank: %r, %h and %% are replace
   CHECK(meta["host"] == host);
 }
 
-TEST_CASE("record --flight -o run-%r.db: a dump is saved as one store per rank, each rank's window in its own") {
+TEST_CASE(
+    "record --flight -o run-%r.db: one straggler step is one save, a dump one more, each as one store per rank") {
   if (auto why = missing_torchrun(); !why.empty()) STEPSCOPE_SKIP(why.c_str());
   ScratchDir dir("python_ranks_flight");
-  const std::string ready = dir.file("rank0-ready");
-  const std::string tag = "--steps 20 --seconds 12";
-  Spawned rec =
-      spawn_shell("cd " + shell_quote(dir.path().string()) + " && " + shell_quote(kCli) +
-                  " record --flight 30s -o 'run-%r.db' -- " + shell_quote(kVenv + "/bin/torchrun") +
-                  " --nproc_per_node 2 " + shell_quote(source_dir() + "/samples/cpu/python_ddp_gloo.py") +
-                  " " + tag + " --ready-file " + shell_quote(ready) + " > record.log 2>&1");
+  const std::string ready = dir.file("rank0-ready"), done = dir.file("done");
+  // On until the test is done with it (a fixed 12 s ended before the dump on a loaded machine).
+  const std::string tag = "--steps 20 --seconds 150 --until-file " + done;
+  // Rank 1 sleeps 900 ms in its 40th step: both ranks' step 38 (the optimizer hook's steps run from one
+  // opt.step() to the next) is slow, rank 0's waiting at the gradient all-reduce. The 400 ms floor keeps a
+  // step preempted on the loaded suite machine from saving too.
+  Spawned rec = spawn_shell(
+      "cd " + shell_quote(dir.path().string()) + " && " + shell_quote(kCli) +
+      " record --flight 30s --trigger slow-step=3x+400ms -o 'run-%r.db' -- " +
+      shell_quote(kVenv + "/bin/torchrun") + " --nproc_per_node 2 " +
+      shell_quote(source_dir() + "/samples/cpu/python_ddp_gloo.py") + " " + tag + " --ready-file " +
+      shell_quote(ready) + " --ready-steps 60 --slow-rank 1 --slow-ms 900 --stall-at 40 > record.log 2>&1");
+  struct StopTrainer {  // also when a REQUIRE below ends the test early
+    std::string file;
+    ~StopTrainer() { std::ofstream(file).close(); }
+  } stop_trainer{done};
   // Rank 0's process: torchrun's agent names the sample on its command line too, but has no RANK.
   const auto pid = run_shell("for i in $(seq 300); do for p in $(pgrep -f 'python_ddp_gloo.py " + tag +
                              "'); do if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=0; then "
                              "echo $p; exit 0; fi; done; sleep 0.1; done; exit 1");
   REQUIRE(pid.status == 0);
-  // Both ranks past torch's import and gloo's rendezvous, 25 steps taken: on a loaded machine (the sanitized
-  // suite beside it) a fixed 5 s wait ended while they were still importing, and the window held < 20 steps.
-  const auto ready_wait = run_shell("for i in $(seq 1200); do [ -e " + shell_quote(ready) +
-                                    " ] && exit 0; sleep 0.1; done; exit 1");
+  // Both ranks past torch's import and gloo's rendezvous and the stall, 60 steps taken: on a loaded machine
+  // (the sanitized suite beside it) a fixed 5 s wait ended while they were still importing. Then the stall's
+  // save written (its three stores), so that the dump comes after it.
+  const auto ready_wait =
+      run_shell("for i in $(seq 1200); do [ -e " + shell_quote(ready) + " ] && [ $(grep -c 'flight: saved .*-step' " +
+                shell_quote(dir.file("record.log")) + ") -ge 3 ] && exit 0; sleep 0.1; done; exit 1");
+  INFO(slurp(dir.file("record.log")));
   REQUIRE(ready_wait.status == 0);
   const auto d = run_shell(shell_quote(kCli) + " dump " + pid.output.substr(0, pid.output.find('\n')) + " 2>&1");
+  std::ofstream(done).close();  // the trainer ends
   INFO(d.output);
   REQUIRE(d.status == 0);
   CHECK(rec.wait() == 0);
-  INFO(slurp(dir.file("record.log")));
+  const std::string log = slurp(dir.file("record.log"));
+  INFO(log);
   // One store per rank and one for the agent, printed by dump; %r replaced in each.
   std::vector<std::string> printed;
   std::istringstream lines(d.output);
@@ -143,6 +160,28 @@ TEST_CASE("record --flight -o run-%r.db: a dump is saved as one store per rank, 
   }
   CHECK(store::StoreReader(dir.file("run-launcher" + stamp)).meta().count("rank") == 0);
   CHECK_FALSE(std::filesystem::exists(dir.file("run-%r" + stamp)));
+
+  // The stall: each rank saw its step 38 slow, and one save holds it. The first rank to save made it; the other
+  // found that save (made since its own trigger fired) and joined it, its part in it.
+  std::vector<std::string> step_saves;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    if (e.path().filename().string().find("-step") != std::string::npos)
+      step_saves.push_back(e.path().filename().string());
+  std::sort(step_saves.begin(), step_saves.end());
+  REQUIRE(step_saves.size() == 3);
+  const std::string step_stamp = step_saves[0].substr(5);
+  CHECK(step_saves == std::vector<std::string>{"run-0" + step_stamp, "run-1" + step_stamp,
+                                               "run-launcher" + step_stamp});
+  CHECK(step_stamp.substr(step_stamp.size() - 10) == "-step38.db");
+  int joined = 0;
+  for (int rank : {0, 1}) {
+    auto meta = store::StoreReader(dir.file("run-" + std::to_string(rank) + step_stamp)).meta();
+    CHECK(meta["flight.trigger"] == "slow-step");
+    CHECK(meta["flight.step"] == "38");
+    joined += meta["flight.joined_triggers"] == "1";
+  }
+  CHECK(joined == 1);
+  CHECK(log.find("flight recorder: 6 windows saved") != std::string::npos);
   // The ranks of one save are one job's ranks (issue 47: flight saves combine only within one save).
   const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(dir.file("run-0" + stamp)) + " " +
                            shell_quote(dir.file("run-1" + stamp)) + " " +

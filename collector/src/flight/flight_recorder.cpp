@@ -1,12 +1,15 @@
 #include "flight/flight_recorder.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -44,8 +47,10 @@ struct Recorder {
   TriggerEvaluator triggers;
   std::set<std::string> seen;  // save folders this process started or answered
   std::optional<Trigger> due;
-  int64_t due_at = 0, last_scan = 0, last_prune = 0;
-  int64_t saves = 0, parts = 0, failures = 0;
+  int64_t due_at = 0, due_fired_at = 0, last_scan = 0, last_prune = 0;
+  int64_t other_save_seen_at = -1;  // when a scan last found a save another process began
+  std::deque<std::pair<int64_t, int64_t>> other_triggers;  // the slow intervals of the last of those saves
+  int64_t saves = 0, parts = 0, failures = 0, joined = 0;
   std::mutex mu;  // requests (the control thread) ↔ the collector thread
   std::condition_variable cv;
   std::deque<Request*> requests;
@@ -87,6 +92,7 @@ std::map<std::string, std::string> part_meta(const MetaFn& meta) {
     m["flight.gpu_steps"] = gpu.empty() ? "none" : ranges_of(gpu);
   }
   if (r->triggers.suppressed()) m["flight.suppressed_triggers"] = std::to_string(r->triggers.suppressed());
+  if (r->joined) m["flight.joined_triggers"] = std::to_string(r->joined);
   if (r->triggers.excluded_steps())
     m["flight.steps_not_judged"] =
         std::to_string(r->triggers.excluded_steps());  // they paid for a GPU window switch
@@ -94,10 +100,12 @@ std::map<std::string, std::string> part_meta(const MetaFn& meta) {
 }
 
 bool write_part_into(const std::string& dir, const MetaFn& meta) {
+  const int64_t start = clock_ns(CLOCK_MONOTONIC);
   try {
-    r->window.prune(clock_ns(CLOCK_MONOTONIC) - g->config.flight_window_ns);
+    r->window.prune(start - g->config.flight_window_ns);
     r->window.write_part(dir, g->pid, part_meta(meta));
     ++r->parts;
+    r->triggers.discount(start, clock_ns(CLOCK_MONOTONIC));  // the program's steps may have shared a core
     return true;
   } catch (const std::exception& e) {
     if (r->failures++ == 0)
@@ -148,7 +156,8 @@ std::map<std::string, std::string> trigger_meta(const Trigger* t, const std::str
   return m;
 }
 
-std::string save(const Trigger* t, const std::string& kind, const MetaFn& meta) {
+// A save's folder, its trigger file in it; "" (said once) when it cannot be made.
+std::string make_save(const Trigger* t, const std::string& kind) {
   const std::string label = t ? (t->step >= 0 ? "step" + std::to_string(t->step) : t->kind) : kind;
   const std::string name = make_save_folder(label, trigger_meta(t, kind));
   if (name.empty()) {
@@ -158,26 +167,77 @@ std::string save(const Trigger* t, const std::string& kind, const MetaFn& meta) 
     return "";
   }
   ++r->saves;
-  write_part_into(g->config.flight_dir + "/" + name, meta);
   return name;
 }
 
-// Save folders other processes made since the last look: this process adds its window to each.
-void answer_other_saves(const MetaFn& meta) {
-  DIR* d = opendir(g->config.flight_dir.c_str());
-  if (!d) return;
+std::string save(const Trigger* t, const std::string& kind, const MetaFn& meta) {
+  const std::string name = make_save(t, kind);
+  if (!name.empty()) write_part_into(g->config.flight_dir + "/" + name, meta);
+  return name;
+}
+
+// Save folders other processes made since the last look (now marked seen).
+std::vector<std::string> other_saves() {
   std::vector<std::string> fresh;
+  DIR* d = opendir(g->config.flight_dir.c_str());
+  if (!d) return fresh;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
     if (n.empty() || n[0] == '.' || n == "exit" || r->seen.count(n)) continue;
     fresh.push_back(n);
+    r->seen.insert(n);
   }
   closedir(d);
+  // Not the pass's `now`, which was read before its drain judged the steps.
+  if (!fresh.empty()) r->other_save_seen_at = clock_ns(CLOCK_MONOTONIC);
   for (const auto& n : fresh) {
-    r->seen.insert(n);
-    if (r->window.timed_rows() > 0) write_part_into(g->config.flight_dir + "/" + n, meta);
+    std::ifstream in(g->config.flight_dir + "/" + n + "/trigger");
+    int64_t start = -1, end = -1;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("start_ns=", 0) == 0) start = std::atoll(line.c_str() + 9);
+      if (line.rfind("end_ns=", 0) == 0) end = std::atoll(line.c_str() + 7);
+    }
+    if (start < 0 || end < start) continue;  // a dump: no interval
+    r->other_triggers.emplace_back(start, end);
+    if (r->other_triggers.size() > 16) r->other_triggers.pop_front();
   }
+  return fresh;
 }
+
+// Whether another process's save, begun since this trigger fired or for an interval overlapping its own,
+// holds the slow step: every rank of a job waits for the straggler's step and sees it slow, and a rank whose
+// rows came in late may see it after the first rank's save was made.
+bool saved_elsewhere(const Trigger& t) {
+  if (r->other_save_seen_at >= r->due_fired_at) return true;
+  return std::any_of(r->other_triggers.begin(), r->other_triggers.end(),
+                     [&](const auto& o) { return o.first < t.end_ns && o.second > t.start_ns; });
+}
+
+// This process adds its window to each.
+void answer(const std::vector<std::string>& saves, const MetaFn& meta) {
+  for (const auto& n : saves)
+    if (r->window.timed_rows() > 0) write_part_into(g->config.flight_dir + "/" + n, meta);
+}
+
+// Held while a process looks for other saves and then makes its own folder, so that of two processes whose
+// triggers come due at the same moment the second sees the first's save. Without it (the lock file cannot
+// be made) the save goes on, and such a pair may save twice.
+class SaveLock {
+ public:
+  SaveLock() : fd_(::open((g->config.flight_dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~SaveLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  SaveLock(const SaveLock&) = delete;
+  SaveLock& operator=(const SaveLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 void mark_existing_seen() {
   DIR* d = opendir(g->config.flight_dir.c_str());
@@ -239,7 +299,8 @@ void observe(const store::Trace& rows) {
                : r->triggers.on_data_wait(rows.str(e.wait->source), e.wait->start, e.wait->end);
     if (!t || r->due) continue;  // one save at a time: a second trigger in its tail is in the same window
     r->due = std::move(t);
-    r->due_at = clock_ns(CLOCK_MONOTONIC) + kTailNs;
+    r->due_fired_at = clock_ns(CLOCK_MONOTONIC);
+    r->due_at = r->due_fired_at + kTailNs;
     // The steps after a trigger are traced whole (slow steps often come back), with windowed GPU tracing.
     if (g->config.flight_gpu_steps > 0) cupti::arm_window(g->config.flight_gpu_steps);
   }
@@ -247,10 +308,30 @@ void observe(const store::Trace& rows) {
 
 void after_pass(int64_t now, const MetaFn& meta) {
   if (!r) return;
-  if (r->due && now >= r->due_at) {
+  const bool due = r->due && now >= r->due_at;
+  if (due) {
     const Trigger t = *r->due;
     r->due.reset();
-    save(&t, t.kind, meta);
+    // A due save looks first: another process may have saved the same slow interval.
+    std::vector<std::string> fresh;
+    std::string name;
+    bool joined = false;
+    {
+      SaveLock lock;
+      fresh = other_saves();
+      joined = saved_elsewhere(t);
+      if (!joined) name = make_save(&t, t.kind);
+    }
+    r->last_scan = now;
+    if (joined) {
+      r->triggers.withdraw(t);
+      ++r->joined;
+    }
+    if (!name.empty()) write_part_into(g->config.flight_dir + "/" + name, meta);
+    answer(fresh, meta);
+  } else if (now - r->last_scan >= kScanPeriodNs) {
+    r->last_scan = now;
+    answer(other_saves(), meta);
   }
   std::deque<Request*> requests;
   {
@@ -265,17 +346,13 @@ void after_pass(int64_t now, const MetaFn& meta) {
       const std::string name = save(nullptr, "dump", meta);
       q->ok = !name.empty();
       // save=: the folder the launcher merges and then removes (with -o run-%r.db the path is a pattern).
-      q->result = q->ok ? "path=" + g->config.flight_prefix + "-" + name + ".db save=" + g->config.flight_dir +
-                              "/" + name
+      q->result = q->ok ? "path=" + g->config.flight_prefix + "-" + name +
+                              ".db save=" + g->config.flight_dir + "/" + name
                         : "cannot save (see the process's stderr)";
     }
     std::lock_guard<std::mutex> lk(r->mu);
     q->done = true;
     r->cv.notify_all();
-  }
-  if (now - r->last_scan >= kScanPeriodNs) {
-    r->last_scan = now;
-    answer_other_saves(meta);
   }
   if (now - r->last_prune >= kPrunePeriodNs) {
     r->last_prune = now;
@@ -285,7 +362,9 @@ void after_pass(int64_t now, const MetaFn& meta) {
 
 namespace {
 std::atomic<int> g_exit_status{-1};  // what exit() was given, once watch_exit_status() registered for it
-void note_exit_status(int status, void*) { g_exit_status.store(status, std::memory_order_relaxed); }
+void note_exit_status(int status, void*) {
+  g_exit_status.store(status, std::memory_order_relaxed);
+}
 }  // namespace
 
 void watch_exit_status() {

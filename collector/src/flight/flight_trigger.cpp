@@ -26,8 +26,11 @@ std::string Trigger::detail() const {
 
 std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int64_t index, int64_t start_ns,
                                                  int64_t end_ns) {
-  const int64_t dur = end_ns - start_ns;
+  int64_t dur = end_ns - start_ns;
   if (dur <= 0) return std::nullopt;
+  for (const auto& [a, b] : discounted_)
+    dur -= std::max<int64_t>(0, std::min(b, end_ns) - std::max(a, start_ns));
+  dur = std::max<int64_t>(dur, 1);
   for (const auto& [a, b] : excluded_)
     if (a < end_ns && b > start_ns) {
       ++excluded_steps_;
@@ -59,9 +62,30 @@ std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int6
   return fired;
 }
 
+namespace {
+// Adds [start, end], joined with the last interval when they touch; keeps the last kMaxExcluded.
+void add_interval(std::deque<std::pair<int64_t, int64_t>>& d, int64_t start_ns, int64_t end_ns) {
+  if (!d.empty() && start_ns <= d.back().second && end_ns >= d.back().first) {
+    d.back().first = std::min(d.back().first, start_ns);
+    d.back().second = std::max(d.back().second, end_ns);
+    return;
+  }
+  d.emplace_back(start_ns, end_ns);
+  if (d.size() > kMaxExcluded) d.pop_front();
+}
+}  // namespace
+
 void TriggerEvaluator::exclude(int64_t start_ns, int64_t end_ns) {
-  excluded_.emplace_back(start_ns, end_ns);
-  if (excluded_.size() > kMaxExcluded) excluded_.pop_front();
+  add_interval(excluded_, start_ns, end_ns);
+}
+
+void TriggerEvaluator::discount(int64_t start_ns, int64_t end_ns) {
+  add_interval(discounted_, start_ns, end_ns);
+}
+
+void TriggerEvaluator::withdraw(const Trigger& t) {
+  auto it = std::find(fired_at_.begin(), fired_at_.end(), t.end_ns);
+  if (it != fired_at_.end()) fired_at_.erase(it);
 }
 
 std::optional<Trigger> TriggerEvaluator::on_data_wait(const std::string& source, int64_t start_ns,

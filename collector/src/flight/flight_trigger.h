@@ -47,8 +47,16 @@ class TriggerEvaluator {
   std::optional<Trigger> on_data_wait(const std::string& source, int64_t start_ns, int64_t end_ns);
   // The profiler itself worked on the program's threads in [start, end] (a GPU window's CUPTI detach or
   // re-attach: ~12 ms against steps of 100 µs): a step overlapping it is neither judged nor part of the
-  // median.
+  // median. Adjacent or overlapping intervals are kept as one.
   void exclude(int64_t start_ns, int64_t end_ns);
+  // The profiler worked beside the program's threads in [start, end] (this process writing its part of a save
+  // on its own thread): on a host with no idle core a step may have waited for it as long as they overlap, so
+  // that overlap is taken off the step's duration before it is judged. A 600 ms stall during a 300 ms write
+  // still fires; steps stretched by the write itself do not fire the next save.
+  void discount(int64_t start_ns, int64_t end_ns);
+  // A trigger that will not be saved after all (another process's save holds it): it gives back its place in
+  // the hour's saves.
+  void withdraw(const Trigger& t);
   int64_t excluded_steps() const { return excluded_steps_; }
   // Triggers that fired but the hourly limit held back (counted for the store's meta).
   int64_t suppressed() const { return suppressed_; }
@@ -65,7 +73,8 @@ class TriggerEvaluator {
   std::deque<int64_t> fired_at_;  // end times of the automatic triggers in the last hour
   int64_t last_start_ = -1, last_end_ = -1;
   int64_t suppressed_ = 0, excluded_steps_ = 0;
-  std::deque<std::pair<int64_t, int64_t>> excluded_;  // the last kMaxExcluded profiler intervals
+  std::deque<std::pair<int64_t, int64_t>> excluded_;    // the last kMaxExcluded profiler intervals
+  std::deque<std::pair<int64_t, int64_t>> discounted_;  // likewise
   std::vector<int64_t> scratch_;
 };
 
