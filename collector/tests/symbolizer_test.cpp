@@ -2,11 +2,14 @@
 // which only an unsized `_init` precedes, read module+offset (the H100 Hugging Face recording showed `_init`
 // 27 ms). And a program built by clang, which writes no .debug_aranges, gets its file:line.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "stepscope/collector/launcher.h"
 #include "stepscope/store/records.h"
@@ -102,4 +105,62 @@ TEST_CASE("a clang-built program, which has no .debug_aranges, gets file:line as
   CHECK(t.str(f.symbol) == "scaled");
   CHECK(t.str(f.file) + ":" + std::to_string(f.line) == expected);
   CHECK((f.line == 1 || f.line == 2));  // the function's own lines, not main's
+}
+
+TEST_CASE(
+    "the per-build-id cache answers from its lines, kept in address order: a malformed or cut-short line is looked up again") {
+  test::ScratchDir dir("symbolizer_cache");
+  const std::string cache = dir.file("symbols");
+  std::filesystem::create_directories(cache);
+  const std::string lib = SYMBOL_LIB_FULL;
+  std::string build_id = test::run_shell("readelf -n " + test::shell_quote(lib) + " | sed -n 's/.*Build ID: //p'").output;
+  while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
+  REQUIRE(build_id.size() == 40);
+  const auto full = symbols_of(lib);
+  const long long cached = full.at("local_square") + 2, malformed = full.at("_fini") + 2, cut = full.at("_init") + 2;
+  char lines[512];
+  // An inlined call written as two frames, outermost first; a line with two fields; a last line without its end.
+  std::snprintf(lines, sizeof lines,
+                "stepscope-symbols 1\n%llx\touter_from_cache\touter.cc\t7\tinner_from_cache\tinner.cc\t9\n"
+                "%llx\tonly\ttwo\n%llx\tcut_short",
+                cached, malformed, cut);
+  std::ofstream(cache + "/" + build_id + ".3") << lines;
+  setenv("STEPSCOPE_SYMBOL_CACHE", cache.c_str(), 1);
+
+  auto symbolized = [&](int64_t& hits) {
+    store::Trace t;
+    const auto module = t.intern(lib);
+    t.modules.push_back({1, module, t.intern(build_id), 0, 0, 0});
+    t.frames.push_back({1, module, 0, 0, 0, store::FrameKind::Native, cached});
+    t.frames.push_back({2, module, 0, 0, 0, store::FrameKind::Native, malformed});
+    t.frames.push_back({3, module, 0, 0, 0, store::FrameKind::Native, cut});
+    for (int64_t id = 1; id <= 3; ++id) t.stacks.push_back({id, 0, id});
+    collector::Symbolizer s;
+    s.symbolize(t);
+    hits = s.cache_hits();
+    std::vector<std::string> out;
+    for (const auto& f : t.frames)
+      out.push_back(t.str(f.symbol) + (f.file ? " " + t.str(f.file) + ":" + std::to_string(f.line) : ""));
+    return out;
+  };
+  int64_t hits = 0;
+  const std::vector<std::string> expected{"outer_from_cache outer.cc:7", "inner_from_cache inner.cc:9", "_fini",
+                                          "_init"};
+  CHECK(symbolized(hits) == expected);
+  CHECK(hits == 1);
+  // Written back when the Symbolizer ended, one line per address in address order: the cached one as it was,
+  // the two resolved in place of the malformed and the cut-short one.
+  std::ifstream written(cache + "/" + build_id + ".3");
+  std::vector<unsigned long long> addresses;
+  std::string line;
+  REQUIRE(std::getline(written, line));
+  CHECK(line == "stepscope-symbols 1");
+  while (std::getline(written, line)) addresses.push_back(std::stoull(line, nullptr, 16));
+  std::vector<unsigned long long> sorted{(unsigned long long)cached, (unsigned long long)malformed,
+                                         (unsigned long long)cut};
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(addresses == sorted);
+  CHECK(symbolized(hits) == expected);
+  CHECK(hits == 3);
+  unsetenv("STEPSCOPE_SYMBOL_CACHE");
 }

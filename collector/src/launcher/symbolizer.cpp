@@ -12,15 +12,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -80,8 +83,8 @@ class ModuleSymbolizer {
   const std::vector<Sym>& lookup(Dwarf_Addr addr) {
     auto [it, fresh] = memo_.try_emplace(addr);
     if (fresh) {
-      if (auto c = cache_line_.find(addr); c != cache_line_.end()) {
-        it->second = parse_cached(c->second);
+      if (auto cached = from_cache(addr)) {
+        it->second = std::move(*cached);
         ++cache_hits_;
       } else {
         it->second = open() ? lookup_uncached(addr) : std::vector<Sym>();
@@ -94,20 +97,37 @@ class ModuleSymbolizer {
   size_t cache_hits() const { return cache_hits_; }
   bool opened() const { return dwfl_ != nullptr; }
 
-  // Writes the persistent cache: the lines read at the start as they were, then the addresses resolved since
-  // (temp file + rename; a concurrent run may win, which only costs a lookup).
+  // Writes the persistent cache, one line per address in address order (the next load needs no sort): the
+  // newest line read for each address as it was, or what was resolved here since (temp file + rename; a
+  // concurrent run may win, which only costs a lookup).
   void save() {
     if (unsaved_.empty() || cache_file_.empty()) return;
-    std::string added;
-    for (Dwarf_Addr addr : unsaved_) {
+    std::sort(unsaved_.begin(), unsaved_.end());
+    std::string out = std::string(kCacheHeader) + '\n';
+    out.reserve(cache_text_.size() + unsaved_.size() * 64);
+    auto address = [&out](Dwarf_Addr addr) {
       char hex[24];
       std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(addr));
-      added += hex;
-      for (const auto& s : memo_.at(addr))
-        added += '\t' + s.function + '\t' + s.file + '\t' + std::to_string(s.line);
-      added += '\n';
+      out += hex;
+    };
+    const size_t n = cache_index_.size();
+    for (size_t i = 0, j = 0; i < n || j < unsaved_.size();) {
+      if (j == unsaved_.size() || (i < n && cache_index_[i].first < unsaved_[j])) {
+        size_t last = i;  // lines of one address sort by their place in the file: the last is the newest
+        while (last + 1 < n && cache_index_[last + 1].first == cache_index_[i].first) ++last;
+        const size_t at = cache_index_[last].second;
+        address(cache_index_[last].first);
+        out.append(cache_text_, at, cache_text_.find('\n', at) - at + 1);
+        i = last + 1;
+      } else {
+        while (i < n && cache_index_[i].first == unsaved_[j]) ++i;  // replaced: unreadable, or resolved again
+        address(unsaved_[j]);
+        for (const auto& sym : memo_.at(unsaved_[j]))
+          out += '\t' + sym.function + '\t' + sym.file + '\t' + std::to_string(sym.line);
+        out += '\n';
+        ++j;
+      }
     }
-    if (cache_text_.empty()) cache_text_ = std::string(kCacheHeader) + '\n';
     const std::string tmp = cache_file_ + ".tmp" + std::to_string(getpid());
     {
       // Created 0600 before the stream opens it, whatever the umask.
@@ -118,20 +138,13 @@ class ModuleSymbolizer {
       if (!private_mode) return;
       std::ofstream f(tmp, std::ios::trunc | std::ios::binary);
       if (!f) return;
-      f << cache_text_ << added;
+      f << out;
       if (!f) {
         std::remove(tmp.c_str());
         return;
       }
     }
-    if (std::rename(tmp.c_str(), cache_file_.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return;
-    }
-    // A Symbolizer that lives on (a flight recording's launcher) writes only what is new the next time.
-    const size_t from = cache_text_.size();
-    cache_text_ += added;
-    index_lines(from);
+    if (std::rename(tmp.c_str(), cache_file_.c_str()) != 0) std::remove(tmp.c_str());
     unsaved_.clear();
   }
 
@@ -139,53 +152,66 @@ class ModuleSymbolizer {
   static constexpr const char* kCacheHeader = "stepscope-symbols 1";
 
   // The file is kept as text and only each line's address is read here: libtorch's file holds ~120,000 lines
-  // (26 MB), which took ~2 s to parse whole on every merge, while one run looks up a few thousand of them.
+  // (26 MB), which took ~2 s to parse whole for every store, while one store looks up a few thousand of them.
   void load_cache() {
-    std::ifstream f(cache_file_, std::ios::binary);
-    if (!f) return;
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const int fd = ::open(cache_file_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    std::string text;
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+      text.resize(size_t(st.st_size));
+      size_t got = 0;
+      while (got < text.size()) {
+        const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+        if (n <= 0) break;
+        got += size_t(n);
+      }
+      text.resize(got);
+    }
+    ::close(fd);
     const std::string header = std::string(kCacheHeader) + '\n';
     if (text.compare(0, header.size(), header) != 0) return;
     text.erase(text.rfind('\n') + 1);  // a last line cut short (a full disk) is dropped
     cache_text_ = std::move(text);
-    index_lines(header.size());
+    const char* data = cache_text_.data();
+    for (size_t at = header.size(); at < cache_text_.size();) {
+      const char* nl = static_cast<const char*>(std::memchr(data + at, '\n', cache_text_.size() - at));
+      char* after = nullptr;
+      const unsigned long long addr = std::strtoull(data + at, &after, 16);
+      if (after != data + at && (*after == '\t' || after == nl))
+        cache_index_.emplace_back(static_cast<Dwarf_Addr>(addr), size_t(after - data));
+      at = size_t(nl - data) + 1;
+    }
+    // Written in address order (save()): sorted already, unless an older stepscope wrote the file.
+    if (!std::is_sorted(cache_index_.begin(), cache_index_.end()))
+      std::sort(cache_index_.begin(), cache_index_.end());
   }
 
-  // Indexes the lines of cache_text_ from `from` on: address → where the fields after it start. A line whose
-  // fields do not come in threes (function, file, line) is not used.
-  void index_lines(size_t from) {
-    const char* text = cache_text_.data();
-    for (size_t at = from; at < cache_text_.size();) {
-      size_t end = cache_text_.find('\n', at);
-      if (end == std::string::npos) end = cache_text_.size();
-      char* end_of_number = nullptr;
-      const unsigned long long addr = std::strtoull(text + at, &end_of_number, 16);
-      const char* after = end_of_number;
-      const bool whole = after != text + at && (*after == '\t' || after == text + end) &&
-                         std::count(after, text + end, '\t') % 3 == 0;
-      if (whole) cache_line_.emplace(static_cast<Dwarf_Addr>(addr), size_t(after - text));
-      at = end + 1;
+  // The cached symbols of `addr`, outermost first, from its last well-formed line (fields in threes:
+  // function, file, line; a later line was written by a later run); none when the cache has no such line.
+  std::optional<std::vector<Sym>> from_cache(Dwarf_Addr addr) const {
+    const auto first =
+        std::lower_bound(cache_index_.begin(), cache_index_.end(), std::make_pair(addr, size_t(0)));
+    auto it = std::upper_bound(first, cache_index_.end(), std::make_pair(addr, SIZE_MAX));
+    while (it != first) {
+      --it;
+      // "\tfunction\tfile\tline..." or empty; every indexed line ends with a newline (load_cache()).
+      const size_t end = cache_text_.find('\n', it->second);
+      const std::string_view line(cache_text_.data() + it->second, end - it->second);
+      std::vector<std::string_view> fields;
+      for (size_t at = 0; at < line.size();) {
+        const size_t next = std::min(line.find('\t', at + 1), line.size());
+        fields.push_back(line.substr(at + 1, next - at - 1));
+        at = next;
+      }
+      if (fields.size() % 3 != 0) continue;
+      std::vector<Sym> syms;
+      for (size_t i = 0; i < fields.size(); i += 3)
+        syms.push_back({std::string(fields[i]), std::string(fields[i + 1]),
+                        std::atoi(std::string(fields[i + 2]).c_str())});
+      return syms;
     }
-  }
-
-  // The symbols of the line whose fields start at `at` (a tab, or the line's end when it has none).
-  std::vector<Sym> parse_cached(size_t at) const {
-    std::vector<Sym> syms;
-    const size_t end = cache_text_.find('\n', at);
-    auto field = [&] {
-      const size_t next = std::min(cache_text_.find('\t', at + 1), end);
-      std::string f = cache_text_.substr(at + 1, next - at - 1);
-      at = next;
-      return f;
-    };
-    while (at < end) {
-      Sym s;
-      s.function = field();
-      s.file = field();
-      s.line = std::atoi(field().c_str());
-      syms.push_back(std::move(s));
-    }
-    return syms;
+    return std::nullopt;
   }
 
   // Opens the module on the first address the cache cannot answer. False when it cannot be read or is no
@@ -433,9 +459,9 @@ class ModuleSymbolizer {
   Dwarf* dwarf_ = nullptr;
   Dwarf_Addr dwarf_bias_ = 0;
   std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_;
-  std::string cache_text_;                             // the cache file as read (header included), then saved
-  std::unordered_map<Dwarf_Addr, size_t> cache_line_;  // address → where its fields start in cache_text_
-  std::vector<Dwarf_Addr> unsaved_;                    // resolved here since the last save
+  std::string cache_text_;  // the cache file as read (header included), then saved
+  std::vector<std::pair<Dwarf_Addr, size_t>> cache_index_;  // address → where its fields start, sorted
+  std::vector<Dwarf_Addr> unsaved_;                         // resolved here since the last save
 };
 
 std::string base_name(const std::string& p) {
