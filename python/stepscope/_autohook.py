@@ -673,6 +673,13 @@ class _ExecWatch:
         self.watched = {}  # id(module dict) -> [dict, module code, pending code objects]
         self.inflight = {}  # frame -> True: a wait's first call run by the profile
         self.threads = set()  # threads whose profile is ours
+        # Of all watched modules together, for the profile's quick tests at every event.
+        self.module_codes = set()
+        self.pending_codes = set()
+
+    def _refresh(self):
+        self.module_codes = {code for _, code, _ in self.watched.values()}
+        self.pending_codes = set().union(*(pending for _, _, pending in self.watched.values()))
 
     def on_exec(self, code):
         d = self._globals_of_exec()
@@ -682,6 +689,7 @@ class _ExecWatch:
         if not pending:
             return
         self.watched[id(d)] = [d, code, pending]
+        self._refresh()
         me = threading.get_ident()
         if me in self.threads:
             return
@@ -713,6 +721,7 @@ class _ExecWatch:
             pending -= self.hooks.wrapped_codes
             if not pending:
                 del self.watched[key]
+        self._refresh()
 
     def _stop_here(self):
         if sys.getprofile() == self.profile:
@@ -721,20 +730,23 @@ class _ExecWatch:
 
     def stop(self):
         self.watched.clear()
+        self._refresh()
         self.inflight.clear()
-        self._stop_here()  # other threads' profiles end at their next event
+        self._stop_here()  # other threads' profiles end at their next call or return
 
     def profile(self, frame, event, arg):
-        if not self.watched and not self.inflight:
-            self._stop_here()
-            return
+        # Runs at every event of the thread while a watched module's code runs: an `import torch` ahead of the
+        # hooked function's def is millions of them, so most leave after a set lookup. The module's dictionary is
+        # scanned at the calls its own code makes (what it defined so far is in it by then); a call of a pending
+        # function from anywhere is caught itself. C calls and their returns are not looked at.
         if event == "call":
             code = frame.f_code
             if code in self.hooks.trampoline_codes:  # a hooked function runs: the loop has begun, nothing is left to watch
                 self.watched.clear()
-            else:
+                self._refresh()
+            elif code in self.pending_codes:  # called before a scan saw it: this call through the profile
                 for d, module_code, pending in self.watched.values():
-                    if code in pending:  # called before a scan saw it: this call through the profile
+                    if code in pending:
                         kind = self.hooks.match(d["__name__"], getattr(code, "co_qualname", code.co_name),
                                                 code.co_filename)
                         if kind == "step":
@@ -744,16 +756,22 @@ class _ExecWatch:
                             self.inflight[frame] = True
                         break
                 self._scan()
+            else:
+                back = frame.f_back
+                if back is not None and back.f_code in self.module_codes:
+                    self._scan()
         elif event == "return":
             if self.inflight and self.inflight.pop(frame, None):
                 _wait_end()
             code = frame.f_code
-            for key, (d, module_code, pending) in list(self.watched.items()):
-                if module_code is code:  # the module's code ended: what it did not define, it never will
-                    self.hooks.rescan_changed_dict(d)
-                    del self.watched[key]
-        elif event == "c_call":
-            self._scan()
+            if code in self.module_codes:
+                for key, (d, module_code, pending) in list(self.watched.items()):
+                    if module_code is code:  # the module's code ended: what it did not define, it never will
+                        self.hooks.rescan_changed_dict(d)
+                        del self.watched[key]
+                self._refresh()
+        else:
+            return
         if not self.watched and not self.inflight:
             self._stop_here()
 
