@@ -459,7 +459,7 @@ class ModuleSymbolizer {
   Dwarf* dwarf_ = nullptr;
   Dwarf_Addr dwarf_bias_ = 0;
   std::unordered_map<Dwarf_Addr, std::vector<Sym>> memo_;
-  std::string cache_text_;  // the cache file as read (header included), then saved
+  std::string cache_text_;  // the cache file as read (header included); save() writes a new one
   std::vector<std::pair<Dwarf_Addr, size_t>> cache_index_;  // address → where its fields start, sorted
   std::vector<Dwarf_Addr> unsaved_;                         // resolved here since the last save
 };
