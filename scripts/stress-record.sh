@@ -13,8 +13,8 @@
 # sampling handler aborts the run, which counts as a crash.
 # Environment: STRESS_CPU_HZ (5000), STRESS_JOBS (2 runs at a time), STRESS_TIMEOUT (120 s), STRESS_LOG
 # (/tmp/stepscope-stress: logs of failed runs only, each with a `result` file), STRESS_CATEGORIES
-# (space-separated subset), STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard
-# would abort at once). BUILD_DIR may be relative to the repository or absolute. Exit 1 when anything failed.
+# (space-separated subset), STRESS_RUNS_OF ("CATEGORY=M ...": M runs of those categories instead of N),
+# STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard would abort at once). BUILD_DIR may be relative to the repository or absolute. Exit 1 when anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${1:?usage: scripts/stress-record.sh N [BUILD_DIR]}
@@ -57,7 +57,8 @@ print("ok")'
 have_torch=0
 "$VENV/bin/python" -c 'import torch' >/dev/null 2>&1 && have_torch=1
 
-declare -A SKIP
+declare -A SKIP RUNS
+for kv in ${STRESS_RUNS_OF:-}; do RUNS[${kv%%=*}]=${kv#*=}; done
 CATEGORIES=(torch storm torch+tcmalloc storm+tcmalloc torch+jemalloc storm+jemalloc attach-torch attach-storm)
 [[ -n ${STRESS_CATEGORIES:-} ]] && read -r -a CATEGORIES <<<"$STRESS_CATEGORIES"
 for c in "${CATEGORIES[@]}"; do
@@ -140,7 +141,7 @@ for c in "${CATEGORIES[@]}"; do
   # The plain run's output is what every recorded run must print.
   STRESS_UNTIL=/ STORM_UNTIL=/ LD_PRELOAD=$(preload_of "$c" | sed "s|:*$GUARD||") "${cmd[@]}" >"$WORK/$c.expected" 2>/dev/null ||
     { echo "stress-record: the plain run of $c failed" >&2; exit 2; }
-  for ((i = 0; i < N; ++i)); do
+  for ((i = 0; i < ${RUNS[$c]:-$N}; ++i)); do
     while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
     one_run "$c" "$i" &
   done
@@ -169,6 +170,6 @@ for c in "${CATEGORIES[@]}"; do
 done
 guard_note="guard preloaded"
 [[ $WITH_GUARD == 0 ]] && guard_note="no guard (STRESS_GUARD=0)"
-echo "stress-record: $N runs per category at ${HZ} Hz, $guard_note, in ${elapsed} s; logs of failed runs in $LOG"
+echo "stress-record: $N runs per category${STRESS_RUNS_OF:+ ($STRESS_RUNS_OF)} at ${HZ} Hz, $guard_note, in ${elapsed} s; logs of failed runs in $LOG"
 echo "stress: $total_ok passed, $total_bad failed"
 exit $fail
