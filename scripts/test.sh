@@ -138,6 +138,13 @@ if [[ $mode == sanitize ]]; then
   fi
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
   phase "TSan ring test done"
+  # STEPSCOPE_FUZZ_AFTER=PIDFILE (.ci/run: the stress, still running beside this suite at the lowest priority):
+  # the fuzzers, which keep every core busy, wait for that process to end. Beside them the stress got no CPU:
+  # an attach's collector did not answer within its 15 s and the attach failed (CI of d585ce8).
+  if [[ -n ${STEPSCOPE_FUZZ_AFTER:-} && -f $STEPSCOPE_FUZZ_AFTER ]]; then
+    while kill -0 "$(cat "$STEPSCOPE_FUZZ_AFTER")" 2>/dev/null; do sleep 2; done
+    phase "waited for the background run of $STEPSCOPE_FUZZ_AFTER"
+  fi
   # Each target for 20000 executions or 40 s, whichever comes first: the SQLite importer runs ~185 a second
   # under ASan, and its 108 s held the run's end for a minute after the other three were done.
   STEPSCOPE_CLI="$root/build-test/cli/stepscope" STEPSCOPE_FUZZ_DIR="$root/build-asan" STEPSCOPE_FUZZ_BUILD=0 \
