@@ -138,18 +138,7 @@ int64_t SampleNamer::Positions::find(int64_t id) const {
 }
 
 SampleNamer::SampleNamer(const store::Trace& t)
-    : t_(t), stack_pos_(t.stacks), frame_pos_(t.frames), frames_(t.frames.size()) {
-  intern("");  // id 0
-}
-
-uint32_t SampleNamer::intern(const std::string& s) {
-  auto it = ids_.find(s);
-  if (it != ids_.end()) return it->second;
-  const auto id = uint32_t(texts_.size());
-  texts_.push_back(s);
-  ids_.emplace(texts_.back(), id);
-  return id;
-}
+    : t_(t), stack_pos_(t.stacks), frame_pos_(t.frames), frames_(t.frames.size()) {}
 
 SampleNamer::Module SampleNamer::module_kind(store::StringId m) {
   auto it = modules_.find(m);

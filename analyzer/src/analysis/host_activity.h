@@ -4,14 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "analysis/context.h"
 #include "stepscope/analyzer/analysis.h"
+#include "stepscope/store/records.h"
 
 namespace stepscope::analyzer::detail {
 
@@ -49,8 +48,8 @@ class SampleNamer {
   // are not the program's functions), never the collector's hooks. Ids of text(), ascending; empty when
   // name(stack) is.
   const std::vector<uint32_t>& inclusive_ids(int64_t stack);
-  const std::string& text(uint32_t id) const { return texts_[id]; }
-  uint32_t intern(const std::string& s);
+  const std::string& text(uint32_t id) const { return texts_.get(store::StringId(id)); }
+  uint32_t intern(const std::string& s) { return uint32_t(texts_.intern(s)); }
 
  private:
   enum class Module : uint8_t { User, System, Profiler };
@@ -83,8 +82,7 @@ class SampleNamer {
   Positions stack_pos_, frame_pos_;
   std::vector<FrameFacts> frames_;
   std::unordered_map<store::StringId, Module> modules_;
-  std::deque<std::string> texts_;                        // stable: ids_ holds views of them
-  std::unordered_map<std::string_view, uint32_t> ids_;
+  store::StringTable texts_;  // display names; id 0 is ""
   std::unordered_map<int64_t, uint32_t> names_;
   std::unordered_map<int64_t, std::vector<uint32_t>> inclusive_;
 };
