@@ -716,12 +716,16 @@ class _ExecWatch:
         return None
 
     def _scan(self):
+        changed = False
         for key, (d, code, pending) in list(self.watched.items()):
             self.hooks.rescan_changed_dict(d)
+            before = len(pending)
             pending -= self.hooks.wrapped_codes
+            changed |= len(pending) != before
             if not pending:
                 del self.watched[key]
-        self._refresh()
+        if changed:  # the sets are rebuilt only when a pending function was hooked (most scans find nothing new)
+            self._refresh()
 
     def _stop_here(self):
         if sys.getprofile() == self.profile:
