@@ -14,7 +14,8 @@
 # Environment: STRESS_CPU_HZ (5000), STRESS_JOBS (2 runs at a time), STRESS_TIMEOUT (120 s), STRESS_LOG
 # (/tmp/stepscope-stress: logs of failed runs only, each with a `result` file), STRESS_CATEGORIES
 # (space-separated subset), STRESS_RUNS_OF ("CATEGORY=M ...": M runs of those categories instead of N),
-# STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard would abort at once). BUILD_DIR may be relative to the repository or absolute. Exit 1 when anything failed.
+# STRESS_GUARD (1; 0 runs without the guard, to count the hangs of a handler the guard would abort at once).
+# BUILD_DIR may be relative to the repository or absolute. Exit 1 when anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${1:?usage: scripts/stress-record.sh N [BUILD_DIR]}
