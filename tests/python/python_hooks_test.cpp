@@ -223,6 +223,50 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "python hooks: attach while the main thread waits in another thread's import: the hooks wait for "
+    "importlib's own code to finish and the program's import completes") {
+  // The main thread blocks in importlib's _ModuleLock.acquire on a module another thread is importing; the
+  // attach's pending call then runs inside acquire when it wakes. Before the collector looked at the frame it
+  // interrupted, the bootstrap's own import deleted acquire's `_blocking_on[tid]` entry there and the
+  // program's `import slowmod` raised KeyError on CPython 3.9-3.11 (1 attach in 150 during `import torch`).
+  std::vector<std::string> pythons = {"/usr/bin/python3"};
+  for (const auto& p : pyenv_pythons({"3.9.", "3.10.", "3.12."})) pythons.push_back(p);
+  ScratchDir dir("python_hooks_in_import");
+  write_text(dir.file("slowmod.py"), "import time\ntime.sleep(1.5)\nVALUE = 42\n");
+  write_text(dir.file("main.py"),
+             "import os, sys, threading, time\n"
+             "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
+             "t = threading.Thread(target=lambda: __import__('slowmod'))\n"
+             "t.start()\n"
+             "while 'slowmod' not in sys.modules:\n    time.sleep(0.001)\n"
+             "open(sys.argv[1], 'w').close()\n"
+             "import slowmod\n"
+             "print('imported', slowmod.VALUE)\n"
+             "t.join()\n"
+             "t0 = time.time()\n"
+             "while time.time() - t0 < 1.5:\n    pass\n"
+             "print('done')\n");
+  for (const auto& python : pythons) {
+    const std::string tag = std::filesystem::path(python).parent_path().parent_path().filename().string();
+    const std::string db = dir.file("r-" + tag + ".db"), ready = dir.file("ready-" + tag);
+    CommandResult r;
+    const RunResult child = run_argv({python, dir.file("main.py"), ready}, dir, [&](pid_t pid) {
+      for (int i = 0; i < 500 && !std::filesystem::exists(ready); ++i) usleep(10000);
+      r = run_shell(shell_quote(kCli) + " attach " + std::to_string(pid) + " --no-gpu --duration 2.5 -o " +
+                    shell_quote(db) + " 2>&1");
+    });
+    INFO(python);
+    INFO(child.err);
+    INFO(r.output);
+    CHECK(child.exit_code == 0);
+    CHECK(child.out == "imported 42\ndone\n");
+    CHECK(child.err.find("KeyError") == std::string::npos);
+    REQUIRE(r.status == 0);
+    CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
+  }
+}
+
+TEST_CASE(
     "python hooks: record --paused, then start given the launcher's pid: the hooks go into a busy "
     "single-threaded loop") {
   // CPython 3.9-3.11 do not wake the main thread for a pending call made on another thread (the control

@@ -47,6 +47,8 @@ struct CApi {
   void (*err_clear)() = nullptr;
   int (*gil_ensure)() = nullptr;  // PyGILState_STATE is an enum
   void (*gil_release)(int) = nullptr;
+  PyObj* (*eval_get_frame)() = nullptr;  // the thread's running frame (borrowed), or null
+  PyObj* (*get_attr_string)(PyObj*, const char*) = nullptr;
 
   template <typename F>
   static void get(F& f, const char* name) {
@@ -73,7 +75,9 @@ struct CApi {
     get(err_clear, "PyErr_Clear");
     get(gil_ensure, "PyGILState_Ensure");  // optional: only the wake-up below uses them
     get(gil_release, "PyGILState_Release");
-    return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
+    get(eval_get_frame, "PyEval_GetFrame");
+    get(get_attr_string, "PyObject_GetAttrString");
+    return eval_get_frame && get_attr_string && is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
            dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
            tuple_set_item && compile_string && eval_code && tuple_get_item && call_object_args && inc_ref && dec_ref &&
            err_clear;
@@ -207,10 +211,43 @@ void run_line(const char* code) {
 
 int on_audit_event(const char* event, PyObj* args, void*);
 
+// Whether the frame Python is running (that a pending call or an audit event interrupted) is importlib's own:
+// the bootstrap imports, and an import run inside _ModuleLock.acquire on CPython 3.9-3.11 deletes the outer
+// acquire's `_blocking_on[tid]` entry, whose own `del` then raises KeyError into the program's import (seen:
+// 1 attach in 150 during `import torch`); inside release or _get_module_lock it can deadlock on the module's
+// lock. Any other frame imports as a module's body does. GIL held.
+bool running_importlib() {
+  PyObj* frame = api.eval_get_frame();
+  if (!frame) return false;  // no Python frame: called from C (the interpreter's start, a C thread)
+  bool inside = false;
+  if (PyObj* code = api.get_attr_string(frame, "f_code")) {
+    if (PyObj* file = api.get_attr_string(code, "co_filename")) {
+      const char* name = api.unicode_as_utf8(file);
+      // Frozen ("<frozen importlib._bootstrap>", "<frozen zipimport>") or, under -X frozen_modules=off, the
+      // files themselves.
+      inside = name && (std::strncmp(name, "<frozen importlib.", 18) == 0 || std::strcmp(name, "<frozen zipimport>") == 0 ||
+                        std::strstr(name, "/importlib/_bootstrap") != nullptr);
+      api.dec_ref(file);
+    }
+    api.dec_ref(code);
+  }
+  api.err_clear();
+  return inside;
+}
+
+void schedule_later();
+
 // Brings the hooks in or takes them out to match `want`; on the interpreter's thread with the GIL held.
 void sync(const char* how) {
   sync_queued.store(false);
   const bool wanted = want.load();
+  // Not while importlib's own code runs: the bootstrap imports, and both install and uninstall change
+  // sys.meta_path, which importlib's _find_spec may be iterating over (an element skipped or seen twice).
+  if (wanted != in_place && running_importlib()) {
+    if (wanted) set_status("pending: the main thread was running importlib's own code; the collector asks again");
+    schedule_later();
+    return;
+  }
   if (wanted && !in_place) {
     PyObj* callback = nullptr;
     const std::string result = run_bootstrap(how, &callback);
@@ -273,18 +310,23 @@ void* wake_main_thread(void*) {
   return nullptr;
 }
 
-void start_wake_up() {
-  if (!api.gil_ensure || !api.gil_release || !real_pthread_create) return;
+// A short-lived detached thread of ours, every signal blocked: never the target of the program's signals or ours.
+void spawn_helper(void* (*body)(void*)) {
+  if (!real_pthread_create) return;
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);  // never the target of the program's signals or ours
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t t;
-  real_pthread_create(&t, &attr, wake_main_thread, nullptr);
+  real_pthread_create(&t, &attr, body, nullptr);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void start_wake_up() {
+  if (api.gil_ensure && api.gil_release) spawn_helper(wake_main_thread);
 }
 
 // Queues a sync() on the interpreter's main thread (and wakes it: see start_wake_up).
@@ -297,6 +339,20 @@ void schedule() {
   }
   start_wake_up();
 }
+
+constexpr long kRetryNs = 10000000;  // after a sync() left for later: the main thread is elsewhere by then
+
+void* sync_again(void*) {
+  mark_collector_thread(sys_gettid());
+  timespec ts{0, kRetryNs};
+  nanosleep(&ts, nullptr);
+  if (api.is_initialized()) schedule();  // not into an interpreter that is finalizing
+  return nullptr;
+}
+
+// Queues another sync() a little later, from a thread of ours: the pending calls' queue would run one queued
+// from inside a pending call again at once, and the collector thread may be gone (the window closed).
+void schedule_later() { spawn_helper(sync_again); }
 
 }  // namespace
 
