@@ -8,6 +8,7 @@
 #include "launcher/launcher_clock.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 
 #include "control/control_protocol.h"
 #include "injector.h"
+#include "target_deadline.h"
 #include "stepscope/store/store.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +36,7 @@ namespace stepscope::collector {
 namespace {
 
 constexpr int kReplyTimeoutMs = 15000;   // `stop` waits for the final drain and commit in the target
+constexpr int kReplyPollMs = 100;        // how often a reply's deadline is looked at
 constexpr int64_t kPollNs = 200000000;   // how often the window is looked at (exit, stopped from elsewhere)
 constexpr int64_t kChildScanNs = 500000000;  // --children: how often new descendants are looked for
 
@@ -77,20 +80,32 @@ std::string request(pid_t pid, uid_t uid, const control::Request& req, int timeo
     if (err == EACCES) throw AttachError("cannot open the control socket " + path + ": permission denied (another user's process?)");
     throw NoCollector{};
   }
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   const std::string text = control::encode(req);
   (void)!write(fd, text.data(), text.size());
+  // The reply's wait does not count the target's waits for a CPU (a busy machine), up to a cap.
+  const int64_t budget_ns = int64_t(timeout_ms) * 1000000;
+  attach::TargetDeadline deadline(pid, 0, budget_ns, budget_ns * attach::kStarvedCapFactor);
   std::string reply;
   char buf[512];
+  bool timed_out = false;
   for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, kReplyPollMs);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if ((timed_out = deadline.expired())) break;
+      continue;
+    }
     const ssize_t n = read(fd, buf, sizeof buf);
     if (n <= 0) break;
     reply.append(buf, size_t(n));
     if (reply.find('\n') != std::string::npos) break;
   }
   close(fd);
-  if (reply.empty()) throw AttachError("no reply from the collector in process " + std::to_string(pid) + " (" + path + ")");
+  if (reply.empty())
+    throw AttachError("no reply from the collector in process " + std::to_string(pid) + " (" + path + ")" +
+                      (timed_out ? " within " + std::to_string(timeout_ms / 1000) + " s" + deadline.starved_words()
+                                 : std::string(": it closed the connection")));
   reply.erase(reply.find('\n'));
   return reply;
 }

@@ -15,6 +15,7 @@
 
 #include "attach_support.h"
 #include "remote_memory.h"
+#include "target_deadline.h"
 
 #if !defined(__x86_64__)
 #error "stepscope attach injects x86-64 code"
@@ -54,16 +55,18 @@ void set_registers(pid_t tid, const user_regs_struct& regs) {
 void run_until_trap(pid_t pid, Tracee& t, int timeout_ms, int resume_signal) {
   if (ptrace(PTRACE_CONT, t.tid, nullptr, reinterpret_cast<void*>(long(resume_signal))) != 0)
     throw ProcessExited{};
-  const int64_t t0 = mono_ns();
+  // The other threads are stopped: only this one's waits for a CPU are not counted.
+  const int64_t budget_ns = int64_t(timeout_ms) * 1000000;
+  TargetDeadline deadline(pid, t.tid, budget_ns, budget_ns * kStarvedCapFactor);
   int64_t sleep_ns = 20000;
   for (;;) {
     int st = 0;
     const pid_t r = waitpid(t.tid, &st, __WALL | WNOHANG);
     if (r < 0) throw ProcessExited{};
     if (r == 0) {
-      if (mono_ns() - t0 > int64_t(timeout_ms) * 1000000)
+      if (deadline.expired())
         throw AttachError("the injected call in process " + std::to_string(pid) + " did not return within " +
-                          std::to_string(timeout_ms / 1000) + " s");
+                          std::to_string(timeout_ms / 1000) + " s" + deadline.starved_words());
       timespec ts{0, sleep_ns};
       nanosleep(&ts, nullptr);
       sleep_ns = std::min<int64_t>(sleep_ns * 2, 1000000);

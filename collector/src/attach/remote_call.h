@@ -32,7 +32,8 @@ void set_registers(pid_t tid, const user_regs_struct& regs);
 
 // Resumes the thread and waits for its int3 (SIGTRAP). Signals meant for the program meanwhile are delivered
 // to it (its handlers run as they would have); interrupt stops are passed over. Throws AttachError after
-// `timeout_ms` or when a seccomp filter killed the process, ProcessExited when it exited.
+// `timeout_ms` of the thread's time (its waits for a CPU not counted, up to 8 times that of wall time; see
+// target_deadline.h) or when a seccomp filter killed the process, ProcessExited when it exited.
 void run_until_trap(pid_t pid, Tracee& t, int timeout_ms, int resume_signal = 0);
 
 // A system call made by the stopped thread: `syscall; int3` written over the bytes at its instruction pointer

@@ -15,11 +15,13 @@
 
 #include "attach_support.h"
 #include "process_status.h"
+#include "target_deadline.h"
 
 namespace stepscope::collector::attach {
 namespace {
 
-constexpr int kStopTimeoutMs = 2000;  // for one thread to reach its ptrace stop
+// For the threads to reach their ptrace stops, not counting their waits for a CPU (target_deadline.h).
+constexpr int64_t kStopTimeoutNs = 2000000000;
 
 }  // namespace
 
@@ -57,10 +59,10 @@ void Stopped::stop_all() {
       }
     }
   }
-  const int64_t t0 = mono_ns();
+  TargetDeadline deadline(pid_, 0, kStopTimeoutNs, kStopTimeoutNs * kStarvedCapFactor);
   for (auto& t : threads_) {
     if (t.tid < 0) continue;
-    if (!wait_stop(t, t0)) t.tid = 0;
+    if (!wait_stop(t, deadline)) t.tid = 0;
   }
   std::erase_if(threads_, [](const Tracee& t) { return t.tid <= 0; });
   if (threads_.empty()) throw ProcessExited{};
@@ -89,15 +91,15 @@ std::vector<pid_t> Stopped::list_tasks() {
   return tids;
 }
 
-bool Stopped::wait_stop(Tracee& t, int64_t t0) {
+bool Stopped::wait_stop(Tracee& t, TargetDeadline& deadline) {
   for (;;) {
     int st = 0;
     const pid_t r = waitpid(t.tid, &st, __WALL | WNOHANG);
     if (r < 0) return false;
     if (r == 0) {
-      if (mono_ns() - t0 > int64_t(kStopTimeoutMs) * 1000000) {
+      if (deadline.expired()) {
         throw AttachError("thread " + std::to_string(t.tid) + " of process " + std::to_string(pid_) +
-                          " did not stop within 2 s (uninterruptible sleep?)");
+                          " did not stop within 2 s" + deadline.starved_words() + " (uninterruptible sleep?)");
       }
       timespec ts{0, 100000};
       nanosleep(&ts, nullptr);

@@ -11,6 +11,8 @@
 
 namespace stepscope::collector::attach {
 
+class TargetDeadline;
+
 struct Tracee {
   pid_t tid = 0;
   int pending_signal = 0;  // a signal it was about to receive when it stopped: delivered at detach
@@ -48,7 +50,7 @@ class Stopped {
   std::vector<pid_t> list_tasks();
   // Waits for the thread's interrupt stop; a signal that arrived first is remembered and the thread is left
   // in that signal-delivery stop (also a stop). False when the thread exited.
-  bool wait_stop(Tracee& t, int64_t t0);
+  bool wait_stop(Tracee& t, TargetDeadline& deadline);
 
   pid_t pid_;
   std::vector<Tracee> threads_;
