@@ -173,4 +173,12 @@ guard_note="guard preloaded"
 [[ $WITH_GUARD == 0 ]] && guard_note="no guard (STRESS_GUARD=0)"
 echo "stress-record: $N runs per category${STRESS_RUNS_OF:+ ($STRESS_RUNS_OF)} at ${HZ} Hz, $guard_note, in ${elapsed} s; logs of failed runs in $LOG"
 echo "stress: $total_ok passed, $total_bad failed"
+# Each failed run's evidence where the CI prints this output (its log folder stays on the CI machine).
+for d in "$LOG"/*/; do
+  [[ -e $d/result ]] || continue
+  echo "stress: failed run $(basename "$d"): $(cat "$d/result")"
+  for f in attach.err err guard; do
+    [[ -s $d/$f ]] && tail -n 6 "$d/$f" | cut -c1-300 | sed "s|^|  $f: |"
+  done
+done
 exit $fail
