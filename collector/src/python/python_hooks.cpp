@@ -75,9 +75,9 @@ struct CApi {
     get(err_clear, "PyErr_Clear");
     get(gil_ensure, "PyGILState_Ensure");  // optional: only the wake-up below uses them
     get(gil_release, "PyGILState_Release");
-    get(eval_get_frame, "PyEval_GetFrame");
+    get(eval_get_frame, "PyEval_GetFrame");  // optional: without them sync() cannot tell where it runs
     get(get_attr_string, "PyObject_GetAttrString");
-    return eval_get_frame && get_attr_string && is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
+    return is_initialized && add_pending_call && add_audit_hook && dict_new && dict_set_item_string &&
            dict_get_item_string && eval_get_builtins && unicode_from_string && unicode_as_utf8 && tuple_new &&
            tuple_set_item && compile_string && eval_code && tuple_get_item && call_object_args && inc_ref && dec_ref &&
            err_clear;
@@ -217,6 +217,7 @@ int on_audit_event(const char* event, PyObj* args, void*);
 // 1 attach in 150 during `import torch`); inside release or _get_module_lock it can deadlock on the module's
 // lock. Any other frame imports as a module's body does. GIL held.
 bool running_importlib() {
+  if (!api.eval_get_frame || !api.get_attr_string) return false;
   PyObj* frame = api.eval_get_frame();
   if (!frame) return false;  // no Python frame: called from C (the interpreter's start, a C thread)
   bool inside = false;
@@ -245,6 +246,8 @@ void sync(const char* how) {
   // sys.meta_path, which importlib's _find_spec may be iterating over (an element skipped or seen twice).
   if (wanted != in_place && running_importlib()) {
     if (wanted) set_status("pending: the main thread was running importlib's own code; the collector asks again");
+    if (std::getenv("STEPSCOPE_PYTHON_DEBUG"))
+      std::fprintf(stderr, "stepscope: python hooks: importlib's own code is running; again in 10 ms\n");
     schedule_later();
     return;
   }
