@@ -42,12 +42,8 @@ constexpr int64_t kChildScanNs = 500000000;  // --children: how often new descen
 
 bool alive(pid_t pid) {
   // A zombie still answers kill(0): look at its state.
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s;
-  if (!std::getline(f, s)) return false;
-  const auto close_paren = s.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < s.size() && s[close_paren + 2] != 'Z' &&
-         s[close_paren + 2] != 'X';
+  attach::ProcessStat st;
+  return attach::read_stat(pid, st) && st.state != 'Z' && st.state != 'X';
 }
 
 // A target that does not answer `stop` because it is exiting: its exit waits up to 5 s for a request in

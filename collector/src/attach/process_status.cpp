@@ -1,6 +1,7 @@
 // /proc/PID/status and /proc/PID/stat, and the one-line reason a ptrace was refused; see process_status.h.
 #include "process_status.h"
 
+#include <dirent.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -67,6 +68,16 @@ bool read_stat(pid_t pid, ProcessStat& out) {
   std::istringstream rest(line.substr(paren + 1));
   long pgrp, session, tty, tpgid;  // fields 5-8, between the parent (4) and the flags (9)
   return bool(rest >> out.state >> out.ppid >> pgrp >> session >> tty >> tpgid >> out.flags);
+}
+
+std::vector<pid_t> task_ids(pid_t pid) {
+  std::vector<pid_t> tids;
+  if (DIR* d = opendir(proc(pid, "task").c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(pid_t(std::atoi(e->d_name)));
+    closedir(d);
+  }
+  return tids;
 }
 
 std::string explain_ptrace_failure(pid_t pid, int err) {

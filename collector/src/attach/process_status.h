@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace stepscope::collector::attach {
 
@@ -24,8 +25,11 @@ struct ProcessStat {
   pid_t ppid = 0;
   unsigned long flags = 0;  // PF_KTHREAD (0x00200000): a kernel thread
 };
-// False when the process is gone or its stat cannot be read.
+// False when the process is gone or its stat cannot be read. A thread's id reads that thread's stat.
 bool read_stat(pid_t pid, ProcessStat& out);
+
+// The ids of the process's threads (/proc/PID/task), empty when it is gone.
+std::vector<pid_t> task_ids(pid_t pid);
 
 // A kernel thread has no user address space to map into.
 bool is_kernel_thread(pid_t pid);

@@ -1,14 +1,12 @@
 // A wait on a target that does not count its waits for a CPU; see target_deadline.h.
 #include "target_deadline.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "attach_support.h"
+#include "process_status.h"
 
 namespace stepscope::collector::attach {
 namespace {
@@ -17,15 +15,8 @@ constexpr int64_t kLookPeriodNs = 50000000;
 
 template <typename F>
 void for_each_thread(pid_t pid, pid_t tid, F&& f) {
-  if (tid) {
-    f(tid);
-    return;
-  }
-  if (DIR* d = opendir(proc(pid, "task").c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] >= '1' && e->d_name[0] <= '9') f(pid_t(std::atoi(e->d_name)));
-    closedir(d);
-  }
+  if (tid) return f(tid);
+  for (pid_t t : task_ids(pid)) f(t);
 }
 
 }  // namespace
@@ -40,15 +31,8 @@ bool read_thread_times(pid_t pid, pid_t tid, ThreadTimes& out) {
   if (n != 2) return false;
   out.on_cpu_ns = int64_t(on_cpu);
   out.run_queue_ns = int64_t(waiting);
-  // The state follows the command name, which may hold spaces and parentheses: after the last ')'.
-  char line[512];
-  out.runnable = false;
-  if (FILE* s = std::fopen((task + "/stat").c_str(), "re")) {
-    const size_t len = std::fread(line, 1, sizeof line - 1, s);
-    std::fclose(s);
-    line[len] = '\0';
-    if (const char* paren = std::strrchr(line, ')'); paren && paren[1] == ' ') out.runnable = paren[2] == 'R';
-  }
+  ProcessStat st;  // a thread's own stat: /proc/TID/stat
+  out.runnable = read_stat(tid, st) && st.state == 'R';
   return true;
 }
 

@@ -1,7 +1,6 @@
 // Stopping, listing and releasing the target's threads under ptrace; see tracee_threads.h.
 #include "tracee_threads.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -9,7 +8,6 @@
 #include <time.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -81,12 +79,7 @@ bool Stopped::alive() const {
 }
 
 std::vector<pid_t> Stopped::list_tasks() {
-  std::vector<pid_t> tids;
-  if (DIR* d = opendir(proc(pid_, "task").c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(std::atoi(e->d_name));
-    closedir(d);
-  }
+  std::vector<pid_t> tids = task_ids(pid_);
   if (tids.empty()) throw ProcessExited{};
   return tids;
 }
