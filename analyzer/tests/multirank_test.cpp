@@ -3,10 +3,11 @@
 // known by construction.
 #include <simdjson.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -192,6 +193,59 @@ TEST_CASE("the 8 DLRM ranks agree with the independent reference computation") {
   CHECK_FALSE(find_finding(m, "exposed-comm"));
 }
 
+TEST_CASE("a rank keeps its 8 longest kernels by name, and every name once for all ranks") {
+  if (!test::have_traces()) {
+    WARN("SKIPPED: shared traces not present: " << test::traces_dir());
+    return;
+  }
+  const std::string file = test::trace_path("param") + "/dlrm_8gpu_worker3.json.gz";
+  const store::Trace t = analyzer::load_trace(file);
+  const analyzer::RankResult r = analyzer::analyze_rank(t, file);
+  REQUIRE(r.steps.size() == 1);
+  // Independently: every non-communication kernel's time inside the step, by name, longest first.
+  const int64_t w0 = r.steps[0].start_ns, w1 = w0 + r.steps[0].dur_ns;
+  std::map<std::string, int64_t> by_name;
+  for (const auto& k : t.kernels) {
+    const std::string& name = t.str(k.name);
+    std::string low = name;
+    std::transform(low.begin(), low.end(), low.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    if (low.find("nccl") != std::string::npos || low.find("rccl") != std::string::npos) continue;
+    const int64_t a = std::max(k.start, w0), b = std::min(k.end, w1);
+    if (b > a) by_name[name] += b - a;
+  }
+  std::vector<std::pair<std::string, int64_t>> expected(by_name.begin(), by_name.end());
+  std::stable_sort(expected.begin(), expected.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  REQUIRE(expected.size() >
+          analyzer::kMaxRankKernels);  // the choice is real: DLRM has more kernels than that
+  expected.resize(analyzer::kMaxRankKernels);
+  REQUIRE(r.kernel_ns.size() == analyzer::kMaxRankKernels);
+  CHECK(r.kernel_ns.capacity() == analyzer::kMaxRankKernels);  // nothing kept beyond the names chosen
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("kernel " << i);
+    CHECK(r.kernel_ns[i].first.str() == expected[i].first);
+    CHECK(r.kernel_ns[i].second == expected[i].second);
+  }
+  // Another rank's same names are the same text in memory, not copies.
+  const std::string other_file = test::trace_path("param") + "/dlrm_8gpu_worker5.json.gz";
+  const analyzer::RankResult other = analyzer::analyze_rank(analyzer::load_trace(other_file), other_file);
+  size_t shared = 0;
+  for (const auto& [name, ns] : r.kernel_ns)
+    for (const auto& [other_name, other_ns] : other.kernel_ns)
+      if (name.str() == other_name.str()) {
+        CHECK(&name.str() == &other_name.str());
+        ++shared;
+      }
+  CHECK(shared >= 4);
+  REQUIRE(!r.steps[0].collectives.empty());
+  REQUIRE(!other.steps[0].collectives.empty());
+  CHECK(&r.steps[0].collectives[0].name.str() == &other.steps[0].collectives[0].name.str());
+  CHECK(r.comm_source == "nccl");
+  CHECK(analyzer::SharedName("nccl") == r.comm_source);
+  CHECK(analyzer::SharedName().str().empty());
+}
+
 TEST_CASE("stepscope analyze takes a directory of rank stores, report renders the per-rank section") {
   test::ScratchDir dir("multirank_cli");
   for (int r = 0; r < 4; ++r)
@@ -340,7 +394,7 @@ TEST_CASE(
   CHECK(analyzer::why_not_one_job(V{save("a.db", 42, "h"), save("b.db", 42, "h")}) ==
         "2 flight saves of one process (pid 42 on h)");
   V attached{save("a.db", 42, "h"), save("b.db", 42, "h")};
-  attached[1].flight_save.clear();
+  attached[1].flight_save = {};
   CHECK(analyzer::why_not_one_job(attached) == "2 recordings of one process (pid 42 on h)");
   CHECK(analyzer::why_not_one_job(V{save("a.db", 42, "h"), save("b.db", 42, "other")}) ==
         "2 inputs, none with a rank in its metadata");

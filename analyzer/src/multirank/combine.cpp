@@ -29,26 +29,32 @@ std::vector<MatchedCollective> match_collectives(const std::vector<const RankSte
                                                  std::map<std::string, size_t>* count_mismatch) {
   const size_t n = per_rank.size();
   std::vector<MatchedCollective> all;
+  // Each rank's calls of one kind in one array, rank r's from first[r]: at 10,000 ranks a vector per rank was
+  // 10,000 allocations a kind.
+  std::vector<size_t> first(n + 1);
+  std::vector<const CollectiveCall*> calls;
   for (int kind = 0; kind < kCollectiveKinds; ++kind) {
-    std::vector<std::vector<const CollectiveCall*>> calls(n);
+    calls.clear();
     size_t fewest = SIZE_MAX, most = 0;
     for (size_t r = 0; r < n; ++r) {
+      first[r] = calls.size();
       for (const auto& c : per_rank[r]->collectives)
-        if (int(c.kind) == kind) calls[r].push_back(&c);
-      fewest = std::min(fewest, calls[r].size());
-      most = std::max(most, calls[r].size());
+        if (int(c.kind) == kind) calls.push_back(&c);
+      fewest = std::min(fewest, calls.size() - first[r]);
+      most = std::max(most, calls.size() - first[r]);
     }
+    first[n] = calls.size();
     if (most == 0) continue;
     // One collective across ranks: the same (process group, sequence number) where every call has one
     // (torch.distributed's hooks), else the j-th of its kind in the step on every rank.
-    const bool by_seq = std::all_of(calls.begin(), calls.end(), [](const auto& v) {
-      return std::all_of(v.begin(), v.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
-    });
+    const bool by_seq =
+        std::all_of(calls.begin(), calls.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
     if (by_seq) {
-      std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveCall*>> by_key;
+      std::map<std::pair<std::string_view, int64_t>, std::vector<const CollectiveCall*>> by_key;
       for (size_t r = 0; r < n; ++r)
-        for (const auto* c : calls[r]) {
-          auto& v = by_key[{c->group, c->seq}];
+        for (size_t j = first[r]; j < first[r + 1]; ++j) {
+          const CollectiveCall* c = calls[j];
+          auto& v = by_key[{c->group.str(), c->seq}];
           v.resize(n, nullptr);
           if (!v[r]) v[r] = c;
         }
@@ -61,7 +67,7 @@ std::vector<MatchedCollective> match_collectives(const std::vector<const RankSte
       if (fewest != most && count_mismatch) ++(*count_mismatch)[to_string(CollectiveKind(kind))];
       for (size_t j = 0; j < fewest; ++j) {
         all.emplace_back(n);
-        for (size_t r = 0; r < n; ++r) all.back()[r] = calls[r][j];
+        for (size_t r = 0; r < n; ++r) all.back()[r] = calls[first[r] + j];
       }
     }
   }
@@ -88,14 +94,18 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
   // run-launcher.db).
   const bool any_ranked =
       std::any_of(ranks.begin(), ranks.end(), [](const RankResult& r) { return r.rank >= 0; });
+  // In place: a second vector of 10,000 results would double what the ranks keep while they are combined.
+  size_t kept = 0;
   for (auto& r : ranks) {
     if (r.steps.empty())
       m.notes.push_back(fmt::format("{}: no steps; left out", r.file));
     else if (any_ranked && r.rank < 0)
       m.notes.push_back(fmt::format("{}: no rank, unlike the others; left out", r.file));
-    else
-      m.ranks.push_back(std::move(r));
+    else if (&ranks[kept++] != &r)
+      ranks[kept - 1] = std::move(r);
   }
+  ranks.resize(kept);
+  m.ranks = std::move(ranks);
   const size_t n = m.ranks.size();
   if (n == 0) return m;
 
@@ -122,15 +132,19 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     }
   size_t partial = 0;
   std::map<std::string, size_t> count_mismatch, unmatched_seq;
-  // Every rank-level cure, for the what-if across ranks: the job's step per aligned step with it applied.
+  // Every rank-level cure, for the what-if across ranks: the job's step per aligned step with it applied, in
+  // one table [cure][aligned step].
   struct CureRun {
     size_t rank;
     const RankCure* cure;
-    std::vector<int64_t> job_step;
   };
   std::vector<CureRun> cure_runs;
   for (size_t r = 0; r < n; ++r)
-    for (const auto& c : m.ranks[r].cures) cure_runs.push_back({r, &c, {}});
+    for (const auto& c : m.ranks[r].cures) cure_runs.push_back({r, &c});
+  const size_t aligned = size_t(std::count_if(by_index.begin(), by_index.end(), [](const auto& e) {
+    return std::count(e.second.begin(), e.second.end(), nullptr) == 0;
+  }));
+  std::vector<int64_t> cured_job_step(cure_runs.size() * aligned);
   m.job_path.assign(n, {});
   int64_t path_sum = 0;
   for (const auto& [index, per_rank] : by_index) {
@@ -176,12 +190,14 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     }
     path_sum += a.path_ns;
     const int64_t replayed = rounds.replayed_ns();
-    for (auto& run : cure_runs) {
+    for (size_t c = 0; c < cure_runs.size(); ++c) {
+      const auto& run = cure_runs[c];
       const auto& steps = run.cure->steps;
       const bool applies = std::binary_search(steps.begin(), steps.end(), index);
       const int64_t cured =
           applies ? rounds.replayed_ns(run.rank, run.cure->part, run.cure->saving_ns) : replayed;
-      run.job_step.push_back(std::max<int64_t>(0, a.median_dur_ns - (replayed - cured)));
+      cured_job_step[c * aligned + m.steps.size()] =
+          std::max<int64_t>(0, a.median_dur_ns - (replayed - cured));
     }
     m.steps.push_back(std::move(a));
   }
@@ -231,18 +247,40 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
     }
     // What-if (b): each rank-level finding's cure on the rank that has it, replayed round by round: the job gains
     // only where that rank was the last to arrive (or had the longest tail), and only down to the next rank.
-    std::vector<MultiRankAnalysis::WhatIf> cures;
-    for (const auto& run : cure_runs) {
+    const size_t first_cure = m.what_if.size();
+    m.what_if.reserve(first_cure + cure_runs.size());
+    for (size_t c = 0; c < cure_runs.size(); ++c) {
+      const auto& run = cure_runs[c];
       MultiRankAnalysis::WhatIf w;
-      w.change = run.cure->rule + " cured";
+      w.change = run.cure->rule.str() + " cured";
       w.rank = m.ranks[run.rank].rank;
       w.rule = run.cure->rule;
       w.rank_saving_ns = run.cure->saving_ns;
-      w.job_step_ns = multirank::median_of(run.job_step);
-      cures.push_back(std::move(w));
+      const auto from = cured_job_step.begin() + long(c * aligned);
+      w.job_step_ns = multirank::median_of(std::vector<int64_t>(from, from + long(aligned)));
+      m.what_if.push_back(w);
     }
-    std::stable_sort(cures.begin(), cures.end(), [](const auto& x, const auto& y) { return x.job_step_ns < y.job_step_ns; });
-    m.what_if.insert(m.what_if.end(), cures.begin(), cures.end());
+    // Shortest job step first, ties in rank order: sorted as indexes and permuted in place (a stable sort's
+    // buffer of 10,000 ranks' cures was 0.6 MB at the peak).
+    std::vector<uint32_t> order(cure_runs.size());
+    for (size_t c = 0; c < order.size(); ++c) order[c] = uint32_t(c);
+    auto cure = [&](uint32_t c) -> const MultiRankAnalysis::WhatIf& { return m.what_if[first_cure + c]; };
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return cure(x).job_step_ns != cure(y).job_step_ns ? cure(x).job_step_ns < cure(y).job_step_ns : x < y;
+    });
+    for (size_t c = 0; c < order.size(); ++c) {  // position c takes what_if[order[c]], cycle by cycle
+      if (order[c] == c) continue;
+      MultiRankAnalysis::WhatIf held = m.what_if[first_cure + c];
+      size_t at = c;
+      while (order[at] != c) {
+        const size_t from = order[at];
+        m.what_if[first_cure + at] = m.what_if[first_cure + from];
+        order[at] = uint32_t(at);
+        at = from;
+      }
+      m.what_if[first_cure + at] = held;
+      order[at] = uint32_t(at);
+    }
     const int64_t k = int64_t(m.steps.size());
     for (auto& j : m.job_path) j.compute_ns /= k, j.data_wait_ns /= k, j.host_ns /= k, j.comm_ns /= k;
     m.job_path_ns = path_sum / k;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <set>
 
+#include "multirank/shared_name_format.h"
 #include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/store.h"
 

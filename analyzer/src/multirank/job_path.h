@@ -45,16 +45,19 @@ class StepRounds {
 
  private:
   size_t n_ = 0;
-  // [round][rank]: its own work before it arrived (comm: other collectives it took part in meanwhile); the last
-  // round is the tail after the last matched collective, with no transfer.
-  std::vector<std::vector<AlignedStep::PathPart>> own_;
-  std::vector<int64_t> transfer_;  // [round]
-  std::vector<size_t> last_;       // [round]: the rank that arrived last (the longest tail's, for the tail)
+  // [round]; the last round is the tail after the last matched collective, with no transfer.
+  std::vector<int64_t> transfer_;
+  std::vector<size_t> last_;  // the rank that arrived last (the longest tail's, for the tail)
+  std::vector<AlignedStep::PathPart> last_own_;  // its own work before it arrived (comm: other collectives it
+                                                 // took part in meanwhile)
   std::vector<AlignedStep::PathRound> where_;
-  // [round]: the longest own work, its rank, and the next longest: a cure on one rank changes a round only where
-  // that rank is the longest, so a replay is O(rounds) however many ranks (10,000 ranks × their findings).
+  // [round]: the longest own work, its rank, its parts, and the next longest: a cure on one rank changes a
+  // round only where that rank is the longest, so a replay is O(rounds) however many ranks (10,000 ranks ×
+  // their findings), and no [round][rank] table is kept.
   std::vector<int64_t> top_, second_;
   std::vector<size_t> top_rank_;
+  std::vector<AlignedStep::PathPart> top_own_;
+  std::vector<AlignedStep::PathPart> have_;  // [rank]: its own work over all rounds
 };
 
 }  // namespace stepscope::analyzer::multirank

@@ -202,12 +202,13 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
     }
     if (x.rule == "straggler")
       what_if += fmt::format("What-if: the job's step, {} ms (median), would be {} ms with rank {} {}\n",
-                             ms(m.job_step_ns), ms(x.job_step_ns), x.rank, x.change);
+                             ms(m.job_step_ns), ms(x.job_step_ns), x.rank, x.change.str());
     else
       what_if += fmt::format(
-          "What-if: the job's step, {} ms (median), would be {} ms with {} cured on rank {} (which saves that rank "
+          "What-if: the job's step, {} ms (median), would be {} ms with {} cured on rank {} (which saves "
+          "that rank "
           "{} ms a step)\n",
-          ms(m.job_step_ns), ms(x.job_step_ns), x.rule, x.rank, ms(x.rank_saving_ns));
+          ms(m.job_step_ns), ms(x.job_step_ns), x.rule.str(), x.rank, ms(x.rank_saving_ns));
   }
   if (hidden)
     what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in --json)\n", hidden);
@@ -311,8 +312,8 @@ std::string rank_steps_csv(const std::vector<RankResult>& ranks, const std::stri
   for (const auto& r : ranks)
     for (const auto& s : r.steps)
       o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(job), r.rank, r.world_size,
-                       r.local_rank, csv_field(r.host), csv_field(r.file), s.index, s.start_ns, s.dur_ns,
-                       s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.data_wait_ns, s.host_ns,
+                       r.local_rank, csv_field(r.host.str()), csv_field(r.file), s.index, s.start_ns,
+                       s.dur_ns, s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.data_wait_ns, s.host_ns,
                        s.collectives.size());
   return o;
 }
@@ -324,7 +325,7 @@ std::string rank_collectives_csv(const std::vector<RankResult>& ranks, const std
       int64_t ordinal[kCollectiveKinds] = {};
       for (const auto& c : s.collectives)
         o += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(job), r.rank, s.index, to_string(c.kind),
-                         ordinal[int(c.kind)]++, c.start_ns, c.dur_ns, c.exposed_ns, csv_field(c.name));
+                         ordinal[int(c.kind)]++, c.start_ns, c.dur_ns, c.exposed_ns, csv_field(c.name.str()));
     }
   return o;
 }

@@ -192,7 +192,7 @@ std::string TimelineModel::name_of(EventRef e) const {
     }
     case EventKind::RankWait: {
       const DelayedCollective& d = cross_rank_->delayed[e.row];
-      return d.call->name + " · waited for " + rank_name(uint32_t(cross_rank_->straggler));
+      return d.call->name.str() + " · waited for " + rank_name(uint32_t(cross_rank_->straggler));
     }
   }
   return {};

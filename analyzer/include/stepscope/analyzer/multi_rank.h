@@ -16,7 +16,7 @@
 
 namespace stepscope::analyzer {
 
-enum class CollectiveKind {
+enum class CollectiveKind : uint8_t {
   AllReduce,
   AllGather,
   ReduceScatter,
@@ -28,6 +28,29 @@ enum class CollectiveKind {
 };
 inline constexpr int kCollectiveKinds = 8;
 const char* to_string(CollectiveKind k);
+
+// A name many ranks share (kernel names, process groups, rules, step sources): the text is kept once in a
+// process-wide pool and each holder keeps 8 bytes. At 10,000 ranks the copies were most of what the ranks
+// kept (docs/performance.md, "Several ranks"). Interning takes a lock; the pool lives as long as the process
+// (one job's distinct names: hundreds). Equal texts are the same pointer.
+class SharedName {
+ public:
+  SharedName() = default;
+  SharedName(std::string_view text);  // NOLINT(google-explicit-constructor): assigned from strings throughout
+  SharedName(const std::string& text) : SharedName(std::string_view(text)) {}
+  SharedName(const char* text) : SharedName(std::string_view(text)) {}
+  const std::string& str() const { return text_ ? *text_ : empty_text(); }
+  operator const std::string&() const { return str(); }  // NOLINT(google-explicit-constructor)
+  bool empty() const { return str().empty(); }
+  friend bool operator==(SharedName a, SharedName b) { return a.text_ == b.text_; }
+  friend bool operator==(SharedName a, std::string_view b) { return std::string_view(a.str()) == b; }
+  friend bool operator==(SharedName a, const char* b) { return std::string_view(a.str()) == b; }
+  friend bool operator<(SharedName a, SharedName b) { return a.str() < b.str(); }
+
+ private:
+  static const std::string& empty_text();
+  const std::string* text_ = nullptr;  // nullptr: ""
+};
 
 // True when `kernel_name` is an NCCL/RCCL communication kernel; `kind` is then what it does.
 bool is_collective_kernel(std::string_view kernel_name, CollectiveKind* kind = nullptr);
@@ -60,17 +83,18 @@ struct WorkSplit {
 // One communication kernel (or host collective) of one rank inside a step, clipped to the step.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::Other;
+  // The step cut where its collectives end (docs/multi-rank.md, "The job's critical path"): this one's place
+  // in end order; `before` and `after_ns` below.
+  int32_t end_order = 0;
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
   int64_t exposed_ns = 0;  // the part of it during which the rank ran no other work (GPU, or host: below)
-  std::string name;        // kernel name up to its parameter list; a host collective's op
+  SharedName name;         // kernel name up to its parameter list; a host collective's op
   int64_t bytes = -1;      // host collectives: size, group and sequence number where recorded
-  std::string group;
+  SharedName group;
   int64_t seq = -1;
-  // The step cut where its collectives end (docs/multi-rank.md, "The job's critical path"): this one's place in
-  // end order, the rank's own work before it (from the previous collective's end, or the step's start, to this
-  // one's start) and its own span after that (to its end: wait and transfer).
-  int64_t end_order = 0;
+  // The rank's own work before it (from the previous collective's end, or the step's start, to this one's
+  // start) and its own span after that (to its end: wait and transfer).
   WorkSplit before;
   int64_t after_ns = 0;
 };
@@ -90,7 +114,7 @@ struct RankStep {
 // What a rank-level finding's cure would take off that rank's steps (its single-rank analysis): the what-if
 // across ranks applies it to the rank's own work of that kind (docs/multi-rank.md, "What-if across ranks").
 struct RankCure {
-  std::string rule;  // "input-bound", "launch-overhead", ...
+  SharedName rule;  // "input-bound", "launch-overhead", ...
   enum class Part { Compute, DataWait, Host } part = Part::Host;
   int64_t saving_ns = 0;       // per affected step: the replayed saving where the GPU replay has one, else the
                                // finding's estimate
@@ -101,14 +125,14 @@ struct RankResult {
   std::string file;
   int64_t rank = -1;  // meta "rank" (Kineto distributedInfo, stepscope record); -1 when the input has none
   int64_t world_size = 0, local_rank = -1;
-  std::string host;
-  std::string step_source;
+  SharedName host;
+  SharedName step_source;
   // Where its collectives come from: "nccl" (NCCL/RCCL kernels), "torch.distributed" (the collector's hooks),
   // "gloo" (a Kineto trace's gloo:<op> ranges), "record_param_comms" (its record_param_comms ranges), "" (none).
-  std::string comm_source;
+  SharedName comm_source;
   std::vector<RankStep> steps;
   // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
-  std::vector<std::pair<std::string, int64_t>> kernel_ns;
+  std::vector<std::pair<SharedName, int64_t>> kernel_ns;
   std::vector<RankCure> cures;  // one per finding of its own analysis, largest saving first
 };
 
@@ -163,10 +187,11 @@ struct MultiRankAnalysis {
   int64_t job_step_ns = 0;
   // The job's step after one rank-level change (docs/multi-rank.md, "What-if across ranks").
   struct WhatIf {
-    std::string change;  // "at the median rank's pace (the straggler's own delay removed)", "input-bound cured"
-    int64_t rank = -1;   // the rank it is applied on
+    // "at the median rank's pace (the straggler's own delay removed)", "input-bound cured"
+    SharedName change;
+    int64_t rank = -1;  // the rank it is applied on
     int64_t job_step_ns = 0;
-    std::string rule;        // the rank-level finding whose cure it is; "straggler" for the pace change
+    SharedName rule;             // the rank-level finding whose cure it is; "straggler" for the pace change
     int64_t rank_saving_ns = 0;  // what the change takes off that rank's own step (per affected step)
   };
   std::vector<WhatIf> what_if;  // the straggler's pace first, then each rank-level cure, shortest job step first
@@ -189,10 +214,10 @@ struct RankIdentity {
   std::string file;
   int64_t rank = -1;       // meta "rank" (the launcher's environment; a Kineto trace's distributedInfo)
   int64_t world_size = 0;  // meta "world_size"; 0 when unknown
-  std::string job;   // meta "job": the launcher's job id ("slurm:4242.0", "torchelastic:…", "master:…")
-  std::string host;  // meta "host"
-  int64_t pid = 0;   // the recorded process: meta "flight.pid", else the first process without a parent
-  std::string flight_save;  // meta "flight.save": the moment a flight save holds; empty for other inputs
+  SharedName job;   // meta "job": the launcher's job id ("slurm:4242.0", "torchelastic:…", "master:…")
+  SharedName host;  // meta "host"
+  int64_t pid = 0;  // the recorded process: meta "flight.pid", else the first process without a parent
+  SharedName flight_save;  // meta "flight.save": the moment a flight save holds; empty for other inputs
 };
 RankIdentity rank_identity(const std::map<std::string, std::string>& meta,
                            const std::vector<store::Process>& processes, const std::string& file);
