@@ -36,10 +36,11 @@ std::vector<MatchedCollective> match_collectives(const std::vector<const RankSte
   for (int kind = 0; kind < kCollectiveKinds; ++kind) {
     calls.clear();
     size_t fewest = SIZE_MAX, most = 0;
+    bool by_seq = true;
     for (size_t r = 0; r < n; ++r) {
       first[r] = calls.size();
       for (const auto& c : per_rank[r]->collectives)
-        if (int(c.kind) == kind) calls.push_back(&c);
+        if (int(c.kind) == kind) calls.push_back(&c), by_seq = by_seq && per_rank[r]->host_call(c).seq >= 0;
       fewest = std::min(fewest, calls.size() - first[r]);
       most = std::max(most, calls.size() - first[r]);
     }
@@ -47,14 +48,13 @@ std::vector<MatchedCollective> match_collectives(const std::vector<const RankSte
     if (most == 0) continue;
     // One collective across ranks: the same (process group, sequence number) where every call has one
     // (torch.distributed's hooks), else the j-th of its kind in the step on every rank.
-    const bool by_seq =
-        std::all_of(calls.begin(), calls.end(), [](const CollectiveCall* c) { return c->seq >= 0; });
     if (by_seq) {
       std::map<std::pair<std::string_view, int64_t>, std::vector<const CollectiveCall*>> by_key;
       for (size_t r = 0; r < n; ++r)
         for (size_t j = first[r]; j < first[r + 1]; ++j) {
           const CollectiveCall* c = calls[j];
-          auto& v = by_key[{c->group.str(), c->seq}];
+          const HostCallId& h = per_rank[r]->host_call(*c);
+          auto& v = by_key[{h.group.str(), h.seq}];
           v.resize(n, nullptr);
           if (!v[r]) v[r] = c;
         }

@@ -118,17 +118,19 @@ std::string multirank_to_json(const MultiRankAnalysis& m) {
           .kv("exposed_comm_us", us(s.exposed_comm_ns));
       w.kv("data_wait_us", us(s.data_wait_ns)).kv("host_us", us(s.host_ns));
       w.key("collectives").begin_array();
-      for (const auto& c : s.collectives)
+      for (const auto& c : s.collectives) {
+        const HostCallId& h = s.host_call(c);
         w.begin_object()
             .kv("kind", to_string(c.kind))
             .kv("start_us", us(c.start_ns))
             .kv("dur_us", us(c.dur_ns))
             .kv("exposed_us", us(c.exposed_ns))
             .kv("name", c.name)
-            .kv("bytes", c.bytes)
-            .kv("group", c.group)
-            .kv("seq", c.seq)
+            .kv("bytes", h.bytes)
+            .kv("group", h.group)
+            .kv("seq", h.seq)
             .end_object();
+      }
       w.end_array().end_object();
     }
     w.end_array().end_object();

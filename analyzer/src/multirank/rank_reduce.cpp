@@ -314,7 +314,11 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
       if (it->comm && it->host >= 0) {
         comm.push_back({a0, a1});
         const HostCollective& c = host[size_t(it->host)].c;
-        rs.collectives.push_back({it->kind, 0, a0, a1 - a0, 0, c.op, c.bytes, c.group, c.seq, {}, 0});
+        CollectiveCall call;
+        call.kind = it->kind, call.start_ns = a0, call.dur_ns = a1 - a0, call.name = c.op;
+        call.host_call = uint32_t(rs.host_calls.size());
+        rs.host_calls.push_back({c.bytes, c.group, c.seq});
+        rs.collectives.push_back(std::move(call));
       } else if (it->comm) {
         comm.push_back({a0, a1});
         const std::string& full = t.str(it->name);
@@ -409,7 +413,7 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
                    [](const RankCure& x, const RankCure& y) { return x.saving_ns > y.saving_ns; });
   // Kept for the whole job: no room to grow.
   r.steps.shrink_to_fit();
-  for (auto& s : r.steps) s.collectives.shrink_to_fit();
+  for (auto& s : r.steps) s.collectives.shrink_to_fit(), s.host_calls.shrink_to_fit();
   r.cures.shrink_to_fit();
   return r;
 }

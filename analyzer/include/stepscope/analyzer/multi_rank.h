@@ -80,6 +80,13 @@ struct WorkSplit {
   int64_t host_ns() const { return dur_ns > compute_ns + data_wait_ns ? dur_ns - compute_ns - data_wait_ns : 0; }
 };
 
+// A host collective's size, process group and sequence number (torch.distributed's hooks), where recorded.
+struct HostCallId {
+  int64_t bytes = -1;  // -1: unknown
+  SharedName group;
+  int64_t seq = -1;  // -1: unknown
+};
+
 // One communication kernel (or host collective) of one rank inside a step, clipped to the step.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::Other;
@@ -90,13 +97,14 @@ struct CollectiveCall {
   int64_t dur_ns = 0;
   int64_t exposed_ns = 0;  // the part of it during which the rank ran no other work (GPU, or host: below)
   SharedName name;         // kernel name up to its parameter list; a host collective's op
-  int64_t bytes = -1;      // host collectives: size, group and sequence number where recorded
-  SharedName group;
-  int64_t seq = -1;
   // The rank's own work before it (from the previous collective's end, or the step's start, to this one's
   // start) and its own span after that (to its end: wait and transfer).
   WorkSplit before;
   int64_t after_ns = 0;
+  // A host collective's identity: RankStep::host_calls[host_call]; kNoHostCall for kernels. Kept beside the
+  // call, not in it, so the thousands of NCCL kernels of a job's ranks do not carry 24 empty bytes each.
+  static constexpr uint32_t kNoHostCall = UINT32_MAX;
+  uint32_t host_call = kNoHostCall;
 };
 
 struct RankStep {
@@ -108,7 +116,14 @@ struct RankStep {
   int64_t data_wait_ns = 0;     // host waiting for input (StepBreakdown::host_data_wait_ns)
   int64_t host_ns = 0;          // the rest: dur - compute - exposed_comm - data_wait, at least 0
   std::vector<CollectiveCall> collectives;  // by start
+  std::vector<HostCallId> host_calls;       // of its host collectives (CollectiveCall::host_call)
   WorkSplit tail;  // from the last collective's end (the step's start when it has none) to the step's end
+
+  // A call's size, group and sequence number; unknown ones (-1, "", -1) for a kernel.
+  const HostCallId& host_call(const CollectiveCall& c) const {
+    static const HostCallId unknown;
+    return c.host_call < host_calls.size() ? host_calls[c.host_call] : unknown;
+  }
 };
 
 // What a rank-level finding's cure would take off that rank's steps (its single-rank analysis): the what-if
