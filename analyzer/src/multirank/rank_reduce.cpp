@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -294,6 +295,7 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
   for (const auto& w : a.data_waits) waits.push_back({w.start_ns, w.end_ns});
 
   std::unordered_map<store::StringId, int64_t> kernel_ns;
+  std::unordered_map<store::StringId, SharedName> collective_name;  // up to its parameter list
   for (const auto& s : a.steps) {
     RankStep rs;
     rs.index = s.index;
@@ -321,9 +323,13 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
         rs.collectives.push_back(std::move(call));
       } else if (it->comm) {
         comm.push_back({a0, a1});
-        const std::string& full = t.str(it->name);
+        auto [named, fresh] = collective_name.try_emplace(it->name);
+        if (fresh) {  // interned once a name, not once a call: the pool's lock is shared by the workers
+          const std::string_view full = t.str(it->name);
+          named->second = full.substr(0, full.find('('));
+        }
         CollectiveCall c;
-        c.kind = it->kind, c.start_ns = a0, c.dur_ns = a1 - a0, c.name = full.substr(0, full.find('('));
+        c.kind = it->kind, c.start_ns = a0, c.dur_ns = a1 - a0, c.name = named->second;
         rs.collectives.push_back(std::move(c));
       } else {
         compute.push_back({a0, a1});
@@ -490,14 +496,15 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
   unsigned running = threads;
   auto work = [&](unsigned me) {
     auto free_copied = [&] {
-      std::vector<Finished> mine;
-      {
+      std::vector<Finished> mine;  // freed on leaving, outside the lock
+      try {
         std::lock_guard<std::mutex> lock(handoff_mutex);
         for (auto it = copied.begin(); it != copied.end();)
           if (it->worker == me)
             mine.push_back(std::move(*it)), it = copied.erase(it);
           else
             ++it;
+      } catch (const std::bad_alloc&) {  // what stays is freed next time, or after the workers end
       }
     };
     for (size_t i = next++; i < files.size() && !failed; i = next++) {
@@ -535,11 +542,20 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
     // Copied without their file names, which the inputs' list holds, until the last trace is gone (10,000
     // ranks: 1 MB less at the peak). Moved aside, not freed: a free here would feed this thread's cache.
     std::string result_file = std::move(f.result->file), id_file = std::move(f.id->file);
-    results[f.index] = *f.result;
-    ids[f.index] = *f.id;
+    try {
+      results[f.index] = *f.result;
+      ids[f.index] = *f.id;
+    } catch (...) {  // out of memory: said as that rank's error once the workers have stopped
+      std::lock_guard<std::mutex> error_lock(error_mutex);
+      if (f.index < error_index) error = std::current_exception(), error_index = f.index;
+      failed = true;
+    }
     f.result->file = std::move(result_file), f.id->file = std::move(id_file);
     lock.lock();
-    copied.push_back(std::move(f));
+    try {
+      copied.push_back(std::move(f));
+    } catch (const std::bad_alloc&) {  // freed here, then
+    }
   }
   for (auto& th : pool) th.join();
   copied.clear();  // the last few, whose workers had ended

@@ -45,6 +45,7 @@ class SharedName {
   friend bool operator==(SharedName a, SharedName b) { return a.text_ == b.text_; }
   friend bool operator==(SharedName a, std::string_view b) { return std::string_view(a.str()) == b; }
   friend bool operator==(SharedName a, const char* b) { return std::string_view(a.str()) == b; }
+  friend bool operator==(SharedName a, const std::string& b) { return a.str() == b; }
   friend bool operator<(SharedName a, SharedName b) { return a.str() < b.str(); }
 
  private:
