@@ -96,13 +96,16 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       std::any_of(ranks.begin(), ranks.end(), [](const RankResult& r) { return r.rank >= 0; });
   // In place: a second vector of 10,000 results would double what the ranks keep while they are combined.
   size_t kept = 0;
-  for (auto& r : ranks) {
-    if (r.steps.empty())
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankResult& r = ranks[i];
+    if (r.steps.empty()) {
       m.notes.push_back(fmt::format("{}: no steps; left out", r.file));
-    else if (any_ranked && r.rank < 0)
+    } else if (any_ranked && r.rank < 0) {
       m.notes.push_back(fmt::format("{}: no rank, unlike the others; left out", r.file));
-    else if (&ranks[kept++] != &r)
-      ranks[kept - 1] = std::move(r);
+    } else {
+      if (kept != i) ranks[kept] = std::move(ranks[i]);
+      ++kept;
+    }
   }
   ranks.resize(kept);
   m.ranks = std::move(ranks);
@@ -245,41 +248,30 @@ MultiRankAnalysis combine_ranks(std::vector<RankResult> ranks) {
       m.what_if.push_back({"at the median rank's pace (the straggler's own delay removed)", m.ranks[who].rank,
                            multirank::median_of(without), "straggler", 0});
     }
-    // What-if (b): each rank-level finding's cure on the rank that has it, replayed round by round: the job gains
-    // only where that rank was the last to arrive (or had the longest tail), and only down to the next rank.
-    const size_t first_cure = m.what_if.size();
-    m.what_if.reserve(first_cure + cure_runs.size());
+    // What-if (b): each rank-level finding's cure on the rank that has it, replayed round by round: the job
+    // gains only where that rank was the last to arrive (or had the longest tail), and only down to the next
+    // rank. Shortest job step first, ties in rank order: the cures are put in that order before their
+    // what-ifs are made (sorting the what-ifs themselves stably took a buffer of half of them: 0.6 MB at
+    // 10,000 ranks).
+    std::vector<int64_t> cured_step(cure_runs.size());
     for (size_t c = 0; c < cure_runs.size(); ++c) {
+      const auto from = cured_job_step.begin() + long(c * aligned);
+      cured_step[c] = multirank::median_of(std::vector<int64_t>(from, from + long(aligned)));
+    }
+    std::vector<uint32_t> order(cure_runs.size());
+    for (size_t c = 0; c < order.size(); ++c) order[c] = uint32_t(c);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t x, uint32_t y) { return cured_step[x] < cured_step[y]; });
+    m.what_if.reserve(m.what_if.size() + cure_runs.size());
+    for (const uint32_t c : order) {
       const auto& run = cure_runs[c];
       MultiRankAnalysis::WhatIf w;
       w.change = run.cure->rule.str() + " cured";
       w.rank = m.ranks[run.rank].rank;
       w.rule = run.cure->rule;
       w.rank_saving_ns = run.cure->saving_ns;
-      const auto from = cured_job_step.begin() + long(c * aligned);
-      w.job_step_ns = multirank::median_of(std::vector<int64_t>(from, from + long(aligned)));
+      w.job_step_ns = cured_step[c];
       m.what_if.push_back(w);
-    }
-    // Shortest job step first, ties in rank order: sorted as indexes and permuted in place (a stable sort's
-    // buffer of 10,000 ranks' cures was 0.6 MB at the peak).
-    std::vector<uint32_t> order(cure_runs.size());
-    for (size_t c = 0; c < order.size(); ++c) order[c] = uint32_t(c);
-    auto cure = [&](uint32_t c) -> const MultiRankAnalysis::WhatIf& { return m.what_if[first_cure + c]; };
-    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-      return cure(x).job_step_ns != cure(y).job_step_ns ? cure(x).job_step_ns < cure(y).job_step_ns : x < y;
-    });
-    for (size_t c = 0; c < order.size(); ++c) {  // position c takes what_if[order[c]], cycle by cycle
-      if (order[c] == c) continue;
-      MultiRankAnalysis::WhatIf held = m.what_if[first_cure + c];
-      size_t at = c;
-      while (order[at] != c) {
-        const size_t from = order[at];
-        m.what_if[first_cure + at] = m.what_if[first_cure + from];
-        order[at] = uint32_t(at);
-        at = from;
-      }
-      m.what_if[first_cure + at] = held;
-      order[at] = uint32_t(at);
     }
     const int64_t k = int64_t(m.steps.size());
     for (auto& j : m.job_path) j.compute_ns /= k, j.data_wait_ns /= k, j.host_ns /= k, j.comm_ns /= k;

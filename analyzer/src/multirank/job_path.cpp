@@ -15,6 +15,13 @@ void add_own(Part& p, const WorkSplit& w) {
   p.host_ns += w.host_ns();
 }
 
+// Own work only: compute, data wait, host (a path's communication is added beside it).
+void add_own(Part& p, const Part& o) {
+  p.compute_ns += o.compute_ns;
+  p.data_wait_ns += o.data_wait_ns;
+  p.host_ns += o.host_ns;
+}
+
 int64_t part_of(const Part& p, RankCure::Part which) {
   switch (which) {
     case RankCure::Part::Compute:
@@ -72,8 +79,7 @@ StepRounds::StepRounds(const std::vector<const RankStep*>& per_rank, std::vector
         second = top, top = v, who = r;
       else if (v > second)
         second = v;
-      have_[r].compute_ns += own[r].compute_ns, have_[r].data_wait_ns += own[r].data_wait_ns;
-      have_[r].host_ns += own[r].host_ns;
+      add_own(have_[r], own[r]);
     }
     top_.push_back(top), second_.push_back(second), top_rank_.push_back(who), top_own_.push_back(own[who]);
     last_own_.push_back(own[last]), transfer_.push_back(transfer), last_.push_back(last);
@@ -115,9 +121,8 @@ std::vector<AlignedStep::PathPart> StepRounds::critical_path() const {
   std::vector<Part> path(n_);
   for (size_t k = 0; k < last_.size(); ++k) {
     Part& p = path[last_[k]];
-    const Part& o = last_own_[k];
-    p.compute_ns += o.compute_ns, p.data_wait_ns += o.data_wait_ns, p.host_ns += o.host_ns;
-    p.comm_ns += o.comm_ns + transfer_[k];
+    add_own(p, last_own_[k]);
+    p.comm_ns += last_own_[k].comm_ns + transfer_[k];
   }
   return path;
 }

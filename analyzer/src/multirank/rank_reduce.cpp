@@ -559,7 +559,6 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
   }
   for (auto& th : pool) th.join();
   copied.clear();  // the last few, whose workers had ended
-  malloc_trim(0);  // the workers' heaps, before the ranks are combined
   for (size_t i = 0; i < files.size(); ++i) results[i].file = ids[i].file = files[i];
   if (error) {
     try {
@@ -576,7 +575,7 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
     return m;
   }
   std::vector<RankIdentity>().swap(ids);  // not needed while the ranks are combined
-  malloc_trim(0);
+  malloc_trim(0);                         // nor what the workers' heaps held
   return combine_ranks(std::move(results));
 }
 
