@@ -198,7 +198,12 @@ TEST_CASE("graph API calls are known by CUPTI's names, suffixes and all") {
   CHECK(classify_graph_api(ApiKind::Driver, "cuGraphInstantiateWithParams_ptsz") == GraphApi::Instantiate);
   CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphClone_v10000") == GraphApi::Clone);
   CHECK(classify_graph_api(ApiKind::Driver, "cuGraphAddChildGraphNode") == GraphApi::AddChildGraph);
-  CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphLaunch_v10000") == GraphApi::None);
+  // Launches and uploads make nothing, but tell the recorder a graph ran while CUPTI was attached.
+  CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphLaunch_v10000") == GraphApi::Launch);
+  CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphLaunch_ptsz_v10000") == GraphApi::Launch);
+  CHECK(classify_graph_api(ApiKind::Driver, "cuGraphLaunch") == GraphApi::Launch);
+  CHECK(classify_graph_api(ApiKind::Driver, "cuGraphUpload_ptsz") == GraphApi::Launch);
+  CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphExecKernelNodeSetParams_v10010") == GraphApi::None);
   CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphExecUpdate_v10020") == GraphApi::None);
   CHECK(classify_graph_api(ApiKind::Runtime, "cudaGraphCreate_v10000") == GraphApi::None);
   CHECK(classify_graph_api(ApiKind::Driver, "cudaStreamBeginCapture_v10000") ==
@@ -213,15 +218,17 @@ TEST_CASE("graph API calls are known by CUPTI's names, suffixes and all") {
   CHECK(rt[CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000] == GraphApi::CaptureBegin);
   CHECK(rt[CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000] == GraphApi::CaptureEnd);
   CHECK(rt[CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000] == GraphApi::Instantiate);
-  CHECK(rt[CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000] == GraphApi::None);
+  CHECK(rt[CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000] == GraphApi::Launch);
+  CHECK(drv[CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch] == GraphApi::Launch);
   CHECK(drv[CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2] == GraphApi::CaptureBegin);
   CHECK(drv[CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags] == GraphApi::Instantiate);
   CHECK(drv[CUPTI_DRIVER_TRACE_CBID_cuGraphClone] == GraphApi::Clone);
-  // The calls whose enter and exit the graph callbacks watch: a handful, none of them a launch.
-  size_t watched = 0;
-  for (auto a : rt) watched += a != GraphApi::None;
-  for (auto a : drv) watched += a != GraphApi::None;
-  CHECK(watched == 28);
+  // The calls whose enter and exit the graph callbacks watch: a handful, and the graph launches and uploads.
+  size_t watched = 0, launches = 0;
+  for (auto a : rt) watched += a != GraphApi::None, launches += a == GraphApi::Launch;
+  for (auto a : drv) watched += a != GraphApi::None, launches += a == GraphApi::Launch;
+  CHECK(watched - launches == 28);
+  CHECK(launches == 8);  // cudaGraphLaunch, cudaGraphUpload, cuGraphLaunch, cuGraphUpload, each with _ptsz
 }
 
 TEST_CASE(
@@ -419,6 +426,61 @@ TEST_CASE("a graph replay as one interval (--cuda-graphs graph): CUPTI's graph t
   CHECK(k.graph_id == 9);
   CHECK(k.graph_node_id == 0);
   CHECK(k.correlation == (int64_t(1) << 32) + 70);
+}
+
+TEST_CASE(
+    "replays CUPTI traced no launch for (the kinds off, the graph instrumented) are left out and counted") {
+  std::string err;
+  if (!collector::cupti::load_library(&err)) STEPSCOPE_SKIP(err.c_str());
+  // The H200 proof of 2026-11-30: after a window's end CUPTI went on recording every node of every replay of
+  // a graph instantiated while it traced, all under the last traced launch's correlation id.
+  ActivityBuffer b;
+  replay(b, 70, 10000);
+  replay(b, 71, 20000);
+  auto nodes_only = [&b](uint64_t t) {  // a replay whose cudaGraphLaunch CUPTI did not trace
+    for (int i = 0; i < 3; ++i) {
+      auto& k = b.add<CUpti_ActivityKernel10>();
+      k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      k.start = t + 10 * i, k.end = t + 10 * i + 8;
+      k.correlationId = 71;
+      k.graphId = 9;
+      k.graphNodeId = 101 + (i == 2 ? 3 : i);
+      k.name = "fwd";
+    }
+    auto& m = b.add<CUpti_ActivityMemset4>();
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.start = t + 20, m.end = t + 25;
+    m.correlationId = 71;
+    m.graphId = 9;
+    m.graphNodeId = 103;
+  };
+  nodes_only(30000);
+  nodes_only(40000);
+  // One interval a replay (--cuda-graphs graph): the same, keyed by the graph.
+  for (uint64_t t : {50000, 60000}) {
+    auto& g = b.add<CUpti_ActivityGraphTrace2>();
+    g.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+    g.start = t, g.end = t + 500;
+    g.graphId = 12;
+    g.correlationId = 80;
+  }
+  collector::cupti::DecodeState st;
+  st.pid = 4321;
+  store::Trace rows;
+  REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st) == 2 * 5 + 2 * 4 + 2);
+  // Replays 70 and 71 whole (3 kernels and a memset each), and the first graph-trace interval.
+  REQUIRE(rows.kernels.size() == 3 + 3 + 1);
+  CHECK(rows.memsets.size() == 2);
+  for (const auto& k : rows.kernels) CHECK(k.start < 30000 + (k.graph_id == 12 ? 30000 : 0));
+  CHECK(rows.kernels.back().start == 50000);
+  CHECK(st.untraced_replay_records == 4 + 4 + 1);
+  // Records of a launch are not confused with another's: a third launch's nodes are kept.
+  ActivityBuffer c;
+  replay(c, 72, 70000);
+  store::Trace more;
+  collector::cupti::decode_activity_buffer(c.bytes.data(), c.used, more, st);
+  CHECK(more.kernels.size() == 3);
+  CHECK(st.untraced_replay_records == 9);
 }
 
 TEST_CASE(

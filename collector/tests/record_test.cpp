@@ -663,6 +663,48 @@ TEST_CASE("NVTX ranges are captured by the collector's own NVTX injection") {
   for (const auto& s : t.steps) CHECK(t.str(s.source) == "nvtx");
 }
 
+TEST_CASE(
+    "merging keeps what each process said of its CUDA graphs and windows, and says once that CUPTI stayed "
+    "attached") {
+  // Two processes' parts with the meta the CUPTI recorder writes (which no GPU-less run can produce): until
+  // 2026-11-30 the merge dropped gpu.graph_records, and the GUI then read a per-node recording as one
+  // interval a replay.
+  test::ScratchDir dir("collector_merge_graph_meta");
+  const std::string parts = dir.file("parts");
+  std::filesystem::create_directories(parts);
+  for (int64_t pid : {900, 901}) {
+    store::Trace t;
+    t.processes.push_back({pid, t.intern("trainer"), 1});
+    t.threads.push_back({pid, pid, t.intern("trainer")});
+    t.samples.push_back({100, pid, pid, 0, true});
+    t.meta["gpu.graph_records"] = "nodes";
+    t.meta["gpu.window"] = "20/200";
+    t.meta["gpu.window_budget"] = "off phase 2.50 s";
+    t.meta["cupti.graph_callbacks"] = "5 resource + 36 API callback ids";
+    t.meta["cupti.graph_stacks"] = "31";
+    t.meta["cupti.records"] = pid == 900 ? "1000" : "24";
+    t.meta["cupti.untraced_replay_records"] = pid == 900 ? "59515" : "0";
+    if (pid == 900)
+      t.meta["cupti.detach"] =
+          "kept attached from 114.385 s (CLOCK_MONOTONIC) after 0 detaches: a CUDA graph was instantiated";
+    store::write_store_atomically(t, parts + "/" + std::to_string(pid) + "-1.db");
+  }
+  collector::RecordSummary summary;
+  collector::merge_parts(parts, dir.file("merged.db"), {}, summary);
+  const store::Trace m = store::StoreReader(dir.file("merged.db")).load();
+  CHECK(m.meta.at("gpu.graph_records") == "nodes");
+  CHECK(m.meta.at("gpu.window_budget") == "off phase 2.50 s");
+  CHECK(m.meta.at("cupti.graph_callbacks") == "5 resource + 36 API callback ids");
+  CHECK(m.meta.at("cupti.graph_stacks") == "31");
+  CHECK(m.meta.at("cupti.records") == "1024");
+  CHECK(m.meta.at("cupti.untraced_replay_records") == "59515");
+  CHECK(m.meta.at("cupti.detach").rfind("kept attached from 114.385 s", 0) == 0);
+  int said = 0;
+  for (const auto& w : summary.warnings)
+    said += w.rfind("CUPTI stayed attached after the program's first CUDA graph", 0) == 0;
+  CHECK(said == 1);
+}
+
 TEST_CASE("merging parts gives each sync its API call's thread, a threads row to every tid, and marks the collector's") {
   test::ScratchDir dir("collector_merge_threads");
   const std::string parts = dir.file("parts");

@@ -99,6 +99,7 @@ GraphApi classify_graph_api(store::ApiKind kind, std::string_view name) {
   if (starts_with(n, "GraphInstantiate")) return GraphApi::Instantiate;
   if (n == "GraphClone") return GraphApi::Clone;
   if (n == "GraphAddChildGraphNode") return GraphApi::AddChildGraph;
+  if (n == "GraphLaunch" || n == "GraphUpload") return GraphApi::Launch;
   return GraphApi::None;
 }
 

@@ -37,8 +37,19 @@ std::vector<uint32_t> lean_callback_ids(store::ApiKind kind, bool blocking_only)
 // The CUDA calls inside which a graph or its nodes come into being other than one by one: a stream capture's
 // begin and end (the captured graph), an instantiation (the executable graph, its nodes cloned), a clone and
 // a child-graph node (the child's nodes cloned into it). Their enter and exit callbacks tell the graph
-// callbacks (cupti_graphs.h) what the thread is doing.
-enum class GraphApi : uint8_t { None, CaptureBegin, CaptureEnd, Instantiate, Clone, AddChildGraph, Count };
+// callbacks (cupti_graphs.h) what the thread is doing. A graph's launch or upload (Launch) makes nothing: it
+// tells the recorder that a graph ran while CUPTI was attached, after which CUPTI must never detach
+// (docs/collector.md, "CUDA graphs keep CUPTI attached").
+enum class GraphApi : uint8_t {
+  None,
+  CaptureBegin,
+  CaptureEnd,
+  Instantiate,
+  Clone,
+  AddChildGraph,
+  Launch,
+  Count
+};
 GraphApi classify_graph_api(store::ApiKind kind, std::string_view name);
 // Callback id -> GraphApi for `kind`'s domain (index: the id), from CUPTI's names; requires load_library().
 std::vector<GraphApi> graph_api_table(store::ApiKind kind);

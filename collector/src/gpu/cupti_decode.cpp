@@ -140,6 +140,17 @@ std::string api_name(store::ApiKind kind, uint32_t cbid) {
   return std::string(kind == store::ApiKind::Runtime ? "cuda runtime " : "cuda driver ") + std::to_string(cbid);
 }
 
+bool DecodeState::untraced_replay(uint32_t correlation, int64_t node) {
+  auto at = replay_nodes.find(correlation);
+  if (at == replay_nodes.end()) {
+    if (replay_nodes.size() >= kReplaysKept) replay_nodes.erase(replay_nodes.begin());  // the oldest id
+    at = replay_nodes.emplace(correlation, std::unordered_set<int64_t>{}).first;
+  }
+  if (at->second.insert(node).second) return false;
+  ++untraced_replay_records;
+  return true;
+}
+
 size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& out, DecodeState& st) {
   size_t n = 0;
   CUpti_Activity* record = nullptr;
@@ -190,6 +201,9 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         // A graph replay's kernel: its graph, its node, and (correlation) the cudaGraphLaunch of the replay.
         r.graph_id = k->graphId;
         r.graph_node_id = int64_t(k->graphNodeId);
+        if (r.graph_id && r.graph_node_id && k->correlationId &&
+            st.untraced_replay(k->correlationId, r.graph_node_id))
+          break;
         r.pid = st.pid;
         out.kernels.push_back(r);
         break;
@@ -202,6 +216,9 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
         if (unfinished(m->start, m->end)) break;
+        if (r.graph_id && r.graph_node_id && m->correlationId &&
+            st.untraced_replay(m->correlationId, r.graph_node_id))
+          break;
         out.memcpys.push_back(r);
         break;
       }
@@ -211,6 +228,9 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         copy_like(r, m);
         r.mem_kind = memory_kind(m->memoryKind);
         if (unfinished(m->start, m->end)) break;
+        if (r.graph_id && r.graph_node_id && m->correlationId &&
+            st.untraced_replay(m->correlationId, r.graph_node_id))
+          break;
         out.memsets.push_back(r);
         break;
       }
@@ -294,6 +314,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.stream = gt->streamId;
         r.correlation = corr(gt->correlationId);
         r.graph_id = gt->graphId;
+        if (gt->correlationId && st.untraced_replay(gt->correlationId, -int64_t(gt->graphId))) break;
         r.name = out.intern("CUDA graph " + std::to_string(gt->graphId));
         r.pid = st.pid;
         out.kernels.push_back(r);

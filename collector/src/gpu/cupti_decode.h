@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -51,6 +52,16 @@ struct DecodeState {
     syncs_without_thread += held_syncs.size();
     held_syncs.clear();
   }
+  // Nodes seen of each recent graph replay (by launch correlation id; a replay as one interval keys -graph
+  // id). CUPTI keeps recording the nodes of a graph instrumented while it was attached after the kinds went
+  // off, under the last traced launch's id: a node twice under one id is such a replay, outside any window
+  // (the H200 proof of 2026-11-30: 59,515 records of ~1,920 untraced replays under one launch). Bounded:
+  // kReplaysKept ids.
+  static constexpr size_t kReplaysKept = 64;
+  std::map<uint32_t, std::unordered_set<int64_t>> replay_nodes;
+  uint64_t untraced_replay_records = 0;
+  // True (and counted) when `node` of the replay launched as `correlation` was seen already.
+  bool untraced_replay(uint32_t correlation, int64_t node);
   uint64_t incomplete_records = 0;     // GPU work without an end (flushed while running): left out, counted
   std::unordered_set<uint32_t> devices_seen;  // CUPTI sends the device records again after each re-attach
   uint64_t records = 0;

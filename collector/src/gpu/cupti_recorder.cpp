@@ -99,9 +99,20 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   set_process_meta("cupti.records", std::to_string(rec->state.records));
   set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
   set_process_meta("cupti.incomplete_records", std::to_string(rec->state.incomplete_records));
+  set_process_meta("cupti.untraced_replay_records", std::to_string(rec->state.untraced_replay_records));
 }
 
 void detach_here();
+
+// A graph was instantiated or launched with CUPTI attached (Recorder::graphs_pinned): no detach from here on.
+// A program thread's callback; lock-free. The collector thread says so (detach_if_due) and switches the
+// domains back off where a detach had been asked for.
+void pin_attached() {
+  if (rec->graphs_pinned.load(std::memory_order_relaxed)) return;
+  int64_t none = 0;
+  rec->pinned_at.compare_exchange_strong(none, now_ns());
+  rec->graphs_pinned.store(true, std::memory_order_release);
+}
 
 // CUDA graphs (cupti_graphs.h): the rows a callback made go to the pending rows.
 thread_local GraphRows t_graph_rows;
@@ -130,6 +141,7 @@ GraphApi graph_api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!rec) return;
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) pin_attached();
     const auto* rd = static_cast<const CUpti_ResourceData*>(data);
     if (!rec->graphs || !rd || !rd->resourceDescriptor) return;
     rec->graphs->on_resource(cbid, *static_cast<const CUpti_GraphData*>(rd->resourceDescriptor), now_ns(),
@@ -139,7 +151,9 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const GraphApi graph_api = graph_api_of(domain, cbid);
-  if (graph_api != GraphApi::None && rec->graphs) {
+  if (graph_api == GraphApi::Launch) {
+    if (cb->callbackSite == CUPTI_API_ENTER) pin_attached();
+  } else if (graph_api != GraphApi::None && rec->graphs) {
     rec->graphs->on_api(graph_api, cb->callbackSite == CUPTI_API_ENTER, t_graph_rows);
     queue_graph_rows();
   }
@@ -177,6 +191,12 @@ void log_switch(int64_t start, int64_t end) {
 void detach_here() {
   int expected = int(Link::DetachRequested);
   if (!rec->link.compare_exchange_strong(expected, int(Link::Detaching))) return;
+  if (rec->graphs_pinned.load(std::memory_order_acquire)) {
+    // A graph came while the detach waited for a CUDA call: called off (the collector thread turns the
+    // domains off again, detach_if_due).
+    rec->link.store(int(Link::Attached), std::memory_order_release);
+    return;
+  }
   const int64_t t0 = now_ns();
   t_our_flush = true;  // buffers CUPTI hands back while it finalizes come on this program thread
   const CUptiResult r = api->finalize();
@@ -315,7 +335,36 @@ bool cancel_detach_locked() {
   return true;
 }
 
-bool can_detach() { return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed; }
+bool can_detach() {
+  return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed &&
+         !rec->graphs_pinned.load(std::memory_order_acquire);
+}
+
+// Where windows can no longer detach (a failed finalize, a CUDA graph: Recorder::graphs_pinned), the domains
+// a detach request switched on go off again and cupti.detach says why, once. Needs window_mu, CUPTI attached.
+void settle_no_detach_locked() {
+  if (rec->link.load() != int(Link::Attached)) return;
+  const bool pinned = rec->graphs_pinned.load(std::memory_order_acquire);
+  if (rec->finalize_failed) {
+    if (!rec->domains_on.load()) return;
+    enable_domains(false);
+    set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
+    return;
+  }
+  if (!pinned) return;
+  if (rec->domains_on.load()) enable_domains(false);
+  if (!rec->pin_said) {
+    rec->pin_said = true;
+    char buf[400];
+    std::snprintf(
+        buf, sizeof buf,
+        "kept attached from %.3f s (CLOCK_MONOTONIC) after %lld detaches: a CUDA graph was instantiated "
+        "or launched while CUPTI was attached, and a detach (cuptiFinalize) then faults its later "
+        "replays; windows disable the activity kinds only, CUPTI's per-launch cost stays",
+        rec->pinned_at.load() / 1e9, static_cast<long long>(rec->detaches));
+    set_process_meta("cupti.detach", buf);
+  }
+}
 
 // Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
 // callbacks: the first attach and every attach after a detach. `in_cuda_init`: called by the driver's injection
@@ -466,10 +515,7 @@ bool attach_again_locked() {
   wait_out_detaching(5000000000LL);
   const int s = rec->link.load(std::memory_order_acquire);
   if (s == int(Link::Attached)) {
-    if (rec->finalize_failed && rec->domains_on.load()) {
-      enable_domains(false);
-      set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
-    }
+    settle_no_detach_locked();
     kinds_on_locked();
     return true;
   }
@@ -490,6 +536,7 @@ bool attach_again_locked() {
     rec->with_cupti.clear();
     rec->state.correlation_tid.clear();
     rec->state.skipped_correlations.clear();
+    rec->state.replay_nodes.clear();
     rec->state.give_up_held_syncs();
     rec->state.correlation_base += int64_t(1) << 32;
     rec->correlation_base.store(rec->state.correlation_base, std::memory_order_relaxed);
@@ -564,6 +611,31 @@ void start_if_possible(const char* why) {
   rec->started.store(true);
 }
 
+namespace {
+
+// The run's end, or an attach window's (stop): the GPU window still open gets its gpu_windows row, a run never
+// switched off says it was traced whole. Before 2026-11-30 an attach window's end wrote neither (stop runs
+// before the final flush, which then returned early): the H200 proof's attach store had a row only for the
+// part before the calibration's detach, and its other 761,355 kernels read as outside any window. Needs
+// window_mu.
+void end_of_windows_locked() {
+  if (rec->graphs) set_process_meta("cupti.graph_stacks", std::to_string(rec->graphs->stacks_taken()));
+  if (!rec->switched) {
+    // Never switched off (no step markers, or fewer steps than one window): the whole run was traced.
+    if (window_text() != "all") set_process_meta("gpu.window_requested", window_text());
+    set_process_meta("gpu.window", "all");
+    return;
+  }
+  if (rec->tracing.load()) {
+    store::GpuWindow w{rec->window_start, now_ns(), getpid()};
+    auto& p = pending();
+    std::lock_guard<std::mutex> lk(p.mu);
+    p.gpu_windows.push_back(w);
+  }
+}
+
+}  // namespace
+
 void flush(bool final_flush) {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
@@ -584,19 +656,7 @@ void flush(bool final_flush) {
     rec->state.give_up_held_syncs();
     set_process_meta("cupti.syncs_without_thread", std::to_string(rec->state.syncs_without_thread));
   }
-  if (rec->graphs) set_process_meta("cupti.graph_stacks", std::to_string(rec->graphs->stacks_taken()));
-  if (!rec->switched) {
-    // Never switched off (no step markers, or fewer steps than one window): the whole run was traced.
-    if (window_text() != "all") set_process_meta("gpu.window_requested", window_text());
-    set_process_meta("gpu.window", "all");
-    return;
-  }
-  if (rec->tracing.load()) {
-    store::GpuWindow w{rec->window_start, now_ns(), getpid()};
-    auto& p = pending();
-    std::lock_guard<std::mutex> lk(p.mu);
-    p.gpu_windows.push_back(w);
-  }
+  end_of_windows_locked();
 }
 
 void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
@@ -650,10 +710,7 @@ void detach_if_due() {
   if (!rec || !rec->started.load() || !api || rec->exiting.load()) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->exiting.load()) return;
-  if (rec->finalize_failed && rec->domains_on.load() && rec->link.load() == int(Link::Attached)) {
-    enable_domains(false);
-    set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
-  }
+  settle_no_detach_locked();
   if (rec->detach_due == 0 || now_ns() < rec->detach_due) return;
   request_detach_locked();
 }
@@ -711,6 +768,7 @@ void stop() {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
+    end_of_windows_locked();
     if (rec->tracing.load()) {
       rec->tracing.store(false);
       if (api->disable) kinds_off_locked();
@@ -751,6 +809,9 @@ void after_fork_child() {
     rec->identity_set = false;
     rec->callbacks_registered = false;
     rec->finalize_failed.store(false);
+    rec->graphs_pinned.store(false);  // the child's graphs are its own (CUDA does not survive fork)
+    rec->pinned_at.store(0);
+    rec->pin_said = false;
     rec->domains_on.store(false);
     rec->detach_due = 0;
     rec->exiting.store(false);

@@ -39,6 +39,12 @@ struct Recorder {
   std::atomic<int> link{int(Link::Attached)};
   int64_t detach_due = 0;  // when the collector thread asks for the detach (0: not pending); window_mu
   std::atomic<bool> finalize_failed{false};  // cuptiFinalize refused once: windows only disable kinds from then on
+  // A CUDA graph was instantiated or launched while CUPTI was attached: CUPTI instruments the executable
+  // graph for its node records and a detach then faults its later replays (cudaErrorLaunchFailure; H200
+  // proof, 2026-11-30), so it never detaches again in this process. Set by a program thread's callback.
+  std::atomic<bool> graphs_pinned{false};
+  std::atomic<int64_t> pinned_at{0};
+  bool pin_said = false;                // cupti.detach says so (window_mu)
   std::atomic<bool> domains_on{false};  // every runtime/driver callback enabled, waiting for a detach
   std::atomic<int64_t> last_detach_ns{0};
   // state.correlation_base, for the stack callback (no lock there); changed only while CUPTI is detached.

@@ -341,6 +341,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                             "cupti.stack_callback_ids",
                             "gpu.window",
                             "gpu.window_requested",
+                            "gpu.window_budget",
+                            "gpu.graph_records",
+                            "cupti.graph_callbacks",
+                            "cupti.graph_stacks",
                             "cupti.launch_cost_ns",
                             "cupti.launch_cost_method",
                             "cupti.calibration",
@@ -364,7 +368,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
             "collector.stack_node_lookups", "collector.unwind_table_searches", "collector.python_samples",
             "collector.python_native_cut_samples", "collector.native_scan_samples",
             "collector.native_scan_attempts",
-            "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records"})
+            "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records",
+            "cupti.records", "cupti.untraced_replay_records"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {
@@ -450,6 +455,12 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   for (const auto& s : statuses) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);
+  if (auto it = merged_meta.find("cupti.detach");
+      it != merged_meta.end() && it->second.rfind("kept attached", 0) == 0)
+    summary.warnings.push_back(
+        "CUPTI stayed attached after the program's first CUDA graph (a detach would fault the graph's later "
+        "replays): GPU windows switch tracing off without detaching, so CUPTI's per-launch cost stays "
+        "between windows (docs/collector.md, \"CUDA graphs keep CUPTI attached\")");
   if (const int64_t n = summed["collector.alt_stack_skipped_samples"]; n > 0)
     summary.warnings.push_back(
         std::to_string(n) +
