@@ -21,7 +21,8 @@ rm -rf "$dest"
 mkdir -p "$dest/deps"
 for f in "${files[@]}"; do
   mkdir -p "$dest/$(dirname "$f")"
-  strip --strip-unneeded -o "$dest/$f" "$build/$f"
+  # The CUDA samples keep their line tables: the proof checks the lines their stacks name.
+  case $f in samples/*) cp "$build/$f" "$dest/$f" ;; *) strip --strip-unneeded -o "$dest/$f" "$build/$f" ;; esac
 done
 # Optional: what one sampling signal costs there (bench/signal_cost), beside this VM's figure, and the Python
 # workloads' overhead (bench/overhead --python; gpu-proof.sh runs it with STEPSCOPE_PROOF_PYTHON_ROUNDS).
