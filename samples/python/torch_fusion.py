@@ -8,7 +8,10 @@ goes flat. This reproduces the experiment of seed article 001 (eager 13 -> 226 u
 ~37-42 us, dynamic ~60-67 us on the author's GPU; break-even near 5-10 ops).
 
 Modes: eager; static (torch.compile(dynamic=False), one fixed shape); dynamic (torch.compile(dynamic=True),
-shapes vary call to call). Runs on CUDA when available, otherwise on CPU (there the "launch" is PyTorch's
+shapes vary call to call). Fusion is not the whole cure: static still launches one kernel per call, and the
+compiled function's own host work per call (~39 us on an H200) leaves the GPU ~97% idle, so stepscope rightly
+calls it launch-overhead (GPU proofs of 2026-11-26 and -30); the rest of the cure is a CUDA graph
+(torch.compile(mode="reduce-overhead")) or more work per call. Runs on CUDA when available, otherwise on CPU (there the "launch" is PyTorch's
 per-op dispatch and the fused code is Inductor's C++ loop: the same shape of curve, other numbers).
 
   python torch_fusion.py                       # full curve, all modes
