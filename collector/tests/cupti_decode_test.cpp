@@ -5,9 +5,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "activity_buffer.h"
@@ -659,4 +661,64 @@ TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N m
     CHECK(all.all());
     CHECK(run(all, 400, 1000, t) == std::string(400, '.'));
   }
+}
+
+TEST_CASE("a CUDA graph pins CUPTI: no finalize begins after the pin, and a pin racing one sees it") {
+  using collector::cupti::begin_detach;
+  using collector::cupti::Link;
+  using collector::cupti::pin_attached;
+  {
+    // Pinned while the detach waited for a CUDA call: the call's exit calls it off.
+    std::atomic<int> link{int(Link::DetachRequested)};
+    std::atomic<bool> pinned{false};
+    CHECK_FALSE(pin_attached(pinned, link));
+    CHECK_FALSE(begin_detach(link, pinned));
+    CHECK(link.load() == int(Link::Attached));
+  }
+  {
+    // The finalize began first: the pinning thread is told so (it waits for the finalize to end).
+    std::atomic<int> link{int(Link::DetachRequested)};
+    std::atomic<bool> pinned{false};
+    CHECK(begin_detach(link, pinned));
+    CHECK(link.load() == int(Link::Detaching));
+    CHECK(pin_attached(pinned, link));
+    link.store(int(Link::Detached));
+    CHECK(pin_attached(pinned, link));
+  }
+  {
+    // Nothing asked for: nothing begins.
+    std::atomic<int> link{int(Link::Attached)};
+    std::atomic<bool> pinned{false};
+    CHECK_FALSE(begin_detach(link, pinned));
+    CHECK(link.load() == int(Link::Attached));
+  }
+  // Two threads at once, many times: whenever a finalize began, the pin saw it (else a graph could be made
+  // under a CUPTI that then detaches: the H200's cudaErrorLaunchFailure).
+  int finalized = 0, pinned_first = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::atomic<int> link{int(Link::DetachRequested)};
+    std::atomic<bool> pinned{false};
+    std::atomic<int> go{0};
+    bool began = false, saw = false;
+    std::thread exit_callback([&] {
+      ++go;
+      while (go.load() < 2) {
+      }
+      began = begin_detach(link, pinned);
+      if (began) link.store(int(Link::Detached));
+    });
+    ++go;
+    while (go.load() < 2) {
+    }
+    saw = pin_attached(pinned, link);
+    exit_callback.join();
+    if (began) {
+      ++finalized;
+      REQUIRE(saw);
+    } else {
+      ++pinned_first;
+      REQUIRE(link.load() == int(Link::Attached));
+    }
+  }
+  CHECK(finalized + pinned_first == 20000);
 }

@@ -437,16 +437,20 @@ TEST_CASE(
   ActivityBuffer b;
   replay(b, 70, 10000);
   replay(b, 71, 20000);
-  auto nodes_only = [&b](uint64_t t) {  // a replay whose cudaGraphLaunch CUPTI did not trace
-    for (int i = 0; i < 3; ++i) {
-      auto& k = b.add<CUpti_ActivityKernel10>();
-      k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-      k.start = t + 10 * i, k.end = t + 10 * i + 8;
-      k.correlationId = 71;
-      k.graphId = 9;
-      k.graphNodeId = 101 + (i == 2 ? 3 : i);
-      k.name = "fwd";
-    }
+  auto kernel = [&b](uint32_t corr, int64_t node, uint64_t t) {
+    auto& k = b.add<CUpti_ActivityKernel10>();
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = t, k.end = t + 8;
+    k.correlationId = corr;
+    k.graphId = 9;
+    k.graphNodeId = uint64_t(node);
+    k.name = "fwd";
+  };
+  kernel(70, 101, 15000);  // inside the window: a node run twice by one launch (a conditional body) is kept
+  auto nodes_only = [&](uint64_t t) {  // a replay whose cudaGraphLaunch CUPTI did not trace: the last id, 71
+    kernel(71, 101, t);
+    kernel(71, 102, t + 10);
+    kernel(71, 104, t + 30);
     auto& m = b.add<CUpti_ActivityMemset4>();
     m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     m.start = t + 20, m.end = t + 25;
@@ -464,23 +468,33 @@ TEST_CASE(
     g.graphId = 12;
     g.correlationId = 80;
   }
+  kernel(0, 101, 61000);  // no launch id: never taken for a repeat
+  kernel(0, 101, 62000);
   collector::cupti::DecodeState st;
   st.pid = 4321;
+  st.untraced_from = 25000;  // the window ended here
   store::Trace rows;
-  REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st) == 2 * 5 + 2 * 4 + 2);
-  // Replays 70 and 71 whole (3 kernels and a memset each), and the first graph-trace interval.
-  REQUIRE(rows.kernels.size() == 3 + 3 + 1);
+  REQUIRE(collector::cupti::decode_activity_buffer(b.bytes.data(), b.used, rows, st) ==
+          2 * 5 + 1 + 2 * 4 + 2 + 2);
+  // Replays 70 and 71 whole (3 kernels and a memset each) and 70's repeated node, the first graph-trace
+  // interval, the two records without a launch id; neither untraced replay.
+  CHECK(rows.kernels.size() == 3 + 3 + 1 + 1 + 2);
   CHECK(rows.memsets.size() == 2);
-  for (const auto& k : rows.kernels) CHECK(k.start < 30000 + (k.graph_id == 12 ? 30000 : 0));
-  CHECK(rows.kernels.back().start == 50000);
+  for (const auto& k : rows.kernels) CHECK((k.start < 30000 || k.start == 50000 || k.correlation == 0));
   CHECK(st.untraced_replay_records == 4 + 4 + 1);
-  // Records of a launch are not confused with another's: a third launch's nodes are kept.
+  // The next window opens: a launch's records inside it are kept, a repeat included.
+  st.untraced_to = 65000;
   ActivityBuffer c;
   replay(c, 72, 70000);
+  replay(c, 72, 80000);
   store::Trace more;
   collector::cupti::decode_activity_buffer(c.bytes.data(), c.used, more, st);
-  CHECK(more.kernels.size() == 3);
+  CHECK(more.kernels.size() == 6);
   CHECK(st.untraced_replay_records == 9);
+  // A re-attach: CUPTI's ids start again, nothing of the old ones is remembered.
+  st.forget_replays();
+  CHECK(st.window_top == 0);
+  CHECK(st.replay_nodes.empty());
 }
 
 TEST_CASE(

@@ -684,10 +684,12 @@ TEST_CASE(
     t.meta["cupti.graph_stacks"] = "31";
     t.meta["cupti.records"] = pid == 900 ? "1000" : "24";
     t.meta["cupti.untraced_replay_records"] = pid == 900 ? "59515" : "0";
-    if (pid == 900)
-      t.meta["cupti.detach"] =
-          "kept attached from 114.385 s (CLOCK_MONOTONIC) after 0 detaches: a CUDA graph was instantiated";
-    store::write_store_atomically(t, parts + "/" + std::to_string(pid) + "-1.db");
+    // The pinned process first, another's detach count after it: the line still comes.
+    t.meta["cupti.detach"] =
+        pid == 900
+            ? "kept attached from 114.385 s (CLOCK_MONOTONIC) after 0 detaches: a CUDA graph was instantiated"
+            : "3 detaches, longest 2.7 ms; 3 re-attaches, longest 14.1 ms";
+    store::write_store_atomically(t, parts + "/" + std::to_string(pid) + (pid == 900 ? "-1.db" : "-2.db"));
   }
   collector::RecordSummary summary;
   collector::merge_parts(parts, dir.file("merged.db"), {}, summary);
@@ -695,10 +697,9 @@ TEST_CASE(
   CHECK(m.meta.at("gpu.graph_records") == "nodes");
   CHECK(m.meta.at("gpu.window_budget") == "off phase 2.50 s");
   CHECK(m.meta.at("cupti.graph_callbacks") == "5 resource + 36 API callback ids");
-  CHECK(m.meta.at("cupti.graph_stacks") == "31");
+  CHECK(m.meta.at("cupti.graph_stacks") == "62");
   CHECK(m.meta.at("cupti.records") == "1024");
   CHECK(m.meta.at("cupti.untraced_replay_records") == "59515");
-  CHECK(m.meta.at("cupti.detach").rfind("kept attached from 114.385 s", 0) == 0);
   int said = 0;
   for (const auto& w : summary.warnings)
     said += w.rfind("CUPTI stayed attached after the program's first CUDA graph", 0) == 0;

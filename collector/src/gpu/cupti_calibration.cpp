@@ -164,6 +164,7 @@ void calibrate_if_due() {
           detached = wait_detached_locked(2000000000LL);  // that launch's exit (or another call's) detaches
           d.stream_sync(stream);
         }
+        if (!detached) settle_no_detach_locked();  // a graph pinned it meanwhile: no callbacks left on
         off_method = detached ? "CUPTI detached (cuptiFinalize)" : "CUDA activity disabled";
         off = time_launches(d, fn, stream);
         if (was_tracing && !tracing_on_locked())

@@ -140,11 +140,21 @@ std::string api_name(store::ApiKind kind, uint32_t cbid) {
   return std::string(kind == store::ApiKind::Runtime ? "cuda runtime " : "cuda driver ") + std::to_string(cbid);
 }
 
-bool DecodeState::untraced_replay(uint32_t correlation, int64_t node) {
+bool DecodeState::untraced_replay(uint32_t correlation, int64_t node, int64_t start) {
+  if (!correlation || !node) return false;
+  if (start < untraced_from || start >= untraced_to) {  // inside a window: kept, the highest id's nodes noted
+    if (correlation > window_top) {
+      window_top = correlation;
+      window_top_nodes.clear();
+    }
+    if (correlation == window_top) window_top_nodes.push_back(node);
+    return false;
+  }
   auto at = replay_nodes.find(correlation);
   if (at == replay_nodes.end()) {
-    if (replay_nodes.size() >= kReplaysKept) replay_nodes.erase(replay_nodes.begin());  // the oldest id
+    if (replay_nodes.size() >= kReplaysKept) replay_nodes.erase(replay_nodes.begin());  // the lowest id
     at = replay_nodes.emplace(correlation, std::unordered_set<int64_t>{}).first;
+    if (correlation == window_top) at->second.insert(window_top_nodes.begin(), window_top_nodes.end());
   }
   if (at->second.insert(node).second) return false;
   ++untraced_replay_records;
@@ -197,13 +207,11 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.shared_memory = int64_t(k->staticSharedMemory) + k->dynamicSharedMemory;
         if (k->name && !st.skip_kernel.empty() && st.skip_kernel == k->name) break;  // the collector's own calibration kernel
         if (unfinished(k->start, k->end)) break;
-        r.name = out.intern(k->name ? k->name : "");
         // A graph replay's kernel: its graph, its node, and (correlation) the cudaGraphLaunch of the replay.
         r.graph_id = k->graphId;
         r.graph_node_id = int64_t(k->graphNodeId);
-        if (r.graph_id && r.graph_node_id && k->correlationId &&
-            st.untraced_replay(k->correlationId, r.graph_node_id))
-          break;
+        if (r.graph_id && st.untraced_replay(k->correlationId, r.graph_node_id, r.start)) break;
+        r.name = out.intern(k->name ? k->name : "");
         r.pid = st.pid;
         out.kernels.push_back(r);
         break;
@@ -216,9 +224,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.src_kind = memory_kind(m->srcKind);
         r.dst_kind = memory_kind(m->dstKind);
         if (unfinished(m->start, m->end)) break;
-        if (r.graph_id && r.graph_node_id && m->correlationId &&
-            st.untraced_replay(m->correlationId, r.graph_node_id))
-          break;
+        if (r.graph_id && st.untraced_replay(m->correlationId, r.graph_node_id, r.start)) break;
         out.memcpys.push_back(r);
         break;
       }
@@ -228,9 +234,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         copy_like(r, m);
         r.mem_kind = memory_kind(m->memoryKind);
         if (unfinished(m->start, m->end)) break;
-        if (r.graph_id && r.graph_node_id && m->correlationId &&
-            st.untraced_replay(m->correlationId, r.graph_node_id))
-          break;
+        if (r.graph_id && st.untraced_replay(m->correlationId, r.graph_node_id, r.start)) break;
         out.memsets.push_back(r);
         break;
       }
@@ -314,7 +318,7 @@ size_t decode_activity_buffer(uint8_t* buffer, size_t valid_size, store::Trace& 
         r.stream = gt->streamId;
         r.correlation = corr(gt->correlationId);
         r.graph_id = gt->graphId;
-        if (gt->correlationId && st.untraced_replay(gt->correlationId, -int64_t(gt->graphId))) break;
+        if (st.untraced_replay(gt->correlationId, -int64_t(gt->graphId), r.start)) break;
         r.name = out.intern("CUDA graph " + std::to_string(gt->graphId));
         r.pid = st.pid;
         out.kernels.push_back(r);

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "stepscope/store/records.h"
 
@@ -52,16 +53,27 @@ struct DecodeState {
     syncs_without_thread += held_syncs.size();
     held_syncs.clear();
   }
-  // Nodes seen of each recent graph replay (by launch correlation id; a replay as one interval keys -graph
-  // id). CUPTI keeps recording the nodes of a graph instrumented while it was attached after the kinds went
-  // off, under the last traced launch's id: a node twice under one id is such a replay, outside any window
-  // (the H200 proof of 2026-11-30: 59,515 records of ~1,920 untraced replays under one launch). Bounded:
-  // kReplaysKept ids.
+  // Graph replays no window traced (docs/collector.md, "CUDA graphs keep CUPTI attached"): CUPTI keeps
+  // recording the nodes of a graph instrumented while it traced after the kinds went off, all under the last
+  // traced launch's id (the H200 proof of 2026-11-30: 59,515 records of ~1,920 untraced replays under one
+  // launch). A record that starts in the latest gap between windows [untraced_from, untraced_to) and repeats
+  // a node already seen under its launch id is one of them. Inside windows only the highest launch id's nodes
+  // are noted (the id the untraced replays will carry): a node may run more than once in one launch
+  // (conditional WHILE bodies).
   static constexpr size_t kReplaysKept = 64;
-  std::map<uint32_t, std::unordered_set<int64_t>> replay_nodes;
+  int64_t untraced_from = INT64_MAX, untraced_to = INT64_MAX;
+  uint32_t window_top = 0;                // the highest launch id with graph records inside a window
+  std::vector<int64_t> window_top_nodes;  // its nodes (graph trace records: -graph id)
+  std::map<uint32_t, std::unordered_set<int64_t>> replay_nodes;  // in the gap, by launch id: the 64 highest
   uint64_t untraced_replay_records = 0;
-  // True (and counted) when `node` of the replay launched as `correlation` was seen already.
-  bool untraced_replay(uint32_t correlation, int64_t node);
+  // True (and counted) when a graph record (launch `correlation`, `node`, starting at `start`) is such a
+  // replay's: the caller drops it. Ids and nodes of 0 are never dropped.
+  bool untraced_replay(uint32_t correlation, int64_t node, int64_t start);
+  void forget_replays() {  // a re-attach: CUPTI numbers its ids from 1 again
+    window_top = 0;
+    window_top_nodes.clear();
+    replay_nodes.clear();
+  }
   uint64_t incomplete_records = 0;     // GPU work without an end (flushed while running): left out, counted
   std::unordered_set<uint32_t> devices_seen;  // CUPTI sends the device records again after each re-attach
   uint64_t records = 0;

@@ -104,14 +104,18 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 
 void detach_here();
 
-// A graph was instantiated or launched with CUPTI attached (Recorder::graphs_pinned): no detach from here on.
-// A program thread's callback; lock-free. The collector thread says so (detach_if_due) and switches the
-// domains back off where a detach had been asked for.
-void pin_attached() {
-  if (rec->graphs_pinned.load(std::memory_order_relaxed)) return;
+// A graph is about to be instantiated or launched, or was instantiated, with CUPTI attached
+// (Recorder::graphs_pinned): no detach from here on. A program thread's callback; no lock. The collector
+// thread says so and switches the domains back off where a detach had been asked for
+// (settle_no_detach_locked). Sequentially consistent with detach_here: either it sees the pin, or this sees
+// its Detaching and lets that finalize end before the graph is made or run (bounded: a finalize that waited
+// for this callback would deadlock otherwise), so the graph is made or launched detached.
+void pin_here() {
+  if (rec->graphs_pinned.load()) return;
   int64_t none = 0;
   rec->pinned_at.compare_exchange_strong(none, now_ns());
-  rec->graphs_pinned.store(true, std::memory_order_release);
+  if (!pin_attached(rec->graphs_pinned, rec->link)) return;
+  for (int i = 0; i < 500 && rec->link.load() == int(Link::Detaching); ++i) usleep(100);
 }
 
 // CUDA graphs (cupti_graphs.h): the rows a callback made go to the pending rows.
@@ -141,7 +145,7 @@ GraphApi graph_api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!rec) return;
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-    if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) pin_attached();
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) pin_here();
     const auto* rd = static_cast<const CUpti_ResourceData*>(data);
     if (!rec->graphs || !rd || !rd->resourceDescriptor) return;
     rec->graphs->on_resource(cbid, *static_cast<const CUpti_GraphData*>(rd->resourceDescriptor), now_ns(),
@@ -151,9 +155,10 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const GraphApi graph_api = graph_api_of(domain, cbid);
-  if (graph_api == GraphApi::Launch) {
-    if (cb->callbackSite == CUPTI_API_ENTER) pin_attached();
-  } else if (graph_api != GraphApi::None && rec->graphs) {
+  if ((graph_api == GraphApi::Launch || graph_api == GraphApi::Instantiate) &&
+      cb->callbackSite == CUPTI_API_ENTER)
+    pin_here();
+  if (graph_api != GraphApi::None && graph_api != GraphApi::Launch && rec->graphs) {
     rec->graphs->on_api(graph_api, cb->callbackSite == CUPTI_API_ENTER, t_graph_rows);
     queue_graph_rows();
   }
@@ -189,14 +194,9 @@ void log_switch(int64_t start, int64_t end) {
 // At a CUDA call's exit on a program thread, NVIDIA's safe place for cuptiFinalize. Takes no lock: the thread
 // that asked waits on `link`, never the other way round.
 void detach_here() {
-  int expected = int(Link::DetachRequested);
-  if (!rec->link.compare_exchange_strong(expected, int(Link::Detaching))) return;
-  if (rec->graphs_pinned.load(std::memory_order_acquire)) {
-    // A graph came while the detach waited for a CUDA call: called off (the collector thread turns the
-    // domains off again, detach_if_due).
-    rec->link.store(int(Link::Attached), std::memory_order_release);
-    return;
-  }
+  // A pin calls the detach off (gpu_window.h); the collector thread turns the domains off again
+  // (settle_no_detach_locked).
+  if (!begin_detach(rec->link, rec->graphs_pinned)) return;
   const int64_t t0 = now_ns();
   t_our_flush = true;  // buffers CUPTI hands back while it finalizes come on this program thread
   const CUptiResult r = api->finalize();
@@ -277,27 +277,31 @@ size_t enable_graph_api_callbacks() {
 // What the graph callbacks read without a lock, made once per process before any callback of ours is on
 // (right after the first subscription).
 void prepare_graphs() {
+  // The tables also serve the pin (Recorder::graphs_pinned), which needs no id queries.
+  if (rec->graph_api_runtime.empty() && rec->graph_api_driver.empty()) {
+    rec->graph_api_runtime = graph_api_table(store::ApiKind::Runtime);
+    rec->graph_api_driver = graph_api_table(store::ApiKind::Driver);
+  }
   if (rec->graphs || !api->graph_id || !api->graph_exec_id || !api->graph_node_id) return;
-  rec->graph_api_runtime = graph_api_table(store::ApiKind::Runtime);
-  rec->graph_api_driver = graph_api_table(store::ApiKind::Driver);
   rec->graphs = new GraphBuilds(getpid(), {query_graph_id, query_graph_exec_id, query_graph_node_id},
                                 capture_creation_stack);
 }
 
 void enable_graph_callbacks() {
   if (!rec->has_subscriber || !api->enable_callback) return;
-  if (!rec->graphs) {
-    set_process_meta("cupti.graph_callbacks", "none (this libcupti lacks its graph id queries)");
-    return;
-  }
+  // GRAPHEXEC_CREATED and the instantiate and launch calls pin (Recorder::graphs_pinned) even where the graph
+  // rows cannot be made.
   size_t resource = 0;
   for (auto id : {CUPTI_CBID_RESOURCE_GRAPH_CREATED, CUPTI_CBID_RESOURCE_GRAPH_CLONED,
                   CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
                   CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})
-    if (api->enable_callback(1, rec->subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS) ++resource;
-  set_process_meta("cupti.graph_callbacks", std::to_string(resource) + " resource + " +
-                                                std::to_string(enable_graph_api_callbacks()) +
-                                                " API callback ids");
+    if ((rec->graphs || id == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) &&
+        api->enable_callback(1, rec->subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS)
+      ++resource;
+  set_process_meta("cupti.graph_callbacks",
+                   std::to_string(resource) + " resource + " + std::to_string(enable_graph_api_callbacks()) +
+                       " API callback ids" +
+                       (rec->graphs ? "" : " (no graph rows: this libcupti lacks its graph id queries)"));
 }
 
 void enable_domains(bool on) {
@@ -307,7 +311,7 @@ void enable_domains(bool on) {
   rec->domains_on.store(on);
   if (!on) {  // a domain switch covers them too
     enable_stack_callbacks();
-    if (rec->graphs && api->enable_callback) enable_graph_api_callbacks();
+    if (api->enable_callback) enable_graph_api_callbacks();
   }
 }
 
@@ -338,32 +342,6 @@ bool cancel_detach_locked() {
 bool can_detach() {
   return api->finalize && api->enable_domain && rec->has_subscriber && !rec->finalize_failed &&
          !rec->graphs_pinned.load(std::memory_order_acquire);
-}
-
-// Where windows can no longer detach (a failed finalize, a CUDA graph: Recorder::graphs_pinned), the domains
-// a detach request switched on go off again and cupti.detach says why, once. Needs window_mu, CUPTI attached.
-void settle_no_detach_locked() {
-  if (rec->link.load() != int(Link::Attached)) return;
-  const bool pinned = rec->graphs_pinned.load(std::memory_order_acquire);
-  if (rec->finalize_failed) {
-    if (!rec->domains_on.load()) return;
-    enable_domains(false);
-    set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
-    return;
-  }
-  if (!pinned) return;
-  if (rec->domains_on.load()) enable_domains(false);
-  if (!rec->pin_said) {
-    rec->pin_said = true;
-    char buf[400];
-    std::snprintf(
-        buf, sizeof buf,
-        "kept attached from %.3f s (CLOCK_MONOTONIC) after %lld detaches: a CUDA graph was instantiated "
-        "or launched while CUPTI was attached, and a detach (cuptiFinalize) then faults its later "
-        "replays; windows disable the activity kinds only, CUPTI's per-launch cost stays",
-        rec->pinned_at.load() / 1e9, static_cast<long long>(rec->detaches));
-    set_process_meta("cupti.detach", buf);
-  }
 }
 
 // Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
@@ -536,7 +514,7 @@ bool attach_again_locked() {
     rec->with_cupti.clear();
     rec->state.correlation_tid.clear();
     rec->state.skipped_correlations.clear();
-    rec->state.replay_nodes.clear();
+    rec->state.forget_replays();
     rec->state.give_up_held_syncs();
     rec->state.correlation_base += int64_t(1) << 32;
     rec->correlation_base.store(rec->state.correlation_base, std::memory_order_relaxed);
@@ -563,6 +541,32 @@ bool attach_again_locked() {
 
 
 }  // namespace
+
+// Where windows can no longer detach (a failed finalize, a CUDA graph: Recorder::graphs_pinned), the domains
+// a detach request switched on go off again and cupti.detach says why, once. Needs window_mu, CUPTI attached.
+void settle_no_detach_locked() {
+  if (rec->link.load() != int(Link::Attached)) return;
+  const bool pinned = rec->graphs_pinned.load(std::memory_order_acquire);
+  if (rec->finalize_failed) {
+    if (!rec->domains_on.load()) return;
+    enable_domains(false);
+    set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
+    return;
+  }
+  if (!pinned) return;
+  if (rec->domains_on.load()) enable_domains(false);
+  if (!rec->pin_said) {  // once a window (its end clears the meta)
+    rec->pin_said = true;
+    char buf[400];
+    std::snprintf(
+        buf, sizeof buf,
+        "kept attached from %.3f s (CLOCK_MONOTONIC) after %lld detaches: a CUDA graph was instantiated "
+        "or launched while CUPTI was attached, and a detach (cuptiFinalize) then faults its later "
+        "replays; windows disable the activity kinds only, CUPTI's per-launch cost stays",
+        rec->pinned_at.load() / 1e9, static_cast<long long>(rec->detaches));
+    set_process_meta("cupti.detach", buf);
+  }
+}
 
 void start_if_possible(const char* why) {
   if (!running() || config().no_gpu) return;
@@ -662,6 +666,11 @@ void flush(bool final_flush) {
 void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   if (!rec->tracing.load()) return;
   rec->tracing.store(false);
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->state.untraced_from = t;  // records starting from here are outside a window (DecodeState::in_gap)
+    rec->state.untraced_to = INT64_MAX;
+  }
   kinds_off_locked();
   flush_all(0);
   log_switch(t, now_ns());
@@ -683,6 +692,10 @@ bool tracing_on_locked() {
   // The window opens once CUPTI is back: a re-attach takes ~12 ms on the program's thread (H200), and the step
   // that paid for it is the profiler's cost, not a traced step (too little of it lies inside the window).
   rec->window_start = now_ns();
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->state.untraced_to = rec->window_start;
+  }
   rec->tracing.store(true);
   return true;
 }
@@ -767,6 +780,10 @@ void arm_window(int steps) {
 void stop() {
   if (!rec || !rec->started.load() || !api) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
+  // Pinned with a detach still asked for: it will not happen, so the dormant collector must not keep every
+  // callback on waiting for it.
+  if (rec->graphs_pinned.load() && !rec->exiting.load()) cancel_detach_locked();
+  rec->pin_said = false;  // the window's meta goes with its part
   if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
     end_of_windows_locked();
     if (rec->tracing.load()) {

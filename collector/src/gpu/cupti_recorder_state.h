@@ -42,7 +42,7 @@ struct Recorder {
   // A CUDA graph was instantiated or launched while CUPTI was attached: CUPTI instruments the executable
   // graph for its node records and a detach then faults its later replays (cudaErrorLaunchFailure; H200
   // proof, 2026-11-30), so it never detaches again in this process. Set by a program thread's callback.
-  std::atomic<bool> graphs_pinned{false};
+  std::atomic<bool> graphs_pinned{false};  // sequentially consistent with `link` (pin_attached, detach_here)
   std::atomic<int64_t> pinned_at{0};
   bool pin_said = false;                // cupti.detach says so (window_mu)
   std::atomic<bool> domains_on{false};  // every runtime/driver callback enabled, waiting for a detach
@@ -95,6 +95,9 @@ bool tracing_on_locked();
 // Asks for the detach now (flushes everything first); waits until it happened when `wait_ns` > 0 and a CUDA call
 // came (the calibration's launches). Need window_mu.
 void request_detach_locked();
+// Where windows can no longer detach (a failed finalize, a CUDA graph: Recorder::graphs_pinned): the callback
+// domains a detach request switched on go off again and cupti.detach says why. Need window_mu.
+void settle_no_detach_locked();
 bool wait_detached_locked(int64_t wait_ns);
 // Has before_exit run by atexit: registered after CUDA's own exit handlers (at the first attach, and again
 // when the calibration starts), it runs before them. Once per call; the handler does its work once.

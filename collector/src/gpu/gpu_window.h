@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -174,5 +175,36 @@ class WindowSchedule {
 // Detaching CUPTI (cuptiFinalize) happens inside a CUDA API call's exit callback on a program thread, as NVIDIA
 // documents for a safe detach; the recorder asks for it, a callback performs it, a new window attaches again.
 enum class Link : int { Attached = 0, DetachRequested = 1, Detaching = 2, Detached = 3 };
+
+// A CUDA graph instantiated or run under CUPTI forbids any later detach (docs/collector.md, "CUDA graphs keep
+// CUPTI attached"). Two program threads meet here without a lock: one at a CUDA call's exit about to
+// finalize, one about to make or launch a graph. Both sides are sequentially consistent, so either the
+// finalizing thread sees the pin or the pinning thread sees the finalize (Detaching, or already Detached) and
+// lets it end first.
+
+// At a CUDA call's exit with a detach asked for: true when the caller must call cuptiFinalize now (`link` is
+// Detaching; the caller then sets Detached or, on failure, Attached); false when another thread took the
+// request, or a pin called it off (`link` back to Attached).
+inline bool begin_detach(std::atomic<int>& link, const std::atomic<bool>& pinned) {
+  int expected = int(Link::DetachRequested);
+  if (pinned.load()) {
+    link.compare_exchange_strong(expected, int(Link::Attached));
+    return false;
+  }
+  if (!link.compare_exchange_strong(expected, int(Link::Detaching))) return false;
+  if (pinned.load()) {  // pinned between the two reads: that thread saw Detaching and waits for us
+    link.store(int(Link::Attached));
+    return false;
+  }
+  return true;
+}
+
+// A graph is about to be made or launched: pins. True when a finalize had begun (the caller waits until
+// `link` leaves Detaching: the graph is then made detached).
+inline bool pin_attached(std::atomic<bool>& pinned, const std::atomic<int>& link) {
+  pinned.store(true);
+  const int l = link.load();
+  return l == int(Link::Detaching) || l == int(Link::Detached);
+}
 
 }  // namespace stepscope::collector::cupti

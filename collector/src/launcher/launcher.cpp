@@ -293,6 +293,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   PythonFramesTally python_frames;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
   int64_t timer_overruns = 0;
+  int64_t pinned_processes = 0;  // CUPTI kept attached after a CUDA graph (cupti.detach "kept attached …")
   std::map<std::string, double> own_cpu;  // the collector's own CPU time, summed over processes
   std::map<std::string, int64_t> summed;  // per-process counters, summed over processes
   std::map<std::string, double> weighted;  // per-process means × their unwound samples
@@ -327,6 +328,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                           t.meta.count("python.frames_read") && t.meta.at("python.frames_read") == "1");
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
+      if (auto it = t.meta.find("cupti.detach");
+          it != t.meta.end() && it->second.rfind("kept attached", 0) == 0)
+        ++pinned_processes;
       for (const char* k : {"collector.timer",
                             "collector.signal",
                             "cupti.clock",
@@ -344,7 +348,6 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                             "gpu.window_budget",
                             "gpu.graph_records",
                             "cupti.graph_callbacks",
-                            "cupti.graph_stacks",
                             "cupti.launch_cost_ns",
                             "cupti.launch_cost_method",
                             "cupti.calibration",
@@ -369,7 +372,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
             "collector.python_native_cut_samples", "collector.native_scan_samples",
             "collector.native_scan_attempts",
             "collector.unwind_object_reads", "cupti.syncs_without_thread", "cupti.incomplete_records",
-            "cupti.records", "cupti.untraced_replay_records"})
+            "cupti.records", "cupti.untraced_replay_records", "cupti.graph_stacks"})
         if (t.meta.count(k)) summed[k] += meta_int(t.meta, k);
       // Means and maxima over processes, weighted by their unwound samples.
       if (const int64_t n = meta_int(t.meta, "collector.unwound_samples"); n > 0) {
@@ -455,10 +458,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   for (const auto& s : statuses) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);
-  if (auto it = merged_meta.find("cupti.detach");
-      it != merged_meta.end() && it->second.rfind("kept attached", 0) == 0)
+  if (pinned_processes > 0)
     summary.warnings.push_back(
-        "CUPTI stayed attached after the program's first CUDA graph (a detach would fault the graph's later "
+        std::string(pinned_processes == 1 ? "CUPTI"
+                                          : std::to_string(pinned_processes) + " processes: CUPTI") +
+        " stayed attached after the program's first CUDA graph (a detach would fault the graph's later "
         "replays): GPU windows switch tracing off without detaching, so CUPTI's per-launch cost stays "
         "between windows (docs/collector.md, \"CUDA graphs keep CUPTI attached\")");
   if (const int64_t n = summed["collector.alt_stack_skipped_samples"]; n > 0)
