@@ -146,6 +146,20 @@ inline double handler_bucket_mid_ns(int b) {
 enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };
 
 // Globals are heap objects that are never destroyed: the collector runs until the very end of exit().
+// What the collector thread is doing (Globals::collector_phase).
+enum CollectorPhase : int {
+  kPhaseStarting = 0,
+  kPhaseWaiting,
+  kPhaseCuda,
+  kPhasePython,
+  kPhaseDraining,
+  kPhaseMeta,
+  kPhaseFlight,
+  kPhaseCommitting,
+  kPhaseDone
+};
+const char* collector_phase_name(int phase);
+
 struct Globals {
   Config config;
   std::atomic<int> state{kOff};
@@ -178,6 +192,8 @@ struct Globals {
   std::atomic<bool> python_ready{false};
   std::atomic<int> flush_signal{0};   // a termination signal (or kFlushOnExit) asked for the final flush (0: none)
   std::atomic<bool> final_done{false};  // the collector thread finished its final pass
+  // Where the collector thread is (CollectorPhase), for stop()'s line when the final pass outlasts its wait.
+  std::atomic<int> collector_phase{0};
   int64_t start_ns = 0;                  // wall time start() took
   pthread_key_t key{};
   int32_t pid = 0;

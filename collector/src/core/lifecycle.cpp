@@ -2,6 +2,8 @@
 // the rings' size, the collector thread, fork handling (the child records into a part of its own), the LD_PRELOAD
 // constructor and destructor.
 #include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -194,7 +196,19 @@ void stop() {
   std::unique_lock<std::mutex> lk(g->wake_mu);
   g->stop_requested = true;
   g->wake_cv.notify_all();
-  g->wake_cv.wait_for(lk, std::chrono::seconds(5), [] { return g->stopped; });
+  if (!g->wake_cv.wait_for(lk, std::chrono::seconds(5), [] { return g->stopped; })) {
+    // The process exits without its last samples (a fork's child may leave no part at all): said, with where
+    // the collector thread was and the CPU it had, to tell a starved thread from a blocked one.
+    clockid_t cid;
+    timespec cpu{};
+    const bool have_cpu = pthread_getcpuclockid(g->thread, &cid) == 0 && clock_gettime(cid, &cpu) == 0;
+    std::fprintf(
+        stderr,
+        "stepscope: pid %d exits before its collector's final pass ended (waited 5 s; the collector thread "
+        "was %s, %.3f s of CPU): its last samples are lost\n",
+        int(getpid()), collector_phase_name(g->collector_phase.load()),
+        have_cpu ? double(cpu.tv_sec) + cpu.tv_nsec / 1e9 : -1.0);
+  }
   g->state.store(kStopping);
 }
 

@@ -231,6 +231,7 @@ void write_status_meta() {
 }
 
 void* collector_main(void*) {
+  g->collector_phase.store(kPhaseStarting);
   g->collector_tid.store(sys_gettid());
   mark_collector_thread(sys_gettid());
   pthread_setname_np(pthread_self(), "stepscope");
@@ -244,6 +245,7 @@ void* collector_main(void*) {
   LatePython late_python;
   bool final_pass = false;
   while (!final_pass) {
+    g->collector_phase.store(kPhaseWaiting, std::memory_order_relaxed);
     {
       std::unique_lock<std::mutex> lk(g->wake_mu);
       g->wake_cv.wait_for(lk, std::chrono::milliseconds(g->drain_period_ms),
@@ -251,24 +253,29 @@ void* collector_main(void*) {
       final_pass = g->stop_requested || g->flush_signal.load() != 0;
     }
     try {
+      g->collector_phase.store(kPhaseCuda, std::memory_order_relaxed);
       if (final_pass) cupti::flush(true);
       else {
         cupti::calibrate_if_due();
         cupti::detach_if_due();
+        g->collector_phase.store(kPhasePython, std::memory_order_relaxed);
         late_python.poll(clock_ns(CLOCK_MONOTONIC));
       }
       std::lock_guard<std::mutex> io(g->io_mu);
+      g->collector_phase.store(kPhaseDraining, std::memory_order_relaxed);
       const int64_t now = clock_ns(CLOCK_MONOTONIC);
       if (!final_pass && now - last_poll >= g->task_poll_period_ms * 1000000LL) {
         poll_tasks();
         last_poll = now;
       }
       drain_once();
+      g->collector_phase.store(kPhaseMeta, std::memory_order_relaxed);
       if (final_pass || now - last_meta >= 1000000000LL) {
         if (final_pass && !g->flush_signal.load()) set_process_meta("collector.end", "exit");
         if (g_drainer->has_writer() || final_pass) write_status_meta();
         last_meta = now;
       }
+      g->collector_phase.store(kPhaseFlight, std::memory_order_relaxed);
       if (flight::active()) {
         if (final_pass) {
           const int sig = g->flush_signal.load();
@@ -277,6 +284,7 @@ void* collector_main(void*) {
           flight::after_pass(now, status_meta);
         }
       }
+      g->collector_phase.store(kPhaseCommitting, std::memory_order_relaxed);
       if (final_pass || now - last_commit >= kCommitPeriodMs * 1000000LL) {
         g_drainer->commit();
         last_commit = now;
@@ -298,6 +306,7 @@ void* collector_main(void*) {
       break;
     }
   }
+  g->collector_phase.store(kPhaseDone);
   g->final_done.store(true);
   {
     std::lock_guard<std::mutex> lk(g->wake_mu);
@@ -308,6 +317,19 @@ void* collector_main(void*) {
 }
 
 }  // namespace
+
+const char* collector_phase_name(int phase) {
+  static const char* const names[] = {"starting",
+                                      "waiting",
+                                      "flushing CUDA activity",
+                                      "polling Python",
+                                      "draining samples",
+                                      "writing meta",
+                                      "flight window",
+                                      "committing the part",
+                                      "done"};
+  return phase >= 0 && phase <= kPhaseDone ? names[phase] : "?";
+}
 
 void start_collector_thread() {
   sigset_t all, old;
