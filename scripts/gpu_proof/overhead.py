@@ -1,8 +1,10 @@
 """Claims on what recording costs: the overhead runs (mean step against plain), the trainer's peak RSS, the launch-cost
 calibration."""
 import re
+import statistics
 
-from .common import TIMED_STEPS, _pct, claim, launches_per_step, not_run, read_text, resolve, step_times
+from .common import (TIMED_STEPS, _pct, claim, launches_per_step, not_run, read_text, resolve, step_times,
+                     windows_of)
 
 MAX_DEFAULT_WINDOW_OVERHEAD = 0.03  # whole run, mean step time over plain
 MAX_PEAK_RSS_GROWTH_MB = 100.0
@@ -98,3 +100,64 @@ def claim_launch_cost(runs, facts):
     return claim("launch-cost", text, f"calibrated {float(cost) / 1e3:.2f} µs per launch; plain vs {ref} "
                  f"{diff_ns / 1e3:.2f} µs per launch ({n} launches/step)", expected,
                  "PASS" if err <= MAX_LAUNCH_COST_ERROR else "FAIL")
+
+
+MAX_LEFT_AFTER_CLOSE = 0.01  # what a closed window may leave, at least: the method's own spread counts beside it
+
+
+def toggled_intervals(wins, windows, trim_ns, first_skip=2):
+    """Window lines (end_ns, steps, mean_us) by interval: [closed before window 1, open 1, closed 1, open 2, …], each
+    the means of the lines that end more than trim_ns after the interval began and before it ended; the first
+    `first_skip` lines of the run are warm-up."""
+    wins = wins[first_skip:]
+    bounds, t = [], None
+    for on, off in windows:
+        bounds += [(t, on), (on, off)]
+        t = off
+    bounds.append((t, None))
+    out = []
+    for a, b in bounds:
+        out.append([m for end, _, m in wins if (a is None or end > a + trim_ns) and (b is None or end <= b)])
+    return out
+
+
+def claim_toggled_overhead(runs):
+    from .plan import TOGGLE_TRIM_S
+    text = ("what recording costs inside one process: launch_bound under `record --paused`, recording windows at "
+            "record's defaults opened (`stepscope start`) and closed (`stepscope stop`) in turn; each window's median "
+            "step against the closed intervals beside it, and the closed intervals after a window against the first")
+    expected = (f"open ≤ +{100 * MAX_DEFAULT_WINDOW_OVERHEAD:g}% (median over windows); after a close within the "
+                f"closed intervals' own spread (at least ±{100 * MAX_LEFT_AFTER_CLOSE:g}%)")
+    r = runs.get("runs", {}).get("toggle")
+    if not r:
+        return not_run("overhead-toggled", text, expected, "no toggle run")
+    wins = windows_of(read_text(resolve(runs["_out"], r["log"]))) if r.get("log") else []
+    opened = [w for w in r.get("windows", []) if w[2] == 0 and w[3] == 0]
+    if r.get("rc") != 0 or len(opened) < 2 or len(opened) != len(r.get("windows", [])):
+        return claim("overhead-toggled", text, f"target exit {r.get('rc')}, {len(opened)} of "
+                     f"{len(r.get('windows', []))} windows opened and closed", expected, "FAIL")
+    parts = toggled_intervals(wins, [(w[0], w[1]) for w in opened], int(TOGGLE_TRIM_S * 1e9))
+    closed = [statistics.median(p) if len(p) >= 3 else None for p in parts[0::2]]
+    open_ = [statistics.median(p) if len(p) >= 3 else None for p in parts[1::2]]
+    costs = []
+    for i, m in enumerate(open_):
+        side = [c for c in (closed[i], closed[i + 1]) if c]
+        if m and side:
+            costs.append(m / statistics.mean(side) - 1)
+    # The method's own spread: each closed interval against its neighbours (an A/A of the same process).
+    aa = []
+    for i in range(1, len(closed) - 1):
+        if closed[i] and closed[i - 1] and closed[i + 1]:
+            aa.append(abs(closed[i] / statistics.mean([closed[i - 1], closed[i + 1]]) - 1))
+    left = [c / closed[0] - 1 for c in closed[1:] if c] if closed[0] else []
+    if len(costs) < 2 or not left:
+        return claim("overhead-toggled", text, f"too few window lines: {len(costs)} windows measured, closed "
+                     f"intervals {[round(c, 1) if c else None for c in closed]}", expected, "FAIL")
+    cost, after = statistics.median(costs), statistics.median(left)
+    spread = max(aa) if aa else 0.0
+    measured = (f"{len(costs)} windows: {100 * cost:+.1f}% (median; each {', '.join(f'{100 * c:+.1f}' for c in costs)}"
+                f"%); closed before the first {closed[0]:.1f} µs/step, after a close {100 * after:+.1f}% (median of "
+                f"{len(left)}); closed intervals against their neighbours ±{100 * spread:.1f}% at most")
+    ok = cost <= MAX_DEFAULT_WINDOW_OVERHEAD and abs(after) <= max(spread, MAX_LEFT_AFTER_CLOSE)
+    return claim("overhead-toggled", text, measured, expected, "PASS" if ok else "FAIL", window_costs=costs,
+                 closed_us=closed, open_us=open_, left_after=left, aa=aa)

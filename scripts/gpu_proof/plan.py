@@ -22,6 +22,14 @@ PROFILER_SECONDS = 5.0
 PROFILER_MIN_STEPS = 500
 PROFILER_TIMEOUT_BASE_S = 60.0
 PROFILER_TIMEOUT_PER_STEP_S = 0.025
+# The toggled overhead (issue 50 item 1): one launch_bound under `record --paused`; after TOGGLE_OFF_S a recording
+# window at record's defaults opens (`stepscope start`) for TOGGLE_ON_S and closes (`stepscope stop`), in turn,
+# for TOGGLE_SECONDS; each window line (~0.23 s) that ends within TOGGLE_TRIM_S of a switch is left out.
+TOGGLE_SECONDS = 58
+TOGGLE_ON_S = 8.0
+TOGGLE_OFF_S = 6.0
+TOGGLE_TRIM_S = 1.0
+
 # launch_bound's --steps cap under --duration: a step of 20 µs (its fused step on an H100 is ~25 µs).
 LB_MIN_STEP_US = 20.0
 

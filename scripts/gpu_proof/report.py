@@ -5,7 +5,7 @@ import os
 from .common import write_atomically
 from .flight import claim_flight_dump, claim_flight_overhead, flight_store_facts
 from .graphs import claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes
-from .overhead import claim_launch_cost, claim_memory, claim_overhead
+from .overhead import claim_launch_cost, claim_memory, claim_overhead, claim_toggled_overhead
 from .samples import claims_samples
 from .sessions import claim_attach, claim_doctor, claim_exits, claim_paused, claim_ranks
 from .stores import all_store_facts
@@ -18,7 +18,8 @@ def check(out, stepscope=None):
     facts = all_store_facts(runs, out)
     claims = [claim_threads(facts), claim_launch_rows(facts), claim_unique_launch_ids(facts), claim_exits(runs),
               claim_lean(runs, facts), claim_blocking_stacks(facts),
-              claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_memory(runs)]
+              claim_overhead(runs, "launch_bound"), claim_overhead(runs, "trainer"), claim_toggled_overhead(runs),
+              claim_memory(runs)]
     claims += claims_samples(runs, stepscope)
     claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
                claim_ranks(runs, facts), claim_doctor(runs), claim_flight_dump(runs, flight_store_facts(runs, out)),

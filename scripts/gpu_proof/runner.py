@@ -282,6 +282,40 @@ class Runner:
                     workloads[w] = self.trainer("--steps", str(n), "--item")
                     profiler = self.trainer("--steps", str(plan.profiler_steps(n, s * 1.02)), "--item")
 
+    def phase_toggle(self):
+        """launch_bound under `record --paused` for TOGGLE_SECONDS: closed for TOGGLE_OFF_S, then a recording window
+        at record's defaults (`stepscope start`/`stop`) open for TOGGLE_ON_S, in turn. The cost of recording and what
+        a closed window leaves, inside one process (the toggled-overhead claim)."""
+        target, argv = self.windowed_target(plan.TOGGLE_SECONDS, plan.LB_REPORT_EVERY)
+        if self.left() - self.reserve_s < plan.TOGGLE_SECONDS + 30:
+            self.say(f"toggle: skipped, {self.left():.0f} s left")
+            return
+        log = f"logs/toggle_{target}.log"
+        db = "stores/toggle.db"
+        rec = {"log": log, "store": db, "target": target, "windows": []}
+        self.runs["runs"]["toggle"] = rec
+        cmd = self.record(db, "--paused") + argv
+        with open(os.path.join(self.out, log), "w") as f:
+            f.write(" ".join(cmd) + "\n")
+            f.flush()
+            try:
+                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+            except OSError as e:
+                f.write(f"gpu_proof: cannot run {cmd[0]}: {e}\n")
+                rec["rc"] = 127
+                return
+        if self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
+            cycle = plan.TOGGLE_OFF_S + plan.TOGGLE_ON_S
+            last = time.monotonic() + plan.TOGGLE_SECONDS - cycle - 2 * plan.TOGGLE_TRIM_S  # a closed interval last
+            while time.monotonic() < last and p.poll() is None:
+                time.sleep(plan.TOGGLE_OFF_S)
+                s = self.run("toggle start", [self.ss, "start", str(p.pid)], "logs/toggle_start.log", 20)
+                time.sleep(plan.TOGGLE_ON_S)
+                e = self.run("toggle stop", [self.ss, "stop", str(p.pid)], "logs/toggle_stop.log", 20)
+                rec["windows"].append([s["t1_ns"], e["t0_ns"], s["rc"], e["rc"]])
+        rec["rc"] = self.wait(p, plan.TOGGLE_SECONDS + 30)
+        self.say(f"toggle: exit {rec['rc']}, {len(rec['windows'])} windows")
+
     def flight_target(self):
         """(name, argv) of the program the flight phase records: launch_bound with a window line every ~0.2 s, as the
         attach phase's; on a CPU rehearsal the trainer."""

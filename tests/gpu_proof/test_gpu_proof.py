@@ -20,7 +20,8 @@ from gpu_proof.common import _count, not_run, read_variants, step_times, TRAINER
 from gpu_proof.flight import claim_flight_dump, claim_flight_overhead, MIN_FLIGHT_WINDOWS  # noqa: E402
 from gpu_proof.graphs import (  # noqa: E402
     _graph_launch_lines, claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes, graph_facts)
-from gpu_proof.overhead import claim_launch_cost, claim_memory, claim_overhead  # noqa: E402
+from gpu_proof.overhead import (  # noqa: E402
+    claim_launch_cost, claim_memory, claim_overhead, claim_toggled_overhead, toggled_intervals)
 from gpu_proof.plan import launch_bound_cap, profiler_steps  # noqa: E402
 from gpu_proof.report import check  # noqa: E402
 from gpu_proof.runner import Runner  # noqa: E402
@@ -587,9 +588,10 @@ exit 0
 """
 FAKE_STEPSCOPE = """#!/bin/bash
 # record ... -o DB ... -- CMD: runs CMD in its place (the pid stays record's), DB kept by that pid for dump;
-# dump PID ...: fake_dump.py
+# dump PID ...: fake_dump.py; start/stop PID: a line, exit 0
 here=$(dirname "$0")
 [ "$1" = dump ] && exec "$here/fake_dump.py" "$2"
+case $1 in start|stop) echo "stepscope: $1 $2"; exit 0;; esac
 while [ $# -gt 0 ] && [ "$1" != -- ]; do [ "$1" = -o ] && echo "$2" > "$here/record-$$.out"; shift; done
 shift
 exec "$@"
@@ -623,6 +625,70 @@ con.commit()
 con.close()
 print(path)
 """ % sys.executable
+
+
+class ToggledOverhead(unittest.TestCase):
+    """The toggled-overhead claim (issue 50 item 1) on window lines of one process: closed intervals, recording
+    windows opened and closed in turn."""
+
+    def setUp(self):
+        self.out = os.path.join(SCRATCH, "toggle")
+        shutil.rmtree(self.out, ignore_errors=True)
+        os.makedirs(self.out)
+
+    def claim(self, closed, opened, rc=0, starts=0):
+        """launch_bound's window lines, one every 0.25 s: 2 of warm-up, then for each closed interval and open
+        window in turn 24 lines (6 s) at its step (µs); windows open at the 24 lines' start and close at their end.
+        Lines within the 1 s trim of a switch are left out by the claim, not here."""
+        s = 1_000_000_000
+        lines, windows, t = [], [], 0
+        for _ in range(2):
+            t += s // 4
+            lines.append((t, 120.0))
+        for i, c in enumerate(closed):
+            for _ in range(24):
+                t += s // 4
+                lines.append((t, c))
+            if i < len(opened):
+                on = t
+                for _ in range(24):
+                    t += s // 4
+                    lines.append((t, opened[i]))
+                windows.append([on, t, starts if i == 0 else 0, 0])
+        write(os.path.join(self.out, "t.log"), "launch_bound: mode=eager\n" + "".join(
+            f"window: end_ns={e} steps=2000 mean_us={m:.2f}\n" for e, m in lines))
+        return claim_toggled_overhead({"_out": self.out, "runs": {"toggle": {"log": "t.log", "rc": rc,
+                                                                               "windows": windows}}})
+
+    def test_open_windows_against_their_closed_neighbours(self):
+        c = self.claim([120.0, 120.0, 121.2, 120.0], [123.0, 123.6, 123.0])
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertEqual(c["measured"], "3 windows: +2.5% (median; each +2.5, +2.5, +2.0%); closed before the first "
+                                        "120.0 µs/step, after a close +0.0% (median of 3); closed intervals against "
+                                        "their neighbours ±1.0% at most")
+        for got, want in zip(c["details"]["window_costs"], (0.025, 123.6 / 120.6 - 1, 123.0 / 120.6 - 1)):
+            self.assertAlmostEqual(got, want)
+
+    def test_too_costly_or_something_left_after_a_close(self):
+        self.assertEqual(self.claim([120.0, 120.0, 120.0, 120.0], [126.0, 126.0, 126.0])["verdict"], "FAIL")
+        c = self.claim([120.0, 126.0, 126.0, 126.0], [127.0, 127.0, 127.0])  # +5% left after the first close
+        self.assertEqual(c["verdict"], "FAIL")
+        self.assertIn("after a close +5.0% (median of 3)", c["measured"])
+
+    def test_failed_switch_or_run(self):
+        self.assertEqual(self.claim([120.0] * 4, [121.0] * 3, starts=1)["measured"],
+                         "target exit 0, 2 of 3 windows opened and closed")
+        self.assertEqual(self.claim([120.0] * 4, [121.0] * 3, rc=1)["verdict"], "FAIL")
+        self.assertEqual(claim_toggled_overhead({"_out": self.out, "runs": {}})["verdict"], "NOT RUN")
+
+    def test_intervals_leave_out_warm_up_and_the_trim(self):
+        s = 1_000_000_000
+        wins = [(i * s // 4, 2000, float(i)) for i in range(1, 41)]  # a line every 0.25 s for 10 s, mean = index
+        parts = toggled_intervals(wins, [(4 * s, 7 * s)], s)
+        # warm-up: lines 1-2; closed: ends 0.75-4 s; open: ends after 5 s up to 7 s; closed: after 8 s
+        self.assertEqual(parts[0], [float(i) for i in range(3, 17)])
+        self.assertEqual(parts[1], [float(i) for i in range(21, 29)])
+        self.assertEqual(parts[2], [float(i) for i in range(33, 41)])
 
 
 class OverheadRuns(unittest.TestCase):
@@ -756,6 +822,36 @@ class OverheadRuns(unittest.TestCase):
         runner.save()
         claims = {c["id"]: c for c in check(self.out)["claims"]}
         return runner.runs["runs"], claims["flight-dump"], claims["flight-overhead"]
+
+    def test_toggle_phase_opens_and_closes_windows_in_one_process(self):
+        import argparse
+        a = argparse.Namespace(build=self.build, out=self.out, python=os.path.join(self.build, "python"),
+                               overhead_seconds=30.0, deadline_s=10000, device="cuda")
+        runner = Runner(a)
+        runner.runs["machine"] = {}
+        saved = (plan.TOGGLE_SECONDS, plan.TOGGLE_ON_S, plan.TOGGLE_OFF_S, plan.TOGGLE_TRIM_S)
+        plan.TOGGLE_SECONDS, plan.TOGGLE_ON_S, plan.TOGGLE_OFF_S, plan.TOGGLE_TRIM_S = 6, 1.0, 0.8, 0.1
+        os.environ["FAKE_LB_REAL"] = "1"
+        try:
+            runner.phase_toggle()
+        finally:
+            plan.TOGGLE_SECONDS, plan.TOGGLE_ON_S, plan.TOGGLE_OFF_S, plan.TOGGLE_TRIM_S = saved
+            del os.environ["FAKE_LB_REAL"]
+        t = runner.runs["runs"]["toggle"]
+        ss = os.path.join(self.build, "cli", "stepscope")
+        lb = [os.path.join(self.build, "samples", "cuda", "launch_bound"), "--ops", "30", "--steps", "300000",
+              "--duration", "6", "--report-every", "2000"]
+        with open(os.path.join(self.out, t["log"])) as f:
+            self.assertEqual(f.readline().split(), [ss, "record", "--paused", "-o",
+                                                    os.path.join(self.out, "stores", "toggle.db"), "--"] + lb)
+        self.assertEqual(t["rc"], 0)
+        # 6 s, 0.8 s closed and 1 s open in turn while 6 - 0.8 - 1 - 0.2 s remain: 3 windows, in order, all switched
+        self.assertEqual(len(t["windows"]), 3)
+        for (on, off, a_rc, b_rc), nxt in zip(t["windows"], t["windows"][1:] + [None]):
+            self.assertEqual((a_rc, b_rc), (0, 0))
+            self.assertGreater(off - on, 0.9e9)
+            if nxt:
+                self.assertGreater(nxt[0] - off, 0.7e9)
 
     def test_flight_phase_dumps_and_runs_its_own_plain(self):
         runs, dump, overhead = self.check_flight(self.flight_phase())
