@@ -103,6 +103,13 @@ def _blocking_stacks(con):
     return {"rows_with_stack": rows, "python_lines": lines, "without_python": without, "column": True}
 
 
+# A window's kernels: those that start inside it or up to this long after it closed (the GPU runs behind the host:
+# ~20 ms on launch_bound), and before the next window opens. A kernel between two windows, launched while CUPTI
+# re-attached and before the next window opened (the fifth GPU proof's `paused` store: 2 kernels 3 s after
+# window 2, 0.5 ms before window 3), belongs to neither.
+WINDOW_GPU_LAG_NS = 1_000_000_000
+
+
 def _window_launches(con, windows):
     """Per GPU window (the whole run when there are none): [kernels not replayed from a CUDA graph, those of them
     whose launch API row — same process and correlation id, made inside the window — is in the store]."""
@@ -114,7 +121,8 @@ def _window_launches(con, windows):
             k_where, a_where = "1", "1"
         else:
             nxt = spans[i + 1][0] if i + 1 < len(spans) else None
-            k_where = f"k.start_ns >= {int(ws)}" + (f" AND k.start_ns < {int(nxt)}" if nxt is not None else "")
+            until = int(we) + WINDOW_GPU_LAG_NS if nxt is None else min(int(we) + WINDOW_GPU_LAG_NS, int(nxt))
+            k_where = f"k.start_ns >= {int(ws)} AND k.start_ns < {until}"
             a_where = f"a.start_ns BETWEEN {int(ws)} AND {int(we)}"
         n, joined = con.execute(
             f"SELECT count(*), coalesce(sum(EXISTS(SELECT 1 FROM api_calls a WHERE a.correlation = k.correlation "
