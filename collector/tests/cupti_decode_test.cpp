@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
@@ -694,24 +695,40 @@ TEST_CASE("a CUDA graph pins CUPTI: no finalize begins after the pin, and a pin 
   }
   // Two threads at once, many times: whenever a finalize began, the pin saw it (else a graph could be made
   // under a CUPTI that then detaches: the H200's cudaErrorLaunchFailure).
-  int finalized = 0, pinned_first = 0;
-  for (int round = 0; round < 20000; ++round) {
-    std::atomic<int> link{int(Link::DetachRequested)};
-    std::atomic<bool> pinned{false};
-    std::atomic<int> go{0};
-    bool began = false, saw = false;
-    std::thread exit_callback([&] {
-      ++go;
-      while (go.load() < 2) {
-      }
+  // One pair of threads meets at a start line each round (spinning briefly, then yielding: on a loaded 2-core
+  // machine a pure spin starves the other thread, and CI's first run of this case timed out), for 50,000 rounds or
+  // 3 s, whichever comes first (an idle machine does the rounds in ~0.05 s; with the pin read only before the
+  // compare-and-swap, such a run fails every time).
+  constexpr int kRounds = 50000, kStop = -1000000000;
+  std::atomic<int> link{0};
+  std::atomic<bool> pinned{false};
+  std::atomic<int> arrived{0}, turn{-1};  // turn: the round the exit thread is to run; -1 - r: round r done
+  bool began = false;
+  auto meet = [&arrived](int round) {
+    arrived.fetch_add(1);
+    for (int spin = 0; arrived.load() < 2 * (round + 1); ++spin)
+      if (spin > 64) std::this_thread::yield();
+  };
+  std::thread exit_callback([&] {
+    for (int round = 0;; ++round) {
+      int t;
+      while ((t = turn.load()) != round && t != kStop) std::this_thread::yield();
+      if (t == kStop) return;
+      meet(round);
       began = begin_detach(link, pinned);
       if (began) link.store(int(Link::Detached));
-    });
-    ++go;
-    while (go.load() < 2) {
+      turn.store(-1 - round);
     }
-    saw = pin_attached(pinned, link);
-    exit_callback.join();
+  });
+  int rounds = 0, finalized = 0, pinned_first = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (; rounds < kRounds && std::chrono::steady_clock::now() < until; ++rounds) {
+    link.store(int(Link::DetachRequested));
+    pinned.store(false);
+    turn.store(rounds);
+    meet(rounds);
+    const bool saw = pin_attached(pinned, link);
+    while (turn.load() != -1 - rounds) std::this_thread::yield();
     if (began) {
       ++finalized;
       REQUIRE(saw);
@@ -720,5 +737,8 @@ TEST_CASE("a CUDA graph pins CUPTI: no finalize begins after the pin, and a pin 
       REQUIRE(link.load() == int(Link::Attached));
     }
   }
-  CHECK(finalized + pinned_first == 20000);
+  turn.store(kStop);
+  exit_callback.join();
+  CHECK(finalized + pinned_first == rounds);
+  CHECK(rounds >= 100);
 }
