@@ -518,6 +518,57 @@ test::Builder piecewise(int64_t graph_host, int64_t eager_host, bool sync = true
 
 }  // namespace
 
+TEST_CASE(
+    "launch_bound --graph on an H200, node by node: 192 replays of 31 nodes, equal to SQL over the store") {
+  // The fifth GPU proof's graphs phase (2026-11-30, de46faa): `record --gpu-window all -- launch_bound --ops
+  // 30
+  // --graph`, its first 12 ms of replays kept (tests/gpu_proof/data/h200-2026-11-30/README.md). Its merge
+  // lost meta gpu.graph_records, so the analysis must see the nodes from the records themselves: until
+  // 2026-11-30 it took each of the 621,550 node records of that run for a replay "recorded as one interval".
+  test::ScratchDir dir("graph_replays_h200");
+  const std::string path = dir.file("nodes.db");
+  REQUIRE(test::run_shell("xz -dc " +
+                          test::shell_quote(test::source_dir() + "/tests/gpu_proof/data/h200-2026-11-30/"
+                                                                 "launch_bound-graph-nodes-192.db.xz") +
+                          " > " + test::shell_quote(path))
+              .status == 0);
+  Db raw(path);
+  const auto per = raw.rows(
+      "SELECT count(*), count(DISTINCT graph_node_id), sum(end_ns - start_ns), "
+      "max(end_ns) - min(start_ns) FROM kernels WHERE graph_id != 0 GROUP BY correlation");
+  const auto graphs = raw.rows("SELECT count(DISTINCT graph_id) FROM kernels WHERE graph_id != 0");
+  REQUIRE(per.size() == 192);
+  REQUIRE(graphs[0][0] == 1);
+  double busy = 0, span = 0;
+  for (const auto& r : per) {
+    REQUIRE(r[0] == 31);
+    REQUIRE(r[1] == 31);
+    busy += double(r[2]), span += double(r[3]);
+  }
+
+  const store::Trace t = analyzer::load_trace(path);
+  CHECK_FALSE(t.meta.count("gpu.graph_records"));
+  CHECK(store::graph_records_of(t) == "nodes");
+  const auto a = analyzer::analyze(t);
+  CHECK(a.graphs.records == "nodes");
+  REQUIRE(a.graphs.graphs.size() == 1);
+  const auto& s = a.graphs.graphs[0];
+  CHECK_FALSE(s.whole);
+  CHECK(s.graph_id == 2);
+  CHECK(s.replays == 192);
+  CHECK(s.nodes_min == 31);
+  CHECK(s.nodes_max == 31);
+  CHECK(s.kernels_min == 31);
+  CHECK(s.gpu_us == Approx(busy / 192 / 1e3).epsilon(1e-9));
+  CHECK(s.span_us == Approx(span / 192 / 1e3).epsilon(1e-9));
+  // Captured by the program, not by the collector whose stack capture is the leaf of every capture stack (the
+  // bundle of that run had stripped launch_bound's line tables: an address).
+  CHECK(s.captured_at.rfind("launch_bound+0x", 0) == 0);
+  // The H200's figures: a replay spans ~55 µs of the ~60 µs step and keeps the GPU busy ~52 µs of them.
+  CHECK(s.gpu_us == Approx(52.0).margin(3.0));
+  CHECK(s.span_us == Approx(55.0).margin(2.0));
+}
+
 TEST_CASE("launch-overhead after the cure: piecewise graphs, the host late before each segment") {
   // Per step: before the first replay the GPU waits the host's whole 110 µs + 1 µs; before each eager kernel
   // 105 µs of host against the 80 µs replay = 25 µs; before the other replays 110 − 30 = 80 µs. 321 µs of a

@@ -8,6 +8,7 @@
 #include <QTextDocument>
 #include <QtTest>
 #include <filesystem>
+#include <map>
 
 #include "main_window.h"
 #include "stepscope/gui/timeline_layout.h"
@@ -331,6 +332,39 @@ class GraphsTest : public QObject {
                             "graph), so there is nothing to open"),
              qPrintable(lines.join("\n")));
     QVERIFY2(has_row(lines, "API call", "cudaGraphLaunch (runtime)"), qPrintable(lines.join("\n")));
+  }
+
+  // The fifth GPU proof's H200 recording, node by node, whose merge lost meta gpu.graph_records: the timeline
+  // reads the nodes from the records (until 2026-11-30 it drew each of them as a whole replay with nothing
+  // inside).
+  void nodeRecordsWithoutTheirMeta() {
+    const QString xz = QString(STEPSCOPE_SOURCE_DIR) +
+                       "/tests/gpu_proof/data/h200-2026-11-30/launch_bound-graph-nodes-192.db.xz";
+    QVERIFY(QFileInfo::exists(xz));
+    const QString db =
+        QString::fromStdString(std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs/h200-nodes.db");
+    QProcess unxz;
+    unxz.setStandardOutputFile(db);
+    unxz.start("xz", {"-dc", xz});
+    QVERIFY(unxz.waitForFinished(60000) && unxz.exitCode() == 0);
+    MainWindow w;
+    w.resize(1400, 900);
+    const QString error = open_in_window(w, db);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const TimelineModel& m = *w.timeline()->model();
+    QVERIFY(!m.trace().meta.count("gpu.graph_records"));
+    QCOMPARE(m.graph_records(), std::string("nodes"));
+    // Independently: a replay is one launch correlation of the graph's kernels, 31 of them each.
+    std::map<int64_t, int> per_launch;
+    for (const auto& k : m.trace().kernels)
+      if (k.graph_id) ++per_launch[k.correlation];
+    QCOMPARE(per_launch.size(), size_t(192));
+    QCOMPARE(m.replays().size(), size_t(192));
+    for (const GraphReplay& g : m.replays()) {
+      QVERIFY(!g.whole);
+      QCOMPARE(g.count, 31u);
+      QCOMPARE(per_launch.at(g.correlation), 31);
+    }
   }
 };
 

@@ -53,6 +53,19 @@ const char* to_string(Severity s) {
   }
 }
 
+std::string graph_records_of(const Trace& t) {
+  if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) return it->second;
+  auto named = [](const auto& rows) {
+    return std::any_of(rows.begin(), rows.end(),
+                       [](const auto& r) { return r.graph_id != 0 && r.graph_node_id != 0; });
+  };
+  if (named(t.kernels) || named(t.memcpys) || named(t.memsets)) return "nodes";
+  auto src = t.meta.find("source_format");
+  const bool recording =
+      t.meta.count("recorder") || (src != t.meta.end() && src->second == "stepscope-collector");
+  return recording ? "graph" : "";
+}
+
 const char* to_string(GraphKind k) {
   switch (k) {
     case GraphKind::Capture: return "capture";

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "stepscope/analyzer/collector_threads.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 
@@ -43,18 +45,23 @@ int64_t covered_ns(const std::vector<std::pair<int64_t, int64_t>>& u, int64_t a,
   return c;
 }
 
-// Whether the trace's graph records are one interval per replay: meta gpu.graph_records, else stepscope
-// recordings before schema v4 (their collector traced CUPTI GRAPH_TRACE).
-std::string graph_records_of(const store::Trace& t) {
-  if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) return it->second;
-  return t.meta.count("recorder") ? "graph" : "";
+// Frames of the profiler and of CUDA itself (the collector's capture, CUPTI's callback, the driver and
+// runtime the launch went through): the leaf end of every capture stack, none of them the program's.
+bool is_capture_machinery(std::string_view module) {
+  const size_t slash = module.find_last_of('/');
+  const std::string_view base = slash == std::string_view::npos ? module : module.substr(slash + 1);
+  auto starts = [&](std::string_view p) { return base.substr(0, p.size()) == p; };
+  return is_collector_module(base) || starts("libcupti") || starts("libcuda.so") || starts("libcudart") ||
+         starts("libamdhip64");
 }
 
-// The frame a person looks for in a capture stack: the innermost Python frame that is not the profiler's, else
-// the innermost frame.
+// The frame a person looks for in a capture stack: the innermost Python frame that is not the profiler's,
+// else the innermost native frame past the profiler and CUDA (the program's launch: "launch_bound.cu:84",
+// where the leaf is the collector's own stack capture), else the innermost frame.
 std::string capture_frame(const store::Trace& t, int64_t stack, const std::unordered_map<int64_t, size_t>& stack_at,
                           const std::unordered_map<int64_t, size_t>& frame_at) {
   const store::Frame* leaf = nullptr;
+  const store::Frame* program = nullptr;
   for (int guard = 0; stack && guard < 4096; ++guard) {
     auto it = stack_at.find(stack);
     if (it == stack_at.end()) break;
@@ -64,10 +71,12 @@ std::string capture_frame(const store::Trace& t, int64_t stack, const std::unord
       const store::Frame& fr = t.frames[f->second];
       if (!leaf) leaf = &fr;
       if (fr.kind == store::FrameKind::Python && !is_profiler_python_frame(t, fr)) return frame_display_name(t, fr);
+      if (!program && fr.kind != store::FrameKind::Python && !is_capture_machinery(t.str(fr.module)))
+        program = &fr;
     }
     stack = node.parent;
   }
-  return leaf ? frame_display_name(t, *leaf) : std::string();
+  return program ? frame_display_name(t, *program) : leaf ? frame_display_name(t, *leaf) : std::string();
 }
 
 }  // namespace
@@ -76,7 +85,7 @@ bool is_graph_launch(const std::string& api_name) { return api_name.find("GraphL
 
 GraphTable graph_table(const store::Trace& t) {
   GraphTable g;
-  g.records = graph_records_of(t);
+  g.records = store::graph_records_of(t);
   if (auto it = t.meta.find("gpu.graph_ids"); it != t.meta.end()) g.ids = it->second;
   const bool whole = g.records == "graph";
 

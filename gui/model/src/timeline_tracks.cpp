@@ -18,13 +18,7 @@ using namespace timeline_detail;
 void TimelineModel::build_tracks() {
   const store::Trace& t = *trace_;
   // Recordings older than v4 said nothing and traced each replay as one interval (docs/schema.md).
-  if (auto it = t.meta.find("gpu.graph_records"); it != t.meta.end()) {
-    graph_records_ = it->second == "graph" ? "graph" : "nodes";
-  } else {
-    auto src = t.meta.find("source_format");
-    const bool recording = (src != t.meta.end() && src->second == "stepscope-collector") || t.meta.count("recorder");
-    graph_records_ = recording ? "graph" : "nodes";
-  }
+  graph_records_ = store::graph_records_of(t) == "graph" ? "graph" : "nodes";
   EventsByTrack events = gather_events();
   add_analysis_tracks();
   add_gpu_tracks(events);

@@ -56,9 +56,10 @@ struct GraphStat {
   int64_t eager_ops_before = 0;  // summed GraphReplay::eager_ops_before
   std::string first_kernel;      // name of the first kernel of its first replay ("" when none)
   // Where it was captured or built (store `graphs`, schema v4): the innermost Python frame of the creating
-  // thread's stack — of the graph it was instantiated or cloned from when its own row has none, else of its first
-  // kernel's node (graph_nodes, followed to the node it was cloned from) — else the innermost native frame; ""
-  // when the trace does not say.
+  // thread's stack — of the graph it was instantiated or cloned from when its own row has none, else of its
+  // first kernel's node (graph_nodes, followed to the node it was cloned from) — else the innermost native
+  // frame past the profiler and CUDA's libraries (the program's call), else the innermost frame; "" when the
+  // trace does not say.
   std::string captured_at;
   store::GraphKind kind = store::GraphKind::Unknown;  // of the graph (or the one it came from) that has the stack
 };

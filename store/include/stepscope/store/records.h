@@ -336,6 +336,13 @@ struct Trace {
   std::pair<int64_t, int64_t> time_span() const;
 };
 
+// How a trace holds CUDA graph replays (meta gpu.graph_records, docs/schema.md): "nodes" (each replay's
+// kernels, copies and memsets), "graph" (one interval a replay) or "" (nothing says). Without the meta,
+// records that name a graph node are nodes — CUPTI's graph trace records name none; stepscope recordings up
+// to 2026-11-30 lost the meta in their merge — and a stepscope recording without them is "graph" (v3 and
+// older traced that way).
+std::string graph_records_of(const Trace& t);
+
 // Hands every row of `from` (meta aside) to `sink(row)`, its string ids mapped through `str(id)` and its frame
 // and stack ids shifted past `frame_base` / `stack_base` — how one trace's rows join another trace or a store.
 template <class StrMap, class Sink>
