@@ -7,7 +7,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "stepscope/analyzer/collector_threads.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 
@@ -51,8 +50,8 @@ bool is_capture_machinery(std::string_view module) {
   const size_t slash = module.find_last_of('/');
   const std::string_view base = slash == std::string_view::npos ? module : module.substr(slash + 1);
   auto starts = [&](std::string_view p) { return base.substr(0, p.size()) == p; };
-  return is_collector_module(base) || starts("libcupti") || starts("libcuda.so") || starts("libcudart") ||
-         starts("libamdhip64");
+  return base.find("libstepscope_collector") != std::string_view::npos || starts("libcupti") ||
+         starts("libcuda.so") || starts("libcudart") || starts("libamdhip64");
 }
 
 // The frame a person looks for in a capture stack: the innermost Python frame that is not the profiler's,
