@@ -140,6 +140,19 @@ bool has_row(const QStringList& lines, const QString& label, const QString& valu
   return false;
 }
 
+// Unpacks an xz-compressed recording into the test's scratch folder and opens it in `w` (1400 x 900).
+bool open_xz_recording(MainWindow& w, const QString& xz, const QString& name) {
+  const QString db = QString::fromStdString(std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs/") + name;
+  QProcess unxz;
+  unxz.setStandardOutputFile(db);
+  unxz.start("xz", {"-dc", xz});
+  if (!unxz.waitForFinished(60000) || unxz.exitCode() != 0) return false;
+  w.resize(1400, 900);
+  const QString error = open_in_window(w, db);
+  if (!error.isEmpty()) qWarning("%s", qPrintable(error));
+  return error.isEmpty();
+}
+
 }  // namespace
 
 class GraphsTest : public QObject {
@@ -272,15 +285,8 @@ class GraphsTest : public QObject {
   void wholeReplaysOfTheH100Recording() {
     const QString xz = QString(STEPSCOPE_TRACES_DIR) + "/../recordings/h100-2026-11-22/launch_bound_graph.db.xz";
     if (!QFileInfo::exists(xz)) QSKIP("no H100 recordings");
-    const QString db = QString::fromStdString(std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs/launch_bound_graph.db");
-    QProcess unxz;
-    unxz.setStandardOutputFile(db);
-    unxz.start("xz", {"-dc", xz});
-    QVERIFY(unxz.waitForFinished(60000) && unxz.exitCode() == 0);
     MainWindow w;
-    w.resize(1400, 900);
-    const QString error = open_in_window(w, db);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(open_xz_recording(w, xz, "launch_bound_graph.db"));
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     TimelineView* view = w.timeline();
@@ -341,16 +347,8 @@ class GraphsTest : public QObject {
     const QString xz = QString(STEPSCOPE_SOURCE_DIR) +
                        "/tests/gpu_proof/data/h200-2026-11-30/launch_bound-graph-nodes-192.db.xz";
     QVERIFY(QFileInfo::exists(xz));
-    const QString db =
-        QString::fromStdString(std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-graphs/h200-nodes.db");
-    QProcess unxz;
-    unxz.setStandardOutputFile(db);
-    unxz.start("xz", {"-dc", xz});
-    QVERIFY(unxz.waitForFinished(60000) && unxz.exitCode() == 0);
     MainWindow w;
-    w.resize(1400, 900);
-    const QString error = open_in_window(w, db);
-    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(open_xz_recording(w, xz, "h200-nodes.db"));
     const TimelineModel& m = *w.timeline()->model();
     QVERIFY(!m.trace().meta.count("gpu.graph_records"));
     QCOMPARE(m.graph_records(), std::string("nodes"));

@@ -44,6 +44,18 @@ class Runner:
         """`stepscope record` into db (relative to OUT, as runs.json names it)."""
         return [self.ss, "record", *opts, "-o", resolve(self.out, db), "--"]
 
+    def spawn(self, cmd, log, rec):
+        """Starts cmd in the background, its command line and output in log; None (rec["rc"] 127) when it cannot."""
+        with open(os.path.join(self.out, log), "w") as f:
+            f.write(" ".join(cmd) + "\n")
+            f.flush()
+            try:
+                return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+            except OSError as e:
+                f.write(f"gpu_proof: cannot run {cmd[0]}: {e}\n")
+                rec["rc"] = 127
+                return None
+
     def run(self, name, argv, log, timeout, env=None):
         """Runs argv to completion (output to log); returns its record for runs.json."""
         t0 = time.monotonic_ns()
@@ -295,15 +307,9 @@ class Runner:
         rec = {"log": log, "store": db, "target": target, "windows": []}
         self.runs["runs"]["toggle"] = rec
         cmd = self.record(db, "--paused") + argv
-        with open(os.path.join(self.out, log), "w") as f:
-            f.write(" ".join(cmd) + "\n")
-            f.flush()
-            try:
-                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
-            except OSError as e:
-                f.write(f"gpu_proof: cannot run {cmd[0]}: {e}\n")
-                rec["rc"] = 127
-                return
+        p = self.spawn(cmd, log, rec)
+        if not p:
+            return
         if self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
             cycle = plan.TOGGLE_OFF_S + plan.TOGGLE_ON_S
             last = time.monotonic() + plan.TOGGLE_SECONDS - cycle - 2 * plan.TOGGLE_TRIM_S  # a closed interval last
@@ -335,15 +341,9 @@ class Runner:
         started = time.time()
         end = time.monotonic() + plan.FLIGHT_SECONDS + plan.FLIGHT_RUN_SLACK_S
         t0 = time.monotonic_ns()
-        with open(os.path.join(self.out, log), "w") as f:
-            f.write(" ".join(cmd) + "\n")
-            f.flush()
-            try:
-                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
-            except OSError as e:
-                f.write(f"gpu_proof: cannot run {cmd[0]}: {e}\n")
-                rec["rc"] = 127
-                return
+        p = self.spawn(cmd, log, rec)
+        if not p:
+            return
         if self.wait_for_line(os.path.join(self.out, log), "window:", p, min(60, end - time.monotonic())):
             time.sleep(plan.FLIGHT_DUMP_AFTER_S)
             d = self.run("flight dump", [self.ss, "dump", str(p.pid), "--wait", str(plan.FLIGHT_DUMP_WAIT_S)],
