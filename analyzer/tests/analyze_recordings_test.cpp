@@ -217,9 +217,23 @@ TEST_CASE("a host that runs ahead of the GPU is said so, with the GPU's step tim
       }
       std::nth_element(durs.begin(), durs.begin() + ptrdiff_t(durs.size() / 2), durs.end());
       CHECK(std::abs(double(durs[durs.size() / 2]) / 1e3 - c.measured_us) <= 0.03 * c.measured_us);
+      // Slow steps are judged on the same rows: a host step that waits for the queued GPU work is not slow.
+      const auto& o = a.step_outliers;
+      CHECK(o.gpu_time);
+      CHECK(o.steps == int64_t(a.gpu_steps.size()));
+      CHECK(std::abs(double(o.median_ns) / 1e3 - c.measured_us) <= 0.03 * c.measured_us);
+      std::map<int64_t, int64_t> dur_of;
+      for (const auto& st : a.gpu_steps) dur_of[st.index] = st.dur_ns;
+      for (const auto& slow : o.slow) {
+        REQUIRE(dur_of.count(slow.index));
+        CHECK(slow.dur_ns == dur_of[slow.index]);
+        CHECK(slow.dur_ns - o.median_ns > o.threshold_ns);
+      }
     } else {
       CHECK(analyzer::host_ahead_note(s).empty());
       CHECK(a.gpu_steps.empty());
+      CHECK_FALSE(a.step_outliers.gpu_time);
+      CHECK(a.step_outliers.steps == int64_t(a.steps.size()));
     }
   }
 }

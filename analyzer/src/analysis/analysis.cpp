@@ -282,7 +282,11 @@ void detail::complete(Context& ctx, const AnalyzeOptions& options, Analysis& a) 
         break;
       }
   a.steps = std::move(ctx.steps);
-  a.step_outliers = explain_slow_steps(trace, a.steps, ctx.training_pid, ctx.training_tid);
+  // The rows the views show: the steps in the GPU's time where the host runs ahead.
+  const std::vector<StepBreakdown>& judged = a.gpu_steps.empty() ? a.steps : a.gpu_steps;
+  a.step_outliers = explain_slow_steps(trace, judged, ctx.training_pid, ctx.training_tid);
+  a.step_outliers.gpu_time = !a.gpu_steps.empty();
+  a.step_outliers.steps = int64_t(judged.size());
   a.gpu_breakdowns = gpu_breakdowns(trace);
   a.graphs = std::move(ctx.graphs);
 }

@@ -241,6 +241,7 @@ std::string step_outliers_to_json(const StepOutliers& o) {
   w.begin_object();
   w.kv("median_us", us(o.median_ns)).kv("noise_us", us(o.noise_ns)).kv("threshold_us", us(o.threshold_ns));
   w.kv("slow_count", o.slow_count);
+  if (o.gpu_time) w.kv("gpu_time", true);
   w.key("slow").begin_array();
   for (const auto& s : o.slow) {
     w.begin_object().kv("index", s.index).kv("start_us", us(s.start_ns)).kv("dur_us", us(s.dur_ns)).kv("excess_us", us(s.excess_ns));

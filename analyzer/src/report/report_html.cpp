@@ -248,9 +248,10 @@ std::string slow_steps_html(const Analysis& a) {
   if (o.median_ns <= 0) return "";
   auto us = [](int64_t ns) { return html_escape(format_us(double(ns) / 1e3)); };
   std::string out = fmt::format(
-      "<section id=\"slow-steps\"><h2>Slow steps</h2>\n<p>{} of {} steps exceed the median step ({}) by more than {} "
+      "<section id=\"slow-steps\"><h2>Slow steps</h2>\n<p>{} of {} steps{} exceed the median step ({}) by more than {} "
       "(the run's noise is {}).</p>\n",
-      o.slow_count, a.steps.size(), us(o.median_ns), us(o.threshold_ns), us(o.noise_ns));
+      o.slow_count, o.steps, o.gpu_time ? " (in the GPU's time)" : "", us(o.median_ns), us(o.threshold_ns),
+      us(o.noise_ns));
   if (!o.slow.empty()) {
     out += "<table><thead><tr><th class=\"n\">step</th><th class=\"n\">duration</th><th class=\"n\">over median</th>"
            "<th>grew</th><th>biggest contributor</th></tr></thead><tbody>\n";

@@ -22,8 +22,9 @@ std::string slow_steps_markdown(const Analysis& a) {
   const StepOutliers& o = a.step_outliers;
   if (o.median_ns <= 0) return "";
   auto us = [](int64_t ns) { return format_us(double(ns) / 1e3); };
-  std::string out = fmt::format("### Slow steps\n\n{} of {} steps exceed the median step ({}) by more than {} (run noise {}).\n\n",
-                                o.slow_count, a.steps.size(), us(o.median_ns), us(o.threshold_ns), us(o.noise_ns));
+  std::string out = fmt::format("### Slow steps\n\n{} of {} steps{} exceed the median step ({}) by more than {} (run noise {}).\n\n",
+                                o.slow_count, o.steps, o.gpu_time ? " (in the GPU's time)" : "", us(o.median_ns),
+                                us(o.threshold_ns), us(o.noise_ns));
   if (o.slow.empty()) return out;
   out += "| Step | Duration | Over median | Grew | Biggest contributor |\n|---:|---:|---:|---|---|\n";
   for (const auto& s : o.slow) {

@@ -50,8 +50,9 @@ std::string indent_lines(const std::string& text, const std::string& prefix) {
 std::string render_slow_steps_text(const Analysis& a) {
   const StepOutliers& o = a.step_outliers;
   if (o.median_ns <= 0) return "";
-  std::string out = fmt::format("\nSlow steps: {} of {} steps exceed the median step ({}) by more than {} (run noise {})\n",
-                                o.slow_count, a.steps.size(), format_us(double(o.median_ns) / 1e3),
+  std::string out = fmt::format("\nSlow steps{}: {} of {} steps exceed the median step ({}) by more than {} (run noise {})\n",
+                                o.gpu_time ? " (in the GPU's time)" : "", o.slow_count, o.steps,
+                                format_us(double(o.median_ns) / 1e3),
                                 format_us(double(o.threshold_ns) / 1e3), format_us(double(o.noise_ns) / 1e3));
   for (const auto& s : o.slow) out += "  " + printable(s.explanation) + "\n";
   if (o.slow_count > int64_t(o.slow.size()))

@@ -211,6 +211,11 @@ struct StepOutliers {
   int64_t threshold_ns = 0;       // a step is slow above median + threshold
   int64_t slow_count = 0;         // steps above it; `slow` explains the slowest of them
   std::vector<SlowStep> slow;     // slowest first
+  // Judged on Analysis::gpu_steps, the steps in the GPU's time (the host runs ahead): there a host step that waits
+  // in a sync for the queued GPU work is not slow (the H200's launch_bound --graph: every 1000th host step 21 ms,
+  // its "contributor" the ~350 queued replays' kernels).
+  bool gpu_time = false;
+  int64_t steps = 0;  // the steps judged
 };
 
 struct Analysis {
