@@ -1,9 +1,11 @@
 // The GUI-free timeline model: tracks, lanes, level of detail, hit-testing, flows, call trees, item models.
 #include <QAbstractItemModelTester>
+#include <QProcess>
 #include <QSortFilterProxyModel>
 #include <QtTest>
 
 #include "slow_steps_trace.h"
+#include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/item_models.h"
 #include "stepscope/gui/range_stats.h"
@@ -571,6 +573,30 @@ class ModelTest : public QObject {
     QCOMPARE(stats[0].min_ns, kKernelDur);
     QCOMPARE(QString::fromStdString(stats[1].name), QString("Memcpy HtoD"));
     QCOMPARE(stats[1].count, 2);
+  }
+
+  // A recording whose host runs ahead of the GPU (the H100's sync_stall_async): the steps table shows the steps in
+  // the GPU's time, the rows the slow steps were judged on, and flags exactly those.
+  void stepsModelShowsTheGpuTimeRowsWhereTheHostRunsAhead() {
+    const QString xz = QString(STEPSCOPE_TRACES_DIR) + "/../recordings/h100-2026-11-22/sync_stall_async.db.xz";
+    if (!QFileInfo::exists(xz)) QSKIP("no H100 recordings");
+    const QString db = QString::fromStdString(std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-model-ahead.db");
+    QProcess unxz;
+    unxz.setStandardOutputFile(db);
+    unxz.start("xz", {"-dc", xz});
+    QVERIFY(unxz.waitForFinished(60000) && unxz.exitCode() == 0);
+    auto trace = std::make_shared<store::Trace>(analyzer::load_trace(db.toStdString()));
+    auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace));
+    QVERIFY(analysis->summary.host_runs_ahead);
+    const auto& o = analysis->step_outliers;
+    QVERIFY(o.gpu_time);
+    auto m = TimelineModel::build(trace, analysis);
+    StepsModel steps;
+    steps.set_model(m);
+    QCOMPARE(size_t(steps.rowCount()), analysis->gpu_steps.size());
+    int64_t flagged = 0;
+    for (int r = 0; r < steps.rowCount(); ++r) flagged += steps.is_slow(r);
+    QCOMPARE(flagged, o.slow_count);
   }
 
   void stepsModelFlagsAndExplainsSlowSteps() {

@@ -263,7 +263,9 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       const StepInfo& st = m.steps()[e.row];
       out += row("bound", st.bound.empty() ? QString("not analyzed") : h(st.bound));
       if (m.analysis()) {
-        for (const auto& b : m.analysis()->steps)
+        // The rows the slow steps were judged on (the GPU's time where the host runs ahead).
+        const auto& rows = analyzer::step_rows(*m.analysis());
+        for (const auto& b : rows)
           if (b.index == st.index && b.dur_ns > 0) {
             auto pct = [&](int64_t v) { return dur(double(v)) + QString(" (%1 %)").arg(100.0 * v / b.dur_ns, 0, 'f', 1); };
             const auto& o = m.analysis()->step_outliers;
@@ -275,7 +277,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
               QString v = pct(b.*(c.field));
               if (o.median_ns > 0) {  // the median step's figure beside it
                 std::vector<int64_t> all;
-                for (const auto& x : m.analysis()->steps) all.push_back(x.*(c.field));
+                for (const auto& x : rows) all.push_back(x.*(c.field));
                 std::nth_element(all.begin(), all.begin() + ptrdiff_t(all.size() / 2), all.end());
                 v += " · median " + dur(double(all[all.size() / 2]));
               }
@@ -283,7 +285,8 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
             }
             out += row("kernels", QString::number(b.kernels));
             if (o.median_ns > 0) {
-              out += row("vs median step", QString("%1%2 (median %3; slow above +%4)")
+              out += row(o.gpu_time ? "vs median step (GPU's time)" : "vs median step",
+                         QString("%1%2 (median %3; slow above +%4)")
                                                .arg(b.dur_ns >= o.median_ns ? "+" : "−")
                                                .arg(dur(double(std::llabs(b.dur_ns - o.median_ns))))
                                                .arg(dur(double(o.median_ns)))

@@ -89,10 +89,11 @@ def steps(path: str, first: int = 0, count: int = 50, slow_only: bool = False) -
     steps; slow_only: the slow steps only."""
     a = _analysis(path)
     outliers = a.get("step_outliers", {})
+    gpu_time = bool(outliers.get("gpu_time"))  # the host runs ahead: steps and slow steps in the GPU's time
     result = {"median_us": outliers.get("median_us"), "threshold_us": outliers.get("threshold_us"),
-              "slow_count": outliers.get("slow_count", 0), "slow": outliers.get("slow", [])}
+              "slow_count": outliers.get("slow_count", 0), "slow": outliers.get("slow", []), "gpu_time": gpu_time}
     if not slow_only:
-        rows = a.get("steps", [])
+        rows = a.get("gpu_steps", []) if gpu_time else a.get("steps", [])
         result["total_steps"] = len(rows)
         result["steps"] = rows[max(0, first):max(0, first) + max(0, min(count, 500))]
     return result

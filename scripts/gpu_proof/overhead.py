@@ -108,12 +108,15 @@ MAX_LEFT_AFTER_CLOSE = 0.01  # what a closed window may leave, at least: the met
 def toggled_intervals(wins, windows, trim_ns, first_skip=2):
     """Window lines (end_ns, steps, mean_us) by interval: [closed before window 1, open 1, closed 1, open 2, …], each
     the means of the lines that end more than trim_ns after the interval began and before it ended; the first
-    `first_skip` lines of the run are warm-up."""
+    `first_skip` lines of the run are warm-up. A window is (open from, open until[, its start began, its stop
+    ended]): the switching commands' own time belongs to neither side."""
     wins = wins[first_skip:]
     bounds, t = [], None
-    for on, off in windows:
-        bounds += [(t, on), (on, off)]
-        t = off
+    for w in windows:
+        on, off = w[0], w[1]
+        start_began, stop_ended = (w[2], w[3]) if len(w) >= 4 else (on, off)
+        bounds += [(t, start_began), (on, off)]
+        t = stop_ended
     bounds.append((t, None))
     out = []
     for a, b in bounds:
@@ -136,7 +139,7 @@ def claim_toggled_overhead(runs):
     if r.get("rc") != 0 or len(opened) < 2 or len(opened) != len(r.get("windows", [])):
         return claim("overhead-toggled", text, f"target exit {r.get('rc')}, {len(opened)} of "
                      f"{len(r.get('windows', []))} windows opened and closed", expected, "FAIL")
-    parts = toggled_intervals(wins, [(w[0], w[1]) for w in opened], int(TOGGLE_TRIM_S * 1e9))
+    parts = toggled_intervals(wins, [(w[0], w[1], *w[4:6]) for w in opened], int(TOGGLE_TRIM_S * 1e9))
     closed = [statistics.median(p) if len(p) >= 3 else None for p in parts[0::2]]
     open_ = [statistics.median(p) if len(p) >= 3 else None for p in parts[1::2]]
     costs = []

@@ -24,7 +24,8 @@ PROFILER_TIMEOUT_BASE_S = 60.0
 PROFILER_TIMEOUT_PER_STEP_S = 0.025
 # The toggled overhead (issue 50 item 1): one launch_bound under `record --paused`; after TOGGLE_OFF_S a recording
 # window at record's defaults opens (`stepscope start`) for TOGGLE_ON_S and closes (`stepscope stop`), in turn,
-# for TOGGLE_SECONDS; each window line (~0.23 s) that ends within TOGGLE_TRIM_S of a switch is left out.
+# for TOGGLE_SECONDS; each window line (~0.23 s) that ends within TOGGLE_TRIM_S after a switch is left out, and the
+# switching commands' own time belongs to neither side.
 TOGGLE_SECONDS = 58
 TOGGLE_ON_S = 8.0
 TOGGLE_OFF_S = 6.0

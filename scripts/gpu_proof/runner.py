@@ -307,18 +307,23 @@ class Runner:
         rec = {"log": log, "store": db, "target": target, "windows": []}
         self.runs["runs"]["toggle"] = rec
         cmd = self.record(db, "--paused") + argv
+        end = time.monotonic() + plan.TOGGLE_SECONDS  # the program's --duration ends its steps before this
         p = self.spawn(cmd, log, rec)
         if not p:
             return
         if self.wait_for_line(os.path.join(self.out, log), "window:", p, 60):
-            cycle = plan.TOGGLE_OFF_S + plan.TOGGLE_ON_S
-            last = time.monotonic() + plan.TOGGLE_SECONDS - cycle - 2 * plan.TOGGLE_TRIM_S  # a closed interval last
-            while time.monotonic() < last and p.poll() is None:
+            # Another window only while a whole cycle, its switches (as long as the last ones took) and a closed
+            # interval after it of at least the trim and a second of window lines still fit.
+            switching = 1.0
+            while time.monotonic() + plan.TOGGLE_OFF_S + plan.TOGGLE_ON_S + switching + plan.TOGGLE_TRIM_S + 1.0 < end \
+                    and p.poll() is None:
                 time.sleep(plan.TOGGLE_OFF_S)
                 s = self.run("toggle start", [self.ss, "start", str(p.pid)], "logs/toggle_start.log", 20)
                 time.sleep(plan.TOGGLE_ON_S)
                 e = self.run("toggle stop", [self.ss, "stop", str(p.pid)], "logs/toggle_stop.log", 20)
-                rec["windows"].append([s["t1_ns"], e["t0_ns"], s["rc"], e["rc"]])
+                # open from start's end to stop's begin; closed before start began and after stop ended
+                rec["windows"].append([s["t1_ns"], e["t0_ns"], s["rc"], e["rc"], s["t0_ns"], e["t1_ns"]])
+                switching = (s["t1_ns"] - s["t0_ns"] + e["t1_ns"] - e["t0_ns"]) / 1e9
         rec["rc"] = self.wait(p, plan.TOGGLE_SECONDS + 30)
         self.say(f"toggle: exit {rec['rc']}, {len(rec['windows'])} windows")
 

@@ -654,7 +654,7 @@ class ToggledOverhead(unittest.TestCase):
                 for _ in range(24):
                     t += s // 4
                     lines.append((t, opened[i]))
-                windows.append([on, t, starts if i == 0 else 0, 0])
+                windows.append([on, t, starts if i == 0 else 0, 0, on, t])
         write(os.path.join(self.out, "t.log"), "launch_bound: mode=eager\n" + "".join(
             f"window: end_ns={e} steps=2000 mean_us={m:.2f}\n" for e, m in lines))
         return claim_toggled_overhead({"_out": self.out, "runs": {"toggle": {"log": "t.log", "rc": rc,
@@ -689,6 +689,12 @@ class ToggledOverhead(unittest.TestCase):
         self.assertEqual(parts[0], [float(i) for i in range(3, 17)])
         self.assertEqual(parts[1], [float(i) for i in range(21, 29)])
         self.assertEqual(parts[2], [float(i) for i in range(33, 41)])
+        # The switches' own time (start began at 3.5 s, open from 4 s; open until 7 s, stop ended at 7.5 s) is on
+        # neither side: closed ends 0.75-3.5 s, closed after 8.5 s.
+        parts = toggled_intervals(wins, [(4 * s, 7 * s, 7 * s // 2, 15 * s // 2)], s)
+        self.assertEqual(parts[0], [float(i) for i in range(3, 15)])
+        self.assertEqual(parts[1], [float(i) for i in range(21, 29)])
+        self.assertEqual(parts[2], [float(i) for i in range(35, 41)])
 
 
 class OverheadRuns(unittest.TestCase):
@@ -845,13 +851,16 @@ class OverheadRuns(unittest.TestCase):
             self.assertEqual(f.readline().split(), [ss, "record", "--paused", "-o",
                                                     os.path.join(self.out, "stores", "toggle.db"), "--"] + lb)
         self.assertEqual(t["rc"], 0)
-        # 6 s, 0.8 s closed and 1 s open in turn while 6 - 0.8 - 1 - 0.2 s remain: 3 windows, in order, all switched
-        self.assertEqual(len(t["windows"]), 3)
-        for (on, off, a_rc, b_rc), nxt in zip(t["windows"], t["windows"][1:] + [None]):
+        # 6 s, 0.8 s closed and 1 s open in turn while a cycle, its switches and 1.1 s after it fit: 2 windows (3 on
+        # a fast machine), in order, all switched; the switching commands' time is outside both sides
+        self.assertIn(len(t["windows"]), (2, 3))
+        for (on, off, a_rc, b_rc, start_began, stop_ended), nxt in zip(t["windows"], t["windows"][1:] + [None]):
             self.assertEqual((a_rc, b_rc), (0, 0))
             self.assertGreater(off - on, 0.9e9)
+            self.assertLess(start_began, on)
+            self.assertGreater(stop_ended, off)
             if nxt:
-                self.assertGreater(nxt[0] - off, 0.7e9)
+                self.assertGreater(nxt[4] - stop_ended, 0.7e9)
 
     def test_flight_phase_dumps_and_runs_its_own_plain(self):
         runs, dump, overhead = self.check_flight(self.flight_phase())

@@ -54,6 +54,12 @@ bool is_capture_machinery(std::string_view module) {
          starts("libcuda.so") || starts("libcudart") || starts("libamdhip64");
 }
 
+// The CUDA runtime linked into the program (nvcc's default, static cudart): its entry points and internals.
+bool is_cuda_runtime_symbol(std::string_view symbol) {
+  auto starts = [&](std::string_view pre) { return symbol.substr(0, pre.size()) == pre; };
+  return starts("cuda") || starts("__cuda") || starts("__cudart") || starts("cudart::");
+}
+
 // The frame a person looks for in a capture stack: the innermost Python frame that is not the profiler's,
 // else the innermost native frame past the profiler and CUDA (the program's launch: "launch_bound.cu:84",
 // where the leaf is the collector's own stack capture), else the innermost frame.
@@ -70,7 +76,8 @@ std::string capture_frame(const store::Trace& t, int64_t stack, const std::unord
       const store::Frame& fr = t.frames[f->second];
       if (!leaf) leaf = &fr;
       if (fr.kind == store::FrameKind::Python && !is_profiler_python_frame(t, fr)) return frame_display_name(t, fr);
-      if (!program && fr.kind != store::FrameKind::Python && !is_capture_machinery(t.str(fr.module)))
+      if (!program && fr.kind != store::FrameKind::Python && !is_capture_machinery(t.str(fr.module)) &&
+          !is_cuda_runtime_symbol(t.str(fr.symbol)))
         program = &fr;
     }
     stack = node.parent;

@@ -241,6 +241,7 @@ std::string step_outliers_to_json(const StepOutliers& o) {
   w.begin_object();
   w.kv("median_us", us(o.median_ns)).kv("noise_us", us(o.noise_ns)).kv("threshold_us", us(o.threshold_ns));
   w.kv("slow_count", o.slow_count);
+  w.kv("steps", o.steps);
   if (o.gpu_time) w.kv("gpu_time", true);
   w.key("slow").begin_array();
   for (const auto& s : o.slow) {

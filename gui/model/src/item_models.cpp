@@ -73,8 +73,10 @@ void StepsModel::set_model(std::shared_ptr<const TimelineModel> model) {
   beginResetModel();
   model_ = std::move(model);
   rows_.clear();
+  // The rows every view shows: the steps in the GPU's time where the host runs ahead (the slow steps are judged
+  // on them, StepOutliers::gpu_time).
   if (model_ && model_->analysis())
-    for (const auto& s : model_->analysis()->steps) rows_.push_back(&s);
+    for (const auto& s : analyzer::step_rows(*model_->analysis())) rows_.push_back(&s);
   endResetModel();
 }
 
