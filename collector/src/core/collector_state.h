@@ -145,7 +145,6 @@ inline double handler_bucket_mid_ns(int b) {
 
 enum RunState : int { kOff = 0, kRunning = 1, kStopping = 2 };
 
-// Globals are heap objects that are never destroyed: the collector runs until the very end of exit().
 // What the collector thread is doing (Globals::collector_phase).
 enum CollectorPhase : int {
   kPhaseStarting = 0,
@@ -160,6 +159,7 @@ enum CollectorPhase : int {
 };
 const char* collector_phase_name(int phase);
 
+// Globals are heap objects that are never destroyed: the collector runs until the very end of exit().
 struct Globals {
   Config config;
   std::atomic<int> state{kOff};

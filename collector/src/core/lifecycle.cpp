@@ -3,7 +3,6 @@
 // constructor and destructor.
 #include <dlfcn.h>
 #include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -200,14 +199,12 @@ void stop() {
     // The process exits without its last samples (a fork's child may leave no part at all): said, with where
     // the collector thread was and the CPU it had, to tell a starved thread from a blocked one.
     clockid_t cid;
-    timespec cpu{};
-    const bool have_cpu = pthread_getcpuclockid(g->thread, &cid) == 0 && clock_gettime(cid, &cpu) == 0;
+    const double cpu_s = pthread_getcpuclockid(g->thread, &cid) == 0 ? double(clock_ns(cid)) / 1e9 : -1.0;
     std::fprintf(
         stderr,
         "stepscope: pid %d exits before its collector's final pass ended (waited 5 s; the collector thread "
         "was %s, %.3f s of CPU): its last samples are lost\n",
-        int(getpid()), collector_phase_name(g->collector_phase.load()),
-        have_cpu ? double(cpu.tv_sec) + cpu.tv_nsec / 1e9 : -1.0);
+        int(getpid()), collector_phase_name(g->collector_phase.load()), cpu_s);
   }
   g->state.store(kStopping);
 }

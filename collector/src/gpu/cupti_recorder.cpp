@@ -546,14 +546,13 @@ bool attach_again_locked() {
 // a detach request switched on go off again and cupti.detach says why, once. Needs window_mu, CUPTI attached.
 void settle_no_detach_locked() {
   if (rec->link.load() != int(Link::Attached)) return;
-  const bool pinned = rec->graphs_pinned.load(std::memory_order_acquire);
   if (rec->finalize_failed) {
     if (!rec->domains_on.load()) return;
     enable_domains(false);
     set_process_meta("cupti.detach", "cuptiFinalize failed: windows disable the activity kinds only");
     return;
   }
-  if (!pinned) return;
+  if (!rec->graphs_pinned.load()) return;
   if (rec->domains_on.load()) enable_domains(false);
   if (!rec->pin_said) {  // once a window (its end clears the meta)
     rec->pin_said = true;
@@ -668,7 +667,7 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   rec->tracing.store(false);
   {
     std::lock_guard<std::mutex> lk(rec->mu);
-    rec->state.untraced_from = t;  // records starting from here are outside a window (DecodeState::in_gap)
+    rec->state.untraced_from = t;  // records starting from here are outside a window (DecodeState::untraced_replay)
     rec->state.untraced_to = INT64_MAX;
   }
   kinds_off_locked();
