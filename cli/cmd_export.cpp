@@ -1,7 +1,8 @@
 // `stepscope export INPUT --format chrome -o trace.json[.gz]`: a store (or any input load_trace reads) as
 // Chrome trace JSON for Perfetto UI / chrome://tracing; `--format folded -o stacks.txt`: its CPU samples as
 // collapsed stacks for flame-graph tools; `--format speedscope` / `--format svg`: the same stacks as a
-// speedscope profile or a flame graph that needs no other tool. Written atomically.
+// speedscope profile or a flame graph that needs no other tool; `--format sqlite -o rows.db`: the store with
+// every table as rows (schema v4), for SQL without stepscope. Written atomically.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,9 +16,20 @@ namespace stepscope::cli {
 namespace {
 
 int run_export(const std::string& in, const std::string& format, const std::string& out) {
-  if (format != "chrome" && format != "folded" && format != "speedscope" && format != "svg")
-    throw store::StoreError(format, "unknown export format (supported: chrome, folded, speedscope, svg)");
+  if (format != "chrome" && format != "folded" && format != "speedscope" && format != "svg" &&
+      format != "sqlite")
+    throw store::StoreError(format,
+                            "unknown export format (supported: chrome, folded, speedscope, svg, sqlite)");
   store::Trace t = analyzer::load_trace(in);
+  if (format == "sqlite") {
+    store::require_output_folder(out);
+    store::write_store_atomically(t, out, /*packed=*/false);
+    std::printf(
+        "%s: a store of rows (schema %d): %zu kernels, %zu API calls, %zu CPU samples, %zu stack nodes\n",
+        out.c_str(), store::kRowsSchemaVersion, t.kernels.size(), t.api_calls.size(), t.samples.size(),
+        t.stacks.size());
+    return 0;
+  }
   if (format != "chrome") {
     if (t.samples.empty())
       throw store::StoreError(in, "no CPU samples to fold (a trace imported from Kineto or nsys has none)");
@@ -47,10 +59,12 @@ int run_export(const std::string& in, const std::string& format, const std::stri
 }
 
 CommandRegistration export_command(60, [](CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand(
-      "export",
-      "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing) "
-      "or its CPU samples as collapsed stacks, a speedscope profile or an SVG flame graph");
+  auto* sub =
+      app.add_subcommand("export",
+                         "Export a store or trace as Chrome trace JSON (Perfetto UI, chrome://tracing) "
+                         "or its CPU samples as collapsed stacks, a speedscope profile or an SVG flame "
+                         "graph; or a store as rows "
+                         "any SQL reads (sqlite)");
   auto in = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("chrome");
   auto out = std::make_shared<std::string>();
@@ -58,7 +72,8 @@ CommandRegistration export_command(60, [](CLI::App& app, int& exit_code) {
   sub->add_option(
          "--format", *format,
          "Output format: chrome; or the CPU samples as folded (collapsed stacks), speedscope (JSON) or "
-         "svg (a flame graph)")
+         "svg (a flame graph); sqlite: the store with every table as rows (schema 4), readable without "
+         "stepscope")
       ->capture_default_str();
   sub->add_option("-o,--output", *out, "Output file; .gz compresses (chrome)")->required();
   sub->callback([&exit_code, in, format, out] { exit_code = run_export(*in, *format, *out); });

@@ -140,7 +140,10 @@ def main():
                        capture_output=True, text=True)
     saves = [f for f in os.listdir(tmp) if f.startswith("mem-") and f.endswith("-exit.db")]
     if saves:
-        db = sqlite3.connect(os.path.join(tmp, saves[0]))
+        rows = os.path.join(tmp, "rows.db")  # the save packed (schema 5): its rows, for SQL
+        subprocess.run([a.stepscope, "export", os.path.join(tmp, saves[0]), "--format", "sqlite", "-o", rows],
+                       check=True, capture_output=True)
+        db = sqlite3.connect(rows)
         meta = dict(db.execute("SELECT key, value FROM meta"))
         threads = db.execute("SELECT COUNT(DISTINCT tid) FROM samples").fetchone()[0]
         span = db.execute("SELECT (MAX(time_ns) - MIN(time_ns)) / 1e9 FROM samples").fetchone()[0] or 0

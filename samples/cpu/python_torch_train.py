@@ -6,6 +6,7 @@ decode. Unchanged user code: stepscope finds DataLoader waits and Optimizer step
     python_torch_train.py --kineto out.json   # also trace with torch.profiler (Kineto JSON)
     python_torch_train.py --step-log s.txt    # each step's own times, to check a recording's steps against
     python_torch_train.py --ready-file F      # creates F after --ready-steps (2) steps: training is under way
+    python_torch_train.py --duration 600 --steps 1000000   # stops after 10 minutes of steps (a long recording)
 
 Prints: steps, the loop's own measured DataLoader wait share, and the final loss. The step log has a line per
 step, "wait_start wait_end step_end" in CLOCK_MONOTONIC ns (time.monotonic_ns), the clock stepscope records on.
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--step-log", default="")
     ap.add_argument("--ready-file", default="", help="created once --ready-steps steps are taken")
     ap.add_argument("--ready-steps", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=0, help="seconds: stop the loop after them (0: --steps)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -82,6 +84,8 @@ def main():
             open(a.ready_file, "w").close()  # a test's cue: the loop runs (torch's import took 2-13 s here)
         if prof is not None:
             prof.step()
+        if a.duration and time.monotonic_ns() - start >= a.duration * 1e9:
+            break
     total = time.monotonic_ns() - start
     if prof is not None:
         prof.__exit__(None, None, None)

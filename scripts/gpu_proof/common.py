@@ -3,7 +3,9 @@ samples/variants.txt, a claim's record, and SQLite and file helpers."""
 import os
 import re
 import sqlite3
+import shutil
 import statistics
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # scripts/
@@ -49,6 +51,26 @@ def read_variants(path=VARIANTS):
         out.append({"name": name, "sample": sample, "args": args, "must": must.split(),
                     "mustnot": mustnot.split(), "cure": cure.strip()})
     return out
+
+
+# The stepscope binary `check` was given: it turns a packed store (schema 5) into rows SQL reads.
+STEPSCOPE = [None]
+
+
+def store_rows(path):
+    """A read-only connection to a store's rows. A packed store (schema 5: kernels, API calls, samples and stacks
+    in compressed blocks) is exported as rows once, beside it (`stepscope export --format sqlite`, PATH.rows)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if con.execute("PRAGMA user_version").fetchone()[0] < 5:
+        return con
+    con.close()
+    rows = path + ".rows"
+    if not os.path.exists(rows) or os.path.getmtime(rows) < os.path.getmtime(path):
+        tool = STEPSCOPE[0] or os.environ.get("STEPSCOPE_BIN") or shutil.which("stepscope")
+        if not tool:
+            raise RuntimeError(f"{path}: a packed store (schema 5); reading it needs stepscope (check --stepscope)")
+        subprocess.run([tool, "export", path, "--format", "sqlite", "-o", rows], check=True, capture_output=True)
+    return sqlite3.connect(f"file:{rows}?mode=ro", uri=True)
 
 
 def _count(con, sql):

@@ -1,10 +1,10 @@
 """Claims on CUDA graph replays (issue 49): every node of every replay recorded, each node's capture stack, the cost of
 per-node records."""
 import os
-import sqlite3
 import statistics
 
-from .common import ROOT, _columns, _count, _pct, claim, launches_per_step, not_run, read_text, resolve, windows_of
+from .common import (ROOT, _columns, _count, _pct, claim, launches_per_step, not_run, read_text, resolve, store_rows,
+                     windows_of)
 from .overhead import MAX_DEFAULT_WINDOW_OVERHEAD
 
 LB_SOURCE = os.path.join(ROOT, "samples", "cuda", "launch_bound.cu")
@@ -19,7 +19,7 @@ def graph_facts(path):
     """What the graph claims need from a store of launch_bound --graph: each replay's records (kernels, copies and
     memsets of one graph launch: same pid and correlation id, graph_id != 0) and nodes, the graph launches, the
     graphs and nodes the resource callbacks wrote, and for each replayed node the lines of its capture stack."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = store_rows(path)
     try:
         f = {"meta": dict(con.execute("SELECT key, value FROM meta"))}
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

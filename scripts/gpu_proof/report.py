@@ -2,7 +2,7 @@
 import json
 import os
 
-from .common import write_atomically
+from .common import STEPSCOPE, write_atomically
 from .flight import claim_flight_dump, claim_flight_overhead, flight_store_facts
 from .graphs import claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes
 from .overhead import claim_launch_cost, claim_memory, claim_overhead, claim_toggled_overhead
@@ -12,6 +12,7 @@ from .stores import all_store_facts
 from .trace import claim_blocking_stacks, claim_lean, claim_launch_rows, claim_threads, claim_unique_launch_ids
 
 def check(out, stepscope=None):
+    STEPSCOPE[0] = stepscope
     with open(os.path.join(out, "runs.json")) as fh:
         runs = json.load(fh)
     runs["_out"] = out

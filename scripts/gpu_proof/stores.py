@@ -3,25 +3,28 @@ and their launches, meta."""
 import os
 import sqlite3
 
-from .common import _columns, _count, read_variants, resolve
+from .common import _columns, _count, read_variants, resolve, store_rows
 
-GPU_TABLES = ("kernels", "api_calls", "syncs", "memcpys", "memsets")
+GPU_TABLES = ("kernels", "api_calls", "syncs", "memcpys", "memsets", "packed_kernels", "packed_api_calls")
 
 
-def gpu_trace_bytes(con):
-    """Bytes of the GPU trace's tables and their indexes (SQLite's dbstat), or None where dbstat is missing:
-    the CPU samples' stack trie is no cost of API tracing."""
+def gpu_trace_bytes(path):
+    """Bytes of the GPU trace's tables and their indexes in the store as written (SQLite's dbstat; packed or rows),
+    or None where dbstat is missing: the CPU samples' stack trie is no cost of API tracing."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {n: t for n, t in con.execute("SELECT name, tbl_name FROM sqlite_master WHERE type IN ('table', 'index')")}
         return sum(size for name, size in con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
                    if tables.get(name) in GPU_TABLES)
     except sqlite3.Error:
         return None
+    finally:
+        con.close()
 
 
 def store_facts(path):
     """What the claims need from one store: counts, thread checks, blocking-call stacks, steps, windows, meta."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = store_rows(path)
     try:
         f = {"path": path, "bytes": os.path.getsize(path)}
         f["meta"] = dict(con.execute("SELECT key, value FROM meta"))
@@ -29,7 +32,7 @@ def store_facts(path):
         f["api_rows"] = _count(con, "SELECT count(*) FROM api_calls")
         f["sync_rows"] = _count(con, "SELECT count(*) FROM syncs")
         f["samples"] = _count(con, "SELECT count(*) FROM samples")
-        f["gpu_bytes"] = gpu_trace_bytes(con)
+        f["gpu_bytes"] = gpu_trace_bytes(path)
         threads = set(con.execute("SELECT pid, tid FROM threads"))
         sampled = set(con.execute("SELECT DISTINCT pid, tid FROM samples"))
         # CUDA rows on their OS thread: the (pid, tid) of every API and sync row is a thread the samples know.

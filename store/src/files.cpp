@@ -91,12 +91,13 @@ void require_output_folder(const std::string& output) {
                                      : "no such folder " + dir.string() + " (create it first)");
 }
 
-void write_store_atomically(const Trace& t, const std::string& path) {
+void write_store_atomically(const Trace& t, const std::string& path, bool packed) {
   std::string tmp = temp_path_beside(path);
   try {
     WriterOptions bulk;
     bulk.durable = false;  // the rename below is what makes the result durable and whole
     bulk.batch_rows = 1 << 20;
+    bulk.packed = packed;
     StoreWriter w(tmp, bulk);
     w.append(t);
     w.close();

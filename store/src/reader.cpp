@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <set>
 
+#include "packed.h"
 #include "sqlite_util.h"
 #include "stepscope/store/store.h"
 
@@ -28,7 +30,8 @@ void each_row(sqlite3* db, const std::string& file, const std::string& sql, Fn&&
   if (rc != SQLITE_DONE) throw StoreError(file, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
 }
 
-Kernel kernel_of(const Statement& s) {
+template <class Row>
+Kernel kernel_of(const Row& s) {
   Kernel k;
   k.start = s.col_int(0);
   k.end = s.col_int(1);
@@ -79,8 +82,8 @@ Memset memset_of(const Statement& s) {
   return m;
 }
 // Syncs, API calls and ranges begin with the host thread's span: start_ns,end_ns,pid,tid.
-template <class Row>
-Row host_span_of(const Statement& s) {
+template <class Row, class Src>
+Row host_span_of(const Src& s) {
   Row r;
   r.start = s.col_int(0);
   r.end = s.col_int(1);
@@ -96,7 +99,8 @@ Sync sync_of(const Statement& s) {
   y.correlation = s.col_int(7);
   return y;
 }
-ApiCall api_of(const Statement& s) {
+template <class Row>
+ApiCall api_of(const Row& s) {
   auto a = host_span_of<ApiCall>(s);
   a.kind = ApiKind(s.col_int(4));
   a.name = s.col_int(5);
@@ -114,7 +118,8 @@ Range range_of(const Statement& s) {
   r.correlation = s.col_int(8);
   return r;
 }
-Sample sample_of(const Statement& s) {
+template <class Row>
+Sample sample_of(const Row& s) {
   // A damaged count never weighs a sample below one period or without bound (a day of 1 kHz periods at most).
   return Sample{s.col_int(0), s.col_int(1),      s.col_int(2),
                 s.col_int(3), s.col_int(4) != 0, std::clamp<int64_t>(s.col_int(5), 1, 86'400'000)};
@@ -137,6 +142,12 @@ Finding finding_of(const Statement& s) {
   return f;
 }
 
+// One decoded row of a packed table, read like a statement's columns.
+struct PackedRow {
+  const int64_t* v;
+  int64_t col_int(int i) const { return v[i]; }
+};
+
 }  // namespace
 
 struct StoreReader::Impl {
@@ -151,6 +162,56 @@ struct StoreReader::Impl {
   const char* kernel_cols() const;
   const char* memcpy_cols() const;
   const char* memset_cols() const;
+  bool packed() const { return version >= 5; }
+  // The layout of `table` where this store packs it, else null.
+  const packed::Layout* packed_layout(std::string_view table) const {
+    if (!packed()) return nullptr;
+    for (const packed::Layout* l : packed::layouts())
+      if (table == l->table) return l;
+    return nullptr;
+  }
+
+  // Every row of a packed table in the order written (blocks by rowid), or only those of the blocks whose
+  // [lo, hi] meets [from, to]: `fn(PackedRow)`.
+  template <class Fn>
+  void each_packed(const packed::Layout& layout, Fn&& fn, int64_t from = std::numeric_limits<int64_t>::min(),
+                   int64_t to = std::numeric_limits<int64_t>::max()) const {
+    Statement s(db,
+                std::string("SELECT rows, data FROM ") + layout.packed_table +
+                    " WHERE hi >= ?1 AND lo <= ?2 ORDER BY rowid",
+                path);
+    s.bind(1, from);
+    s.bind(2, to);
+    std::vector<int64_t> values;
+    const size_t cols = layout.columns.size();
+    int rc;
+    while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+      if (sqlite3_column_type(s.get(), 1) != SQLITE_BLOB)
+        throw StoreError(path,
+                         std::string("corrupt store: a block of ") + layout.packed_table + " holds no data");
+      const auto* data = static_cast<const char*>(sqlite3_column_blob(s.get(), 1));
+      const std::string_view blob(data ? data : "", size_t(sqlite3_column_bytes(s.get(), 1)));
+      values.clear();
+      packed::decode(layout, blob, s.col_int(0), values, path);
+      for (size_t i = 0; i < values.size(); i += cols) fn(PackedRow{values.data() + i});
+    }
+    if (rc != SQLITE_DONE)
+      throw StoreError(path, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
+  }
+  // Rows of a packed timed table overlapping [t0, t1), by start.
+  template <class Row, class Conv>
+  std::vector<Row> overlapping_packed(const packed::Layout& layout, int64_t t0, int64_t t1, Conv conv) const {
+    std::vector<Row> out;
+    if (t1 <= std::numeric_limits<int64_t>::min()) return out;
+    each_packed(
+        layout,
+        [&](const PackedRow& r) {
+          if (r.v[0] < t1 && r.v[1] > t0) out.push_back(conv(r));
+        },
+        t0 == std::numeric_limits<int64_t>::max() ? t0 : t0 + 1, t1 - 1);
+    std::stable_sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.start < b.start; });
+    return out;
+  }
 
   int64_t scalar(const std::string& sql) const {
     Statement s(db, sql, path);
@@ -169,7 +230,10 @@ struct StoreReader::Impl {
     if (it == max_duration.end())
       it = max_duration.emplace(table, scalar("SELECT coalesce(max(end_ns - start_ns), 0) FROM " + table)).first;
     int64_t lo;
-    if (__builtin_sub_overflow(t0, it->second, &lo)) lo = std::numeric_limits<int64_t>::min();
+    // A duration past int64 (start near its least, end near its greatest) is REAL in SQL, read back
+    // saturated.
+    if (it->second == std::numeric_limits<int64_t>::max() || __builtin_sub_overflow(t0, it->second, &lo))
+      lo = std::numeric_limits<int64_t>::min();
     std::vector<Row> out;
     Statement s(db,
                 std::string("SELECT ") + cols + " FROM " + table +
@@ -291,6 +355,10 @@ std::vector<TableCount> StoreReader::counts() const {
   for (const char* t : tables) {
     if (impl_->version < 2 && std::string_view(t) == "gpu_windows") continue;
     if (impl_->version < 4 && (std::string_view(t) == "graphs" || std::string_view(t) == "graph_nodes")) continue;
+    if (const packed::Layout* l = impl_->packed_layout(t)) {
+      out.push_back({t, impl_->scalar(std::string("SELECT coalesce(sum(rows), 0) FROM ") + l->packed_table)});
+      continue;
+    }
     out.push_back({t, impl_->scalar(std::string("SELECT count(*) FROM ") + t)});
   }
   return out;
@@ -299,13 +367,20 @@ std::vector<TableCount> StoreReader::counts() const {
 std::pair<int64_t, int64_t> StoreReader::time_span() const {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const char* t : kTimedTables) {
-    Statement s(impl_->db, std::string("SELECT min(start_ns), max(end_ns), count(*) FROM ") + t, impl_->path);
+    const packed::Layout* l = impl_->packed_layout(t);
+    Statement s(impl_->db,
+                l ? std::string("SELECT min(lo), max(hi), count(*) FROM ") + l->packed_table
+                  : std::string("SELECT min(start_ns), max(end_ns), count(*) FROM ") + t,
+                impl_->path);
     if (s.step_row() && s.col_int(2) > 0) {
       lo = std::min(lo, s.col_int(0));
       hi = std::max(hi, s.col_int(1));
     }
   }
-  Statement s(impl_->db, "SELECT min(time_ns), max(time_ns), count(*) FROM samples", impl_->path);
+  Statement s(impl_->db,
+              impl_->packed() ? "SELECT min(lo), max(hi), count(*) FROM packed_samples"
+                              : "SELECT min(time_ns), max(time_ns), count(*) FROM samples",
+              impl_->path);
   if (s.step_row() && s.col_int(2) > 0) {
     lo = std::min(lo, s.col_int(0));
     hi = std::max(hi, s.col_int(1));
@@ -326,21 +401,43 @@ Trace StoreReader::load() const {
   auto all = [](const char* cols, const char* table) {
     return std::string("SELECT ") + cols + " FROM " + table + " ORDER BY rowid";
   };
-  each_row(db, f, all(impl_->kernel_cols(), "kernels"), [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
+  const bool packed = impl_->packed();
+  if (packed)
+    impl_->each_packed(packed::kernels(), [&](const PackedRow& r) { t.kernels.push_back(kernel_of(r)); });
+  else
+    each_row(db, f, all(impl_->kernel_cols(), "kernels"),
+             [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
   each_row(db, f, all(impl_->memcpy_cols(), "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
   each_row(db, f, all(impl_->memset_cols(), "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
   each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
-  each_row(db, f, all(impl_->api_cols(), "api_calls"), [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
+  if (packed)
+    impl_->each_packed(packed::api_calls(), [&](const PackedRow& r) { t.api_calls.push_back(api_of(r)); });
+  else
+    each_row(db, f, all(impl_->api_cols(), "api_calls"),
+             [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
   each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
   each_row(db, f, "SELECT id, module, symbol, file, line, kind, address FROM frames ORDER BY id",
            [&](const Statement& s) {
              t.frames.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), int32_t(s.col_int(4)),
                                  FrameKind(s.col_int(5)), s.col_int(6)});
            });
-  each_row(db, f, "SELECT id, parent, frame FROM stacks ORDER BY id",
-           [&](const Statement& s) { t.stacks.push_back({s.col_int(0), s.col_int(1), s.col_int(2)}); });
-  each_row(db, f, std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
-           [&](const Statement& s) { t.samples.push_back(sample_of(s)); });
+  if (packed) {
+    impl_->each_packed(packed::stacks(), [&](const PackedRow& r) {
+      t.stacks.push_back({r.v[0], r.v[1], r.v[2]});
+    });
+    // Rows read by id, as SQL's ORDER BY id gives them: a writer adds them in id order, so this seldom sorts.
+    if (!std::is_sorted(t.stacks.begin(), t.stacks.end(),
+                        [](const Stack& a, const Stack& b) { return a.id < b.id; }))
+      std::stable_sort(t.stacks.begin(), t.stacks.end(),
+                       [](const Stack& a, const Stack& b) { return a.id < b.id; });
+    impl_->each_packed(packed::samples(), [&](const PackedRow& r) { t.samples.push_back(sample_of(r)); });
+  } else {
+    each_row(db, f, "SELECT id, parent, frame FROM stacks ORDER BY id", [&](const Statement& s) {
+      t.stacks.push_back({s.col_int(0), s.col_int(1), s.col_int(2)});
+    });
+    each_row(db, f, std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
+             [&](const Statement& s) { t.samples.push_back(sample_of(s)); });
+  }
   each_row(db, f, all(kWaitCols, "data_waits"), [&](const Statement& s) { t.data_waits.push_back(wait_of(s)); });
   each_row(db, f, "SELECT step_index, start_ns, end_ns, source, pid, tid FROM steps ORDER BY rowid",
            [&](const Statement& s) { t.steps.push_back(step_of(s)); });
@@ -357,7 +454,9 @@ Trace StoreReader::load() const {
 }
 
 std::vector<Kernel> StoreReader::kernels(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<Kernel>("kernels", impl_->kernel_cols(), t0, t1, kernel_of);
+  if (impl_->packed())
+    return impl_->overlapping_packed<Kernel>(packed::kernels(), t0, t1, kernel_of<PackedRow>);
+  return impl_->overlapping<Kernel>("kernels", impl_->kernel_cols(), t0, t1, kernel_of<Statement>);
 }
 std::vector<Memcpy> StoreReader::memcpys(int64_t t0, int64_t t1) const {
   return impl_->overlapping<Memcpy>("memcpys", impl_->memcpy_cols(), t0, t1, memcpy_of);
@@ -366,7 +465,9 @@ std::vector<Memset> StoreReader::memsets(int64_t t0, int64_t t1) const {
   return impl_->overlapping<Memset>("memsets", impl_->memset_cols(), t0, t1, memset_of);
 }
 std::vector<ApiCall> StoreReader::api_calls(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<ApiCall>("api_calls", impl_->api_cols(), t0, t1, api_of);
+  if (impl_->packed())
+    return impl_->overlapping_packed<ApiCall>(packed::api_calls(), t0, t1, api_of<PackedRow>);
+  return impl_->overlapping<ApiCall>("api_calls", impl_->api_cols(), t0, t1, api_of<Statement>);
 }
 std::vector<Range> StoreReader::ranges(int64_t t0, int64_t t1) const {
   return impl_->overlapping<Range>("ranges", kRangeCols, t0, t1, range_of);
@@ -376,13 +477,25 @@ std::vector<DataWait> StoreReader::data_waits(int64_t t0, int64_t t1) const {
 }
 std::vector<Sample> StoreReader::samples(int64_t t0, int64_t t1) const {
   std::vector<Sample> out;
+  if (impl_->packed()) {
+    if (t1 <= t0) return out;
+    impl_->each_packed(
+        packed::samples(),
+        [&](const PackedRow& r) {
+          if (r.v[0] >= t0 && r.v[0] < t1) out.push_back(sample_of(r));
+        },
+        t0, t1 - 1);
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Sample& a, const Sample& b) { return a.time < b.time; });
+    return out;
+  }
   Statement s(impl_->db,
               std::string("SELECT ") + impl_->sample_cols() +
                   " FROM samples WHERE time_ns >= ?1 AND time_ns < ?2 ORDER BY time_ns",
               impl_->path);
   s.bind(1, t0);
   s.bind(2, t1);
-  while (s.step_row()) out.push_back(sample_of(s));
+  while (s.step_row()) out.push_back(sample_of<Statement>(s));
   return out;
 }
 std::vector<Step> StoreReader::steps() const {
@@ -442,7 +555,42 @@ std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
       out.push_back(b);
     }
   };
+  // Packed tables: the same checks over their decoded rows.
+  std::set<int64_t> pids;
+  std::set<std::pair<int64_t, int64_t>> tids;
+  if (impl_->packed()) {
+    for (const auto& p : processes()) pids.insert(p.pid);
+    for (const auto& t : threads()) tids.insert({t.pid, t.tid});
+  }
+  auto check_packed = [&](const Check& c, const packed::Layout& l) {
+    int pid_col = -1, tid_col = -1;
+    for (size_t i = 0; i < l.columns.size(); ++i) {
+      if (std::string_view(l.columns[i].name) == "pid") pid_col = int(i);
+      if (std::string_view(l.columns[i].name) == "tid") tid_col = int(i);
+    }
+    InvariantBreak no_pid{c.table, "pid not in processes"}, no_thread{c.table, "(pid, tid) not in threads"},
+        no_tid{c.table, "tid 0"};
+    auto note = [](InvariantBreak& b, int64_t pid, int64_t tid) {
+      // SQL's min() per column, as the row tables report their example.
+      b.example_pid = b.rows == 0 ? pid : std::min(b.example_pid, pid);
+      b.example_tid = b.rows == 0 ? tid : std::min(b.example_tid, tid);
+      ++b.rows;
+    };
+    impl_->each_packed(l, [&](const PackedRow& r) {
+      const int64_t pid = r.v[pid_col], tid = tid_col >= 0 ? r.v[tid_col] : 0;
+      if (pid != 0 && !pids.count(pid)) note(no_pid, pid, 0);
+      if (c.has_tid && tid != 0 && !tids.count({pid, tid})) note(no_thread, pid, tid);
+      if (c.tid_required && tid == 0) note(no_tid, pid, tid);
+    });
+    no_pid.example_tid = 0;
+    for (auto* b : {&no_pid, &no_thread, &no_tid})
+      if (b->rows > 0) out.push_back(*b);
+  };
   for (const auto& c : checks) {
+    if (const packed::Layout* l = impl_->packed_layout(c.table)) {
+      check_packed(c, *l);
+      continue;
+    }
     // gpu_annotation ranges (source 5) lie on a GPU timeline: their pid is the device, their tid the stream.
     const std::string host = std::string(c.table) == "ranges" ? " AND x.source != 5" : "";
     run(c.table, "pid not in processes",

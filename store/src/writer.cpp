@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
+#include "packed.h"
 #include "schema.h"
 #include "sqlite_util.h"
 #include "stepscope/store/store.h"
@@ -45,6 +47,32 @@ const char* const kInsertSql[kTableCount] = {
     "INSERT INTO graphs VALUES (?,?,?,?,?,?)",
     "INSERT INTO graph_nodes VALUES (?,?,?,?,?,?,?)",
 };
+
+// The tables a packing writer keeps in blocks, and their layouts.
+const packed::Layout* packed_layout(Table t) {
+  switch (t) {
+    case kKernels:
+      return &packed::kernels();
+    case kApiCalls:
+      return &packed::api_calls();
+    case kSamples:
+      return &packed::samples();
+    case kStacks:
+      return &packed::stacks();
+    default:
+      return nullptr;
+  }
+}
+constexpr Table kPackedTables[] = {kKernels, kApiCalls, kSamples, kStacks};
+
+// Rows of one packed table not yet written: row-major values, and the block's bounds.
+struct PendingBlock {
+  const packed::Layout* layout = nullptr;
+  std::vector<int64_t> values;
+  size_t rows = 0;
+  int64_t lo = 0, hi = 0;
+  Statement insert;
+};
 }  // namespace
 
 struct StoreWriter::Impl {
@@ -57,6 +85,7 @@ struct StoreWriter::Impl {
   bool in_txn = false;
   int64_t max_frame_id = 0;
   int64_t max_stack_id = 0;
+  PendingBlock pending[kTableCount];  // packed tables only
 
   void begin() {
     if (!in_txn) {
@@ -65,15 +94,41 @@ struct StoreWriter::Impl {
     }
   }
   void commit() {
+    for (Table t : kPackedTables)
+      if (pending[t].rows > 0) write_block(pending[t]);
     if (in_txn) {
       detail::exec(db, "COMMIT", path);
       in_txn = false;
       rows_in_txn = 0;
     }
   }
-  // Binds `values` in order to the table's insert statement and runs it.
+  void write_block(PendingBlock& b) {
+    begin();
+    const std::string data = packed::encode(*b.layout, b.values.data(), b.rows);
+    b.insert.bind(1, b.lo);
+    b.insert.bind(2, b.hi);
+    b.insert.bind(3, int64_t(b.rows));
+    sqlite3_bind_blob(b.insert.get(), 4, data.data(), int(data.size()), SQLITE_STATIC);
+    const int rc = b.insert.run();
+    if (rc != SQLITE_DONE) throw StoreError(path, std::string("SQLite insert failed: ") + sqlite3_errmsg(db));
+    b.values.clear();
+    b.rows = 0;
+  }
+  // Binds `values` in order to the table's insert statement and runs it; or, for a packed table, adds them to
+  // the table's next block.
   template <class... V>
   void row(Table t, const V&... values) {
+    if constexpr ((std::is_integral_v<V> && ...)) {
+      if (PendingBlock& b = pending[t]; b.layout) {
+        const int64_t lo = first_of(values...), hi = b.layout->hi_column == 1 ? second_of(values...) : lo;
+        if (b.rows == 0 || lo < b.lo) b.lo = lo;
+        if (b.rows == 0 || hi > b.hi) b.hi = hi;
+        (b.values.push_back(int64_t(values)), ...);
+        if (++b.rows >= packed::kBlockRows) write_block(b);
+        if (++rows_in_txn >= options.batch_rows) commit();
+        return;
+      }
+    }
     begin();
     Statement& s = insert[t];
     int i = 0;
@@ -81,6 +136,18 @@ struct StoreWriter::Impl {
     int rc = s.run();
     if (rc != SQLITE_DONE) throw StoreError(path, std::string("SQLite insert failed: ") + sqlite3_errmsg(db));
     if (++rows_in_txn >= options.batch_rows) commit();
+  }
+  template <class A, class... R>
+  static int64_t first_of(const A& a, const R&...) {
+    return int64_t(a);
+  }
+  template <class A, class B, class... R>
+  static int64_t second_of(const A&, const B& b, const R&...) {
+    return int64_t(b);
+  }
+  template <class A>
+  static int64_t second_of(const A& a) {
+    return int64_t(a);
   }
   StringId intern(std::string_view v) {
     size_t before = strings.size();
@@ -119,7 +186,8 @@ StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_
   // Identity first, in the main file's header, so even a store killed before its first checkpoint is
   // recognised from its first 100 bytes.
   detail::exec(db, ("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str(), path);
-  detail::exec(db, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), path);
+  const int version = options.packed ? kSchemaVersion : kRowsSchemaVersion;
+  detail::exec(db, ("PRAGMA user_version=" + std::to_string(version)).c_str(), path);
   if (!options.durable) {
     detail::exec(db, "PRAGMA journal_mode=OFF", path);
     detail::exec(db, "PRAGMA synchronous=OFF", path);
@@ -133,10 +201,20 @@ StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_
   detail::exec(db, "PRAGMA cache_size=-65536", path);
   detail::exec(db, "BEGIN", path);
   detail::exec(db, schema::kCreateTables, path);
+  detail::exec(db, options.packed ? schema::kCreatePackedTables : schema::kCreateRowTables, path);
   detail::exec(db, "COMMIT", path);
-  for (int t = 0; t < kTableCount; ++t) impl_->insert[t] = Statement(db, kInsertSql[t], path);
+  for (int t = 0; t < kTableCount; ++t) {
+    const packed::Layout* layout = options.packed ? packed_layout(Table(t)) : nullptr;
+    if (!layout) {
+      impl_->insert[t] = Statement(db, kInsertSql[t], path);
+      continue;
+    }
+    impl_->pending[t].layout = layout;
+    impl_->pending[t].insert =
+        Statement(db, std::string("INSERT INTO ") + layout->packed_table + " VALUES (?,?,?,?)", path);
+  }
   impl_->row(kStrings, int64_t(0), std::string());
-  set_meta("schema_version", std::to_string(kSchemaVersion));
+  set_meta("schema_version", std::to_string(version));
   set_meta("tool_version", STEPSCOPE_VERSION_STRING);
   set_meta("clock_domain", "CLOCK_MONOTONIC");
   flush();
@@ -222,7 +300,8 @@ void StoreWriter::append(const Trace& t) {
     if (map[id] < 0) map[id] = impl_->intern(t.strings.get(id));
     return map[id];
   };
-  for (const auto& [k, v] : t.meta) set_meta(k, v);
+  for (const auto& [k, v] : t.meta)
+    if (k != "schema_version") set_meta(k, v);  // this store's layout, not the one `t` was read from
   visit_remapped(t, s, impl_->max_frame_id, impl_->max_stack_id, [this](const auto& row) { add(row); });
 }
 
@@ -242,7 +321,9 @@ void StoreWriter::close() {
   if (!impl_ || !impl_->db) return;
   impl_->commit();
   detail::exec(impl_->db, schema::kCreateIndexes, impl_->path);
+  if (!impl_->options.packed) detail::exec(impl_->db, schema::kCreateRowIndexes, impl_->path);
   for (auto& s : impl_->insert) s = Statement();
+  for (auto& b : impl_->pending) b.insert = Statement();
   // Leave a single self-contained file: readers may sit in read-only folders.
   if (impl_->options.durable) sqlite3_wal_checkpoint_v2(impl_->db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   detail::exec(impl_->db, "PRAGMA journal_mode=DELETE", impl_->path);

@@ -61,15 +61,17 @@ void rewrite_as_older(const std::string& path, const char* sql) {
 }
 }  // namespace
 
-TEST_CASE("every table round-trips through a store file") {
+TEST_CASE("every table round-trips through a store file, packed (v5) and as rows (v4)") {
+  const bool packed = GENERATE(true, false);
+  INFO((packed ? "packed" : "rows"));
   stepscope::test::ScratchDir dir("store_roundtrip");
   Trace in = sample_trace();
-  write_store_atomically(in, dir.file("run.db"));
+  write_store_atomically(in, dir.file("run.db"), packed);
   StoreReader r(dir.file("run.db"));
-  CHECK(r.schema_version() == 4);
+  CHECK(r.schema_version() == (packed ? 5 : 4));
   Trace out = r.load();
   CHECK(out.meta.at("source_format") == "test");
-  CHECK(out.meta.at("schema_version") == "4");
+  CHECK(out.meta.at("schema_version") == (packed ? "5" : "4"));
   CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
 
   REQUIRE(out.processes.size() == 1);
@@ -201,7 +203,7 @@ TEST_CASE("every table round-trips through a store file") {
 
 TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
   stepscope::test::ScratchDir dir("store_v1");
-  write_store_atomically(sample_trace(), dir.file("v1.db"));
+  write_store_atomically(sample_trace(), dir.file("v1.db"), /*packed=*/false);
   // Exactly what a v1 writer left: no threads.collector, no api_calls.stack, no samples.periods, no
   // gpu_windows.
   rewrite_as_older(dir.file("v1.db"),
@@ -232,7 +234,7 @@ TEST_CASE("a schema v1 store reads back with defaults for the v2 columns") {
 
 TEST_CASE("a schema v2 store reads back with one period a sample") {
   stepscope::test::ScratchDir dir("store_v2");
-  write_store_atomically(sample_trace(), dir.file("v2.db"));
+  write_store_atomically(sample_trace(), dir.file("v2.db"), /*packed=*/false);
   rewrite_as_older(
       dir.file("v2.db"),
       "ALTER TABLE samples DROP COLUMN periods; DROP TABLE graphs; DROP TABLE graph_nodes;"
@@ -253,7 +255,7 @@ TEST_CASE("a schema v2 store reads back with one period a sample") {
 
 TEST_CASE("a schema v3 store reads back with no graphs and graph ids 0 on copies and memsets") {
   stepscope::test::ScratchDir dir("store_v3");
-  write_store_atomically(sample_trace(), dir.file("v3.db"));
+  write_store_atomically(sample_trace(), dir.file("v3.db"), /*packed=*/false);
   // Exactly what a v3 writer left: kernels.graph_id but no node ids, no graph columns on copies and memsets,
   // no graphs or graph_nodes tables.
   rewrite_as_older(

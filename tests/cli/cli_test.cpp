@@ -207,7 +207,8 @@ TEST_CASE("export --format folded refuses a trace without CPU samples in one lin
   CHECK(!std::filesystem::exists(dir.file("s.txt")));
   auto u = run("export " + k + " --format pprof -o " + dir.file("s.pb"));
   CHECK(u.status == 2);
-  CHECK(u.output == "stepscope: pprof: unknown export format (supported: chrome, folded, speedscope, svg)\n");
+  CHECK(u.output ==
+        "stepscope: pprof: unknown export format (supported: chrome, folded, speedscope, svg, sqlite)\n");
 }
 
 TEST_CASE("attach to a kernel thread says it is one") {

@@ -296,30 +296,41 @@ TEST_CASE("a store with a table missing, a column of the wrong type or garbage r
   STEPSCOPE_REQUIRE_TRACES();
   test::ScratchDir dir("hostile_stores");
   Tally tally;
-  const std::string good = dir.file("good.db");
+  const std::string good = dir.file("good.db"), rows = dir.file("rows.db");
   REQUIRE(run_cli({"import", test::trace_path("hta/cuda_event_sync.json.gz"), "-o", good}, dir).exit_code == 0);
+  // The same store as rows (schema 4), as older stepscopes wrote it: its tables damaged by plain SQL.
+  REQUIRE(run_cli({"export", good, "--format", "sqlite", "-o", rows}, dir).exit_code == 0);
   struct Case {
-    std::string name, sql;
+    std::string name, base, sql;
     Expect expect;
   };
   const std::vector<Case> cases{
-      {"no_kernels_table.db", "DROP TABLE kernels", Expect::Error},
-      {"no_strings_table.db", "DROP TABLE strings", Expect::Error},
-      {"no_meta_table.db", "DROP TABLE meta", Expect::Error},
-      {"kernels_text_columns.db",
+      {"no_kernels_table.db", rows, "DROP TABLE kernels", Expect::Error},
+      {"no_strings_table.db", rows, "DROP TABLE strings", Expect::Error},
+      {"no_meta_table.db", rows, "DROP TABLE meta", Expect::Error},
+      {"kernels_text_columns.db", rows,
        "DROP TABLE kernels; CREATE TABLE kernels(start_ns TEXT, end_ns TEXT, device TEXT); "
        "INSERT INTO kernels VALUES ('soon', 'later', 'gpu')",
        Expect::Error},
-      {"kernels_text_values.db", "UPDATE kernels SET start_ns = 'soon', name = 'x' WHERE rowid IN (SELECT rowid FROM kernels LIMIT 3)",
+      {"kernels_text_values.db", rows,
+       "UPDATE kernels SET start_ns = 'soon', name = 'x' WHERE rowid IN (SELECT rowid FROM kernels LIMIT 3)",
        Expect::Error},
-      {"string_ids_dangling.db", "UPDATE kernels SET name = 999999999", Expect::ErrorOrAnalyzes},
-      {"string_id_huge.db", "INSERT INTO strings(id, value) VALUES (4000000000000, 'far')", Expect::Error},
-      {"schema_version_99.db", "PRAGMA user_version = 99", Expect::Error},
-      {"backward_steps.db", "UPDATE steps SET end_ns = start_ns - 1000", Expect::ErrorOrAnalyzes},
+      {"string_ids_dangling.db", rows, "UPDATE kernels SET name = 999999999", Expect::ErrorOrAnalyzes},
+      {"string_id_huge.db", rows, "INSERT INTO strings(id, value) VALUES (4000000000000, 'far')",
+       Expect::Error},
+      {"schema_version_99.db", rows, "PRAGMA user_version = 99", Expect::Error},
+      {"backward_steps.db", rows, "UPDATE steps SET end_ns = start_ns - 1000", Expect::ErrorOrAnalyzes},
+      // Packed (schema 5): a block's table gone, its data garbage, text, or claiming rows it does not hold.
+      {"no_packed_kernels.db", good, "DROP TABLE packed_kernels", Expect::Error},
+      {"packed_garbage.db", good, "UPDATE packed_kernels SET data = randomblob(length(data))", Expect::Error},
+      {"packed_text.db", good, "UPDATE packed_api_calls SET data = 'soon'", Expect::Error},
+      {"packed_rows_huge.db", good, "UPDATE packed_kernels SET rows = 9223372036854775807", Expect::Error},
+      {"packed_bounds_wrong.db", good, "UPDATE packed_kernels SET lo = hi + 1", Expect::ErrorOrAnalyzes},
+      {"packed_version_4.db", good, "PRAGMA user_version = 4", Expect::Error},
   };
   for (const auto& c : cases) {
     const std::string path = dir.file(c.name);
-    fs::copy_file(good, path, fs::copy_options::overwrite_existing);
+    fs::copy_file(c.base, path, fs::copy_options::overwrite_existing);
     exec_sql(path, c.sql);
     check_case(path, c.expect, dir, tally);
   }

@@ -70,6 +70,7 @@ std::string FlightWindow::write_part(const std::string& dir, int32_t pid,
     opt.wal = false;
     opt.durable = false;  // renamed into place only when complete
     opt.batch_rows = size_t(1) << 30;
+    opt.packed = false;  // a part, packed once by the launcher's merge: no compression inside the target
     store::StoreWriter w(tmp, opt);
     w.append(rows_);
     for (const auto& [k, v] : meta) w.set_meta(k, v);

@@ -21,6 +21,7 @@ store::StoreWriter& Drainer::writer() {
     store::WriterOptions opt;
     opt.batch_rows = 1 << 20;  // we commit on our own cadence
     opt.fsync = false;         // a part must survive this process dying, not the machine: no disk syncs
+    opt.packed = false;        // rows: each commit whole on disk, and no compression inside the target
     writer_ = std::make_unique<store::StoreWriter>(parts_dir_ + name, opt);
     writer_->set_meta("clock_domain", "CLOCK_MONOTONIC");
     writer_->set_meta("source", "stepscope-collector");

@@ -14,9 +14,12 @@
 namespace stepscope::store {
 
 // 2: threads.collector, api_calls.stack, gpu_windows. 3: samples.periods. 4: graph ids and node ids of
-// kernels, memcpys and memsets; the tables graphs and graph_nodes. Readers still read 1 to 3 (new columns read
-// as their defaults, new tables as empty).
-inline constexpr int kSchemaVersion = 4;
+// kernels, memcpys and memsets; the tables graphs and graph_nodes. 5: kernels, api_calls, samples and stacks
+// packed in blocks (packed_*; the same columns). Readers still read 1 to 4 (new columns read as their
+// defaults, new tables as empty); a writer that does not pack writes 4 (kRowsSchemaVersion), which any SQL
+// reads.
+inline constexpr int kSchemaVersion = 5;
+inline constexpr int kRowsSchemaVersion = 4;
 inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
 inline constexpr int32_t kApplicationId = 0x53545053;
 
@@ -48,6 +51,10 @@ struct WriterOptions {
   // false: keep WAL (rows survive the writing process being killed) but never fsync: for scratch stores
   // that need not survive a machine crash, such as the collector's per-process parts.
   bool fsync = true;
+  // true: kernels, API calls, samples and stacks in compressed blocks (schema v5, a few bytes a row); false:
+  // as rows (schema v4) — what SQL reads without stepscope (`export --format sqlite`) and what the
+  // collector's per-process parts use, where a row committed must survive the process being killed.
+  bool packed = true;
 };
 
 // Writes a store. Rows added with add_*() use this writer's string ids (intern()). append() takes a whole
@@ -159,8 +166,9 @@ class StoreReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Writes `t` to `path` atomically: a temporary file beside it, renamed over `path` when complete.
-void write_store_atomically(const Trace& t, const std::string& path);
+// Writes `t` to `path` atomically: a temporary file beside it, renamed over `path` when complete. `packed`:
+// WriterOptions::packed.
+void write_store_atomically(const Trace& t, const std::string& path, bool packed = true);
 
 // "A path beside `path`" for temporary output: same directory, unique name.
 std::string temp_path_beside(const std::string& path);
