@@ -91,16 +91,28 @@ def record(a):
         cmd = [a.stepscope, "record", "-o", out, "--", a.python, trainer, "--workers", str(a.workers),
                "--steps", "100000000", "--duration", str(a.minutes * 60), "--step-log", log]
         t0 = time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        launcher_kb = 0  # `stepscope record`'s own peak RSS (VmHWM), read until it exits: the merge's memory
+        while p.poll() is None:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            launcher_kb = max(launcher_kb, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.05)
         done = time.monotonic_ns()
+        err = p.stderr.read()
         if p.returncode != 0:
-            sys.exit(f"store_size: record failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+            sys.exit(f"store_size: record failed ({p.returncode}): {err.strip()[-2000:]}")
         last_step = int(open(log).read().split()[-1])
         header()
         n, pb, rb = report(f"python_torch_train {a.minutes:g} min", a.stepscope, out)
         sizes = table_bytes(out)
         print(f"recorded {time.time() - t0:.0f} s; finalize (last step to record's exit) {(done - last_step) / 1e9:.1f} s; "
-              f"{pb / 1e6 * 60 / a.minutes:.1f} MB an hour of recording at this rate")
+              f"{pb / 1e6 * 60 / a.minutes:.1f} MB an hour of recording at this rate; `stepscope record`'s peak RSS "
+              f"{launcher_kb / 1024:.0f} MB (the last read before its exit)")
         print("bytes by table (indexes with their table), packed store:")
         for t, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {t:24} {b:>10} B  {b / max(1, n['samples']):7.2f} B/sample")

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from gpu_proof import plan  # noqa: E402  (the phases' sizes, set smaller for a test)
 from gpu_proof.cli import reserve_after  # noqa: E402
 from gpu_proof.common import _count, not_run, read_variants, step_times, TRAINER  # noqa: E402
+from gpu_proof.common import STEPSCOPE as STEPSCOPE_FOR_CHECK  # noqa: E402
 from gpu_proof.flight import claim_flight_dump, claim_flight_overhead, MIN_FLIGHT_WINDOWS  # noqa: E402
 from gpu_proof.graphs import (  # noqa: E402
     _graph_launch_lines, claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes, graph_facts)
@@ -1191,18 +1192,33 @@ class TraceClaims(H200Stores):
                          ("FAIL", "648 of 5580 kernels in 2 stores; kept: 76 of 2790, lost: 572 of 2790"))
 
     def test_lean_api_needs_the_launch_rows(self):
-        # Lost: 0.78 rows and 125 B a kernel, both under the goals, yet window 1's 620 launches have no row: no
-        # lean trace. Kept: 1.45 rows, 161 B a kernel and every launch row.
+        # Lost: 0.78 rows a kernel, yet window 1's 620 launches have no row: no lean trace. Kept: 1.45 rows and every
+        # launch row, but as rows (schema 4) 161 B a kernel: over issue 53's 64 B.
         c = claim_lean({}, {"trainer_all_lean": self.lost})
         self.assertEqual(c["verdict"], "FAIL")
         self.assertTrue(c["measured"].startswith("0.78 API rows/kernel, 125 B/kernel of GPU trace tables (2790 "
                                                  "kernels; "), c["measured"])
         self.assertTrue(c["measured"].endswith("; 2170 of 2790 kernels with their launch row"), c["measured"])
         c = claim_lean({}, {"trainer_all_lean": self.kept, "trainer_all_api": self.lost})
-        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertEqual(c["verdict"], "FAIL", c)
         self.assertTrue(c["measured"].startswith("1.45 API rows/kernel, 161 B/kernel of GPU trace tables"))
         self.assertIn("; `--cuda-api all`: 0.78 rows/kernel, 125 B/kernel; ", c["measured"])
         self.assertEqual(claim_lean({}, {})["verdict"], "NOT RUN")
+
+    @unittest.skipUnless(STEPSCOPE, "SKIPPED: no STEPSCOPE binary named")
+    def test_lean_api_packed_store_is_a_few_bytes_a_kernel(self):
+        # The kept store re-written as `record` now writes it (schema 5, packed): the same rows in 18 B a kernel of
+        # GPU trace tables, its launch rows read back through `export --format sqlite`.
+        packed = os.path.join(self.dir, "kept-packed.db")
+        subprocess.run([STEPSCOPE, "import", self.db[self.KEPT], "-o", packed], check=True, capture_output=True)
+        self.addCleanup(STEPSCOPE_FOR_CHECK.__setitem__, 0, STEPSCOPE_FOR_CHECK[0])
+        STEPSCOPE_FOR_CHECK[0] = STEPSCOPE
+        facts = store_facts(packed)
+        self.assertEqual((facts["kernels"], facts["api_rows"], facts["window_launches"]),
+                         (self.kept["kernels"], self.kept["api_rows"], self.kept["window_launches"]))
+        c = claim_lean({}, {"trainer_all_lean": facts})
+        self.assertEqual(c["verdict"], "PASS", c)
+        self.assertTrue(c["measured"].startswith("1.45 API rows/kernel, 18 B/kernel of GPU trace tables"), c)
 
     def test_blocking_stacks_of_a_program_without_python(self):
         c = claim_blocking_stacks({"trainer_recorded": self.kept})
