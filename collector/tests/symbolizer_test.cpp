@@ -164,3 +164,43 @@ TEST_CASE(
   CHECK(hits == 3);
   unsetenv("STEPSCOPE_SYMBOL_CACHE");
 }
+
+TEST_CASE("stacks renumbered by symbolization: a graph's and a node's capture stack follow, as a sample's does") {
+  test::ScratchDir dir("symbolizer_renumber");
+  const std::string cache = dir.file("symbols");
+  std::filesystem::create_directories(cache);
+  const std::string lib = SYMBOL_LIB_FULL;
+  std::string build_id = test::run_shell("readelf -n " + test::shell_quote(lib) + " | sed -n 's/.*Build ID: //p'").output;
+  while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
+  REQUIRE(build_id.size() == 40);
+  const auto full = symbols_of(lib);
+  const long long inlined = full.at("local_square") + 2, leaf = full.at("_fini") + 2;
+  // The first address is an inlined call: two frames, so every stack node below it moves up by one.
+  char lines[256];
+  std::snprintf(lines, sizeof lines, "stepscope-symbols 1\n%llx\touter_fn\touter.cc\t7\tinner_fn\tinner.cc\t9\n",
+                inlined);
+  std::ofstream(cache + "/" + build_id + ".3") << lines;
+  setenv("STEPSCOPE_SYMBOL_CACHE", cache.c_str(), 1);
+  store::Trace t;
+  const auto module = t.intern(lib);
+  t.modules.push_back({7, module, t.intern(build_id), 0, 0, 0});
+  t.frames.push_back({1, module, 0, 0, 0, store::FrameKind::Native, inlined});
+  t.frames.push_back({2, module, 0, 0, 0, store::FrameKind::Native, leaf});
+  t.stacks.push_back({1, 0, 1});  // → outer_fn (1), inner_fn (2)
+  t.stacks.push_back({2, 1, 2});  // → _fini under inner_fn (3)
+  t.samples.push_back({100, 7, 7, 2, true});
+  t.api_calls.push_back({100, 200, 7, 7, store::ApiKind::Runtime, t.intern("cudaStreamBeginCapture"), 1, 0, 2});
+  t.graphs.push_back({7, 5, store::GraphKind::Capture, 0, 150, 2});
+  t.graph_nodes.push_back({7, 5, 11, 0, store::GraphNodeKind::Kernel, 160, 2});
+  t.graph_nodes.push_back({7, 5, 12, 0, store::GraphNodeKind::Kernel, 170, 0});
+  collector::Symbolizer s;
+  s.symbolize(t);
+  unsetenv("STEPSCOPE_SYMBOL_CACHE");
+  REQUIRE(t.stacks.size() == 3);
+  REQUIRE(t.samples[0].stack == 3);
+  CHECK(t.str(t.frames[t.stacks[2].frame - 1].symbol) == "_fini");
+  CHECK(t.api_calls[0].stack == 3);
+  CHECK(t.graphs[0].stack == 3);
+  CHECK(t.graph_nodes[0].stack == 3);
+  CHECK(t.graph_nodes[1].stack == 0);
+}

@@ -610,6 +610,10 @@ void Symbolizer::symbolize(store::Trace& t) {
   for (const auto& s : old) resolve(s.id);
   for (auto& s : t.samples) s.stack = s.stack ? resolve(s.stack) : 0;
   for (auto& a : t.api_calls) a.stack = a.stack ? resolve(a.stack) : 0;
+  // A graph's and a node's capture stack are stack ids too: renumbered like a sample's (they kept the old ids,
+  // another node's once an inlined frame or a merged node shifted them).
+  for (auto& g : t.graphs) g.stack = g.stack ? resolve(g.stack) : 0;
+  for (auto& n : t.graph_nodes) n.stack = n.stack ? resolve(n.stack) : 0;
   t.frames = std::move(frames);
   t.stacks = std::move(stacks);
 }
