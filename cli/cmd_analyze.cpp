@@ -245,7 +245,10 @@ int run_analyze(AnalyzeArgs& args) {
     if (store::sniff_file(args.file) != store::FileKind::Store)
       throw store::StoreError(args.file, "--write-findings needs a stepscope store (import the trace first)");
     analyzer::store_findings(a, trace);
-    store::write_store_atomically(trace, args.file);
+    // The store keeps its layout: rows stay rows (an `export --format sqlite` copy stays readable by plain
+    // SQL).
+    const bool packed = store::StoreReader(args.file).schema_version() >= 5;
+    store::write_store_atomically(trace, args.file, packed);
   }
   if (args.json) fmt::print("{}", analyzer::to_json(a));
   else print_text(a);

@@ -11,6 +11,7 @@ analyze --json` / `stepscope diff --format json` (docs/analysis-json.md), never 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -18,6 +19,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import tempfile
 
 from ._session import find_cli
 
@@ -132,15 +134,54 @@ def _authorize(action, *_):
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
+_ROWS = {}  # a packed store's path → (its mtime, the temporary file of its rows)
+
+
+def _rows_of(path):
+    """The file to query for `path`: itself, or for a packed store (schema 5: kernels, API calls, samples and
+    stacks in compressed blocks) its rows, exported once per version of the file into a temporary file."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise ValueError(f"{path}: {e}") from None
+    finally:
+        con.close()
+    if version < 5:
+        return path
+    mtime = os.path.getmtime(path)
+    cached = _ROWS.get(path)
+    if cached and cached[0] == mtime and os.path.exists(cached[1]):
+        return cached[1]
+    fd, rows = tempfile.mkstemp(prefix="stepscope-rows-", suffix=".db")
+    os.close(fd)
+    os.remove(rows)
+    r = subprocess.run([_cli(), "export", path, "--format", "sqlite", "-o", rows], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise ValueError(r.stderr.strip() or f"{path}: cannot read its rows")
+    if cached and os.path.exists(cached[1]):
+        os.remove(cached[1])
+    _ROWS[path] = (mtime, rows)
+    return rows
+
+
+@atexit.register
+def _forget_rows():
+    for _, rows in _ROWS.values():
+        if os.path.exists(rows):
+            os.remove(rows)
+
+
 def query(path: str, sql: str, limit: int = _MAX_ROWS) -> dict:
     """Run one read-only SQL query (SELECT / WITH ... SELECT) on a stepscope store; its tables are in
     docs/schema.md (samples, stacks, frames, kernels, memcpys, api_calls, ranges, steps, data_waits, findings,
-    meta, strings, ...). Anything that would write or attach is refused. Returns the columns and at most `limit`
-    rows (200 at most)."""
+    meta, strings, ...; a packed store is read as its rows). Anything that would write or attach is refused.
+    Returns the columns and at most `limit` rows (200 at most)."""
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such file")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{_rows_of(path)}?mode=ro", uri=True)
     try:
         con.set_authorizer(_authorize)  # mode=ro refuses writes; this refuses ATTACH, PRAGMA writes and the rest
         try:

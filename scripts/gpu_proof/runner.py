@@ -8,7 +8,8 @@ import threading
 import time
 
 from . import plan
-from .common import DDP, HERE, TIMED_STEPS, TRAINER, read_text, resolve, step_times, windows_of, write_atomically
+from .common import (DDP, HERE, STEPSCOPE, TIMED_STEPS, TRAINER, read_text, resolve, step_times, windows_of,
+                     write_atomically)
 from .flight import FLIGHT_WINDOW, MIN_FLIGHT_WINDOWS
 from .graphs import graph_facts
 from .overhead import TRAINER_STEPS
@@ -24,6 +25,7 @@ class Runner:
         self.runs = {"runs": {}, "overhead": {}, "samples_dir": "samples"}
         self.reserve_s = 0  # seconds of the deadline the phases after this one need (the overhead phase keeps them)
         self.ss = os.path.join(a.build, "cli", "stepscope")
+        STEPSCOPE[0] = self.ss  # the stores the run reads as it goes are packed: read through its export
         for d in ("logs", "stores", "tmp"):
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
 
@@ -278,7 +280,9 @@ class Runner:
             if os.path.exists(db):
                 rec["facts"] = store_facts(db)  # 30 s of full tracing is too big to keep
                 rec["facts"]["steps"] = []
-                os.remove(db)
+                for f in (db, db + ".rows"):  # the store and its rows' export (store_rows)
+                    if os.path.exists(f):
+                        os.remove(f)
             text = read_text(os.path.join(self.out, rec["log"]))
             t = step_times(text)
             done = TIMED_STEPS.search(text)

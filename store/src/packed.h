@@ -10,8 +10,9 @@
 namespace stepscope::store::packed {
 
 inline constexpr size_t kBlockRows = 8192;
-// A block that claims more rows than this is damage, not data: decoding would allocate without bound.
-inline constexpr int64_t kMaxBlockRows = 1 << 20;
+// A block that claims more rows than a writer puts in one is damage, not data (decoding would allocate for
+// it).
+inline constexpr int64_t kMaxBlockRows = kBlockRows;
 
 // How a column's value is predicted before its difference is stored: from the same column of the row before
 // (the first row's prediction is 0), or from another column of the same row (end_ns from start_ns, a stack
@@ -35,6 +36,9 @@ const Layout& samples();
 const Layout& stacks();
 // Every packed table, in the order above.
 const std::vector<const Layout*>& layouts();
+
+// Whether this library packs (stepscope_store) or writes and reads rows only (the collector's).
+bool available();
 
 // Encodes `rows` rows of `layout.columns.size()` values each (row-major) as one block's data.
 std::string encode(const Layout& layout, const int64_t* values, size_t rows);

@@ -4,6 +4,10 @@
 
 namespace stepscope::store::packed {
 
+bool available() {
+  return false;
+}
+
 std::string encode(const Layout& layout, const int64_t*, size_t) {
   throw StoreError("",
                    std::string("cannot pack ") + layout.table + ": this part of stepscope writes rows only");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "packed.h"
@@ -171,28 +172,42 @@ struct StoreReader::Impl {
     return nullptr;
   }
 
-  // Every row of a packed table in the order written (blocks by rowid), or only those of the blocks whose
-  // [lo, hi] meets [from, to]: `fn(PackedRow)`.
+  // Every row of a packed table in the order written (blocks by rowid), or, for a window, only those of the
+  // blocks whose [lo, hi] meets [from, to]: `fn(PackedRow)`. A block's lo and hi must be integers and the
+  // bounds of its rows (they decide which blocks a window reads): anything else is damage, said as such.
   template <class Fn>
-  void each_packed(const packed::Layout& layout, Fn&& fn, int64_t from = std::numeric_limits<int64_t>::min(),
-                   int64_t to = std::numeric_limits<int64_t>::max()) const {
+  void each_packed(const packed::Layout& layout, Fn&& fn,
+                   std::optional<std::pair<int64_t, int64_t>> window = {}) const {
     Statement s(db,
-                std::string("SELECT rows, data FROM ") + layout.packed_table +
-                    " WHERE hi >= ?1 AND lo <= ?2 ORDER BY rowid",
+                std::string("SELECT rows, data, lo, hi FROM ") + layout.packed_table +
+                    (window ? " WHERE hi >= ?1 AND lo <= ?2 ORDER BY rowid" : " ORDER BY rowid"),
                 path);
-    s.bind(1, from);
-    s.bind(2, to);
+    if (window) {
+      s.bind(1, window->first);
+      s.bind(2, window->second);
+    }
     std::vector<int64_t> values;
     const size_t cols = layout.columns.size();
+    const size_t hi_col = size_t(layout.hi_column);
+    auto corrupt = [&](const char* why) {
+      return StoreError(path, std::string("corrupt store: a block of ") + layout.packed_table + " " + why);
+    };
     int rc;
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-      if (sqlite3_column_type(s.get(), 1) != SQLITE_BLOB)
-        throw StoreError(path,
-                         std::string("corrupt store: a block of ") + layout.packed_table + " holds no data");
+      if (sqlite3_column_type(s.get(), 1) != SQLITE_BLOB) throw corrupt("holds no data");
+      if (sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER ||
+          sqlite3_column_type(s.get(), 3) != SQLITE_INTEGER)
+        throw corrupt("has bounds that are no integers");
       const auto* data = static_cast<const char*>(sqlite3_column_blob(s.get(), 1));
       const std::string_view blob(data ? data : "", size_t(sqlite3_column_bytes(s.get(), 1)));
       values.clear();
       packed::decode(layout, blob, s.col_int(0), values, path);
+      int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+      for (size_t i = 0; i < values.size(); i += cols) {
+        lo = std::min(lo, values[i]);
+        hi = std::max(hi, values[i + hi_col]);
+      }
+      if (lo != s.col_int(2) || hi != s.col_int(3)) throw corrupt("has bounds that are not its rows'");
       for (size_t i = 0; i < values.size(); i += cols) fn(PackedRow{values.data() + i});
     }
     if (rc != SQLITE_DONE)
@@ -208,7 +223,7 @@ struct StoreReader::Impl {
         [&](const PackedRow& r) {
           if (r.v[0] < t1 && r.v[1] > t0) out.push_back(conv(r));
         },
-        t0 == std::numeric_limits<int64_t>::max() ? t0 : t0 + 1, t1 - 1);
+        std::pair<int64_t, int64_t>{t0 == std::numeric_limits<int64_t>::max() ? t0 : t0 + 1, t1 - 1});
     std::stable_sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.start < b.start; });
     return out;
   }
@@ -389,7 +404,33 @@ std::pair<int64_t, int64_t> StoreReader::time_span() const {
   return {lo, hi};
 }
 
+void StoreReader::each_kernel(const std::function<void(const Kernel&)>& fn) const {
+  if (impl_->packed())
+    return impl_->each_packed(packed::kernels(), [&](const PackedRow& r) { fn(kernel_of(r)); });
+  each_row(impl_->db, impl_->path,
+           std::string("SELECT ") + impl_->kernel_cols() + " FROM kernels ORDER BY rowid",
+           [&](const Statement& s) { fn(kernel_of(s)); });
+}
+void StoreReader::each_api_call(const std::function<void(const ApiCall&)>& fn) const {
+  if (impl_->packed())
+    return impl_->each_packed(packed::api_calls(), [&](const PackedRow& r) { fn(api_of(r)); });
+  each_row(impl_->db, impl_->path,
+           std::string("SELECT ") + impl_->api_cols() + " FROM api_calls ORDER BY rowid",
+           [&](const Statement& s) { fn(api_of(s)); });
+}
+void StoreReader::each_sample(const std::function<void(const Sample&)>& fn) const {
+  if (impl_->packed())
+    return impl_->each_packed(packed::samples(), [&](const PackedRow& r) { fn(sample_of(r)); });
+  each_row(impl_->db, impl_->path,
+           std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
+           [&](const Statement& s) { fn(sample_of(s)); });
+}
+
 Trace StoreReader::load() const {
+  return load(LoadOptions{});
+}
+
+Trace StoreReader::load(const LoadOptions& options) const {
   Trace t;
   t.strings = impl_->strings;
   t.meta = meta();
@@ -402,19 +443,11 @@ Trace StoreReader::load() const {
     return std::string("SELECT ") + cols + " FROM " + table + " ORDER BY rowid";
   };
   const bool packed = impl_->packed();
-  if (packed)
-    impl_->each_packed(packed::kernels(), [&](const PackedRow& r) { t.kernels.push_back(kernel_of(r)); });
-  else
-    each_row(db, f, all(impl_->kernel_cols(), "kernels"),
-             [&](const Statement& s) { t.kernels.push_back(kernel_of(s)); });
+  if (options.bulk) each_kernel([&](const Kernel& k) { t.kernels.push_back(k); });
   each_row(db, f, all(impl_->memcpy_cols(), "memcpys"), [&](const Statement& s) { t.memcpys.push_back(memcpy_of(s)); });
   each_row(db, f, all(impl_->memset_cols(), "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
   each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
-  if (packed)
-    impl_->each_packed(packed::api_calls(), [&](const PackedRow& r) { t.api_calls.push_back(api_of(r)); });
-  else
-    each_row(db, f, all(impl_->api_cols(), "api_calls"),
-             [&](const Statement& s) { t.api_calls.push_back(api_of(s)); });
+  if (options.bulk) each_api_call([&](const ApiCall& a) { t.api_calls.push_back(a); });
   each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
   each_row(db, f, "SELECT id, module, symbol, file, line, kind, address FROM frames ORDER BY id",
            [&](const Statement& s) {
@@ -430,14 +463,12 @@ Trace StoreReader::load() const {
                         [](const Stack& a, const Stack& b) { return a.id < b.id; }))
       std::stable_sort(t.stacks.begin(), t.stacks.end(),
                        [](const Stack& a, const Stack& b) { return a.id < b.id; });
-    impl_->each_packed(packed::samples(), [&](const PackedRow& r) { t.samples.push_back(sample_of(r)); });
   } else {
     each_row(db, f, "SELECT id, parent, frame FROM stacks ORDER BY id", [&](const Statement& s) {
       t.stacks.push_back({s.col_int(0), s.col_int(1), s.col_int(2)});
     });
-    each_row(db, f, std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
-             [&](const Statement& s) { t.samples.push_back(sample_of(s)); });
   }
+  if (options.bulk) each_sample([&](const Sample& s) { t.samples.push_back(s); });
   each_row(db, f, all(kWaitCols, "data_waits"), [&](const Statement& s) { t.data_waits.push_back(wait_of(s)); });
   each_row(db, f, "SELECT step_index, start_ns, end_ns, source, pid, tid FROM steps ORDER BY rowid",
            [&](const Statement& s) { t.steps.push_back(step_of(s)); });
@@ -484,7 +515,7 @@ std::vector<Sample> StoreReader::samples(int64_t t0, int64_t t1) const {
         [&](const PackedRow& r) {
           if (r.v[0] >= t0 && r.v[0] < t1) out.push_back(sample_of(r));
         },
-        t0, t1 - 1);
+        std::pair<int64_t, int64_t>{t0, t1 - 1});
     std::stable_sort(out.begin(), out.end(),
                      [](const Sample& a, const Sample& b) { return a.time < b.time; });
     return out;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
+#include <unordered_set>
 
 #include "packed.h"
 #include "schema.h"
@@ -86,6 +87,7 @@ struct StoreWriter::Impl {
   int64_t max_frame_id = 0;
   int64_t max_stack_id = 0;
   PendingBlock pending[kTableCount];  // packed tables only
+  std::unordered_set<int64_t> stack_ids;  // packed: ids written, each once
 
   void begin() {
     if (!in_txn) {
@@ -104,7 +106,12 @@ struct StoreWriter::Impl {
   }
   void write_block(PendingBlock& b) {
     begin();
-    const std::string data = packed::encode(*b.layout, b.values.data(), b.rows);
+    std::string data;
+    try {
+      data = packed::encode(*b.layout, b.values.data(), b.rows);
+    } catch (const StoreError& e) {
+      throw StoreError(path, e.reason());
+    }
     b.insert.bind(1, b.lo);
     b.insert.bind(2, b.hi);
     b.insert.bind(3, int64_t(b.rows));
@@ -120,6 +127,9 @@ struct StoreWriter::Impl {
   void row(Table t, const V&... values) {
     if constexpr ((std::is_integral_v<V> && ...)) {
       if (PendingBlock& b = pending[t]; b.layout) {
+        if (sizeof...(V) != b.layout->columns.size())
+          throw StoreError(path,
+                           std::string("a row of ") + b.layout->table + " does not fit its packed layout");
         const int64_t lo = first_of(values...), hi = b.layout->hi_column == 1 ? second_of(values...) : lo;
         if (b.rows == 0 || lo < b.lo) b.lo = lo;
         if (b.rows == 0 || hi > b.hi) b.hi = hi;
@@ -129,6 +139,8 @@ struct StoreWriter::Impl {
         return;
       }
     }
+    if (pending[t].layout)  // a packed table's row of other than integers: there is no statement to run
+      throw StoreError(path, "a row of " + std::string(pending[t].layout->table) + " that cannot be packed");
     begin();
     Statement& s = insert[t];
     int i = 0;
@@ -158,6 +170,8 @@ struct StoreWriter::Impl {
 };
 
 StoreWriter::StoreWriter(const std::string& path, WriterOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.packed && !packed::available())
+    throw StoreError(path, "this part of stepscope writes rows only (WriterOptions::packed = false)");
   impl_->path = path;
   impl_->options = options;
   std::error_code ec;
@@ -268,6 +282,9 @@ void StoreWriter::add(const Frame& r) {
   impl_->max_frame_id = std::max(impl_->max_frame_id, r.id);
 }
 void StoreWriter::add(const Stack& r) {
+  // A packed table has no key to refuse a second node of one id, as the rows' INTEGER PRIMARY KEY does.
+  if (impl_->options.packed && !impl_->stack_ids.insert(r.id).second)
+    throw StoreError(impl_->path, "stack id " + std::to_string(r.id) + " written twice");
   impl_->row(kStacks, r.id, r.parent, r.frame);
   impl_->max_stack_id = std::max(impl_->max_stack_id, r.id);
 }
@@ -293,6 +310,16 @@ void StoreWriter::add(const GraphNode& r) {
 }
 
 void StoreWriter::append(const Trace& t) {
+  append(t, nullptr, {});
+}
+
+void StoreWriter::append(const Trace& t, const StoreReader& bulk,
+                         const std::function<int64_t(int64_t)>& stack_of) {
+  append(t, &bulk, stack_of);
+}
+
+void StoreWriter::append(const Trace& t, const StoreReader* bulk,
+                         const std::function<int64_t(int64_t)>& stack_of) {
   // String ids of `t` → this writer's ids, interned on first use.
   std::vector<StringId> map(t.strings.size(), -1);
   auto s = [&](StringId id) -> StringId {
@@ -302,7 +329,26 @@ void StoreWriter::append(const Trace& t) {
   };
   for (const auto& [k, v] : t.meta)
     if (k != "schema_version") set_meta(k, v);  // this store's layout, not the one `t` was read from
-  visit_remapped(t, s, impl_->max_frame_id, impl_->max_stack_id, [this](const auto& row) { add(row); });
+  const int64_t stack_base = impl_->max_stack_id;
+  visit_remapped(t, s, impl_->max_frame_id, stack_base, [this](const auto& row) { add(row); });
+  if (!bulk) return;
+  auto stack = [&](int64_t id) {
+    if (id && stack_of) id = stack_of(id);
+    return id ? id + stack_base : 0;
+  };
+  bulk->each_kernel([&](Kernel k) {
+    k.name = s(k.name);
+    add(k);
+  });
+  bulk->each_api_call([&](ApiCall a) {
+    a.name = s(a.name);
+    a.stack = stack(a.stack);
+    add(a);
+  });
+  bulk->each_sample([&](Sample r) {
+    r.stack = stack(r.stack);
+    add(r);
+  });
 }
 
 void StoreWriter::replace_findings(const std::vector<Finding>& findings, const StringTable& strings) {

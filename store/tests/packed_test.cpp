@@ -216,12 +216,24 @@ TEST_CASE("a damaged block is an error naming the store, never a wrong row") {
        "corrupt store: a block of packed_kernels has an unknown encoding"},
       {"truncated.db", "UPDATE packed_api_calls SET data = substr(data, 1, length(data) / 2) WHERE rowid = 1",
        "corrupt store: a block of packed_api_calls does not decompress"},
-      {"more_rows.db", "UPDATE packed_kernels SET rows = rows + 1 WHERE rowid = 1",
+      {"more_rows.db",
+       "UPDATE packed_kernels SET rows = rows + 1 WHERE rowid = (SELECT max(rowid) FROM packed_kernels)",
        "corrupt store: a block of packed_kernels ends inside a value"},
       {"fewer_rows.db", "UPDATE packed_samples SET rows = rows - 1",
        "corrupt store: a block of packed_samples has bytes past its rows"},
       {"huge_rows.db", "UPDATE packed_stacks SET rows = 1000000000",
        "corrupt store: a block of packed_stacks claims 1000000000 rows"},
+      {"past_a_block.db", "UPDATE packed_kernels SET rows = 8193 WHERE rowid = 1",
+       "corrupt store: a block of packed_kernels claims 8193 rows"},
+      // A byte flipped inside the compressed values: the frame's checksum catches what the lengths cannot.
+      {"flipped.db",
+       "UPDATE packed_kernels SET data = CAST(substr(data, 1, length(data) / 2) || x'deadbeef' || "
+       "substr(data, length(data) / 2 + 5) AS BLOB) WHERE rowid = 1",
+       "corrupt store: a block of packed_kernels does not decompress"},
+      {"lo_moved.db", "UPDATE packed_kernels SET lo = lo + 1 WHERE rowid = 1",
+       "corrupt store: a block of packed_kernels has bounds that are not its rows'"},
+      {"hi_text.db", "UPDATE packed_samples SET hi = 'later'",
+       "corrupt store: a block of packed_samples has bounds that are no integers"},
       {"text.db", "UPDATE packed_kernels SET data = 'soon' WHERE rowid = 1",
        "corrupt store: a block of packed_kernels holds no data"},
       {"no_table.db", "DROP TABLE packed_kernels", "SQLite: no such table: packed_kernels"},
@@ -232,5 +244,30 @@ TEST_CASE("a damaged block is an error naming the store, never a wrong row") {
     std::filesystem::copy_file(dir.file("good.db"), path, std::filesystem::copy_options::overwrite_existing);
     exec(path, c.sql);
     CHECK(load_error(path) == c.reason);
+  }
+}
+
+TEST_CASE(
+    "a packed writer refuses a stack id twice, as the rows' key does, and leaves nothing half-written") {
+  stepscope::test::ScratchDir dir("store_packed_dup");
+  Trace t;
+  t.stacks.push_back({5, 0, 1});
+  t.stacks.push_back({5, 0, 2});
+  for (const bool packed : {true, false}) {
+    INFO((packed ? "packed" : "rows"));
+    const std::string path = dir.file(packed ? "packed.db" : "rows.db");
+    std::string reason;
+    try {
+      write_store_atomically(t, path, packed);
+    } catch (const StoreError& e) {
+      reason = e.reason();
+    }
+    CHECK(reason == (packed ? "stack id 5 written twice"
+                            : "SQLite insert failed: UNIQUE constraint failed: stacks.id"));
+    CHECK_FALSE(std::filesystem::exists(path));
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(dir.file("")))
+      left.push_back(e.path().filename());
+    CHECK(left.empty());
   }
 }

@@ -285,12 +285,20 @@ TEST_CASE("stepscope mcp answers the MCP SDK's stdio client: every tool on real 
   const std::string db = decompressed_recording("h100-2026-11-22/input_bound.db.xz", dir);
   const std::string other = decompressed_recording("h100-2026-11-22/input_bound_prefetch.db.xz", dir);
   REQUIRE((!db.empty() && !other.empty()));
-  const int64_t step_rows = int64_t(store::StoreReader(db).load().steps.size());
+  const store::Trace rows = store::StoreReader(db).load();
+  const int64_t step_rows = int64_t(rows.steps.size());
+  int64_t kernel_ns = 0;
+  for (const auto& k : rows.kernels) kernel_ns += k.end - k.start;
+  // The same recording as `record` writes it now (schema 5, packed): its kernels queried by plain SQL.
+  const std::string packed = dir.file("packed.db");
+  store::write_store_atomically(rows, packed);
+  REQUIRE(store::StoreReader(packed).schema_version() == 5);
   Analyzed a;
   analyze(db, a);
   const size_t kernels = std::min<size_t>(3, a.doc["top_kernels"].get_array().size());
   // The server is `stepscope mcp` of this build, running the venv's python (STEPSCOPE_PYTHON).
-  const auto r = run_script(dir.file(""), "mcp_client.py", shell_quote(db) + " " + shell_quote(other),
+  const auto r = run_script(dir.file(""), "mcp_client.py",
+                            shell_quote(db) + " " + shell_quote(other) + " " + shell_quote(packed),
                             "STEPSCOPE_PYTHON=" + shell_quote(venv_python()));
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -304,6 +312,8 @@ TEST_CASE("stepscope mcp answers the MCP SDK's stdio client: every tool on real 
   CHECK(r.output.find("top False " + std::to_string(kernels) + "\n") != std::string::npos);
   CHECK(r.output.find("diff_runs False stepscope.diff/1\n") != std::string::npos);
   CHECK(r.output.find("query False ['n'] [[" + std::to_string(step_rows) + "]]\n") != std::string::npos);
+  CHECK(r.output.find("query_packed False ['n', 'ns'] [[" + std::to_string(rows.kernels.size()) + ", " +
+                      std::to_string(kernel_ns) + "]]\n") != std::string::npos);
   CHECK(r.output.find(
             "query_write True Error executing tool query: refused: only read-only queries (SELECT) may run "
             "on a store") != std::string::npos);

@@ -82,12 +82,25 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const char* key) {
 // One part's rows made to keep the invariant of docs/schema.md: a sync without its thread gets the thread of
 // the API call with the same correlation id; the collector's own threads are marked; every (pid, tid) a row
 // names gets a threads row (named "" when the collector could not read its comm in time).
-void complete_threads(store::Trace& t) {
-  std::unordered_map<int64_t, int64_t> tid_of;
-  for (const auto& a : t.api_calls) tid_of.emplace(a.correlation, a.tid);
+// Thread rows for every thread the part's rows name, and the thread of a sync written without one (v1 parts)
+// from its API call. The part's API calls and samples are read from `bulk` (load() left them out), one at a
+// time.
+void complete_threads(store::Trace& t, const store::StoreReader& bulk) {
+  std::unordered_map<int64_t, std::pair<bool, int64_t>> tid_of;  // correlation → (seen, the first call's tid)
+  for (const auto& s : t.syncs)
+    if (!s.tid) tid_of.emplace(s.correlation, std::pair<bool, int64_t>{false, 0});
+  std::vector<std::pair<int64_t, int64_t>> api_threads;  // in the order the calls first name them
+  std::set<std::pair<int64_t, int64_t>> api_seen;
+  bulk.each_api_call([&](const store::ApiCall& a) {
+    if (!tid_of.empty())
+      if (auto it = tid_of.find(a.correlation); it != tid_of.end() && !it->second.first)
+        it->second = {true, a.tid};
+    if (api_seen.insert({a.pid, a.tid}).second) api_threads.push_back({a.pid, a.tid});
+  });
   for (auto& s : t.syncs)
     if (!s.tid)
-      if (auto it = tid_of.find(s.correlation); it != tid_of.end()) s.tid = it->second;
+      if (auto it = tid_of.find(s.correlation); it != tid_of.end() && it->second.first)
+        s.tid = it->second.second;
   std::set<int64_t> own;
   if (auto it = t.meta.find("collector.own_tids"); it != t.meta.end()) {
     std::string list = it->second;
@@ -112,8 +125,8 @@ void complete_threads(store::Trace& t) {
       t.threads.push_back(th);
     }
   };
-  for (const auto& r : t.samples) need(r.pid, r.tid);
-  for (const auto& r : t.api_calls) need(r.pid, r.tid);
+  bulk.each_sample([&](const store::Sample& r) { need(r.pid, r.tid); });
+  for (const auto& [pid, tid] : api_threads) need(pid, tid);
   for (const auto& r : t.syncs) need(r.pid, r.tid);
   for (const auto& r : t.ranges) need(r.pid, r.tid);
   for (const auto& r : t.data_waits) need(r.pid, r.tid);
@@ -259,11 +272,22 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   });
 
   const int64_t t_load = mono_ns();
+  // Each part without its kernels, API calls and samples, which grow with the run: they are streamed from the
+  // part into the store at the write, so the merge's memory does not grow with the recording's length.
   std::vector<store::Trace> traces;
+  std::vector<std::string> part_of;                    // the part each trace came from
+  std::vector<std::pair<int64_t, int64_t>> bulk_rows;  // its samples and kernels
   for (const auto& p : parts) {
     try {
       store::StoreReader reader(p);
-      traces.push_back(reader.load());
+      int64_t samples = 0, kernels = 0;
+      for (const auto& c : reader.counts()) {
+        if (c.table == "samples") samples = c.rows;
+        if (c.table == "kernels") kernels = c.rows;
+      }
+      traces.push_back(reader.load(store::StoreReader::LoadOptions{.bulk = false}));
+      part_of.push_back(p);
+      bulk_rows.push_back({samples, kernels});
     } catch (const std::exception& e) {
       // A process killed before its first commit leaves a part with no schema: nothing to lose. Any other
       // unreadable part held samples that the recording now lacks: say so.
@@ -309,9 +333,11 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     store::StoreWriter w(tmp);
     std::set<int64_t> written_pids;
     std::set<std::pair<int64_t, int64_t>> written_threads;
-    for (auto& t : traces) {
-      summary.samples += static_cast<int64_t>(t.samples.size());
-      summary.kernels += static_cast<int64_t>(t.kernels.size());
+    for (size_t part = 0; part < traces.size(); ++part) {
+      store::Trace& t = traces[part];
+      const store::StoreReader bulk(part_of[part]);
+      summary.samples += bulk_rows[part].first;
+      summary.kernels += bulk_rows[part].second;
       summary.ranges += static_cast<int64_t>(t.ranges.size());
       summary.dropped_samples += meta_int(t.meta, "collector.dropped_samples");
       summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
@@ -381,7 +407,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
           if (auto it = t.meta.find(k); it != t.meta.end()) weighted[k] += std::atof(it->second.c_str()) * double(n);
         stack_bytes_max = std::max(stack_bytes_max, meta_int(t.meta, "collector.stack_bytes_max"));
       }
-      complete_threads(t);
+      complete_threads(t, bulk);
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
         if (written_pids.insert(p.pid).second) {
@@ -396,9 +422,13 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       t.threads = std::move(threads);
       t.meta.clear();  // per-process counters are summed below
       const int64_t t_sym = mono_ns();
-      symbolizer.symbolize(t);
+      const auto renumbered = symbolizer.symbolize(t);
       symbolize_ns += mono_ns() - t_sym;
-      w.append(t);
+      w.append(t, bulk, [&renumbered](int64_t id) {
+        const auto it = renumbered.find(id);
+        return it == renumbered.end() ? int64_t{0} : it->second;
+      });
+      t = store::Trace{};  // this part's rows are in the store: hold only the parts still to write
     }
     summary.processes = static_cast<int64_t>(written_pids.size());
     summary.threads = static_cast<int64_t>(written_threads.size());

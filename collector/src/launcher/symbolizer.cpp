@@ -524,7 +524,7 @@ void symbolize(store::Trace& t) {
   s.symbolize(t);
 }
 
-void Symbolizer::symbolize(store::Trace& t) {
+std::unordered_map<int64_t, int64_t> Symbolizer::symbolize(store::Trace& t) {
   std::map<std::string, std::string> build_id_of;  // module path → recorded build-id
   for (const auto& m : t.modules) build_id_of.emplace(t.str(m.path), t.str(m.build_id));
   auto module_for = [&](const std::string& path) -> ModuleSymbolizer* {
@@ -616,6 +616,7 @@ void Symbolizer::symbolize(store::Trace& t) {
   for (auto& n : t.graph_nodes) n.stack = n.stack ? resolve(n.stack) : 0;
   t.frames = std::move(frames);
   t.stacks = std::move(stacks);
+  return node_of;
 }
 
 }  // namespace stepscope::collector

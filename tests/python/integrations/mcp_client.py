@@ -9,6 +9,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 store, other = sys.argv[1], sys.argv[2]
+packed = sys.argv[3] if len(sys.argv) > 3 else None  # the store re-written packed (schema 5)
 cli = os.environ["STEPSCOPE_CLI"]
 
 
@@ -58,6 +59,10 @@ async def main():
             r = await call("query", path=store, sql="SELECT COUNT(*) AS n FROM steps")
             q = payload(r)
             print("query", is_error(r), q["columns"], q["rows"])
+            if packed:
+                r = await call("query", path=packed, sql="SELECT COUNT(*) AS n, SUM(end_ns - start_ns) AS ns FROM kernels")
+                q = payload(r) if not is_error(r) else {"columns": [], "rows": text(r)[:200]}
+                print("query_packed", is_error(r), q["columns"], q["rows"])
             r = await call("query", path=store, sql="DELETE FROM steps")
             print("query_write", is_error(r), text(r)[:200].replace("\n", " "))
             r = await call("query", path=store, sql="ATTACH DATABASE '/tmp/x.db' AS x")

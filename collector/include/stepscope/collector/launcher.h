@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "stepscope/store/records.h"
@@ -84,7 +85,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                  Symbolizer* symbolizer = nullptr);
 
 // Replaces unsymbolized native frames (symbol 0, module + address) by their function / file:line, expanding
-// inlined calls into frames of their own; rewrites stacks and samples to match. Uses libdw. Each module is
+// inlined calls into frames of their own; rewrites stacks and the stack ids of samples, API calls, graphs and
+// graph nodes to match, and returns that renumbering (old stack id → new) for rows not in `trace` (a merge
+// streams samples and API calls past it). Uses libdw. Each module is
 // opened once and each address looked up once per Symbolizer, so one Symbolizer serves all parts of a run;
 // results persist per build-id in symbol_cache_dir() (written when the Symbolizer is destroyed), so a later
 // run opens a module's debug information only for addresses not resolved before.
@@ -94,7 +97,7 @@ class Symbolizer {
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
-  void symbolize(store::Trace& trace);
+  std::unordered_map<int64_t, int64_t> symbolize(store::Trace& trace);
   int64_t modules_opened() const;
   int64_t addresses_looked_up() const;
   int64_t cache_hits() const;  // addresses answered from the persistent cache

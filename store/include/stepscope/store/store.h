@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +58,8 @@ struct WriterOptions {
   bool packed = true;
 };
 
+class StoreReader;
+
 // Writes a store. Rows added with add_*() use this writer's string ids (intern()). append() takes a whole
 // Trace with its own string table and remaps. Rows become durable at each commit (flush(), every batch_rows
 // rows, close()); a process killed in between loses only the uncommitted rows.
@@ -96,6 +99,11 @@ class StoreWriter {
   // Appends every row of `t` (and its meta), remapping string ids; frames and stacks are renumbered
   // after those already written so several traces (e.g. per-process partial stores) merge into one.
   void append(const Trace& t);
+  // The same for a trace read without its bulk (StoreReader::load(LoadOptions{.bulk = false})) from `bulk`:
+  // its kernels, API calls and samples are streamed from that reader one row at a time and remapped as `t`'s
+  // rows are, so a merge holds none of them. `t` may have interned strings since (ids of `bulk` keep their
+  // meaning in it). `stack_of`, when given, first maps the streamed rows' stack ids (a renumbered trie).
+  void append(const Trace& t, const StoreReader& bulk, const std::function<int64_t(int64_t)>& stack_of = {});
 
   // Replaces the findings table with `findings` (string ids of `strings`).
   void replace_findings(const std::vector<Finding>& findings, const StringTable& strings);
@@ -104,6 +112,7 @@ class StoreWriter {
   void close();  // flush, checkpoint WAL, close; idempotent
 
  private:
+  void append(const Trace& t, const StoreReader* bulk, const std::function<int64_t(int64_t)>& stack_of);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -126,7 +135,7 @@ struct InvariantBreak {
 class StoreReader {
  public:
   // Throws StoreError("FILE: not an SQLite database" | "not a stepscope store" | "schema version N is newer
-  // than this stepscope reads (4)" | "no such file" | ...).
+  // than this stepscope reads (5)" | "no such file" | ...).
   explicit StoreReader(const std::string& path);
   ~StoreReader();
   StoreReader(const StoreReader&) = delete;
@@ -139,6 +148,15 @@ class StoreReader {
   std::pair<int64_t, int64_t> time_span() const;  // over kernels, memcpys, memsets, api_calls, ranges, samples
 
   Trace load() const;  // everything
+  struct LoadOptions {
+    bool bulk = true;  // false: kernels, API calls and samples are left out (stream them with each_*)
+  };
+  Trace load(const LoadOptions& options) const;
+  // Every kernel, API call or sample in load()'s order, one row at a time: memory that does not grow with
+  // them.
+  void each_kernel(const std::function<void(const Kernel&)>& fn) const;
+  void each_api_call(const std::function<void(const ApiCall&)>& fn) const;
+  void each_sample(const std::function<void(const Sample&)>& fn) const;
 
   // Typed range queries: rows overlapping [t0, t1). Their string ids refer to strings().
   const StringTable& strings() const;
