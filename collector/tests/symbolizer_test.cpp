@@ -34,6 +34,13 @@ std::map<std::string, long long> symbols_of(const std::string& lib) {
   return out;
 }
 
+// The GNU build-id of `file`, as readelf prints it (40 hex digits).
+std::string build_id_of(const std::string& file) {
+  std::string id = test::run_shell("readelf -n " + test::shell_quote(file) + " | sed -n 's/.*Build ID: //p'").output;
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  return id;
+}
+
 }  // namespace
 
 TEST_CASE("an unsized symbol covers only its own section: a stripped library's local functions read module+offset") {
@@ -113,8 +120,7 @@ TEST_CASE(
   const std::string cache = dir.file("symbols");
   std::filesystem::create_directories(cache);
   const std::string lib = SYMBOL_LIB_FULL;
-  std::string build_id = test::run_shell("readelf -n " + test::shell_quote(lib) + " | sed -n 's/.*Build ID: //p'").output;
-  while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
+  const std::string build_id = build_id_of(lib);
   REQUIRE(build_id.size() == 40);
   const auto full = symbols_of(lib);
   const long long cached = full.at("local_square") + 2, malformed = full.at("_fini") + 2, cut = full.at("_init") + 2;
@@ -170,8 +176,7 @@ TEST_CASE("stacks renumbered by symbolization: a graph's and a node's capture st
   const std::string cache = dir.file("symbols");
   std::filesystem::create_directories(cache);
   const std::string lib = SYMBOL_LIB_FULL;
-  std::string build_id = test::run_shell("readelf -n " + test::shell_quote(lib) + " | sed -n 's/.*Build ID: //p'").output;
-  while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
+  const std::string build_id = build_id_of(lib);
   REQUIRE(build_id.size() == 40);
   const auto full = symbols_of(lib);
   const long long inlined = full.at("local_square") + 2, leaf = full.at("_fini") + 2;

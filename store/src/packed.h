@@ -26,8 +26,7 @@ struct Layout {
   const char* table;         // the table as readers know it: "kernels"
   const char* packed_table;  // where its blocks are: "packed_kernels"
   std::vector<Column> columns;
-  int lo_column = 0;  // the block's lo is the least of this column
-  int hi_column = 0;  // and its hi the greatest of this one
+  int hi_column = 0;  // a block's lo is the least of column 0, its hi the greatest of this one (0 or 1)
 };
 
 const Layout& kernels();

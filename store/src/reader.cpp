@@ -213,6 +213,14 @@ struct StoreReader::Impl {
     if (rc != SQLITE_DONE)
       throw StoreError(path, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
   }
+  // Each row of one of the bulk tables in load()'s order: from its blocks, or as rows.
+  template <class Row, class Conv>
+  void each_bulk(const packed::Layout& layout, const char* cols, Conv conv,
+                 const std::function<void(const Row&)>& fn) const {
+    if (packed()) return each_packed(layout, [&](const PackedRow& r) { fn(conv(r)); });
+    each_row(db, path, std::string("SELECT ") + cols + " FROM " + layout.table + " ORDER BY rowid",
+             [&](const Statement& s) { fn(conv(s)); });
+  }
   // Rows of a packed timed table overlapping [t0, t1), by start.
   template <class Row, class Conv>
   std::vector<Row> overlapping_packed(const packed::Layout& layout, int64_t t0, int64_t t1, Conv conv) const {
@@ -405,25 +413,16 @@ std::pair<int64_t, int64_t> StoreReader::time_span() const {
 }
 
 void StoreReader::each_kernel(const std::function<void(const Kernel&)>& fn) const {
-  if (impl_->packed())
-    return impl_->each_packed(packed::kernels(), [&](const PackedRow& r) { fn(kernel_of(r)); });
-  each_row(impl_->db, impl_->path,
-           std::string("SELECT ") + impl_->kernel_cols() + " FROM kernels ORDER BY rowid",
-           [&](const Statement& s) { fn(kernel_of(s)); });
+  impl_->each_bulk<Kernel>(
+      packed::kernels(), impl_->kernel_cols(), [](const auto& r) { return kernel_of(r); }, fn);
 }
 void StoreReader::each_api_call(const std::function<void(const ApiCall&)>& fn) const {
-  if (impl_->packed())
-    return impl_->each_packed(packed::api_calls(), [&](const PackedRow& r) { fn(api_of(r)); });
-  each_row(impl_->db, impl_->path,
-           std::string("SELECT ") + impl_->api_cols() + " FROM api_calls ORDER BY rowid",
-           [&](const Statement& s) { fn(api_of(s)); });
+  impl_->each_bulk<ApiCall>(
+      packed::api_calls(), impl_->api_cols(), [](const auto& r) { return api_of(r); }, fn);
 }
 void StoreReader::each_sample(const std::function<void(const Sample&)>& fn) const {
-  if (impl_->packed())
-    return impl_->each_packed(packed::samples(), [&](const PackedRow& r) { fn(sample_of(r)); });
-  each_row(impl_->db, impl_->path,
-           std::string("SELECT ") + impl_->sample_cols() + " FROM samples ORDER BY rowid",
-           [&](const Statement& s) { fn(sample_of(s)); });
+  impl_->each_bulk<Sample>(
+      packed::samples(), impl_->sample_cols(), [](const auto& r) { return sample_of(r); }, fn);
 }
 
 Trace StoreReader::load() const {
