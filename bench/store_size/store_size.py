@@ -7,16 +7,22 @@ kernel with its launch, every table, index and string counted), packed (schema 5
   store_size.py --stepscope build/cli/stepscope record --minutes 10 [--python venv/bin/python]
                                                      # a CPU trainer recorded at the defaults for 10 minutes
 
+  store_size.py --stepscope build/cli/stepscope merge [--iterations 2e10 8e10]
+                                                     # the merge's memory against the run's length
+
 `recordings` re-writes each H100 recording of ../shared/recordings (and the H200 graph-nodes fixture) through
 `stepscope import` (which packs) and reports bytes per kernel (GPU stores) or per sample (CPU-only ones).
 `record` runs samples/cpu/python_torch_train.py --workers 2 under `stepscope record` (1 kHz, defaults) for the
 minutes given and reports the store's bytes per sample, the tables' shares, and the finalize time (the trainer's
-last step to record's exit: the collector's last pass, the merge, the packing).
+last step to record's exit: the collector's last pass, the merge, the packing). `merge` records
+samples/cpu/hot_loop (two threads, 4 kHz) for each iteration count given and prints `stepscope record`'s own peak
+RSS beside the samples it merged: flat when the merge streams, growing with the samples when it holds them.
 """
 import argparse
 import glob
 import lzma
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -84,6 +90,38 @@ def recordings(a):
     print("goal: <= 64 B a kernel (with its launch), <= 40 B a sample; each figure is the whole file over the count")
 
 
+def peak_rss_kb(p):
+    """`p`'s peak RSS (VmHWM), read every 20 ms until it exits."""
+    kb = 0
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        kb = max(kb, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return kb
+
+
+def merge(a):
+    hot = os.path.join(os.path.dirname(os.path.dirname(a.stepscope)), "samples", "cpu", "hot_loop")
+    print(f"{'iterations':>12} {'samples':>9} {'store MB':>9} {'record peak RSS MB':>19}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in a.iterations:
+            out = os.path.join(tmp, "run.db")
+            p = subprocess.Popen([a.stepscope, "record", "--no-gpu", "--cpu-hz", "4000", "-o", out, "--", hot,
+                                  "--threads", "2", "--iterations", str(int(float(n)))],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            kb = peak_rss_kb(p)
+            err = p.stderr.read()
+            if p.returncode != 0:
+                sys.exit(f"store_size: record failed ({p.returncode}): {err.strip()[-2000:]}")
+            samples = int(re.search(r"stepscope: (\d+) samples", err).group(1))
+            print(f"{int(float(n)):>12} {samples:>9} {os.path.getsize(out) / 1e6:>9.2f} {kb / 1024:>19.1f}")
+
+
 def record(a):
     trainer = os.path.join(ROOT, "samples", "cpu", "python_torch_train.py")
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,16 +130,7 @@ def record(a):
                "--steps", "100000000", "--duration", str(a.minutes * 60), "--step-log", log]
         t0 = time.time()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        launcher_kb = 0  # `stepscope record`'s own peak RSS (VmHWM), read until it exits: the merge's memory
-        while p.poll() is None:
-            try:
-                with open(f"/proc/{p.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            launcher_kb = max(launcher_kb, int(line.split()[1]))
-            except OSError:
-                pass
-            time.sleep(0.05)
+        launcher_kb = peak_rss_kb(p)  # `stepscope record`'s own: the merge's memory
         done = time.monotonic_ns()
         err = p.stderr.read()
         if p.returncode != 0:
@@ -124,13 +153,15 @@ def main():
     ap.add_argument("--stepscope", required=True)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("recordings")
+    m = sub.add_parser("merge")
+    m.add_argument("--iterations", nargs="+", default=["2e10", "8e10"])
     r = sub.add_parser("record")
     r.add_argument("--minutes", type=float, default=10)
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--python", default=os.path.expanduser("~/.cache/stepscope/venv/bin/python"))
     a = ap.parse_args()
     a.stepscope = os.path.abspath(a.stepscope)
-    (recordings if a.cmd == "recordings" else record)(a)
+    {"recordings": recordings, "record": record, "merge": merge}[a.cmd](a)
 
 
 if __name__ == "__main__":
