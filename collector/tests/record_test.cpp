@@ -1,5 +1,6 @@
 // Issue 5 acceptance: real programs under the built `stepscope record`, their stores read back.
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -737,4 +738,43 @@ TEST_CASE("merging parts gives each sync its API call's thread, a threads row to
   CHECK(collector_of.at(901) == false);  // added for the API call's thread
   CHECK(collector_of.at(903) == true);   // one of the collector's own threads
   CHECK(collector_of.at(900) == false);
+}
+
+TEST_CASE(
+    "a part whose samples are damaged is left out with one line, the other parts merged and nothing left "
+    "over") {
+  // The merge reads a part's samples only as it streams them into the store: a damaged row there must cost
+  // that part, not the recording (before the merge streamed, a part was read whole first and skipped the same
+  // way).
+  test::ScratchDir dir("collector_merge_damaged");
+  const std::string parts = dir.file("parts");
+  std::filesystem::create_directories(parts);
+  for (int64_t pid : {900, 901, 902}) {
+    store::Trace t;
+    t.processes.push_back({pid, t.intern("trainer"), 1});
+    t.threads.push_back({pid, pid, t.intern("trainer")});
+    for (int i = 0; i < 3; ++i) t.samples.push_back({100 + i, pid, pid, 0, true});
+    store::write_store_atomically(t, parts + "/" + std::to_string(pid) + "-" + std::to_string(pid) + ".db",
+                                  /*packed=*/false);  // as the collector writes its parts
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open((parts + "/901-901.db").c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE samples SET time_ns = 'soon' WHERE rowid = 2", nullptr, nullptr,
+                       nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  collector::RecordSummary summary;
+  collector::merge_parts(parts, dir.file("merged.db"), {}, summary);
+  const store::Trace m = store::StoreReader(dir.file("merged.db")).load();
+  std::set<int64_t> pids;
+  for (const auto& s : m.samples) pids.insert(s.pid);
+  CHECK(pids == std::set<int64_t>{900, 902});
+  CHECK(m.samples.size() == 6);
+  CHECK(summary.unreadable_parts == 1);
+  REQUIRE(summary.warnings.size() == 1);
+  CHECK(summary.warnings[0] ==
+        "part 901-901.db not merged: corrupt store: column time_ns holds text where a number belongs");
+  std::vector<std::string> beside;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("")))
+    if (e.path().filename() != "parts") beside.push_back(e.path().filename());
+  CHECK(beside == std::vector<std::string>{"merged.db"});
 }

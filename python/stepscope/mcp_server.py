@@ -11,15 +11,15 @@ analyze --json` / `stepscope diff --format json` (docs/analysis-json.md), never 
 
 from __future__ import annotations
 
-import atexit
 import functools
+import hashlib
 import json
 import os
 import re
 import sqlite3
 import subprocess
 import sys
-import tempfile
+import time
 
 from ._session import find_cli
 
@@ -134,12 +134,20 @@ def _authorize(action, *_):
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
-_ROWS = {}  # a packed store's path → (its mtime, the temporary file of its rows)
+_ROWS_KEEP_S = 86400  # rows exports unused this long are removed when the next one is made
+
+
+def _rows_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = os.path.join(base, "stepscope", "rows")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
 
 
 def _rows_of(path):
     """The file to query for `path`: itself, or for a packed store (schema 5: kernels, API calls, samples and
-    stacks in compressed blocks) its rows, exported once per version of the file into a temporary file."""
+    stacks in compressed blocks) its rows, exported once per version of the file (path, inode, size, mtime) into
+    the user's cache (~/.cache/stepscope/rows, 0700; exports unused for a day are removed)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -149,28 +157,29 @@ def _rows_of(path):
         con.close()
     if version < 5:
         return path
-    mtime = os.path.getmtime(path)
-    cached = _ROWS.get(path)
-    if cached and cached[0] == mtime and os.path.exists(cached[1]):
-        return cached[1]
-    fd, rows = tempfile.mkstemp(prefix="stepscope-rows-", suffix=".db")
-    os.close(fd)
-    os.remove(rows)
-    r = subprocess.run([_cli(), "export", path, "--format", "sqlite", "-o", rows], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+    d = _rows_dir()
+    rows = os.path.join(d, key + ".db")
+    if os.path.exists(rows):
+        os.utime(rows)
+        return rows
+    now = time.time()
+    for name in os.listdir(d):
+        f = os.path.join(d, name)
+        try:
+            if now - os.stat(f).st_mtime > _ROWS_KEEP_S:
+                os.remove(f)
+        except OSError:
+            pass
+    try:
+        r = subprocess.run([_cli(), "export", path, "--format", "sqlite", "-o", rows], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"{path}: exporting its rows took over 600 s") from None
     if r.returncode != 0:
         raise ValueError(r.stderr.strip() or f"{path}: cannot read its rows")
-    if cached and os.path.exists(cached[1]):
-        os.remove(cached[1])
-    _ROWS[path] = (mtime, rows)
     return rows
-
-
-@atexit.register
-def _forget_rows():
-    for _, rows in _ROWS.values():
-        if os.path.exists(rows):
-            os.remove(rows)
 
 
 def query(path: str, sql: str, limit: int = _MAX_ROWS) -> dict:

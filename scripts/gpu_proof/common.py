@@ -1,5 +1,6 @@
 """What the GPU proof's modules share: the repository's paths, the programs' timing and window lines,
 samples/variants.txt, a claim's record, and SQLite and file helpers."""
+import hashlib
 import os
 import re
 import sqlite3
@@ -7,6 +8,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # scripts/
 ROOT = os.path.dirname(HERE)
@@ -59,13 +61,18 @@ STEPSCOPE = [None]
 
 def store_rows(path):
     """A read-only connection to a store's rows. A packed store (schema 5: kernels, API calls, samples and stacks
-    in compressed blocks) is exported as rows once, beside it (`stepscope export --format sqlite`, PATH.rows)."""
+    in compressed blocks) is exported as rows once (`stepscope export --format sqlite`) into the system's temporary
+    folder, not beside it: the proof's output folder keeps only what it recorded."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     if con.execute("PRAGMA user_version").fetchone()[0] < 5:
         return con
     con.close()
-    rows = path + ".rows"
-    if not os.path.exists(rows) or os.path.getmtime(rows) < os.path.getmtime(path):
+    st = os.stat(path)
+    key = hashlib.sha256(f"{os.path.abspath(path)}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+    folder = os.path.join(tempfile.gettempdir(), f"stepscope-proof-rows-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    rows = os.path.join(folder, key[:32] + ".db")
+    if not os.path.exists(rows):
         tool = STEPSCOPE[0] or os.environ.get("STEPSCOPE_BIN") or shutil.which("stepscope")
         if not tool:
             raise RuntimeError(f"{path}: a packed store (schema 5); reading it needs stepscope (check --stepscope)")

@@ -280,9 +280,7 @@ class Runner:
             if os.path.exists(db):
                 rec["facts"] = store_facts(db)  # 30 s of full tracing is too big to keep
                 rec["facts"]["steps"] = []
-                for f in (db, db + ".rows"):  # the store and its rows' export (store_rows)
-                    if os.path.exists(f):
-                        os.remove(f)
+                os.remove(db)
             text = read_text(os.path.join(self.out, rec["log"]))
             t = step_times(text)
             done = TIMED_STEPS.search(text)

@@ -425,6 +425,11 @@ void StoreReader::each_sample(const std::function<void(const Sample&)>& fn) cons
       packed::samples(), impl_->sample_cols(), [](const auto& r) { return sample_of(r); }, fn);
 }
 
+void StoreReader::hold_snapshot() {
+  detail::exec(impl_->db, "BEGIN", impl_->path);
+  (void)impl_->scalar("SELECT count(*) FROM sqlite_master");  // a read begins the snapshot
+}
+
 Trace StoreReader::load() const {
   return load(LoadOptions{});
 }

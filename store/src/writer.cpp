@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
-#include <unordered_set>
+#include <vector>
 
 #include "packed.h"
 #include "schema.h"
@@ -87,7 +87,7 @@ struct StoreWriter::Impl {
   int64_t max_frame_id = 0;
   int64_t max_stack_id = 0;
   PendingBlock pending[kTableCount];  // packed tables only
-  std::unordered_set<int64_t> stack_ids;  // packed: ids written, each once
+  std::vector<int64_t> stack_ids;     // packed: ids written (8 bytes a node), each once
 
   void begin() {
     if (!in_txn) {
@@ -283,8 +283,16 @@ void StoreWriter::add(const Frame& r) {
 }
 void StoreWriter::add(const Stack& r) {
   // A packed table has no key to refuse a second node of one id, as the rows' INTEGER PRIMARY KEY does.
-  if (impl_->options.packed && !impl_->stack_ids.insert(r.id).second)
-    throw StoreError(impl_->path, "stack id " + std::to_string(r.id) + " written twice");
+  if (impl_->options.packed) {
+    auto& ids = impl_->stack_ids;  // sorted; writers add ids in increasing order, so this appends
+    if (ids.empty() || r.id > ids.back()) {
+      ids.push_back(r.id);
+    } else {
+      const auto at = std::lower_bound(ids.begin(), ids.end(), r.id);
+      if (*at == r.id) throw StoreError(impl_->path, "stack id " + std::to_string(r.id) + " written twice");
+      ids.insert(at, r.id);
+    }
+  }
   impl_->row(kStacks, r.id, r.parent, r.frame);
   impl_->max_stack_id = std::max(impl_->max_stack_id, r.id);
 }

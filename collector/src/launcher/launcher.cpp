@@ -271,44 +271,38 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     return key(a) < key(b);
   });
 
-  const int64_t t_load = mono_ns();
-  // Each part without its kernels, API calls and samples, which grow with the run: they are streamed from the
-  // part into the store at the write, so the merge's memory does not grow with the recording's length.
-  std::vector<store::Trace> traces;
-  std::vector<std::string> part_of;                    // the part each trace came from
-  std::vector<std::pair<int64_t, int64_t>> bulk_rows;  // its samples and kernels
-  for (const auto& p : parts) {
-    try {
-      store::StoreReader reader(p);
-      int64_t samples = 0, kernels = 0;
-      for (const auto& c : reader.counts()) {
-        if (c.table == "samples") samples = c.rows;
-        if (c.table == "kernels") kernels = c.rows;
-      }
-      traces.push_back(reader.load(store::StoreReader::LoadOptions{.bulk = false}));
-      part_of.push_back(p);
-      bulk_rows.push_back({samples, kernels});
-    } catch (const std::exception& e) {
-      // A process killed before its first commit leaves a part with no schema: nothing to lose. Any other
-      // unreadable part held samples that the recording now lacks: say so.
-      ++summary.unreadable_parts;
-      const auto* store_error = dynamic_cast<const store::StoreError*>(&e);
-      const std::string why = store_error ? store_error->reason() : e.what();
-      if (why.rfind("empty file", 0) != 0 && why.find("(no schema version)") == std::string::npos)
-        summary.warnings.push_back("part " + fs::path(p).filename().string() + " not merged: " + why);
-      continue;
-    }
-  }
-  summary.parts = static_cast<int64_t>(parts.size());
-
-  // One process row per pid: the last image wins (exec replaces the name).
+  int64_t load_ns = 0;
+  // First, which parts open and which process each one is (one process row per pid: the last image wins, exec
+  // replaces the name). Each part is then read at its turn in the write below, alone: without its kernels,
+  // API calls and samples, which grow with the run and are streamed from the part into the store, so the
+  // merge holds one part's other tables at a time.
+  std::vector<std::string> part_of;  // the parts that open, in order
   std::map<int64_t, store::Process> process_of;
   std::map<int64_t, std::string> process_name;
-  for (auto& t : traces)
-    for (const auto& p : t.processes) {
-      process_name[p.pid] = t.str(p.name);
-      process_of[p.pid] = p;
+  auto unreadable = [&](const std::string& p, const std::exception& e, const char* what) {
+    ++summary.unreadable_parts;
+    const auto* store_error = dynamic_cast<const store::StoreError*>(&e);
+    const std::string why = store_error ? store_error->reason() : e.what();
+    // A process killed before its first commit leaves a part with no schema: nothing to lose. Any other
+    // unreadable part held samples that the recording now lacks: say so.
+    if (why.rfind("empty file", 0) != 0 && why.find("(no schema version)") == std::string::npos)
+      summary.warnings.push_back("part " + fs::path(p).filename().string() + what + why);
+  };
+  for (const auto& p : parts) {
+    const int64_t t0 = mono_ns();
+    try {
+      store::StoreReader reader(p);
+      for (const auto& proc : reader.processes()) {
+        process_name[proc.pid] = reader.strings().get(proc.name);
+        process_of[proc.pid] = proc;
+      }
+      part_of.push_back(p);
+    } catch (const std::exception& e) {
+      unreadable(p, e, " not merged: ");
     }
+    load_ns += mono_ns() - t0;
+  }
+  summary.parts = static_cast<int64_t>(parts.size());
 
   const std::string tmp = store::temp_path_beside(output);
   std::map<std::string, std::string> merged_meta = meta;
@@ -323,21 +317,47 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   std::map<std::string, double> weighted;  // per-process means × their unwound samples
   int64_t unwind_weight = 0, stack_bytes_max = 0;
   double collector_cpu = 0, start_max = 0;
-  const int64_t load_ns = mono_ns() - t_load;
   std::optional<Symbolizer> own;
   Symbolizer& symbolizer = shared ? *shared : own.emplace();
   // This store's share of a Symbolizer that serves several (it keeps what it resolved for the earlier ones).
   const int64_t modules_before = symbolizer.modules_opened(), addresses_before = symbolizer.addresses_looked_up(),
                 hits_before = symbolizer.cache_hits();
+  // Nothing half-written: a merge that fails leaves no temporary store beside the output.
+  struct RemoveUnlessDone {
+    const std::string& path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code ec;
+      if (!done)
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+    }
+  } tmp_guard{tmp};
   {
     store::StoreWriter w(tmp);
     std::set<int64_t> written_pids;
     std::set<std::pair<int64_t, int64_t>> written_threads;
-    for (size_t part = 0; part < traces.size(); ++part) {
-      store::Trace& t = traces[part];
-      const store::StoreReader bulk(part_of[part]);
-      summary.samples += bulk_rows[part].first;
-      summary.kernels += bulk_rows[part].second;
+    for (const std::string& part : part_of) {
+      // One snapshot of the part for its tables and its streamed rows: a process still writing it (a worker
+      // past the grace period) adds rows the names and stacks read here would not cover.
+      std::optional<store::StoreReader> bulk;
+      store::Trace t;
+      int64_t samples = 0, kernels = 0;
+      const int64_t t0 = mono_ns();
+      try {
+        bulk.emplace(part);
+        bulk->hold_snapshot();
+        for (const auto& c : bulk->counts()) {
+          if (c.table == "samples") samples = c.rows;
+          if (c.table == "kernels") kernels = c.rows;
+        }
+        t = bulk->load(store::StoreReader::LoadOptions{.bulk = false});
+      } catch (const std::exception& e) {
+        unreadable(part, e, " not merged: ");
+        continue;
+      }
+      load_ns += mono_ns() - t0;
+      summary.samples += samples;
+      summary.kernels += kernels;
       summary.ranges += static_cast<int64_t>(t.ranges.size());
       summary.dropped_samples += meta_int(t.meta, "collector.dropped_samples");
       summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
@@ -407,7 +427,12 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
           if (auto it = t.meta.find(k); it != t.meta.end()) weighted[k] += std::atof(it->second.c_str()) * double(n);
         stack_bytes_max = std::max(stack_bytes_max, meta_int(t.meta, "collector.stack_bytes_max"));
       }
-      complete_threads(t, bulk);
+      try {
+        complete_threads(t, *bulk);
+      } catch (const std::exception& e) {
+        unreadable(part, e, " not merged: ");
+        continue;
+      }
       std::vector<store::Process> procs;
       for (const auto& p : t.processes)
         if (written_pids.insert(p.pid).second) {
@@ -424,11 +449,16 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       const int64_t t_sym = mono_ns();
       const auto renumbered = symbolizer.symbolize(t);
       symbolize_ns += mono_ns() - t_sym;
-      w.append(t, bulk, [&renumbered](int64_t id) {
-        const auto it = renumbered.find(id);
-        return it == renumbered.end() ? int64_t{0} : it->second;
-      });
-      t = store::Trace{};  // this part's rows are in the store: hold only the parts still to write
+      try {
+        w.append(t, *bulk, [&renumbered](int64_t id) {
+          const auto it = renumbered.find(id);
+          return it == renumbered.end() ? int64_t{0} : it->second;
+        });
+      } catch (const store::StoreError& e) {
+        if (e.file() == tmp) throw;  // the store being written failed: no store
+        // The part broke while its rows were streamed: those written stay, the rest are lost, and it says so.
+        unreadable(part, e, " merged only in part: ");
+      }
     }
     summary.processes = static_cast<int64_t>(written_pids.size());
     summary.threads = static_cast<int64_t>(written_threads.size());
@@ -485,6 +515,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
     w.close();
   }
+  tmp_guard.done = true;
   for (const auto& s : statuses) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);

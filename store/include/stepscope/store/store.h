@@ -148,6 +148,9 @@ class StoreReader {
   std::pair<int64_t, int64_t> time_span() const;  // over kernels, memcpys, memsets, api_calls, ranges, samples
 
   Trace load() const;  // everything
+  // From now on every read sees the file as it is now (one read transaction until the reader is destroyed),
+  // even while another process goes on writing it: a merge reads a part's tables and then streams its rows.
+  void hold_snapshot();
   struct LoadOptions {
     bool bulk = true;  // false: kernels, API calls and samples are left out (stream them with each_*)
   };
