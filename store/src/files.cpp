@@ -91,6 +91,11 @@ void require_output_folder(const std::string& output) {
                                      : "no such folder " + dir.string() + " (create it first)");
 }
 
+void remove_store_files(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+}
+
 void write_store_atomically(const Trace& t, const std::string& path, bool packed) {
   std::string tmp = temp_path_beside(path);
   try {
@@ -102,8 +107,7 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
     w.append(t);
     w.close();
   } catch (...) {
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(tmp + suffix, ec);
+    remove_store_files(tmp);
     throw;
   }
   std::error_code ec;

@@ -327,9 +327,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     const std::string& path;
     bool done = false;
     ~RemoveUnlessDone() {
-      std::error_code ec;
-      if (!done)
-        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+      if (!done) store::remove_store_files(path);
     }
   } tmp_guard{tmp};
   {

@@ -191,6 +191,9 @@ class StoreReader {
 // WriterOptions::packed.
 void write_store_atomically(const Trace& t, const std::string& path, bool packed = true);
 
+// Removes a store file and the -wal, -shm and -journal files SQLite may have left beside it; never throws.
+void remove_store_files(const std::string& path);
+
 // "A path beside `path`" for temporary output: same directory, unique name.
 std::string temp_path_beside(const std::string& path);
 
