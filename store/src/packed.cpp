@@ -30,9 +30,16 @@ const Layout& stacks() {
   static const Layout l{"stacks", "packed_stacks", {{"id"}, {"parent", 0}, {"frame"}}, 0};
   return l;
 }
+const Layout& ranges() {
+  static const Layout l{"ranges", "packed_ranges",
+                        {{"start_ns"}, {"end_ns", 0}, {"pid"}, {"tid"}, {"domain"}, {"name"}, {"depth"}, {"source"},
+                         {"correlation"}},
+                        1, 6};
+  return l;
+}
 // clang-format on
 const std::vector<const Layout*>& layouts() {
-  static const std::vector<const Layout*> all{&kernels(), &api_calls(), &samples(), &stacks()};
+  static const std::vector<const Layout*> all{&kernels(), &api_calls(), &samples(), &stacks(), &ranges()};
   return all;
 }
 

@@ -1,5 +1,5 @@
-// Packed event tables (schema v5): rows of int64 columns stored as blocks, one SQLite row per block of up to
-// kBlockRows rows. docs/schema.md ("Packed tables") is the format's contract.
+// Packed event tables (schema v5, ranges since v6): rows of int64 columns stored as blocks, one SQLite row
+// per block of up to kBlockRows rows. docs/schema.md ("Packed tables") is the format's contract.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +27,14 @@ struct Layout {
   const char* packed_table;  // where its blocks are: "packed_kernels"
   std::vector<Column> columns;
   int hi_column = 0;  // a block's lo is the least of column 0, its hi the greatest of this one (0 or 1)
+  int since = 5;      // the schema version that first packs this table (older stores keep it as rows)
 };
 
 const Layout& kernels();
 const Layout& api_calls();
 const Layout& samples();
 const Layout& stacks();
+const Layout& ranges();
 // Every packed table, in the order above.
 const std::vector<const Layout*>& layouts();
 

@@ -110,7 +110,8 @@ ApiCall api_of(const Row& s) {
   a.stack = s.col_int(8);
   return a;
 }
-Range range_of(const Statement& s) {
+template <class Row>
+Range range_of(const Row& s) {
   auto r = host_span_of<Range>(s);
   r.domain = s.col_int(4);
   r.name = s.col_int(5);
@@ -164,11 +165,10 @@ struct StoreReader::Impl {
   const char* memcpy_cols() const;
   const char* memset_cols() const;
   bool packed() const { return version >= 5; }
-  // The layout of `table` where this store packs it, else null.
+  // The layout of `table` where this store packs it, else null (v5 packed all but ranges).
   const packed::Layout* packed_layout(std::string_view table) const {
-    if (!packed()) return nullptr;
     for (const packed::Layout* l : packed::layouts())
-      if (table == l->table) return l;
+      if (table == l->table && version >= l->since) return l;
     return nullptr;
   }
 
@@ -217,7 +217,7 @@ struct StoreReader::Impl {
   template <class Row, class Conv>
   void each_bulk(const packed::Layout& layout, const char* cols, Conv conv,
                  const std::function<void(const Row&)>& fn) const {
-    if (packed()) return each_packed(layout, [&](const PackedRow& r) { fn(conv(r)); });
+    if (packed_layout(layout.table)) return each_packed(layout, [&](const PackedRow& r) { fn(conv(r)); });
     each_row(db, path, std::string("SELECT ") + cols + " FROM " + layout.table + " ORDER BY rowid",
              [&](const Statement& s) { fn(conv(s)); });
   }
@@ -452,7 +452,9 @@ Trace StoreReader::load(const LoadOptions& options) const {
   each_row(db, f, all(impl_->memset_cols(), "memsets"), [&](const Statement& s) { t.memsets.push_back(memset_of(s)); });
   each_row(db, f, all(kSyncCols, "syncs"), [&](const Statement& s) { t.syncs.push_back(sync_of(s)); });
   if (options.bulk) each_api_call([&](const ApiCall& a) { t.api_calls.push_back(a); });
-  each_row(db, f, all(kRangeCols, "ranges"), [&](const Statement& s) { t.ranges.push_back(range_of(s)); });
+  impl_->each_bulk<Range>(
+      packed::ranges(), kRangeCols, [](const auto& r) { return range_of(r); },
+      [&](const Range& r) { t.ranges.push_back(r); });
   each_row(db, f, "SELECT id, module, symbol, file, line, kind, address FROM frames ORDER BY id",
            [&](const Statement& s) {
              t.frames.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), int32_t(s.col_int(4)),
@@ -505,7 +507,9 @@ std::vector<ApiCall> StoreReader::api_calls(int64_t t0, int64_t t1) const {
   return impl_->overlapping<ApiCall>("api_calls", impl_->api_cols(), t0, t1, api_of<Statement>);
 }
 std::vector<Range> StoreReader::ranges(int64_t t0, int64_t t1) const {
-  return impl_->overlapping<Range>("ranges", kRangeCols, t0, t1, range_of);
+  if (impl_->packed_layout("ranges"))
+    return impl_->overlapping_packed<Range>(packed::ranges(), t0, t1, range_of<PackedRow>);
+  return impl_->overlapping<Range>("ranges", kRangeCols, t0, t1, range_of<Statement>);
 }
 std::vector<DataWait> StoreReader::data_waits(int64_t t0, int64_t t1) const {
   return impl_->overlapping<DataWait>("data_waits", kWaitCols, t0, t1, wait_of);
@@ -598,10 +602,12 @@ std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
     for (const auto& t : threads()) tids.insert({t.pid, t.tid});
   }
   auto check_packed = [&](const Check& c, const packed::Layout& l) {
-    int pid_col = -1, tid_col = -1;
+    int pid_col = -1, tid_col = -1, source_col = -1;
     for (size_t i = 0; i < l.columns.size(); ++i) {
       if (std::string_view(l.columns[i].name) == "pid") pid_col = int(i);
       if (std::string_view(l.columns[i].name) == "tid") tid_col = int(i);
+      if (std::string_view(l.columns[i].name) == "source" && std::string_view(c.table) == "ranges")
+        source_col = int(i);
     }
     InvariantBreak no_pid{c.table, "pid not in processes"}, no_thread{c.table, "(pid, tid) not in threads"},
         no_tid{c.table, "tid 0"};
@@ -612,6 +618,9 @@ std::vector<InvariantBreak> StoreReader::invariant_breaks() const {
       ++b.rows;
     };
     impl_->each_packed(l, [&](const PackedRow& r) {
+      // GPU annotations (range source 5) lie on a GPU timeline: their pid is the device, their tid the
+      // stream.
+      if (source_col >= 0 && r.v[source_col] == int64_t(RangeSource::GpuAnnotation)) return;
       const int64_t pid = r.v[pid_col], tid = tid_col >= 0 ? r.v[tid_col] : 0;
       if (pid != 0 && !pids.count(pid)) note(no_pid, pid, 0);
       if (c.has_tid && tid != 0 && !tids.count({pid, tid})) note(no_thread, pid, tid);

@@ -1,4 +1,4 @@
-// Schema v5's packed tables against schema v4's rows: the same trace reads back equal either way, a packed
+// Schema v6's packed tables against schema v4's rows: the same trace reads back equal either way, a packed
 // store stays a few bytes a row, and a damaged block is an error naming the store.
 #include <sqlite3.h>
 
@@ -29,6 +29,18 @@ auto key(const Sample& s) {
 auto key(const Stack& s) {
   return std::tuple(s.id, s.parent, s.frame);
 }
+auto key(const Range& r) {
+  return std::tuple(r.start, r.end, r.pid, r.tid, r.domain, r.name, r.depth, int(r.source), r.correlation);
+}
+std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, std::string, std::string, int32_t, int, int64_t>>
+named(const Trace& t, const std::vector<Range>& rows) {
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, std::string, std::string, int32_t, int, int64_t>>
+      out;
+  for (const auto& r : rows)
+    out.emplace_back(r.start, r.end, r.pid, r.tid, t.str(r.domain), t.str(r.name), r.depth, int(r.source),
+                     r.correlation);
+  return out;
+}
 template <class Row>
 std::vector<decltype(key(Row{}))> keys(const std::vector<Row>& rows) {
   std::vector<decltype(key(Row{}))> out;
@@ -49,6 +61,7 @@ Trace busy_trace(int kernels, int samples) {
   std::vector<StringId> names;
   for (int i = 0; i < 40; ++i) names.push_back(t.intern("kernel_" + std::to_string(i)));
   const StringId launch = t.intern("cudaLaunchKernel");
+  const StringId op = t.intern("aten::mm"), line = t.intern("train.py(42): step"), nvtx = t.intern("nvtx");
   for (int64_t id = 1; id <= 3000; ++id)
     t.stacks.push_back({id, id == 1 ? 0 : int64_t(rng() % id), int64_t(rng() % 900 + 1)});
   int64_t now = 1'700'000'000'000'000'000, gpu = now + 50'000;
@@ -57,6 +70,9 @@ Trace busy_trace(int kernels, int samples) {
     const int64_t host = int64_t(2000 + rng() % 3000);
     t.api_calls.push_back(
         {now, now + host, 4242, 4242, ApiKind::Runtime, launch, correlation, 0, int64_t(rng() % 3000 + 1)});
+    // The op around its launch, the Python line around the op; the kernel's GPU annotation on its stream.
+    t.ranges.push_back({now - 3000, now + host + 100, 4242, 4242, 0, line, 0, RangeSource::Python, 0});
+    t.ranges.push_back({now - 500, now + host, 4242, 4242, 0, op, 1, RangeSource::Op, correlation});
     Kernel k;
     gpu = std::max(gpu, now + 4000) + int64_t(rng() % 2000);
     k.start = gpu;
@@ -71,6 +87,8 @@ Trace busy_trace(int kernels, int samples) {
     k.pid = 4242;
     gpu = k.end;
     t.kernels.push_back(k);
+    if (i % 10 == 0)
+      t.ranges.push_back({k.start, k.end, 0, 7, nvtx, op, 0, RangeSource::GpuAnnotation, correlation});
     now += host + int64_t(rng() % 5000);
   }
   int64_t at = 1'700'000'000'000'000'000;
@@ -95,6 +113,11 @@ Trace busy_trace(int kernels, int samples) {
   t.samples.push_back({kMin, 777, 1, 0, false, 86'400'000});                               // pid 777 unknown
   t.samples.push_back({kMax, 4242, 9999, 1, true, 1});                                     // thread unknown
   t.stacks.push_back({kMax, kMin, kMax});
+  t.ranges.push_back(
+      {kMin, kMax, 4242, 4242, nvtx, op, std::numeric_limits<int32_t>::max(), RangeSource::Nvtx, kMin});
+  t.ranges.push_back({5, 6, 31337, 1, 0, op, 0, RangeSource::Annotation, 0});  // pid 31337 unknown
+  std::stable_sort(t.ranges.begin(), t.ranges.end(),
+                   [](const Range& a, const Range& b) { return a.start < b.start; });
   return t;
 }
 
@@ -132,12 +155,15 @@ TEST_CASE("a packed store and a store of rows read back the same rows, ranges, c
   write_store_atomically(in, dir.file("packed.db"), true);
   write_store_atomically(in, dir.file("rows.db"), false);
   StoreReader p(dir.file("packed.db")), r(dir.file("rows.db"));
-  REQUIRE(p.schema_version() == 5);
+  REQUIRE(p.schema_version() == 6);
   REQUIRE(r.schema_version() == 4);
   const Trace a = p.load(), b = r.load();
   CHECK(keys(a.kernels) == keys(in.kernels));
   CHECK(keys(a.api_calls) == keys(in.api_calls));
   CHECK(keys(a.samples) == keys(in.samples));
+  // A store numbers its strings as its writer met them: ranges compare by their names' text.
+  CHECK(named(a, a.ranges) == named(in, in.ranges));
+  CHECK(named(b, b.ranges) == named(in, in.ranges));
   CHECK(keys(b.kernels) == keys(in.kernels));
   CHECK(keys(b.samples) == keys(in.samples));
   // Stacks read by id either way (the edge row's id is the largest).
@@ -154,7 +180,11 @@ TEST_CASE("a packed store and a store of rows read back the same rows, ranges, c
     REQUIRE(keys(p.kernels(lo, hi)) == keys(r.kernels(lo, hi)));
     REQUIRE(keys(p.api_calls(lo, hi)) == keys(r.api_calls(lo, hi)));
     REQUIRE(keys(p.samples(lo, hi)) == keys(r.samples(lo, hi)));
+    REQUIRE(keys(p.ranges(lo, hi)) == keys(r.ranges(lo, hi)));
   }
+  CHECK(keys(p.ranges(kMin, kMax)) == keys(r.ranges(kMin, kMax)));
+  CHECK(keys(p.ranges(5, 6)) == keys(r.ranges(5, 6)));
+  CHECK(p.ranges(5, 6).size() == 2);  // the edge range and the one of an unknown pid
   CHECK(keys(p.kernels(kMin, kMax)) == keys(r.kernels(kMin, kMax)));
   CHECK(keys(p.samples(kMin, kMax)) == keys(r.samples(kMin, kMax)));
   CHECK(p.samples(kMin, kMax).size() == in.samples.size() - 1);  // time kMax is not before kMax
@@ -181,6 +211,8 @@ TEST_CASE("a packed store and a store of rows read back the same rows, ranges, c
   // The rows planted: a sample of pid 777 (and so of no known thread), one of thread 9999, a call on tid 0.
   using B = std::tuple<std::string, std::string, int64_t, int64_t, int64_t>;
   CHECK(pb == std::vector<B>{{"api_calls", "tid 0", 1, 4242, 0},
+                             {"ranges", "(pid, tid) not in threads", 1, 31337, 1},
+                             {"ranges", "pid not in processes", 1, 31337, 0},
                              {"samples", "(pid, tid) not in threads", 2, 777, 1},
                              {"samples", "pid not in processes", 1, 777, 0}});
 }
@@ -188,7 +220,11 @@ TEST_CASE("a packed store and a store of rows read back the same rows, ranges, c
 TEST_CASE("a packed store holds a 1 kHz recording's sample and a kernel with its launch in a few bytes") {
   stepscope::test::ScratchDir dir("store_packed_size");
   // 60,000 samples (a minute of two threads at 1 kHz... half a minute each) and 60,000 kernels with launches.
-  const Trace in = busy_trace(60'000, 60'000);
+  Trace in = busy_trace(60'000, 60'000);
+  Trace ranges_only;
+  ranges_only.strings = in.strings;
+  ranges_only.ranges = std::move(in.ranges);
+  in.ranges.clear();
   write_store_atomically(in, dir.file("packed.db"), true);
   write_store_atomically(in, dir.file("rows.db"), false);
   const int64_t packed = file_bytes(dir.file("packed.db")), rows = file_bytes(dir.file("rows.db"));
@@ -199,6 +235,16 @@ TEST_CASE("a packed store holds a 1 kHz recording's sample and a kernel with its
   // Packed, everything counted (strings, frames' and stacks' tries, the store's own pages): under 20 B a
   // pair.
   CHECK(packed < 60'000 * 20);
+
+  // The host ranges of the same run (an op around each launch, the Python line around it, a GPU annotation
+  // every tenth kernel): ~63 B a range as rows with their index, under 8 B packed.
+  write_store_atomically(ranges_only, dir.file("ranges.db"), true);
+  write_store_atomically(ranges_only, dir.file("range_rows.db"), false);
+  const int64_t n = int64_t(ranges_only.ranges.size()), packed_ranges = file_bytes(dir.file("ranges.db")),
+                range_rows = file_bytes(dir.file("range_rows.db"));
+  INFO(n << " ranges: packed " << packed_ranges << " B, rows " << range_rows << " B");
+  CHECK(range_rows > n * 40);
+  CHECK(packed_ranges < n * 8);
 }
 
 TEST_CASE("a damaged block is an error naming the store, never a wrong row") {

@@ -61,17 +61,17 @@ void rewrite_as_older(const std::string& path, const char* sql) {
 }
 }  // namespace
 
-TEST_CASE("every table round-trips through a store file, packed (v5) and as rows (v4)") {
+TEST_CASE("every table round-trips through a store file, packed (v6) and as rows (v4)") {
   const bool packed = GENERATE(true, false);
   INFO((packed ? "packed" : "rows"));
   stepscope::test::ScratchDir dir("store_roundtrip");
   Trace in = sample_trace();
   write_store_atomically(in, dir.file("run.db"), packed);
   StoreReader r(dir.file("run.db"));
-  CHECK(r.schema_version() == (packed ? 5 : 4));
+  CHECK(r.schema_version() == (packed ? 6 : 4));
   Trace out = r.load();
   CHECK(out.meta.at("source_format") == "test");
-  CHECK(out.meta.at("schema_version") == (packed ? "5" : "4"));
+  CHECK(out.meta.at("schema_version") == (packed ? "6" : "4"));
   CHECK(out.meta.at("clock_domain") == "CLOCK_MONOTONIC");
 
   REQUIRE(out.processes.size() == 1);
@@ -286,6 +286,40 @@ TEST_CASE("a schema v3 store reads back with no graphs and graph ids 0 on copies
   CHECK(r.invariant_breaks().empty());
   REQUIRE(t.samples.size() == 2);
   CHECK(t.samples[1].periods == 3);
+}
+
+TEST_CASE("a schema v5 store (ranges as rows, the rest packed) reads back") {
+  stepscope::test::ScratchDir dir("store_v5");
+  write_store_atomically(sample_trace(), dir.file("v5.db"));
+  // Exactly what a v5 writer left: ranges as rows with their view and index, no packed_ranges.
+  rewrite_as_older(
+      dir.file("v5.db"),
+      "DROP TABLE packed_ranges;"
+      "CREATE TABLE ranges(start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, pid INTEGER NOT NULL,"
+      "  tid INTEGER NOT NULL, domain INTEGER NOT NULL, name INTEGER NOT NULL, depth INTEGER NOT NULL,"
+      "  source INTEGER NOT NULL, correlation INTEGER NOT NULL);"
+      "INSERT INTO ranges VALUES (800, 5000, 100, 101, (SELECT id FROM strings WHERE value = 'nvtx'),"
+      "  (SELECT id FROM strings WHERE value = 'forward'), 1, 1, 0);"
+      "CREATE VIEW ranges_v AS SELECT r.*, s.value AS name_text, d.value AS domain_text"
+      "  FROM ranges r JOIN strings s ON s.id = r.name JOIN strings d ON d.id = r.domain;"
+      "CREATE INDEX ranges_by_start ON ranges(start_ns);"
+      "UPDATE meta SET value='5' WHERE key='schema_version'; PRAGMA user_version=5;");
+  StoreReader r(dir.file("v5.db"));
+  CHECK(r.schema_version() == 5);
+  Trace t = r.load();
+  REQUIRE(t.ranges.size() == 1);
+  CHECK(t.str(t.ranges[0].name) == "forward");
+  CHECK(t.str(t.ranges[0].domain) == "nvtx");
+  CHECK(t.ranges[0].depth == 1);
+  CHECK(r.ranges(4900, 6000).size() == 1);
+  CHECK(r.ranges(5000, 6000).empty());
+  REQUIRE(t.kernels.size() == 1);  // still from its blocks
+  CHECK(t.str(t.kernels[0].name) == "ampere_sgemm_<128>");
+  int64_t range_rows = -1;
+  for (const auto& c : r.counts())
+    if (c.table == "ranges") range_rows = c.rows;
+  CHECK(range_rows == 1);
+  CHECK(r.invariant_breaks().empty());
 }
 
 TEST_CASE("range queries return rows overlapping the window") {

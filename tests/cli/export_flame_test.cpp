@@ -177,7 +177,8 @@ TEST_CASE(
   INFO(r.output);
   REQUIRE(r.status == 0);
   const store::Trace packed = store::StoreReader(db).load();
-  REQUIRE(store::StoreReader(db).schema_version() == 5);  // the merge packs what the collector wrote as rows
+  REQUIRE(store::StoreReader(db).schema_version() ==
+          store::kSchemaVersion);  // the merge packs what the collector wrote as rows
   REQUIRE(packed.samples.size() > 50);
   CHECK(r.output == rows + ": a store of rows (schema 4): 0 kernels, 0 API calls, " +
                         std::to_string(packed.samples.size()) + " CPU samples, " +

@@ -292,7 +292,7 @@ TEST_CASE("stepscope mcp answers the MCP SDK's stdio client: every tool on real 
   // The same recording as `record` writes it now (schema 5, packed): its kernels queried by plain SQL.
   const std::string packed = dir.file("packed.db");
   store::write_store_atomically(rows, packed);
-  REQUIRE(store::StoreReader(packed).schema_version() == 5);
+  REQUIRE(store::StoreReader(packed).schema_version() == store::kSchemaVersion);
   Analyzed a;
   analyze(db, a);
   const size_t kernels = std::min<size_t>(3, a.doc["top_kernels"].get_array().size());

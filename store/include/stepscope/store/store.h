@@ -16,10 +16,10 @@ namespace stepscope::store {
 
 // 2: threads.collector, api_calls.stack, gpu_windows. 3: samples.periods. 4: graph ids and node ids of
 // kernels, memcpys and memsets; the tables graphs and graph_nodes. 5: kernels, api_calls, samples and stacks
-// packed in blocks (packed_*; the same columns). Readers still read 1 to 4 (new columns read as their
-// defaults, new tables as empty); a writer that does not pack writes 4 (kRowsSchemaVersion), which any SQL
-// reads.
-inline constexpr int kSchemaVersion = 5;
+// packed in blocks (packed_*; the same columns). 6: ranges packed too. Readers still read 1 to 5 (new columns
+// read as their defaults, new tables as empty); a writer that does not pack writes 4 (kRowsSchemaVersion),
+// which any SQL reads.
+inline constexpr int kSchemaVersion = 6;
 inline constexpr int kRowsSchemaVersion = 4;
 inline constexpr const char* kApplicationIdHex = "0x53545053";  // 'STPS', in PRAGMA application_id
 inline constexpr int32_t kApplicationId = 0x53545053;
