@@ -3,7 +3,8 @@
 #   scripts/test.sh --sanitize   instead: the suite built with ASan + UBSan by clang (build-asan/; tests labelled
 #                                plain_only, whose subject is no instrumented code, and framework, whose
 #                                instrumented part the framework-free tests take, left out), the collector's
-#                                ring/drain test with TSan (build-tsan/), and each libFuzzer target (built in
+#                                ring/drain test and the chunked JSON parse test with TSan (build-tsan/), and
+#                                each libFuzzer target (built in
 #                                build-asan/) for STEPSCOPE_FUZZ_RUNS (20000) executions or STEPSCOPE_FUZZ_SECONDS
 #                                (40), whichever ends first; see docs/reliability.md
 #   scripts/test.sh --sanitize-build   only the builds of --sanitize (not build-test/)
@@ -85,8 +86,8 @@ sanitized_builds() {
   phase "ASan tree built (its fuzzers with it)"
   touch "$prebuild_asan"  # the ASan suite can start while the TSan build goes on
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_SANITIZE=thread "${launcher[@]}"
-  cmake --build build-tsan -j"$jobs" --target collector_ring_test
-  phase "TSan ring test built"
+  cmake --build build-tsan -j"$jobs" --target collector_ring_test analyzer_kineto_chunked_parse_test
+  phase "TSan ring test and chunked JSON parse test built"
 }
 
 if [[ $mode == sanitize-build ]]; then
@@ -137,7 +138,9 @@ if [[ $mode == sanitize ]]; then
     sanitized_builds  # up to date: checks it
   fi
   TSAN_OPTIONS="halt_on_error=1" build-tsan/collector/tests/collector_ring_test
-  phase "TSan ring test done"
+  # The Kineto importer parses big files on several threads (docs/performance.md, "Import").
+  TSAN_OPTIONS="halt_on_error=1" build-tsan/analyzer/analyzer_kineto_chunked_parse_test
+  phase "TSan ring test and chunked JSON parse test done"
   # STEPSCOPE_FUZZ_AFTER=PIDFILE (.ci/run: the stress, still running beside this suite at the lowest priority):
   # the fuzzers, which keep every core busy, wait for that process to end. Beside them the stress got no CPU:
   # an attach's collector did not answer within its 15 s and the attach failed (CI of d585ce8).

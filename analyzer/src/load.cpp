@@ -117,6 +117,7 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
   if (!looks_like_json(json.view().substr(0, 4096))) throw StoreError(path, kUnknownFormat);
   import::KinetoImporter importer(path);
   if (options.progress) importer.set_progress(options.progress);
+  importer.set_threads(options.threads);
   return importer.import(json.data(), json.size());
 }
 

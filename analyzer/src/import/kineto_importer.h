@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "import/kineto_parser.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::analyzer::import {
@@ -15,6 +16,7 @@ class KinetoImporter {
  public:
   explicit KinetoImporter(std::string source_file) : file_(std::move(source_file)) {}
   void set_progress(std::function<void(uint64_t, uint64_t)> p) { progress_ = std::move(p); }
+  void set_threads(unsigned threads) { options_.threads = threads; }
 
   // `json` must stay readable for 64 bytes past `size` (simdjson padding). Throws store::StoreError
   // naming the file for invalid JSON or JSON that is no trace.
@@ -23,6 +25,7 @@ class KinetoImporter {
  private:
   std::string file_;
   std::function<void(uint64_t, uint64_t)> progress_;
+  KinetoParseOptions options_;
 };
 
 }  // namespace stepscope::analyzer::import

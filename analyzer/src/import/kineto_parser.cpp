@@ -5,10 +5,16 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -257,12 +263,47 @@ struct OpenRange {
   int64_t ts = 0;
 };
 
-class Parser {
- public:
-  Parser(const std::string& file, const std::function<void(uint64_t, uint64_t)>& progress)
-      : file_(file), progress_(progress) {}
+// Which dialect the categories seen so far belong to (docs/formats.md).
+struct Dialect {
+  bool kineto = false, legacy = false, nsys = false, amd = false, stepscope = false;
+  void add(const Dialect& o) {
+    kineto |= o.kineto, legacy |= o.legacy, nsys |= o.nsys, amd |= o.amd, stepscope |= o.stepscope;
+  }
+};
 
-  Trace run(const char* json, size_t size);
+using Counts = std::map<std::string, int64_t, std::less<>>;
+
+// Counted by name: `what` may view a B/E pair's category, which lives only as long as the pair.
+void count(Counts& m, std::string_view what) {
+  auto it = m.find(what);
+  if (it == m.end())
+    m.emplace(std::string(what), 1);
+  else
+    ++it->second;
+}
+
+// What a run of trace events becomes: rows in `t` (with its own string table), names of processes and
+// threads, what was dropped. One reader takes the whole array, or one reader per chunk of it (`in_chunk`),
+// each absorbed in file order into the first.
+class EventReader {
+ public:
+  explicit EventReader(bool in_chunk) : in_chunk_(in_chunk) {
+    s_profiler_step_ = intern("profiler-step");
+    s_dataloader_ = intern("dataloader");
+  }
+  void event(od::object obj);
+  // Takes a later chunk's names, labels and counts as if its events had followed this reader's, and gives
+  // its rows (left in `c`, for merge_by_start) the ids this reader's strings and labels have.
+  void adopt(EventReader& c);
+  // A chunk that cannot stand alone: an "E" closing a "B" of an earlier chunk (or none), or a pid/tid label
+  // without a number, whose synthetic id depends on the labels seen before.
+  bool needs_earlier_chunks() const { return needs_earlier_; }
+
+  Trace t;
+  NameHints names;
+  Counts dropped, foreign;  // foreign: ForeignDevice events by category
+  Dialect dialect;
+  size_t n_events = 0;
 
  private:
   struct Id {
@@ -270,45 +311,53 @@ class Parser {
     std::string_view label;
   };
   Id read_id(od::value v);
-  void event(od::object obj);
   void emit(std::string_view cat, std::string_view name, int64_t pid, int64_t tid, int64_t ts, int64_t dur,
             const Args& a);
   void metadata(std::string_view name, int64_t pid, int64_t tid, const Args& a);
-  void device_properties(od::array arr);
-  void distributed_info(od::object obj);
-  void events(od::array arr);
-  // Counted by name: `what` may view a B/E pair's category, which lives only as long as the pair.
-  static void count(std::map<std::string, int64_t, std::less<>>& m, std::string_view what) {
-    auto it = m.find(what);
-    if (it == m.end()) m.emplace(std::string(what), 1);
-    else ++it->second;
+  void drop(std::string_view what) { count(dropped, what); }
+  StringId intern(std::string_view s) {
+    auto it = ids_.find(s);
+    if (it != ids_.end()) return it->second;
+    StringId id = t.intern(s);
+    ids_.emplace(std::string_view(t.str(id)), id);
+    return id;
   }
-  void drop(std::string_view what) { count(dropped_, what); }
-  // "name:count,name:count" in name order: the meta form of both counts.
-  static std::string join_counts(const std::map<std::string, int64_t, std::less<>>& m) {
-    std::string s;
-    for (const auto& [k, n] : m) s += (s.empty() ? "" : ",") + k + ":" + std::to_string(n);
-    return s;
+  // Names repeat (a kernel's 400-byte template name thousands of times): hashing its length and three words
+  // finds it without reading the whole name twice; equality still compares every byte.
+  struct NameHash {
+    size_t operator()(std::string_view s) const noexcept {
+      uint64_t h = s.size() * 0x9e3779b97f4a7c15ull;
+      if (s.size() >= 8) {
+        uint64_t w[3];
+        std::memcpy(&w[0], s.data(), 8);
+        std::memcpy(&w[1], s.data() + (s.size() - 8) / 2, 8);
+        std::memcpy(&w[2], s.data() + s.size() - 8, 8);
+        for (uint64_t x : w) h = (h ^ x) * 0xff51afd7ed558ccdull, h ^= h >> 32;
+      } else {
+        for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+      }
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::string_view, StringId, NameHash> ids_;  // views into t's strings
+
+  static constexpr int64_t kLabel = int64_t{1} << 40;
+  static constexpr int64_t kChunkLabel = int64_t{0x70} << 56;
+  static bool chunk_label(int64_t v) { return v >= kChunkLabel && v - kChunkLabel < (int64_t{1} << 32); }
+  // A number a chunk would take for one of its labels cannot stand alone.
+  void check_not_label(int64_t v) {
+    if (in_chunk_ && chunk_label(v)) needs_earlier_ = true;
   }
 
-  const std::string& file_;
-  const std::function<void(uint64_t, uint64_t)>& progress_;
-  const char* json_ = nullptr;
-  size_t size_ = 0;
-  size_t n_events_ = 0;
-  Trace t_;
-  NameHints names_;
+  bool in_chunk_ = false, needs_earlier_ = false;
   Args args_;
   std::map<std::string, int64_t, std::less<>> label_ids_;
-  std::map<std::string, int64_t, std::less<>> dropped_;
-  std::map<std::string, int64_t, std::less<>> foreign_;  // ForeignDevice events by category
+  std::vector<const std::string*> labels_in_order_;  // label_ids_'s keys by first sight
   std::map<std::pair<int64_t, int64_t>, std::vector<OpenRange>> open_;
-  int64_t base_ns_ = 0;
-  bool kineto_cats_ = false, legacy_cats_ = false, nsys_cats_ = false, amd_ = false, stepscope_ = false;
   StringId s_profiler_step_ = 0, s_dataloader_ = 0;
 };
 
-Parser::Id Parser::read_id(od::value v) {
+EventReader::Id EventReader::read_id(od::value v) {
   Id id;
   od::json_type t = v.type();
   if (t == od::json_type::number) {
@@ -321,26 +370,35 @@ Parser::Id Parser::read_id(od::value v) {
     } else if ((n = trailing_number(id.label)) >= 0) {
       id.num = n;
     } else {
-      // A label with no number ("main"): a stable synthetic id far from real pids and tids.
+      // A label with no number ("Spans", ""): a stable synthetic id far from real pids and tids, by first
+      // sight. A chunk cannot know the labels seen before it: it numbers its own from kChunkLabel, and
+      // absorb() gives them their ids.
       auto it = label_ids_.find(id.label);
-      if (it == label_ids_.end())
-        it = label_ids_.emplace(std::string(id.label), (int64_t{1} << 40) + int64_t(label_ids_.size())).first;
+      if (it == label_ids_.end()) {
+        int64_t next = (in_chunk_ ? kChunkLabel : kLabel) + int64_t(label_ids_.size());
+        it = label_ids_.emplace(std::string(id.label), next).first;
+        labels_in_order_.push_back(&it->first);
+      }
       id.num = it->second;
+      return id;
     }
   }
+  check_not_label(id.num);
   return id;
 }
 
-void Parser::metadata(std::string_view name, int64_t pid, int64_t tid, const Args& a) {
-  if (name == "process_name" && !a.name.empty()) names_.process_names[pid] = std::string(a.name);
-  else if (name == "thread_name" && !a.name.empty()) names_.thread_names[{pid, tid}] = std::string(a.name);
+void EventReader::metadata(std::string_view name, int64_t pid, int64_t tid, const Args& a) {
+  if (name == "process_name" && !a.name.empty())
+    names.process_names[pid] = std::string(a.name);
+  else if (name == "thread_name" && !a.name.empty())
+    names.thread_names[{pid, tid}] = std::string(a.name);
 }
 
-void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int64_t tid, int64_t ts, int64_t dur,
-                  const Args& a) {
+void EventReader::emit(std::string_view cat, std::string_view name, int64_t pid, int64_t tid, int64_t ts,
+                       int64_t dur, const Args& a) {
   Cat c = classify(cat);
   if (c == Cat::NsysCuda) {
-    nsys_cats_ = true;
+    dialect.nsys = true;
     if (a.has_grid) c = Cat::Kernel;
     else if (name.find("emcpy") != std::string_view::npos) c = Cat::Memcpy;
     else if (name.find("emset") != std::string_view::npos) c = Cat::Memset;
@@ -366,8 +424,10 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
 
   switch (c) {
     case Cat::Kernel: {
-      if (cat == "Kernel") legacy_cats_ = true;
-      else if (cat == "kernel") kineto_cats_ = true;
+      if (cat == "Kernel")
+        dialect.legacy = true;
+      else if (cat == "kernel")
+        dialect.kineto = true;
       Kernel k;
       k.start = start;
       k.end = end;
@@ -379,14 +439,14 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       k.block_x = a.block[0], k.block_y = a.block[1], k.block_z = a.block[2];
       k.registers = static_cast<int32_t>(a.registers);
       k.shared_memory = a.shared_mem;
-      k.name = t_.intern(name);
+      k.name = intern(name);
       k.graph_id = a.graph_id;
       k.graph_node_id = a.graph_node_id;
-      t_.kernels.push_back(k);
+      t.kernels.push_back(k);
       break;
     }
     case Cat::Memcpy: {
-      kineto_cats_ |= cat == "gpu_memcpy";
+      dialect.kineto |= cat == "gpu_memcpy";
       Memcpy m;
       copy_like(m);
       parse_memcpy_name(name, m.kind, m.src_kind, m.dst_kind);
@@ -396,41 +456,44 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
         parse_memcpy_name(a.kind, k2, s2, d2);
         m.kind = k2;
       }
-      t_.memcpys.push_back(m);
+      t.memcpys.push_back(m);
       break;
     }
     case Cat::Memset: {
-      kineto_cats_ |= cat == "gpu_memset";
+      dialect.kineto |= cat == "gpu_memset";
       Memset m;
       copy_like(m);
       size_t open = name.find('(');
       m.mem_kind =
           open != std::string_view::npos ? parse_memory_kind(name.substr(open)) : parse_memory_kind(a.kind);
-      t_.memsets.push_back(m);
+      t.memsets.push_back(m);
       break;
     }
     case Cat::Runtime:
     case Cat::Driver: {
-      if (cat == "Runtime") legacy_cats_ = true;
-      else if (cat == "cuda_api") nsys_cats_ = true;
-      else kineto_cats_ = true;
+      if (cat == "Runtime")
+        dialect.legacy = true;
+      else if (cat == "cuda_api")
+        dialect.nsys = true;
+      else
+        dialect.kineto = true;
       ApiCall x;
       x.start = start;
       x.end = end;
       x.pid = pid;
       x.tid = tid;
       std::string_view n = strip_api_version(name);
-      if (starts_with(n, "hip")) amd_ = true;
+      if (starts_with(n, "hip")) dialect.amd = true;
       x.kind = (c == Cat::Driver || (starts_with(n, "cu") && !starts_with(n, "cuda"))) ? ApiKind::Driver
                                                                                        : ApiKind::Runtime;
-      x.name = t_.intern(n);
+      x.name = intern(n);
       x.correlation = a.correlation;
       x.return_code = static_cast<int32_t>(a.return_code);
-      t_.api_calls.push_back(x);
+      t.api_calls.push_back(x);
       break;
     }
     case Cat::Sync: {
-      kineto_cats_ = true;
+      dialect.kineto = true;
       Sync s;
       s.start = start;
       s.end = end;
@@ -440,7 +503,7 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       s.device = a.device >= 0 ? a.device : 0;
       s.stream = a.stream != INT64_MIN ? a.stream : -1;
       s.correlation = a.correlation;
-      t_.syncs.push_back(s);
+      t.syncs.push_back(s);
       break;
     }
     case Cat::GpuAnnotation:
@@ -450,11 +513,11 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       r.end = end;
       r.pid = gpu_device();
       r.tid = gpu_stream();
-      r.name = t_.intern(name);
-      r.domain = c == Cat::NvtxGpu ? t_.intern("nvtx") : t_.intern(a.domain);
+      r.name = intern(name);
+      r.domain = c == Cat::NvtxGpu ? intern("nvtx") : intern(a.domain);
       r.source = RangeSource::GpuAnnotation;
       r.correlation = a.correlation;
-      t_.ranges.push_back(r);
+      t.ranges.push_back(r);
       break;
     }
     case Cat::CpuOp:
@@ -462,20 +525,22 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
     case Cat::Python:
     case Cat::Nvtx:
     case Cat::Unknown: {
-      if (cat == "Operator") legacy_cats_ = true;
-      else if (c != Cat::Unknown && c != Cat::Nvtx) kineto_cats_ = true;
+      if (cat == "Operator")
+        dialect.legacy = true;
+      else if (c != Cat::Unknown && c != Cat::Nvtx)
+        dialect.kineto = true;
       Range r;
       r.start = start;
       r.end = end;
       r.pid = pid;
       r.tid = tid;
-      r.name = t_.intern(name);
+      r.name = intern(name);
       r.source = c == Cat::CpuOp ? RangeSource::Op
                : c == Cat::Python ? RangeSource::Python
                : c == Cat::Nvtx   ? RangeSource::Nvtx
                                   : RangeSource::Annotation;
-      r.domain = c == Cat::Unknown ? t_.intern(cat) : t_.intern(a.domain);
-      t_.ranges.push_back(r);
+      r.domain = c == Cat::Unknown ? intern(cat) : intern(a.domain);
+      t.ranges.push_back(r);
       if (c != Cat::Python) {
         if (starts_with(name, "ProfilerStep#")) {
           Step st;
@@ -485,7 +550,7 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
           st.source = s_profiler_step_;
           st.pid = pid;
           st.tid = tid;
-          t_.steps.push_back(st);
+          t.steps.push_back(st);
         } else if (starts_with(name, "enumerate(DataLoader)#")) {
           DataWait w;
           w.start = start;
@@ -493,32 +558,32 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
           w.pid = pid;
           w.tid = tid;
           w.source = s_dataloader_;
-          t_.data_waits.push_back(w);
+          t.data_waits.push_back(w);
         }
       }
       break;
     }
     case Cat::StepscopeStep: {
-      stepscope_ = true;
+      dialect.stepscope = true;
       Step st;
       st.index = a.index != INT64_MIN ? a.index : trailing_number(name);
       st.start = start;
       st.end = end;
-      st.source = t_.intern(a.source.empty() ? std::string_view("profiler-step") : a.source);
+      st.source = intern(a.source.empty() ? std::string_view("profiler-step") : a.source);
       st.pid = pid;
       st.tid = tid;
-      t_.steps.push_back(st);
+      t.steps.push_back(st);
       break;
     }
     case Cat::StepscopeDataWait: {
-      stepscope_ = true;
+      dialect.stepscope = true;
       DataWait w;
       w.start = start;
       w.end = end;
       w.pid = pid;
       w.tid = tid;
-      w.source = t_.intern(a.source.empty() ? std::string_view("dataloader") : a.source);
-      t_.data_waits.push_back(w);
+      w.source = intern(a.source.empty() ? std::string_view("dataloader") : a.source);
+      t.data_waits.push_back(w);
       break;
     }
     case Cat::Drop:
@@ -526,16 +591,16 @@ void Parser::emit(std::string_view cat, std::string_view name, int64_t pid, int6
       drop(cat);
       break;
     case Cat::ForeignDevice:
-      count(foreign_, cat);
+      count(foreign, cat);
       break;
   }
 }
 
-void Parser::event(od::object obj) {
+void EventReader::event(od::object obj) {
+  ++n_events;
   std::string_view ph, cat, name;
   Id pid, tid;
   int64_t ts = 0, dur = 0;
-  bool have_args = false;
   args_.reset();
   for (od::field f : obj) {
     std::string_view k = key_of(f);
@@ -567,12 +632,11 @@ void Parser::event(od::object obj) {
         od::value v = f.value();
         if (v.type() == od::json_type::object) {
           parse_args(v.get_object(), args_);
-          have_args = true;
+          for (int64_t x : {args_.device, args_.stream, args_.raw_pid, args_.raw_tid}) check_not_label(x);
         }
       }
     }
   }
-  (void)have_args;
   if (ph.size() != 1) {
     drop(ph.empty() ? std::string_view("(no ph)") : ph);
     return;
@@ -590,6 +654,8 @@ void Parser::event(od::object obj) {
     case 'E': {
       auto it = open_.find({pid.num, tid.num});
       if (it == open_.end() || it->second.empty()) {
+        // In a chunk, the "B" it closes may be in an earlier one.
+        if (in_chunk_) needs_earlier_ = true;
         drop("E without B");
         break;
       }
@@ -605,7 +671,197 @@ void Parser::event(od::object obj) {
   }
 }
 
+void EventReader::adopt(EventReader& c) {
+  // Interning the chunk's strings in its own first-seen order gives every string the id one serial pass
+  // would.
+  std::vector<StringId> id(c.t.strings.size());
+  for (size_t i = 0; i < id.size(); ++i) id[i] = t.intern(c.t.str(static_cast<StringId>(i)));
+  // The chunk's labels, in its first-seen order, take the ids one pass would have given them.
+  std::vector<int64_t> label(c.labels_in_order_.size());
+  for (size_t i = 0; i < label.size(); ++i) {
+    const std::string& l = *c.labels_in_order_[i];
+    auto it = label_ids_.find(l);
+    if (it == label_ids_.end()) {
+      it = label_ids_.emplace(l, kLabel + int64_t(label_ids_.size())).first;
+      labels_in_order_.push_back(&it->first);
+    }
+    label[i] = it->second;
+  }
+  auto ids = [&](int64_t& a, int64_t& b) {
+    if (label.empty()) return;
+    if (chunk_label(a)) a = label[a - kChunkLabel];
+    if (chunk_label(b)) b = label[b - kChunkLabel];
+  };
+  for (Kernel& r : c.t.kernels) {
+    r.name = id[r.name];
+    ids(r.device, r.stream);
+  }
+  for (Memcpy& r : c.t.memcpys) ids(r.device, r.stream);
+  for (Memset& r : c.t.memsets) ids(r.device, r.stream);
+  for (Sync& r : c.t.syncs) ids(r.pid, r.tid);
+  for (ApiCall& r : c.t.api_calls) {
+    r.name = id[r.name];
+    ids(r.pid, r.tid);
+  }
+  for (Range& r : c.t.ranges) {
+    r.name = id[r.name];
+    r.domain = id[r.domain];
+    ids(r.pid, r.tid);
+  }
+  for (DataWait& r : c.t.data_waits) {
+    r.source = id[r.source];
+    ids(r.pid, r.tid);
+  }
+  for (Step& r : c.t.steps) {
+    r.source = id[r.source];
+    ids(r.pid, r.tid);
+  }
+  for (auto& [pid, name] : c.names.process_names) {
+    int64_t p = pid, unused = 0;
+    ids(p, unused);
+    names.process_names[p] = std::move(name);
+  }
+  for (auto& [key, name] : c.names.thread_names) {
+    auto [p, tid] = key;
+    ids(p, tid);
+    names.thread_names[{p, tid}] = std::move(name);
+  }
+  for (const auto& [what, n] : c.dropped) dropped[what] += n;
+  for (const auto& [what, n] : c.foreign) foreign[what] += n;
+  dialect.add(c.dialect);
+  n_events += c.n_events;
+}
+
+// One table of every chunk, each in time order, into `into` in time order; rows with equal starts in file
+// order (the earlier chunk's first): what a stable sort of the whole table gives.
+template <class Row>
+void merge_by_start(std::vector<Row>& into, std::vector<std::vector<Row>*> runs) {
+  size_t total = into.size();
+  for (auto* r : runs) total += r->size();
+  into.reserve(total);
+  using Head = std::pair<int64_t, uint32_t>;  // (start, run): the smaller run wins a tie
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  std::vector<size_t> at(runs.size(), 0);
+  for (uint32_t k = 0; k < runs.size(); ++k)
+    if (!runs[k]->empty()) heads.push({(*runs[k])[0].start, k});
+  while (!heads.empty()) {
+    uint32_t k = heads.top().second;
+    heads.pop();
+    std::vector<Row>& run = *runs[k];
+    // Rows of one run up to the next run's head go in one stretch.
+    int64_t limit = heads.empty() ? INT64_MAX : heads.top().first;
+    uint32_t limit_run = heads.empty() ? UINT32_MAX : heads.top().second;
+    size_t i = at[k];
+    do {
+      into.push_back(std::move(run[i]));
+      ++i;
+    } while (i < run.size() && (run[i].start < limit || (run[i].start == limit && k < limit_run)));
+    at[k] = i;
+    if (i < run.size())
+      heads.push({run[i].start, k});
+    else
+      run = {};
+  }
+}
+
+// Where the traceEvents array opens, for parsing it in chunks: `open` is its "[", `begin` its first element.
+// Found by bytes, not by parsing; proven later (Parser::in_chunks). Where it closes, the parse finds.
+struct EventArray {
+  size_t open = 0, begin = 0;
+};
+
+bool is_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+std::optional<EventArray> find_event_array(const char* s, size_t n) {
+  size_t p = 0;
+  while (p < n && is_ws(s[p])) ++p;
+  if (p < n && s[p] == '{') {
+    constexpr std::string_view kKey = "\"traceEvents\"";
+    size_t k = std::string_view(s, n).find(kKey, p);
+    if (k == std::string_view::npos) return std::nullopt;
+    p = k + kKey.size();
+    while (p < n && is_ws(s[p])) ++p;
+    if (p >= n || s[p] != ':') return std::nullopt;
+    ++p;
+    while (p < n && is_ws(s[p])) ++p;
+  }
+  if (p >= n || s[p] != '[') return std::nullopt;  // also a trace that is a top-level array
+  EventArray a;
+  a.open = p;
+  a.begin = p + 1;
+  while (a.begin < n && is_ws(s[a.begin])) ++a.begin;
+  return a;
+}
+
+// The first element at or after `from` that follows "}" and "," (whitespace between): a guess at where an
+// event starts, proven when the chunk before it parses as whole events. `end` when there is none.
+size_t next_event_start(const char* s, size_t from, size_t end) {
+  for (size_t p = from; p < end;) {
+    const void* q = std::memchr(s + p, '{', end - p);
+    if (!q) return end;
+    size_t i = static_cast<size_t>(static_cast<const char*>(q) - s);
+    size_t j = i;
+    while (j > from && is_ws(s[j - 1])) --j;
+    if (j > from && s[j - 1] == ',') {
+      --j;
+      while (j > from && is_ws(s[j - 1])) --j;
+      if (j > from && s[j - 1] == '}') return i;
+    }
+    p = i + 1;
+  }
+  return end;
+}
+
+// Below this a file is parsed in one pass: threads and cuts would cost more than they save.
+constexpr size_t kMinChunkedBytes = size_t{1} << 20;
+
+// Nothing left after the root value (simdjson 3.0's On-Demand documents have no at_end()).
+bool at_end(od::document& doc) {
+  return doc.current_location().error() == simdjson::OUT_OF_BOUNDS;
+}
+
+// Not a failure of the input: the chunked parse cannot prove its cuts, so the file is parsed in one pass.
+struct NotChunkable {};
+
+class Parser {
+ public:
+  Parser(const std::string& file, const std::function<void(uint64_t, uint64_t)>& progress,
+         const KinetoParseOptions& options)
+      : file_(file), progress_(progress), options_(options) {}
+
+  Trace run(const char* json, size_t size, KinetoParseReport* report);
+
+ private:
+  void one_pass();
+  bool in_chunks();
+  // `at`: where the array's "[" is in the parsed text.
+  void top_level(od::document& doc, const std::function<void(od::array, const char* at)>& on_events);
+  void device_properties(od::array arr);
+  void distributed_info(od::object obj);
+  void events(od::array arr);
+  // "name:count,name:count" in name order: the meta form of both counts.
+  static std::string join_counts(const Counts& m) {
+    std::string s;
+    for (const auto& [k, n] : m) s += (s.empty() ? "" : ",") + k + ":" + std::to_string(n);
+    return s;
+  }
+
+  const std::string& file_;
+  const std::function<void(uint64_t, uint64_t)>& progress_;
+  const KinetoParseOptions& options_;
+  const char* json_ = nullptr;
+  size_t size_ = 0;
+  size_t chunks_ = 0;
+  EventReader reader_{false};  // reader_.t is the trace
+  bool saw_events_ = false;
+  int64_t base_ns_ = 0;
+  std::string display_unit_;
+};
+
 void Parser::device_properties(od::array arr) {
+  Trace& t = reader_.t;
   for (od::value v : arr) {
     if (v.type() != od::json_type::object) continue;
     Device d;
@@ -613,17 +869,18 @@ void Parser::device_properties(od::array arr) {
       std::string_view k = key_of(f);
       od::value x = f.value();
       if (k == "id") d.id = as_int(x);
-      else if (k == "name" && x.type() == od::json_type::string) d.name = t_.intern(std::string_view(x.get_string()));
+      else if (k == "name" && x.type() == od::json_type::string)
+        d.name = t.intern(std::string_view(x.get_string()));
       else if (k == "totalGlobalMem") d.memory_bytes = as_int(x);
       else if (k == "computeMajor") d.cc_major = static_cast<int32_t>(as_int(x));
       else if (k == "computeMinor") d.cc_minor = static_cast<int32_t>(as_int(x));
       else if (k == "numSms") d.sm_count = static_cast<int32_t>(as_int(x));
     }
-    const std::string& nm = t_.str(d.name);
+    const std::string& nm = t.str(d.name);
     if (nm.find("AMD") != std::string::npos || nm.find("Instinct") != std::string::npos ||
         nm.find("Radeon") != std::string::npos)
-      amd_ = true;
-    t_.devices.push_back(d);
+      reader_.dialect.amd = true;
+    t.devices.push_back(d);
   }
 }
 
@@ -633,8 +890,10 @@ void Parser::distributed_info(od::object obj) {
     od::value v = f.value();
     od::json_type ty = v.type();
     if (k == "rank" || k == "world_size" || k == "backend" || k == "nccl_version" || k == "pg_count") {
-      if (ty == od::json_type::string) t_.meta[std::string(k)] = std::string(std::string_view(v.get_string()));
-      else if (ty == od::json_type::number) t_.meta[std::string(k)] = std::to_string(as_int(v));
+      if (ty == od::json_type::string)
+        reader_.t.meta[std::string(k)] = std::string(std::string_view(v.get_string()));
+      else if (ty == od::json_type::number)
+        reader_.t.meta[std::string(k)] = std::to_string(as_int(v));
     }
   }
 }
@@ -643,74 +902,258 @@ void Parser::events(od::array arr) {
   for (od::value v : arr) {
     if (v.type() != od::json_type::object)
       throw StoreError(file_, "not a trace: traceEvents holds a non-object");
-    event(v.get_object());
-    if ((++n_events_ & 0x3fff) == 0 && progress_) {
+    reader_.event(v.get_object());
+    if ((reader_.n_events & 0x3fff) == 0 && progress_) {
       auto loc = v.current_location();
       if (!loc.error()) progress_(static_cast<uint64_t>(loc.value_unsafe() - json_), size_);
     }
   }
 }
 
-Trace Parser::run(const char* json, size_t size) {
+// The document's top level, in file order; the traceEvents array goes to `on_events`.
+void Parser::top_level(od::document& doc, const std::function<void(od::array, const char*)>& on_events) {
+  Trace& t = reader_.t;
+  od::json_type top = doc.type();
+  if (top == od::json_type::array) {
+    saw_events_ = true;
+    const char* at = doc.raw_json_token().value().data();
+    on_events(doc.get_array(), at);
+    return;
+  }
+  if (top != od::json_type::object)
+    throw StoreError(file_, "not a trace: JSON top level is neither an object nor an array");
+  for (od::field f : doc.get_object()) {
+    std::string_view k = key_of(f);
+    od::value v = f.value();
+    od::json_type ty = v.type();
+    if (k == "traceEvents") {
+      if (ty != od::json_type::array) throw StoreError(file_, "not a trace: traceEvents is not an array");
+      saw_events_ = true;
+      const char* at = v.raw_json_token().data();
+      on_events(v.get_array(), at);
+    } else if (k == "deviceProperties" && ty == od::json_type::array) {
+      device_properties(v.get_array());
+    } else if (k == "distributedInfo" && ty == od::json_type::object) {
+      distributed_info(v.get_object());
+    } else if (k == "baseTimeNanoseconds") {
+      base_ns_ = as_int(v);
+      t.meta["baseTimeNanoseconds"] = std::to_string(base_ns_);
+    } else if (k == "displayTimeUnit" && ty == od::json_type::string) {
+      display_unit_ = std::string(std::string_view(v.get_string()));
+    } else if (k == "stepscopeMeta" && ty == od::json_type::object) {
+      reader_.dialect.stepscope = true;
+      for (od::field mf : v.get_object()) {
+        std::string mk(key_of(mf));
+        od::value mv = mf.value();
+        if (mv.type() == od::json_type::string) t.meta[mk] = std::string(std::string_view(mv.get_string()));
+      }
+    } else if (ty == od::json_type::string || ty == od::json_type::number || ty == od::json_type::boolean) {
+      // Recorder facts (cupti_version, hip_runtime_version, host_name ...): kept as meta.
+      if (k == "roctracer_version" || k == "hip_runtime_version" || k == "hip_driver_version")
+        reader_.dialect.amd = true;
+      std::string_view text = ty == od::json_type::string ? std::string_view(v.get_string())
+                                                          : std::string_view(v.raw_json_token());
+      while (!text.empty() &&
+             (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t'))
+        text.remove_suffix(1);
+      if (text.size() <= 256) t.meta["trace." + std::string(k)] = std::string(text);
+    }
+  }
+}
+
+void Parser::one_pass() {
+  od::parser parser;
+  od::document doc = parser.iterate(json_, size_, size_ + 64);
+  top_level(doc, [this](od::array events_array, const char*) { events(events_array); });
+}
+
+// The traceEvents array cut into chunks of whole events, parsed by several threads, each chunk into its own
+// EventReader, then absorbed in file order: the same Trace as one pass, string ids included. Each cut is a
+// guess made from bytes, proven when the chunk before it parses as whole events (a cut inside a string or a
+// nested value leaves that chunk unbalanced); the first chunk starts where the document's own parse (of the
+// file with the array's elements left out) finds the array. Returns false, with nothing kept, when a cut is
+// not proven or a chunk needs an earlier one: then the file is parsed in one pass, which also says what is
+// wrong with a bad file.
+bool Parser::in_chunks() {
+  std::optional<EventArray> arr = find_event_array(json_, size_);
+  if (!arr || arr->begin >= size_ || json_[arr->begin] != '{') return false;
+  unsigned threads = options_.threads ? options_.threads : std::thread::hardware_concurrency();
+  threads = std::clamp(threads, 1u, 8u);
+  size_t rest = size_ - arr->begin;
+  size_t chunk_bytes = options_.chunk_bytes ? options_.chunk_bytes
+                                            : std::clamp<size_t>(rest / (size_t{16} * threads),
+                                                                 size_t{256} << 10, size_t{1} << 20);
+  // Cuts are guessed up to the end of the file: the array's end is not known yet, so a cut may fall after
+  // it; the chunk where the array closes says where, and the chunks after it are not used.
+  std::vector<size_t> starts{arr->begin};
+  for (size_t at = arr->begin + chunk_bytes; at < size_; at = starts.back() + chunk_bytes) {
+    size_t s = next_event_start(json_, at, size_);
+    if (s >= size_) break;
+    starts.push_back(s);
+  }
+  size_t n = starts.size();
+  auto text_of = [&](size_t k) {
+    size_t b = starts[k], e = k + 1 < n ? starts[k + 1] : size_;
+    if (k + 1 < n) {  // drop the "," (and whitespace) before the next chunk
+      while (e > b && is_ws(json_[e - 1])) --e;
+      --e;
+    }
+    return std::string_view(json_ + b, e - b);
+  };
+
+  // A chunk parsed as "[" + its text + "]": whole events (the array goes on), or the array's own "]" inside
+  // it (`close`: its offset in the file), or neither (a cut that is no event's start, or a bad file).
+  struct Result {
+    std::unique_ptr<EventReader> reader;
+    bool whole = false;
+    size_t close = 0;
+  };
+  std::vector<Result> results(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::atomic<size_t> done_bytes{0};
+  auto work = [&](bool reports) {
+    od::parser parser;
+    std::vector<char> buf;
+    for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < n;) {
+      std::string_view text = text_of(k);
+      try {
+        buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
+        buf[0] = '[';
+        std::memcpy(buf.data() + 1, text.data(), text.size());
+        buf[text.size() + 1] = ']';
+        // Blank padding: simdjson checks a root array's balance when the byte after it is "]" (an old
+        // chunk's), and the closing chunk's text is not balanced.
+        std::memset(buf.data() + text.size() + 2, ' ', simdjson::SIMDJSON_PADDING);
+        auto reader = std::make_unique<EventReader>(true);
+        od::document doc = parser.iterate(buf.data(), text.size() + 2, buf.size());
+        for (od::value v : doc.get_array()) {
+          if (v.type() != od::json_type::object) throw NotChunkable{};
+          reader->event(v.get_object());
+        }
+        if (reader->needs_earlier_chunks()) throw NotChunkable{};
+        sort_rows_by_start(reader->t);
+        Result& r = results[k];
+        auto after = doc.current_location();
+        if (after.error() == simdjson::OUT_OF_BOUNDS) {
+          r.whole = true;
+        } else {
+          // The array closed before the text ended: its "]" is the last token before `after`.
+          size_t c = static_cast<size_t>(after.value_unsafe() - buf.data());
+          while (c > 0 && is_ws(buf[c - 1])) --c;
+          if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
+          r.close = starts[k] + (c - 2);
+        }
+        r.reader = std::move(reader);
+      } catch (...) {
+        failed = true;  // chunks after this one are not needed: the array closed, or all is parsed again
+      }
+      size_t done = done_bytes.fetch_add(text.size()) + text.size();
+      if (reports && progress_) progress_(std::min(arr->begin + done, size_), size_);
+    }
+  };
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
+  work(true);
+  for (auto& th : pool) th.join();
+  // The other threads may have taken every chunk: say where the parse got to at least once.
+  if (progress_) progress_(std::min(arr->begin + done_bytes.load(), size_), size_);
+
+  // The chunks up to the one where the array closes, each proven by the one before it.
+  size_t used = 0, close = 0;
+  for (; used < n; ++used) {
+    const Result& r = results[used];
+    if (!r.reader) return false;
+    if (!r.whole) {
+      close = r.close;
+      ++used;
+      break;
+    }
+  }
+  if (close == 0) return false;  // the array never closed: a bad file, said by the one pass
+
+  // The document without the array's elements: its top level is read as in one pass, and where its
+  // traceEvents array is proves where the first chunk began.
+  std::string skeleton;
+  skeleton.reserve(arr->open + 1 + (size_ - close) + simdjson::SIMDJSON_PADDING);
+  skeleton.append(json_, arr->open + 1).append(json_ + close, size_ - close);
+  size_t skeleton_size = skeleton.size();
+  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
+  od::parser parser;
+  od::document doc = parser.iterate(skeleton.data(), skeleton_size, skeleton.size());
+  bool absorbed = false;
+  top_level(doc, [&](od::array events_array, const char* at) {
+    if (absorbed || at != skeleton.data() + arr->open || !events_array.is_empty()) throw NotChunkable{};
+    absorbed = true;
+    for (size_t k = 0; k < used; ++k) reader_.adopt(*results[k].reader);
+    // Each chunk's tables are in time order (sorted by its worker): merged, they are the one pass's, sorted.
+    Trace& t = reader_.t;
+    auto runs = [&](auto member) {
+      std::vector<std::remove_reference_t<decltype(t.*member)>*> v;
+      for (size_t k = 0; k < used; ++k) v.push_back(&(results[k].reader->t.*member));
+      return v;
+    };
+    auto gpu_rows = [&] {
+      merge_by_start(t.kernels, runs(&Trace::kernels));
+      merge_by_start(t.memcpys, runs(&Trace::memcpys));
+      merge_by_start(t.memsets, runs(&Trace::memsets));
+      merge_by_start(t.syncs, runs(&Trace::syncs));
+      merge_by_start(t.api_calls, runs(&Trace::api_calls));
+    };
+    auto host_rows = [&] {
+      merge_by_start(t.ranges, runs(&Trace::ranges));
+      merge_by_start(t.data_waits, runs(&Trace::data_waits));
+      merge_by_start(t.steps, runs(&Trace::steps));
+    };
+    if (threads > 1) {
+      std::thread other(gpu_rows);
+      host_rows();
+      other.join();
+    } else {
+      gpu_rows();
+      host_rows();
+    }
+    for (size_t k = 0; k < used; ++k) results[k].reader.reset();
+  });
+  if (!absorbed || !at_end(doc)) throw NotChunkable{};
+  chunks_ = used;
+  return true;
+}
+
+Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
   json_ = json;
   size_ = size;
-  s_profiler_step_ = t_.intern("profiler-step");
-  s_dataloader_ = t_.intern("dataloader");
-  od::parser parser;
-  bool saw_events = false;
-  std::string display_unit;
-  try {
-    od::document doc = parser.iterate(json, size, size + 64);
-    od::json_type top = doc.type();
-    if (top == od::json_type::array) {
-      saw_events = true;
-      events(doc.get_array());
-    } else if (top == od::json_type::object) {
-      for (od::field f : doc.get_object()) {
-        std::string_view k = key_of(f);
-        od::value v = f.value();
-        od::json_type ty = v.type();
-        if (k == "traceEvents") {
-          if (ty != od::json_type::array) throw StoreError(file_, "not a trace: traceEvents is not an array");
-          saw_events = true;
-          events(v.get_array());
-        } else if (k == "deviceProperties" && ty == od::json_type::array) {
-          device_properties(v.get_array());
-        } else if (k == "distributedInfo" && ty == od::json_type::object) {
-          distributed_info(v.get_object());
-        } else if (k == "baseTimeNanoseconds") {
-          base_ns_ = as_int(v);
-          t_.meta["baseTimeNanoseconds"] = std::to_string(base_ns_);
-        } else if (k == "displayTimeUnit" && ty == od::json_type::string) {
-          display_unit = std::string(std::string_view(v.get_string()));
-        } else if (k == "stepscopeMeta" && ty == od::json_type::object) {
-          stepscope_ = true;
-          for (od::field mf : v.get_object()) {
-            std::string mk(key_of(mf));
-            od::value mv = mf.value();
-            if (mv.type() == od::json_type::string) t_.meta[mk] = std::string(std::string_view(mv.get_string()));
-          }
-        } else if (ty == od::json_type::string || ty == od::json_type::number ||
-                   ty == od::json_type::boolean) {
-          // Recorder facts (cupti_version, hip_runtime_version, host_name ...): kept as meta.
-          if (k == "roctracer_version" || k == "hip_runtime_version" || k == "hip_driver_version") amd_ = true;
-          std::string_view text = ty == od::json_type::string ? std::string_view(v.get_string())
-                                                              : std::string_view(v.raw_json_token());
-          while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
-                                   text.back() == '\t'))
-            text.remove_suffix(1);
-          if (text.size() <= 256) t_.meta["trace." + std::string(k)] = std::string(text);
-        }
-      }
-    } else {
-      throw StoreError(file_, "not a trace: JSON top level is neither an object nor an array");
+  bool chunked = false;
+  if (options_.chunks && (size >= kMinChunkedBytes || options_.chunk_bytes)) {
+    try {
+      chunked = in_chunks();
+    } catch (...) {
+      chunked = false;
     }
-  } catch (const simdjson::simdjson_error& e) {
-    throw StoreError(file_, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
+    if (!chunked) {
+      reader_ = EventReader(false);
+      saw_events_ = false;
+      base_ns_ = 0;
+      display_unit_.clear();
+      chunks_ = 0;
+    }
   }
-  if (!saw_events) throw StoreError(file_, "not a trace: no traceEvents array");
-  if (n_events_ == 0) throw StoreError(file_, "not a trace: no trace events");
+  if (!chunked) {
+    try {
+      one_pass();
+    } catch (const simdjson::simdjson_error& e) {
+      throw StoreError(file_, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
+    }
+  }
+  if (report) {
+    report->chunked = chunked;
+    report->chunks = chunks_;
+  }
+  if (!saw_events_) throw StoreError(file_, "not a trace: no traceEvents array");
+  if (reader_.n_events == 0) throw StoreError(file_, "not a trace: no trace events");
 
+  Trace& t = reader_.t;
   // Kineto writes ts relative to baseTimeNanoseconds when present; fold it in so times are absolute ns.
   if (base_ns_) {
     auto shift = [&](auto& v) {
@@ -719,47 +1162,49 @@ Trace Parser::run(const char* json, size_t size) {
         r.end += base_ns_;
       }
     };
-    shift(t_.kernels);
-    shift(t_.memcpys);
-    shift(t_.memsets);
-    shift(t_.syncs);
-    shift(t_.api_calls);
-    shift(t_.ranges);
-    shift(t_.data_waits);
-    shift(t_.steps);
+    shift(t.kernels);
+    shift(t.memcpys);
+    shift(t.memsets);
+    shift(t.syncs);
+    shift(t.api_calls);
+    shift(t.ranges);
+    shift(t.data_waits);
+    shift(t.steps);
   }
-  finalize_trace(t_, names_);
+  finalize_trace(t, reader_.names);
 
-  bool kineto = kineto_cats_ || legacy_cats_;
-  t_.meta["source_format"] = kineto && !stepscope_ ? "kineto-json" : "chrome-json";
-  t_.meta["chrome_dialect"] = stepscope_    ? "stepscope"
-                              : nsys_cats_  ? "nsys-chrome"
-                              : legacy_cats_ ? "kineto-legacy"
-                              : amd_        ? "kineto-hip"
-                              : kineto      ? "kineto"
-                                            : "generic";
-  if (!display_unit.empty()) t_.meta["displayTimeUnit"] = display_unit;
-  if (!stepscope_ || !t_.meta.count("clock_domain")) {
+  const Dialect& d = reader_.dialect;
+  bool kineto = d.kineto || d.legacy;
+  t.meta["source_format"] = kineto && !d.stepscope ? "kineto-json" : "chrome-json";
+  t.meta["chrome_dialect"] = d.stepscope ? "stepscope"
+                             : d.nsys    ? "nsys-chrome"
+                             : d.legacy  ? "kineto-legacy"
+                             : d.amd     ? "kineto-hip"
+                             : kineto    ? "kineto"
+                                         : "generic";
+  if (!display_unit_.empty()) t.meta["displayTimeUnit"] = display_unit_;
+  if (!d.stepscope || !t.meta.count("clock_domain")) {
     // Kineto timestamps come from the system clock (Unix epoch); nsys-converted traces start near 0.
-    auto span = t_.time_span();
-    t_.meta["clock_domain"] = span.first > int64_t{946684800} * 1000000000 ? "realtime" : "trace-relative";
+    auto span = t.time_span();
+    t.meta["clock_domain"] = span.first > int64_t{946684800} * 1000000000 ? "realtime" : "trace-relative";
   }
-  t_.meta["gpu_vendor"] = amd_ ? "amd" : (t_.gpu_event_count() || !t_.devices.empty()) ? "nvidia" : "";
-  if (!t_.meta["gpu_vendor"].empty()) {
-    StringId vendor = t_.intern(t_.meta["gpu_vendor"]);
-    for (auto& d : t_.devices) d.vendor = vendor;
+  t.meta["gpu_vendor"] = d.amd ? "amd" : (t.gpu_event_count() || !t.devices.empty()) ? "nvidia" : "";
+  if (!t.meta["gpu_vendor"].empty()) {
+    StringId vendor = t.intern(t.meta["gpu_vendor"]);
+    for (auto& dev : t.devices) dev.vendor = vendor;
   }
-  if (!dropped_.empty()) t_.meta["import.dropped_events"] = join_counts(dropped_);
-  if (!foreign_.empty()) t_.meta["import.unread_device_events"] = join_counts(foreign_);
-  t_.meta["source_file"] = file_;
-  return std::move(t_);
+  if (!reader_.dropped.empty()) t.meta["import.dropped_events"] = join_counts(reader_.dropped);
+  if (!reader_.foreign.empty()) t.meta["import.unread_device_events"] = join_counts(reader_.foreign);
+  t.meta["source_file"] = file_;
+  return std::move(t);
 }
 
 }  // namespace
 
 Trace parse_kineto_json(const char* json, size_t size, const std::string& file,
-                        const std::function<void(uint64_t, uint64_t)>& progress) {
-  return Parser(file, progress).run(json, size);
+                        const std::function<void(uint64_t, uint64_t)>& progress,
+                        const KinetoParseOptions& options, KinetoParseReport* report) {
+  return Parser(file, progress, options).run(json, size, report);
 }
 
 }  // namespace stepscope::analyzer::import

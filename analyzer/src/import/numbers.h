@@ -13,6 +13,59 @@ namespace stepscope::analyzer::import {
 // Parses a decimal number and returns round(value * 10^scale_digits) (half away from zero).
 // Handles sign, fraction and exponent; falls back to double for numbers too long for int64.
 inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
+  // Fast path, what traces hold: [-]digits[.digits], at most 18 digits in all, then no exponent.
+  {
+    const char* p = s.data();
+    const char* e = p + s.size();
+    bool neg = p < e && *p == '-';
+    p += neg;
+    uint64_t mant = 0;
+    int digits = 0, frac = 0;
+    while (p < e && unsigned(*p - '0') < 10 && digits < 18) mant = mant * 10 + unsigned(*p++ - '0'), ++digits;
+    if (p < e && *p == '.') {
+      ++p;
+      while (p < e && unsigned(*p - '0') < 10 && digits < 18)
+        mant = mant * 10 + unsigned(*p++ - '0'), ++digits, ++frac;
+    }
+    bool clean = digits > 0 && (p == e || !(unsigned(*p - '0') < 10 || *p == 'e' || *p == 'E' || *p == '.'));
+    if (clean && frac <= 18 && scale_digits >= 0 && scale_digits <= 18) {
+      int shift = scale_digits - frac;
+      static constexpr uint64_t kPow10[19] = {1ull,
+                                              10ull,
+                                              100ull,
+                                              1000ull,
+                                              10000ull,
+                                              100000ull,
+                                              1000000ull,
+                                              10000000ull,
+                                              100000000ull,
+                                              1000000000ull,
+                                              10000000000ull,
+                                              100000000000ull,
+                                              1000000000000ull,
+                                              10000000000000ull,
+                                              100000000000000ull,
+                                              1000000000000000ull,
+                                              10000000000000000ull,
+                                              100000000000000000ull,
+                                              1000000000000000000ull};
+      bool ok = true;
+      if (shift >= 0) {
+        if (mant > static_cast<uint64_t>(INT64_MAX) / kPow10[shift])
+          ok = false;
+        else
+          mant *= kPow10[shift];
+      } else {
+        uint64_t p10 = kPow10[-shift];
+        uint64_t q = mant / p10, r = mant % p10;
+        mant = q + (r * 2 >= p10 ? 1 : 0);  // half away from zero
+      }
+      if (ok) {
+        out = neg ? -static_cast<int64_t>(mant) : static_cast<int64_t>(mant);
+        return true;
+      }
+    }
+  }
   size_t i = 0, n = s.size();
   while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
   bool neg = false;

@@ -18,6 +18,10 @@ struct NameHints {
 
 void finalize_trace(store::Trace& t, const NameHints& names);
 
+// Every table in time order; rows with equal times keep their order (finalize_trace's first step, and a
+// Kineto chunk's before it is merged with the others).
+void sort_rows_by_start(store::Trace& t);
+
 // Range depth per (pid, tid) by nesting (depth 0 = outermost); ranges that only partly overlap their
 // enclosing range are placed one level below it.
 void compute_range_depths(store::Trace& t);

@@ -512,7 +512,11 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
       try {
         Finished f{i, me, nullptr, nullptr};
         {
-          store::Trace t = load_trace(files[i]);  // dropped before the next file: memory is per thread
+          // Dropped before the next file: memory is per thread. Ranks in parallel parse each file on one
+          // thread.
+          LoadOptions load;
+          load.threads = threads > 1 ? 1 : 0;
+          store::Trace t = load_trace(files[i], load);
           f.result = std::make_unique<RankResult>(analyze_rank(t, files[i], options.analyze));
           f.id = std::make_unique<RankIdentity>(rank_identity(t.meta, t.processes, files[i]));
         }

@@ -13,6 +13,8 @@ namespace stepscope::analyzer {
 struct LoadOptions {
   // Called now and then with (bytes done, bytes total) for big inputs; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Threads parsing a Kineto/Chrome JSON trace of 1 MiB or more (0: the machine's cores, at most 8; 1: one).
+  unsigned threads = 0;
 };
 
 // Loads a stepscope store, Kineto/Chrome trace JSON (plain, .gz, .zst) or an Nsight Systems SQLite export

@@ -1,0 +1,266 @@
+// The Kineto importer's chunked parse (several threads, each on a run of whole events) gives the one pass's
+// trace exactly — rows, their order, string ids, labels' ids, meta — on the shared traces and on files built
+// to make its guesses wrong; a cut it cannot prove sends the file to the one pass.
+#include <sqlite3.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "import/decompress.h"
+#include "import/kineto_parser.h"
+#include "stepscope/store/store.h"
+#include "test_support.h"
+
+using namespace stepscope;
+using namespace stepscope::analyzer::import;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every table of a store written as rows, in rowid order, one line a row.
+std::vector<std::string> dump(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  std::vector<std::string> tables, lines;
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", -1, &st,
+                             nullptr) == SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW)
+    tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  sqlite3_finalize(st);
+  for (const auto& t : tables) {
+    REQUIRE(sqlite3_prepare_v2(db, ("SELECT * FROM \"" + t + "\"").c_str(), -1, &st, nullptr) == SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string line = t;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* v = sqlite3_column_text(st, c);
+        line += "|" + (v ? std::string(reinterpret_cast<const char*>(v)) : std::string("NULL"));
+      }
+      lines.push_back(std::move(line));
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return lines;
+}
+
+// The same trace, row for row: both written as stores of rows and read back table by table.
+void require_same(const store::Trace& a, const store::Trace& b, const std::string& what) {
+  test::ScratchDir dir("kineto_chunked_parse_" + std::to_string(::getpid()));  // ctest runs cases at once
+  std::string pa = (fs::path(dir.path()) / "a.db").string(), pb = (fs::path(dir.path()) / "b.db").string();
+  store::write_store_atomically(a, pa, false);
+  store::write_store_atomically(b, pb, false);
+  std::vector<std::string> da = dump(pa), db = dump(pb);
+  INFO(what);
+  REQUIRE(da.size() == db.size());
+  for (size_t i = 0; i < da.size(); ++i) {
+    if (da[i] != db[i]) FAIL_CHECK("row " << i << ": one pass " << da[i] << " | chunked " << db[i]);
+  }
+}
+
+store::Trace parse(const std::string& json, const KinetoParseOptions& o, KinetoParseReport* r = nullptr) {
+  PaddedBuffer buf;
+  buf.reserve(json.size());
+  buf.resize(json.size());
+  std::copy(json.begin(), json.end(), buf.data());
+  return parse_kineto_json(buf.data(), buf.size(), "mem.json", {}, o, r);
+}
+
+KinetoParseOptions one_pass() {
+  KinetoParseOptions o;
+  o.chunks = false;
+  return o;
+}
+
+KinetoParseOptions cut(unsigned threads, size_t bytes) {
+  KinetoParseOptions o;
+  o.threads = threads;
+  o.chunk_bytes = bytes;
+  return o;
+}
+
+// A Kineto-like trace: kernels with their launches, host ops, a labelled pid ("Spans"), names whose text
+// look like a cut ("}, {"), escapes, and `extra` events appended.
+std::string synthetic(int events, const std::string& extra = "", bool events_first = false) {
+  std::string ev;
+  for (int i = 0; i < events; ++i) {
+    int64_t ts = 1700000000000000 + i * 10;
+    std::string n = std::to_string(i);
+    if (!ev.empty()) ev += ",\n  ";
+    switch (i % 5) {
+      case 0:
+        ev += R"({"ph": "X", "cat": "kernel", "name": "gemm_)" + n + R"(", "pid": 0, "tid": 7, "ts": )" +
+              std::to_string(ts) + R"(.125, "dur": 3.5, "args": {"device": 0, "stream": 7, "correlation": )" +
+              n + R"(, "grid": [1, 2, 3], "block": [128, 1, 1]}})";
+        break;
+      case 1:
+        ev +=
+            R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 42, "tid": 43, "ts": )" +
+            std::to_string(ts) + R"(, "dur": 2, "args": {"correlation": )" + n + "}}";
+        break;
+      case 2:
+        ev += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm \"q\" }, {)" + n +
+              R"(", "pid": 42, "tid": 43, "ts": )" + std::to_string(ts) +
+              R"(, "dur": 9, "args": {"Input Dims": [[2, 3], [3, 4]], "x": [{"a": 1}, {"b": 2}]}})";
+        break;
+      case 3:
+        ev += R"({"ph": "M", "name": "thread_name", "pid": "Spans", "tid": ")" +
+              std::string(i % 2 ? "" : "main") + R"(", "args": {"name": "spans )" + n + R"("}})";
+        break;
+      default:
+        ev += R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + n +
+              R"(", "pid": "Spans", "tid": "", "ts": )" + std::to_string(ts) + R"(, "dur": 5})";
+        break;
+    }
+  }
+  if (!extra.empty()) ev += ",\n  " + extra;
+  std::string devices = R"("deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],)";
+  std::string events_key = "\"traceEvents\": [\n  " + ev + "\n  ]";
+  if (events_first) return "{\n  " + events_key + ",\n  " + devices + "\n  \"traceName\": \"a]b}, {c\"\n}\n";
+  return "{\n  \"schemaVersion\": 1,\n  " + devices + "\n  " + events_key +
+         ",\n  \"traceName\": \"x\",\n  \"baseTimeNanoseconds\": 1000\n}\n";
+}
+
+// Host ops on labelled pids and tids, nothing that looks like a cut: the array's elements only.
+std::string labelled_ops(int n) {
+  std::string ops;
+  for (int i = 0; i < n; ++i) {
+    if (!ops.empty()) ops += ",\n";
+    ops += R"({"ph": "X", "cat": "cpu_op", "name": "op)" + std::to_string(i % 7) + R"(", "pid": ")" +
+           std::string(i % 3 ? "main" : "Spans") + R"(", "tid": ")" + std::string(i % 2 ? "" : "worker") +
+           R"(", "ts": )" + std::to_string(1000 + i) + R"(, "dur": 1})";
+  }
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("chunked parse: the one pass's trace on the shared traces, at any cut and thread count") {
+  if (!test::have_traces()) {
+    WARN("SKIPPED: shared traces not present: " << test::traces_dir());
+    return;
+  }
+  // Kineto with labels ("Spans", ""), the events array before the device table, a top-level array (nsys's
+  // Chrome dialect), a CPU-only trace, and the bench's largest.
+  for (const char* rel : {"param/dlrm_8gpu_worker2.json.gz", "tracelens/h100_bert_small_inference.json.gz",
+                          "nsys/nsys_chrome_dialect_vllm.json.gz", "hta/cpu_only.json.gz",
+                          "hta/trace_diff_control_a100.json.gz"}) {
+    std::string path = test::trace_path(rel);
+    PaddedBuffer raw = read_file(path);
+    PaddedBuffer json = decompress(path, raw.view(), compression_of(raw.view()));
+    store::Trace a = parse_kineto_json(json.data(), json.size(), path, {}, one_pass());
+    for (auto [threads, bytes] : {std::pair{2u, size_t{4096}}, std::pair{3u, size_t{300000}}}) {
+      KinetoParseReport r;
+      store::Trace b = parse_kineto_json(json.data(), json.size(), path, {}, cut(threads, bytes), &r);
+      INFO(rel << " threads " << threads << " chunk bytes " << bytes);
+      CHECK(r.chunked);
+      CHECK(r.chunks >= 2);
+      require_same(a, b, rel);
+    }
+  }
+}
+
+TEST_CASE("chunked parse: guesses inside strings and nested values send the file to the one pass") {
+  std::string json = synthetic(400);
+  store::Trace a = parse(json, one_pass());
+  REQUIRE(a.kernels.size() == 80);
+  REQUIRE(a.steps.size() == 80);
+  KinetoParseReport r;
+  // Cut everywhere: some guesses fall inside a name ("}, {") or inside args' [{...}, {...}].
+  store::Trace b = parse(json, cut(2, 1), &r);
+  CHECK_FALSE(r.chunked);
+  require_same(a, b, "cut at every guess");
+}
+
+TEST_CASE("chunked parse: labels, the events array first and a top-level array keep their ids") {
+  std::string plain = labelled_ops(300);
+  for (const std::string& json :
+       {"{\"traceEvents\": [" + plain + "], \"deviceProperties\": [{\"id\": 0, \"name\": \"B200\"}]}",
+        "[" + plain + "]\n", "{\"traceName\": \"a]}, {b\", \"traceEvents\": [" + plain + "]}"}) {
+    store::Trace a = parse(json, one_pass());
+    REQUIRE(a.ranges.size() == 300);
+    for (size_t bytes : {size_t{100}, size_t{1000}}) {
+      KinetoParseReport r;
+      store::Trace b = parse(json, cut(3, bytes), &r);
+      CHECK(r.chunked);
+      require_same(a, b, json.substr(0, 40));
+    }
+  }
+}
+
+TEST_CASE("chunked parse: what a chunk cannot know alone goes to the one pass") {
+  // An "E" whose "B" is in an earlier chunk; a pid equal to the ids chunks give their labels.
+  std::string begin_end =
+      R"({"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 1000})";
+  std::string end = R"({"ph": "E", "pid": 1, "tid": 1, "ts": 999999999})";
+  std::string json = synthetic(200, end);
+  json.replace(json.find("\"traceEvents\": [\n  ") + 19, 0, begin_end + ",\n  ");
+  store::Trace a = parse(json, one_pass());
+  KinetoParseReport r;
+  store::Trace b = parse(json, cut(2, 2000), &r);
+  CHECK_FALSE(r.chunked);
+  require_same(a, b, "B and E in different chunks");
+  REQUIRE(a.ranges.size() > 0);
+
+  std::string big_pid = R"({"ph": "X", "cat": "cpu_op", "name": "x", "pid": 8070450532247928832, "tid": 1,)"
+                        R"( "ts": 5, "dur": 1})";
+  std::string json2 = synthetic(200, big_pid);
+  store::Trace c = parse(json2, one_pass());
+  store::Trace d = parse(json2, cut(2, 2000), &r);
+  CHECK_FALSE(r.chunked);
+  require_same(c, d, "a pid in the chunks' label ids");
+}
+
+TEST_CASE("chunked parse: bad files say what the one pass says") {
+  std::string good = synthetic(300, "", true);
+  std::vector<std::string> bad = {
+      good.substr(0, good.size() / 2),                            // truncated mid-array
+      good.substr(0, good.find("\n  ],")),                        // the array never closes
+      std::string(good).replace(good.find("\"ph\""), 4, "\"ph"),  // an unclosed string
+      std::string(good).insert(good.find("[\n  {") + 4, "7, "),   // a number among the events
+  };
+  for (const auto& json : bad) {
+    std::string serial_error, chunked_error;
+    try {
+      parse(json, one_pass());
+    } catch (const std::exception& e) {
+      serial_error = e.what();
+    }
+    try {
+      parse(json, cut(2, 500));
+    } catch (const std::exception& e) {
+      chunked_error = e.what();
+    }
+    CHECK_FALSE(serial_error.empty());
+    CHECK(chunked_error == serial_error);
+  }
+}
+
+TEST_CASE("chunked parse: progress is reported on the calling thread, in order, within the file") {
+  std::string json = "{\"traceEvents\": [" + labelled_ops(3000) + "]}";
+  PaddedBuffer buf;
+  buf.reserve(json.size());
+  buf.resize(json.size());
+  std::copy(json.begin(), json.end(), buf.data());
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  bool other_thread = false;
+  auto me = std::this_thread::get_id();
+  std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
+    other_thread |= std::this_thread::get_id() != me;
+    calls.emplace_back(done, total);
+  };
+  KinetoParseReport r;
+  parse_kineto_json(buf.data(), buf.size(), "mem.json", progress, cut(3, 4096), &r);
+  REQUIRE(r.chunked);
+  CHECK_FALSE(other_thread);
+  REQUIRE_FALSE(calls.empty());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].second == json.size());
+    CHECK(calls[i].first <= json.size());
+    if (i) CHECK(calls[i].first >= calls[i - 1].first);
+  }
+}
