@@ -20,24 +20,32 @@ using namespace stepscope;
 // Every field the parser fills, as one comparable value per table.
 auto rows_of(const store::Trace& t) {
   std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> r;
-  for (const auto& k : t.kernels)
-    r.emplace_back(1, k.start, k.end, k.device, k.stream, k.correlation, k.name,
-                   k.grid_x * 1000003 + k.block_x, k.pid ^ k.graph_id ^ k.graph_node_id ^ k.shared_memory);
+  for (const auto& k : t.kernels) {
+    r.emplace_back(1, k.start, k.end, k.device, k.stream, k.correlation, k.name, k.context, k.pid);
+    r.emplace_back(12, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers,
+                   k.shared_memory);
+    r.emplace_back(13, k.graph_id, k.graph_node_id, 0, 0, 0, 0, 0, 0);
+  }
   for (const auto& m : t.memcpys)
-    r.emplace_back(2, m.start, m.end, m.device, m.stream, m.correlation, m.bytes, int64_t(m.kind), m.pid);
+    r.emplace_back(2, m.start, m.end, m.device, m.stream, m.correlation, m.bytes,
+                   int64_t(m.kind) * 100 + int64_t(m.src_kind) * 10 + int64_t(m.dst_kind),
+                   m.pid ^ m.graph_id ^ m.graph_node_id);
   for (const auto& m : t.memsets)
-    r.emplace_back(3, m.start, m.end, m.device, m.stream, m.correlation, m.bytes, int64_t(m.mem_kind), m.pid);
+    r.emplace_back(3, m.start, m.end, m.device, m.stream, m.correlation, m.bytes, int64_t(m.mem_kind),
+                   m.pid ^ m.graph_id ^ m.graph_node_id);
   for (const auto& s : t.syncs)
     r.emplace_back(4, s.start, s.end, s.pid, s.tid, s.device, s.stream, int64_t(s.type), s.correlation);
   for (const auto& a : t.api_calls)
     r.emplace_back(5, a.start, a.end, a.pid, a.tid, a.name, a.correlation, int64_t(a.kind), a.return_code);
   for (const auto& x : t.ranges)
-    r.emplace_back(6, x.start, x.end, x.pid, x.tid, x.name, x.domain, x.depth, int64_t(x.source));
+    r.emplace_back(6, x.start, x.end, x.pid, x.tid, x.name, x.domain, x.depth,
+                   int64_t(x.source) ^ x.correlation);
   for (const auto& w : t.data_waits) r.emplace_back(7, w.start, w.end, w.pid, w.tid, w.source, 0, 0, 0);
   for (const auto& s : t.steps) r.emplace_back(8, s.index, s.start, s.end, s.pid, s.tid, s.source, 0, 0);
   for (const auto& p : t.processes) r.emplace_back(9, p.pid, p.name, 0, 0, 0, 0, 0, 0);
   for (const auto& th : t.threads) r.emplace_back(10, th.pid, th.tid, th.name, 0, 0, 0, 0, 0);
-  for (const auto& d : t.devices) r.emplace_back(11, d.id, d.name, d.vendor, d.sm_count, 0, 0, 0, 0);
+  for (const auto& d : t.devices)
+    r.emplace_back(11, d.id, d.name, d.vendor, d.sm_count, d.cc_major, d.cc_minor, d.memory_bytes, 0);
   return r;
 }
 

@@ -206,6 +206,20 @@ TEST_CASE("chunked parse: what a chunk cannot know alone goes to the one pass") 
   require_same(a, b, "B and E in different chunks");
   REQUIRE(a.ranges.size() > 0);
 
+  // A number equal to the id one pass gives the first label (2^40): one key there, two in a chunk.
+  std::string collide =
+      R"({"traceEvents": [{"ph": "B", "cat": "user_annotation", "name": "first", "pid": "Spans", "tid": 1, "ts": 1},)"
+      R"({"ph": "B", "cat": "user_annotation", "name": "second", "pid": 1099511627776, "tid": 1, "ts": 2},)"
+      R"({"ph": "M", "name": "process_name", "pid": "Spans", "args": {"name": "A"}},)"
+      R"({"ph": "M", "name": "process_name", "pid": 1099511627776, "args": {"name": "B"}},)"
+      R"({"ph": "E", "pid": "Spans", "tid": 1, "ts": 5}]})";
+  store::Trace e = parse(collide, one_pass());
+  store::Trace f = parse(collide, cut(2, 100000), &r);
+  CHECK_FALSE(r.chunked);
+  require_same(e, f, "a pid among one pass's label ids");
+  REQUIRE(e.ranges.size() == 1);
+  CHECK(e.str(e.ranges[0].name) == "second");
+
   std::string big_pid = R"({"ph": "X", "cat": "cpu_op", "name": "x", "pid": 8070450532247928832, "tid": 1,)"
                         R"( "ts": 5, "dur": 1})";
   std::string json2 = synthetic(200, big_pid);
@@ -241,26 +255,48 @@ TEST_CASE("chunked parse: bad files say what the one pass says") {
 }
 
 TEST_CASE("chunked parse: progress is reported on the calling thread, in order, within the file") {
-  std::string json = "{\"traceEvents\": [" + labelled_ops(3000) + "]}";
+  // Chunked through, and a file whose last "E" closes the first "B": chunked, then parsed again in one pass
+  // (70,000 events: the one pass reports every 16,384), with progress that never goes back.
+  std::string ops = labelled_ops(70000);
+  for (const std::string& json :
+       {"{\"traceEvents\": [" + labelled_ops(3500) + "]}",
+        R"({"traceEvents": [{"ph": "B", "name": "all", "pid": 1, "tid": 1, "ts": 1},)" + ops +
+            R"(,{"ph": "E", "pid": 1, "tid": 1, "ts": 999999}]})"}) {
+    PaddedBuffer buf;
+    buf.reserve(json.size());
+    buf.resize(json.size());
+    std::copy(json.begin(), json.end(), buf.data());
+    std::vector<std::pair<uint64_t, uint64_t>> calls;
+    bool other_thread = false;
+    auto me = std::this_thread::get_id();
+    std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
+      other_thread |= std::this_thread::get_id() != me;
+      calls.emplace_back(done, total);
+    };
+    KinetoParseReport r;
+    parse_kineto_json(buf.data(), buf.size(), "mem.json", progress, cut(3, 4096), &r);
+    CHECK(r.chunked == (json.size() < ops.size()));
+    CHECK_FALSE(other_thread);
+    REQUIRE_FALSE(calls.empty());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      CHECK(calls[i].second == json.size());
+      CHECK(calls[i].first <= json.size());
+      if (i) CHECK(calls[i].first >= calls[i - 1].first);
+    }
+  }
+}
+
+TEST_CASE("chunked parse: an exception from the progress callback (a cancel) is the caller's") {
+  std::string json = "{\"traceEvents\": [" + labelled_ops(20000) + "]}";
   PaddedBuffer buf;
   buf.reserve(json.size());
   buf.resize(json.size());
   std::copy(json.begin(), json.end(), buf.data());
-  std::vector<std::pair<uint64_t, uint64_t>> calls;
-  bool other_thread = false;
-  auto me = std::this_thread::get_id();
-  std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
-    other_thread |= std::this_thread::get_id() != me;
-    calls.emplace_back(done, total);
+  int calls = 0;
+  std::function<void(uint64_t, uint64_t)> cancel = [&](uint64_t, uint64_t) {
+    ++calls;
+    throw std::runtime_error("cancelled");
   };
-  KinetoParseReport r;
-  parse_kineto_json(buf.data(), buf.size(), "mem.json", progress, cut(3, 4096), &r);
-  REQUIRE(r.chunked);
-  CHECK_FALSE(other_thread);
-  REQUIRE_FALSE(calls.empty());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    CHECK(calls[i].second == json.size());
-    CHECK(calls[i].first <= json.size());
-    if (i) CHECK(calls[i].first >= calls[i - 1].first);
-  }
+  CHECK_THROWS_WITH(parse_kineto_json(buf.data(), buf.size(), "mem.json", cancel, cut(2, 4096)), "cancelled");
+  CHECK(calls == 1);  // not parsed again in one pass after the cancel
 }

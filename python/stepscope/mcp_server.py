@@ -145,9 +145,9 @@ def _rows_dir():
 
 
 def _rows_of(path):
-    """The file to query for `path`: itself, or for a packed store (schema 5: kernels, API calls, samples and
-    stacks in compressed blocks) its rows, exported once per version of the file (path, inode, size, mtime) into
-    the user's cache (~/.cache/stepscope/rows, 0700; exports unused for a day are removed)."""
+    """The file to query for `path`: itself, or for a packed store (schema 5 and later: kernels, API calls, samples,
+    stacks and, since 6, ranges in compressed blocks) its rows, exported once per version of the file (path, inode,
+    size, mtime) into the user's cache (~/.cache/stepscope/rows, 0700; exports unused for a day are removed)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         version = con.execute("PRAGMA user_version").fetchone()[0]

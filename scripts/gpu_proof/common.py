@@ -55,14 +55,14 @@ def read_variants(path=VARIANTS):
     return out
 
 
-# The stepscope binary `check` was given: it turns a packed store (schema 5) into rows SQL reads.
+# The stepscope binary `check` was given: it turns a packed store (schema 5 and later) into rows SQL reads.
 STEPSCOPE = [None]
 
 
 def store_rows(path):
-    """A read-only connection to a store's rows. A packed store (schema 5: kernels, API calls, samples and stacks
-    in compressed blocks) is exported as rows once (`stepscope export --format sqlite`) into the system's temporary
-    folder, not beside it: the proof's output folder keeps only what it recorded."""
+    """A read-only connection to a store's rows. A packed store (schema 5 and later: kernels, API calls, samples,
+    stacks and, since 6, ranges in compressed blocks) is exported as rows once (`stepscope export --format sqlite`)
+    into the system's temporary folder, not beside it: the proof's output folder keeps only what it recorded."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     if con.execute("PRAGMA user_version").fetchone()[0] < 5:
         return con
@@ -75,7 +75,7 @@ def store_rows(path):
     if not os.path.exists(rows):
         tool = STEPSCOPE[0] or os.environ.get("STEPSCOPE_BIN") or shutil.which("stepscope")
         if not tool:
-            raise RuntimeError(f"{path}: a packed store (schema 5); reading it needs stepscope (check --stepscope)")
+            raise RuntimeError(f"{path}: a packed store (schema 5 or later); reading it needs stepscope (check --stepscope)")
         subprocess.run([tool, "export", path, "--format", "sqlite", "-o", rows], check=True, capture_output=True)
     return sqlite3.connect(f"file:{rows}?mode=ro", uri=True)
 

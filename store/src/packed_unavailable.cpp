@@ -14,8 +14,9 @@ std::string encode(const Layout& layout, const int64_t*, size_t) {
 }
 
 void decode(const Layout& layout, std::string_view, int64_t, std::vector<int64_t>&, const std::string& file) {
-  throw StoreError(file, std::string("a packed store (schema 5): this part of stepscope reads rows only (") +
-                             layout.packed_table + ")");
+  throw StoreError(
+      file, std::string("a packed store (schema 5 or later): this part of stepscope reads rows only (") +
+                layout.packed_table + ")");
 }
 
 }  // namespace stepscope::store::packed

@@ -300,6 +300,9 @@ TEST_CASE("a schema v5 store (ranges as rows, the rest packed) reads back") {
       "  source INTEGER NOT NULL, correlation INTEGER NOT NULL);"
       "INSERT INTO ranges VALUES (800, 5000, 100, 101, (SELECT id FROM strings WHERE value = 'nvtx'),"
       "  (SELECT id FROM strings WHERE value = 'forward'), 1, 1, 0);"
+      // A GPU annotation: its pid is a device, its tid a stream, and no invariant break for that.
+      "INSERT INTO ranges VALUES (1200, 1300, 0, 7, 0, (SELECT id FROM strings WHERE value = 'forward'), 0, "
+      "5, 0);"
       "CREATE VIEW ranges_v AS SELECT r.*, s.value AS name_text, d.value AS domain_text"
       "  FROM ranges r JOIN strings s ON s.id = r.name JOIN strings d ON d.id = r.domain;"
       "CREATE INDEX ranges_by_start ON ranges(start_ns);"
@@ -307,18 +310,20 @@ TEST_CASE("a schema v5 store (ranges as rows, the rest packed) reads back") {
   StoreReader r(dir.file("v5.db"));
   CHECK(r.schema_version() == 5);
   Trace t = r.load();
-  REQUIRE(t.ranges.size() == 1);
+  REQUIRE(t.ranges.size() == 2);
   CHECK(t.str(t.ranges[0].name) == "forward");
   CHECK(t.str(t.ranges[0].domain) == "nvtx");
   CHECK(t.ranges[0].depth == 1);
+  CHECK(t.ranges[1].source == RangeSource::GpuAnnotation);
   CHECK(r.ranges(4900, 6000).size() == 1);
+  CHECK(r.ranges(1250, 1260).size() == 2);
   CHECK(r.ranges(5000, 6000).empty());
   REQUIRE(t.kernels.size() == 1);  // still from its blocks
   CHECK(t.str(t.kernels[0].name) == "ampere_sgemm_<128>");
   int64_t range_rows = -1;
   for (const auto& c : r.counts())
     if (c.table == "ranges") range_rows = c.rows;
-  CHECK(range_rows == 1);
+  CHECK(range_rows == 2);
   CHECK(r.invariant_breaks().empty());
 }
 

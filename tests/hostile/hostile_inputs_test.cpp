@@ -320,7 +320,7 @@ TEST_CASE("a store with a table missing, a column of the wrong type or garbage r
        Expect::Error},
       {"schema_version_99.db", rows, "PRAGMA user_version = 99", Expect::Error},
       {"backward_steps.db", rows, "UPDATE steps SET end_ns = start_ns - 1000", Expect::ErrorOrAnalyzes},
-      // Packed (schema 5): a block's table gone, its data garbage, text, or claiming rows it does not hold.
+      // Packed (schema 6): a block's table gone, its data garbage, text, or claiming rows it does not hold.
       {"no_packed_kernels.db", good, "DROP TABLE packed_kernels", Expect::Error},
       {"packed_garbage.db", good, "UPDATE packed_kernels SET data = randomblob(length(data))", Expect::Error},
       {"packed_text.db", good, "UPDATE packed_api_calls SET data = 'soon'", Expect::Error},
@@ -328,6 +328,11 @@ TEST_CASE("a store with a table missing, a column of the wrong type or garbage r
       {"packed_bounds_wrong.db", good, "UPDATE packed_kernels SET lo = hi + 1", Expect::Error},
       {"packed_bounds_text.db", good, "UPDATE packed_api_calls SET hi = 'later'", Expect::Error},
       {"packed_version_4.db", good, "PRAGMA user_version = 4", Expect::Error},
+      {"no_packed_ranges.db", good, "DROP TABLE packed_ranges", Expect::Error},
+      {"packed_ranges_garbage.db", good, "UPDATE packed_ranges SET data = randomblob(length(data))",
+       Expect::Error},
+      {"packed_ranges_bounds.db", good, "UPDATE packed_ranges SET lo = hi + 1", Expect::Error},
+      {"packed_version_5.db", good, "PRAGMA user_version = 5", Expect::Error},  // v5 kept ranges as rows
   };
   for (const auto& c : cases) {
     const std::string path = dir.file(c.name);

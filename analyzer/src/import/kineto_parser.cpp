@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
 #include <queue>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -284,7 +286,7 @@ void count(Counts& m, std::string_view what) {
 
 // What a run of trace events becomes: rows in `t` (with its own string table), names of processes and
 // threads, what was dropped. One reader takes the whole array, or one reader per chunk of it (`in_chunk`),
-// each absorbed in file order into the first.
+// each adopted in file order by the first.
 class EventReader {
  public:
   explicit EventReader(bool in_chunk) : in_chunk_(in_chunk) {
@@ -295,8 +297,8 @@ class EventReader {
   // Takes a later chunk's names, labels and counts as if its events had followed this reader's, and gives
   // its rows (left in `c`, for merge_by_start) the ids this reader's strings and labels have.
   void adopt(EventReader& c);
-  // A chunk that cannot stand alone: an "E" closing a "B" of an earlier chunk (or none), or a pid/tid label
-  // without a number, whose synthetic id depends on the labels seen before.
+  // A chunk that cannot stand alone: an "E" closing a "B" of an earlier chunk (or none), or a number among
+  // the ids labels get (a chunk's own, or one pass's: the same key as a label there, another here).
   bool needs_earlier_chunks() const { return needs_earlier_; }
 
   Trace t;
@@ -344,9 +346,10 @@ class EventReader {
   static constexpr int64_t kLabel = int64_t{1} << 40;
   static constexpr int64_t kChunkLabel = int64_t{0x70} << 56;
   static bool chunk_label(int64_t v) { return v >= kChunkLabel && v - kChunkLabel < (int64_t{1} << 32); }
-  // A number a chunk would take for one of its labels cannot stand alone.
+  static bool label(int64_t v) { return v >= kLabel && v - kLabel < (int64_t{1} << 32); }
+  // A number a chunk would take for one of its labels, or one pass for one of its, cannot stand alone.
   void check_not_label(int64_t v) {
-    if (in_chunk_ && chunk_label(v)) needs_earlier_ = true;
+    if (in_chunk_ && (chunk_label(v) || label(v))) needs_earlier_ = true;
   }
 
   bool in_chunk_ = false, needs_earlier_ = false;
@@ -372,7 +375,7 @@ EventReader::Id EventReader::read_id(od::value v) {
     } else {
       // A label with no number ("Spans", ""): a stable synthetic id far from real pids and tids, by first
       // sight. A chunk cannot know the labels seen before it: it numbers its own from kChunkLabel, and
-      // absorb() gives them their ids.
+      // adopt() gives them their ids.
       auto it = label_ids_.find(id.label);
       if (it == label_ids_.end()) {
         int64_t next = (in_chunk_ ? kChunkLabel : kLabel) + int64_t(label_ids_.size());
@@ -405,7 +408,7 @@ void EventReader::emit(std::string_view cat, std::string_view name, int64_t pid,
     else c = Cat::Kernel;
   }
   int64_t start = a.start_ns != INT64_MIN ? a.start_ns : ts;
-  int64_t end = a.end_ns != INT64_MIN ? a.end_ns : ts + (dur > 0 ? dur : 0);
+  int64_t end = a.end_ns != INT64_MIN ? a.end_ns : wrapping_add(ts, dur > 0 ? dur : 0);
   if (a.raw_pid != INT64_MIN) pid = a.raw_pid;
   if (a.raw_tid != INT64_MIN) tid = a.raw_tid;
   auto gpu_device = [&] { return a.device >= 0 ? a.device : pid; };
@@ -662,7 +665,8 @@ void EventReader::event(od::object obj) {
       OpenRange o = std::move(it->second.back());
       it->second.pop_back();
       Args none;
-      emit(o.cat, o.name.empty() ? name : std::string_view(o.name), pid.num, tid.num, o.ts, ts - o.ts, none);
+      emit(o.cat, o.name.empty() ? name : std::string_view(o.name), pid.num, tid.num, o.ts,
+           wrapping_sub(ts, o.ts), none);
       break;
     }
     default:
@@ -816,6 +820,7 @@ size_t next_event_start(const char* s, size_t from, size_t end) {
 
 // Below this a file is parsed in one pass: threads and cuts would cost more than they save.
 constexpr size_t kMinChunkedBytes = size_t{1} << 20;
+constexpr size_t kMaxDocumentBytes = 0xFFFFFFFF;  // simdjson's largest document
 
 // Nothing left after the root value (simdjson 3.0's On-Demand documents have no at_end()).
 bool at_end(od::document& doc) {
@@ -848,9 +853,23 @@ class Parser {
     return s;
   }
 
+  // Progress never goes back, also when a chunked parse gives way to the one pass. A callback's exception
+  // (a cancel) is the caller's: kept here, thrown after the threads, never taken for a failed chunk.
+  void report(uint64_t done) {
+    if (!progress_ || progress_error_) return;
+    reported_ = std::max(reported_, done);
+    try {
+      progress_(reported_, size_);
+    } catch (...) {
+      progress_error_ = std::current_exception();
+    }
+  }
+
   const std::string& file_;
   const std::function<void(uint64_t, uint64_t)>& progress_;
   const KinetoParseOptions& options_;
+  uint64_t reported_ = 0;
+  std::exception_ptr progress_error_;
   const char* json_ = nullptr;
   size_t size_ = 0;
   size_t chunks_ = 0;
@@ -905,7 +924,8 @@ void Parser::events(od::array arr) {
     reader_.event(v.get_object());
     if ((reader_.n_events & 0x3fff) == 0 && progress_) {
       auto loc = v.current_location();
-      if (!loc.error()) progress_(static_cast<uint64_t>(loc.value_unsafe() - json_), size_);
+      if (!loc.error()) report(static_cast<uint64_t>(loc.value_unsafe() - json_));
+      if (progress_error_) std::rethrow_exception(progress_error_);
     }
   }
 }
@@ -1012,10 +1032,12 @@ bool Parser::in_chunks() {
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::atomic<size_t> done_bytes{0};
+  std::atomic<size_t> closing{n};  // the first chunk known to hold the array's end: none after it is needed
   auto work = [&](bool reports) {
     od::parser parser;
     std::vector<char> buf;
     for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < n;) {
+      if (k > closing.load()) break;  // chunks are taken in order: every later one is past the array too
       std::string_view text = text_of(k);
       try {
         buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
@@ -1043,22 +1065,28 @@ bool Parser::in_chunks() {
           while (c > 0 && is_ws(buf[c - 1])) --c;
           if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
           r.close = starts[k] + (c - 2);
+          for (size_t was = closing.load(); k < was && !closing.compare_exchange_weak(was, k);) {
+          }
         }
         r.reader = std::move(reader);
       } catch (...) {
-        failed = true;  // chunks after this one are not needed: the array closed, or all is parsed again
+        failed = true;  // the file is parsed again in one pass, which says what is wrong with a bad one
       }
       size_t done = done_bytes.fetch_add(text.size()) + text.size();
-      if (reports && progress_) progress_(std::min(arr->begin + done, size_), size_);
+      if (reports) report(std::min(arr->begin + done, size_));
     }
   };
   threads = static_cast<unsigned>(std::min<size_t>(threads, n));
   std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
+  try {
+    for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
+  } catch (const std::system_error&) {  // no more threads to be had: those started take the chunks
+  }
   work(true);
   for (auto& th : pool) th.join();
+  if (progress_error_) std::rethrow_exception(progress_error_);
   // The other threads may have taken every chunk: say where the parse got to at least once.
-  if (progress_) progress_(std::min(arr->begin + done_bytes.load(), size_), size_);
+  report(std::min(arr->begin + done_bytes.load(), size_));
 
   // The chunks up to the one where the array closes, each proven by the one before it.
   size_t used = 0, close = 0;
@@ -1106,14 +1134,29 @@ bool Parser::in_chunks() {
       merge_by_start(t.data_waits, runs(&Trace::data_waits));
       merge_by_start(t.steps, runs(&Trace::steps));
     };
+    std::thread other;
+    std::exception_ptr gpu_error;
     if (threads > 1) {
-      std::thread other(gpu_rows);
-      host_rows();
-      other.join();
-    } else {
-      gpu_rows();
-      host_rows();
+      try {
+        other = std::thread([&] {
+          try {
+            gpu_rows();
+          } catch (...) {
+            gpu_error = std::current_exception();
+          }
+        });
+      } catch (const std::system_error&) {
+      }
     }
+    if (!other.joinable()) gpu_rows();
+    try {
+      host_rows();
+    } catch (...) {
+      if (other.joinable()) other.join();
+      throw;
+    }
+    if (other.joinable()) other.join();
+    if (gpu_error) std::rethrow_exception(gpu_error);
     for (size_t k = 0; k < used; ++k) results[k].reader.reset();
   });
   if (!absorbed || !at_end(doc)) throw NotChunkable{};
@@ -1125,10 +1168,13 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
   json_ = json;
   size_ = size;
   bool chunked = false;
-  if (options_.chunks && (size >= kMinChunkedBytes || options_.chunk_bytes)) {
+  // Over simdjson's 4 GiB the one pass refuses the file: so do the chunks, or an import would depend on
+  // whether a cut held.
+  if (options_.chunks && size <= kMaxDocumentBytes && (size >= kMinChunkedBytes || options_.chunk_bytes)) {
     try {
       chunked = in_chunks();
     } catch (...) {
+      if (progress_error_) throw;
       chunked = false;
     }
     if (!chunked) {
@@ -1158,8 +1204,8 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
   if (base_ns_) {
     auto shift = [&](auto& v) {
       for (auto& r : v) {
-        r.start += base_ns_;
-        r.end += base_ns_;
+        r.start = wrapping_add(r.start, base_ns_);
+        r.end = wrapping_add(r.end, base_ns_);
       }
     };
     shift(t.kernels);

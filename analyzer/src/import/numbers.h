@@ -130,6 +130,15 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
   return true;
 }
 
+// Sums and differences of times from a file: two's-complement wrap where int64 would overflow (a hostile
+// file's nonsense stays nonsense, not undefined behaviour).
+inline int64_t wrapping_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t wrapping_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+
 // µs text → integer ns.
 inline int64_t us_text_to_ns(std::string_view s) {
   int64_t v = 0;
