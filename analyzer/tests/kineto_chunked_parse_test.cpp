@@ -62,11 +62,17 @@ void require_same(const store::Trace& a, const store::Trace& b, const std::strin
   }
 }
 
-store::Trace parse(const std::string& json, const KinetoParseOptions& o, KinetoParseReport* r = nullptr) {
+// The text in a buffer with simdjson's padding, as the loader gives it.
+PaddedBuffer padded(const std::string& json) {
   PaddedBuffer buf;
   buf.reserve(json.size());
   buf.resize(json.size());
   std::copy(json.begin(), json.end(), buf.data());
+  return buf;
+}
+
+store::Trace parse(const std::string& json, const KinetoParseOptions& o, KinetoParseReport* r = nullptr) {
+  PaddedBuffer buf = padded(json);
   return parse_kineto_json(buf.data(), buf.size(), "mem.json", {}, o, r);
 }
 
@@ -262,10 +268,7 @@ TEST_CASE("chunked parse: progress is reported on the calling thread, in order, 
        {"{\"traceEvents\": [" + labelled_ops(3500) + "]}",
         R"({"traceEvents": [{"ph": "B", "name": "all", "pid": 1, "tid": 1, "ts": 1},)" + ops +
             R"(,{"ph": "E", "pid": 1, "tid": 1, "ts": 999999}]})"}) {
-    PaddedBuffer buf;
-    buf.reserve(json.size());
-    buf.resize(json.size());
-    std::copy(json.begin(), json.end(), buf.data());
+    PaddedBuffer buf = padded(json);
     std::vector<std::pair<uint64_t, uint64_t>> calls;
     bool other_thread = false;
     auto me = std::this_thread::get_id();
@@ -288,10 +291,7 @@ TEST_CASE("chunked parse: progress is reported on the calling thread, in order, 
 
 TEST_CASE("chunked parse: an exception from the progress callback (a cancel) is the caller's") {
   std::string json = "{\"traceEvents\": [" + labelled_ops(20000) + "]}";
-  PaddedBuffer buf;
-  buf.reserve(json.size());
-  buf.resize(json.size());
-  std::copy(json.begin(), json.end(), buf.data());
+  PaddedBuffer buf = padded(json);
   int calls = 0;
   std::function<void(uint64_t, uint64_t)> cancel = [&](uint64_t, uint64_t) {
     ++calls;
