@@ -66,7 +66,6 @@ const packed::Layout* packed_layout(Table t) {
       return nullptr;
   }
 }
-constexpr Table kPackedTables[] = {kKernels, kApiCalls, kSamples, kStacks, kRanges};
 
 // Rows of one packed table not yet written: row-major values, and the block's bounds.
 struct PendingBlock {
@@ -98,8 +97,8 @@ struct StoreWriter::Impl {
     }
   }
   void commit() {
-    for (Table t : kPackedTables)
-      if (pending[t].rows > 0) write_block(pending[t]);
+    for (PendingBlock& b : pending)  // only a packed table's ever holds rows
+      if (b.rows > 0) write_block(b);
     if (in_txn) {
       detail::exec(db, "COMMIT", path);
       in_txn = false;

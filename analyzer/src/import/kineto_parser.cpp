@@ -872,15 +872,18 @@ class Parser {
   std::exception_ptr progress_error_;
   const char* json_ = nullptr;
   size_t size_ = 0;
-  size_t chunks_ = 0;
-  EventReader reader_{false};  // reader_.t is the trace
-  bool saw_events_ = false;
-  int64_t base_ns_ = 0;
-  std::string display_unit_;
+  // What the parse has read; a chunked parse that gives way to the one pass starts it again.
+  struct Parsed {
+    EventReader reader{false};  // reader.t is the trace
+    bool saw_events = false;
+    int64_t base_ns = 0;
+    std::string display_unit;
+    size_t chunks = 0;
+  } p_;
 };
 
 void Parser::device_properties(od::array arr) {
-  Trace& t = reader_.t;
+  Trace& t = p_.reader.t;
   for (od::value v : arr) {
     if (v.type() != od::json_type::object) continue;
     Device d;
@@ -898,7 +901,7 @@ void Parser::device_properties(od::array arr) {
     const std::string& nm = t.str(d.name);
     if (nm.find("AMD") != std::string::npos || nm.find("Instinct") != std::string::npos ||
         nm.find("Radeon") != std::string::npos)
-      reader_.dialect.amd = true;
+      p_.reader.dialect.amd = true;
     t.devices.push_back(d);
   }
 }
@@ -910,9 +913,9 @@ void Parser::distributed_info(od::object obj) {
     od::json_type ty = v.type();
     if (k == "rank" || k == "world_size" || k == "backend" || k == "nccl_version" || k == "pg_count") {
       if (ty == od::json_type::string)
-        reader_.t.meta[std::string(k)] = std::string(std::string_view(v.get_string()));
+        p_.reader.t.meta[std::string(k)] = std::string(std::string_view(v.get_string()));
       else if (ty == od::json_type::number)
-        reader_.t.meta[std::string(k)] = std::to_string(as_int(v));
+        p_.reader.t.meta[std::string(k)] = std::to_string(as_int(v));
     }
   }
 }
@@ -921,8 +924,8 @@ void Parser::events(od::array arr) {
   for (od::value v : arr) {
     if (v.type() != od::json_type::object)
       throw StoreError(file_, "not a trace: traceEvents holds a non-object");
-    reader_.event(v.get_object());
-    if ((reader_.n_events & 0x3fff) == 0 && progress_) {
+    p_.reader.event(v.get_object());
+    if ((p_.reader.n_events & 0x3fff) == 0 && progress_) {
       auto loc = v.current_location();
       if (!loc.error()) report(static_cast<uint64_t>(loc.value_unsafe() - json_));
       if (progress_error_) std::rethrow_exception(progress_error_);
@@ -932,10 +935,10 @@ void Parser::events(od::array arr) {
 
 // The document's top level, in file order; the traceEvents array goes to `on_events`.
 void Parser::top_level(od::document& doc, const std::function<void(od::array, const char*)>& on_events) {
-  Trace& t = reader_.t;
+  Trace& t = p_.reader.t;
   od::json_type top = doc.type();
   if (top == od::json_type::array) {
-    saw_events_ = true;
+    p_.saw_events = true;
     const char* at = doc.raw_json_token().value().data();
     on_events(doc.get_array(), at);
     return;
@@ -948,7 +951,7 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
     od::json_type ty = v.type();
     if (k == "traceEvents") {
       if (ty != od::json_type::array) throw StoreError(file_, "not a trace: traceEvents is not an array");
-      saw_events_ = true;
+      p_.saw_events = true;
       const char* at = v.raw_json_token().data();
       on_events(v.get_array(), at);
     } else if (k == "deviceProperties" && ty == od::json_type::array) {
@@ -956,12 +959,12 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
     } else if (k == "distributedInfo" && ty == od::json_type::object) {
       distributed_info(v.get_object());
     } else if (k == "baseTimeNanoseconds") {
-      base_ns_ = as_int(v);
-      t.meta["baseTimeNanoseconds"] = std::to_string(base_ns_);
+      p_.base_ns = as_int(v);
+      t.meta["baseTimeNanoseconds"] = std::to_string(p_.base_ns);
     } else if (k == "displayTimeUnit" && ty == od::json_type::string) {
-      display_unit_ = std::string(std::string_view(v.get_string()));
+      p_.display_unit = std::string(std::string_view(v.get_string()));
     } else if (k == "stepscopeMeta" && ty == od::json_type::object) {
-      reader_.dialect.stepscope = true;
+      p_.reader.dialect.stepscope = true;
       for (od::field mf : v.get_object()) {
         std::string mk(key_of(mf));
         od::value mv = mf.value();
@@ -970,7 +973,7 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
     } else if (ty == od::json_type::string || ty == od::json_type::number || ty == od::json_type::boolean) {
       // Recorder facts (cupti_version, hip_runtime_version, host_name ...): kept as meta.
       if (k == "roctracer_version" || k == "hip_runtime_version" || k == "hip_driver_version")
-        reader_.dialect.amd = true;
+        p_.reader.dialect.amd = true;
       std::string_view text = ty == od::json_type::string ? std::string_view(v.get_string())
                                                           : std::string_view(v.raw_json_token());
       while (!text.empty() &&
@@ -1114,9 +1117,9 @@ bool Parser::in_chunks() {
   top_level(doc, [&](od::array events_array, const char* at) {
     if (absorbed || at != skeleton.data() + arr->open || !events_array.is_empty()) throw NotChunkable{};
     absorbed = true;
-    for (size_t k = 0; k < used; ++k) reader_.adopt(*results[k].reader);
+    for (size_t k = 0; k < used; ++k) p_.reader.adopt(*results[k].reader);
     // Each chunk's tables are in time order (sorted by its worker): merged, they are the one pass's, sorted.
-    Trace& t = reader_.t;
+    Trace& t = p_.reader.t;
     auto runs = [&](auto member) {
       std::vector<std::remove_reference_t<decltype(t.*member)>*> v;
       for (size_t k = 0; k < used; ++k) v.push_back(&(results[k].reader->t.*member));
@@ -1160,7 +1163,7 @@ bool Parser::in_chunks() {
     for (size_t k = 0; k < used; ++k) results[k].reader.reset();
   });
   if (!absorbed || !at_end(doc)) throw NotChunkable{};
-  chunks_ = used;
+  p_.chunks = used;
   return true;
 }
 
@@ -1177,13 +1180,7 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
       if (progress_error_) throw;
       chunked = false;
     }
-    if (!chunked) {
-      reader_ = EventReader(false);
-      saw_events_ = false;
-      base_ns_ = 0;
-      display_unit_.clear();
-      chunks_ = 0;
-    }
+    if (!chunked) p_ = Parsed{};
   }
   if (!chunked) {
     try {
@@ -1194,18 +1191,18 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
   }
   if (report) {
     report->chunked = chunked;
-    report->chunks = chunks_;
+    report->chunks = p_.chunks;
   }
-  if (!saw_events_) throw StoreError(file_, "not a trace: no traceEvents array");
-  if (reader_.n_events == 0) throw StoreError(file_, "not a trace: no trace events");
+  if (!p_.saw_events) throw StoreError(file_, "not a trace: no traceEvents array");
+  if (p_.reader.n_events == 0) throw StoreError(file_, "not a trace: no trace events");
 
-  Trace& t = reader_.t;
+  Trace& t = p_.reader.t;
   // Kineto writes ts relative to baseTimeNanoseconds when present; fold it in so times are absolute ns.
-  if (base_ns_) {
+  if (p_.base_ns) {
     auto shift = [&](auto& v) {
       for (auto& r : v) {
-        r.start = wrapping_add(r.start, base_ns_);
-        r.end = wrapping_add(r.end, base_ns_);
+        r.start = wrapping_add(r.start, p_.base_ns);
+        r.end = wrapping_add(r.end, p_.base_ns);
       }
     };
     shift(t.kernels);
@@ -1217,9 +1214,9 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
     shift(t.data_waits);
     shift(t.steps);
   }
-  finalize_trace(t, reader_.names);
+  finalize_trace(t, p_.reader.names);
 
-  const Dialect& d = reader_.dialect;
+  const Dialect& d = p_.reader.dialect;
   bool kineto = d.kineto || d.legacy;
   t.meta["source_format"] = kineto && !d.stepscope ? "kineto-json" : "chrome-json";
   t.meta["chrome_dialect"] = d.stepscope ? "stepscope"
@@ -1228,7 +1225,7 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
                              : d.amd     ? "kineto-hip"
                              : kineto    ? "kineto"
                                          : "generic";
-  if (!display_unit_.empty()) t.meta["displayTimeUnit"] = display_unit_;
+  if (!p_.display_unit.empty()) t.meta["displayTimeUnit"] = p_.display_unit;
   if (!d.stepscope || !t.meta.count("clock_domain")) {
     // Kineto timestamps come from the system clock (Unix epoch); nsys-converted traces start near 0.
     auto span = t.time_span();
@@ -1239,8 +1236,8 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
     StringId vendor = t.intern(t.meta["gpu_vendor"]);
     for (auto& dev : t.devices) dev.vendor = vendor;
   }
-  if (!reader_.dropped.empty()) t.meta["import.dropped_events"] = join_counts(reader_.dropped);
-  if (!reader_.foreign.empty()) t.meta["import.unread_device_events"] = join_counts(reader_.foreign);
+  if (!p_.reader.dropped.empty()) t.meta["import.dropped_events"] = join_counts(p_.reader.dropped);
+  if (!p_.reader.foreign.empty()) t.meta["import.unread_device_events"] = join_counts(p_.reader.foreign);
   t.meta["source_file"] = file_;
   return std::move(t);
 }
