@@ -64,11 +64,8 @@ void give_syncs_their_threads(Trace& t) {
 
 Trace load_sqlite(const std::string& db_path, const std::string& shown) {
   switch (store::sniff_file(db_path)) {
-    case store::FileKind::Store: {
-      Trace t = store::StoreReader(db_path).load();
-      give_syncs_their_threads(t);
-      return t;
-    }
+    case store::FileKind::Store:
+      return load_store(store::StoreReader(db_path));
     case store::FileKind::NsysSqlite:
       return import::NsysSqliteImporter(db_path, shown).import();
     default:
@@ -90,6 +87,15 @@ constexpr const char* kUnknownFormat =
     "export; plain, .gz or .zst)";
 
 }  // namespace
+
+Trace load_store(const store::StoreReader& store, bool kernels) {
+  Trace t = store.load({.bulk = false});
+  if (kernels) store.each_kernel([&](const store::Kernel& k) { t.kernels.push_back(k); });
+  store.each_api_call([&](const store::ApiCall& a) { t.api_calls.push_back(a); });
+  store.each_sample([&](const store::Sample& s) { t.samples.push_back(s); });
+  give_syncs_their_threads(t);
+  return t;
+}
 
 Trace load_trace(const std::string& path, const LoadOptions& options) {
   store::FileKind kind = store::sniff_file(path);

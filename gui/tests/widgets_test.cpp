@@ -301,7 +301,8 @@ class WidgetsTest : public QObject {
     QCOMPARE(spy.takeFirst().at(0).toBool(), true);
     QVERIFY(progress.count() >= 2);
     const auto& m = *w.timeline()->model();
-    QCOMPARE(m.trace().kernels.size(), size_t(kSteps * kLaunchesPerStep));
+    QCOMPARE(m.kernel_count(), size_t(kSteps * kLaunchesPerStep));
+    QVERIFY(m.kernel_columns());  // a store: its kernels as columns, rows read back from it
     QVERIFY(track_of(m, TrackKind::GpuStream) >= 0);
     QVERIFY(track_of(m, TrackKind::Steps) >= 0);
     QCOMPARE(m.begin(), kBase);

@@ -160,7 +160,7 @@ QString replay_side(const TimelineModel& m, uint32_t r) {
     for (size_t i = 0; i < rows.size() && i < kShown; ++i) {
       const store::Trace& t = m.trace();
       const EventRef e = rows[i];
-      const int64_t node = e.kind == EventKind::Kernel   ? t.kernels[e.row].graph_node_id
+      const int64_t node = e.kind == EventKind::Kernel   ? m.kernel(e.row).graph_node_id
                            : e.kind == EventKind::Memcpy ? t.memcpys[e.row].graph_node_id
                                                          : t.memsets[e.row].graph_node_id;
       out += "<li>" + h(m.name_of(e)) + QString(" · node %1 · %2</li>").arg(node).arg(dur(double(m.end_of(e) - m.start_of(e))));
@@ -193,7 +193,14 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   QString graph;  // a replayed row: its graph, node and capture stack
   switch (e.kind) {
     case EventKind::Kernel: {
-      const auto& k = t.kernels[e.row];
+      // Built from a store, the kernel's row is read back from it: a store damaged since says so here.
+      store::Kernel k;
+      try {
+        k = m.kernel(e.row);
+      } catch (const store::StoreError& err) {
+        out += row("details", h(err.what()));
+        break;
+      }
       out += row("device / stream", QString("%1 / %2").arg(m.shown_device(k.device)).arg(k.stream));
       out += row("grid", QString("%1 × %2 × %3").arg(k.grid_x).arg(k.grid_y).arg(k.grid_z));
       out += row("block", QString("%1 × %2 × %3").arg(k.block_x).arg(k.block_y).arg(k.block_z));

@@ -278,7 +278,8 @@ QRectF TimelineView::rect_of(EventRef e) const {
 bool TimelineView::matches_search(EventRef e) const {
   const store::Trace& t = model_->trace();
   int64_t id = -1;
-  if (e.kind == EventKind::Kernel) id = t.kernels[e.row].name;
+  if (e.kind == EventKind::Kernel)
+    id = model_->kernel_name(e.row);
   else if (e.kind == EventKind::ApiCall) id = t.api_calls[e.row].name;
   else if (e.kind == EventKind::Range) id = t.ranges[e.row].name;
   if (id >= 0) return static_cast<size_t>(id) < search_names_.size() && search_names_[id];

@@ -188,31 +188,48 @@ struct StoreReader::Impl {
     }
     std::vector<int64_t> values;
     const size_t cols = layout.columns.size();
-    const size_t hi_col = size_t(layout.hi_column);
-    auto corrupt = [&](const char* why) {
-      return StoreError(path, std::string("corrupt store: a block of ") + layout.packed_table + " " + why);
-    };
     int rc;
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-      if (sqlite3_column_type(s.get(), 1) != SQLITE_BLOB) throw corrupt("holds no data");
-      if (sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER ||
-          sqlite3_column_type(s.get(), 3) != SQLITE_INTEGER)
-        throw corrupt("has bounds that are no integers");
-      const auto* data = static_cast<const char*>(sqlite3_column_blob(s.get(), 1));
-      const std::string_view blob(data ? data : "", size_t(sqlite3_column_bytes(s.get(), 1)));
-      values.clear();
-      packed::decode(layout, blob, s.col_int(0), values, path);
-      int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-      for (size_t i = 0; i < values.size(); i += cols) {
-        lo = std::min(lo, values[i]);
-        hi = std::max(hi, values[i + hi_col]);
-      }
-      if (lo != s.col_int(2) || hi != s.col_int(3)) throw corrupt("has bounds that are not its rows'");
+      decode_block(layout, s, values);
       for (size_t i = 0; i < values.size(); i += cols) fn(PackedRow{values.data() + i});
     }
     if (rc != SQLITE_DONE)
       throw StoreError(path, std::string("corrupt or truncated store (") + sqlite3_errmsg(db) + ")");
   }
+  // The block in the current row of `s` (SELECT rows, data, lo, hi) into `values` (row-major, replaced).
+  void decode_block(const packed::Layout& layout, const Statement& s, std::vector<int64_t>& values) const {
+    auto corrupt = [&](const char* why) {
+      return StoreError(path, std::string("corrupt store: a block of ") + layout.packed_table + " " + why);
+    };
+    if (sqlite3_column_type(s.get(), 1) != SQLITE_BLOB) throw corrupt("holds no data");
+    if (sqlite3_column_type(s.get(), 2) != SQLITE_INTEGER ||
+        sqlite3_column_type(s.get(), 3) != SQLITE_INTEGER)
+      throw corrupt("has bounds that are no integers");
+    const auto* data = static_cast<const char*>(sqlite3_column_blob(s.get(), 1));
+    const std::string_view blob(data ? data : "", size_t(sqlite3_column_bytes(s.get(), 1)));
+    values.clear();
+    packed::decode(layout, blob, s.col_int(0), values, path);
+    const size_t cols = layout.columns.size(), hi_col = size_t(layout.hi_column);
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (size_t i = 0; i < values.size(); i += cols) {
+      lo = std::min(lo, values[i]);
+      hi = std::max(hi, values[i + hi_col]);
+    }
+    if (lo != s.col_int(2) || hi != s.col_int(3)) throw corrupt("has bounds that are not its rows'");
+  }
+
+  // kernel_at(): where row i is. Packed: each block's rowid and the rows before it; rows: the rowids' least
+  // value when they are dense (rowid = least + i), else the row is found by OFFSET. Built on first use; the
+  // last block read stays decoded (a click's neighbours are in it).
+  struct KernelIndex {
+    bool built = false;
+    uint64_t count = 0;
+    std::vector<std::pair<uint64_t, int64_t>> blocks;  // (rows before, rowid), by rowid
+    std::optional<int64_t> dense_from;
+    int64_t cached_rowid = 0;
+    uint64_t cached_first = 0;
+    std::vector<int64_t> cached;
+  } kernel_index;
   // Each row of one of the bulk tables in load()'s order: from its blocks, or as rows.
   template <class Row, class Conv>
   void each_bulk(const packed::Layout& layout, const char* cols, Conv conv,
@@ -423,6 +440,74 @@ void StoreReader::each_api_call(const std::function<void(const ApiCall&)>& fn) c
 void StoreReader::each_sample(const std::function<void(const Sample&)>& fn) const {
   impl_->each_bulk<Sample>(
       packed::samples(), impl_->sample_cols(), [](const auto& r) { return sample_of(r); }, fn);
+}
+
+uint64_t StoreReader::kernel_count() const {
+  Impl& m = *impl_;
+  if (!m.kernel_index.built) {
+    auto& x = m.kernel_index;
+    if (m.packed_layout("kernels")) {
+      each_row(m.db, m.path, "SELECT rowid, rows FROM packed_kernels ORDER BY rowid",
+               [&](const Statement& s) {
+                 if (s.col_int(1) < 0)
+                   throw StoreError(m.path, "corrupt store: a block of packed_kernels has fewer than 0 rows");
+                 x.blocks.emplace_back(x.count, s.col_int(0));
+                 x.count += uint64_t(s.col_int(1));
+               });
+    } else {
+      Statement s(m.db, "SELECT min(rowid), max(rowid), count(*) FROM kernels", m.path);
+      if (s.step_row() && s.col_int(2) > 0) {
+        x.count = uint64_t(s.col_int(2));
+        if (uint64_t(s.col_int(1)) - uint64_t(s.col_int(0)) == x.count - 1) x.dense_from = s.col_int(0);
+      }
+    }
+    x.built = true;
+  }
+  return m.kernel_index.count;
+}
+
+Kernel StoreReader::kernel_at(uint64_t i) const {
+  Impl& m = *impl_;
+  const uint64_t n = kernel_count();
+  if (i >= n)
+    throw StoreError(m.path,
+                     "no kernel row " + std::to_string(i) + " (the store holds " + std::to_string(n) + ")");
+  auto& x = m.kernel_index;
+  if (const packed::Layout* l = m.packed_layout("kernels")) {
+    auto b = std::upper_bound(x.blocks.begin(), x.blocks.end(), i,
+                              [](uint64_t v, const std::pair<uint64_t, int64_t>& e) { return v < e.first; });
+    --b;  // blocks[0] starts at row 0, so some block starts at or before i
+    const size_t cols = l->columns.size();
+    if (x.cached.empty() || x.cached_rowid != b->second) {
+      Statement s(m.db, "SELECT rows, data, lo, hi FROM packed_kernels WHERE rowid = ?1", m.path);
+      s.bind(1, b->second);
+      if (!s.step_row())
+        throw StoreError(m.path, "corrupt or truncated store (a block of packed_kernels went away)");
+      x.cached.clear();
+      m.decode_block(*l, s, x.cached);
+      x.cached_rowid = b->second;
+      x.cached_first = b->first;
+    }
+    const uint64_t k = i - x.cached_first;
+    if ((k + 1) * cols > x.cached.size())
+      throw StoreError(m.path, "corrupt store: a block of packed_kernels holds fewer rows than its count");
+    return kernel_of(PackedRow{x.cached.data() + k * cols});
+  }
+  const std::string cols = m.kernel_cols();
+  std::optional<Kernel> out;
+  auto take = [&](const Statement& s) { out = kernel_of(s); };
+  if (x.dense_from) {
+    Statement s(m.db, "SELECT " + cols + " FROM kernels WHERE rowid = ?1", m.path);
+    s.bind(1, *x.dense_from + int64_t(i));
+    if (s.step_row()) take(s);
+  } else {
+    Statement s(m.db, "SELECT " + cols + " FROM kernels ORDER BY rowid LIMIT 1 OFFSET ?1", m.path);
+    s.bind(1, int64_t(i));
+    if (s.step_row()) take(s);
+  }
+  if (!out)
+    throw StoreError(m.path, "no kernel row " + std::to_string(i) + " (the store changed while read)");
+  return *out;
 }
 
 void StoreReader::hold_snapshot() {

@@ -294,6 +294,50 @@ TEST_CASE("a damaged block is an error naming the store, never a wrong row") {
 }
 
 TEST_CASE(
+    "a kernel read alone by its index is load()'s row of that index, packed, as rows, with rowid gaps") {
+  stepscope::test::ScratchDir dir("store_kernel_at");
+  const Trace in = busy_trace(30'000, 10);  // 30,001 kernels: three full blocks of 8,192 and a partial one
+  write_store_atomically(in, dir.file("packed.db"), true);
+  write_store_atomically(in, dir.file("rows.db"), false);
+  std::filesystem::copy_file(dir.file("rows.db"), dir.file("gaps.db"));
+  exec(dir.file("gaps.db"), "DELETE FROM kernels WHERE rowid IN (1, 8193, 20000)");
+  std::mt19937_64 rng(5);
+  for (const char* name : {"packed.db", "rows.db", "gaps.db"}) {
+    INFO(name);
+    StoreReader r(dir.file(name));
+    const Trace all = r.load();
+    REQUIRE(r.kernel_count() == all.kernels.size());
+    REQUIRE(all.kernels.size() == (std::string(name) == "gaps.db" ? 29'998u : 30'001u));
+    std::vector<uint64_t> at = {0, 8191, 8192, 8193, 16383, 16384, 24575, 24576, all.kernels.size() - 1,
+                                3, 8192};
+    for (int i = 0; i < 300; ++i) at.push_back(rng() % all.kernels.size());
+    for (uint64_t i : at) {
+      INFO("row " << i);
+      REQUIRE(key(r.kernel_at(i)) == key(all.kernels[i]));
+    }
+    try {
+      (void)r.kernel_at(all.kernels.size());
+      FAIL("a row past the end was read");
+    } catch (const StoreError& e) {
+      CHECK(e.reason() == "no kernel row " + std::to_string(all.kernels.size()) + " (the store holds " +
+                              std::to_string(all.kernels.size()) + ")");
+    }
+  }
+  // A damaged block says so when its row is asked for, as load() does; the blocks before it still read.
+  std::filesystem::copy_file(dir.file("packed.db"), dir.file("damaged.db"));
+  exec(dir.file("damaged.db"), "UPDATE packed_kernels SET lo = lo + 1 WHERE rowid = 2");
+  StoreReader d(dir.file("damaged.db"));
+  CHECK(key(d.kernel_at(8191)) == key(in.kernels[8191]));
+  try {
+    (void)d.kernel_at(8192);
+    FAIL("a damaged block was read");
+  } catch (const StoreError& e) {
+    CHECK(e.file() == dir.file("damaged.db"));
+    CHECK(e.reason() == "corrupt store: a block of packed_kernels has bounds that are not its rows'");
+  }
+}
+
+TEST_CASE(
     "a packed writer refuses a stack id twice, as the rows' key does, and leaves nothing half-written") {
   stepscope::test::ScratchDir dir("store_packed_dup");
   Trace t;

@@ -242,7 +242,7 @@ std::vector<KernelStat> kernel_stats(const TimelineModel& model, int64_t t0, int
         const EventRef ref = l.ref(i);
         if (ref.kind == EventKind::GraphReplay) continue;
         const uint64_t key = ref.kind == EventKind::Kernel
-                                 ? static_cast<uint64_t>(model.trace().kernels[ref.row].name)
+                                 ? static_cast<uint64_t>(model.kernel_name(ref.row))
                                  : (static_cast<uint64_t>(ref.kind) << 56) | model.colour_key(ref);
         KernelStat*& st = by_key[key];
         if (!st) {

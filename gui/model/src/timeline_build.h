@@ -112,9 +112,15 @@ using Key = std::pair<int64_t, int64_t>;  // (pid, tid) or (device, stream)
 struct SpanOf {
   const store::Trace& t;
   const std::vector<GraphReplay>* replays = nullptr;
+  const KernelColumns* kernels = nullptr;  // a model built from a store keeps its kernels here
   Item operator()(EventRef e) const {
     switch (e.kind) {
-      case EventKind::Kernel: return item_of(t.kernels[e.row], e.row, e.kind);
+      case EventKind::Kernel:
+        if (kernels) {
+          const int64_t s = kernels->starts[e.row];
+          return Item{s, int64_t(uint64_t(s) + uint64_t(kernels->dur(e.row))), e.row, e.kind};
+        }
+        return item_of(t.kernels[e.row], e.row, e.kind);
       case EventKind::Memcpy: return item_of(t.memcpys[e.row], e.row, e.kind);
       case EventKind::Memset: return item_of(t.memsets[e.row], e.row, e.kind);
       case EventKind::ApiCall: return item_of(t.api_calls[e.row], e.row, e.kind);

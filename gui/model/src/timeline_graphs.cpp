@@ -22,11 +22,16 @@ std::vector<EventRef> TimelineModel::gather_replays(std::vector<EventRef>& rows,
   struct Rec {
     int64_t pid, graph, node, corr, start, end;
   };
-  auto rec = [&t](EventRef e) {
+  // A kernel's full row: the trace's, or built from a store, the columns' copy of a graph row (only graph
+  // rows come here).
+  auto kernel_row = [&t, this](uint32_t row) -> const store::Kernel& {
+    return kcols_ ? *kcols_->graph_row(row) : t.kernels[row];
+  };
+  auto rec = [&t, &kernel_row](EventRef e) {
     auto of = [](const auto& r) { return Rec{r.pid, r.graph_id, r.graph_node_id, r.correlation, r.start, std::max(r.start, r.end)}; };
     return e.kind == EventKind::Memcpy   ? of(t.memcpys[e.row])
            : e.kind == EventKind::Memset ? of(t.memsets[e.row])
-                                         : of(t.kernels[e.row]);
+                                         : of(kernel_row(e.row));
   };
   std::sort(rows.begin(), rows.end(), [&](EventRef a, EventRef b) {
     const Rec x = rec(a), y = rec(b);
@@ -66,7 +71,8 @@ std::vector<EventRef> TimelineModel::gather_replays(std::vector<EventRef>& rows,
     for (size_t k = i; k < j; ++k)
       replay_of_.emplace_back(uint64_t(rows[k].kind) << 32 | rows[k].row, static_cast<uint32_t>(replays_.size()));
     const auto& any = rows[i];
-    if (any.kind == EventKind::Kernel) g.device = t.kernels[any.row].device, g.stream = t.kernels[any.row].stream;
+    if (any.kind == EventKind::Kernel)
+      g.device = kernel_row(any.row).device, g.stream = kernel_row(any.row).stream;
     else if (any.kind == EventKind::Memcpy) g.device = t.memcpys[any.row].device, g.stream = t.memcpys[any.row].stream;
     else g.device = t.memsets[any.row].device, g.stream = t.memsets[any.row].stream;
     opens |= !whole;

@@ -153,6 +153,7 @@ std::shared_ptr<const TimelineModel> TimelineModel::build(std::shared_ptr<const 
   std::shared_ptr<TimelineModel> m(new TimelineModel());
   m->trace_ = trace ? std::move(trace) : std::make_shared<store::Trace>();
   m->analysis_ = std::move(analysis);
+  m->index_api_calls();
   m->build_steps_and_findings();
   if (ranks) m->build_cross_rank(std::move(ranks));
   m->build_tracks();

@@ -15,25 +15,42 @@ namespace stepscope::gui {
 
 using namespace timeline_detail;
 
-// Flows between host and device: launch calls and the GPU work they launched, as sorted arrays of correlation ids.
-void TimelineModel::index_flows() {
+// Launch calls by correlation id: the first call with an id is its launch (as ids are unique per process,
+// duplicates are rare).
+void TimelineModel::index_api_calls() {
   const store::Trace& t = *trace_;
+  api_by_correlation_.clear();
   {
     size_t n = 0;
     for (const auto& a : t.api_calls) n += a.correlation != 0;
     api_by_correlation_.reserve(n);
     for (size_t i = 0; i < t.api_calls.size(); ++i)
-      if (t.api_calls[i].correlation) api_by_correlation_.emplace_back(t.api_calls[i].correlation, static_cast<uint32_t>(i));
-    // The first call with a correlation id is its launch (as ids are unique per process, duplicates are rare).
+      if (t.api_calls[i].correlation)
+        api_by_correlation_.emplace_back(t.api_calls[i].correlation, static_cast<uint32_t>(i));
     if (!std::is_sorted(api_by_correlation_.begin(), api_by_correlation_.end()))
       std::sort(api_by_correlation_.begin(), api_by_correlation_.end());
     api_by_correlation_.erase(std::unique(api_by_correlation_.begin(), api_by_correlation_.end(),
                                           [](const auto& a, const auto& b) { return a.first == b.first; }),
                               api_by_correlation_.end());
   }
+}
+
+std::optional<uint32_t> TimelineModel::api_call_of(int64_t corr) const {
+  auto it = std::lower_bound(api_by_correlation_.begin(), api_by_correlation_.end(), corr,
+                             [](const std::pair<int64_t, uint32_t>& p, int64_t v) { return p.first < v; });
+  if (it == api_by_correlation_.end() || it->first != corr) return std::nullopt;
+  return it->second;
+}
+
+// Flows between host and device: the GPU work each launch call launched, as a sorted array of correlation
+// ids.
+void TimelineModel::index_flows() {
+  const store::Trace& t = *trace_;
   // Traces without API calls (or without correlation ids) have no flows: skip the GPU side entirely.
   if (!api_by_correlation_.empty()) {
     size_t n = 0;
+    if (kcols_)
+      n += kcols_->launches.size() - size_t(std::count(kcols_->launches.begin(), kcols_->launches.end(), 0u));
     for (const auto& k : t.kernels) n += k.correlation != 0;
     for (const auto& k : t.memcpys) n += k.correlation != 0;
     for (const auto& k : t.memsets) n += k.correlation != 0;
@@ -43,6 +60,11 @@ void TimelineModel::index_flows() {
         if (rows[i].correlation) gpu_by_correlation_.push_back({rows[i].correlation, {kind, static_cast<uint32_t>(i)}});
     };
     add_flow(t.kernels, EventKind::Kernel);
+    if (kcols_)  // the columns keep a kernel's launch, not its correlation id: its launch's is the same
+      for (size_t i = 0; i < kcols_->launches.size(); ++i)
+        if (const uint32_t api = kcols_->launches[i])
+          gpu_by_correlation_.push_back(
+              {t.api_calls[api - 1].correlation, {EventKind::Kernel, static_cast<uint32_t>(i)}});
     add_flow(t.memcpys, EventKind::Memcpy);
     add_flow(t.memsets, EventKind::Memset);
     // Order by correlation, then kind and row (the order launched_by lists them in).
@@ -79,6 +101,8 @@ void TimelineModel::index_names_and_stacks() {
       if (id >= 0 && size_t(id) < used.size()) used[size_t(id)] = 1;
     };
     for (const auto& k : t.kernels) mark(k.name);
+    if (kcols_)
+      for (uint32_t row = 0; row < kcols_->size(); ++row) mark(kcols_->name(row));
     for (const auto& r : t.ranges) mark(r.name);
     for (size_t i = 0; i < used.size(); ++i) {
       if (!used[i]) continue;
@@ -98,7 +122,8 @@ void TimelineModel::index_names_and_stacks() {
 int64_t TimelineModel::start_of(EventRef e) const {
   const store::Trace& t = *trace_;
   switch (e.kind) {
-    case EventKind::Kernel: return t.kernels[e.row].start;
+    case EventKind::Kernel:
+      return kernel_start(e.row);
     case EventKind::Memcpy: return t.memcpys[e.row].start;
     case EventKind::Memset: return t.memsets[e.row].start;
     case EventKind::ApiCall: return t.api_calls[e.row].start;
@@ -119,7 +144,9 @@ int64_t TimelineModel::end_of(EventRef e) const {
   const store::Trace& t = *trace_;
   int64_t end = 0;
   switch (e.kind) {
-    case EventKind::Kernel: end = t.kernels[e.row].end; break;
+    case EventKind::Kernel:
+      end = kernel_end(e.row);
+      break;
     case EventKind::Memcpy: end = t.memcpys[e.row].end; break;
     case EventKind::Memset: end = t.memsets[e.row].end; break;
     case EventKind::ApiCall: end = t.api_calls[e.row].end; break;
@@ -138,7 +165,7 @@ int64_t TimelineModel::end_of(EventRef e) const {
 
 std::string TimelineModel::full_name_of(EventRef e) const {
   const store::Trace& t = *trace_;
-  if (e.kind == EventKind::Kernel) return analyzer::full_symbol(t.str(t.kernels[e.row].name));
+  if (e.kind == EventKind::Kernel) return analyzer::full_symbol(t.str(kernel_name(e.row)));
   if (e.kind == EventKind::Range) return t.str(t.ranges[e.row].name);
   return name_of(e);
 }
@@ -155,7 +182,8 @@ std::string TimelineModel::name_of(EventRef e) const {
     return it != short_names_.end() ? it->second : t.str(id);
   };
   switch (e.kind) {
-    case EventKind::Kernel: return shown(t.kernels[e.row].name);
+    case EventKind::Kernel:
+      return shown(kernel_name(e.row));
     case EventKind::Memcpy: {
       const auto& m = t.memcpys[e.row];
       return std::string("Memcpy ") + store::to_string(m.kind);
@@ -201,7 +229,8 @@ std::string TimelineModel::name_of(EventRef e) const {
 uint32_t TimelineModel::colour_key(EventRef e) const {
   const store::Trace& t = *trace_;
   switch (e.kind) {
-    case EventKind::Kernel: return static_cast<uint32_t>(t.kernels[e.row].name) & ~kSpecialMask;
+    case EventKind::Kernel:
+      return static_cast<uint32_t>(kernel_name(e.row)) & ~kSpecialMask;
     case EventKind::ApiCall: return static_cast<uint32_t>(t.api_calls[e.row].name) & ~kSpecialMask;
     case EventKind::Range: return static_cast<uint32_t>(t.ranges[e.row].name) & ~kSpecialMask;
     case EventKind::Memcpy: return kMemcpyKey | static_cast<uint32_t>(t.memcpys[e.row].kind);
@@ -224,15 +253,16 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
 std::optional<uint32_t> TimelineModel::launching_api_call(EventRef e) const {
   int64_t corr = 0;
   const store::Trace& t = *trace_;
+  if (e.kind == EventKind::Kernel && kcols_) {
+    if (kcols_->launches.empty() || !kcols_->launches[e.row]) return std::nullopt;
+    return kcols_->launches[e.row] - 1;
+  }
   if (e.kind == EventKind::Kernel) corr = t.kernels[e.row].correlation;
   else if (e.kind == EventKind::Memcpy) corr = t.memcpys[e.row].correlation;
   else if (e.kind == EventKind::Memset) corr = t.memsets[e.row].correlation;
   else if (e.kind == EventKind::GraphReplay) corr = replays_[e.row].correlation;
   if (!corr) return std::nullopt;
-  auto it = std::lower_bound(api_by_correlation_.begin(), api_by_correlation_.end(), corr,
-                             [](const std::pair<int64_t, uint32_t>& p, int64_t v) { return p.first < v; });
-  if (it == api_by_correlation_.end() || it->first != corr) return std::nullopt;
-  return it->second;
+  return api_call_of(corr);
 }
 
 std::vector<EventRef> TimelineModel::launched_by(uint32_t api_row) const {
@@ -253,7 +283,11 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
     return it == m.end() ? -1 : it->second;
   };
   switch (e.kind) {
-    case EventKind::Kernel: track = find(gpu_track_, t.kernels[e.row].device, t.kernels[e.row].stream); break;
+    case EventKind::Kernel: {
+      const auto [device, stream] = kernel_stream(e.row);
+      track = find(gpu_track_, device, stream);
+      break;
+    }
     case EventKind::Memcpy: track = find(gpu_track_, t.memcpys[e.row].device, t.memcpys[e.row].stream); break;
     case EventKind::Memset: track = find(gpu_track_, t.memsets[e.row].device, t.memsets[e.row].stream); break;
     case EventKind::ApiCall: track = find(ranges_track_, t.api_calls[e.row].pid, t.api_calls[e.row].tid); break;

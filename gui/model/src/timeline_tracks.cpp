@@ -18,7 +18,13 @@ using namespace timeline_detail;
 void TimelineModel::build_tracks() {
   const store::Trace& t = *trace_;
   // Recordings older than v4 said nothing and traced each replay as one interval (docs/schema.md).
-  graph_records_ = store::graph_records_of(t) == "graph" ? "graph" : "nodes";
+  std::string recorded = store::graph_records_of(t);
+  // Built from a store, the trace's kernels are in columns: a graph row with a node id says "nodes" there.
+  if (kcols_ && !t.meta.count("gpu.graph_records") &&
+      std::any_of(kcols_->graph_rows.begin(), kcols_->graph_rows.end(),
+                  [](const auto& g) { return g.second.graph_node_id != 0; }))
+    recorded = "nodes";
+  graph_records_ = recorded == "graph" ? "graph" : "nodes";
   EventsByTrack events = gather_events();
   add_analysis_tracks();
   add_gpu_tracks(events);
@@ -51,8 +57,23 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
       f(*cur, static_cast<uint32_t>(i));
     }
   };
+  // Kernel columns: the same walk over their stream slots.
+  auto gather_columns = [this](auto& map, const auto& f) {
+    using Slot = typename std::remove_reference_t<decltype(map)>::mapped_type;
+    const KernelColumns& c = *kcols_;
+    Slot* cur = nullptr;
+    uint32_t cur_slot = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (!cur || c.streams[i] != cur_slot) {
+        cur_slot = c.streams[i];
+        cur = &map[c.stream_keys[cur_slot]];
+      }
+      f(*cur, static_cast<uint32_t>(i));
+    }
+  };
   std::map<Key, size_t> gpu_n, host_n, waits_n;
   auto count = [](size_t& n, uint32_t) { ++n; };
+  if (kcols_) gather_columns(gpu_n, count);
   gather(t.kernels, gpu_key, gpu_n, count);
   gather(t.memcpys, gpu_key, gpu_n, count);
   gather(t.memsets, gpu_key, gpu_n, count);
@@ -66,6 +87,7 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
   auto add = [](EventKind kind) {
     return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
   };
+  if (kcols_) gather_columns(ev.gpu, add(EventKind::Kernel));
   gather(t.kernels, gpu_key, ev.gpu, add(EventKind::Kernel));
   gather(t.memcpys, gpu_key, ev.gpu, add(EventKind::Memcpy));
   gather(t.memsets, gpu_key, ev.gpu, add(EventKind::Memset));
@@ -74,7 +96,9 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
   gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
   gather(t.data_waits, thread_key, ev.waits, add(EventKind::DataWait));
   // A graph replay's rows are drawn as one block (and open into their own lanes): set them apart.
-  auto graph_of = [&t](EventRef e) {
+  auto graph_of = [&t, this](EventRef e) -> int64_t {
+    if (e.kind == EventKind::Kernel && kcols_)
+      return kcols_->graph_row(e.row) ? 1 : 0;  // graph ids are not 0
     return e.kind == EventKind::Kernel ? t.kernels[e.row].graph_id
            : e.kind == EventKind::Memcpy ? t.memcpys[e.row].graph_id
                                          : t.memsets[e.row].graph_id;
@@ -200,7 +224,7 @@ void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
   const store::Trace& t = *trace_;
   std::map<int64_t, std::string> device_names;
   for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
-  const SpanOf span_of{t, &replays_};
+  const SpanOf span_of{t, &replays_, kernel_columns()};
   const size_t first_gpu = tracks_.size();
   for (const auto& kv : events.graph) events.gpu[kv.first];  // a stream running only graphs
   for (auto& [key, items] : events.gpu) {

@@ -21,6 +21,10 @@ struct LoadOptions {
 // (plain or .gz), detected by content. Throws store::StoreError ("FILE: reason") on bad input.
 store::Trace load_trace(const std::string& path, const LoadOptions& options = {});
 
+// A stepscope store as load_trace reads it; `kernels` false leaves its kernels out (the store's each_kernel
+// and kernel_at read them).
+store::Trace load_store(const store::StoreReader& store, bool kernels = true);
+
 // Several files into one trace (e.g. repeated runs or ranks); string tables are merged.
 store::Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& options = {});
 

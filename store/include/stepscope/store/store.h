@@ -160,6 +160,11 @@ class StoreReader {
   void each_kernel(const std::function<void(const Kernel&)>& fn) const;
   void each_api_call(const std::function<void(const ApiCall&)>& fn) const;
   void each_sample(const std::function<void(const Sample&)>& fn) const;
+  // The kernels as load() and each_kernel() number them: how many, and row i read alone (a packed store
+  // decodes the one block holding it and keeps it for the next call). Throws StoreError for an i past the end
+  // or a damaged block. Not for two threads at once: the reader keeps that block.
+  uint64_t kernel_count() const;
+  Kernel kernel_at(uint64_t i) const;
 
   // Typed range queries: rows overlapping [t0, t1). Their string ids refer to strings().
   const StringTable& strings() const;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/records.h"
+#include "stepscope/store/store.h"
 
 namespace stepscope::gui {
 
@@ -197,6 +199,36 @@ struct CrossRank {
 
 const char* bound_name(analyzer::Bound b);
 
+// The kernels of a model built from a store (TimelineModel::build_from_store), as the timeline keeps them:
+// what drawing, search, colours, selection and flows read, 20 bytes a kernel (24 with launches) against
+// store::Kernel's 120. A kernel's full row (grid, registers, context...) is read back from the store when
+// asked (TimelineModel::kernel). The rows of CUDA graph replays keep their full rows: replays are gathered
+// from them.
+struct KernelColumns {
+  std::vector<int64_t> starts;
+  std::vector<uint32_t> durs;                           // end - start; Lane::kLongDur: in long_durs
+  std::vector<std::pair<uint32_t, int64_t>> long_durs;  // (row, duration), by row
+  static constexpr uint32_t kOddName =
+      0xFFFFFFFFu;              // names[row]: the id (negative or past 32 bits) is in odd_names
+  std::vector<uint32_t> names;  // string ids
+  std::vector<std::pair<uint32_t, store::StringId>>
+      odd_names;                                         // (row, id), by row: what a damaged store may hold
+  std::vector<uint32_t> streams;                         // index into stream_keys
+  std::vector<std::pair<int64_t, int64_t>> stream_keys;  // (device, stream)
+  std::vector<uint32_t> launches;  // its launch's api_calls row + 1, 0: none; empty when nothing was launched
+  std::vector<std::pair<uint32_t, store::Kernel>>
+      graph_rows;  // (row, full row) of rows with a graph id, by row
+
+  size_t size() const { return starts.size(); }
+  int64_t dur(uint32_t row) const;
+  store::StringId name(uint32_t row) const {
+    return names[row] != kOddName ? store::StringId(names[row]) : odd_name(row);
+  }
+  store::StringId odd_name(uint32_t row) const;
+  const store::Kernel* graph_row(uint32_t row) const;  // nullptr: not a graph replay's row
+  size_t bytes() const;                                // heap bytes held
+};
+
 class TimelineModel {
  public:
   // Takes shared ownership: draw lists built on worker threads keep the data alive.
@@ -206,7 +238,28 @@ class TimelineModel {
       std::shared_ptr<const store::Trace> trace, std::shared_ptr<const analyzer::Analysis> analysis = {},
       std::shared_ptr<const analyzer::MultiRankAnalysis> ranks = {});
 
+  // A stepscope store's timeline with its kernels kept as columns (KernelColumns, ~100 bytes a kernel less
+  // than build()) and read back whole from `store` when asked. `trace`: the store's trace as
+  // analyzer::load_trace read it (the one `analysis` came from): its kernels go into columns and are released
+  // from it. Without one, the store's other tables are read here and its kernels stream in, never all in
+  // memory as rows. Throws store::StoreError when `trace` does not hold the store's kernels (another file, or
+  // one that changed since).
+  static std::shared_ptr<const TimelineModel> build_from_store(
+      std::shared_ptr<const store::StoreReader> store, std::shared_ptr<store::Trace> trace = {},
+      std::shared_ptr<const analyzer::Analysis> analysis = {});
+
+  // The trace the model was built from. Built from a store, its kernels are not in it: read them through
+  // kernel_count(), kernel() and kernel_name().
   const store::Trace& trace() const { return *trace_; }
+  size_t kernel_count() const { return kcols_ ? kcols_->size() : trace_->kernels.size(); }
+  // Kernel `row` whole: from the trace, or read back from the store (throws store::StoreError when it cannot
+  // be).
+  store::Kernel kernel(uint32_t row) const;
+  store::StringId kernel_name(uint32_t row) const {
+    return kcols_ ? kcols_->name(row) : trace_->kernels[row].name;
+  }
+  // Built from a store: its kernel columns, else nullptr.
+  const KernelColumns* kernel_columns() const { return kcols_ ? &*kcols_ : nullptr; }
   const analyzer::Analysis* analysis() const { return analysis_.get(); }
   // The cross-rank view of a directory of ranks; nullptr otherwise.
   const CrossRank* cross_rank() const { return cross_rank_ ? &*cross_rank_ : nullptr; }
@@ -220,7 +273,8 @@ class TimelineModel {
   int64_t begin() const { return begin_; }  // earliest event
   int64_t end() const { return end_; }      // latest event end (> begin)
   size_t event_count() const { return event_count_; }
-  // Heap bytes held by the lanes and sample columns of all tracks.
+  // Heap bytes held by the lanes and sample columns of all tracks (the kernel columns:
+  // kernel_columns()->bytes()).
   size_t lane_bytes() const;
   // The pid and device id as recorded (a trace of several ranks offsets them to keep ranks apart).
   int64_t shown_pid(int64_t pid) const;
@@ -319,7 +373,21 @@ class TimelineModel {
   // Groups a stream's graph rows into replays (replays_, replay_records_); returns their GraphReplay events.
   std::vector<EventRef> gather_replays(std::vector<EventRef>& graph_rows, bool& opens);
 
+  // A kernel's times, stream and launch, from the trace's rows or the columns.
+  int64_t kernel_start(uint32_t row) const {
+    return kcols_ ? kcols_->starts[row] : trace_->kernels[row].start;
+  }
+  int64_t kernel_end(uint32_t row) const;                          // never before its start
+  std::pair<int64_t, int64_t> kernel_stream(uint32_t row) const;   // (device, stream)
+  std::optional<uint32_t> api_call_of(int64_t correlation) const;  // the launch with this correlation id
+  // timeline_store.cpp: the kernels into columns, from `rows` or streamed from the store.
+  void fill_kernel_columns(const std::vector<store::Kernel>* rows);
+  void index_api_calls();
+
   std::shared_ptr<const store::Trace> trace_;
+  std::optional<KernelColumns> kcols_;
+  std::shared_ptr<const store::StoreReader> store_;  // build_from_store's: kernel() reads rows from it
+  std::unique_ptr<std::mutex> store_mutex_;  // StoreReader keeps the last block it read: one reader at a time
   std::shared_ptr<const analyzer::Analysis> analysis_;
   std::optional<CrossRank> cross_rank_;
   std::set<std::string> straggler_groups_;
