@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "import/decompress.h"
@@ -90,6 +93,18 @@ constexpr const char* kUnknownFormat =
 
 Trace load_store(const store::StoreReader& store, bool kernels) {
   Trace t = store.load({.bulk = false});
+  // Reserved at their counts: grown by doubling, 10M kernels' rows would peak at half as much again while
+  // copied. A damaged block's count can claim anything: then the rows grow as read, and the block is refused
+  // when decoded.
+  for (const store::TableCount& c : store.counts()) {
+    try {
+      if (c.table == "kernels" && kernels) t.kernels.reserve(size_t(std::max<int64_t>(c.rows, 0)));
+      if (c.table == "api_calls") t.api_calls.reserve(size_t(std::max<int64_t>(c.rows, 0)));
+      if (c.table == "samples") t.samples.reserve(size_t(std::max<int64_t>(c.rows, 0)));
+    } catch (const std::bad_alloc&) {
+    } catch (const std::length_error&) {
+    }
+  }
   if (kernels) store.each_kernel([&](const store::Kernel& k) { t.kernels.push_back(k); });
   store.each_api_call([&](const store::ApiCall& a) { t.api_calls.push_back(a); });
   store.each_sample([&](const store::Sample& s) { t.samples.push_back(s); });

@@ -96,10 +96,7 @@ GraphTable graph_table(const store::Trace& t) {
   const bool whole = g.records == "graph";
 
   // Launch calls by correlation; which of them replay a graph.
-  std::unordered_map<int64_t, int64_t> call_of;
-  call_of.reserve(t.api_calls.size());
-  for (size_t i = 0; i < t.api_calls.size(); ++i)
-    if (t.api_calls[i].correlation) call_of.emplace(t.api_calls[i].correlation, int64_t(i));
+  std::unordered_map<int64_t, int64_t> call_of;  // filled below when there are replays to find
   std::unordered_map<store::StringId, bool> graph_call;
   auto launch_of = [&](const ReplayRec& r) -> int64_t {
     if (!r.correlation) return -1;
@@ -115,6 +112,27 @@ GraphTable graph_table(const store::Trace& t) {
     if (it == graph_call.end()) it = graph_call.emplace(n, is_graph_launch(t.str(n))).first;
     return it->second;
   };
+
+  // No row of a graph and no graph launch: every record is eager, nothing to gather (the records below would
+  // be ~150 bytes a kernel at the peak, 1.4 GB for 10M kernels).
+  auto any_graph_row = [](const auto& rows) {
+    return std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.graph_id != 0; });
+  };
+  if (!any_graph_row(t.kernels) && !any_graph_row(t.memcpys) && !any_graph_row(t.memsets) &&
+      std::none_of(t.api_calls.begin(), t.api_calls.end(), [&](const store::ApiCall& a) {
+        if (!a.correlation) return false;
+        auto it = graph_call.find(a.name);
+        if (it == graph_call.end()) it = graph_call.emplace(a.name, is_graph_launch(t.str(a.name))).first;
+        return it->second;
+      })) {
+    g.gpu_records = int64_t(t.gpu_event_count());
+    g.eager_kernels = int64_t(t.kernels.size());
+    return g;
+  }
+
+  call_of.reserve(t.api_calls.size());
+  for (size_t i = 0; i < t.api_calls.size(); ++i)
+    if (t.api_calls[i].correlation) call_of.emplace(t.api_calls[i].correlation, int64_t(i));
 
   std::vector<ReplayRec> recs;
   recs.reserve(t.gpu_event_count());
