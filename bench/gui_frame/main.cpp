@@ -1,9 +1,9 @@
-// bench_gui_frame [--kernels N] [--ranges N] [--open-events N] [--from store|trace]: renders the real
-// TimelineView offscreen for a synthetic trace (N kernels on 8 streams + ranges on 4 threads) at full
-// zoom-out, mid and deep zoom and prints ms per frame, the open time of a store with --open-events events,
-// and memory, beside the goals. The big trace is written to a store and the model built from it
-// (TimelineModel::build_from_store), with --from gui opened as the window opens a store (load_trace, the
-// analysis, the model from the store with that trace), or with
+// bench_gui_frame [--kernels N] [--ranges N] [--launches yes] [--open-events N] [--from store|gui|trace]:
+// renders the real TimelineView offscreen for a synthetic trace (N kernels on 8 streams + ranges on 4
+// threads) at full zoom-out, mid and deep zoom and prints ms per frame, the open time of a store with
+// --open-events events, and memory, beside the goals. The big trace is written to a store and the model built
+// from it (TimelineModel::build_from_store), with --from gui opened as the window opens a store (load_trace,
+// the analysis, the model from the store with that trace), or with
 // --from trace held as rows in memory (as an import is).
 #include <QApplication>
 #include <QElapsedTimer>
@@ -38,11 +38,15 @@ long status_kb(const char* key) {
 
 // Kernels of 2–40 µs with 0.5–20 µs gaps, round-robin over 8 streams; ranges nested 3 deep on 4 threads.
 // `intern(text)` gives a string id, `kernel(k)` and `range(r)` take the rows: into a Trace or a store.
-template <class Intern, class AddKernel, class AddRange>
-void synthetic(int64_t kernels, int64_t ranges, Intern intern, AddKernel kernel, AddRange range) {
+// With `launches`, each kernel has its cudaLaunchKernel call (2 µs, 9 µs before it) on a launch thread per
+// stream.
+template <class Intern, class AddKernel, class AddCall, class AddRange>
+void synthetic(int64_t kernels, int64_t ranges, bool launches, Intern intern, AddKernel kernel, AddCall call,
+               AddRange range) {
   std::mt19937_64 rng(42);
   std::vector<store::StringId> names;
   for (int i = 0; i < 200; ++i) names.push_back(intern("kernel_" + std::to_string(i) + "_sm80_xmma_gemm"));
+  const store::StringId launch = launches ? intern("cudaLaunchKernel") : 0;
   std::vector<int64_t> cursor(8, 0);
   for (int64_t i = 0; i < kernels; ++i) {
     const int s = int(i % 8);
@@ -54,6 +58,16 @@ void synthetic(int64_t kernels, int64_t ranges, Intern intern, AddKernel kernel,
     k.correlation = i + 1;
     k.name = names[rng() % names.size()];
     kernel(k);
+    if (launches) {
+      store::ApiCall a;
+      a.start = k.start - 9000;
+      a.end = a.start + 2000;
+      a.pid = 1;
+      a.tid = 100 + s;
+      a.name = launch;
+      a.correlation = k.correlation;
+      call(a);
+    }
   }
   const int64_t span = *std::max_element(cursor.begin(), cursor.end());
   std::vector<store::StringId> rnames;
@@ -78,24 +92,27 @@ void synthetic(int64_t kernels, int64_t ranges, Intern intern, AddKernel kernel,
   }
 }
 
-std::shared_ptr<store::Trace> synthetic_trace(int64_t kernels, int64_t ranges) {
+std::shared_ptr<store::Trace> synthetic_trace(int64_t kernels, int64_t ranges, bool launches) {
   auto t = std::make_shared<store::Trace>();
   t->kernels.reserve(size_t(kernels));
+  if (launches) t->api_calls.reserve(size_t(kernels));
   t->ranges.reserve(size_t(ranges));
   synthetic(
-      kernels, ranges, [&](const std::string& s) { return t->intern(s); },
+      kernels, ranges, launches, [&](const std::string& s) { return t->intern(s); },
       [&](const store::Kernel& k) { t->kernels.push_back(k); },
+      [&](const store::ApiCall& a) { t->api_calls.push_back(a); },
       [&](const store::Range& r) { t->ranges.push_back(r); });
   return t;
 }
 
 // The same rows written to a store one at a time, never all in memory.
-void synthetic_store(int64_t kernels, int64_t ranges, const std::string& path) {
+void synthetic_store(int64_t kernels, int64_t ranges, bool launches, const std::string& path) {
   store::remove_store_files(path);
   store::StoreWriter w(path);
   synthetic(
-      kernels, ranges, [&](const std::string& s) { return w.intern(s); },
-      [&](const store::Kernel& k) { w.add(k); }, [&](const store::Range& r) { w.add(r); });
+      kernels, ranges, launches, [&](const std::string& s) { return w.intern(s); },
+      [&](const store::Kernel& k) { w.add(k); }, [&](const store::ApiCall& a) { w.add(a); },
+      [&](const store::Range& r) { w.add(r); });
   w.close();
 }
 
@@ -138,11 +155,13 @@ FrameStats render(gui::TimelineView& view, QImage& img, double t0, double t1, in
 
 int main(int argc, char** argv) {
   int64_t kernels = 10'000'000, ranges = 1'000'000, open_events = 1'000'000;
-  bool from_store = true, as_gui = false;
+  bool from_store = true, as_gui = false, launches = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--kernels")) kernels = std::stoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--ranges")) ranges = std::stoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--open-events")) open_events = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--launches"))
+      launches = !std::strcmp(argv[i + 1], "yes");
     else if (!std::strcmp(argv[i], "--from")) {
       from_store = std::strcmp(argv[i + 1], "trace") != 0;
       as_gui = !std::strcmp(argv[i + 1], "gui");
@@ -157,7 +176,7 @@ int main(int argc, char** argv) {
   const std::string tmp = std::filesystem::temp_directory_path().string();
   {
     const std::string path = tmp + "/bench_gui_frame_open.stepscope";
-    synthetic_store(open_events * 9 / 10, open_events / 10, path);
+    synthetic_store(open_events * 9 / 10, open_events / 10, false, path);
     QElapsedTimer timer;
     timer.start();
     auto trace = std::make_shared<store::Trace>(analyzer::load_trace(path));
@@ -176,9 +195,9 @@ int main(int argc, char** argv) {
   timer.start();
   std::shared_ptr<store::Trace> trace;
   if (from_store)
-    synthetic_store(kernels, ranges, big);
+    synthetic_store(kernels, ranges, launches, big);
   else
-    trace = synthetic_trace(kernels, ranges);
+    trace = synthetic_trace(kernels, ranges, launches);
   const double gen_s = timer.nsecsElapsed() / 1e9;
   const long rss_trace = status_kb("VmRSS:");
   const double store_mb = from_store ? double(std::filesystem::file_size(big)) / 1048576.0 : 0;
@@ -216,12 +235,12 @@ int main(int argc, char** argv) {
                 {"mid (1/1000 of span)", mid, mid + span / 1000},
                 {"deep (100 µs)", mid, mid + 100'000}};
   std::printf(
-      "bench_gui_frame: %lld kernels on 8 streams + %lld ranges on 4 threads, %zu events, %zu tracks, "
+      "bench_gui_frame: %lld kernels on 8 streams%s + %lld ranges on 4 threads, %zu events, %zu tracks, "
       "view 1600x1000 (%d px of time), built from %s\n",
-      (long long)kernels, (long long)ranges, model->event_count(), model->tracks().size(),
-      view.viewport_range().width,
+      (long long)kernels, launches ? " with their launch calls" : "", (long long)ranges, model->event_count(),
+      model->tracks().size(), view.viewport_range().width,
       as_gui       ? "a store as the window opens one (load_trace, analyze, columns)"
-      : from_store ? "a store (kernels as columns)"
+      : from_store ? "a store (kernels and API calls as columns)"
                    : "a trace in memory (rows)");
   std::printf("%-22s %10s %10s %10s %12s %12s %8s\n", "zoom", "ms/frame", "max ms", "blocks", "lane steps", "busy columns",
               "goal");
@@ -249,8 +268,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %8.0f MB\n", "  of which lane columns (counted)", model->lane_bytes() / 1048576.0);
   if (const gui::KernelColumns* c = model->kernel_columns())
     std::printf("%-44s %8.0f MB\n", "  of which kernel columns (counted)", c->bytes() / 1048576.0);
+  if (const gui::ApiCallColumns* c = model->api_call_columns(); c && c->size())
+    std::printf("%-44s %8.0f MB\n", "  of which API call columns (counted)", c->bytes() / 1048576.0);
   // Issue 53: 50M events in 4 GB; below that the goal set for 10M + 1M held as rows.
-  const bool fifty = kernels + ranges >= 50'000'000;
+  const bool fifty = kernels * (launches ? 2 : 1) + ranges >= 50'000'000;
   std::printf("%-44s %8.0f MB %10s\n", "process peak RSS", status_kb("VmHWM:") / 1024.0,
               fifty ? "≤ 4096 MB" : "≤ 1536 MB");
   if (from_store) store::remove_store_files(big);

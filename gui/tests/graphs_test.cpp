@@ -202,9 +202,11 @@ class GraphsTest : public QObject {
     QVERIFY(!view->layout().graphs_open(track));
     QCOMPARE(view->layout().row_of_track(track)->height, view->layout().metrics().lane_height);  // one lane
     // 7 kernels and 3 API calls, the blocks standing for their kernels (the analysis tracks left out).
-    // (The window's model holds the store's kernels as columns: the trace for this one gets their rows back.)
+    // (The window's model holds the store's kernels and API calls as columns: this trace gets their rows
+    // back.)
     auto rows = std::make_shared<store::Trace>(m.trace());
     for (uint32_t k = 0; k < m.kernel_count(); ++k) rows->kernels.push_back(m.kernel(k));
+    for (uint32_t c = 0; c < m.api_call_count(); ++c) rows->api_calls.push_back(m.api_call(c));
     QCOMPARE(TimelineModel::build(rows)->event_count(), size_t(7 + 3));
 
     view->zoom_to(double(kBase), double(replay_start(1) + 55 * kUs), 0);

@@ -15,6 +15,7 @@
 #include "stepscope/store/store.h"
 #include "synthetic.h"
 #include "test_support.h"
+#include "trace_loader.h"
 
 using namespace stepscope;
 using namespace stepscope::gui;
@@ -27,6 +28,10 @@ auto key(const store::Kernel& k) {
                     k.graph_id, k.pid, k.graph_node_id);
 }
 
+auto key(const store::ApiCall& a) {
+  return std::tuple(a.start, a.end, a.pid, a.tid, int(a.kind), a.name, a.correlation, a.return_code, a.stack);
+}
+
 bool same_lane(const Lane& a, const Lane& b) {
   return a.starts == b.starts && a.durs == b.durs && a.rows == b.rows && a.kinds == b.kinds &&
          a.kind_all == b.kind_all && a.long_durs == b.long_durs && a.max_end == b.max_end &&
@@ -36,6 +41,7 @@ bool same_lane(const Lane& a, const Lane& b) {
 // Every question the views ask, of at most ~`budget` events a lane (evenly spread), and every kernel's row.
 void compare_models(const TimelineModel& a, const TimelineModel& b, size_t budget = 20'000) {
   QCOMPARE(b.kernel_count(), a.kernel_count());
+  QCOMPARE(b.api_call_count(), a.api_call_count());
   QCOMPARE(b.begin(), a.begin());
   QCOMPARE(b.end(), a.end());
   QCOMPARE(b.event_count(), a.event_count());
@@ -82,10 +88,17 @@ void compare_models(const TimelineModel& a, const TimelineModel& b, size_t budge
     QCOMPARE(b.kernel_name(k), a.kernel_name(k));
     if (k % 7 == 0 || a.trace().kernels[k].graph_id) QVERIFY(key(b.kernel(k)) == key(a.kernel(k)));
   }
-  // The details pane, kernels first (their rows come back from the store), then a spread of everything else.
+  for (uint32_t c = 0; c < a.api_call_count(); ++c) {
+    QCOMPARE(b.api_call_name(c), a.api_call_name(c));
+    if (c % 5 == 0) QVERIFY(key(b.api_call(c)) == key(a.api_call(c)));
+  }
+  // The details pane: kernels (their rows and their launches' come back from the store) and API calls.
   const size_t every = std::max<size_t>(1, a.kernel_count() / 300);
   for (uint32_t k = 0; k < a.kernel_count(); k += uint32_t(every))
     QCOMPARE(event_details_html(b, {EventKind::Kernel, k}), event_details_html(a, {EventKind::Kernel, k}));
+  const size_t each = std::max<size_t>(1, a.api_call_count() / 200);
+  for (uint32_t c = 0; c < a.api_call_count(); c += uint32_t(each))
+    QCOMPARE(event_details_html(b, {EventKind::ApiCall, c}), event_details_html(a, {EventKind::ApiCall, c}));
   for (uint32_t r = 0; r < a.replays().size() && r < 50; ++r)
     QCOMPARE(event_details_html(b, {EventKind::GraphReplay, r}),
              event_details_html(a, {EventKind::GraphReplay, r}));
@@ -104,11 +117,14 @@ void compare_ways(const std::string& path, size_t budget = 20'000) {
   const auto streamed = TimelineModel::build_from_store(reader, {}, analysis);
   QVERIFY(streamed->kernel_columns());
   QVERIFY(streamed->trace().kernels.empty());
+  QVERIFY(streamed->trace().api_calls.empty());
+  QVERIFY(streamed->api_call_columns());
   compare_models(*rows, *streamed, budget);
   auto copy = std::make_shared<store::Trace>(*trace);
   const auto moved =
       TimelineModel::build_from_store(std::make_shared<store::StoreReader>(path), copy, analysis);
   QVERIFY(copy->kernels.empty());  // released: the columns hold them
+  QVERIFY(copy->api_calls.empty());
   compare_models(*rows, *moved, budget);
   // Bytes a kernel: start 8, duration 4, name 4, stream 4, launch 4 when the trace has launches.
   const KernelColumns& c = *streamed->kernel_columns();
@@ -116,6 +132,11 @@ void compare_ways(const std::string& path, size_t budget = 20'000) {
   QVERIFY2(c.bytes() <= per * c.size() + c.graph_rows.size() * sizeof(c.graph_rows[0]) +
                             (c.long_durs.size() + c.odd_names.size()) * 16 + c.stream_keys.size() * 16,
            qPrintable(QString("%1 bytes for %2 kernels").arg(c.bytes()).arg(c.size())));
+  // An API call: start 8, duration 4, name 4, thread 4, correlation 8.
+  const ApiCallColumns& ac = *streamed->api_call_columns();
+  QVERIFY2(
+      ac.bytes() <= 28 * ac.size() + (ac.long_durs.size() + ac.odd_names.size() + ac.thread_keys.size()) * 16,
+      qPrintable(QString("%1 bytes for %2 API calls").arg(ac.bytes()).arg(ac.size())));
 }
 
 void sql(const std::string& path, const char* statement) {
@@ -204,18 +225,50 @@ class StoreBackedTest : public QObject {
       QFAIL("a trace of another store was taken");
     } catch (const store::StoreError& e) {
       QCOMPARE(e.file(), dir.file("a.db"));
+      const std::string calls = std::to_string(t->api_calls.size());
       QCOMPARE(e.reason(), "the trace given holds " + std::to_string(t->kernels.size() - 1) +
-                               " kernels, the store " + std::to_string(t->kernels.size()) +
+                               " kernels and " + calls + " API calls, the store " +
+                               std::to_string(t->kernels.size()) + " and " + calls +
                                ": not this store's trace, or it changed since");
     }
     const auto m = TimelineModel::build_from_store(std::make_shared<store::StoreReader>(dir.file("a.db")));
     sql(dir.file("a.db"), "UPDATE packed_kernels SET lo = lo + 1");
+    sql(dir.file("a.db"), "UPDATE packed_api_calls SET hi = 'later'");
+    const QString call = event_details_html(*m, {EventKind::ApiCall, 0});
+    QVERIFY2(call.contains("corrupt store: a block of packed_api_calls has bounds that are no integers"),
+             qPrintable(call));
     const QString html = event_details_html(*m, {EventKind::Kernel, 0});
     QVERIFY2(
         html.contains("corrupt store: a block of packed_kernels has bounds that are not its rows&#39;") ||
             html.contains("corrupt store: a block of packed_kernels has bounds that are not its rows'"),
         qPrintable(html));
     QCOMPARE(m->name_of({EventKind::Kernel, 0}), t->str(t->kernels[0].name));  // the columns still answer
+  }
+
+  // The window loads a store, analyzes it, then builds the timeline: a store replaced under the same name in
+  // between (a new recording to the same path) is never mixed with the one loaded — the rows read back are
+  // the loaded one's.
+  void storeReplacedWhileTheWindowLoads() {
+    stepscope::test::ScratchDir dir("gui_store_backed_replaced");
+    auto t = gui::test::synthetic_trace();
+    store::write_store_atomically(*t, dir.file("run.db"), true);
+    auto other = std::make_shared<store::Trace>(*t);
+    for (auto& k : other->kernels) k.grid_x = 999, k.start += 7, k.end += 7;
+    store::write_store_atomically(*other, dir.file("new.db"), true);
+    bool replaced = false;
+    const LoadResult r =
+        load_timeline(QString::fromStdString(dir.file("run.db")), [&](int permille, const QString&) {
+          if (permille == 700 && !replaced)  // analyzing: the trace is loaded, the timeline not yet built
+            replaced = std::filesystem::exists(dir.file("new.db")) &&
+                       (std::filesystem::rename(dir.file("new.db"), dir.file("run.db")), true);
+        });
+    QVERIFY(replaced);
+    QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+    QVERIFY(r.model->kernel_columns());
+    for (uint32_t k = 0; k < r.model->kernel_count(); ++k) {
+      QCOMPARE(r.model->kernel(k).grid_x, t->kernels[k].grid_x);
+      QCOMPARE(r.model->kernel(k).start, r.model->start_of({EventKind::Kernel, k}));
+    }
   }
 };
 

@@ -27,8 +27,13 @@ QString bytes(int64_t b) {
 
 // The launching call, the ops around it and the CPU stack nearest to it.
 QString host_side(const TimelineModel& m, uint32_t api_row) {
-  const auto& a = m.trace().api_calls[api_row];
   QString out = "<h4>Launched by</h4><table>";
+  store::ApiCall a;
+  try {
+    a = m.api_call(api_row);  // built from a store: read back from it
+  } catch (const store::StoreError& err) {
+    return out + row("details", h(err.what())) + "</table>";
+  }
   out += row("API call", h(m.trace().str(a.name)) + " (" + store::to_string(a.kind) + ")");
   out += row("at", dur(double(a.start - m.begin())) + ", " + dur(double(a.end - a.start)));
   out += row("thread", QString("%1 / %2").arg(m.shown_pid(a.pid)).arg(a.tid));
@@ -236,7 +241,13 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
       api = m.launching_api_call(e);
       break;
     case EventKind::ApiCall: {
-      const auto& a = t.api_calls[e.row];
+      store::ApiCall a;
+      try {
+        a = m.api_call(e.row);  // built from a store: read back from it
+      } catch (const store::StoreError& err) {
+        out += row("details", h(err.what()));
+        break;
+      }
       out += row("thread", QString("%1 / %2").arg(m.shown_pid(a.pid)).arg(a.tid));
       out += row("correlation", QString::number(a.correlation));
       if (a.return_code) out += row("return code", QString::number(a.return_code));

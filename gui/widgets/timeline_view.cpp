@@ -280,7 +280,8 @@ bool TimelineView::matches_search(EventRef e) const {
   int64_t id = -1;
   if (e.kind == EventKind::Kernel)
     id = model_->kernel_name(e.row);
-  else if (e.kind == EventKind::ApiCall) id = t.api_calls[e.row].name;
+  else if (e.kind == EventKind::ApiCall)
+    id = model_->api_call_name(e.row);
   else if (e.kind == EventKind::Range) id = t.ranges[e.row].name;
   if (id >= 0) return static_cast<size_t>(id) < search_names_.size() && search_names_[id];
   return false;

@@ -29,8 +29,14 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     const bool dir = QFileInfo(path).isDir();
     const std::vector<std::string> files =
         dir ? analyzer::expand_rank_inputs({path.toStdString()}) : std::vector<std::string>();
-    auto trace = std::make_shared<store::Trace>(dir ? analyzer::merge_ranks_for_timeline(files)
-                                                    : analyzer::load_trace(path.toStdString(), options));
+    // A plain store is read through the reader the timeline keeps (build_from_store, below): one open file,
+    // so a store replaced under the same name while this loads is not mixed with the one loaded.
+    std::shared_ptr<store::StoreReader> reader;
+    if (!dir && store::sniff_file(path.toStdString()) == store::FileKind::Store)
+      reader = std::make_shared<store::StoreReader>(path.toStdString());
+    auto trace = std::make_shared<store::Trace>(dir      ? analyzer::merge_ranks_for_timeline(files)
+                                                : reader ? analyzer::load_store(*reader)
+                                                         : analyzer::load_trace(path.toStdString(), options));
     r.load_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     // One job's ranks: the cross-rank analysis `analyze DIR` prints (straggler, exposed communication, the job's
@@ -49,16 +55,17 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     r.analyze_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(850, QObject::tr("Building timeline"));
-    // A store keeps its kernels: the timeline holds them as columns and reads a kernel's row back when it is
-    // clicked (~100 bytes a kernel less). Imports, compressed stores and ranks keep their rows, and so does a
-    // store whose kernels changed since they were loaded (refused before anything is moved).
-    if (!dir && store::sniff_file(path.toStdString()) == store::FileKind::Store) {
-      const size_t loaded = trace->kernels.size();
+    // A store keeps its kernels and API calls: the timeline holds them as columns and reads a row back when
+    // it is clicked (~100 bytes a kernel and ~44 a call less). Imports, compressed stores and ranks keep
+    // their rows, and so does a store still being written, whose rows grew while they were read (refused
+    // before anything is moved).
+    if (reader) {
+      const size_t kernels = trace->kernels.size(), calls = trace->api_calls.size();
       try {
-        r.model = TimelineModel::build_from_store(std::make_shared<store::StoreReader>(path.toStdString()),
-                                                  trace, analysis);
+        r.model = TimelineModel::build_from_store(reader, trace, analysis);
       } catch (const store::StoreError&) {
-        if (trace->kernels.size() != loaded) throw;  // moved already: nothing left to fall back on
+        if (trace->kernels.size() != kernels || trace->api_calls.size() != calls)
+          throw;  // moved: nothing to fall back on
       }
     }
     if (!r.model) r.model = TimelineModel::build(trace, analysis, r.ranks);

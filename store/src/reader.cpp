@@ -218,18 +218,25 @@ struct StoreReader::Impl {
     if (lo != s.col_int(2) || hi != s.col_int(3)) throw corrupt("has bounds that are not its rows'");
   }
 
-  // kernel_at(): where row i is. Packed: each block's rowid and the rows before it; rows: the rowids' least
-  // value when they are dense (rowid = least + i), else the row is found by OFFSET. Built on first use; the
-  // last block read stays decoded (a click's neighbours are in it).
-  struct KernelIndex {
+  // kernel_at() and api_call_at(): where row i of a bulk table is. Packed: each block's rowid and the rows
+  // before it; rows: the rowids' least value when they are dense (rowid = least + i), else every rowid. Built
+  // on first use; the last block read stays decoded (a click's neighbours are in it).
+  struct RowIndex {
     bool built = false;
     uint64_t count = 0;
     std::vector<std::pair<uint64_t, int64_t>> blocks;  // (rows before, rowid), by rowid
     std::optional<int64_t> dense_from;
+    std::vector<int64_t> rowids;  // a rows table with gaps: each row's rowid
     int64_t cached_rowid = 0;
     uint64_t cached_first = 0;
     std::vector<int64_t> cached;
-  } kernel_index;
+  };
+  RowIndex kernel_index, api_index, sample_index;
+  uint64_t count_rows(const packed::Layout& layout, RowIndex& x);
+  // Row i of `layout`'s table (`what`: "kernel"), as `conv` makes it of a block's row or a statement.
+  template <class Row, class Conv>
+  Row row_at(const packed::Layout& layout, RowIndex& x, const std::string& cols, const char* what, uint64_t i,
+             Conv conv);
   // Each row of one of the bulk tables in load()'s order: from its blocks, or as rows.
   template <class Row, class Conv>
   void each_bulk(const packed::Layout& layout, const char* cols, Conv conv,
@@ -442,72 +449,98 @@ void StoreReader::each_sample(const std::function<void(const Sample&)>& fn) cons
       packed::samples(), impl_->sample_cols(), [](const auto& r) { return sample_of(r); }, fn);
 }
 
-uint64_t StoreReader::kernel_count() const {
-  Impl& m = *impl_;
-  if (!m.kernel_index.built) {
-    auto& x = m.kernel_index;
-    if (m.packed_layout("kernels")) {
-      each_row(m.db, m.path, "SELECT rowid, rows FROM packed_kernels ORDER BY rowid",
-               [&](const Statement& s) {
-                 if (s.col_int(1) < 0)
-                   throw StoreError(m.path, "corrupt store: a block of packed_kernels has fewer than 0 rows");
-                 x.blocks.emplace_back(x.count, s.col_int(0));
-                 x.count += uint64_t(s.col_int(1));
-               });
-    } else {
-      Statement s(m.db, "SELECT min(rowid), max(rowid), count(*) FROM kernels", m.path);
-      if (s.step_row() && s.col_int(2) > 0) {
-        x.count = uint64_t(s.col_int(2));
-        if (uint64_t(s.col_int(1)) - uint64_t(s.col_int(0)) == x.count - 1) x.dense_from = s.col_int(0);
-      }
+uint64_t StoreReader::Impl::count_rows(const packed::Layout& layout, RowIndex& x) {
+  if (x.built) return x.count;
+  if (packed_layout(layout.table)) {
+    each_row(db, path, std::string("SELECT rowid, rows FROM ") + layout.packed_table + " ORDER BY rowid",
+             [&](const Statement& s) {
+               // As decoding says it (a block holds 1 to kMaxBlockRows rows): no count can wrap.
+               if (s.col_int(1) < 1 || s.col_int(1) > packed::kMaxBlockRows)
+                 throw StoreError(path, std::string("corrupt store: a block of ") + layout.packed_table +
+                                            " claims " + std::to_string(s.col_int(1)) + " rows");
+               x.blocks.emplace_back(x.count, s.col_int(0));
+               x.count += uint64_t(s.col_int(1));
+             });
+  } else {
+    Statement s(db, std::string("SELECT min(rowid), max(rowid), count(*) FROM ") + layout.table, path);
+    if (s.step_row() && s.col_int(2) > 0) {
+      x.count = uint64_t(s.col_int(2));
+      if (uint64_t(s.col_int(1)) - uint64_t(s.col_int(0)) == x.count - 1) x.dense_from = s.col_int(0);
     }
-    x.built = true;
   }
-  return m.kernel_index.count;
+  x.built = true;
+  return x.count;
 }
 
-Kernel StoreReader::kernel_at(uint64_t i) const {
-  Impl& m = *impl_;
-  const uint64_t n = kernel_count();
+template <class Row, class Conv>
+Row StoreReader::Impl::row_at(const packed::Layout& layout, RowIndex& x, const std::string& cols,
+                              const char* what, uint64_t i, Conv conv) {
+  const uint64_t n = count_rows(layout, x);
   if (i >= n)
-    throw StoreError(m.path,
-                     "no kernel row " + std::to_string(i) + " (the store holds " + std::to_string(n) + ")");
-  auto& x = m.kernel_index;
-  if (const packed::Layout* l = m.packed_layout("kernels")) {
+    throw StoreError(path, std::string("no ") + what + " row " + std::to_string(i) + " (the store holds " +
+                               std::to_string(n) + ")");
+  if (const packed::Layout* l = packed_layout(layout.table)) {
     auto b = std::upper_bound(x.blocks.begin(), x.blocks.end(), i,
                               [](uint64_t v, const std::pair<uint64_t, int64_t>& e) { return v < e.first; });
     --b;  // blocks[0] starts at row 0, so some block starts at or before i
-    const size_t cols = l->columns.size();
+    const size_t ncols = l->columns.size();
     if (x.cached.empty() || x.cached_rowid != b->second) {
-      Statement s(m.db, "SELECT rows, data, lo, hi FROM packed_kernels WHERE rowid = ?1", m.path);
+      Statement s(db, std::string("SELECT rows, data, lo, hi FROM ") + l->packed_table + " WHERE rowid = ?1",
+                  path);
       s.bind(1, b->second);
       if (!s.step_row())
-        throw StoreError(m.path, "corrupt or truncated store (a block of packed_kernels went away)");
+        throw StoreError(
+            path, std::string("corrupt or truncated store (a block of ") + l->packed_table + " went away)");
       x.cached.clear();
-      m.decode_block(*l, s, x.cached);
+      decode_block(*l, s, x.cached);
       x.cached_rowid = b->second;
       x.cached_first = b->first;
     }
     const uint64_t k = i - x.cached_first;
-    if ((k + 1) * cols > x.cached.size())
-      throw StoreError(m.path, "corrupt store: a block of packed_kernels holds fewer rows than its count");
-    return kernel_of(PackedRow{x.cached.data() + k * cols});
+    if ((k + 1) * ncols > x.cached.size())
+      throw StoreError(path, std::string("corrupt store: a block of ") + l->packed_table +
+                                 " holds fewer rows than its count");
+    return conv(PackedRow{x.cached.data() + k * ncols});
   }
-  const std::string cols = m.kernel_cols();
-  std::optional<Kernel> out;
-  auto take = [&](const Statement& s) { out = kernel_of(s); };
-  if (x.dense_from) {
-    Statement s(m.db, "SELECT " + cols + " FROM kernels WHERE rowid = ?1", m.path);
-    s.bind(1, *x.dense_from + int64_t(i));
-    if (s.step_row()) take(s);
-  } else {
-    Statement s(m.db, "SELECT " + cols + " FROM kernels ORDER BY rowid LIMIT 1 OFFSET ?1", m.path);
-    s.bind(1, int64_t(i));
-    if (s.step_row()) take(s);
+  // Gaps (rows deleted): every rowid in order, read at the first row asked for (8 bytes a row), so a row is
+  // one lookup, not an OFFSET scan.
+  if (!x.dense_from && x.rowids.empty()) {
+    x.rowids.reserve(size_t(n));
+    each_row(db, path, std::string("SELECT rowid FROM ") + layout.table + " ORDER BY rowid",
+             [&](const Statement& s) { x.rowids.push_back(s.col_int(0)); });
+  }
+  if (!x.dense_from && i >= x.rowids.size())
+    throw StoreError(
+        path, std::string("no ") + what + " row " + std::to_string(i) + " (the store changed while read)");
+  std::optional<Row> out;
+  {
+    Statement s(db, "SELECT " + cols + " FROM " + layout.table + " WHERE rowid = ?1", path);
+    s.bind(1, x.dense_from ? *x.dense_from + int64_t(i) : x.rowids[i]);
+    if (s.step_row()) out = conv(s);
   }
   if (!out)
-    throw StoreError(m.path, "no kernel row " + std::to_string(i) + " (the store changed while read)");
+    throw StoreError(
+        path, std::string("no ") + what + " row " + std::to_string(i) + " (the store changed while read)");
   return *out;
+}
+
+uint64_t StoreReader::kernel_count() const {
+  return impl_->count_rows(packed::kernels(), impl_->kernel_index);
+}
+uint64_t StoreReader::api_call_count() const {
+  return impl_->count_rows(packed::api_calls(), impl_->api_index);
+}
+uint64_t StoreReader::sample_count() const {
+  return impl_->count_rows(packed::samples(), impl_->sample_index);
+}
+
+Kernel StoreReader::kernel_at(uint64_t i) const {
+  return impl_->row_at<Kernel>(packed::kernels(), impl_->kernel_index, impl_->kernel_cols(), "kernel", i,
+                               [](const auto& r) { return kernel_of(r); });
+}
+ApiCall StoreReader::api_call_at(uint64_t i) const {
+  return impl_->row_at<ApiCall>(packed::api_calls(), impl_->api_index, impl_->api_cols(), "API call", i,
+                                [](const auto& r) { return api_of(r); });
 }
 
 void StoreReader::hold_snapshot() {

@@ -294,13 +294,15 @@ TEST_CASE("a damaged block is an error naming the store, never a wrong row") {
 }
 
 TEST_CASE(
-    "a kernel read alone by its index is load()'s row of that index, packed, as rows, with rowid gaps") {
+    "a kernel or API call read alone by its index is load()'s row of that index, packed, as rows, with rowid "
+    "gaps") {
   stepscope::test::ScratchDir dir("store_kernel_at");
   const Trace in = busy_trace(30'000, 10);  // 30,001 kernels: three full blocks of 8,192 and a partial one
   write_store_atomically(in, dir.file("packed.db"), true);
   write_store_atomically(in, dir.file("rows.db"), false);
   std::filesystem::copy_file(dir.file("rows.db"), dir.file("gaps.db"));
   exec(dir.file("gaps.db"), "DELETE FROM kernels WHERE rowid IN (1, 8193, 20000)");
+  exec(dir.file("gaps.db"), "DELETE FROM api_calls WHERE rowid IN (2, 9000)");
   std::mt19937_64 rng(5);
   for (const char* name : {"packed.db", "rows.db", "gaps.db"}) {
     INFO(name);
@@ -315,6 +317,17 @@ TEST_CASE(
       INFO("row " << i);
       REQUIRE(key(r.kernel_at(i)) == key(all.kernels[i]));
     }
+    REQUIRE(r.api_call_count() == all.api_calls.size());
+    for (uint64_t i :
+         {uint64_t(0), uint64_t(8191), uint64_t(8192), uint64_t(all.api_calls.size() - 1), uint64_t(777)})
+      REQUIRE(key(r.api_call_at(i)) == key(all.api_calls[i]));
+    try {
+      (void)r.api_call_at(all.api_calls.size());
+      FAIL("an API call past the end was read");
+    } catch (const StoreError& e) {
+      CHECK(e.reason() == "no API call row " + std::to_string(all.api_calls.size()) + " (the store holds " +
+                              std::to_string(all.api_calls.size()) + ")");
+    }
     try {
       (void)r.kernel_at(all.kernels.size());
       FAIL("a row past the end was read");
@@ -322,6 +335,15 @@ TEST_CASE(
       CHECK(e.reason() == "no kernel row " + std::to_string(all.kernels.size()) + " (the store holds " +
                               std::to_string(all.kernels.size()) + ")");
     }
+  }
+  // Counts a damaged store claims are refused as decoding refuses them, never summed past 64 bits.
+  std::filesystem::copy_file(dir.file("packed.db"), dir.file("claims.db"));
+  exec(dir.file("claims.db"), "UPDATE packed_kernels SET rows = 9223372036854775807 WHERE rowid > 1");
+  try {
+    (void)StoreReader(dir.file("claims.db")).kernel_count();
+    FAIL("a count past a block was taken");
+  } catch (const StoreError& e) {
+    CHECK(e.reason() == "corrupt store: a block of packed_kernels claims 9223372036854775807 rows");
   }
   // A damaged block says so when its row is asked for, as load() does; the blocks before it still read.
   std::filesystem::copy_file(dir.file("packed.db"), dir.file("damaged.db"));

@@ -113,17 +113,17 @@ struct SpanOf {
   const store::Trace& t;
   const std::vector<GraphReplay>* replays = nullptr;
   const KernelColumns* kernels = nullptr;  // a model built from a store keeps its kernels here
+  const ApiCallColumns* calls = nullptr;   // and its API calls here
   Item operator()(EventRef e) const {
     switch (e.kind) {
       case EventKind::Kernel:
-        if (kernels) {
-          const int64_t s = kernels->starts[e.row];
-          return Item{s, int64_t(uint64_t(s) + uint64_t(kernels->dur(e.row))), e.row, e.kind};
-        }
+        if (kernels) return Item{kernels->starts[e.row], kernels->end(e.row), e.row, e.kind};
         return item_of(t.kernels[e.row], e.row, e.kind);
       case EventKind::Memcpy: return item_of(t.memcpys[e.row], e.row, e.kind);
       case EventKind::Memset: return item_of(t.memsets[e.row], e.row, e.kind);
-      case EventKind::ApiCall: return item_of(t.api_calls[e.row], e.row, e.kind);
+      case EventKind::ApiCall:
+        if (calls) return Item{calls->starts[e.row], calls->end(e.row), e.row, e.kind};
+        return item_of(t.api_calls[e.row], e.row, e.kind);
       case EventKind::Range: return item_of(t.ranges[e.row], e.row, e.kind);
       case EventKind::Sync: return item_of(t.syncs[e.row], e.row, e.kind);
       case EventKind::DataWait: return item_of(t.data_waits[e.row], e.row, e.kind);

@@ -18,15 +18,14 @@ using namespace timeline_detail;
 // Launch calls by correlation id: the first call with an id is its launch (as ids are unique per process,
 // duplicates are rare).
 void TimelineModel::index_api_calls() {
-  const store::Trace& t = *trace_;
   api_by_correlation_.clear();
   {
+    const uint32_t calls = static_cast<uint32_t>(api_call_count());
     size_t n = 0;
-    for (const auto& a : t.api_calls) n += a.correlation != 0;
+    for (uint32_t i = 0; i < calls; ++i) n += api_correlation(i) != 0;
     api_by_correlation_.reserve(n);
-    for (size_t i = 0; i < t.api_calls.size(); ++i)
-      if (t.api_calls[i].correlation)
-        api_by_correlation_.emplace_back(t.api_calls[i].correlation, static_cast<uint32_t>(i));
+    for (uint32_t i = 0; i < calls; ++i)
+      if (const int64_t c = api_correlation(i)) api_by_correlation_.emplace_back(c, i);
     if (!std::is_sorted(api_by_correlation_.begin(), api_by_correlation_.end()))
       std::sort(api_by_correlation_.begin(), api_by_correlation_.end());
     api_by_correlation_.erase(std::unique(api_by_correlation_.begin(), api_by_correlation_.end(),
@@ -64,7 +63,7 @@ void TimelineModel::index_flows() {
       for (size_t i = 0; i < kcols_->launches.size(); ++i)
         if (const uint32_t api = kcols_->launches[i])
           gpu_by_correlation_.push_back(
-              {t.api_calls[api - 1].correlation, {EventKind::Kernel, static_cast<uint32_t>(i)}});
+              {api_correlation(api - 1), {EventKind::Kernel, static_cast<uint32_t>(i)}});
     add_flow(t.memcpys, EventKind::Memcpy);
     add_flow(t.memsets, EventKind::Memset);
     // Order by correlation, then kind and row (the order launched_by lists them in).
@@ -126,7 +125,8 @@ int64_t TimelineModel::start_of(EventRef e) const {
       return kernel_start(e.row);
     case EventKind::Memcpy: return t.memcpys[e.row].start;
     case EventKind::Memset: return t.memsets[e.row].start;
-    case EventKind::ApiCall: return t.api_calls[e.row].start;
+    case EventKind::ApiCall:
+      return api_start(e.row);
     case EventKind::Range: return t.ranges[e.row].start;
     case EventKind::Sync: return t.syncs[e.row].start;
     case EventKind::DataWait: return t.data_waits[e.row].start;
@@ -149,7 +149,9 @@ int64_t TimelineModel::end_of(EventRef e) const {
       break;
     case EventKind::Memcpy: end = t.memcpys[e.row].end; break;
     case EventKind::Memset: end = t.memsets[e.row].end; break;
-    case EventKind::ApiCall: end = t.api_calls[e.row].end; break;
+    case EventKind::ApiCall:
+      end = api_end(e.row);
+      break;
     case EventKind::Range: end = t.ranges[e.row].end; break;
     case EventKind::Sync: end = t.syncs[e.row].end; break;
     case EventKind::DataWait: end = t.data_waits[e.row].end; break;
@@ -189,7 +191,8 @@ std::string TimelineModel::name_of(EventRef e) const {
       return std::string("Memcpy ") + store::to_string(m.kind);
     }
     case EventKind::Memset: return "Memset";
-    case EventKind::ApiCall: return t.str(t.api_calls[e.row].name);
+    case EventKind::ApiCall:
+      return t.str(api_call_name(e.row));
     case EventKind::Range: return shown(t.ranges[e.row].name);
     case EventKind::Sync: return std::string("Sync (") + store::to_string(t.syncs[e.row].type) + ")";
     case EventKind::DataWait: {
@@ -231,7 +234,8 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
   switch (e.kind) {
     case EventKind::Kernel:
       return static_cast<uint32_t>(kernel_name(e.row)) & ~kSpecialMask;
-    case EventKind::ApiCall: return static_cast<uint32_t>(t.api_calls[e.row].name) & ~kSpecialMask;
+    case EventKind::ApiCall:
+      return static_cast<uint32_t>(api_call_name(e.row)) & ~kSpecialMask;
     case EventKind::Range: return static_cast<uint32_t>(t.ranges[e.row].name) & ~kSpecialMask;
     case EventKind::Memcpy: return kMemcpyKey | static_cast<uint32_t>(t.memcpys[e.row].kind);
     case EventKind::Memset: return kMemsetKey;
@@ -266,12 +270,14 @@ std::optional<uint32_t> TimelineModel::launching_api_call(EventRef e) const {
 }
 
 std::vector<EventRef> TimelineModel::launched_by(uint32_t api_row) const {
-  const auto& a = trace_->api_calls.at(api_row);
-  if (!a.correlation) return {};
-  auto it = std::lower_bound(gpu_by_correlation_.begin(), gpu_by_correlation_.end(), a.correlation,
+  if (api_row >= api_call_count())
+    throw std::out_of_range("launched_by: no API call row " + std::to_string(api_row));
+  const int64_t corr = api_correlation(api_row);
+  if (!corr) return {};
+  auto it = std::lower_bound(gpu_by_correlation_.begin(), gpu_by_correlation_.end(), corr,
                              [](const std::pair<int64_t, EventRef>& p, int64_t v) { return p.first < v; });
   std::vector<EventRef> out;
-  for (; it != gpu_by_correlation_.end() && it->first == a.correlation; ++it) out.push_back(it->second);
+  for (; it != gpu_by_correlation_.end() && it->first == corr; ++it) out.push_back(it->second);
   return out;
 }
 
@@ -290,7 +296,11 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
     }
     case EventKind::Memcpy: track = find(gpu_track_, t.memcpys[e.row].device, t.memcpys[e.row].stream); break;
     case EventKind::Memset: track = find(gpu_track_, t.memsets[e.row].device, t.memsets[e.row].stream); break;
-    case EventKind::ApiCall: track = find(ranges_track_, t.api_calls[e.row].pid, t.api_calls[e.row].tid); break;
+    case EventKind::ApiCall: {
+      const auto [pid, tid] = api_thread(e.row);
+      track = find(ranges_track_, pid, tid);
+      break;
+    }
     case EventKind::Range: track = find(ranges_track_, t.ranges[e.row].pid, t.ranges[e.row].tid); break;
     case EventKind::Sync: track = find(ranges_track_, t.syncs[e.row].pid, t.syncs[e.row].tid); break;
     case EventKind::DataWait: track = find(waits_track_, t.data_waits[e.row].pid, t.data_waits[e.row].tid); break;

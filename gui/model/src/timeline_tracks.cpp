@@ -57,26 +57,27 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
       f(*cur, static_cast<uint32_t>(i));
     }
   };
-  // Kernel columns: the same walk over their stream slots.
-  auto gather_columns = [this](auto& map, const auto& f) {
+  // Columns (a store's kernels and API calls): the same walk over their stream or thread slots.
+  auto gather_columns = [](const std::vector<uint32_t>& slots, const std::vector<Key>& keys, auto& map,
+                           const auto& f) {
     using Slot = typename std::remove_reference_t<decltype(map)>::mapped_type;
-    const KernelColumns& c = *kcols_;
     Slot* cur = nullptr;
     uint32_t cur_slot = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      if (!cur || c.streams[i] != cur_slot) {
-        cur_slot = c.streams[i];
-        cur = &map[c.stream_keys[cur_slot]];
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!cur || slots[i] != cur_slot) {
+        cur_slot = slots[i];
+        cur = &map[keys[cur_slot]];
       }
       f(*cur, static_cast<uint32_t>(i));
     }
   };
   std::map<Key, size_t> gpu_n, host_n, waits_n;
   auto count = [](size_t& n, uint32_t) { ++n; };
-  if (kcols_) gather_columns(gpu_n, count);
+  if (kcols_) gather_columns(kcols_->streams, kcols_->stream_keys, gpu_n, count);
   gather(t.kernels, gpu_key, gpu_n, count);
   gather(t.memcpys, gpu_key, gpu_n, count);
   gather(t.memsets, gpu_key, gpu_n, count);
+  if (acols_) gather_columns(acols_->threads, acols_->thread_keys, host_n, count);
   gather(t.api_calls, thread_key, host_n, count);
   gather(t.ranges, thread_key, host_n, count);
   gather(t.syncs, thread_key, host_n, count);
@@ -87,10 +88,11 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
   auto add = [](EventKind kind) {
     return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
   };
-  if (kcols_) gather_columns(ev.gpu, add(EventKind::Kernel));
+  if (kcols_) gather_columns(kcols_->streams, kcols_->stream_keys, ev.gpu, add(EventKind::Kernel));
   gather(t.kernels, gpu_key, ev.gpu, add(EventKind::Kernel));
   gather(t.memcpys, gpu_key, ev.gpu, add(EventKind::Memcpy));
   gather(t.memsets, gpu_key, ev.gpu, add(EventKind::Memset));
+  if (acols_) gather_columns(acols_->threads, acols_->thread_keys, ev.host, add(EventKind::ApiCall));
   gather(t.api_calls, thread_key, ev.host, add(EventKind::ApiCall));
   gather(t.ranges, thread_key, ev.host, add(EventKind::Range));
   gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
@@ -224,7 +226,7 @@ void TimelineModel::add_gpu_tracks(EventsByTrack& events) {
   const store::Trace& t = *trace_;
   std::map<int64_t, std::string> device_names;
   for (const auto& d : t.devices) device_names[d.id] = t.str(d.name);
-  const SpanOf span_of{t, &replays_, kernel_columns()};
+  const SpanOf span_of{t, &replays_, kernel_columns(), api_call_columns()};
   const size_t first_gpu = tracks_.size();
   for (const auto& kv : events.graph) events.gpu[kv.first];  // a stream running only graphs
   for (auto& [key, items] : events.gpu) {
@@ -271,7 +273,7 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
   for (const auto& p : t.processes) process_names[p.pid] = t.str(p.name);
   std::map<Key, std::string> thread_names;
   for (const auto& th : t.threads) thread_names[{th.pid, th.tid}] = t.str(th.name);
-  const SpanOf span_of{t};
+  const SpanOf span_of{t, nullptr, nullptr, api_call_columns()};
   auto process_label = [&](int64_t pid) {
     std::string s = "Process " + std::to_string(shown_pid(pid));
     auto it = process_names.find(pid);
@@ -279,8 +281,8 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
     return s;
   };
   std::set<Key> launches;  // threads that launch GPU work (an API call with a correlation id) or sync with it
-  for (const auto& a : t.api_calls)
-    if (a.correlation) launches.insert({a.pid, a.tid});
+  for (uint32_t i = 0; i < api_call_count(); ++i)
+    if (api_correlation(i)) launches.insert(api_thread(i));
   for (const auto& s : t.syncs) launches.insert({s.pid, s.tid});  // a thread blocking on the GPU matters too
   std::map<int64_t, std::vector<Key>> threads_of;  // pid → threads
   {

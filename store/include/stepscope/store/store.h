@@ -160,11 +160,15 @@ class StoreReader {
   void each_kernel(const std::function<void(const Kernel&)>& fn) const;
   void each_api_call(const std::function<void(const ApiCall&)>& fn) const;
   void each_sample(const std::function<void(const Sample&)>& fn) const;
-  // The kernels as load() and each_kernel() number them: how many, and row i read alone (a packed store
-  // decodes the one block holding it and keeps it for the next call). Throws StoreError for an i past the end
-  // or a damaged block. Not for two threads at once: the reader keeps that block.
+  // The kernels (API calls) as load() and each_kernel() (each_api_call()) number them: how many, and row i
+  // read alone (a packed store decodes the one block holding it and keeps it for the next call). Throws
+  // StoreError for an i past the end or a damaged block. Not for two threads at once: the reader keeps that
+  // block.
   uint64_t kernel_count() const;
   Kernel kernel_at(uint64_t i) const;
+  uint64_t api_call_count() const;
+  ApiCall api_call_at(uint64_t i) const;
+  uint64_t sample_count() const;
 
   // Typed range queries: rows overlapping [t0, t1). Their string ids refer to strings().
   const StringTable& strings() const;

@@ -199,34 +199,52 @@ struct CrossRank {
 
 const char* bound_name(analyzer::Bound b);
 
-// The kernels of a model built from a store (TimelineModel::build_from_store), as the timeline keeps them:
-// what drawing, search, colours, selection and flows read, 20 bytes a kernel (24 with launches) against
-// store::Kernel's 120. A kernel's full row (grid, registers, context...) is read back from the store when
-// asked (TimelineModel::kernel). The rows of CUDA graph replays keep their full rows: replays are gathered
-// from them.
-struct KernelColumns {
+// What a model built from a store (TimelineModel::build_from_store) keeps of each row of a bulk table, as
+// columns: start, 32-bit duration (events of 4.3 s or more in a side list) and 32-bit name id (ids that are
+// negative or past 32 bits, which only a damaged store holds, in a side list).
+struct TimedColumns {
+  static constexpr uint32_t kOddName = 0xFFFFFFFFu;  // names[row]: the id is in odd_names
   std::vector<int64_t> starts;
-  std::vector<uint32_t> durs;                           // end - start; Lane::kLongDur: in long_durs
-  std::vector<std::pair<uint32_t, int64_t>> long_durs;  // (row, duration), by row
-  static constexpr uint32_t kOddName =
-      0xFFFFFFFFu;              // names[row]: the id (negative or past 32 bits) is in odd_names
-  std::vector<uint32_t> names;  // string ids
-  std::vector<std::pair<uint32_t, store::StringId>>
-      odd_names;                                         // (row, id), by row: what a damaged store may hold
+  std::vector<uint32_t> durs;                                   // end - start; Lane::kLongDur: in long_durs
+  std::vector<std::pair<uint32_t, int64_t>> long_durs;          // (row, duration), by row
+  std::vector<uint32_t> names;                                  // string ids
+  std::vector<std::pair<uint32_t, store::StringId>> odd_names;  // (row, id), by row
+
+  size_t size() const { return starts.size(); }
+  int64_t dur(uint32_t row) const;
+  // Unsigned: from int64's least to its greatest time the duration is past int64 (stored wrapped).
+  int64_t end(uint32_t row) const { return int64_t(uint64_t(starts[row]) + uint64_t(dur(row))); }
+  store::StringId name(uint32_t row) const {
+    return names[row] != kOddName ? store::StringId(names[row]) : odd_name(row);
+  }
+  store::StringId odd_name(uint32_t row) const;
+  void reserve(size_t n);
+  // Appends row size(); an end before the start is the start, as the rows' model draws it.
+  void add(int64_t start, int64_t end, store::StringId name);
+  size_t bytes() const;  // heap bytes held
+};
+
+// The kernels: 20 bytes a kernel (24 with launches) against store::Kernel's 120. A kernel's full row (grid,
+// registers, context...) is read back from the store when asked (TimelineModel::kernel). The rows of CUDA
+// graph replays keep their full rows: replays are gathered from them.
+struct KernelColumns : TimedColumns {
   std::vector<uint32_t> streams;                         // index into stream_keys
   std::vector<std::pair<int64_t, int64_t>> stream_keys;  // (device, stream)
   std::vector<uint32_t> launches;  // its launch's api_calls row + 1, 0: none; empty when nothing was launched
   std::vector<std::pair<uint32_t, store::Kernel>>
       graph_rows;  // (row, full row) of rows with a graph id, by row
 
-  size_t size() const { return starts.size(); }
-  int64_t dur(uint32_t row) const;
-  store::StringId name(uint32_t row) const {
-    return names[row] != kOddName ? store::StringId(names[row]) : odd_name(row);
-  }
-  store::StringId odd_name(uint32_t row) const;
   const store::Kernel* graph_row(uint32_t row) const;  // nullptr: not a graph replay's row
   size_t bytes() const;                                // heap bytes held
+};
+
+// The API calls: 28 bytes a call against store::ApiCall's 72; kind, return code and stack are read back from
+// the store when asked (TimelineModel::api_call).
+struct ApiCallColumns : TimedColumns {
+  std::vector<uint32_t> threads;                         // index into thread_keys
+  std::vector<std::pair<int64_t, int64_t>> thread_keys;  // (pid, tid)
+  std::vector<int64_t> correlations;
+  size_t bytes() const;  // heap bytes held
 };
 
 class TimelineModel {
@@ -258,6 +276,14 @@ class TimelineModel {
   store::StringId kernel_name(uint32_t row) const {
     return kcols_ ? kcols_->name(row) : trace_->kernels[row].name;
   }
+  size_t api_call_count() const { return acols_ ? acols_->size() : trace_->api_calls.size(); }
+  // API call `row` whole: from the trace, or read back from the store (throws store::StoreError when it
+  // cannot be).
+  store::ApiCall api_call(uint32_t row) const;
+  store::StringId api_call_name(uint32_t row) const {
+    return acols_ ? acols_->name(row) : trace_->api_calls[row].name;
+  }
+  const ApiCallColumns* api_call_columns() const { return acols_ ? &*acols_ : nullptr; }
   // Built from a store: its kernel columns, else nullptr.
   const KernelColumns* kernel_columns() const { return kcols_ ? &*kcols_ : nullptr; }
   const analyzer::Analysis* analysis() const { return analysis_.get(); }
@@ -373,6 +399,16 @@ class TimelineModel {
   // Groups a stream's graph rows into replays (replays_, replay_records_); returns their GraphReplay events.
   std::vector<EventRef> gather_replays(std::vector<EventRef>& graph_rows, bool& opens);
 
+  // An API call's times, thread and correlation id, from the trace's rows or the columns.
+  int64_t api_start(uint32_t row) const {
+    return acols_ ? acols_->starts[row] : trace_->api_calls[row].start;
+  }
+  int64_t api_end(uint32_t row) const;                         // never before its start
+  std::pair<int64_t, int64_t> api_thread(uint32_t row) const;  // (pid, tid)
+  int64_t api_correlation(uint32_t row) const {
+    return acols_ ? acols_->correlations[row] : trace_->api_calls[row].correlation;
+  }
+  void fill_api_call_columns(std::vector<store::ApiCall>& rows);  // moves them in; `rows` is emptied
   // A kernel's times, stream and launch, from the trace's rows or the columns.
   int64_t kernel_start(uint32_t row) const {
     return kcols_ ? kcols_->starts[row] : trace_->kernels[row].start;
@@ -386,6 +422,7 @@ class TimelineModel {
 
   std::shared_ptr<const store::Trace> trace_;
   std::optional<KernelColumns> kcols_;
+  std::optional<ApiCallColumns> acols_;
   std::shared_ptr<const store::StoreReader> store_;  // build_from_store's: kernel() reads rows from it
   std::unique_ptr<std::mutex> store_mutex_;  // StoreReader keeps the last block it read: one reader at a time
   std::shared_ptr<const analyzer::Analysis> analysis_;
