@@ -2,7 +2,9 @@
 // data wait / sync / launch / other (definitions in docs/analysis-json.md, "Breakdown").
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "analysis/context.h"
@@ -267,8 +269,10 @@ void collect_gpu_ops(Context& ctx, const ApiIndex& apis) {
   ctx.ops.clear();
   ctx.ops.reserve(t.gpu_event_count());
   ctx.api_op_count.assign(t.api_calls.size(), 0);
+  if (t.api_calls.size() > size_t(std::numeric_limits<int32_t>::max()))
+    throw std::length_error("more than 2,147,483,647 API calls: the analysis numbers them in 32 bits");
   auto add_op = [&](int64_t s, int64_t e, uint32_t i, GpuOpKind k, int64_t corr, int64_t pid) {
-    GpuOp op{s, std::max(s, e), i, k, -1, apis.find(corr, pid)};
+    GpuOp op{s, std::max(s, e), i, -1, int32_t(apis.find(corr, pid)), k};
     if (op.api >= 0) ctx.api_op_count[op.api]++;
     ctx.ops.push_back(op);
   };

@@ -3,8 +3,11 @@
 #include "analysis/critical_path.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 #include "analysis/names.h"
 
@@ -73,10 +76,10 @@ constexpr size_t kLongest = 5;
 constexpr int64_t kMaxSegments = 500'000'000;
 constexpr int64_t kMaxStalledTurns = 64;
 
+// What the walk reads of an op besides its times, 16 bytes (its name is found when a segment is made).
 struct OpInfo {
-  int64_t device = 0, stream = 0, pid = 0;
+  int64_t pid = 0;
   PathKind kind = PathKind::GpuCompute;
-  std::string_view name;
 };
 
 // Time on the path attributed to the steps it crosses, as the backward walk produces it (latest first).
@@ -126,15 +129,21 @@ class StepAttribution {
 class Walker {
  public:
   explicit Walker(const Context& ctx) : ctx_(ctx), t_(ctx.t()) {
+    if (ctx.ops.size() > std::numeric_limits<uint32_t>::max())
+      throw std::length_error(
+          "more than 4,294,967,295 GPU operations: the critical path numbers them in 32 bits");
     info_.resize(ctx.ops.size());
-    std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> streams;
+    prev_on_stream_.assign(ctx.ops.size(), -1);
+    std::map<std::pair<int64_t, int64_t>, int64_t> last_on_stream;  // ctx.ops is sorted by start
     for (size_t i = 0; i < ctx.ops.size(); ++i) {
       const GpuOp& o = ctx.ops[i];
       OpInfo& in = info_[i];
+      int64_t device = 0, stream = 0;
       switch (o.kind) {
         case GpuOpKind::Kernel: {
           const auto& k = t_.kernels[o.index];
-          in = {k.device, k.stream, k.pid, PathKind::GpuCompute, t_.str(k.name)};
+          in = {k.pid, PathKind::GpuCompute};
+          device = k.device, stream = k.stream;
           const auto& n = t_.str(k.name);
           if ((n.rfind("nccl", 0) == 0 || n.rfind("rccl", 0) == 0) && n.find("Kernel") != std::string::npos)
             in.kind = PathKind::GpuComm;
@@ -142,20 +151,20 @@ class Walker {
         }
         case GpuOpKind::Memcpy: {
           const auto& m = t_.memcpys[o.index];
-          in = {m.device, m.stream, m.pid, PathKind::GpuMemory, "copy"};
+          in = {m.pid, PathKind::GpuMemory};
+          device = m.device, stream = m.stream;
           break;
         }
         case GpuOpKind::Memset: {
           const auto& m = t_.memsets[o.index];
-          in = {m.device, m.stream, m.pid, PathKind::GpuMemory, "memset"};
+          in = {m.pid, PathKind::GpuMemory};
+          device = m.device, stream = m.stream;
           break;
         }
       }
-      streams[{in.device, in.stream}].push_back(i);  // ctx.ops is sorted by start
+      auto [it, first] = last_on_stream.try_emplace({device, stream}, int64_t(i));
+      if (!first) prev_on_stream_[i] = std::exchange(it->second, int64_t(i));
     }
-    prev_on_stream_.assign(ctx.ops.size(), -1);
-    for (auto& [key, v] : streams)
-      for (size_t j = 1; j < v.size(); ++j) prev_on_stream_[v[j]] = int64_t(v[j - 1]);
     own_op_.assign(t_.api_calls.size(), -1);
     for (size_t i = 0; i < ctx.ops.size(); ++i)
       if (ctx.ops[i].api >= 0 && size_t(ctx.ops[i].api) < own_op_.size()) {
@@ -163,9 +172,9 @@ class Walker {
         if (o < 0 || ctx.ops[size_t(o)].end < ctx.ops[i].end) o = int64_t(i);  // the call's op that ends last
       }
     by_end_.resize(ctx.ops.size());
-    for (size_t i = 0; i < by_end_.size(); ++i) by_end_[i] = i;
+    for (size_t i = 0; i < by_end_.size(); ++i) by_end_[i] = uint32_t(i);
     std::sort(by_end_.begin(), by_end_.end(),
-              [&](size_t a, size_t b) { return ctx.ops[a].end < ctx.ops[b].end; });
+              [&](uint32_t a, uint32_t b) { return ctx.ops[a].end < ctx.ops[b].end; });
   }
 
   // One walk back over the whole trace of process `pid`, from the latest of `host_end` and its last GPU work
@@ -193,7 +202,7 @@ class Walker {
       }
       if (op >= 0) {
         const GpuOp& o = ctx_.ops[size_t(op)];
-        out.add(info_[size_t(op)].kind, std::min(o.start, t), t, info_[size_t(op)].name);
+        out.add(info_[size_t(op)].kind, std::min(o.start, t), t, name_of(o));
         t = std::min(t, o.start);
         // Its start waited for the later of the stream's previous op and its own launch call (the longest
         // path's edge); a gap after both is a wait the trace does not name — another stream's work when some
@@ -312,6 +321,18 @@ class Walker {
   }
 
  private:
+  std::string_view name_of(const GpuOp& o) const {
+    switch (o.kind) {
+      case GpuOpKind::Kernel:
+        return t_.str(t_.kernels[o.index].name);
+      case GpuOpKind::Memcpy:
+        return "copy";
+      case GpuOpKind::Memset:
+        return "memset";
+    }
+    return {};
+  }
+
   // The op of this process running at time x (the latest-starting one among the last kScanBack starts), or
   // -1.
   int64_t op_running_at(int64_t x, int64_t pid) const {
@@ -329,7 +350,7 @@ class Walker {
   // The op of this process that ends last in (from, to], or -1.
   int64_t last_op_ending_in(int64_t from, int64_t to, int64_t pid) const {
     auto it = std::upper_bound(by_end_.begin(), by_end_.end(), to,
-                               [&](int64_t v, size_t i) { return v < ctx_.ops[i].end; });
+                               [&](int64_t v, uint32_t i) { return v < ctx_.ops[i].end; });
     while (it != by_end_.begin()) {
       --it;
       const GpuOp& o = ctx_.ops[*it];
@@ -344,7 +365,7 @@ class Walker {
   std::vector<OpInfo> info_;
   std::vector<int64_t> prev_on_stream_;
   std::vector<int64_t> own_op_;  // per trace.api_calls index: the op it launched that ends last, or -1
-  std::vector<size_t> by_end_;
+  std::vector<uint32_t> by_end_;
 };
 
 }  // namespace

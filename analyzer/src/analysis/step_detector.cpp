@@ -293,21 +293,33 @@ Period best_period(const std::vector<int64_t>& seq, size_t max_period, size_t wi
 // period. Boundaries go before the element of the period that follows the longest gap on average (steps start
 // after the host's per-step work: data loading, optimizer, logging).
 bool StepDetector::from_autocorrelation(DetectedSteps& out) const {
+  // 40 bytes an element, reserved once (10M kernels: 400 MB, where growing 48-byte ones peaked at 1.4 GB).
   struct Elem {
-    int64_t start, end, host_start, pid, tid;
+    int64_t start, end, host_start;
     int64_t id;
+    int64_t api;  // its launch's api_calls row (its thread), -1: none (the thread is `thread` below)
   };
   std::vector<Elem> elems;
   std::string basis;
+  std::pair<int64_t, int64_t> thread{0, 0};
   if (!t_.kernels.empty()) {
-    std::unordered_map<int64_t, uint32_t> api_by_corr;
+    // The last call with a correlation id is a kernel's launch, looked up in a sorted array (16 bytes a
+    // call).
+    std::vector<std::pair<int64_t, uint32_t>> api_by_corr;
     for (uint32_t i = 0; i < t_.api_calls.size(); ++i)
-      if (t_.api_calls[i].correlation) api_by_corr[t_.api_calls[i].correlation] = i;
+      if (t_.api_calls[i].correlation) api_by_corr.emplace_back(t_.api_calls[i].correlation, i);
+    if (!std::is_sorted(api_by_corr.begin(), api_by_corr.end()))
+      std::sort(api_by_corr.begin(), api_by_corr.end());
+    elems.reserve(t_.kernels.size());
     for (const auto& k : t_.kernels) {
-      Elem e{k.start, k.end, k.start, 0, 0, k.name};
-      if (auto it = k.correlation ? api_by_corr.find(k.correlation) : api_by_corr.end(); it != api_by_corr.end()) {
-        const auto& a = t_.api_calls[it->second];
-        e.host_start = a.start, e.pid = a.pid, e.tid = a.tid;
+      Elem e{k.start, k.end, k.start, k.name, -1};
+      if (k.correlation) {
+        auto it = std::upper_bound(api_by_corr.begin(), api_by_corr.end(),
+                                   std::pair<int64_t, uint32_t>{k.correlation, UINT32_MAX});
+        if (it != api_by_corr.begin() && (--it)->first == k.correlation) {
+          e.host_start = t_.api_calls[it->second].start;
+          e.api = it->second;
+        }
       }
       elems.push_back(e);
     }
@@ -319,12 +331,13 @@ bool StepDetector::from_autocorrelation(DetectedSteps& out) const {
       if (r.source != store::RangeSource::GpuAnnotation && r.depth == 0) per_thread[{r.pid, r.tid}]++;
     if (per_thread.empty()) return false;
     auto th = std::max_element(per_thread.begin(), per_thread.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    thread = th;
     std::unordered_map<std::string, int64_t> ids;
     for (const auto& r : t_.ranges) {
       if (r.source == store::RangeSource::GpuAnnotation || r.depth != 0 || r.pid != th.first || r.tid != th.second) continue;
       auto key = strip_numeric_suffix(t_.str(r.name));
       auto it = ids.emplace(key, int64_t(ids.size())).first;
-      elems.push_back({r.start, r.end, r.start, r.pid, r.tid, it->second});
+      elems.push_back({r.start, r.end, r.start, it->second, -1});
     }
     basis = "host ranges";
   }
@@ -353,7 +366,11 @@ bool StepDetector::from_autocorrelation(DetectedSteps& out) const {
     if (next >= elems.size()) {
       for (size_t j = b; j < elems.size(); ++j) e0 = std::max(e0, elems[j].end);
     }
-    if (e0 > s0) w.push_back({s0, e0, elems[b].pid, elems[b].tid});
+    if (e0 > s0) {
+      const int64_t api = elems[b].api;
+      w.push_back({s0, e0, api >= 0 ? t_.api_calls[size_t(api)].pid : thread.first,
+                   api >= 0 ? t_.api_calls[size_t(api)].tid : thread.second});
+    }
   }
   if (w.size() < size_t(kMinPeriodicRepeats)) return false;
   for (size_t i = 1; i < w.size(); ++i)
