@@ -447,8 +447,13 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
       auto c = slow["contributor"];
       if (c.error()) continue;
       const double grew = double(c["us"]) - double(c["median_us"]);
+      // A sampled function may pass the step's excess and its category's growth by one sampling period (1 ms
+      // at record's 1 kHz), its resolution (analyzer/src/analysis/step_outliers.cpp): a CI run named a
+      // function that grew 7.0 ms in a step 6.45 ms over the median.
+      const double resolution_us = std::string_view(c["kind"]) == "function" ? 1000.0 : 0.0;
       CHECK(grew <= std::max(double(slow["excess_us"]),
-                             double(slow["category_us"]) - double(slow["category_median_us"])) + 1e-6);
+                             double(slow["category_us"]) - double(slow["category_median_us"])) +
+                        resolution_us + 1e-6);
     }
   }
 }
