@@ -509,19 +509,15 @@ Row StoreReader::Impl::row_at(const packed::Layout& layout, RowIndex& x, const s
     each_row(db, path, std::string("SELECT rowid FROM ") + layout.table + " ORDER BY rowid",
              [&](const Statement& s) { x.rowids.push_back(s.col_int(0)); });
   }
-  if (!x.dense_from && i >= x.rowids.size())
-    throw StoreError(
+  const auto changed = [&] {
+    return StoreError(
         path, std::string("no ") + what + " row " + std::to_string(i) + " (the store changed while read)");
-  std::optional<Row> out;
-  {
-    Statement s(db, "SELECT " + cols + " FROM " + layout.table + " WHERE rowid = ?1", path);
-    s.bind(1, x.dense_from ? *x.dense_from + int64_t(i) : x.rowids[i]);
-    if (s.step_row()) out = conv(s);
-  }
-  if (!out)
-    throw StoreError(
-        path, std::string("no ") + what + " row " + std::to_string(i) + " (the store changed while read)");
-  return *out;
+  };
+  if (!x.dense_from && i >= x.rowids.size()) throw changed();
+  Statement s(db, "SELECT " + cols + " FROM " + layout.table + " WHERE rowid = ?1", path);
+  s.bind(1, x.dense_from ? *x.dense_from + int64_t(i) : x.rowids[i]);
+  if (!s.step_row()) throw changed();
+  return conv(s);
 }
 
 uint64_t StoreReader::kernel_count() const {

@@ -105,13 +105,12 @@ GraphTable graph_table(const store::Trace& t) {
     const auto& a = t.api_calls[size_t(it->second)];
     return r.pid && a.pid && a.pid != r.pid ? -1 : it->second;
   };
-  auto by_graph_call = [&](int64_t api) {
-    if (api < 0) return false;
-    const store::StringId n = t.api_calls[size_t(api)].name;
+  auto is_graph_call = [&](store::StringId n) {
     auto it = graph_call.find(n);
     if (it == graph_call.end()) it = graph_call.emplace(n, is_graph_launch(t.str(n))).first;
     return it->second;
   };
+  auto by_graph_call = [&](int64_t api) { return api >= 0 && is_graph_call(t.api_calls[size_t(api)].name); };
 
   // No row of a graph and no graph launch: every record is eager, nothing to gather (the records below would
   // be ~150 bytes a kernel at the peak, 1.4 GB for 10M kernels).
@@ -119,12 +118,8 @@ GraphTable graph_table(const store::Trace& t) {
     return std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.graph_id != 0; });
   };
   if (!any_graph_row(t.kernels) && !any_graph_row(t.memcpys) && !any_graph_row(t.memsets) &&
-      std::none_of(t.api_calls.begin(), t.api_calls.end(), [&](const store::ApiCall& a) {
-        if (!a.correlation) return false;
-        auto it = graph_call.find(a.name);
-        if (it == graph_call.end()) it = graph_call.emplace(a.name, is_graph_launch(t.str(a.name))).first;
-        return it->second;
-      })) {
+      std::none_of(t.api_calls.begin(), t.api_calls.end(),
+                   [&](const store::ApiCall& a) { return a.correlation && is_graph_call(a.name); })) {
     g.gpu_records = int64_t(t.gpu_event_count());
     g.eager_kernels = int64_t(t.kernels.size());
     return g;

@@ -57,27 +57,15 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
       f(*cur, static_cast<uint32_t>(i));
     }
   };
-  // Columns (a store's kernels and API calls): the same walk over their stream or thread slots.
-  auto gather_columns = [](const std::vector<uint32_t>& slots, const std::vector<Key>& keys, auto& map,
-                           const auto& f) {
-    using Slot = typename std::remove_reference_t<decltype(map)>::mapped_type;
-    Slot* cur = nullptr;
-    uint32_t cur_slot = 0;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (!cur || slots[i] != cur_slot) {
-        cur_slot = slots[i];
-        cur = &map[keys[cur_slot]];
-      }
-      f(*cur, static_cast<uint32_t>(i));
-    }
-  };
+  // Columns (a store's kernels and API calls): the same walk over their slot numbers, each naming its key.
+  auto slot_key = [](const std::vector<Key>& keys) { return [&keys](uint32_t slot) { return keys[slot]; }; };
   std::map<Key, size_t> gpu_n, host_n, waits_n;
   auto count = [](size_t& n, uint32_t) { ++n; };
-  if (kcols_) gather_columns(kcols_->streams, kcols_->stream_keys, gpu_n, count);
+  if (kcols_) gather(kcols_->streams, slot_key(kcols_->stream_keys), gpu_n, count);
   gather(t.kernels, gpu_key, gpu_n, count);
   gather(t.memcpys, gpu_key, gpu_n, count);
   gather(t.memsets, gpu_key, gpu_n, count);
-  if (acols_) gather_columns(acols_->threads, acols_->thread_keys, host_n, count);
+  if (acols_) gather(acols_->threads, slot_key(acols_->thread_keys), host_n, count);
   gather(t.api_calls, thread_key, host_n, count);
   gather(t.ranges, thread_key, host_n, count);
   gather(t.syncs, thread_key, host_n, count);
@@ -88,11 +76,11 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
   auto add = [](EventKind kind) {
     return [kind](std::vector<EventRef>& v, uint32_t row) { v.push_back({kind, row}); };
   };
-  if (kcols_) gather_columns(kcols_->streams, kcols_->stream_keys, ev.gpu, add(EventKind::Kernel));
+  if (kcols_) gather(kcols_->streams, slot_key(kcols_->stream_keys), ev.gpu, add(EventKind::Kernel));
   gather(t.kernels, gpu_key, ev.gpu, add(EventKind::Kernel));
   gather(t.memcpys, gpu_key, ev.gpu, add(EventKind::Memcpy));
   gather(t.memsets, gpu_key, ev.gpu, add(EventKind::Memset));
-  if (acols_) gather_columns(acols_->threads, acols_->thread_keys, ev.host, add(EventKind::ApiCall));
+  if (acols_) gather(acols_->threads, slot_key(acols_->thread_keys), ev.host, add(EventKind::ApiCall));
   gather(t.api_calls, thread_key, ev.host, add(EventKind::ApiCall));
   gather(t.ranges, thread_key, ev.host, add(EventKind::Range));
   gather(t.syncs, thread_key, ev.host, add(EventKind::Sync));
