@@ -62,6 +62,11 @@ bool gone_within(pid_t pid, int64_t ns) {
 
 struct NoCollector {};  // nobody listens at the process's control socket
 
+// The collector took the request and closed without a reply: the process is ending (control::quiesce_for_exit).
+struct ClosedUnanswered : AttachError {
+  using AttachError::AttachError;
+};
+
 // One request, one reply line. Throws NoCollector when there is no socket or it refuses.
 std::string request(pid_t pid, uid_t uid, const control::Request& req, int timeout_ms = kReplyTimeoutMs) {
   const std::string path = control::socket_path(uid, pid);
@@ -98,6 +103,9 @@ std::string request(pid_t pid, uid_t uid, const control::Request& req, int timeo
     if (reply.find('\n') != std::string::npos) break;
   }
   close(fd);
+  if (reply.empty() && !timed_out)
+    throw ClosedUnanswered("no reply from the collector in process " + std::to_string(pid) + " (" + path +
+                           "): it closed the connection");
   if (reply.empty())
     throw AttachError("no reply from the collector in process " + std::to_string(pid) + " (" + path + ")" +
                       (timed_out ? " within " + std::to_string(timeout_ms / 1000) + " s" + deadline.starved_words()
@@ -202,13 +210,19 @@ void load_and_start(pid_t pid, const attach::ProcessStatus& st, const std::strin
     summary.max_stopped_ms = std::max(summary.max_stopped_ms, double(r.stopped_all_ns) / 1e6);
     summary.max_caller_stopped_ms = std::max(summary.max_caller_stopped_ms, double(r.stopped_caller_ns) / 1e6);
   }
+  // A process in its exit has closed the channel (its socket unlinked, or requests refused unanswered) while
+  // it is still alive: its destructors and the collector's final pass run before it becomes a zombie.
+  const auto exited = [&] { return !alive(pid) || gone_within(pid, kExitWaitNs); };
   std::string reply;
   try {
     reply = request(pid, st.uid, start);
   } catch (const NoCollector&) {
-    if (!alive(pid)) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+    if (exited()) throw AttachError("process " + std::to_string(pid) + " exited during attach");
     throw AttachError("the collector loaded into process " + std::to_string(pid) + " does not answer at " +
                       control::socket_path(st.uid, pid));
+  } catch (const ClosedUnanswered&) {
+    if (exited()) throw AttachError("process " + std::to_string(pid) + " exited during attach");
+    throw;
   }
   if (reply.rfind("ok", 0) != 0)
     throw AttachError("process " + std::to_string(pid) + " (" + st.name + "): cannot start recording: " +
