@@ -45,6 +45,9 @@ def parse_args(argv):
     p.add_argument("--item", action="store_true", help="train: read the loss with .item() every step (a sync)")
     p.add_argument("--duration", type=float, default=0, help="end the timed loop after S seconds (0: no limit)")
     p.add_argument("--report-every", type=int, default=0, help="print a window line every N steps (0: none)")
+    p.add_argument("--profile-steps", default="", help="A:B: timed steps A..B-1 under torch.profiler (CPU + CUDA), "
+                   "its trace to --profile-out; prints the span (the GPU proof's neighbour claim)")
+    p.add_argument("--profile-out", default="", help="--profile-steps: where torch.profiler's JSON trace goes")
     a = p.parse_args(argv)
     if a.steps is None:
         a.steps = 2000 if a.workload == "chain" else 500
@@ -129,7 +132,22 @@ def main(argv=None):
     marks = []
     deadline = time.monotonic() + a.duration if a.duration else None
     window_start, window_steps = time.perf_counter(), 0
-    for _ in range(a.steps):
+    span = [int(x) for x in a.profile_steps.split(":")] if a.profile_steps else None
+    span_prof = None
+    for i in range(a.steps):
+        if span is not None and i == span[0]:
+            acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+            span_prof = torch.profiler.profile(activities=acts)
+            t_in = time.monotonic_ns()
+            span_prof.__enter__()
+            t_started = time.monotonic_ns()
+        if span is not None and i == span[1] and span_prof is not None:
+            if cuda:
+                torch.cuda.synchronize()
+            t_stop = time.monotonic_ns()
+            span_prof.__exit__(None, None, None)
+            print(f"profile-span: enter_ns={t_in} started_ns={t_started} stop_ns={t_stop} "
+                  f"stopped_ns={time.monotonic_ns()} steps={span[1] - span[0]}", flush=True)
         if cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
@@ -164,6 +182,15 @@ def main(argv=None):
           f"min {s[0]:.2f} us, max {s[-1]:.2f} us ({len(s)} samples)")
     print(f"steps: timed {len(step_us)} total {len(step_us) + a.warmup}")
     print(f"memory: peak rss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB", flush=True)
+    if span_prof is not None and a.profile_out:
+        span_prof.export_chrome_trace(a.profile_out)
+        import json
+
+        with open(a.profile_out) as f:
+            events = json.load(f).get("traceEvents", [])
+        print(f"profile-trace: {sum(1 for e in events if e.get('cat') == 'kernel')} kernels "
+              f"{sum(1 for e in events if str(e.get('name', '')).startswith('ProfilerStep'))} step events "
+              f"{len(events)} events", flush=True)
     if prof is not None:
         prof.__exit__(None, None, None)
         kernels = sum(1 for ev in prof.events() if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA)

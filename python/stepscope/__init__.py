@@ -38,6 +38,7 @@ class _Collector:
         self.active = self.step = self.step_at = self.wait = None
         self.hook_cost = self.probe = self.wait_begin = self.wait_end = None  # the collector's own helper's
         self.range = None
+        self.cuda_lend = self.cuda_take_back = None  # the torch.profiler hook's (_autohook)
         lib = None
         try:
             lib = ctypes.CDLL(None)  # global scope: holds the collector when it was LD_PRELOADed
@@ -86,6 +87,14 @@ class _Collector:
         if self.range is not None:
             self.range.restype = None
             self.range.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+        self.cuda_lend = getattr(lib, "stepscope_collector_cuda_lend", None)
+        if self.cuda_lend is not None:
+            self.cuda_lend.restype = ctypes.c_int
+            self.cuda_lend.argtypes = [ctypes.c_char_p]
+        self.cuda_take_back = getattr(lib, "stepscope_collector_cuda_take_back", None)
+        if self.cuda_take_back is not None:
+            self.cuda_take_back.restype = None
+            self.cuda_take_back.argtypes = []
         self.wait_begin = lib.stepscope_collector_data_wait_begin
         self.wait_begin.restype = None
         self.wait_begin.argtypes = [ctypes.c_char_p]

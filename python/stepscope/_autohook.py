@@ -14,6 +14,8 @@ Mechanisms (docs/python.md says why and how precise each is):
   stepscope.step()'s "api"): on 3.13+ sys.monitoring, PY_START global (every non-matching code object disabled
   at its first call) and local events on the matching ones; on 3.9-3.12 the matching functions' __code__
   swapped for a trampoline (below), so no other call of the program runs anything of ours.
+- torch.autograd.profiler's _prepare_profiler / _disable_profiler: a profile with CUDA activity (torch.profiler)
+  is lent CUDA tracing for its span (below; docs/collector.md, "A good neighbour to torch.profiler").
 The framework wrappers record a thread's outermost wait only; the function hooks record each (the analyzer
 counts a thread's waits as their union). uninstall() takes everything out again: a closed recording window leaves
 the program as it was (issue 47).
@@ -322,10 +324,99 @@ def _patch_torch_distributed(module):
 _c_range = None  # the collector's stepscope_collector_range, bound at install
 
 
+# ---- torch.profiler: a good neighbour to the user's own profiler ---------------------------------------------
+#
+# CUPTI has one set of activity buffer callbacks and one set of enabled kinds per process. torch.profiler (Kineto)
+# registers its callbacks and enables its kinds when a profile with CUDA activity is prepared, and disables them
+# when it stops; stepscope's GPU windows switching kinds or detaching CUPTI in between would cut the user's trace,
+# and its own records would go to Kineto's callbacks. So stepscope lends CUDA tracing for that while: before
+# torch.autograd.profiler's _prepare_profiler (what torch.profiler.profile and torch.autograd.profiler.profile
+# both call) with ProfilerActivity.CUDA, the collector closes its window and flushes (stepscope_collector_cuda_lend);
+# after _disable_profiler, it registers its callbacks again and the window reopens (..._cuda_take_back). The
+# CPU sampler and the Python hooks go on throughout.
+
+_cuda_lent = False  # lent at a prepare, not yet taken back (kept across uninstall/install: one process)
+
+
+def _lend_cuda(who):
+    global _cuda_lent
+    from . import _c
+
+    log = _sink._log if _sink is not None else None
+    if _cuda_lent or (_c.cuda_lend is None and log is None):
+        return False
+    _cuda_lent = True
+    if _c.cuda_lend is not None:
+        _c.cuda_lend(who.encode())
+    if log is not None:
+        with _sink._lock:
+            _sink._log.write(f"cuda-lend {os.getpid()} {threading.get_native_id()} {_now()} {who}\n")
+    return True
+
+
+def _take_back_cuda():
+    global _cuda_lent
+    from . import _c
+
+    if not _cuda_lent:
+        return
+    _cuda_lent = False
+    if _c.cuda_take_back is not None:
+        _c.cuda_take_back()
+    if _sink is not None and _sink._log is not None:
+        with _sink._lock:
+            _sink._log.write(f"cuda-take-back {os.getpid()} {threading.get_native_id()} {_now()}\n")
+
+
+def _wants_cuda(activities):
+    try:
+        return any(getattr(a, "name", "") == "CUDA" for a in activities)
+    except TypeError:
+        return False
+
+
+def _patch_torch_profiler(module):
+    prepare = module.__dict__.get("_prepare_profiler")
+    disable = module.__dict__.get("_disable_profiler")
+    if prepare is None or disable is None:
+        _debug("torch.autograd.profiler: no _prepare_profiler/_disable_profiler; CUDA tracing is not lent to it")
+        return
+
+    @functools.wraps(prepare)
+    def _prepare_profiler(config, activities, *args, **kwargs):
+        lent_here = False
+        if _active and not _cuda_lent and _wants_cuda(activities):
+            try:
+                lent_here = _lend_cuda("torch.profiler")
+            except Exception as e:  # never break the user's profiler
+                _debug(f"lending CUDA tracing failed: {e!r}")
+        try:
+            return prepare(config, activities, *args, **kwargs)
+        except BaseException:
+            if lent_here:
+                _take_back_cuda()  # it never started: nothing will stop it
+            raise
+
+    @functools.wraps(disable)
+    def _disable_profiler(*args, **kwargs):
+        try:
+            return disable(*args, **kwargs)
+        finally:
+            if _cuda_lent:
+                try:
+                    _take_back_cuda()
+                except Exception as e:
+                    _debug(f"taking CUDA tracing back failed: {e!r}")
+
+    _patch_attr(module, "_prepare_profiler", _prepare_profiler)
+    _patch_attr(module, "_disable_profiler", _disable_profiler)
+
+
 _TARGETS = {
     "torch.utils.data.dataloader": _patch_torch_dataloader,
     "torch.optim.optimizer": _patch_torch_optimizer,
     "torch.distributed.distributed_c10d": _patch_torch_distributed,
+    "torch.autograd.profiler": _patch_torch_profiler,
     "tensorflow.python.data.ops.iterator_ops": _patch_tf_iterator,
 }
 
@@ -975,6 +1066,16 @@ def install(wait_func=None, step_func=None):
     sys.meta_path.insert(0, _import_hook)
     if _embedded_finder is not None and _embedded_finder not in sys.meta_path:
         sys.meta_path.append(_embedded_finder)  # `import stepscope` served again while recording
+    if _cuda_lent:
+        # Lent in an earlier window of this process, and its _disable_profiler ran while the hooks were out:
+        # given back unless torch's profiler still runs.
+        ag = sys.modules.get("torch.autograd")
+        try:
+            running = bool(ag._profiler_enabled()) if ag is not None and hasattr(ag, "_profiler_enabled") else False
+        except Exception:
+            running = True
+        if not running:
+            _take_back_cuda()
     for name, patch in _TARGETS.items():  # already imported (e.g. installed late): patch now
         module = sys.modules.get(name)
         if module is not None:

@@ -46,7 +46,7 @@ def main(argv=None):
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--overhead-seconds", type=float, default=MIN_OVERHEAD_RUN_S)
     r.add_argument("--deadline-s", type=float, default=510, help="stop starting runs after this (default 510)")
-    r.add_argument("--phases", default="doctor+trainer+paused+ranks,samples,attach,exits,graphs,toggle,overhead,flight",
+    r.add_argument("--phases", default="doctor+trainer+paused+ranks+neighbour,samples,attach,exits,graphs,toggle,overhead,flight",
                    help="in order; a+b side by side (default: doctor+trainer+paused+ranks,samples,attach,exits,"
                    "graphs,toggle,overhead,flight)")
     r.add_argument("--device", default="cuda", help="cpu: a rehearsal of the trainer phases on a machine without a "
@@ -63,7 +63,7 @@ def main(argv=None):
         sys.stdout.write(markdown(result))
         return 0 if result["passed"] == result["total"] else 1
     if a.device == "cpu" and a.phases == r.get_default("phases"):
-        a.phases = "doctor+trainer+paused+ranks,attach,toggle,overhead,flight"
+        a.phases = "doctor+trainer+paused+ranks+neighbour,attach,toggle,overhead,flight"
     if a.device != "cpu" and not gpu_present():
         print("gpu_proof: no CUDA GPU on this machine (no /dev/nvidia0, no 'nvidia-smi -L' listing)", file=sys.stderr)
         return 3

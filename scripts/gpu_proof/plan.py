@@ -58,3 +58,8 @@ GRAPH_PLAIN_SECONDS = 10
 GRAPH_ALL_STEPS = 20000  # ~1.1 s on an H100 (53.5 µs a step), 620,000 kernel rows: a store that finalizes fast
 GRAPH_REPORT_EVERY = 1000
 GRAPH_RESERVE_S = 4 * 15 + GRAPH_PLAIN_SECONDS * 2  # four runs' start and end, the two long ones
+
+# The neighbour phase (issue 50 item 7): the trainer NEIGHBOUR_STEPS timed steps under `record --gpu-window all`,
+# torch.profiler (CPU + CUDA) on steps NEIGHBOUR_SPAN (from, to): stepscope lends CUDA tracing for that span.
+NEIGHBOUR_STEPS = 600
+NEIGHBOUR_SPAN = (200, 260)

@@ -7,7 +7,7 @@ from .flight import claim_flight_dump, claim_flight_overhead, flight_store_facts
 from .graphs import claim_graph_capture_stacks, claim_graph_node_cost, claim_graph_nodes
 from .overhead import claim_launch_cost, claim_memory, claim_overhead, claim_toggled_overhead
 from .samples import claims_samples
-from .sessions import claim_attach, claim_doctor, claim_exits, claim_paused, claim_ranks
+from .sessions import claim_attach, claim_doctor, claim_exits, claim_neighbour, claim_paused, claim_ranks
 from .stores import all_store_facts
 from .trace import claim_blocking_stacks, claim_lean, claim_launch_rows, claim_threads, claim_unique_launch_ids
 
@@ -23,7 +23,7 @@ def check(out, stepscope=None):
               claim_memory(runs)]
     claims += claims_samples(runs, stepscope)
     claims += [claim_launch_cost(runs, facts), claim_attach(runs, facts), claim_paused(runs, facts),
-               claim_ranks(runs, facts), claim_doctor(runs), claim_flight_dump(runs, flight_store_facts(runs, out)),
+               claim_ranks(runs, facts), claim_doctor(runs), claim_neighbour(runs), claim_flight_dump(runs, flight_store_facts(runs, out)),
                claim_flight_overhead(runs), claim_graph_nodes(runs), claim_graph_capture_stacks(runs),
                claim_graph_node_cost(runs)]
     machine = runs.get("machine", {})

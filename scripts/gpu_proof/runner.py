@@ -225,6 +225,16 @@ class Runner:
         r["stores"] = stores
         self.runs["runs"]["ranks"] = r
 
+    def phase_neighbour(self):
+        """The trainer under `record --gpu-window all`, torch.profiler (CPU + CUDA) on its steps NEIGHBOUR_SPAN: both
+        traces whole (issue 50 item 7). Side by side with the first phases: no time is claimed of it."""
+        a, b = plan.NEIGHBOUR_SPAN
+        r = self.run("neighbour", self.record("stores/neighbour.db", "--gpu-window", "all") + self.trainer(
+            "--steps", str(plan.NEIGHBOUR_STEPS), "--item", "--profile-steps", f"{a}:{b}", "--profile-out",
+            resolve(self.out, "tmp/neighbour-kineto.json")), "logs/neighbour.log", 180)
+        r["store"] = "stores/neighbour.db"
+        self.runs["runs"]["neighbour"] = r
+
     def phase_doctor(self):
         self.runs["runs"]["doctor"] = self.run("doctor", [self.ss, "doctor", "--python", self.a.python],
                                                "logs/doctor.log", 120)

@@ -1,9 +1,10 @@
 """Claims on stepscope's ways of running a program: exits as plain, attach/detach, `record --paused` with start/stop,
 ranks, `stepscope doctor`."""
+import os
 import re
 import statistics
 
-from .common import claim, not_run, read_text, relative_iqr, resolve, windows_of
+from .common import claim, not_run, read_text, relative_iqr, resolve, store_rows, windows_of
 
 MAX_DETACH_SLOWDOWN = 0.03  # |median window after the detach / median before - 1|; also the most the windows
 #                             before may spread (IQR / median) for the comparison to tell
@@ -121,3 +122,50 @@ def claim_doctor(runs):
     fails = [l.strip() for l in lines if l.lstrip().startswith("FAIL")]
     return claim("doctor", text, f"exit {r.get('rc')}: {last}" + (f" ({'; '.join(fails)})" if fails else ""),
                  expected, "PASS" if r.get("rc") == 0 and last == "doctor: recording works fully" else "FAIL")
+
+
+PROFILE_SPAN = re.compile(r"^profile-span: enter_ns=(\d+) started_ns=(\d+) stop_ns=(\d+) stopped_ns=(\d+) steps=(\d+)",
+                          re.M)
+PROFILE_TRACE = re.compile(r"^profile-trace: (\d+) kernels (\d+) step events (\d+) events", re.M)
+LENT_LINE = "GPU tracing pauses while it runs"
+
+
+def claim_neighbour(runs):
+    """torch.profiler in a recorded trainer (issue 50 item 7): its own trace has the span's kernels; stepscope's has
+    kernels before and after the span and none inside it, says so once, and the store counts the lend."""
+    text = "a good neighbour: torch.profiler (CPU + CUDA) on 60 steps of a trainer under `record --gpu-window all`"
+    expected = ("exit 0; torch.profiler's trace has kernels; stepscope's store has kernels before and after its span, "
+                "none started inside it; one stderr line; meta cupti.lent '1 time', while tracing 1")
+    r = runs.get("runs", {}).get("neighbour")
+    if not r:
+        return not_run("neighbour", text, expected, "no neighbour run")
+    log = read_text(resolve(runs["_out"], r["log"]))
+    span, trace = PROFILE_SPAN.search(log), PROFILE_TRACE.search(log)
+    parts, ok = [f"exit {r.get('rc')}"], r.get("rc") == 0
+    if not span or not trace:
+        return claim("neighbour", text, "; ".join(parts + ["no profile-span/profile-trace line"]), expected, "FAIL")
+    started, stop = int(span.group(2)), int(span.group(3))
+    user_kernels = int(trace.group(1))
+    ok = ok and user_kernels > 0
+    parts.append(f"torch.profiler: {user_kernels} kernels, {trace.group(2)} step events")
+    path = resolve(runs["_out"], r.get("store", ""))
+    if not os.path.exists(path):
+        return claim("neighbour", text, "; ".join(parts + ["no store"]), expected, "FAIL")
+    con = store_rows(path)
+    try:
+        before, inside, after = con.execute(
+            "SELECT coalesce(sum(start_ns < ?), 0), coalesce(sum(start_ns >= ? AND start_ns < ?), 0), "
+            "coalesce(sum(start_ns >= ?), 0) FROM kernels", (started, started, stop, stop)).fetchone()
+        meta = dict(con.execute("SELECT key, value FROM meta"))
+    finally:
+        con.close()
+    lent, held = meta.get("cupti.lent", ""), meta.get("cupti.lent_while_tracing", "")
+    lines = log.count(LENT_LINE)
+    ok = ok and before > 0 and inside == 0 and after > 0 and lent.startswith("torch.profiler: 1 time,") and \
+        held == "1" and lines == 1
+    parts.append(f"stepscope: {before} kernels before, {inside} inside, {after} after; cupti.lent '{lent}', while "
+                 f"tracing {held or '?'}; {lines} line(s)")
+    if meta.get("cupti.foreign_buffers"):
+        parts.append(f"{meta['cupti.foreign_buffers']} foreign buffers left alone")
+    return claim("neighbour", text, "; ".join(parts), expected, "PASS" if ok else "FAIL",
+                 before=before, inside=inside, after=after, user_kernels=user_kernels)

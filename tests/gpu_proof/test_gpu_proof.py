@@ -27,7 +27,7 @@ from gpu_proof.plan import launch_bound_cap, profiler_steps  # noqa: E402
 from gpu_proof.report import check  # noqa: E402
 from gpu_proof.runner import Runner  # noqa: E402
 from gpu_proof.sessions import (  # noqa: E402
-    claim_attach, claim_doctor, claim_exits, claim_paused, claim_ranks, EXIT_DURATIONS)
+    claim_attach, claim_doctor, claim_exits, claim_neighbour, claim_paused, claim_ranks, EXIT_DURATIONS)
 from gpu_proof.stores import shared_launch_ids, store_facts  # noqa: E402
 from gpu_proof.trace import (  # noqa: E402
     claim_blocking_stacks, claim_launch_rows, claim_lean, claim_threads, claim_unique_launch_ids, item_line)
@@ -300,6 +300,43 @@ class WindowClaims(unittest.TestCase):
         c = claim_unique_launch_ids({"lb": based, "graph": graph})
         self.assertEqual((c["verdict"], c["measured"]), ("PASS", "0 of 1271 kernels in 2 stores"))
         self.assertEqual(claim_unique_launch_ids({})["verdict"], "NOT RUN")
+
+    def neighbour(self, kernel_starts, lent="torch.profiler: 1 time, 0.412 s in all (the last from 812.5 s "
+                  "CLOCK_MONOTONIC)", held="1", lines=1, rc=0, user_kernels=1860):
+        """The neighbour claim on a trainer log whose torch.profiler span is [1000, 2000) ms and a store of kernels
+        starting at kernel_starts (ms) with the lend's meta."""
+        ms = 1_000_000
+        write(os.path.join(self.out, "n.log"),
+              "stepscope: torch.profiler traces CUDA in process 7: stepscope's GPU tracing pauses while it runs (its "
+              "CPU and Python recording go on)\n" * lines +
+              f"profile-span: enter_ns={990 * ms} started_ns={1000 * ms} stop_ns={2000 * ms} stopped_ns={2010 * ms} "
+              f"steps=60\nprofile-trace: {user_kernels} kernels 0 step events 9000 events\n")
+        path = os.path.join(self.out, "n.db")
+        if os.path.exists(path):
+            os.remove(path)
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE kernels(start_ns INTEGER)")
+        con.executemany("INSERT INTO kernels VALUES (?)", [(t * ms,) for t in kernel_starts])
+        con.execute("CREATE TABLE meta(key TEXT, value TEXT)")
+        con.executemany("INSERT INTO meta VALUES (?, ?)", [("cupti.lent", lent), ("cupti.lent_while_tracing", held)])
+        con.commit()
+        con.close()
+        return claim_neighbour(self.runs(neighbour={"rc": rc, "log": "n.log", "store": "n.db"}))
+
+    def test_neighbour(self):
+        c = self.neighbour([10, 500, 995, 2015, 2500])
+        self.assertEqual(c["verdict"], "PASS", c["measured"])
+        self.assertEqual(c["measured"], "exit 0; torch.profiler: 1860 kernels, 0 step events; stepscope: 3 kernels "
+                         "before, 0 inside, 2 after; cupti.lent 'torch.profiler: 1 time, 0.412 s in all (the last "
+                         "from 812.5 s CLOCK_MONOTONIC)', while tracing 1; 1 line(s)")
+        for kernels, kw in (([10, 1500, 2500], {}),  # one of ours inside the user's span
+                            ([10, 500], {}),  # never given back
+                            ([2500], {}),  # nothing before
+                            ([10, 2500], {"held": "0"}), ([10, 2500], {"lines": 2}), ([10, 2500], {"rc": 139}),
+                            ([10, 2500], {"user_kernels": 0}),  # the user's trace lost its kernels
+                            ([10, 2500], {"lent": "torch.profiler: 2 times, 1.0 s in all"})):
+            self.assertEqual(self.neighbour(kernels, **kw)["verdict"], "FAIL", (kernels, kw))
+        self.assertEqual(claim_neighbour(self.runs())["verdict"], "NOT RUN")
 
     def test_exits(self):
         runs = self.runs(exits={"runs": [{"rc": 0}, {"rc": 139}, {"rc": 0}], "durations": [0.4, 0.5, 0.6]})

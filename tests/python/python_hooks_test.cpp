@@ -158,6 +158,70 @@ TEST_CASE(
       std::string::npos);
 }
 
+// torch.profiler (Kineto) and stepscope share CUPTI: before a profile with CUDA activity is prepared the
+// hooks lend CUDA tracing to it, after it stops they take it back (docs/collector.md, "A good neighbour to
+// torch.profiler"). No GPU here: what is checked is the hand-over around the user's profile, its trace whole,
+// and what the store says; the CUPTI side is the GPU proof's `neighbour` claim.
+TEST_CASE(
+    "python hooks: torch.profiler with CUDA activity is lent CUDA tracing and gives it back, its trace "
+    "whole") {
+  const std::string py = venv_python();
+  if (run_shell(shell_quote(py) + " -c 'import torch' 2>/dev/null").status != 0)
+    STEPSCOPE_SKIP(("no torch in " + py + " (run scripts/python-env.sh)").c_str());
+  ScratchDir dir("python_hooks_torch_profiler");
+  const std::string script = source_dir() + "/tests/python/torch_profiler_neighbour.py";
+  for (const char* gpu : {"", "--no-gpu"}) {
+    INFO("record " << gpu);
+    const std::string log = dir.file(std::string("marks") + gpu + ".txt"),
+                      db = dir.file(std::string("r") + gpu + ".db");
+    const auto r = run_shell("STEPSCOPE_PYTHON_LOG=" + shell_quote(log) + " " + shell_quote(kCli) +
+                             " record " + gpu + " -o " + shell_quote(db) + " -- " + shell_quote(py) + " " +
+                             shell_quote(script) + " " + shell_quote(dir.file("user.json")) + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(value_after(r.output, "user_trace_mm") == 20);  // the user's profile saw every matmul of its span
+    // One lend per profile with CUDA activity, none for the CPU-only one, each given back inside its own
+    // span.
+    std::vector<int64_t> lends, backs;
+    std::istringstream in(read_file(log));
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream l(line);
+      std::string kind;
+      int64_t pid, tid, t;
+      l >> kind >> pid >> tid >> t;
+      if (kind == "cuda-lend") {
+        lends.push_back(t);
+        std::string who;
+        l >> who;
+        CHECK(who == "torch.profiler");
+      }
+      if (kind == "cuda-take-back") backs.push_back(t);
+    }
+    REQUIRE(lends.size() == 2);
+    REQUIRE(backs.size() == 2);
+    const auto at = [&](const char* key) { return int64_t(value_after(r.output, key)); };
+    CHECK(at("cpu_after") < lends[0]);
+    CHECK(at("cuda_before") < lends[0]);
+    CHECK(lends[0] < backs[0]);
+    CHECK(backs[0] < at("cuda_after"));
+    CHECK(at("again_before") < lends[1]);
+    CHECK(lends[1] < backs[1]);
+    CHECK(backs[1] < at("again_after"));
+    // The collector: no GPU here, so its tracing had not started (nothing was held); with --no-gpu nothing at
+    // all.
+    const auto meta = stepscope::store::StoreReader(db).meta();
+    if (std::string(gpu).empty()) {
+      CHECK(meta.at("cupti.lent").rfind("torch.profiler: 2 times, ", 0) == 0);
+      CHECK(meta.at("cupti.lent").find("not given back") == std::string::npos);
+      CHECK(meta.at("cupti.lent_while_tracing") == "0");
+      CHECK(r.output.find("GPU tracing pauses") == std::string::npos);  // nothing held: nothing to say
+      CHECK(r.output.find("CUDA tracing lent") == std::string::npos);
+    } else {
+      CHECK(meta.count("cupti.lent") == 0);
+    }
+  }
+}
+
 TEST_CASE(
     "python frames: the store says in how many Python processes they were read, and where not, one warning") {
   ScratchDir dir("python_frames_status");

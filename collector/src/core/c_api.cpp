@@ -108,6 +108,16 @@ __attribute__((visibility("default"))) void stepscope_collector_data_wait_end(vo
 
 __attribute__((visibility("default"))) void stepscope_collector_python_probe(int on) { t_probe = on != 0; }
 
+// Another profiler of this process (the Python hook: torch.profiler with CUDA activity) is about to trace
+// CUDA / has stopped (collector_internal.h: cupti::lend_to, cupti::take_back). 1 when stepscope's GPU tracing
+// stepped aside, 0 when it held nothing.
+__attribute__((visibility("default"))) int stepscope_collector_cuda_lend(const char* who) {
+  return cupti::lend_to(who) ? 1 : 0;
+}
+__attribute__((visibility("default"))) void stepscope_collector_cuda_take_back(void) {
+  cupti::take_back();
+}
+
 // A range recorded after the fact, on the thread that began it (`tid`; 0: the calling thread): the Python hooks'
 // collectives end in a backend thread's completion callback (docs/python.md, "Collectives").
 __attribute__((visibility("default"))) void stepscope_collector_range(int64_t start_ns, int64_t end_ns, int64_t tid,

@@ -115,6 +115,13 @@ void take_switches(std::vector<std::pair<int64_t, int64_t>>& out);
 void calibrate_if_due();
 // On the collector thread: asks CUDA's next call to detach CUPTI once a window has been off its grace period.
 void detach_if_due();
+// Another profiler of this process is about to trace CUDA (`who`: "torch.profiler"): stepscope's GPU tracing
+// steps aside whole — its window closed, its buffers flushed, no CUPTI call of ours — until take_back. True
+// when it was tracing (or attached). The first lend says so in one line on stderr; meta cupti.lent counts
+// them.
+bool lend_to(const char* who);
+// The other profiler stopped: our buffer callbacks again, and the window that was open opens again.
+void take_back();
 }  // namespace cupti
 
 }  // namespace stepscope::collector

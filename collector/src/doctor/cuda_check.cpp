@@ -12,6 +12,7 @@
 #include <cupti.h>
 
 #include "gpu/cupti_library.h"
+#include "gpu/cupti_subscribe.h"
 #endif
 
 namespace stepscope::collector::checkup {
@@ -139,7 +140,9 @@ GpuState check_cuda(Printer& p) {
     return g;
   }
   CUpti_SubscriberHandle sub{};
-  const CUptiResult r = subscribe(&sub, no_callback, nullptr);
+  const cupti::Subscription subscription =
+      cupti::subscribe_named(cupti, subscribe, &sub, no_callback, nullptr);
+  const CUptiResult r = subscription.result;
   const char* rs = nullptr;
   if (result_string) result_string(r, &rs);
   const std::string result = rs ? rs : strf("CUPTI result %d", int(r));
@@ -160,9 +163,8 @@ GpuState check_cuda(Printer& p) {
           "profiling is restricted to administrators: run as root or load the nvidia module with "
           "NVreg_RestrictProfilingToAdminUsers=0";
     else if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-      todo =
-          "another profiler holds CUPTI in this process (CUDA_INJECTION64_PATH is set?): run doctor "
-          "outside it";
+      todo = cupti::holder_words(subscription.holder) +
+             " holds CUPTI in this process (CUDA_INJECTION64_PATH is set?): run doctor outside it";
     else
       todo = strf(
           "this CUPTI (API version %u) may not match the driver (CUDA %s): use the CUPTI of the driver's "

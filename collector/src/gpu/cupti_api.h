@@ -6,6 +6,7 @@
 namespace stepscope::collector::cupti {
 
 struct Api {
+  void* library = nullptr;  // the dlopen handle (entry points of newer CUPTIs are looked up as needed)
   decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
   decltype(&cuptiActivityEnable) enable = nullptr;

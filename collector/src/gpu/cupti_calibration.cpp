@@ -95,7 +95,7 @@ void calibrate_if_due() {
   rec->next_calibration_check = now + (rec->exit_hook_after_context ? kCheckPeriodNs : kContextCheckPeriodNs);
   // Held to the end, cleanup included: before_exit waits for it before CUDA's teardown may begin.
   std::lock_guard<std::mutex> cl(rec->calibration_mu);
-  if (rec->exiting.load()) return;
+  if (rec->exiting.load() || rec->lent.load()) return;  // lent: it runs after take_back
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!cuda) return;
   Driver d;

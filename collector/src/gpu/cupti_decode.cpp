@@ -90,6 +90,7 @@ bool load_library(std::string* error) {
     return false;
   }
   auto* a = new Api();
+  a->library = h;
 #define STEPSCOPE_LOAD(field, sym) a->field = reinterpret_cast<decltype(a->field)>(dlsym(h, #sym))
   STEPSCOPE_LOAD(get_next_record, cuptiActivityGetNextRecord);
   STEPSCOPE_LOAD(register_callbacks, cuptiActivityRegisterCallbacks);

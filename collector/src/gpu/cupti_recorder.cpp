@@ -23,6 +23,7 @@
 #include "gpu/cupti_api_classes.h"
 #include "gpu/cupti_decode.h"
 #include "gpu/cupti_recorder_state.h"
+#include "gpu/cupti_subscribe.h"
 #include "gpu/gpu_window.h"
 
 namespace stepscope::collector::cupti {
@@ -75,6 +76,16 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid_size) {
   if (!t_our_flush) mark_collector_thread(current_tid());  // CUPTI's worker thread (periodic flushes)
+  {
+    // A buffer another profiler of this process handed to CUPTI before we registered again (lend_to): its
+    // records are its own and its memory is not ours to reuse or free.
+    std::lock_guard<std::mutex> lk(rec->mu);
+    if (buffer && !rec->with_cupti.count(buffer)) {
+      ++rec->foreign_buffers;
+      set_process_meta("cupti.foreign_buffers", std::to_string(rec->foreign_buffers));
+      return;
+    }
+  }
   if (buffer && valid_size > 0 && running()) {
     auto& p = pending();
     std::lock_guard<std::mutex> lk(p.mu);
@@ -350,10 +361,18 @@ bool can_detach() {
 std::string attach_cupti(bool in_cuda_init) {
   if (!rec->has_subscriber && api->subscribe) {
     CUpti_SubscriberHandle sub{};
-    CUptiResult r = api->subscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
-    // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only.
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-      return "another CUPTI subscriber (Kineto, Nsight Systems?) is present: recording CPU data only";
+    const Subscription s = subscribe_named(api->library, api->subscribe, &sub,
+                                           reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
+    // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only — unless
+    // it was lent (lend_to): then the activity kinds come back without our callbacks (no stacks at blocking
+    // calls or graph captures, no detach).
+    if (s.result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      if (!rec->lent_count) return holder_words(s.holder) + " holds CUDA tracing: recording CPU data only";
+      set_process_meta("cupti.subscriber", holder_words(s.holder) +
+                                               " took it while lent: no stacks at blocking calls or graph "
+                                               "captures from here, and windows switch the kinds only");
+    }
+    const CUptiResult r = s.result;
     rec->has_subscriber = r == CUPTI_SUCCESS;
     rec->subscriber = sub;
     if (rec->has_subscriber) prepare_graphs();
@@ -463,6 +482,20 @@ std::string attach_cupti(bool in_cuda_init) {
   if (api->flush_period) api->flush_period(500);  // a killed process loses at most ~0.5 s of GPU activity
   set_process_meta("cupti.status", disabled.empty() ? "recording" : "recording (kinds not enabled: " + disabled + ")");
   return "";
+}
+
+// meta cupti.lent: to whom, how often, how long in all (a lend still running counted to `t`). Needs
+// window_mu.
+void say_lent_locked(int64_t t) {
+  if (!rec->lent_count) return;
+  const int64_t ns = rec->lent_ns + (rec->lent.load() ? t - rec->lent_at : 0);
+  char buf[240];
+  std::snprintf(buf, sizeof buf, "%s: %lld time%s, %.3f s in all (the last from %.3f s CLOCK_MONOTONIC%s)",
+                rec->lent_first.c_str(), static_cast<long long>(rec->lent_count),
+                rec->lent_count == 1 ? "" : "s", ns / 1e9, rec->lent_at / 1e9,
+                rec->lent.load() ? ", not given back" : "");
+  set_process_meta("cupti.lent", buf);
+  set_process_meta("cupti.lent_while_tracing", std::to_string(rec->lent_held));
 }
 
 // A re-attach that failed half way: leave CUPTI detached (when it can be) rather than attached with nothing on,
@@ -580,6 +613,10 @@ void start_if_possible(const char* why) {
   }
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->started.load() || rec->failed || rec->exiting.load()) return;  // no attach during the exit
+  if (rec->lent.load()) {
+    rec->start_deferred = true;  // the other profiler registered its callbacks: ours wait for take_back
+    return;
+  }
   std::string err;
   if (!load_library(&err)) {
     rec->failed = true;
@@ -645,6 +682,14 @@ void flush(bool final_flush) {
   // Once the program is exiting, before_exit flushed while CUDA lived; libcupti may be gone by the final
   // pass.
   const bool exiting = rec->exiting.load();
+  if (rec->lent.load()) {
+    // CUPTI's buffers are the other profiler's now; ours came back when it was lent.
+    if (final_flush) {
+      say_lent_locked(now_ns());
+      end_of_windows_locked();
+    }
+    return;
+  }
   if (rec->link.load() != int(Link::Attached) && (exiting || !cancel_detach_locked())) {
     // Detaching or detached: everything was flushed before the detach was asked for, and CUPTI must not be
     // called while it finalizes.
@@ -721,7 +766,7 @@ bool wait_detached_locked(int64_t wait_ns) {
 void detach_if_due() {
   if (!rec || !rec->started.load() || !api || rec->exiting.load()) return;
   std::lock_guard<std::mutex> wl(rec->window_mu);
-  if (rec->exiting.load()) return;
+  if (rec->exiting.load() || rec->lent.load()) return;
   settle_no_detach_locked();
   if (rec->detach_due == 0 || now_ns() < rec->detach_due) return;
   request_detach_locked();
@@ -734,6 +779,7 @@ void on_step(const char* source, int64_t steps) {
   if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all"
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->failed || rec->exiting.load()) return;  // no re-attach while CUDA may be tearing down
+  if (rec->lent.load()) return;                    // the schedule counts the steps after take_back
   if (rec->window_source.empty()) rec->window_source = source;
   if (rec->window_source != source || steps <= rec->window_steps) return;
   rec->window_steps = steps;
@@ -770,6 +816,7 @@ void arm_window(int steps) {
   const Config& c = config();
   if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all": traced already
   std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->lent.load()) return;
   rec->schedule.arm(steps);
 }
 
@@ -783,7 +830,15 @@ void stop() {
   // callback on waiting for it.
   if (rec->graphs_pinned.load() && !rec->exiting.load()) cancel_detach_locked();
   rec->pin_said = false;  // the window's meta goes with its part
-  if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
+  if (rec->lent.load()) {
+    // The other profiler's trace goes on: no kind switched, nothing flushed or finalized under it. Our
+    // callbacks go (the dormant collector holds nothing); take_back then finds the window closed.
+    end_of_windows_locked();
+    if (rec->link.load() == int(Link::Attached) && rec->has_subscriber && api->unsubscribe)
+      api->unsubscribe(rec->subscriber);
+    if (rec->link.load() == int(Link::Attached)) rec->has_subscriber = false;
+    rec->tracing_at_lend = false;
+  } else if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
     end_of_windows_locked();
     if (rec->tracing.load()) {
       rec->tracing.store(false);
@@ -801,9 +856,92 @@ void stop() {
   rec->started.store(false);
 }
 
+bool lend_to(const char* who) {
+  if (!running() || config().no_gpu) return false;
+  if (!rec) rec = new Recorder();
+  // A calibration under way (its launches, its detach) ends first.
+  std::lock_guard<std::mutex> cl(rec->calibration_mu);
+  std::lock_guard<std::mutex> wl(rec->window_mu);
+  if (rec->lent.load() || rec->exiting.load()) return false;
+  const int64_t t = now_ns();
+  rec->lent_to = who && *who ? who : "another profiler";
+  rec->lent_at = t;
+  rec->tracing_at_lend = false;
+  rec->lent.store(true);
+  if (rec->lent_count++ == 0) rec->lent_first = rec->lent_to;
+  const bool held = rec->started.load() && api && !rec->failed;
+  if (held) ++rec->lent_held;
+  if (held) {
+    // A program thread inside cuptiFinalize ends first; a detach asked for and not begun is called off (it
+    // would finalize CUPTI under the other's trace).
+    wait_out_detaching(5000000000LL);
+    if (rec->link.load() == int(Link::Attached) || cancel_detach_locked()) {
+      rec->tracing_at_lend = rec->tracing.load();
+      if (rec->tracing.load()) tracing_off_locked(t, -1);  // the window's row; kinds off
+      rec->detach_due = 0;
+      // Every buffer back through our callbacks before the other's replace them.
+      flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      rec->callbacks_registered = false;
+    }
+    // Detached: CUPTI holds nothing of ours.
+  }
+  say_lent_locked(t);
+  if (held && rec->lent_held == 1)
+    std::fprintf(
+        stderr,
+        "stepscope: %s traces CUDA in process %d: stepscope's GPU tracing pauses while it runs (its CPU "
+        "and Python recording go on)\n",
+        rec->lent_to.c_str(), int(getpid()));
+  return held;
+}
+
+void take_back() {
+  if (!rec) return;
+  bool start_now = false;
+  {
+    std::lock_guard<std::mutex> cl(rec->calibration_mu);
+    std::lock_guard<std::mutex> wl(rec->window_mu);
+    if (!rec->lent.load()) return;
+    const int64_t t = now_ns();
+    rec->lent.store(false);
+    rec->lent_ns += t - rec->lent_at;
+    say_lent_locked(t);
+    if (!running() || rec->exiting.load() || rec->failed) return;
+    if (!rec->started.load()) {
+      start_now = std::exchange(rec->start_deferred, false);
+    } else if (api && rec->link.load() == int(Link::Attached)) {
+      // The other profiler's buffer callbacks are CUPTI's: ours again. Its kinds went off as it stopped.
+      if (!rec->callbacks_registered) {
+        const CUptiResult r = api->register_callbacks(buffer_requested, buffer_completed);
+        if (r != CUPTI_SUCCESS) {
+          give_up_locked("cuptiActivityRegisterCallbacks after " + rec->lent_to + ": " + result_text(r));
+          return;
+        }
+        rec->callbacks_registered = true;
+      }
+      if (rec->tracing_at_lend) {
+        kinds_on_locked();
+        rec->window_start = now_ns();
+        {
+          std::lock_guard<std::mutex> lk(rec->mu);
+          rec->state.untraced_to = rec->window_start;
+        }
+        rec->tracing.store(true);
+      } else if (can_detach()) {
+        rec->detach_due = t + kMinDetachGraceNs;  // the off phase goes on detached
+      }
+    }
+    // Detached: the next window attaches again (subscribing anew, or without a subscriber: attach_cupti).
+  }
+  if (start_now) start_if_possible("take back");
+}
+
 void after_fork_child() {
   // CUDA does not survive fork; a child that uses CUDA initializes it anew and the driver calls us again.
   if (rec) {
+    rec->lent.store(false);  // the parent's profiler is the parent's
+    rec->start_deferred = false;
+    rec->lent_count = rec->lent_ns = rec->lent_held = 0;
     rec->started.store(false);
     rec->failed = false;
     rec->tracing.store(false);
@@ -851,7 +989,7 @@ void before_exit() {
   // CUPTI.
   wait_out_detaching(2000000000LL);
   const bool attached = rec->link.load() == int(Link::Attached) || cancel_detach_locked();
-  if (!rec->started.load()) return;
+  if (!rec->started.load() || rec->lent.load()) return;  // lent: CUPTI's buffers are the other profiler's
   if (!rec->calibration_done && config().calibrate)
     set_process_meta(
         "cupti.calibration",

@@ -25,6 +25,7 @@ struct Recorder {
   int allocated = 0;
   uint64_t buffers_refused = 0;
   uint64_t dropped_records = 0;
+  uint64_t foreign_buffers = 0;  // completed buffers that were not ours (another profiler's), left alone
   DecodeState state;
   std::atomic<bool> started{false};
   bool failed = false;
@@ -84,6 +85,20 @@ struct Recorder {
   // alone.
   std::atomic<int> owner_pid{0};
   bool exit_hook_after_context = false;  // registered again once device 0's context was active
+
+  // CUDA tracing lent to another profiler of this process (torch.profiler, through the Python hook: lend_to
+  // and take_back). CUPTI has one set of buffer callbacks and one set of enabled kinds for the whole process:
+  // the other registers its own, and a window of ours switching kinds or detaching under it would cut its
+  // trace, so nothing of ours calls CUPTI until it is given back. window_mu; `lent` also read without it.
+  std::atomic<bool> lent{false};
+  std::string lent_to;
+  int64_t lent_at = 0;
+  bool tracing_at_lend = false;  // a window was open: it opens again at take_back
+  bool start_deferred = false;   // CUDA started while lent: the first attach waits for take_back
+  int64_t lent_count = 0, lent_ns = 0;
+  int64_t lent_held =
+      0;  // lends that found our GPU tracing started (the others deferred nothing but a start)
+  std::string lent_first;  // who, the first time
 };
 extern Recorder* rec;
 

@@ -306,7 +306,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
 
   const std::string tmp = store::temp_path_beside(output);
   std::map<std::string, std::string> merged_meta = meta;
-  std::set<std::string> statuses, endings;
+  std::set<std::string> statuses, endings, lent;
   PythonHooksTally python_hooks;
   PythonFramesTally python_frames;
   int64_t captured = 0, symbolize_ns = 0, call_stacks = 0;
@@ -375,6 +375,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       if (auto it = t.meta.find("cupti.detach");
           it != t.meta.end() && it->second.rfind("kept attached", 0) == 0)
         ++pinned_processes;
+      if (auto it = t.meta.find("cupti.lent");
+          it != t.meta.end() && meta_int(t.meta, "cupti.lent_while_tracing") > 0)
+        lent.insert("CUDA tracing lent to " + it->second + " (no GPU activity recorded then)");
       for (const char* k : {"collector.timer",
                             "collector.signal",
                             "cupti.clock",
@@ -396,6 +399,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
                             "cupti.launch_cost_method",
                             "cupti.calibration",
                             "cupti.detach",
+                            "cupti.lent",
+                            "cupti.lent_while_tracing",
+                            "cupti.subscriber",
+                            "cupti.foreign_buffers",
                             "python.func_hooks",
                             "python.hook_ns_per_step_call",
                             "python.hook_ns_per_wait_call"})
@@ -515,6 +522,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
   }
   tmp_guard.done = true;
   for (const auto& s : statuses) summary.warnings.push_back(s);
+  for (const auto& s : lent) summary.warnings.push_back(s);
   if (auto w = python_hooks.warning(); !w.empty()) summary.warnings.push_back(w);
   if (auto w = python_frames.warning(); !w.empty()) summary.warnings.push_back(w);
   if (pinned_processes > 0)
