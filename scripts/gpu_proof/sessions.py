@@ -165,6 +165,8 @@ def claim_neighbour(runs):
         held == "1" and lines == 1
     parts.append(f"stepscope: {before} kernels before, {inside} inside, {after} after; cupti.lent '{lent}', while "
                  f"tracing {held or '?'}; {lines} line(s)")
+    if meta.get("cupti.subscriber"):
+        parts.append(f"cupti.subscriber '{meta['cupti.subscriber']}'")
     if meta.get("cupti.foreign_buffers"):
         parts.append(f"{meta['cupti.foreign_buffers']} foreign buffers left alone")
     return claim("neighbour", text, "; ".join(parts), expected, "PASS" if ok else "FAIL",

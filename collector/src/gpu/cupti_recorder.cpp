@@ -498,6 +498,32 @@ void say_lent_locked(int64_t t) {
   set_process_meta("cupti.lent_while_tracing", std::to_string(rec->lent_held));
 }
 
+// After a lend: our subscription again, with the stack and graph callbacks; where the other profiler kept it
+// (Kineto never lets go of its own), the kinds go on without one and cupti.subscriber says what is missing.
+// Needs window_mu, CUPTI attached.
+void subscribe_again_locked() {
+  if (!api->subscribe) return;
+  CUpti_SubscriberHandle sub{};
+  const Subscription s = subscribe_named(api->library, api->subscribe, &sub,
+                                         reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
+  if (s.result != CUPTI_SUCCESS) {
+    set_process_meta(
+        "cupti.subscriber",
+        (s.result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+             ? holder_words(s.holder)
+             : "cuptiSubscribe: " + result_text(s.result)) +
+            " since " + rec->lent_to +
+            ": no stacks at blocking calls or graph captures from here, and windows switch the kinds "
+            "only");
+    return;
+  }
+  rec->has_subscriber = true;
+  rec->subscriber = sub;
+  prepare_graphs();
+  set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
+  enable_graph_callbacks();
+}
+
 // A re-attach that failed half way: leave CUPTI detached (when it can be) rather than attached with nothing on,
 // and record no more GPU activity in this run.
 void give_up_locked(const std::string& why) {
@@ -882,6 +908,11 @@ bool lend_to(const char* who) {
       // Every buffer back through our callbacks before the other's replace them.
       flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       rec->callbacks_registered = false;
+      // And the subscription: Kineto's first profile subscribes (libkineto_init) and, refused, traces no CUDA
+      // at all ("CUPTI initialization failed - CUDA profiler activities will be missing").
+      if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
+      rec->has_subscriber = false;
+      rec->domains_on.store(false);
     }
     // Detached: CUPTI holds nothing of ours.
   }
@@ -919,6 +950,7 @@ void take_back() {
         }
         rec->callbacks_registered = true;
       }
+      if (!rec->has_subscriber) subscribe_again_locked();
       if (rec->tracing_at_lend) {
         kinds_on_locked();
         rec->window_start = now_ns();

@@ -377,7 +377,9 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
         ++pinned_processes;
       if (auto it = t.meta.find("cupti.lent");
           it != t.meta.end() && meta_int(t.meta, "cupti.lent_while_tracing") > 0)
-        lent.insert("CUDA tracing lent to " + it->second + " (no GPU activity recorded then)");
+        lent.insert(
+            "CUDA tracing lent to " + it->second + " (no GPU activity recorded then)" +
+            (t.meta.count("cupti.subscriber") ? "; " + t.meta.at("cupti.subscriber") : std::string()));
       for (const char* k : {"collector.timer",
                             "collector.signal",
                             "cupti.clock",
