@@ -147,7 +147,7 @@ def main(argv=None):
             t_stop = time.monotonic_ns()
             span_prof.__exit__(None, None, None)
             print(f"profile-span: enter_ns={t_in} started_ns={t_started} stop_ns={t_stop} "
-                  f"stopped_ns={time.monotonic_ns()} steps={span[1] - span[0]}", flush=True)
+                  f"stopped_ns={time.monotonic_ns()} steps={span[1] - span[0]} from={span[0]}", flush=True)
         if cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()

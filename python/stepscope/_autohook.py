@@ -335,34 +335,41 @@ _c_range = None  # the collector's stepscope_collector_range, bound at install
 # after _disable_profiler, it registers its callbacks again and the window reopens (..._cuda_take_back). The
 # CPU sampler and the Python hooks go on throughout.
 
-_cuda_lent = False  # lent at a prepare, not yet taken back (kept across uninstall/install: one process)
+# The process that lent, or 0: a forked child (the collector forgets the parent's lend there, after_fork_child)
+# has lent nothing. Kept across uninstall/install: a profile that ends while the hooks are out (between two attach
+# windows) leaves CUDA tracing lent until a later profile's end is seen; it is never taken back under a profile
+# that may still run.
+_cuda_lent_by = 0
+_cuda_lock = threading.Lock()  # a lend or take-back with its collector call, one at a time
 
 
 def _lend_cuda(who):
-    global _cuda_lent
+    global _cuda_lent_by
     from . import _c
 
     log = _sink._log if _sink is not None else None
-    if _cuda_lent or (_c.cuda_lend is None and log is None):
-        return False
-    _cuda_lent = True
-    if _c.cuda_lend is not None:
-        _c.cuda_lend(who.encode())
+    with _cuda_lock:
+        if _cuda_lent_by == os.getpid() or (_c.cuda_lend is None and log is None):
+            return False
+        _cuda_lent_by = os.getpid()
+        if _c.cuda_lend is not None:
+            _c.cuda_lend(who.encode())
     if log is not None:
         with _sink._lock:
-            _sink._log.write(f"cuda-lend {os.getpid()} {threading.get_native_id()} {_now()} {who}\n")
+            log.write(f"cuda-lend {os.getpid()} {threading.get_native_id()} {_now()} {who}\n")
     return True
 
 
 def _take_back_cuda():
-    global _cuda_lent
+    global _cuda_lent_by
     from . import _c
 
-    if not _cuda_lent:
-        return
-    _cuda_lent = False
-    if _c.cuda_take_back is not None:
-        _c.cuda_take_back()
+    with _cuda_lock:
+        if _cuda_lent_by != os.getpid():
+            return
+        if _c.cuda_take_back is not None:
+            _c.cuda_take_back()
+        _cuda_lent_by = 0
     if _sink is not None and _sink._log is not None:
         with _sink._lock:
             _sink._log.write(f"cuda-take-back {os.getpid()} {threading.get_native_id()} {_now()}\n")
@@ -385,7 +392,7 @@ def _patch_torch_profiler(module):
     @functools.wraps(prepare)
     def _prepare_profiler(config, activities, *args, **kwargs):
         lent_here = False
-        if _active and not _cuda_lent and _wants_cuda(activities):
+        if _active and _cuda_lent_by != os.getpid() and _wants_cuda(activities):
             try:
                 lent_here = _lend_cuda("torch.profiler")
             except Exception as e:  # never break the user's profiler
@@ -402,7 +409,7 @@ def _patch_torch_profiler(module):
         try:
             return disable(*args, **kwargs)
         finally:
-            if _cuda_lent:
+            if _cuda_lent_by == os.getpid():
                 try:
                     _take_back_cuda()
                 except Exception as e:
@@ -1066,16 +1073,6 @@ def install(wait_func=None, step_func=None):
     sys.meta_path.insert(0, _import_hook)
     if _embedded_finder is not None and _embedded_finder not in sys.meta_path:
         sys.meta_path.append(_embedded_finder)  # `import stepscope` served again while recording
-    if _cuda_lent:
-        # Lent in an earlier window of this process, and its _disable_profiler ran while the hooks were out:
-        # given back unless torch's profiler still runs.
-        ag = sys.modules.get("torch.autograd")
-        try:
-            running = bool(ag._profiler_enabled()) if ag is not None and hasattr(ag, "_profiler_enabled") else False
-        except Exception:
-            running = True
-        if not running:
-            _take_back_cuda()
     for name, patch in _TARGETS.items():  # already imported (e.g. installed late): patch now
         module = sys.modules.get(name)
         if module is not None:

@@ -229,11 +229,13 @@ class Runner:
         """The trainer under `record --gpu-window all`, torch.profiler (CPU + CUDA) on its steps NEIGHBOUR_SPAN: both
         traces whole (issue 50 item 7). Side by side with the first phases: no time is claimed of it."""
         a, b = plan.NEIGHBOUR_SPAN
-        r = self.run("neighbour", self.record("stores/neighbour.db", "--gpu-window", "all") + self.trainer(
-            "--steps", str(plan.NEIGHBOUR_STEPS), "--item", "--profile-steps", f"{a}:{b}", "--profile-out",
-            resolve(self.out, "tmp/neighbour-kineto.json")), "logs/neighbour.log", 180)
-        r["store"] = "stores/neighbour.db"
-        self.runs["runs"]["neighbour"] = r
+        for name, opts in (("neighbour", ["--gpu-window", "all"]), ("neighbour_windows", [])):
+            # The second at record's default windows: the lend may find a window open, off, or detached.
+            r = self.run(name, self.record(f"stores/{name}.db", *opts) + self.trainer(
+                "--steps", str(plan.NEIGHBOUR_STEPS), "--item", "--profile-steps", f"{a}:{b}", "--profile-out",
+                resolve(self.out, f"tmp/{name}-kineto.json")), f"logs/{name}.log", 180)
+            r["store"] = f"stores/{name}.db"
+            self.runs["runs"][name] = r
 
     def phase_doctor(self):
         self.runs["runs"]["doctor"] = self.run("doctor", [self.ss, "doctor", "--python", self.a.python],

@@ -124,50 +124,92 @@ def claim_doctor(runs):
                  expected, "PASS" if r.get("rc") == 0 and last == "doctor: recording works fully" else "FAIL")
 
 
-PROFILE_SPAN = re.compile(r"^profile-span: enter_ns=(\d+) started_ns=(\d+) stop_ns=(\d+) stopped_ns=(\d+) steps=(\d+)",
-                          re.M)
+PROFILE_SPAN = re.compile(r"^profile-span: enter_ns=(\d+) started_ns=(\d+) stop_ns=(\d+) stopped_ns=(\d+) steps=(\d+) "
+                          r"from=(\d+)", re.M)
 PROFILE_TRACE = re.compile(r"^profile-trace: (\d+) kernels (\d+) step events (\d+) events", re.M)
+STEPS_LINE = re.compile(r"^steps: timed (\d+) total (\d+)", re.M)
 LENT_LINE = "GPU tracing pauses while it runs"
+NEIGHBOUR_RATE_TOLERANCE = 0.2  # stepscope's kernels a step after the span against before it, and the user's trace's
+#                                 against ours before it: within 20% (every step of the trainer launches the same)
 
 
 def claim_neighbour(runs):
     """torch.profiler in a recorded trainer (issue 50 item 7): its own trace has the span's kernels; stepscope's has
-    kernels before and after the span and none inside it, says so once, and the store counts the lend."""
-    text = "a good neighbour: torch.profiler (CPU + CUDA) on 60 steps of a trainer under `record --gpu-window all`"
-    expected = ("exit 0; torch.profiler's trace has kernels; stepscope's store has kernels before and after its span, "
-                "none started inside it; one stderr line; meta cupti.lent '1 time', while tracing 1")
+    as many kernels a step before and after the span (on the run's clock) and none inside it, says so once, and
+    the store counts the lend."""
+    text = ("a good neighbour: torch.profiler (CPU + CUDA) on 60 steps of a trainer under `record --gpu-window all` "
+            "(and at the default windows)")
+    expected = (f"exit 0; torch.profiler's trace: the span's kernels (within {100 * NEIGHBOUR_RATE_TOLERANCE:g}% of "
+                f"ours a step before it); stepscope's store: none started inside the span, as many a step after it "
+                f"as before (±{100 * NEIGHBOUR_RATE_TOLERANCE:g}%), none past the run's end; one stderr line; meta "
+                f"cupti.lent '1 time', while tracing 1; at the default windows the user's trace as whole, none of ours "
+                f"inside or past the end")
     r = runs.get("runs", {}).get("neighbour")
     if not r:
         return not_run("neighbour", text, expected, "no neighbour run")
     log = read_text(resolve(runs["_out"], r["log"]))
-    span, trace = PROFILE_SPAN.search(log), PROFILE_TRACE.search(log)
+    span, trace, steps = PROFILE_SPAN.search(log), PROFILE_TRACE.search(log), STEPS_LINE.search(log)
     parts, ok = [f"exit {r.get('rc')}"], r.get("rc") == 0
-    if not span or not trace:
-        return claim("neighbour", text, "; ".join(parts + ["no profile-span/profile-trace line"]), expected, "FAIL")
-    started, stop = int(span.group(2)), int(span.group(3))
+    if not span or not trace or not steps:
+        return claim("neighbour", text, "; ".join(parts + ["no profile-span/profile-trace/steps line"]), expected,
+                     "FAIL")
+    started, stop, span_steps, first = int(span.group(2)), int(span.group(3)), int(span.group(5)), int(span.group(6))
+    timed, total = int(steps.group(1)), int(steps.group(2))
+    steps_before, steps_after = total - timed + first, timed - first - span_steps
     user_kernels = int(trace.group(1))
-    ok = ok and user_kernels > 0
-    parts.append(f"torch.profiler: {user_kernels} kernels, {trace.group(2)} step events")
     path = resolve(runs["_out"], r.get("store", ""))
-    if not os.path.exists(path):
-        return claim("neighbour", text, "; ".join(parts + ["no store"]), expected, "FAIL")
+    if not os.path.exists(path) or steps_before <= 0 or steps_after <= 0:
+        return claim("neighbour", text, "; ".join(parts + ["no store" if not os.path.exists(path) else
+                                                           f"steps {steps_before} before, {steps_after} after"]),
+                     expected, "FAIL")
+    end = int(r.get("t1_ns") or 2 ** 62)
     con = store_rows(path)
     try:
-        before, inside, after = con.execute(
+        before, inside, after, beyond = con.execute(
             "SELECT coalesce(sum(start_ns < ?), 0), coalesce(sum(start_ns >= ? AND start_ns < ?), 0), "
-            "coalesce(sum(start_ns >= ?), 0) FROM kernels", (started, started, stop, stop)).fetchone()
+            "coalesce(sum(start_ns >= ? AND start_ns < ?), 0), coalesce(sum(start_ns >= ?), 0) FROM kernels",
+            (started, started, stop, stop, end, end)).fetchone()
         meta = dict(con.execute("SELECT key, value FROM meta"))
     finally:
         con.close()
+    rate_before, rate_after = before / steps_before, after / steps_after
+    user_rate = user_kernels / span_steps
+    near = lambda a, b: b > 0 and abs(a / b - 1) <= NEIGHBOUR_RATE_TOLERANCE  # noqa: E731
     lent, held = meta.get("cupti.lent", ""), meta.get("cupti.lent_while_tracing", "")
     lines = log.count(LENT_LINE)
-    ok = ok and before > 0 and inside == 0 and after > 0 and lent.startswith("torch.profiler: 1 time,") and \
-        held == "1" and lines == 1
-    parts.append(f"stepscope: {before} kernels before, {inside} inside, {after} after; cupti.lent '{lent}', while "
-                 f"tracing {held or '?'}; {lines} line(s)")
+    ok = ok and near(user_rate, rate_before) and inside == 0 and beyond == 0 and near(rate_after, rate_before) and \
+        lent.startswith("torch.profiler: 1 time,") and held == "1" and lines == 1
+    parts.append(f"torch.profiler: {user_kernels} kernels in {span_steps} steps ({user_rate:.1f} a step), "
+                 f"{trace.group(2)} step events")
+    parts.append(f"stepscope: {rate_before:.1f} kernels a step before ({before} in {steps_before}), {inside} inside, "
+                 f"{rate_after:.1f} after ({after} in {steps_after}), {beyond} past the run's end; cupti.lent "
+                 f"'{lent}', while tracing {held or '?'}; {lines} line(s)")
     if meta.get("cupti.subscriber"):
         parts.append(f"cupti.subscriber '{meta['cupti.subscriber']}'")
+    w = runs.get("runs", {}).get("neighbour_windows")
+    if w:
+        # At record's default windows the lend finds a window open, off or detached: the user's trace whole, none
+        # of ours inside the span or past the run's end.
+        wlog = read_text(resolve(runs["_out"], w["log"]))
+        wspan, wtrace = PROFILE_SPAN.search(wlog), PROFILE_TRACE.search(wlog)
+        wpath = resolve(runs["_out"], w.get("store", ""))
+        if not wspan or not wtrace or not os.path.exists(wpath):
+            ok = False
+            parts.append(f"default windows: exit {w.get('rc')}, no profile lines or store")
+        else:
+            con = store_rows(wpath)
+            try:
+                winside, wbeyond = con.execute(
+                    "SELECT coalesce(sum(start_ns >= ? AND start_ns < ?), 0), coalesce(sum(start_ns >= ?), 0) "
+                    "FROM kernels", (int(wspan.group(2)), int(wspan.group(3)), int(w.get("t1_ns") or 2 ** 62))
+                ).fetchone()
+            finally:
+                con.close()
+            wrate = int(wtrace.group(1)) / int(wspan.group(5))
+            ok = ok and w.get("rc") == 0 and near(wrate, rate_before) and winside == 0 and wbeyond == 0
+            parts.append(f"default windows: exit {w.get('rc')}, torch.profiler {wrate:.1f} kernels a step, stepscope "
+                         f"{winside} inside, {wbeyond} past the end")
     if meta.get("cupti.foreign_buffers"):
         parts.append(f"{meta['cupti.foreign_buffers']} foreign buffers left alone")
     return claim("neighbour", text, "; ".join(parts), expected, "PASS" if ok else "FAIL",
-                 before=before, inside=inside, after=after, user_kernels=user_kernels)
+                 before=before, inside=inside, after=after, beyond=beyond, user_kernels=user_kernels)

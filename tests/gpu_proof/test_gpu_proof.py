@@ -302,41 +302,64 @@ class WindowClaims(unittest.TestCase):
         self.assertEqual(claim_unique_launch_ids({})["verdict"], "NOT RUN")
 
     def neighbour(self, kernel_starts, lent="torch.profiler: 1 time, 0.412 s in all (the last from 812.5 s "
-                  "CLOCK_MONOTONIC)", held="1", lines=1, rc=0, user_kernels=1860):
-        """The neighbour claim on a trainer log whose torch.profiler span is [1000, 2000) ms and a store of kernels
-        starting at kernel_starts (ms) with the lend's meta."""
+                  "CLOCK_MONOTONIC)", held="1", lines=1, rc=0, user_kernels=600, end_ms=4000):
+        """The neighbour claim on a trainer log (50 warm-up + 300 timed steps) whose torch.profiler span is steps
+        100-159 at [1000, 2000) ms, a run ending at end_ms, and a store of kernels starting at kernel_starts (ms)
+        with the lend's meta."""
         ms = 1_000_000
         write(os.path.join(self.out, "n.log"),
               "stepscope: torch.profiler traces CUDA in process 7: stepscope's GPU tracing pauses while it runs (its "
               "CPU and Python recording go on)\n" * lines +
               f"profile-span: enter_ns={990 * ms} started_ns={1000 * ms} stop_ns={2000 * ms} stopped_ns={2010 * ms} "
-              f"steps=60\nprofile-trace: {user_kernels} kernels 0 step events 9000 events\n")
+              f"steps=60 from=100\nsteps: timed 300 total 350\n"
+              f"profile-trace: {user_kernels} kernels 0 step events 9000 events\n")
         path = os.path.join(self.out, "n.db")
         if os.path.exists(path):
             os.remove(path)
         con = sqlite3.connect(path)
         con.execute("CREATE TABLE kernels(start_ns INTEGER)")
-        con.executemany("INSERT INTO kernels VALUES (?)", [(t * ms,) for t in kernel_starts])
+        con.executemany("INSERT INTO kernels VALUES (?)", [(int(t * ms),) for t in kernel_starts])
         con.execute("CREATE TABLE meta(key TEXT, value TEXT)")
         con.executemany("INSERT INTO meta VALUES (?, ?)", [("cupti.lent", lent), ("cupti.lent_while_tracing", held)])
         con.commit()
         con.close()
-        return claim_neighbour(self.runs(neighbour={"rc": rc, "log": "n.log", "store": "n.db"}))
+        return claim_neighbour(self.runs(neighbour={"rc": rc, "log": "n.log", "store": "n.db", "t1_ns": end_ms * ms}))
 
     def test_neighbour(self):
-        c = self.neighbour([10, 500, 995, 2015, 2500])
+        # 10 kernels a step: 150 steps before the span (1,500 kernels), 140 after (1,400)
+        ok = [i * 0.6 for i in range(1500)] + [2000 + i for i in range(1400)]
+        c = self.neighbour(ok)
         self.assertEqual(c["verdict"], "PASS", c["measured"])
-        self.assertEqual(c["measured"], "exit 0; torch.profiler: 1860 kernels, 0 step events; stepscope: 3 kernels "
-                         "before, 0 inside, 2 after; cupti.lent 'torch.profiler: 1 time, 0.412 s in all (the last "
-                         "from 812.5 s CLOCK_MONOTONIC)', while tracing 1; 1 line(s)")
-        for kernels, kw in (([10, 1500, 2500], {}),  # one of ours inside the user's span
-                            ([10, 500], {}),  # never given back
-                            ([2500], {}),  # nothing before
-                            ([10, 2500], {"held": "0"}), ([10, 2500], {"lines": 2}), ([10, 2500], {"rc": 139}),
-                            ([10, 2500], {"user_kernels": 0}),  # the user's trace lost its kernels
-                            ([10, 2500], {"lent": "torch.profiler: 2 times, 1.0 s in all"})):
-            self.assertEqual(self.neighbour(kernels, **kw)["verdict"], "FAIL", (kernels, kw))
+        self.assertEqual(c["measured"], "exit 0; torch.profiler: 600 kernels in 60 steps (10.0 a step), 0 step events; "
+                         "stepscope: 10.0 kernels a step before (1500 in 150), 0 inside, 10.0 after (1400 in 140), 0 "
+                         "past the run's end; cupti.lent 'torch.profiler: 1 time, 0.412 s in all (the last from 812.5 "
+                         "s CLOCK_MONOTONIC)', while tracing 1; 1 line(s)")
+        tsc = ok[:1500] + [5000 + i for i in range(1400)]  # after the lend on another clock: past the run's end
+        for kernels, kw in ((ok + [1500], {}),  # one of ours inside the user's span
+                            (ok[:1500], {}),  # never given back
+                            (ok[:1500] + ok[1500:2100], {}),  # given back, but fewer a step after
+                            (tsc, {}), (ok[1500:], {}),  # nothing before
+                            (ok, {"held": "0"}), (ok, {"lines": 2}), (ok, {"rc": 139}),
+                            (ok, {"user_kernels": 300}),  # the user's trace lost half its kernels
+                            (ok, {"lent": "torch.profiler: 2 times, 1.0 s in all"})):
+            self.assertEqual(self.neighbour(kernels, **kw)["verdict"], "FAIL", (len(kernels), kw))
         self.assertEqual(claim_neighbour(self.runs())["verdict"], "NOT RUN")
+        # The run at the default windows beside it: its user trace as whole, none of ours inside or past the end.
+        self.neighbour(ok)
+        shutil.copy(os.path.join(self.out, "n.log"), os.path.join(self.out, "w.log"))
+        shutil.copy(os.path.join(self.out, "n.db"), os.path.join(self.out, "w.db"))
+        both = lambda: claim_neighbour(self.runs(  # noqa: E731
+            neighbour={"rc": 0, "log": "n.log", "store": "n.db", "t1_ns": 4000 * 1_000_000},
+            neighbour_windows={"rc": 0, "log": "w.log", "store": "w.db", "t1_ns": 4000 * 1_000_000}))
+        c = both()
+        self.assertEqual(c["verdict"], "PASS", c["measured"])
+        self.assertTrue(c["measured"].endswith("; default windows: exit 0, torch.profiler 10.0 kernels a step, "
+                                               "stepscope 0 inside, 0 past the end"), c["measured"])
+        con = sqlite3.connect(os.path.join(self.out, "w.db"))
+        con.execute("INSERT INTO kernels VALUES (1500000000)")
+        con.commit()
+        con.close()
+        self.assertEqual(both()["verdict"], "FAIL")
 
     def test_exits(self):
         runs = self.runs(exits={"runs": [{"rc": 0}, {"rc": 139}, {"rc": 0}], "durations": [0.4, 0.5, 0.6]})

@@ -114,6 +114,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 }
 
 void detach_here();
+void identity_again();
 
 // A graph is about to be instantiated or launched, or was instantiated, with CUPTI attached
 // (Recorder::graphs_pinned): no detach from here on. A program thread's callback; no lock. The collector
@@ -407,11 +408,12 @@ std::string attach_cupti(bool in_cuda_init) {
     rec->state.clock_offset = offset;
     rec->identity_set = true;
   }
-  if (!rec->callbacks_registered) {
-    CUptiResult r = api->register_callbacks(buffer_requested, buffer_completed);
-    if (r != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(r);
-    rec->callbacks_registered = true;
-  }
+  // Every attach: another profiler of the process (torch.profiler, between two windows) may have registered
+  // its own buffer callbacks, clock and thread id type since ours, process-wide.
+  CUptiResult registered = api->register_callbacks(buffer_requested, buffer_completed);
+  if (registered != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(registered);
+  rec->callbacks_registered = true;
+  if (rec->lent_count) identity_again();
   // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id. Inside cuInit (the
   // injection) the ids are selected one by one. Attached once CUDA has started (stepscope attach, every
   // re-attach after a detach), CUPTI accepts selected ids and records none of them (H200, CUDA 13 CUPTI, driver
@@ -496,6 +498,17 @@ void say_lent_locked(int64_t t) {
                 rec->lent.load() ? ", not given back" : "");
   set_process_meta("cupti.lent", buf);
   set_process_meta("cupti.lent_while_tracing", std::to_string(rec->lent_held));
+}
+
+// After a lend: the clock and thread ids again. Kineto registers its own timestamp callback (the TSC, raw)
+// and CUPTI keeps one per process: left so, our rows after a profile would carry its ticks, not
+// CLOCK_MONOTONIC.
+void identity_again() {
+  if (api->set_thread_id_type) api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  if (api->register_timestamp && api->register_timestamp(monotonic_timestamp) != CUPTI_SUCCESS)
+    set_process_meta("cupti.clock",
+                     "the timestamp callback was refused after a lend: rows after it may carry "
+                     "another clock");
 }
 
 // After a lend: our subscription again, with the stack and graph callbacks; where the other profiler kept it
@@ -897,11 +910,23 @@ bool lend_to(const char* who) {
   if (rec->lent_count++ == 0) rec->lent_first = rec->lent_to;
   const bool held = rec->started.load() && api && !rec->failed;
   if (held) ++rec->lent_held;
-  if (held) {
-    // A program thread inside cuptiFinalize ends first; a detach asked for and not begun is called off (it
-    // would finalize CUPTI under the other's trace).
+  if (api && rec->attached_once) {
+    // Started or not (a window closed, a failed re-attach): a program thread inside cuptiFinalize ends first,
+    // a detach asked for and not begun is called off (it would finalize CUPTI under the other's trace), and
+    // the other's buffer callbacks will replace ours.
     wait_out_detaching(5000000000LL);
     if (rec->link.load() == int(Link::Attached) || cancel_detach_locked()) {
+      rec->callbacks_registered = false;
+      if (!held && rec->has_subscriber &&
+          api->unsubscribe) {  // a closed window's detach, called off just now
+        api->unsubscribe(rec->subscriber);
+        rec->has_subscriber = false;
+        rec->domains_on.store(false);
+      }
+    }
+  }
+  if (held) {
+    if (rec->link.load() == int(Link::Attached)) {
       rec->tracing_at_lend = rec->tracing.load();
       if (rec->tracing.load()) tracing_off_locked(t, -1);  // the window's row; kinds off
       rec->detach_due = 0;
@@ -937,19 +962,19 @@ void take_back() {
     rec->lent.store(false);
     rec->lent_ns += t - rec->lent_at;
     say_lent_locked(t);
+    rec->schedule.forget_last_step();  // the lent span is no step's pace
     if (!running() || rec->exiting.load() || rec->failed) return;
     if (!rec->started.load()) {
       start_now = std::exchange(rec->start_deferred, false);
     } else if (api && rec->link.load() == int(Link::Attached)) {
       // The other profiler's buffer callbacks are CUPTI's: ours again. Its kinds went off as it stopped.
-      if (!rec->callbacks_registered) {
-        const CUptiResult r = api->register_callbacks(buffer_requested, buffer_completed);
-        if (r != CUPTI_SUCCESS) {
-          give_up_locked("cuptiActivityRegisterCallbacks after " + rec->lent_to + ": " + result_text(r));
-          return;
-        }
-        rec->callbacks_registered = true;
+      const CUptiResult r = api->register_callbacks(buffer_requested, buffer_completed);
+      if (r != CUPTI_SUCCESS) {
+        give_up_locked("cuptiActivityRegisterCallbacks after " + rec->lent_to + ": " + result_text(r));
+        return;
       }
+      rec->callbacks_registered = true;
+      identity_again();
       if (!rec->has_subscriber) subscribe_again_locked();
       if (rec->tracing_at_lend) {
         kinds_on_locked();
@@ -959,7 +984,7 @@ void take_back() {
           rec->state.untraced_to = rec->window_start;
         }
         rec->tracing.store(true);
-      } else if (can_detach()) {
+      } else if (can_detach() && rec->schedule.detach_this_phase()) {
         rec->detach_due = t + kMinDetachGraceNs;  // the off phase goes on detached
       }
     }

@@ -119,6 +119,8 @@ class WindowSchedule {
   int64_t detached_step_ns() const { return detached_step_ns_; }
   int64_t detach_grace_ns() const { return grace_; }
   bool detach_this_phase() const { return detach_; }
+  // The next boundary's interval is no step's pace (CUDA tracing was lent meanwhile: cupti_recorder.cpp).
+  void forget_last_step() { last_at_ = 0; }
   bool tracing() const { return tracing_; }
 
  private:
