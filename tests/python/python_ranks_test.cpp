@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -161,18 +162,40 @@ TEST_CASE(
   CHECK(store::StoreReader(dir.file("run-launcher" + stamp)).meta().count("rank") == 0);
   CHECK_FALSE(std::filesystem::exists(dir.file("run-%r" + stamp)));
 
-  // The stall: each rank saw its step 38 slow, and one save holds it. The first rank to save made it; the other
-  // found that save (made since its own trigger fired) and joined it, its part in it.
-  std::vector<std::string> step_saves;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
-    if (e.path().filename().string().find("-step") != std::string::npos)
-      step_saves.push_back(e.path().filename().string());
-  std::sort(step_saves.begin(), step_saves.end());
-  REQUIRE(step_saves.size() == 3);
-  const std::string step_stamp = step_saves[0].substr(5);
-  CHECK(step_saves == std::vector<std::string>{"run-0" + step_stamp, "run-1" + step_stamp,
-                                               "run-launcher" + step_stamp});
-  CHECK(step_stamp.substr(step_stamp.size() - 10) == "-step38.db");
+  // The stall: each rank saw its step 38 slow, and one save holds it. The first rank to save made it; the
+  // other found that save (made since its own trigger fired) and joined it, its part in it. A step that a
+  // loaded machine (the sanitized suite beside it) really slowed past the trigger is saved too (once seen:
+  // step 94 at 478 ms, 54x the median): such a save is allowed where its step, in its own store, is slower
+  // than the trigger's floor.
+  std::map<std::string, std::vector<std::string>> step_saves;  // "-<UTC time>-stepN.db" -> its files
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-step") == std::string::npos) continue;
+    const auto dash = name.find('-', 4);  // after "run-0", "run-1", "run-launcher"
+    REQUIRE(dash != std::string::npos);
+    step_saves[name.substr(dash)].push_back(name);
+  }
+  std::string step_stamp;
+  size_t saved_files = 0;
+  for (auto& [stamp, files] : step_saves) {
+    INFO(stamp);
+    std::sort(files.begin(), files.end());
+    saved_files += files.size();
+    if (stamp.substr(stamp.size() - 10) == "-step38.db") {
+      CHECK(files == std::vector<std::string>{"run-0" + stamp, "run-1" + stamp, "run-launcher" + stamp});
+      step_stamp = stamp;
+    }
+    // A rank's own slow step: its store (and the other rank's where it joined) and the launcher's.
+    CHECK(files.back() == "run-launcher" + stamp);
+    REQUIRE(files.size() >= 2);
+    // The saved step, in the store's own steps (the planted one checks the numbering in every run).
+    store::StoreReader saved(dir.file(files[0]));
+    const int64_t n = std::stoll(saved.meta()["flight.step"]);
+    bool slow = false;
+    for (const auto& st : saved.steps()) slow |= st.index == n && st.end - st.start >= 400000000;
+    CHECK(slow);
+  }
+  REQUIRE_FALSE(step_stamp.empty());
   int joined = 0;
   for (int rank : {0, 1}) {
     auto meta = store::StoreReader(dir.file("run-" + std::to_string(rank) + step_stamp)).meta();
@@ -181,7 +204,8 @@ TEST_CASE(
     joined += meta["flight.joined_triggers"] == "1";
   }
   CHECK(joined == 1);
-  CHECK(log.find("flight recorder: 6 windows saved") != std::string::npos);
+  CHECK(log.find("flight recorder: " + std::to_string(saved_files + 3) + " windows saved") !=
+        std::string::npos);
   // The ranks of one save are one job's ranks (issue 47: flight saves combine only within one save).
   const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(dir.file("run-0" + stamp)) + " " +
                            shell_quote(dir.file("run-1" + stamp)) + " " +
