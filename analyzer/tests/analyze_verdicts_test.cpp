@@ -269,6 +269,24 @@ TEST_CASE("GPU traced in windows (record --gpu-window 10/20): GPU figures and fi
   CHECK(a.summary.gpu_traced_steps == 20);
   CHECK(a.summary.gpu_window == "10/20");
   CHECK(analyzer::gpu_window_note(a.summary).find("GPU traced in 20 of 40 steps (gpu window 10/20)") == 0);
+  CHECK(analyzer::gpu_window_note(a.summary).find("lent") == std::string::npos);
+  CHECK(a.summary.cuda_lent.empty());
+  {
+    // A lend to torch.profiler that found the recording tracing: said in the note; one that found it not
+    // tracing (no CUDA yet) is not.
+    auto lent = b;
+    lent.t.meta["cupti.lent"] =
+        "torch.profiler: 1 time, 0.412 s in all (the last from 812.500 s CLOCK_MONOTONIC)";
+    lent.t.meta["cupti.lent_while_tracing"] = "1";
+    const auto l = analyzer::analyze(lent.t);
+    CHECK(l.summary.cuda_lent == lent.t.meta["cupti.lent"]);
+    CHECK(analyzer::gpu_window_note(l.summary).find(
+              " CUDA tracing was lent to torch.profiler: 1 time, 0.412 s in all (the last from 812.500 s "
+              "CLOCK_MONOTONIC): the steps under that profiler have no GPU activity here") !=
+          std::string::npos);
+    lent.t.meta["cupti.lent_while_tracing"] = "0";
+    CHECK(analyzer::analyze(lent.t).summary.cuda_lent.empty());
+  }
   CHECK(analyzer::gpu_window_note(whole.summary).empty());
   CHECK_FALSE(a.summary.gpu_traced_start_only);  // steps 20-29 were traced too
   CHECK(analyzer::gpu_window_note(a.summary).find("start-up") == std::string::npos);

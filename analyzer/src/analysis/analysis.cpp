@@ -238,6 +238,9 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     auto it = trace.meta.find("gpu.window");
     s.gpu_window = it != trace.meta.end() && it->second != "all" ? it->second : "windows";
   }
+  if (auto it = trace.meta.find("cupti.lent"), held = trace.meta.find("cupti.lent_while_tracing");
+      it != trace.meta.end() && held != trace.meta.end() && std::atoll(held->second.c_str()) > 0)
+    s.cuda_lent = it->second;
   s.profiler = ctx.profiler;
   if (s.profiler.applied) {
     std::vector<int64_t> rec, cor;

@@ -13,6 +13,11 @@ std::string gpu_window_note(const AnalysisSummary& s) {
                     " steps (gpu window " + s.gpu_window +
                     "): GPU shares, step breakdowns and findings come from those steps; step times and the "
                     "training loop's data wait from all of them.";
+  if (!s.cuda_lent.empty())
+    out +=
+        " CUDA tracing was lent to " + s.cuda_lent +
+        ": the steps under that profiler have no GPU activity here (docs/collector.md, \"A good neighbour to "
+        "torch.profiler\").";
   if (s.gpu_traced_start_only && s.flight_trigger.empty())  // a flight save is a slice, not a run's start
     out +=
         " Only the run's first " + std::to_string(s.gpu_traced_steps) +

@@ -102,6 +102,7 @@ std::string to_json(const Analysis& a) {
   w.kv("data_wait_share", s.data_wait_share).kv("input_idle_share", s.input_idle_share).kv("gpu_busy_share", s.gpu_busy_share);
   w.kv("has_gpu", s.has_gpu).kv("step_time_us", s.step_time_us).kv("traced_step_time_us", s.traced_step_time_us).kv("framework", s.framework);
   w.kv("gpu_window", s.gpu_window).kv("gpu_traced_steps", s.gpu_traced_steps);
+  if (!s.cuda_lent.empty()) w.kv("cuda_lent", s.cuda_lent);
   w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
   w.kv("unread_device_events", s.unread_device_events);
   if (!s.flight_trigger.empty()) {

@@ -150,6 +150,9 @@ struct AnalysisSummary {
   // The traced steps are the run's first ones and fewer than half of them: the windows saw the start-up only
   // (a short run under the default window), said in gpu_window_note.
   bool gpu_traced_start_only = false;
+  // The recording lent CUDA tracing to another profiler of the process (torch.profiler) while it traced:
+  // meta cupti.lent ("torch.profiler: 1 time, 0.412 s in all ..."), said in gpu_window_note; "" when not.
+  std::string cuda_lent;
   std::string step_source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
   double step_confidence = 1.0;      // periodic steps: share of the sequence that repeats with the period
   double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
