@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv python3-pip python3-numpy python3-dev
-  libsqlite3-dev sqlite3 libunwind-dev libdw-dev libelf-dev zlib1g-dev libzstd-dev libdeflate-dev
+  libsqlite3-dev sqlite3 libunwind-dev libdw-dev libelf-dev zlib1g-dev libzstd-dev libdeflate-dev libisal-dev
   libsimdjson-dev libcli11-dev libfmt-dev catch2
   qt6-base-dev libgl-dev xvfb xauth fonts-dejavu-core
   chromium linux-perf google-perftools libgoogle-perftools-dev libjemalloc2

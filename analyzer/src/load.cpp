@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -85,6 +86,10 @@ bool looks_like_json(std::string_view s) {
   return i < s.size() && (s[i] == '{' || s[i] == '[');
 }
 
+// Gzip files from this size are parsed as they are inflated (GzipStream); smaller ones gain nothing from a
+// thread.
+constexpr size_t kStreamedGzipBytes = size_t{64} << 10;
+
 constexpr const char* kUnknownFormat =
     "unrecognized format (expected a stepscope store, Kineto/Chrome trace JSON or an Nsight Systems SQLite "
     "export; plain, .gz or .zst)";
@@ -127,6 +132,31 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
       import::decompress_to_file(path, raw.view(), comp, tmp.path());
       raw.clear();
       return load_sqlite(tmp.path(), path);
+    }
+    // One gzip member, parsed as it is inflated on another thread (GzipStream): the parse need not wait for
+    // the whole file. Anything the stream cannot do (concatenated members, a damaged file) is done the usual
+    // way.
+    if (options.threads != 1 && raw.size() >= kStreamedGzipBytes && import::GzipStream::usable(raw.view())) {
+      std::optional<Trace> t;
+      {
+        import::GzipStream stream(raw.view());
+        try {
+          if (stream.ready(std::min<size_t>(stream.size(), 4096)) &&
+              looks_like_json(std::string_view(stream.data(), std::min<size_t>(stream.size(), 4096)))) {
+            import::KinetoImporter importer(path);
+            if (options.progress) importer.set_progress(options.progress);
+            importer.set_threads(options.threads);
+            importer.set_arriving([&stream](size_t end) { return stream.ready(end); });
+            t = importer.import(stream.data(), stream.size());
+          }
+        } catch (const import::SourceFailed&) {
+          t.reset();
+        } catch (const StoreError&) {
+          if (stream.finish()) throw;  // the file is whole: its JSON is what is wrong
+          t.reset();
+        }
+        if (t && stream.finish()) return std::move(*t);
+      }
     }
     json = import::decompress(path, raw.view(), comp, options.progress);
     raw.clear();

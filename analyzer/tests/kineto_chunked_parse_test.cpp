@@ -5,7 +5,10 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +169,72 @@ TEST_CASE("chunked parse: the one pass's trace on the shared traces, at any cut 
       CHECK(r.chunked);
       CHECK(r.chunks >= 2);
       require_same(a, b, rel);
+    }
+  }
+}
+
+// The file still arriving (GzipStream: a gzip trace parsed as it is inflated): the chunks wait for their
+// bytes and find the same cuts; bytes that never come make the parse throw SourceFailed, never a wrong trace.
+TEST_CASE(
+    "chunked parse: a file parsed as it arrives gives the one pass's trace; one that stops arriving fails") {
+  if (!test::have_traces()) {
+    WARN("SKIPPED: shared traces not present: " << test::traces_dir());
+    return;
+  }
+  for (const char* rel : {"param/dlrm_8gpu_worker2.json.gz", "nsys/nsys_chrome_dialect_vllm.json.gz",
+                          "hta/trace_diff_control_a100.json.gz"}) {
+    std::string path = test::trace_path(rel);
+    PaddedBuffer raw = read_file(path);
+    PaddedBuffer json = decompress(path, raw.view(), compression_of(raw.view()));
+    store::Trace a = parse_kineto_json(json.data(), json.size(), path, {}, one_pass());
+    INFO(rel);
+    // The real stream: ISA-L inflating on its own thread (where this build has it).
+    if (GzipStream::usable(raw.view())) {
+      GzipStream stream(raw.view());
+      REQUIRE(stream.size() == json.size());
+      KinetoParseOptions o = cut(2, 256 << 10);
+      o.arriving = [&stream](size_t end) { return stream.ready(end); };
+      KinetoParseReport r;
+      store::Trace b = parse_kineto_json(stream.data(), stream.size(), path, {}, o, &r);
+      CHECK(stream.finish());
+      CHECK(r.chunked);
+      require_same(a, b, std::string(rel) + " (GzipStream)");
+    }
+    // Bytes revealed 64 KiB at a time by another thread, the parse's threads waiting on them.
+    for (unsigned threads : {2u, 3u}) {
+      std::vector<char> buf(json.size() + 64, ' ');
+      std::mutex mu;
+      std::condition_variable cv;
+      size_t arrived = 0;
+      std::thread feeder([&] {
+        for (size_t at = 0; at < json.size();) {
+          const size_t n = std::min<size_t>(json.size() - at, 64 << 10);
+          std::memcpy(buf.data() + at, json.data() + at, n);
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            arrived = at += n;
+          }
+          cv.notify_all();
+        }
+      });
+      KinetoParseOptions o = cut(threads, 100000);
+      o.arriving = [&](size_t end) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return arrived >= end; });
+        return true;
+      };
+      KinetoParseReport r;
+      store::Trace b = parse_kineto_json(buf.data(), json.size(), path, {}, o, &r);
+      feeder.join();
+      CHECK(r.chunked);
+      require_same(a, b, std::string(rel) + " (revealed), threads " + std::to_string(threads));
+    }
+    // Bytes that stop coming half way: SourceFailed, from the chunks and from the one pass alike.
+    for (bool chunks : {true, false}) {
+      KinetoParseOptions o = chunks ? cut(2, 100000) : one_pass();
+      const size_t half = json.size() / 2;
+      o.arriving = [half](size_t end) { return end <= half; };
+      CHECK_THROWS_AS(parse_kineto_json(json.data(), json.size(), path, {}, o), SourceFailed);
     }
   }
 }

@@ -7,10 +7,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -18,6 +20,9 @@
 
 #ifdef STEPSCOPE_HAVE_LIBDEFLATE
 #include <libdeflate.h>
+#endif
+#ifdef STEPSCOPE_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
 #endif
 
 namespace stepscope::analyzer::import {
@@ -378,6 +383,89 @@ std::string peek_decompressed(std::string_view in, Compression c, size_t n) {
   }
   out.assign(in.substr(0, n));
   return out;
+}
+
+}  // namespace stepscope::analyzer::import
+
+namespace stepscope::analyzer::import {
+
+namespace {
+constexpr size_t kStreamPiece = size_t{1} << 20;  // the inflate publishes what arrived every MiB
+}
+
+bool GzipStream::usable([[maybe_unused]] std::string_view in) {
+#ifdef STEPSCOPE_HAVE_ISAL
+  if (compression_of(in) != Compression::Gzip || in.size() < 18) return false;
+  uint32_t isize;
+  std::memcpy(&isize, in.data() + in.size() - 4, 4);
+  // Deflate expands at most ~1032:1; below half the input it is no single member's size.
+  return isize >= in.size() / 2 && static_cast<double>(isize) <= static_cast<double>(in.size()) * 1032.0;
+#else
+  return false;
+#endif
+}
+
+GzipStream::GzipStream(std::string_view in) : in_(in) {
+  uint32_t isize = 0;
+  if (in.size() >= 4) std::memcpy(&isize, in.data() + in.size() - 4, 4);
+  out_.resize(isize);
+  thread_ = std::thread([this] { run(); });
+}
+
+GzipStream::~GzipStream() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void GzipStream::run() {
+  bool ok = false;
+#ifdef STEPSCOPE_HAVE_ISAL
+  auto st = std::make_unique<inflate_state>();
+  isal_inflate_init(st.get());
+  st->crc_flag = ISAL_GZIP;  // the header parsed, the CRC checked
+  st->next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in_.data()));
+  st->avail_in = static_cast<uint32_t>(std::min<size_t>(in_.size(), UINT32_MAX));
+  size_t total = 0;
+  const size_t size = out_.size();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const size_t piece = std::min(kStreamPiece, size - total);
+    st->next_out = reinterpret_cast<uint8_t*>(out_.data() + total);
+    st->avail_out = static_cast<uint32_t>(piece);
+    const int r = isal_inflate(st.get());
+    total += piece - st->avail_out;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      arrived_.store(total, std::memory_order_release);
+    }
+    cv_.notify_all();
+    if (r != ISAL_DECOMP_OK && r != ISAL_END_INPUT && r != ISAL_OUT_OVERFLOW) break;
+    if (st->block_state == ISAL_BLOCK_FINISH) {
+      // One member, ending where the file ends, as long as its trailer said.
+      ok = total == size && st->avail_in == 0 && in_.size() <= UINT32_MAX;
+      break;
+    }
+    if (piece == 0 || (st->avail_in == 0 && st->avail_out > 0)) break;  // more than the trailer said, or cut
+  }
+#endif
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    done_ = true;
+    ok_ = ok;
+  }
+  cv_.notify_all();
+}
+
+bool GzipStream::ready(size_t end) {
+  if (arrived_.load(std::memory_order_acquire) >= end) return true;
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return arrived_.load(std::memory_order_acquire) >= end || done_; });
+  return arrived_.load(std::memory_order_acquire) >= end && (ok_ || !done_);
+}
+
+bool GzipStream::finish() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return done_; });
+  return ok_;
 }
 
 }  // namespace stepscope::analyzer::import

@@ -1,10 +1,14 @@
 // Reading input files whole, decompressing gzip / zstd into a buffer padded for simdjson.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace stepscope::analyzer::import {
 
@@ -54,6 +58,42 @@ void decompress_to_file(const std::string& path, std::string_view in, Compressio
 }  // namespace stepscope::analyzer::import
 
 namespace stepscope::analyzer::import {
+
+// A gzip file of one member, inflated on a thread of its own (ISA-L's streaming inflate) while the caller
+// reads what has arrived: load_trace parses the JSON as it comes. The output is sized from the gzip trailer;
+// a file that is not one member of that size (concatenated members, 4 GiB or more, a damaged trailer) or not
+// valid gzip fails, and the caller decompresses it whole the usual way (which says what is wrong with a bad
+// one).
+class GzipStream {
+ public:
+  // True when `in` may be streamed: this build has ISA-L, `in` is gzip and its trailer's size is plausible.
+  static bool usable(std::string_view in);
+  explicit GzipStream(std::string_view in);  // `in` outlives the stream; the thread starts here
+  ~GzipStream();                             // stops the thread (a parse that gave up) and joins it
+  GzipStream(const GzipStream&) = delete;
+  GzipStream& operator=(const GzipStream&) = delete;
+
+  const char* data() const { return out_.data(); }
+  size_t size() const { return out_.size(); }  // the whole size, known before it arrives
+  // Waits until bytes [0, end) have arrived; false when they never will (the stream failed).
+  bool ready(size_t end);
+  // Waits for the end: true when the whole member arrived, its size the trailer's and its CRC right.
+  bool finish();
+  PaddedBuffer take() { return std::move(out_); }
+
+ private:
+  void run();
+
+  std::string_view in_;
+  PaddedBuffer out_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<size_t> arrived_{0};
+  std::atomic<bool> stop_{false};
+  bool done_ = false, ok_ = false;  // mu_
+  std::thread thread_;
+};
+
 // The first (up to) `n` bytes of the decompressed stream; "" when they cannot be decoded.
 std::string peek_decompressed(std::string_view in, Compression c, size_t n);
 }  // namespace stepscope::analyzer::import

@@ -855,6 +855,9 @@ class Parser {
 
   // Progress never goes back, also when a chunked parse gives way to the one pass. A callback's exception
   // (a cancel) is the caller's: kept here, thrown after the threads, never taken for a failed chunk.
+  // Bytes [0, end) are there (KinetoParseOptions::arriving): false when they never will be.
+  bool have(size_t end) const { return !options_.arriving || options_.arriving(end); }
+
   void report(uint64_t done) {
     if (!progress_ || progress_error_) return;
     reported_ = std::max(reported_, done);
@@ -985,6 +988,7 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
 }
 
 void Parser::one_pass() {
+  if (!have(size_)) throw SourceFailed{};
   od::parser parser;
   od::document doc = parser.iterate(json_, size_, size_ + 64);
   top_level(doc, [this](od::array events_array, const char*) { events(events_array); });
@@ -998,8 +1002,15 @@ void Parser::one_pass() {
 // not proven or a chunk needs an earlier one: then the file is parsed in one pass, which also says what is
 // wrong with a bad file.
 bool Parser::in_chunks() {
-  std::optional<EventArray> arr = find_event_array(json_, size_);
-  if (!arr || arr->begin >= size_ || json_[arr->begin] != '{') return false;
+  // Where the array opens: looked for in what has arrived, four times as much each time it is not there yet.
+  std::optional<EventArray> arr;
+  for (size_t seen = std::min<size_t>(size_, size_t{64} << 10);; seen = std::min(size_, seen * 4)) {
+    if (!have(seen)) return false;
+    arr = find_event_array(json_, seen);
+    if (arr && arr->begin < seen) break;
+    if (seen == size_) return false;
+  }
+  if (json_[arr->begin] != '{') return false;
   unsigned threads = options_.threads ? options_.threads : std::thread::hardware_concurrency();
   threads = std::clamp(threads, 1u, 8u);
   size_t rest = size_ - arr->begin;
@@ -1007,21 +1018,45 @@ bool Parser::in_chunks() {
                                             : std::clamp<size_t>(rest / (size_t{16} * threads),
                                                                  size_t{256} << 10, size_t{1} << 20);
   // Cuts are guessed up to the end of the file: the array's end is not known yet, so a cut may fall after
-  // it; the chunk where the array closes says where, and the chunks after it are not used.
+  // it; the chunk where the array closes says where, and the chunks after it are not used. They are found as
+  // the chunks are taken, in what has arrived of the file (the same cuts as over the whole file: each is the
+  // first event start after its place, which the bytes before it decide).
+  std::mutex cuts_mu;
   std::vector<size_t> starts{arr->begin};
-  for (size_t at = arr->begin + chunk_bytes; at < size_; at = starts.back() + chunk_bytes) {
-    size_t s = next_event_start(json_, at, size_);
-    if (s >= size_) break;
-    starts.push_back(s);
-  }
-  size_t n = starts.size();
-  auto text_of = [&](size_t k) {
-    size_t b = starts[k], e = k + 1 < n ? starts[k + 1] : size_;
-    if (k + 1 < n) {  // drop the "," (and whitespace) before the next chunk
+  bool all_cut = false;  // the last cut is known: no event start after starts.back() + chunk_bytes
+  const size_t max_chunks = rest / chunk_bytes + 2;
+  // Chunk k's text, once its bytes have arrived; false when there is no chunk k (or the bytes never come).
+  auto chunk_text = [&](size_t k, std::string_view& text) {
+    size_t b = 0, e = 0;
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lk(cuts_mu);
+      while (starts.size() <= k + 1 && !all_cut) {
+        const size_t at = starts.back() + chunk_bytes;
+        size_t s = size_;
+        for (size_t seen = std::min(size_, at + (size_t{64} << 10)); at < size_;
+             seen = std::min(size_, seen + (size_t{1} << 20))) {
+          if (!have(seen)) return false;
+          s = next_event_start(json_, at, seen);
+          if (s < seen || seen == size_) break;
+        }
+        if (s >= size_)
+          all_cut = true;
+        else
+          starts.push_back(s);
+      }
+      if (k >= starts.size()) return false;
+      b = starts[k];
+      last = k + 1 >= starts.size();
+      e = last ? size_ : starts[k + 1];
+    }
+    if (!have(e)) return false;
+    if (!last) {  // drop the "," (and whitespace) before the next chunk
       while (e > b && is_ws(json_[e - 1])) --e;
       --e;
     }
-    return std::string_view(json_ + b, e - b);
+    text = std::string_view(json_ + b, e - b);
+    return true;
   };
 
   // A chunk parsed as "[" + its text + "]": whole events (the array goes on), or the array's own "]" inside
@@ -1031,17 +1066,19 @@ bool Parser::in_chunks() {
     bool whole = false;
     size_t close = 0;
   };
-  std::vector<Result> results(n);
+  std::vector<Result> results(max_chunks);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::atomic<size_t> done_bytes{0};
-  std::atomic<size_t> closing{n};  // the first chunk known to hold the array's end: none after it is needed
+  std::atomic<size_t> closing{max_chunks};  // the first chunk known to hold the array's end: none after it is
+                                            // needed
   auto work = [&](bool reports) {
     od::parser parser;
     std::vector<char> buf;
-    for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < n;) {
+    for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < max_chunks;) {
       if (k > closing.load()) break;  // chunks are taken in order: every later one is past the array too
-      std::string_view text = text_of(k);
+      std::string_view text;
+      if (!chunk_text(k, text)) break;  // no chunk k (or its bytes never come: the result says so)
       try {
         buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
         buf[0] = '[';
@@ -1067,7 +1104,7 @@ bool Parser::in_chunks() {
           size_t c = static_cast<size_t>(after.value_unsafe() - buf.data());
           while (c > 0 && is_ws(buf[c - 1])) --c;
           if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
-          r.close = starts[k] + (c - 2);
+          r.close = static_cast<size_t>(text.data() - json_) + (c - 2);
           for (size_t was = closing.load(); k < was && !closing.compare_exchange_weak(was, k);) {
           }
         }
@@ -1079,7 +1116,7 @@ bool Parser::in_chunks() {
       if (reports) report(std::min(arr->begin + done, size_));
     }
   };
-  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  threads = static_cast<unsigned>(std::min<size_t>(threads, max_chunks));
   std::vector<std::thread> pool;
   try {
     for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
@@ -1092,6 +1129,7 @@ bool Parser::in_chunks() {
   report(std::min(arr->begin + done_bytes.load(), size_));
 
   // The chunks up to the one where the array closes, each proven by the one before it.
+  const size_t n = starts.size();
   size_t used = 0, close = 0;
   for (; used < n; ++used) {
     const Result& r = results[used];
@@ -1106,6 +1144,7 @@ bool Parser::in_chunks() {
 
   // The document without the array's elements: its top level is read as in one pass, and where its
   // traceEvents array is proves where the first chunk began.
+  if (!have(size_)) return false;
   std::string skeleton;
   skeleton.reserve(arr->open + 1 + (size_ - close) + simdjson::SIMDJSON_PADDING);
   skeleton.append(json_, arr->open + 1).append(json_ + close, size_ - close);

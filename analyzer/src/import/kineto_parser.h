@@ -12,6 +12,9 @@ namespace stepscope::analyzer::import {
 
 struct KinetoParseOptions {
   bool chunks = true;    // false: one pass over the file, on the calling thread
+  // Set while the file is still arriving (GzipStream: inflated as it is parsed): waits until bytes [0, end)
+  // are there; false when they never will be. The parse then throws SourceFailed, and the caller says why.
+  std::function<bool(size_t end)> arriving;
   unsigned threads = 0;  // threads for the chunks; 0: the machine's cores (at most 8)
   size_t chunk_bytes =
       0;  // 0: chosen from the file's size and the threads; set, files under 1 MiB are cut too
@@ -22,6 +25,9 @@ struct KinetoParseReport {
   bool chunked = false;  // false: one pass (small file, or a chunk could not stand alone)
   size_t chunks = 0;
 };
+
+// KinetoParseOptions::arriving said the bytes it waited for will never come.
+struct SourceFailed {};
 
 // `json` must stay readable for 64 bytes past `size` (simdjson padding); `file` names the input in errors and
 // meta. Throws store::StoreError for invalid JSON or JSON that is no trace. The result does not depend on the
