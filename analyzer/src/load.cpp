@@ -138,8 +138,13 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
     // way.
     if (options.threads != 1 && raw.size() >= kStreamedGzipBytes && import::GzipStream::usable(raw.view())) {
       std::optional<Trace> t;
-      {
-        import::GzipStream stream(raw.view());
+      std::optional<import::GzipStream> streamed;
+      try {
+        streamed.emplace(raw.view());
+      } catch (...) {  // no thread or no memory for it: the usual way
+      }
+      if (streamed) {
+        import::GzipStream& stream = *streamed;
         try {
           if (stream.ready(std::min<size_t>(stream.size(), 4096)) &&
               looks_like_json(std::string_view(stream.data(), std::min<size_t>(stream.size(), 4096)))) {
@@ -151,11 +156,14 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
           }
         } catch (const import::SourceFailed&) {
           t.reset();
-        } catch (const StoreError&) {
-          if (stream.finish()) throw;  // the file is whole: its JSON is what is wrong
+        } catch (...) {
+          // The file is whole: its JSON (or the memory, or a cancel) is what is wrong. Otherwise the usual
+          // way says what is wrong with the gzip data.
+          if (stream.finish()) throw;
           t.reset();
         }
         if (t && stream.finish()) return std::move(*t);
+        streamed.reset();
       }
     }
     json = import::decompress(path, raw.view(), comp, options.progress);

@@ -2,12 +2,14 @@
 // trace exactly — rows, their order, string ids, labels' ids, meta — on the shared traces and on files built
 // to make its guesses wrong; a cut it cannot prove sends the file to the one pass.
 #include <sqlite3.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 
 #include "import/decompress.h"
 #include "import/kineto_parser.h"
+#include "stepscope/analyzer/load.h"
 #include "stepscope/store/store.h"
 #include "test_support.h"
 
@@ -174,9 +177,10 @@ TEST_CASE("chunked parse: the one pass's trace on the shared traces, at any cut 
 }
 
 // The file still arriving (GzipStream: a gzip trace parsed as it is inflated): the chunks wait for their
-// bytes and find the same cuts; bytes that never come make the parse throw SourceFailed, never a wrong trace.
+// bytes and find the same cuts; bytes that never come make the parse throw SourceFailed, never a wrong trace,
+// and nothing past them is read.
 TEST_CASE(
-    "chunked parse: a file parsed as it arrives gives the one pass's trace; one that stops arriving fails") {
+    "chunked parse: a file parsed as it arrives gives the one pass's trace and cuts, one that stops fails") {
   if (!test::have_traces()) {
     WARN("SKIPPED: shared traces not present: " << test::traces_dir());
     return;
@@ -188,55 +192,146 @@ TEST_CASE(
     PaddedBuffer json = decompress(path, raw.view(), compression_of(raw.view()));
     store::Trace a = parse_kineto_json(json.data(), json.size(), path, {}, one_pass());
     INFO(rel);
-    // The real stream: ISA-L inflating on its own thread (where this build has it).
+    // The cuts a parse of the whole text makes, for each setting below.
+    auto whole_chunks = [&](const KinetoParseOptions& o) {
+      KinetoParseReport r;
+      parse_kineto_json(json.data(), json.size(), path, {}, o, &r);
+      REQUIRE(r.chunked);
+      return r.chunks;
+    };
+    // The real stream: ISA-L inflating on its own thread.
     if (GzipStream::usable(raw.view())) {
       GzipStream stream(raw.view());
       REQUIRE(stream.size() == json.size());
       KinetoParseOptions o = cut(2, 256 << 10);
+      const size_t chunks = whole_chunks(o);
       o.arriving = [&stream](size_t end) { return stream.ready(end); };
       KinetoParseReport r;
       store::Trace b = parse_kineto_json(stream.data(), stream.size(), path, {}, o, &r);
       CHECK(stream.finish());
       CHECK(r.chunked);
+      CHECK(r.chunks == chunks);
       require_same(a, b, std::string(rel) + " (GzipStream)");
+    } else {
+      WARN("this build has no ISA-L: GzipStream not tested on " << rel);
     }
-    // Bytes revealed 64 KiB at a time by another thread, the parse's threads waiting on them.
+    // Bytes revealed 64 KiB at a time, only when a parse thread asks for more: every wait is a real one.
     for (unsigned threads : {2u, 3u}) {
       std::vector<char> buf(json.size() + 64, ' ');
       std::mutex mu;
       std::condition_variable cv;
-      size_t arrived = 0;
+      size_t arrived = 0, wanted = 0, waits = 0;
+      bool done = false;
       std::thread feeder([&] {
-        for (size_t at = 0; at < json.size();) {
-          const size_t n = std::min<size_t>(json.size() - at, 64 << 10);
-          std::memcpy(buf.data() + at, json.data() + at, n);
-          {
-            std::lock_guard<std::mutex> lk(mu);
-            arrived = at += n;
-          }
+        std::unique_lock<std::mutex> lk(mu);
+        while (arrived < json.size()) {
+          cv.wait(lk, [&] { return wanted > arrived || done; });
+          if (done) break;
+          const size_t n = std::min<size_t>(json.size() - arrived, 64 << 10);
+          std::memcpy(buf.data() + arrived, json.data() + arrived, n);
+          arrived += n;
           cv.notify_all();
         }
       });
       KinetoParseOptions o = cut(threads, 100000);
+      const size_t chunks = whole_chunks(o);
       o.arriving = [&](size_t end) {
         std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return arrived >= end; });
+        if (arrived < end) {
+          ++waits;
+          wanted = std::max(wanted, end);
+          cv.notify_all();
+          cv.wait(lk, [&] { return arrived >= end; });
+        }
         return true;
       };
       KinetoParseReport r;
       store::Trace b = parse_kineto_json(buf.data(), json.size(), path, {}, o, &r);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        done = true;
+      }
+      cv.notify_all();
       feeder.join();
       CHECK(r.chunked);
+      CHECK(r.chunks == chunks);
+      CHECK(waits >= json.size() / (64 << 10) / 2);  // the parse ran ahead of the bytes, and waited
       require_same(a, b, std::string(rel) + " (revealed), threads " + std::to_string(threads));
     }
-    // Bytes that stop coming half way: SourceFailed, from the chunks and from the one pass alike.
+    // Bytes that stop coming half way: SourceFailed, from the chunks and from the one pass alike; the pages
+    // past the bytes that came are unreadable, so a read of one without waiting for it ends the test.
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t half = (json.size() / 2) / page * page;
+    const size_t mapped = (json.size() + 64 + page - 1) / page * page;
+    void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    std::memcpy(m, json.data(), half);
+    REQUIRE(::mprotect(static_cast<char*>(m) + half, mapped - half, PROT_NONE) == 0);
     for (bool chunks : {true, false}) {
       KinetoParseOptions o = chunks ? cut(2, 100000) : one_pass();
-      const size_t half = json.size() / 2;
       o.arriving = [half](size_t end) { return end <= half; };
-      CHECK_THROWS_AS(parse_kineto_json(json.data(), json.size(), path, {}, o), SourceFailed);
+      CHECK_THROWS_AS(parse_kineto_json(static_cast<const char*>(m), json.size(), path, {}, o), SourceFailed);
     }
+    ::munmap(m, mapped);
   }
+}
+
+// load_trace streams a one-member gzip file; what the stream cannot take is decompressed whole, with the same
+// result or the same one-line error as before.
+TEST_CASE(
+    "chunked parse: load_trace of gzip files the stream cannot take: two members, a forged size, damage") {
+  if (!test::have_traces()) {
+    WARN("SKIPPED: shared traces not present: " << test::traces_dir());
+    return;
+  }
+  test::ScratchDir dir("kineto_chunked_gzip_" + std::to_string(::getpid()));
+  const std::string path = test::trace_path("hta/trace_diff_control_a100.json.gz");
+  PaddedBuffer raw = read_file(path);
+  PaddedBuffer json = decompress(path, raw.view(), compression_of(raw.view()));
+  const store::Trace one = parse_kineto_json(json.data(), json.size(), path, {}, one_pass());
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string p = dir.file(name);
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  };
+  const std::string gz(raw.data(), raw.size());
+  auto meta_free = [](store::Trace t) {
+    t.meta.erase("source_file");
+    return t;
+  };
+  // As it is: streamed (where ISA-L is), the one pass's trace.
+  require_same(meta_free(one), meta_free(analyzer::load_trace(path)), "streamed");
+  // A forged trailer size: the stream stops short, and the whole-file path refuses the file as it did.
+  std::string forged = gz;
+  const uint32_t smaller = static_cast<uint32_t>(json.size() - 4096);
+  std::memcpy(forged.data() + forged.size() - 4, &smaller, 4);
+  CHECK_THROWS_WITH(analyzer::load_trace(write("forged.json.gz", forged)),
+                    Catch::Contains("truncated or corrupt gzip data"));
+  // Two members (gzip a >> b): the stream refuses, the whole file is two JSON documents, said as before.
+  const std::string two = write("two.json.gz", gz + gz);
+  std::string whole_error, load_error;
+  try {
+    PaddedBuffer both = decompress(two, std::string_view(gz + gz), Compression::Gzip);
+    parse_kineto_json(both.data(), both.size(), two, {}, one_pass());
+  } catch (const store::StoreError& e) {
+    whole_error = e.what();
+  }
+  try {
+    analyzer::load_trace(two);
+  } catch (const store::StoreError& e) {
+    load_error = e.what();
+  }
+  CHECK(load_error == whole_error);
+  // A bit flipped in the deflate data, and a reserved header flag: one line, as the whole-file path says.
+  std::string flipped = gz;
+  flipped[gz.size() / 2] = static_cast<char>(flipped[gz.size() / 2] ^ 0x5a);
+  CHECK_THROWS_WITH(analyzer::load_trace(write("flipped.json.gz", flipped)),
+                    Catch::Contains("truncated or corrupt gzip data"));
+  std::string reserved = gz;
+  reserved[3] = static_cast<char>(reserved[3] | 0x20);
+  CHECK_FALSE(GzipStream::usable(reserved));
+  CHECK_THROWS_WITH(analyzer::load_trace(write("reserved.json.gz", reserved)),
+                    Catch::Contains("truncated or corrupt gzip data"));
 }
 
 TEST_CASE("chunked parse: guesses inside strings and nested values send the file to the one pass") {

@@ -395,7 +395,10 @@ constexpr size_t kStreamPiece = size_t{1} << 20;  // the inflate publishes what 
 
 bool GzipStream::usable([[maybe_unused]] std::string_view in) {
 #ifdef STEPSCOPE_HAVE_ISAL
-  if (compression_of(in) != Compression::Gzip || in.size() < 18) return false;
+  // Reserved header flags set: libdeflate and zlib refuse the file (ISA-L would not), and so does the stream.
+  if (compression_of(in) != Compression::Gzip || in.size() < 18 || in.size() > UINT32_MAX ||
+      (static_cast<unsigned char>(in[3]) & 0xE0) != 0)
+    return false;
   uint32_t isize;
   std::memcpy(&isize, in.data() + in.size() - 4, 4);
   // Deflate expands at most ~1032:1; below half the input it is no single member's size.
@@ -459,7 +462,7 @@ bool GzipStream::ready(size_t end) {
   if (arrived_.load(std::memory_order_acquire) >= end) return true;
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return arrived_.load(std::memory_order_acquire) >= end || done_; });
-  return arrived_.load(std::memory_order_acquire) >= end && (ok_ || !done_);
+  return arrived_.load(std::memory_order_acquire) >= end;
 }
 
 bool GzipStream::finish() {

@@ -75,7 +75,8 @@ class GzipStream {
 
   const char* data() const { return out_.data(); }
   size_t size() const { return out_.size(); }  // the whole size, known before it arrives
-  // Waits until bytes [0, end) have arrived; false when they never will (the stream failed).
+  // Waits until bytes [0, end) have arrived; false when they never will (the stream failed). Bytes that
+  // arrived are there even from a stream that fails later: finish() says whether any of it may be used.
   bool ready(size_t end);
   // Waits for the end: true when the whole member arrived, its size the trailer's and its CRC right.
   bool finish();

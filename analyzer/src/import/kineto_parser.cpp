@@ -1025,21 +1025,38 @@ bool Parser::in_chunks() {
   std::vector<size_t> starts{arr->begin};
   bool all_cut = false;  // the last cut is known: no event start after starts.back() + chunk_bytes
   const size_t max_chunks = rest / chunk_bytes + 2;
+  starts.reserve(std::min<size_t>(max_chunks, size_t{1} << 20));
   // Chunk k's text, once its bytes have arrived; false when there is no chunk k (or the bytes never come).
+  // The bytes are waited for with the cuts unlocked: a thread whose cut is known is not held up by one that
+  // waits.
   auto chunk_text = [&](size_t k, std::string_view& text) {
     size_t b = 0, e = 0;
     bool last = false;
     {
-      std::lock_guard<std::mutex> lk(cuts_mu);
+      std::unique_lock<std::mutex> lk(cuts_mu);
       while (starts.size() <= k + 1 && !all_cut) {
         const size_t at = starts.back() + chunk_bytes;
+        if (at >= size_) {
+          all_cut = true;
+          break;
+        }
+        // The window looked at doubles while no event starts in it: a long event costs a linear scan.
         size_t s = size_;
-        for (size_t seen = std::min(size_, at + (size_t{64} << 10)); at < size_;
-             seen = std::min(size_, seen + (size_t{1} << 20))) {
-          if (!have(seen)) return false;
+        bool moved = false;  // another thread found this cut meanwhile
+        for (size_t seen = std::min(size_, at + (size_t{64} << 10));;
+             seen = std::min(size_, at + 2 * (seen - at))) {
+          lk.unlock();
+          const bool arrived = have(seen);
+          lk.lock();
+          if (!arrived) return false;
+          if (all_cut || starts.back() + chunk_bytes != at) {
+            moved = true;
+            break;
+          }
           s = next_event_start(json_, at, seen);
           if (s < seen || seen == size_) break;
         }
+        if (moved) continue;
         if (s >= size_)
           all_cut = true;
         else
@@ -1078,8 +1095,8 @@ bool Parser::in_chunks() {
     for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < max_chunks;) {
       if (k > closing.load()) break;  // chunks are taken in order: every later one is past the array too
       std::string_view text;
-      if (!chunk_text(k, text)) break;  // no chunk k (or its bytes never come: the result says so)
       try {
+        if (!chunk_text(k, text)) break;  // no chunk k (or its bytes never come: the result says so)
         buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
         buf[0] = '[';
         std::memcpy(buf.data() + 1, text.data(), text.size());
