@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -90,6 +91,16 @@ bool looks_like_json(std::string_view s) {
 // thread.
 constexpr size_t kStreamedGzipBytes = size_t{64} << 10;
 
+// Kineto/Chrome trace JSON → Trace; `arriving` while the text is still being inflated (GzipStream).
+Trace import_json(const std::string& path, const char* json, size_t size, const LoadOptions& options,
+                  std::function<bool(size_t)> arriving = {}) {
+  import::KinetoImporter importer(path);
+  if (options.progress) importer.set_progress(options.progress);
+  importer.set_threads(options.threads);
+  if (arriving) importer.set_arriving(std::move(arriving));
+  return importer.import(json, size);
+}
+
 constexpr const char* kUnknownFormat =
     "unrecognized format (expected a stepscope store, Kineto/Chrome trace JSON or an Nsight Systems SQLite "
     "export; plain, .gz or .zst)";
@@ -148,11 +159,8 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
         try {
           if (stream.ready(std::min<size_t>(stream.size(), 4096)) &&
               looks_like_json(std::string_view(stream.data(), std::min<size_t>(stream.size(), 4096)))) {
-            import::KinetoImporter importer(path);
-            if (options.progress) importer.set_progress(options.progress);
-            importer.set_threads(options.threads);
-            importer.set_arriving([&stream](size_t end) { return stream.ready(end); });
-            t = importer.import(stream.data(), stream.size());
+            t = import_json(path, stream.data(), stream.size(), options,
+                            [&stream](size_t end) { return stream.ready(end); });
           }
         } catch (const import::SourceFailed&) {
           t.reset();
@@ -172,10 +180,7 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
     json = std::move(raw);
   }
   if (!looks_like_json(json.view().substr(0, 4096))) throw StoreError(path, kUnknownFormat);
-  import::KinetoImporter importer(path);
-  if (options.progress) importer.set_progress(options.progress);
-  importer.set_threads(options.threads);
-  return importer.import(json.data(), json.size());
+  return import_json(path, json.data(), json.size(), options);
 }
 
 void merge_into(Trace& into, const Trace& from) {

@@ -62,15 +62,19 @@ class _Sink:
         if self.collector:
             self._wait(start, end, source)
         if self._log is not None:
-            with self._lock:
-                self._log.write(f"wait {os.getpid()} {threading.get_native_id()} {start} {end} {source}\n")
+            self.log("wait", start, end, source)
 
     def step(self, t, source):
         if self.collector:
             self._step(t, source)
         if self._log is not None:
+            self.log("step", t, source)
+
+    def log(self, kind, *fields):
+        """One line of the text log, when there is one: kind, pid, thread, then the fields."""
+        if self._log is not None:
             with self._lock:
-                self._log.write(f"step {os.getpid()} {threading.get_native_id()} {t} {source}\n")
+                self._log.write(" ".join(map(str, (kind, os.getpid(), threading.get_native_id()) + fields)) + "\n")
 
     def hook_info(self, info, costs):
         from . import _c
@@ -347,16 +351,15 @@ def _lend_cuda(who):
     global _cuda_lent_by
     from . import _c
 
-    log = _sink._log if _sink is not None else None
+    logged = _sink is not None and _sink._log is not None
     with _cuda_lock:
-        if _cuda_lent_by == os.getpid() or (_c.cuda_lend is None and log is None):
+        if _cuda_lent_by == os.getpid() or (_c.cuda_lend is None and not logged):
             return False
         _cuda_lent_by = os.getpid()
         if _c.cuda_lend is not None:
             _c.cuda_lend(who.encode())
-    if log is not None:
-        with _sink._lock:
-            log.write(f"cuda-lend {os.getpid()} {threading.get_native_id()} {_now()} {who}\n")
+    if logged:
+        _sink.log("cuda-lend", _now(), who)
     return True
 
 
@@ -370,9 +373,8 @@ def _take_back_cuda():
         if _c.cuda_take_back is not None:
             _c.cuda_take_back()
         _cuda_lent_by = 0
-    if _sink is not None and _sink._log is not None:
-        with _sink._lock:
-            _sink._log.write(f"cuda-take-back {os.getpid()} {threading.get_native_id()} {_now()}\n")
+    if _sink is not None:
+        _sink.log("cuda-take-back", _now())
 
 
 def _wants_cuda(activities):

@@ -133,6 +133,22 @@ NEIGHBOUR_RATE_TOLERANCE = 0.2  # stepscope's kernels a step after the span agai
 #                                 against ours before it: within 20% (every step of the trainer launches the same)
 
 
+def _kernels_around(path, started, stop, run):
+    """A store's kernels that start before `started`, inside [started, stop), after it up to the run's end, and
+    past that end (another clock would put them there); and its meta."""
+    end = int(run.get("t1_ns") or 2 ** 62)
+    con = store_rows(path)
+    try:
+        counts = con.execute(
+            "SELECT coalesce(sum(start_ns < ?), 0), coalesce(sum(start_ns >= ? AND start_ns < ?), 0), "
+            "coalesce(sum(start_ns >= ? AND start_ns < ?), 0), coalesce(sum(start_ns >= ?), 0) FROM kernels",
+            (started, started, stop, stop, end, end)).fetchone()
+        meta = dict(con.execute("SELECT key, value FROM meta"))
+    finally:
+        con.close()
+    return (*counts, meta)
+
+
 def claim_neighbour(runs):
     """torch.profiler in a recorded trainer (issue 50 item 7): its own trace has the span's kernels; stepscope's has
     as many kernels a step before and after the span (on the run's clock) and none inside it, says so once, and
@@ -162,16 +178,7 @@ def claim_neighbour(runs):
         return claim("neighbour", text, "; ".join(parts + ["no store" if not os.path.exists(path) else
                                                            f"steps {steps_before} before, {steps_after} after"]),
                      expected, "FAIL")
-    end = int(r.get("t1_ns") or 2 ** 62)
-    con = store_rows(path)
-    try:
-        before, inside, after, beyond = con.execute(
-            "SELECT coalesce(sum(start_ns < ?), 0), coalesce(sum(start_ns >= ? AND start_ns < ?), 0), "
-            "coalesce(sum(start_ns >= ? AND start_ns < ?), 0), coalesce(sum(start_ns >= ?), 0) FROM kernels",
-            (started, started, stop, stop, end, end)).fetchone()
-        meta = dict(con.execute("SELECT key, value FROM meta"))
-    finally:
-        con.close()
+    before, inside, after, beyond, meta = _kernels_around(path, started, stop, r)
     rate_before, rate_after = before / steps_before, after / steps_after
     user_rate = user_kernels / span_steps
     near = lambda a, b: b > 0 and abs(a / b - 1) <= NEIGHBOUR_RATE_TOLERANCE  # noqa: E731
@@ -197,14 +204,7 @@ def claim_neighbour(runs):
             ok = False
             parts.append(f"default windows: exit {w.get('rc')}, no profile lines or store")
         else:
-            con = store_rows(wpath)
-            try:
-                winside, wbeyond = con.execute(
-                    "SELECT coalesce(sum(start_ns >= ? AND start_ns < ?), 0), coalesce(sum(start_ns >= ?), 0) "
-                    "FROM kernels", (int(wspan.group(2)), int(wspan.group(3)), int(w.get("t1_ns") or 2 ** 62))
-                ).fetchone()
-            finally:
-                con.close()
+            _, winside, _, wbeyond, _ = _kernels_around(wpath, int(wspan.group(2)), int(wspan.group(3)), w)
             wrate = int(wtrace.group(1)) / int(wspan.group(5))
             ok = ok and w.get("rc") == 0 and near(wrate, rate_before) and winside == 0 and wbeyond == 0
             parts.append(f"default windows: exit {w.get('rc')}, torch.profiler {wrate:.1f} kernels a step, stepscope "

@@ -356,29 +356,46 @@ bool can_detach() {
          !rec->graphs_pinned.load(std::memory_order_acquire);
 }
 
+// Our subscription (stack, graph and detach callbacks), as "stepscope"; the graph tables made once it is
+// ours.
+Subscription subscribe_ours() {
+  CUpti_SubscriberHandle sub{};
+  const Subscription s = subscribe_named(api->library, api->subscribe, &sub,
+                                         reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
+  rec->has_subscriber = s.result == CUPTI_SUCCESS;
+  rec->subscriber = sub;
+  if (rec->has_subscriber) prepare_graphs();
+  return s;
+}
+
+// Where the kinds go on without our subscription (another profiler kept it after a lend): meta
+// cupti.subscriber says who has it (`why`) and what is missing.
+void say_no_subscriber(const std::string& why) {
+  set_process_meta(
+      "cupti.subscriber",
+      why +
+          ": no stacks at blocking calls or graph captures from here, and windows switch the kinds "
+          "only");
+}
+
 // Subscribes, sets thread ids and clock, registers the buffers and enables the kinds, API ids and stack
 // callbacks: the first attach and every attach after a detach. `in_cuda_init`: called by the driver's injection
 // inside cuInit. "" on success, else why GPU recording stops.
 std::string attach_cupti(bool in_cuda_init) {
   if (!rec->has_subscriber && api->subscribe) {
-    CUpti_SubscriberHandle sub{};
-    const Subscription s = subscribe_named(api->library, api->subscribe, &sub,
-                                           reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
+    const Subscription s = subscribe_ours();
     // One subscriber per process through CUDA 13: if Kineto or nsys holds it, record CPU data only — unless
     // it was lent (lend_to): then the activity kinds come back without our callbacks (no stacks at blocking
     // calls or graph captures, no detach).
     if (s.result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
       if (!rec->lent_count) return holder_words(s.holder) + " holds CUDA tracing: recording CPU data only";
-      set_process_meta("cupti.subscriber", holder_words(s.holder) +
-                                               " took it while lent: no stacks at blocking calls or graph "
-                                               "captures from here, and windows switch the kinds only");
+      say_no_subscriber(holder_words(s.holder) + " took it while lent");
     }
-    const CUptiResult r = s.result;
-    rec->has_subscriber = r == CUPTI_SUCCESS;
-    rec->subscriber = sub;
-    if (rec->has_subscriber) prepare_graphs();
   }
-  if (!rec->identity_set) {
+  if (rec->identity_set) {
+    // Kept from an earlier attach; after a lend the other profiler's clock and thread id type are CUPTI's.
+    if (rec->lent_count) identity_again();
+  } else {
     // CUDA rows on the OS thread that made them (gettid, as samples), not CUPTI's default pthread_t value.
     // Before any kind is enabled, as CUPTI requires.
     if (!api->set_thread_id_type || api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
@@ -409,11 +426,9 @@ std::string attach_cupti(bool in_cuda_init) {
     rec->identity_set = true;
   }
   // Every attach: another profiler of the process (torch.profiler, between two windows) may have registered
-  // its own buffer callbacks, clock and thread id type since ours, process-wide.
-  CUptiResult registered = api->register_callbacks(buffer_requested, buffer_completed);
+  // its own buffer callbacks since ours, process-wide.
+  const CUptiResult registered = api->register_callbacks(buffer_requested, buffer_completed);
   if (registered != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks: " + result_text(registered);
-  rec->callbacks_registered = true;
-  if (rec->lent_count) identity_again();
   // Lean API tracing: only the classes of cupti_api_classes.h, chosen per callback id. Inside cuInit (the
   // injection) the ids are selected one by one. Attached once CUDA has started (stepscope attach, every
   // re-attach after a detach), CUPTI accepts selected ids and records none of them (H200, CUDA 13 CUPTI, driver
@@ -516,23 +531,14 @@ void identity_again() {
 // Needs window_mu, CUPTI attached.
 void subscribe_again_locked() {
   if (!api->subscribe) return;
-  CUpti_SubscriberHandle sub{};
-  const Subscription s = subscribe_named(api->library, api->subscribe, &sub,
-                                         reinterpret_cast<CUpti_CallbackFunc>(api_callback), nullptr);
+  const Subscription s = subscribe_ours();
   if (s.result != CUPTI_SUCCESS) {
-    set_process_meta(
-        "cupti.subscriber",
-        (s.result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-             ? holder_words(s.holder)
-             : "cuptiSubscribe: " + result_text(s.result)) +
-            " since " + rec->lent_to +
-            ": no stacks at blocking calls or graph captures from here, and windows switch the kinds "
-            "only");
+    say_no_subscriber((s.result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                           ? holder_words(s.holder)
+                           : "cuptiSubscribe: " + result_text(s.result)) +
+                      " since " + rec->lent_to);
     return;
   }
-  rec->has_subscriber = true;
-  rec->subscriber = sub;
-  prepare_graphs();
   set_process_meta("cupti.stack_callback_ids", std::to_string(enable_stack_callbacks()));
   enable_graph_callbacks();
 }
@@ -578,7 +584,6 @@ bool attach_again_locked() {
   // own (the next 2^32: a launch joins its kernel, not a kernel of an earlier window with the same CUPTI id).
   // Buffers it held when it finalized never come back through buffer_completed: they are ours again.
   rec->has_subscriber = false;
-  rec->callbacks_registered = false;
   rec->identity_set = false;
   {
     std::lock_guard<std::mutex> lk(rec->mu);
@@ -765,6 +770,18 @@ void tracing_off_locked(int64_t t, int64_t detach_after_ns) {
   p.gpu_windows.push_back(w);
 }
 
+namespace {
+// A window opens now: records from here on are inside it (DecodeState::untraced_replay). Needs window_mu.
+void window_opens_locked() {
+  rec->window_start = now_ns();
+  {
+    std::lock_guard<std::mutex> lk(rec->mu);
+    rec->state.untraced_to = rec->window_start;
+  }
+  rec->tracing.store(true);
+}
+}  // namespace
+
 bool tracing_on_locked() {
   if (rec->tracing.load()) return true;
   rec->detach_due = 0;
@@ -774,12 +791,7 @@ bool tracing_on_locked() {
   if (!attached) return false;
   // The window opens once CUPTI is back: a re-attach takes ~12 ms on the program's thread (H200), and the step
   // that paid for it is the profiler's cost, not a traced step (too little of it lies inside the window).
-  rec->window_start = now_ns();
-  {
-    std::lock_guard<std::mutex> lk(rec->mu);
-    rec->state.untraced_to = rec->window_start;
-  }
-  rec->tracing.store(true);
+  window_opens_locked();
   return true;
 }
 
@@ -870,12 +882,9 @@ void stop() {
   if (rec->graphs_pinned.load() && !rec->exiting.load()) cancel_detach_locked();
   rec->pin_said = false;  // the window's meta goes with its part
   if (rec->lent.load()) {
-    // The other profiler's trace goes on: no kind switched, nothing flushed or finalized under it. Our
-    // callbacks go (the dormant collector holds nothing); take_back then finds the window closed.
+    // The other profiler's trace goes on: no kind switched, nothing flushed or finalized under it (our
+    // subscription went at the lend); take_back then finds the window closed.
     end_of_windows_locked();
-    if (rec->link.load() == int(Link::Attached) && rec->has_subscriber && api->unsubscribe)
-      api->unsubscribe(rec->subscriber);
-    if (rec->link.load() == int(Link::Attached)) rec->has_subscriber = false;
     rec->tracing_at_lend = false;
   } else if (rec->link.load() == int(Link::Attached) && !rec->exiting.load()) {
     end_of_windows_locked();
@@ -912,34 +921,23 @@ bool lend_to(const char* who) {
   if (held) ++rec->lent_held;
   if (api && rec->attached_once) {
     // Started or not (a window closed, a failed re-attach): a program thread inside cuptiFinalize ends first,
-    // a detach asked for and not begun is called off (it would finalize CUPTI under the other's trace), and
-    // the other's buffer callbacks will replace ours.
+    // and a detach asked for and not begun is called off (it would finalize CUPTI under the other's trace).
+    // Detached, CUPTI holds nothing of ours.
     wait_out_detaching(5000000000LL);
     if (rec->link.load() == int(Link::Attached) || cancel_detach_locked()) {
-      rec->callbacks_registered = false;
-      if (!held && rec->has_subscriber &&
-          api->unsubscribe) {  // a closed window's detach, called off just now
-        api->unsubscribe(rec->subscriber);
-        rec->has_subscriber = false;
-        rec->domains_on.store(false);
+      if (held) {
+        rec->tracing_at_lend = rec->tracing.load();
+        if (rec->tracing.load()) tracing_off_locked(t, -1);  // the window's row; kinds off
+        rec->detach_due = 0;
+        // Every buffer back through our callbacks before the other's replace them.
+        flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       }
-    }
-  }
-  if (held) {
-    if (rec->link.load() == int(Link::Attached)) {
-      rec->tracing_at_lend = rec->tracing.load();
-      if (rec->tracing.load()) tracing_off_locked(t, -1);  // the window's row; kinds off
-      rec->detach_due = 0;
-      // Every buffer back through our callbacks before the other's replace them.
-      flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      rec->callbacks_registered = false;
       // And the subscription: Kineto's first profile subscribes (libkineto_init) and, refused, traces no CUDA
       // at all ("CUPTI initialization failed - CUDA profiler activities will be missing").
       if (rec->has_subscriber && api->unsubscribe) api->unsubscribe(rec->subscriber);
       rec->has_subscriber = false;
       rec->domains_on.store(false);
     }
-    // Detached: CUPTI holds nothing of ours.
   }
   say_lent_locked(t);
   if (held && rec->lent_held == 1)
@@ -973,17 +971,11 @@ void take_back() {
         give_up_locked("cuptiActivityRegisterCallbacks after " + rec->lent_to + ": " + result_text(r));
         return;
       }
-      rec->callbacks_registered = true;
       identity_again();
       if (!rec->has_subscriber) subscribe_again_locked();
       if (rec->tracing_at_lend) {
         kinds_on_locked();
-        rec->window_start = now_ns();
-        {
-          std::lock_guard<std::mutex> lk(rec->mu);
-          rec->state.untraced_to = rec->window_start;
-        }
-        rec->tracing.store(true);
+        window_opens_locked();
       } else if (can_detach() && rec->schedule.detach_this_phase()) {
         rec->detach_due = t + kMinDetachGraceNs;  // the off phase goes on detached
       }
@@ -1018,7 +1010,6 @@ void after_fork_child() {
     rec->attached_once = false;
     rec->has_subscriber = false;
     rec->identity_set = false;
-    rec->callbacks_registered = false;
     rec->finalize_failed.store(false);
     rec->graphs_pinned.store(false);  // the child's graphs are its own (CUDA does not survive fork)
     rec->pinned_at.store(0);

@@ -30,7 +30,6 @@ struct Recorder {
   std::atomic<bool> started{false};
   bool failed = false;
   bool attached_once = false;         // the first attach happened (later ones re-attach after a detach)
-  bool callbacks_registered = false;  // until a detach: CUPTI forgets them in cuptiFinalize
   bool identity_set = false;          // thread id type and clock: before any kind is enabled, once per attach
   bool has_subscriber = false;        // ours: stack callbacks and the detach callback
   CUpti_SubscriberHandle subscriber{};
