@@ -87,18 +87,50 @@ bool looks_like_json(std::string_view s) {
   return i < s.size() && (s[i] == '{' || s[i] == '[');
 }
 
-// Gzip files from this size are parsed as they are inflated (GzipStream); smaller ones gain nothing from a
-// thread.
+// Gzip files from this size are parsed as they are inflated (GzipReader): smaller ones gain nothing from the
+// threads.
 constexpr size_t kStreamedGzipBytes = size_t{64} << 10;
 
-// Kineto/Chrome trace JSON → Trace; `arriving` while the text is still being inflated (GzipStream).
-Trace import_json(const std::string& path, const char* json, size_t size, const LoadOptions& options,
-                  std::function<bool(size_t)> arriving = {}) {
-  import::KinetoImporter importer(path);
-  if (options.progress) importer.set_progress(options.progress);
-  importer.set_threads(options.threads);
-  if (arriving) importer.set_arriving(std::move(arriving));
-  return importer.import(json, size);
+import::KinetoImporter importer_for(const std::string& path,
+                                    const LoadOptions& options){import::KinetoImporter importer(path);
+if (options.progress) importer.set_progress(options.progress);
+importer.set_threads(options.threads);
+return importer;
+}  // namespace
+
+// A one-member gzip trace parsed as it is inflated, never held whole; nothing when it cannot be (then the
+// file is decompressed whole and parsed, which says what is wrong with a bad one).
+std::optional<Trace> import_inflating(const std::string& path, std::string_view gz,
+                                      const LoadOptions& options) {
+  import::GzipReader reader(gz);
+  char head[4096];
+  const size_t n = reader.read(head, std::min(sizeof head, reader.size()));
+  if (n < std::min(sizeof head, reader.size()) || !looks_like_json(std::string_view(head, n)))
+    return std::nullopt;
+  size_t given = 0;  // of the head
+  auto read = [&](char* dst, size_t want) {
+    size_t k = std::min(want, n - given);
+    std::memcpy(dst, head + given, k);
+    given += k;
+    if (k < want) k += reader.read(dst + k, want - k);
+    return k;
+  };
+  try {
+    import::KinetoParseReport report;
+    Trace t = importer_for(path, options).import_stream(reader.size(), read, &report);
+    if (reader.finish()) {
+      if (options.report) {
+        options.report->inflated_as_parsed = true;
+        options.report->text_buffer_bytes = report.streamed_buffer_bytes;
+      }
+      return t;
+    }
+  } catch (const import::NotStreamed&) {
+  } catch (const StoreError&) {
+    // The whole text parsed and is no trace: said, unless the gzip data is what is wrong.
+    if (reader.finish()) throw;
+  }
+  return std::nullopt;
 }
 
 constexpr const char* kUnknownFormat =
@@ -144,43 +176,15 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
       raw.clear();
       return load_sqlite(tmp.path(), path);
     }
-    // One gzip member, parsed as it is inflated on another thread (GzipStream): the parse need not wait for
-    // the whole file. Anything the stream cannot do (concatenated members, a damaged file) is done the usual
-    // way.
-    if (options.threads != 1 && raw.size() >= kStreamedGzipBytes && import::GzipStream::usable(raw.view())) {
-      std::optional<Trace> t;
-      std::optional<import::GzipStream> streamed;
-      try {
-        streamed.emplace(raw.view());
-      } catch (...) {  // no thread or no memory for it: the usual way
-      }
-      if (streamed) {
-        import::GzipStream& stream = *streamed;
-        try {
-          if (stream.ready(std::min<size_t>(stream.size(), 4096)) &&
-              looks_like_json(std::string_view(stream.data(), std::min<size_t>(stream.size(), 4096)))) {
-            t = import_json(path, stream.data(), stream.size(), options,
-                            [&stream](size_t end) { return stream.ready(end); });
-          }
-        } catch (const import::SourceFailed&) {
-          t.reset();
-        } catch (...) {
-          // The file is whole: its JSON (or the memory, or a cancel) is what is wrong. Otherwise the usual
-          // way says what is wrong with the gzip data.
-          if (stream.finish()) throw;
-          t.reset();
-        }
-        if (t && stream.finish()) return std::move(*t);
-        streamed.reset();
-      }
-    }
+    if (options.threads != 1 && raw.size() >= kStreamedGzipBytes && import::GzipReader::usable(raw.view()))
+      if (std::optional<Trace> t = import_inflating(path, raw.view(), options)) return std::move(*t);
     json = import::decompress(path, raw.view(), comp, options.progress);
     raw.clear();
   } else {
     json = std::move(raw);
   }
   if (!looks_like_json(json.view().substr(0, 4096))) throw StoreError(path, kUnknownFormat);
-  return import_json(path, json.data(), json.size(), options);
+  return importer_for(path, options).import(json.data(), json.size());
 }
 
 void merge_into(Trace& into, const Trace& from) {

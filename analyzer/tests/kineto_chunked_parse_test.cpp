@@ -2,15 +2,17 @@
 // trace exactly — rows, their order, string ids, labels' ids, meta — on the shared traces and on files built
 // to make its guesses wrong; a cut it cannot prove sends the file to the one pass.
 #include <sqlite3.h>
-#include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 #include <catch2/catch.hpp>
 
-#include <condition_variable>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
+#include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +82,35 @@ PaddedBuffer padded(const std::string& json) {
 store::Trace parse(const std::string& json, const KinetoParseOptions& o, KinetoParseReport* r = nullptr) {
   PaddedBuffer buf = padded(json);
   return parse_kineto_json(buf.data(), buf.size(), "mem.json", {}, o, r);
+}
+
+// The text read in order as a decompressor gives it, `stop` bytes of it at most (a source that fails there).
+store::Trace streamed(const std::string& json, const KinetoParseOptions& o, KinetoParseReport* r = nullptr,
+                      size_t stop = SIZE_MAX, const std::function<void(uint64_t, uint64_t)>& progress = {},
+                      const std::string& file = "mem.json") {
+  size_t at = 0;
+  auto read = [&](char* dst, size_t n) {
+    const size_t k = std::min({n, json.size() - at, stop - std::min(stop, at)});
+    std::memcpy(dst, json.data() + at, k);
+    at += k;
+    return k;
+  };
+  return parse_kineto_stream(json.size(), read, file, progress, o, r);
+}
+
+// `text` as one gzip member (zlib, level 6).
+std::string gzip_of(const std::string& text) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
 }
 
 KinetoParseOptions one_pass() {
@@ -176,11 +207,10 @@ TEST_CASE("chunked parse: the one pass's trace on the shared traces, at any cut 
   }
 }
 
-// The file still arriving (GzipStream: a gzip trace parsed as it is inflated): the chunks wait for their
-// bytes and find the same cuts; bytes that never come make the parse throw SourceFailed, never a wrong trace,
-// and nothing past them is read.
+// A gzip trace parsed as it is inflated (GzipReader into parse_kineto_stream): the one pass's trace and the
+// whole text's cuts, the text held in a few chunk buffers, never whole; a source that stops says NotStreamed.
 TEST_CASE(
-    "chunked parse: a file parsed as it arrives gives the one pass's trace and cuts, one that stops fails") {
+    "streamed parse: a text parsed as it is inflated gives the one pass's trace and cuts in a few buffers") {
   if (!test::have_traces()) {
     WARN("SKIPPED: shared traces not present: " << test::traces_dir());
     return;
@@ -190,8 +220,9 @@ TEST_CASE(
     std::string path = test::trace_path(rel);
     PaddedBuffer raw = read_file(path);
     PaddedBuffer json = decompress(path, raw.view(), compression_of(raw.view()));
+    const std::string text(json.view());
     store::Trace a = parse_kineto_json(json.data(), json.size(), path, {}, one_pass());
-    INFO(rel);
+    INFO(rel << ", " << json.size() << " bytes");
     // The cuts a parse of the whole text makes, for each setting below.
     auto whole_chunks = [&](const KinetoParseOptions& o) {
       KinetoParseReport r;
@@ -199,80 +230,134 @@ TEST_CASE(
       REQUIRE(r.chunked);
       return r.chunks;
     };
-    // The real stream: ISA-L inflating on its own thread.
-    if (GzipStream::usable(raw.view())) {
-      GzipStream stream(raw.view());
-      REQUIRE(stream.size() == json.size());
+    // At most three chunks a thread read and not yet back for reuse, and the two being cut, each at most
+    // twice a chunk (a long event at the cut); and the head.
+    auto held = [](unsigned threads, size_t chunk_bytes) {
+      return (3 * threads + 2) * 2 * (chunk_bytes + 4096) + (size_t{256} << 10);
+    };
+    if (GzipReader::usable(raw.view())) {
+      GzipReader reader(raw.view());
+      REQUIRE(reader.size() == json.size());
       KinetoParseOptions o = cut(2, 256 << 10);
-      const size_t chunks = whole_chunks(o);
-      o.arriving = [&stream](size_t end) { return stream.ready(end); };
       KinetoParseReport r;
-      store::Trace b = parse_kineto_json(stream.data(), stream.size(), path, {}, o, &r);
-      CHECK(stream.finish());
+      store::Trace b = parse_kineto_stream(
+          reader.size(), [&](char* dst, size_t n) { return reader.read(dst, n); }, path, {}, o, &r);
+      CHECK(reader.finish());
       CHECK(r.chunked);
-      CHECK(r.chunks == chunks);
-      require_same(a, b, std::string(rel) + " (GzipStream)");
+      CHECK(r.chunks == whole_chunks(o));
+      CHECK(r.streamed_buffer_bytes <= held(2, 256 << 10));
+      require_same(a, b, std::string(rel) + " (GzipReader)");
     } else {
-      WARN("this build has no ISA-L: GzipStream not tested on " << rel);
+      WARN("this build has no ISA-L: GzipReader not tested on " << rel);
     }
-    // Bytes revealed 64 KiB at a time, only when a parse thread asks for more: every wait is a real one.
     for (unsigned threads : {2u, 3u}) {
-      std::vector<char> buf(json.size() + 64, ' ');
-      std::mutex mu;
-      std::condition_variable cv;
-      size_t arrived = 0, wanted = 0, waits = 0;
-      bool done = false;
-      std::thread feeder([&] {
-        std::unique_lock<std::mutex> lk(mu);
-        while (arrived < json.size()) {
-          cv.wait(lk, [&] { return wanted > arrived || done; });
-          if (done) break;
-          const size_t n = std::min<size_t>(json.size() - arrived, 64 << 10);
-          std::memcpy(buf.data() + arrived, json.data() + arrived, n);
-          arrived += n;
-          cv.notify_all();
-        }
-      });
       KinetoParseOptions o = cut(threads, 100000);
-      const size_t chunks = whole_chunks(o);
-      o.arriving = [&](size_t end) {
-        std::unique_lock<std::mutex> lk(mu);
-        if (arrived < end) {
-          ++waits;
-          wanted = std::max(wanted, end);
-          cv.notify_all();
-          cv.wait(lk, [&] { return arrived >= end; });
-        }
-        return true;
-      };
       KinetoParseReport r;
-      store::Trace b = parse_kineto_json(buf.data(), json.size(), path, {}, o, &r);
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        done = true;
-      }
-      cv.notify_all();
-      feeder.join();
+      store::Trace b = streamed(text, o, &r, SIZE_MAX, {}, path);
       CHECK(r.chunked);
-      CHECK(r.chunks == chunks);
-      CHECK(waits >= json.size() / (64 << 10) / 2);  // the parse ran ahead of the bytes, and waited
-      require_same(a, b, std::string(rel) + " (revealed), threads " + std::to_string(threads));
+      CHECK(r.chunks == whole_chunks(o));
+      CHECK(r.streamed_buffer_bytes <= held(threads, 100000));
+      if (json.size() > (size_t{8} << 20)) CHECK(r.streamed_buffer_bytes < json.size() / 4);
+      require_same(a, b, std::string(rel) + " (streamed), threads " + std::to_string(threads));
     }
-    // Bytes that stop coming half way: SourceFailed, from the chunks and from the one pass alike; the pages
-    // past the bytes that came are unreadable, so a read of one without waiting for it ends the test.
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t half = (json.size() / 2) / page * page;
-    const size_t mapped = (json.size() + 64 + page - 1) / page * page;
-    void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(m != MAP_FAILED);
-    std::memcpy(m, json.data(), half);
-    REQUIRE(::mprotect(static_cast<char*>(m) + half, mapped - half, PROT_NONE) == 0);
-    for (bool chunks : {true, false}) {
-      KinetoParseOptions o = chunks ? cut(2, 100000) : one_pass();
-      o.arriving = [half](size_t end) { return end <= half; };
-      CHECK_THROWS_AS(parse_kineto_json(static_cast<const char*>(m), json.size(), path, {}, o), SourceFailed);
-    }
-    ::munmap(m, mapped);
+    // Bytes that stop coming half way (a damaged file): NotStreamed, whoever read the last of them.
+    for (size_t stop : {size_t{1000}, json.size() / 2, json.size() - 1})
+      CHECK_THROWS_AS(streamed(text, cut(2, 100000), nullptr, stop), NotStreamed);
+  }
+}
+
+TEST_CASE("streamed parse: a long tail after the array, cut like events, is rebuilt from the kept chunks") {
+  // The events array first, then a device table of 400 entries ("}, {" all along: cuts after the array's
+  // end, chunks that parse as whole "events" and chunks that do not parse) and a name that looks like a cut.
+  std::string devices;
+  for (int i = 0; i < 400; ++i)
+    devices += (i ? ", " : "") + std::string(R"({"id": )") + std::to_string(i) + R"(, "name": "gpu )" +
+               std::to_string(i) + R"(", "numSms": 132})";
+  std::string json = synthetic(600, "", true);
+  const size_t at = json.find("\"deviceProperties\": [") + 21;
+  json.replace(at, json.find(']', at) - at, devices);
+  store::Trace a = parse(json, one_pass());
+  REQUIRE(a.devices.size() == 400);
+  for (size_t bytes : {size_t{700}, size_t{3000}}) {
+    KinetoParseReport r;
+    store::Trace b = streamed(json, cut(2, bytes), &r);
+    CHECK(r.chunked);
+    require_same(a, b, "chunks of " + std::to_string(bytes) + " bytes");
+  }
+}
+
+TEST_CASE("streamed parse: what cannot be parsed so says NotStreamed, never another trace") {
+  // Guesses inside strings and nested values; an "E" whose "B" is in an earlier chunk; bad files.
+  std::string json = synthetic(400);
+  CHECK_THROWS_AS(streamed(json, cut(2, 1)), NotStreamed);
+  std::string end = R"({"ph": "E", "pid": 1, "tid": 1, "ts": 999999999})";
+  std::string begin_end = synthetic(200, end);
+  begin_end.replace(
+      begin_end.find("\"traceEvents\": [\n  ") + 19, 0,
+      R"({"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 1000},)");
+  CHECK_THROWS_AS(streamed(begin_end, cut(2, 2000)), NotStreamed);
+  std::string good = synthetic(300, "", true);
+  for (const std::string& bad : {good.substr(0, good.size() / 2), good.substr(0, good.find("\n  ],")),
+                                 std::string(good).replace(good.find("\"ph\""), 4, "\"ph"),
+                                 std::string(good).insert(good.find("[\n  {") + 4, "7, "),
+                                 std::string("{\"traceEvents\": 5}"), std::string("{\"x\": [1, 2]}")})
+    CHECK_THROWS_AS(streamed(bad, cut(2, 500)), NotStreamed);
+  // Where it can, the same trace as the one pass: labels, a top-level array, the array after other keys.
+  std::string plain = labelled_ops(300);
+  for (const std::string& ok :
+       {"[" + plain + "]\n", "{\"traceName\": \"a]}, {b\", \"traceEvents\": [" + plain + "]}"}) {
+    KinetoParseReport r;
+    store::Trace b = streamed(ok, cut(3, 1000), &r);
+    CHECK(r.chunked);
+    require_same(parse(ok, one_pass()), b, ok.substr(0, 40));
+  }
+}
+
+TEST_CASE("streamed parse: progress on the calling thread, in order, and a cancel is the caller's, once") {
+  std::string json = "{\"traceEvents\": [" + labelled_ops(20000) + "]}";
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  bool other_thread = false;
+  auto me = std::this_thread::get_id();
+  std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
+    other_thread |= std::this_thread::get_id() != me;
+    calls.emplace_back(done, total);
+  };
+  KinetoParseReport r;
+  streamed(json, cut(3, 4096), &r, SIZE_MAX, progress);
+  CHECK(r.chunked);
+  CHECK_FALSE(other_thread);
+  REQUIRE(calls.size() >= 2);
+  // Every chunk's text, the last to the end of the file: all but the ",\n" between chunks.
+  CHECK(calls.back().first == json.size() - 2 * (r.chunks - 1));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].second == json.size());
+    if (i) CHECK(calls[i].first >= calls[i - 1].first);
+  }
+  int cancels = 0;
+  std::function<void(uint64_t, uint64_t)> cancel = [&](uint64_t, uint64_t) {
+    ++cancels;
+    throw std::runtime_error("cancelled");
+  };
+  CHECK_THROWS_WITH(streamed(json, cut(2, 4096), nullptr, SIZE_MAX, cancel), "cancelled");
+  CHECK(cancels == 1);
+  // A cancel at the very end (the call that reports the whole parse, often the calling thread's only one
+  // once the others took the last chunks) is the caller's too, in the streamed and the in-memory parse.
+  const uint64_t last = calls.back().first;
+  std::function<void(uint64_t, uint64_t)> cancel_at_end = [&](uint64_t done, uint64_t) {
+    if (done == last) throw std::runtime_error("cancelled at the end");
+  };
+  PaddedBuffer buf = padded(json);
+  uint64_t whole_last = 0;
+  std::function<void(uint64_t, uint64_t)> note = [&](uint64_t done, uint64_t) { whole_last = done; };
+  parse_kineto_json(buf.data(), buf.size(), "mem.json", note, cut(4, 4096));
+  std::function<void(uint64_t, uint64_t)> cancel_whole_at_end = [&](uint64_t done, uint64_t) {
+    if (done == whole_last) throw std::runtime_error("cancelled at the end");
+  };
+  for (int i = 0; i < 50; ++i) {
+    CHECK_THROWS_WITH(streamed(json, cut(4, 4096), nullptr, SIZE_MAX, cancel_at_end), "cancelled at the end");
+    CHECK_THROWS_WITH(
+        parse_kineto_json(buf.data(), buf.size(), "mem.json", cancel_whole_at_end, cut(4, 4096)),
+        "cancelled at the end");
   }
 }
 
@@ -300,16 +385,37 @@ TEST_CASE(
     return t;
   };
   // As it is: streamed (where ISA-L is), the one pass's trace.
-  require_same(meta_free(one), meta_free(analyzer::load_trace(path)), "streamed");
+  // As it is: parsed as it is inflated (where ISA-L is), its text never whole, the one pass's trace.
+  analyzer::LoadReport report;
+  analyzer::LoadOptions reported;
+  reported.report = &report;
+  require_same(meta_free(one), meta_free(analyzer::load_trace(path, reported)), "streamed");
+  if (GzipReader::usable(raw.view())) {
+    CHECK(report.inflated_as_parsed);
+    CHECK(report.text_buffer_bytes > 0);
+    CHECK(report.text_buffer_bytes < json.size() / 4);
+  } else {
+    CHECK_FALSE(report.inflated_as_parsed);
+  }
+  // The text whole and parsed, its gzip not: 5,000 blanks more than the forged trailer says. The parse
+  // succeeds, the reader's end says no, and the whole-file path refuses the file.
+  const std::string padded_text = std::string(json.view()) + std::string(5000, ' ');
+  std::string longer = gzip_of(padded_text);
+  const uint32_t text_size = static_cast<uint32_t>(json.size());
+  std::memcpy(longer.data() + longer.size() - 4, &text_size, 4);
+  CHECK_THROWS_WITH(analyzer::load_trace(write("longer.json.gz", longer)),
+                    Catch::Contains("truncated or corrupt gzip data"));
   // A forged trailer size: the stream stops short, and the whole-file path refuses the file as it did.
   std::string forged = gz;
   const uint32_t smaller = static_cast<uint32_t>(json.size() - 4096);
   std::memcpy(forged.data() + forged.size() - 4, &smaller, 4);
   CHECK_THROWS_WITH(analyzer::load_trace(write("forged.json.gz", forged)),
                     Catch::Contains("truncated or corrupt gzip data"));
-  // Two members (gzip a >> b): the stream refuses, the whole file is two JSON documents, said as before.
+  // Two members (gzip a >> b): the reader's end finds the second, the whole file is two JSON documents,
+  // said as before.
   const std::string two = write("two.json.gz", gz + gz);
   std::string whole_error, load_error;
+  report = {};
   try {
     PaddedBuffer both = decompress(two, std::string_view(gz + gz), Compression::Gzip);
     parse_kineto_json(both.data(), both.size(), two, {}, one_pass());
@@ -317,11 +423,12 @@ TEST_CASE(
     whole_error = e.what();
   }
   try {
-    analyzer::load_trace(two);
+    analyzer::load_trace(two, reported);
   } catch (const store::StoreError& e) {
     load_error = e.what();
   }
   CHECK(load_error == whole_error);
+  CHECK_FALSE(report.inflated_as_parsed);
   // A bit flipped in the deflate data, and a reserved header flag: one line, as the whole-file path says.
   std::string flipped = gz;
   flipped[gz.size() / 2] = static_cast<char>(flipped[gz.size() / 2] ^ 0x5a);
@@ -329,7 +436,7 @@ TEST_CASE(
                     Catch::Contains("truncated or corrupt gzip data"));
   std::string reserved = gz;
   reserved[3] = static_cast<char>(reserved[3] | 0x20);
-  CHECK_FALSE(GzipStream::usable(reserved));
+  CHECK_FALSE(GzipReader::usable(reserved));
   CHECK_THROWS_WITH(analyzer::load_trace(write("reserved.json.gz", reserved)),
                     Catch::Contains("truncated or corrupt gzip data"));
 }

@@ -149,8 +149,8 @@ Inflated limit_inflate(const std::string& file) {
   return out;
 }
 
-// ISA-L's streaming inflate in 1 MiB pieces into the same kind of buffer: what load_trace's GzipStream does
-// on its thread while the parse goes on.
+// ISA-L's streaming inflate into one reused buffer of 1 MiB, the bytes then dropped: what load_trace's
+// GzipReader does on the thread that reads a gzip trace into chunk buffers while the parse goes on.
 bool limit_isal(const std::string& file) {
 #ifdef STEPSCOPE_HAVE_ISAL
   std::string gz(fs::file_size(file), '\0');
@@ -160,11 +160,7 @@ bool limit_isal(const std::string& file) {
   std::fclose(f);
   uint32_t isize = 0;
   std::memcpy(&isize, gz.data() + gz.size() - 4, 4);
-  std::unique_ptr<char, decltype(&std::free)> out(static_cast<char*>(std::malloc(size_t(isize) + 64)),
-                                                  &std::free);
-  uintptr_t b = (reinterpret_cast<uintptr_t>(out.get()) + 0x1fffff) & ~uintptr_t(0x1fffff);
-  uintptr_t e = (reinterpret_cast<uintptr_t>(out.get()) + isize) & ~uintptr_t(0x1fffff);
-  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+  std::vector<char> out(size_t{1} << 20);
   auto st = std::make_unique<inflate_state>();
   isal_inflate_init(st.get());
   st->crc_flag = ISAL_GZIP;
@@ -172,12 +168,12 @@ bool limit_isal(const std::string& file) {
   st->avail_in = static_cast<uint32_t>(gz.size());
   size_t total = 0;
   while (st->block_state != ISAL_BLOCK_FINISH) {
-    const size_t piece = std::min<size_t>(size_t{1} << 20, isize - total);
-    st->next_out = reinterpret_cast<uint8_t*>(out.get() + total);
-    st->avail_out = static_cast<uint32_t>(piece);
+    st->next_out = reinterpret_cast<uint8_t*>(out.data());
+    st->avail_out = static_cast<uint32_t>(out.size());
     if (isal_inflate(st.get()) < 0) throw std::runtime_error("isal_inflate failed");
-    total += piece - st->avail_out;
-    if (piece == 0) break;
+    const size_t got = out.size() - st->avail_out;
+    total += got;
+    if (got == 0 && st->block_state != ISAL_BLOCK_FINISH) break;
   }
   if (total != isize) throw std::runtime_error("isal_inflate: not one member");
   return true;

@@ -389,13 +389,9 @@ std::string peek_decompressed(std::string_view in, Compression c, size_t n) {
 
 namespace stepscope::analyzer::import {
 
-namespace {
-constexpr size_t kStreamPiece = size_t{1} << 20;  // the inflate publishes what arrived every MiB
-}
-
-bool GzipStream::usable([[maybe_unused]] std::string_view in) {
+bool GzipReader::usable([[maybe_unused]] std::string_view in) {
 #ifdef STEPSCOPE_HAVE_ISAL
-  // Reserved header flags set: libdeflate and zlib refuse the file (ISA-L would not), and so does the stream.
+  // Reserved header flags set: libdeflate and zlib refuse the file (ISA-L would not), and so does the reader.
   if (compression_of(in) != Compression::Gzip || in.size() < 18 || in.size() > UINT32_MAX ||
       (static_cast<unsigned char>(in[3]) & 0xE0) != 0)
     return false;
@@ -408,67 +404,67 @@ bool GzipStream::usable([[maybe_unused]] std::string_view in) {
 #endif
 }
 
-GzipStream::GzipStream(std::string_view in) : in_(in) {
+#ifdef STEPSCOPE_HAVE_ISAL
+struct GzipReader::State {
+  inflate_state st;
+};
+#else
+struct GzipReader::State {};
+#endif
+
+GzipReader::GzipReader(std::string_view in) : in_(in), state_(std::make_unique<State>()) {
   uint32_t isize = 0;
   if (in.size() >= 4) std::memcpy(&isize, in.data() + in.size() - 4, 4);
-  out_.resize(isize);
-  thread_ = std::thread([this] { run(); });
-}
-
-GzipStream::~GzipStream() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
-}
-
-void GzipStream::run() {
-  bool ok = false;
+  size_ = isize;
 #ifdef STEPSCOPE_HAVE_ISAL
-  auto st = std::make_unique<inflate_state>();
-  isal_inflate_init(st.get());
+  inflate_state* st = &state_->st;
+  isal_inflate_init(st);
   st->crc_flag = ISAL_GZIP;  // the header parsed, the CRC checked
   st->next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in_.data()));
   st->avail_in = static_cast<uint32_t>(std::min<size_t>(in_.size(), UINT32_MAX));
-  size_t total = 0;
-  const size_t size = out_.size();
-  while (!stop_.load(std::memory_order_relaxed)) {
-    const size_t piece = std::min(kStreamPiece, size - total);
-    st->next_out = reinterpret_cast<uint8_t*>(out_.data() + total);
-    st->avail_out = static_cast<uint32_t>(piece);
-    const int r = isal_inflate(st.get());
-    total += piece - st->avail_out;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      arrived_.store(total, std::memory_order_release);
-    }
-    cv_.notify_all();
-    if (r != ISAL_DECOMP_OK && r != ISAL_END_INPUT && r != ISAL_OUT_OVERFLOW) break;
-    if (st->block_state == ISAL_BLOCK_FINISH) {
-      // One member, ending where the file ends, as long as its trailer said.
-      ok = total == size && st->avail_in == 0 && in_.size() <= UINT32_MAX;
-      break;
-    }
-    if (piece == 0 || (st->avail_in == 0 && st->avail_out > 0)) break;  // more than the trailer said, or cut
-  }
+#else
+  ended_ = true;
 #endif
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    done_ = true;
-    ok_ = ok;
+}
+
+GzipReader::~GzipReader() = default;
+
+size_t GzipReader::read([[maybe_unused]] char* dst, size_t n) {
+  size_t got = 0;
+#ifdef STEPSCOPE_HAVE_ISAL
+  inflate_state* st = &state_->st;
+  // The history deflate refers back to is the inflater's own: `dst` need not follow the last read's bytes.
+  while (!ended_ && got < n) {
+    const size_t piece = std::min<size_t>(n - got, UINT32_MAX);
+    st->next_out = reinterpret_cast<uint8_t*>(dst + got);
+    st->avail_out = static_cast<uint32_t>(piece);
+    const uint32_t avail_in = st->avail_in;
+    const int r = isal_inflate(st);
+    const size_t wrote = piece - st->avail_out;
+    got += wrote;
+    total_ += wrote;
+    if (r != ISAL_DECOMP_OK && r != ISAL_END_INPUT && r != ISAL_OUT_OVERFLOW) {
+      ended_ = true;
+    } else if (st->block_state == ISAL_BLOCK_FINISH) {
+      // One member, ending where the file ends, as long as its trailer said.
+      ended_ = true;
+      whole_ = total_ == size_ && st->avail_in == 0 && in_.size() <= UINT32_MAX;
+    } else if (total_ > size_ || (st->avail_in == 0 && st->avail_out > 0) ||
+               (wrote == 0 && st->avail_in == avail_in)) {
+      ended_ = true;  // more than the trailer said, the file cut short, or no way on
+    }
   }
-  cv_.notify_all();
+#else
+  (void)n;
+#endif
+  return got;
 }
 
-bool GzipStream::ready(size_t end) {
-  if (arrived_.load(std::memory_order_acquire) >= end) return true;
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return arrived_.load(std::memory_order_acquire) >= end || done_; });
-  return arrived_.load(std::memory_order_acquire) >= end;
-}
-
-bool GzipStream::finish() {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return done_; });
-  return ok_;
+bool GzipReader::finish() {
+  char scratch[4096];
+  while (!ended_ && read(scratch, sizeof scratch) > 0) {
+  }
+  return ended_ && whole_;
 }
 
 }  // namespace stepscope::analyzer::import

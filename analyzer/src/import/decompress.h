@@ -1,14 +1,11 @@
 // Reading input files whole, decompressing gzip / zstd into a buffer padded for simdjson.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 
 namespace stepscope::analyzer::import {
 
@@ -59,40 +56,34 @@ void decompress_to_file(const std::string& path, std::string_view in, Compressio
 
 namespace stepscope::analyzer::import {
 
-// A gzip file of one member, inflated on a thread of its own (ISA-L's streaming inflate) while the caller
-// reads what has arrived: load_trace parses the JSON as it comes. The output is sized from the gzip trailer;
-// a file that is not one member of that size (concatenated members, 4 GiB or more, a damaged trailer) or not
-// valid gzip fails, and the caller decompresses it whole the usual way (which says what is wrong with a bad
-// one).
-class GzipStream {
+// A gzip file of one member inflated as it is read (ISA-L's streaming inflate), straight into the caller's
+// buffers: load_trace parses a gzip trace as it comes and never holds its whole text. The size is the gzip
+// trailer's; a file that is not one member of that size (concatenated members, 4 GiB or more, a damaged
+// trailer) or not valid gzip ends early or not whole(), and the caller decompresses it whole the usual way
+// (which says what is wrong with a bad one).
+class GzipReader {
  public:
-  // True when `in` may be streamed: this build has ISA-L, `in` is gzip and its trailer's size is plausible.
+  // True when `in` may be read so: this build has ISA-L, `in` is gzip and its trailer's size is plausible.
   static bool usable(std::string_view in);
-  explicit GzipStream(std::string_view in);  // `in` outlives the stream; the thread starts here
-  ~GzipStream();                             // stops the thread (a parse that gave up) and joins it
-  GzipStream(const GzipStream&) = delete;
-  GzipStream& operator=(const GzipStream&) = delete;
+  explicit GzipReader(std::string_view in);  // `in` outlives the reader
+  ~GzipReader();
+  GzipReader(const GzipReader&) = delete;
+  GzipReader& operator=(const GzipReader&) = delete;
 
-  const char* data() const { return out_.data(); }
-  size_t size() const { return out_.size(); }  // the whole size, known before it arrives
-  // Waits until bytes [0, end) have arrived; false when they never will (the stream failed). Bytes that
-  // arrived are there even from a stream that fails later: finish() says whether any of it may be used.
-  bool ready(size_t end);
-  // Waits for the end: true when the whole member arrived, its size the trailer's and its CRC right.
+  size_t size() const { return size_; }  // the whole size, known before it is read
+  // Inflates up to `n` more bytes into `dst`: how many came. Fewer than `n` only at the end of the member
+  // or where the data is bad; 0 from then on.
+  size_t read(char* dst, size_t n);
+  // Reads on to the member's end (a read of all size() bytes may stop short of its trailer): true when it
+  // ended where the file ends, as long as its trailer said, its CRC right, no byte past size().
   bool finish();
-  PaddedBuffer take() { return std::move(out_); }
 
  private:
-  void run();
-
+  struct State;
   std::string_view in_;
-  PaddedBuffer out_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<size_t> arrived_{0};
-  std::atomic<bool> stop_{false};
-  bool done_ = false, ok_ = false;  // mu_
-  std::thread thread_;
+  std::unique_ptr<State> state_;
+  size_t size_ = 0, total_ = 0;
+  bool ended_ = false, whole_ = false;
 };
 
 // The first (up to) `n` bytes of the decompressed stream; "" when they cannot be decoded.

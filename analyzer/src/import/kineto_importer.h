@@ -17,12 +17,13 @@ class KinetoImporter {
   explicit KinetoImporter(std::string source_file) : file_(std::move(source_file)) {}
   void set_progress(std::function<void(uint64_t, uint64_t)> p) { progress_ = std::move(p); }
   void set_threads(unsigned threads) { options_.threads = threads; }
-  // The file is still arriving (KinetoParseOptions::arriving).
-  void set_arriving(std::function<bool(size_t)> ready) { options_.arriving = std::move(ready); }
 
   // `json` must stay readable for 64 bytes past `size` (simdjson padding). Throws store::StoreError
   // naming the file for invalid JSON or JSON that is no trace.
   store::Trace import(const char* json, size_t size);
+  // The text read as it is decompressed (parse_kineto_stream): throws NotStreamed where it cannot be.
+  store::Trace import_stream(size_t size, const std::function<size_t(char*, size_t)>& read,
+                             KinetoParseReport* report = nullptr);
 
  private:
   std::string file_;

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <string>
@@ -830,6 +833,80 @@ bool at_end(od::document& doc) {
 // Not a failure of the input: the chunked parse cannot prove its cuts, so the file is parsed in one pass.
 struct NotChunkable {};
 
+// What a chunk of the traceEvents array parsed into: whole events (the array goes on), or the array's own "]"
+// inside it (`close`: its offset in the chunk's text).
+struct ChunkParse {
+  std::unique_ptr<EventReader> reader;
+  bool whole = false;
+  size_t close = 0;
+};
+
+// A chunk's text parsed as "[" + text + "]": `buf` holds the "[", the text, the "]" and blank padding
+// (simdjson checks a root array's balance when the byte after it is "]", and the closing chunk's text is not
+// balanced). Throws NotChunkable for a chunk that is neither whole events nor the array's end: a cut that is
+// no event's start, or a bad file.
+ChunkParse parse_chunk(od::parser& parser, const char* buf, size_t text_size, size_t buf_size) {
+  ChunkParse r;
+  auto reader = std::make_unique<EventReader>(true);
+  od::document doc = parser.iterate(buf, text_size + 2, buf_size);
+  for (od::value v : doc.get_array()) {
+    if (v.type() != od::json_type::object) throw NotChunkable{};
+    reader->event(v.get_object());
+  }
+  if (reader->needs_earlier_chunks()) throw NotChunkable{};
+  sort_rows_by_start(reader->t);
+  auto after = doc.current_location();
+  if (after.error() == simdjson::OUT_OF_BOUNDS) {
+    r.whole = true;
+  } else {
+    // The array closed before the text ended: its "]" is the last token before `after`.
+    size_t c = static_cast<size_t>(after.value_unsafe() - buf);
+    while (c > 0 && is_ws(buf[c - 1])) --c;
+    if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
+    r.close = c - 2;  // buf[0] is the "["
+  }
+  r.reader = std::move(reader);
+  return r;
+}
+
+// Chunks of a streamed text are this many bytes and more, to the next event's start; looked for in this many
+// bytes past the size first, twice as many each time there is none.
+constexpr size_t kCutProbe = 4096;
+// A streamed text with more than this before its traceEvents array, or with more than this held after the
+// array ends (its tail, kept to the end), is parsed whole instead.
+constexpr size_t kMaxStreamedHead = size_t{64} << 20;
+constexpr size_t kMaxStreamedKept = size_t{256} << 20;
+// Chunks read and not yet back for reuse, at most, a parse thread (queued, in parse, parsed after a late
+// one).
+constexpr size_t kChunksHeldPerThread = 3;
+
+// A chunk of a streamed text in a buffer of its own, reused: "[" + its text + "]" + blank padding.
+struct StreamChunk {
+  std::unique_ptr<char[]> buf;
+  size_t capacity = 0;
+  size_t start = 0;  // the text's offset in the file
+  size_t len = 0;
+  std::string sep;  // the bytes between the text and the next chunk's ("," and blanks): the tail is rebuilt
+
+  char* text() { return buf.get() + 1; }
+  // Room for `text` bytes of text and what goes around them, the first `keep` bytes kept. The bytes added.
+  size_t make_room(size_t text, size_t keep) {
+    const size_t need = text + 2 + simdjson::SIMDJSON_PADDING;
+    if (need <= capacity) return 0;
+    const size_t cap = std::max(need, capacity + capacity / 2);
+    std::unique_ptr<char[]> b(new char[cap]);
+    if (keep) std::memcpy(b.get(), buf.get(), keep);
+    buf = std::move(b);
+    const size_t added = cap - capacity;
+    capacity = cap;
+    return added;
+  }
+  void close_text() {
+    buf[1 + len] = ']';
+    std::memset(buf.get() + 2 + len, ' ', simdjson::SIMDJSON_PADDING);
+  }
+};
+
 class Parser {
  public:
   Parser(const std::string& file, const std::function<void(uint64_t, uint64_t)>& progress,
@@ -837,10 +914,28 @@ class Parser {
       : file_(file), progress_(progress), options_(options) {}
 
   Trace run(const char* json, size_t size, KinetoParseReport* report);
+  Trace run_streamed(size_t size, const std::function<size_t(char*, size_t)>& read,
+                     KinetoParseReport* report);
 
  private:
   void one_pass();
   bool in_chunks();
+  void streamed(const std::function<size_t(char*, size_t)>& read);
+  // The checks, times and meta every parse ends with.
+  Trace finish(KinetoParseReport* report, bool chunked);
+  unsigned chunk_threads() const {
+    return std::clamp(options_.threads ? options_.threads : std::thread::hardware_concurrency(), 1u, 8u);
+  }
+  size_t chunk_bytes_for(size_t rest, unsigned threads) const {
+    return options_.chunk_bytes
+               ? options_.chunk_bytes
+               : std::clamp<size_t>(rest / (size_t{16} * threads), size_t{256} << 10, size_t{1} << 20);
+  }
+  // The document without the array's elements (`skeleton`: the text up to the array's "[" at `open`, then
+  // from its "]" on, padded): its top level read as in one pass, and where its traceEvents array is proves
+  // where the first chunk began. There the first `used` chunks' rows are adopted, merged into time order.
+  void absorb(const char* skeleton, size_t size, size_t capacity, size_t open,
+              std::vector<ChunkParse>& results, size_t used, unsigned threads);
   // `at`: where the array's "[" is in the parsed text.
   void top_level(od::document& doc, const std::function<void(od::array, const char* at)>& on_events);
   void device_properties(od::array arr);
@@ -855,9 +950,6 @@ class Parser {
 
   // Progress never goes back, also when a chunked parse gives way to the one pass. A callback's exception
   // (a cancel) is the caller's: kept here, thrown after the threads, never taken for a failed chunk.
-  // Bytes [0, end) are there (KinetoParseOptions::arriving): false when they never will be.
-  bool have(size_t end) const { return !options_.arriving || options_.arriving(end); }
-
   void report(uint64_t done) {
     if (!progress_ || progress_error_) return;
     reported_ = std::max(reported_, done);
@@ -873,6 +965,7 @@ class Parser {
   const KinetoParseOptions& options_;
   uint64_t reported_ = 0;
   std::exception_ptr progress_error_;
+  KinetoParseReport* report_ = nullptr;
   const char* json_ = nullptr;
   size_t size_ = 0;
   // What the parse has read; a chunked parse that gives way to the one pass starts it again.
@@ -988,190 +1081,18 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
 }
 
 void Parser::one_pass() {
-  if (!have(size_)) throw SourceFailed{};
   od::parser parser;
   od::document doc = parser.iterate(json_, size_, size_ + 64);
   top_level(doc, [this](od::array events_array, const char*) { events(events_array); });
 }
 
-// The traceEvents array cut into chunks of whole events, parsed by several threads, each chunk into its own
-// EventReader, then absorbed in file order: the same Trace as one pass, string ids included. Each cut is a
-// guess made from bytes, proven when the chunk before it parses as whole events (a cut inside a string or a
-// nested value leaves that chunk unbalanced); the first chunk starts where the document's own parse (of the
-// file with the array's elements left out) finds the array. Returns false, with nothing kept, when a cut is
-// not proven or a chunk needs an earlier one: then the file is parsed in one pass, which also says what is
-// wrong with a bad file.
-bool Parser::in_chunks() {
-  // Where the array opens: looked for in what has arrived, four times as much each time it is not there yet.
-  std::optional<EventArray> arr;
-  for (size_t seen = std::min<size_t>(size_, size_t{64} << 10);; seen = std::min(size_, seen * 4)) {
-    if (!have(seen)) return false;
-    arr = find_event_array(json_, seen);
-    if (arr && arr->begin < seen) break;
-    if (seen == size_) return false;
-  }
-  if (json_[arr->begin] != '{') return false;
-  unsigned threads = options_.threads ? options_.threads : std::thread::hardware_concurrency();
-  threads = std::clamp(threads, 1u, 8u);
-  size_t rest = size_ - arr->begin;
-  size_t chunk_bytes = options_.chunk_bytes ? options_.chunk_bytes
-                                            : std::clamp<size_t>(rest / (size_t{16} * threads),
-                                                                 size_t{256} << 10, size_t{1} << 20);
-  // Cuts are guessed up to the end of the file: the array's end is not known yet, so a cut may fall after
-  // it; the chunk where the array closes says where, and the chunks after it are not used. They are found as
-  // the chunks are taken, in what has arrived of the file (the same cuts as over the whole file: each is the
-  // first event start after its place, which the bytes before it decide).
-  std::mutex cuts_mu;
-  std::vector<size_t> starts{arr->begin};
-  bool all_cut = false;  // the last cut is known: no event start after starts.back() + chunk_bytes
-  const size_t max_chunks = rest / chunk_bytes + 2;
-  starts.reserve(std::min<size_t>(max_chunks, size_t{1} << 20));
-  // Chunk k's text, once its bytes have arrived; false when there is no chunk k (or the bytes never come).
-  // The bytes are waited for with the cuts unlocked: a thread whose cut is known is not held up by one that
-  // waits.
-  auto chunk_text = [&](size_t k, std::string_view& text) {
-    size_t b = 0, e = 0;
-    bool last = false;
-    {
-      std::unique_lock<std::mutex> lk(cuts_mu);
-      while (starts.size() <= k + 1 && !all_cut) {
-        const size_t at = starts.back() + chunk_bytes;
-        if (at >= size_) {
-          all_cut = true;
-          break;
-        }
-        // The window looked at doubles while no event starts in it: a long event costs a linear scan.
-        size_t s = size_;
-        bool moved = false;  // another thread found this cut meanwhile
-        for (size_t seen = std::min(size_, at + (size_t{64} << 10));;
-             seen = std::min(size_, at + 2 * (seen - at))) {
-          lk.unlock();
-          const bool arrived = have(seen);
-          lk.lock();
-          if (!arrived) return false;
-          if (all_cut || starts.back() + chunk_bytes != at) {
-            moved = true;
-            break;
-          }
-          s = next_event_start(json_, at, seen);
-          if (s < seen || seen == size_) break;
-        }
-        if (moved) continue;
-        if (s >= size_)
-          all_cut = true;
-        else
-          starts.push_back(s);
-      }
-      if (k >= starts.size()) return false;
-      b = starts[k];
-      last = k + 1 >= starts.size();
-      e = last ? size_ : starts[k + 1];
-    }
-    if (!have(e)) return false;
-    if (!last) {  // drop the "," (and whitespace) before the next chunk
-      while (e > b && is_ws(json_[e - 1])) --e;
-      --e;
-    }
-    text = std::string_view(json_ + b, e - b);
-    return true;
-  };
-
-  // A chunk parsed as "[" + its text + "]": whole events (the array goes on), or the array's own "]" inside
-  // it (`close`: its offset in the file), or neither (a cut that is no event's start, or a bad file).
-  struct Result {
-    std::unique_ptr<EventReader> reader;
-    bool whole = false;
-    size_t close = 0;
-  };
-  std::vector<Result> results(max_chunks);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::atomic<size_t> done_bytes{0};
-  std::atomic<size_t> closing{max_chunks};  // the first chunk known to hold the array's end: none after it is
-                                            // needed
-  auto work = [&](bool reports) {
-    od::parser parser;
-    std::vector<char> buf;
-    for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < max_chunks;) {
-      if (k > closing.load()) break;  // chunks are taken in order: every later one is past the array too
-      std::string_view text;
-      try {
-        if (!chunk_text(k, text)) break;  // no chunk k (or its bytes never come: the result says so)
-        buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
-        buf[0] = '[';
-        std::memcpy(buf.data() + 1, text.data(), text.size());
-        buf[text.size() + 1] = ']';
-        // Blank padding: simdjson checks a root array's balance when the byte after it is "]" (an old
-        // chunk's), and the closing chunk's text is not balanced.
-        std::memset(buf.data() + text.size() + 2, ' ', simdjson::SIMDJSON_PADDING);
-        auto reader = std::make_unique<EventReader>(true);
-        od::document doc = parser.iterate(buf.data(), text.size() + 2, buf.size());
-        for (od::value v : doc.get_array()) {
-          if (v.type() != od::json_type::object) throw NotChunkable{};
-          reader->event(v.get_object());
-        }
-        if (reader->needs_earlier_chunks()) throw NotChunkable{};
-        sort_rows_by_start(reader->t);
-        Result& r = results[k];
-        auto after = doc.current_location();
-        if (after.error() == simdjson::OUT_OF_BOUNDS) {
-          r.whole = true;
-        } else {
-          // The array closed before the text ended: its "]" is the last token before `after`.
-          size_t c = static_cast<size_t>(after.value_unsafe() - buf.data());
-          while (c > 0 && is_ws(buf[c - 1])) --c;
-          if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
-          r.close = static_cast<size_t>(text.data() - json_) + (c - 2);
-          for (size_t was = closing.load(); k < was && !closing.compare_exchange_weak(was, k);) {
-          }
-        }
-        r.reader = std::move(reader);
-      } catch (...) {
-        failed = true;  // the file is parsed again in one pass, which says what is wrong with a bad one
-      }
-      size_t done = done_bytes.fetch_add(text.size()) + text.size();
-      if (reports) report(std::min(arr->begin + done, size_));
-    }
-  };
-  threads = static_cast<unsigned>(std::min<size_t>(threads, max_chunks));
-  std::vector<std::thread> pool;
-  try {
-    for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
-  } catch (const std::system_error&) {  // no more threads to be had: those started take the chunks
-  }
-  work(true);
-  for (auto& th : pool) th.join();
-  if (progress_error_) std::rethrow_exception(progress_error_);
-  // The other threads may have taken every chunk: say where the parse got to at least once.
-  report(std::min(arr->begin + done_bytes.load(), size_));
-
-  // The chunks up to the one where the array closes, each proven by the one before it.
-  const size_t n = starts.size();
-  size_t used = 0, close = 0;
-  for (; used < n; ++used) {
-    const Result& r = results[used];
-    if (!r.reader) return false;
-    if (!r.whole) {
-      close = r.close;
-      ++used;
-      break;
-    }
-  }
-  if (close == 0) return false;  // the array never closed: a bad file, said by the one pass
-
-  // The document without the array's elements: its top level is read as in one pass, and where its
-  // traceEvents array is proves where the first chunk began.
-  if (!have(size_)) return false;
-  std::string skeleton;
-  skeleton.reserve(arr->open + 1 + (size_ - close) + simdjson::SIMDJSON_PADDING);
-  skeleton.append(json_, arr->open + 1).append(json_ + close, size_ - close);
-  size_t skeleton_size = skeleton.size();
-  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
+void Parser::absorb(const char* skeleton, size_t size, size_t capacity, size_t open,
+                    std::vector<ChunkParse>& results, size_t used, unsigned threads) {
   od::parser parser;
-  od::document doc = parser.iterate(skeleton.data(), skeleton_size, skeleton.size());
+  od::document doc = parser.iterate(skeleton, size, capacity);
   bool absorbed = false;
   top_level(doc, [&](od::array events_array, const char* at) {
-    if (absorbed || at != skeleton.data() + arr->open || !events_array.is_empty()) throw NotChunkable{};
+    if (absorbed || at != skeleton + open || !events_array.is_empty()) throw NotChunkable{};
     absorbed = true;
     for (size_t k = 0; k < used; ++k) p_.reader.adopt(*results[k].reader);
     // Each chunk's tables are in time order (sorted by its worker): merged, they are the one pass's, sorted.
@@ -1220,7 +1141,381 @@ bool Parser::in_chunks() {
   });
   if (!absorbed || !at_end(doc)) throw NotChunkable{};
   p_.chunks = used;
+}
+
+// The traceEvents array cut into chunks of whole events, parsed by several threads, each chunk into its own
+// EventReader, then absorbed in file order: the same Trace as one pass, string ids included. Each cut is a
+// guess made from bytes, proven when the chunk before it parses as whole events (a cut inside a string or a
+// nested value leaves that chunk unbalanced); the first chunk starts where the document's own parse (of the
+// file with the array's elements left out) finds the array. Returns false, with nothing kept, when a cut is
+// not proven or a chunk needs an earlier one: then the file is parsed in one pass, which also says what is
+// wrong with a bad file.
+bool Parser::in_chunks() {
+  std::optional<EventArray> arr = find_event_array(json_, size_);
+  if (!arr || arr->begin >= size_ || json_[arr->begin] != '{') return false;
+  unsigned threads = chunk_threads();
+  const size_t rest = size_ - arr->begin;
+  const size_t chunk_bytes = chunk_bytes_for(rest, threads);
+  // Cuts are guessed up to the end of the file: the array's end is not known yet, so a cut may fall after
+  // it; the chunk where the array closes says where, and the chunks after it are not used. They are found as
+  // the chunks are taken: each is the first event start at or after chunk_bytes past the one before.
+  std::mutex cuts_mu;
+  std::vector<size_t> starts{arr->begin};
+  bool all_cut = false;  // the last cut is known: no event start after starts.back() + chunk_bytes
+  const size_t max_chunks = rest / chunk_bytes + 2;
+  starts.reserve(std::min<size_t>(max_chunks, size_t{1} << 20));
+  // Chunk k's text; false when there is no chunk k.
+  auto chunk_text = [&](size_t k, std::string_view& text) {
+    size_t b = 0, e = 0;
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lk(cuts_mu);
+      while (starts.size() <= k + 1 && !all_cut) {
+        const size_t at = starts.back() + chunk_bytes;
+        const size_t s = at >= size_ ? size_ : next_event_start(json_, at, size_);
+        if (s >= size_)
+          all_cut = true;
+        else
+          starts.push_back(s);
+      }
+      if (k >= starts.size()) return false;
+      b = starts[k];
+      last = k + 1 >= starts.size();
+      e = last ? size_ : starts[k + 1];
+    }
+    if (!last) {  // drop the "," (and whitespace) before the next chunk
+      while (e > b && is_ws(json_[e - 1])) --e;
+      --e;
+    }
+    text = std::string_view(json_ + b, e - b);
+    return true;
+  };
+
+  std::vector<ChunkParse> results(max_chunks);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::atomic<size_t> done_bytes{0};
+  std::atomic<size_t> closing{max_chunks};  // the first chunk known to hold the array's end: none after it is
+                                            // needed
+  auto work = [&](bool reports) {
+    od::parser parser;
+    std::vector<char> buf;
+    for (size_t k; !failed.load(std::memory_order_relaxed) && (k = next.fetch_add(1)) < max_chunks;) {
+      if (k > closing.load()) break;  // chunks are taken in order: every later one is past the array too
+      std::string_view text;
+      try {
+        if (!chunk_text(k, text)) break;
+        buf.resize(text.size() + 2 + simdjson::SIMDJSON_PADDING);
+        buf[0] = '[';
+        std::memcpy(buf.data() + 1, text.data(), text.size());
+        buf[text.size() + 1] = ']';
+        std::memset(buf.data() + text.size() + 2, ' ', simdjson::SIMDJSON_PADDING);
+        ChunkParse r = parse_chunk(parser, buf.data(), text.size(), buf.size());
+        if (!r.whole) {
+          r.close += static_cast<size_t>(text.data() - json_);
+          for (size_t was = closing.load(); k < was && !closing.compare_exchange_weak(was, k);) {
+          }
+        }
+        results[k] = std::move(r);
+      } catch (...) {
+        failed = true;  // the file is parsed again in one pass, which says what is wrong with a bad one
+      }
+      size_t done = done_bytes.fetch_add(text.size()) + text.size();
+      if (reports) report(std::min(arr->begin + done, size_));
+    }
+  };
+  threads = static_cast<unsigned>(std::min<size_t>(threads, max_chunks));
+  std::vector<std::thread> pool;
+  try {
+    for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
+  } catch (const std::system_error&) {  // no more threads to be had: those started take the chunks
+  }
+  work(true);
+  for (auto& th : pool) th.join();
+  if (progress_error_) std::rethrow_exception(progress_error_);
+  // The other threads may have taken every chunk: say where the parse got to at least once.
+  report(std::min(arr->begin + done_bytes.load(), size_));
+  if (progress_error_) std::rethrow_exception(progress_error_);
+
+  // The chunks up to the one where the array closes, each proven by the one before it.
+  const size_t n = starts.size();
+  size_t used = 0, close = 0;
+  for (; used < n; ++used) {
+    const ChunkParse& r = results[used];
+    if (!r.reader) return false;
+    if (!r.whole) {
+      close = r.close;
+      ++used;
+      break;
+    }
+  }
+  if (close == 0) return false;  // the array never closed: a bad file, said by the one pass
+
+  std::string skeleton;
+  skeleton.reserve(arr->open + 1 + (size_ - close) + simdjson::SIMDJSON_PADDING);
+  skeleton.append(json_, arr->open + 1).append(json_ + close, size_ - close);
+  const size_t skeleton_size = skeleton.size();
+  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
+  absorb(skeleton.data(), skeleton_size, skeleton.size(), arr->open, results, used, threads);
   return true;
+}
+
+// The chunked parse of a text that is read as it is decompressed, never held whole. One thread reads it into
+// chunk buffers, cutting where in_chunks would (each cut at the first event start chunk_bytes or more past
+// the last) and carrying the bytes read past a cut into the next buffer; the parse threads take the chunks
+// in order. A buffer goes back for reuse once it and every chunk before it held whole events; from the first
+// chunk that does not (the array's end) on, the buffers are kept: the document's tail is rebuilt from them.
+// Throws NotChunkable where the text cannot be parsed so (then it is parsed whole), NotStreamed where the
+// source ended early.
+void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
+  size_t got = 0;  // read so far: the head by this thread, then the rest by the reading thread
+  auto read_exactly = [&](char* dst, size_t n) {
+    const size_t r = n ? read(dst, n) : 0;
+    got += r;
+    if (r != n) throw NotStreamed{};
+  };
+  // The head: the text up to the traceEvents array's first element, looked for in four times as much each
+  // time it is not there yet.
+  std::string head;
+  std::optional<EventArray> arr;
+  for (size_t want = std::min<size_t>(size_, size_t{64} << 10);; want = std::min(size_, want * 4)) {
+    const size_t had = head.size();
+    head.resize(want);
+    read_exactly(head.data() + had, want - had);
+    arr = find_event_array(head.data(), head.size());
+    if (arr && arr->begin < head.size()) break;
+    if (want == size_ || want >= kMaxStreamedHead) throw NotChunkable{};
+  }
+  if (head[arr->begin] != '{') throw NotChunkable{};
+  const unsigned threads = chunk_threads();
+  const size_t rest = size_ - arr->begin;
+  const size_t chunk_bytes = chunk_bytes_for(rest, threads);
+  const size_t max_chunks = rest / chunk_bytes + 2;  // every chunk but the last has chunk_bytes or more
+
+  // Shared by the reading thread and the parse threads, under `mu`.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<size_t, StreamChunk>> queue;  // chunks read, not yet taken
+  std::vector<StreamChunk> spare;                    // buffers to reuse
+  std::vector<StreamChunk> chunks(max_chunks);       // taken chunks whose buffers are still needed
+  std::vector<ChunkParse> results(max_chunks);
+  enum State : char { Pending, Whole, Closes, Failed, Kept };
+  std::vector<State> state(max_chunks, Pending);
+  size_t made = 0;  // chunks read
+  bool read_all = false, failed = false;
+  bool source_failed = false;
+  size_t recycled = 0;          // chunks known whole from the first: their buffers are back
+  size_t closing = max_chunks;  // the first chunk known not to hold whole events: none after it is parsed
+  size_t kept_bytes = 0;        // in buffers held for chunks at or after `recycled`
+  size_t buffer_bytes = head.capacity();  // every buffer, reading thread only
+
+  StreamChunk cur;
+  cur.start = arr->begin;
+  size_t filled = head.size() - arr->begin;  // cur's text read so far
+  buffer_bytes += cur.make_room(filled, 0);
+  cur.buf[0] = '[';
+  std::memcpy(cur.text(), head.data() + arr->begin, filled);
+  head.resize(arr->open + 1);  // the skeleton's start, up to and with the array's "["
+
+  struct Stop {};  // the parse threads gave up
+  auto fresh = [&] {
+    std::lock_guard<std::mutex> lk(mu);
+    StreamChunk c;
+    if (!spare.empty()) {
+      c = std::move(spare.back());
+      spare.pop_back();
+    }
+    c.sep.clear();
+    return c;
+  };
+  auto hand_over = [&](StreamChunk c) {
+    std::unique_lock<std::mutex> lk(mu);
+    // Until the array's end is known, no more chunks in buffers than the threads can use: a chunk whose
+    // parse is late (its thread not running) holds back the reuse of every buffer after it.
+    cv.wait(lk, [&] {
+      return failed || (queue.size() <= threads &&
+                        (closing < max_chunks || made - recycled < kChunksHeldPerThread * threads));
+    });
+    if (failed) throw Stop{};
+    queue.emplace_back(made++, std::move(c));
+    cv.notify_all();
+  };
+  auto read_chunks = [&] {
+    auto fill_to = [&](size_t n) {
+      if (n <= filled) return;
+      buffer_bytes += cur.make_room(n, 1 + filled);
+      read_exactly(cur.text() + filled, n - filled);
+      filled = n;
+    };
+    for (;;) {
+      const size_t left = size_ - cur.start;  // from this chunk's start to the end of the file
+      size_t s = left;                        // the next chunk's start in this chunk's text; left: none
+      if (chunk_bytes < left) {
+        for (size_t seen = std::min(left, chunk_bytes + kCutProbe);;
+             seen = std::min(left, chunk_bytes + 2 * (seen - chunk_bytes))) {
+          if (seen - chunk_bytes > kCutProbe) {  // a long event (or tail): not read on for a parse given up
+            std::lock_guard<std::mutex> lk(mu);
+            if (failed) throw Stop{};
+            if (seen > kMaxStreamedKept) throw NotStreamed{};
+          }
+          fill_to(seen);
+          s = next_event_start(cur.text(), chunk_bytes, seen);
+          if (s < seen || seen == left) break;
+        }
+      }
+      if (s >= left) {  // the last chunk: the rest of the file
+        fill_to(left);
+        cur.len = left;
+        cur.close_text();
+        hand_over(std::move(cur));
+        return;
+      }
+      size_t e = s;  // the "," (and whitespace) before the next chunk are not this chunk's text
+      while (e > 0 && is_ws(cur.text()[e - 1])) --e;
+      --e;
+      StreamChunk next = fresh();
+      next.start = cur.start + s;
+      buffer_bytes += next.make_room(filled - s, 0);
+      next.buf[0] = '[';
+      std::memcpy(next.text(), cur.text() + s, filled - s);
+      cur.sep.assign(cur.text() + e, s - e);
+      cur.len = e;
+      cur.close_text();
+      hand_over(std::move(cur));
+      cur = std::move(next);
+      filled -= s;
+    }
+  };
+  std::thread reader;
+  std::exception_ptr thread_error;  // no memory in a thread: the caller's
+  auto reading = [&] {
+    try {
+      read_chunks();
+    } catch (const Stop&) {
+    } catch (const NotStreamed&) {
+      std::lock_guard<std::mutex> lk(mu);
+      source_failed = failed = true;
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!thread_error) thread_error = std::current_exception();
+      failed = true;
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    read_all = true;
+    cv.notify_all();
+  };
+  try {
+    reader = std::thread(reading);
+  } catch (const std::system_error&) {  // no thread to read with: the whole text is parsed instead
+    throw NotStreamed{};
+  }
+
+  std::atomic<size_t> done_bytes{0};
+  auto work_on = [&](bool reports) {
+    od::parser parser;
+    for (;;) {
+      size_t k = 0;
+      StreamChunk c;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return failed || !queue.empty() || read_all; });
+        if (failed || queue.empty()) return;
+        k = queue.front().first;
+        c = std::move(queue.front().second);
+        queue.pop_front();
+        cv.notify_all();
+        if (k > closing) {  // past the array: kept unparsed, for the tail
+          kept_bytes += c.capacity;
+          chunks[k] = std::move(c);
+          state[k] = Kept;
+          if (kept_bytes > kMaxStreamedKept) failed = true;
+          continue;
+        }
+      }
+      ChunkParse r;
+      bool parsed = true;
+      try {
+        r = parse_chunk(parser, c.buf.get(), c.len, c.capacity);
+      } catch (...) {
+        parsed = false;  // fatal only if the array goes on into it
+      }
+      const size_t done = done_bytes.fetch_add(c.len) + c.len;
+      if (reports) report(std::min(arr->begin + done, size_));
+      const bool cancelled = reports && progress_error_;
+      std::lock_guard<std::mutex> lk(mu);
+      state[k] = !parsed ? Failed : r.whole ? Whole : Closes;
+      results[k] = std::move(r);
+      kept_bytes += c.capacity;
+      chunks[k] = std::move(c);
+      if (state[k] != Whole) closing = std::min(closing, k);
+      while (recycled < max_chunks && state[recycled] == Whole) {
+        kept_bytes -= chunks[recycled].capacity;
+        spare.push_back(std::move(chunks[recycled]));
+        ++recycled;
+      }
+      // The array goes on into a chunk that is not whole events, or too much is held: parsed whole instead.
+      if ((recycled < max_chunks && state[recycled] == Failed) || kept_bytes > kMaxStreamedKept || cancelled)
+        failed = true;
+      cv.notify_all();
+    }
+  };
+  auto work = [&](bool reports) {
+    try {
+      work_on(reports);
+    } catch (...) {  // no memory (a parse failure is a chunk's state): stops all, the caller's
+      std::lock_guard<std::mutex> lk(mu);
+      if (!thread_error) thread_error = std::current_exception();
+      failed = true;
+      cv.notify_all();
+    }
+  };
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    spare.reserve(kChunksHeldPerThread * threads + 4);
+  }
+  std::vector<std::thread> pool;
+  // Whatever leaves this frame while the threads run (no memory) stops and joins them first.
+  auto join_all = [&] {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!read_all || !queue.empty()) failed = true;
+    }
+    cv.notify_all();
+    for (auto& th : pool)
+      if (th.joinable()) th.join();
+    if (reader.joinable()) reader.join();
+  };
+  try {
+    try {
+      pool.reserve(threads);
+      for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work, false);
+    } catch (const std::system_error&) {  // no more threads to be had: those started take the chunks
+    }
+    work(true);
+  } catch (...) {
+    join_all();
+    throw;
+  }
+  join_all();
+  if (progress_error_) std::rethrow_exception(progress_error_);
+  if (thread_error) std::rethrow_exception(thread_error);
+  if (source_failed) throw NotStreamed{};
+  if (failed || closing >= made || state[closing] != Closes) throw NotChunkable{};
+  report(std::min(arr->begin + done_bytes.load(), size_));
+  if (progress_error_) std::rethrow_exception(progress_error_);
+  if (report_) report_->streamed_buffer_bytes = buffer_bytes;
+
+  // The skeleton: the head, then the text from the array's "]" on, out of the buffers kept.
+  std::string skeleton = std::move(head);
+  StreamChunk& last = chunks[closing];
+  skeleton.append(last.text() + results[closing].close, last.len - results[closing].close).append(last.sep);
+  for (size_t k = closing + 1; k < made; ++k)
+    skeleton.append(chunks[k].text(), chunks[k].len).append(chunks[k].sep);
+  chunks.clear();
+  spare.clear();
+  const size_t skeleton_size = skeleton.size();
+  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
+  absorb(skeleton.data(), skeleton_size, skeleton.size(), arr->open, results, closing + 1, threads);
 }
 
 Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
@@ -1245,6 +1540,31 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
       throw StoreError(file_, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
     }
   }
+  return finish(report, chunked);
+}
+
+Trace Parser::run_streamed(size_t size, const std::function<size_t(char*, size_t)>& read,
+                           KinetoParseReport* report) {
+  size_ = size;
+  report_ = report;
+  if (size > kMaxDocumentBytes) throw NotStreamed{};
+  // A progress callback's exception (a cancel) is the caller's, whatever its type.
+  try {
+    streamed(read);
+  } catch (const NotChunkable&) {
+    if (progress_error_) std::rethrow_exception(progress_error_);
+    throw NotStreamed{};
+  } catch (const simdjson::simdjson_error&) {
+    if (progress_error_) std::rethrow_exception(progress_error_);
+    throw NotStreamed{};
+  } catch (const StoreError&) {  // the skeleton's top level: the whole text's parse says it
+    if (progress_error_) std::rethrow_exception(progress_error_);
+    throw NotStreamed{};
+  }
+  return finish(report, true);
+}
+
+Trace Parser::finish(KinetoParseReport* report, bool chunked) {
   if (report) {
     report->chunked = chunked;
     report->chunks = p_.chunks;
@@ -1304,6 +1624,12 @@ Trace parse_kineto_json(const char* json, size_t size, const std::string& file,
                         const std::function<void(uint64_t, uint64_t)>& progress,
                         const KinetoParseOptions& options, KinetoParseReport* report) {
   return Parser(file, progress, options).run(json, size, report);
+}
+
+Trace parse_kineto_stream(size_t size, const std::function<size_t(char*, size_t)>& read,
+                          const std::string& file, const std::function<void(uint64_t, uint64_t)>& progress,
+                          const KinetoParseOptions& options, KinetoParseReport* report) {
+  return Parser(file, progress, options).run_streamed(size, read, report);
 }
 
 }  // namespace stepscope::analyzer::import

@@ -12,9 +12,6 @@ namespace stepscope::analyzer::import {
 
 struct KinetoParseOptions {
   bool chunks = true;    // false: one pass over the file, on the calling thread
-  // Set while the file is still arriving (GzipStream: inflated as it is parsed): waits until bytes [0, end)
-  // are there; false when they never will be. The parse then throws SourceFailed, and the caller says why.
-  std::function<bool(size_t end)> arriving;
   unsigned threads = 0;  // threads for the chunks; 0: the machine's cores (at most 8)
   size_t chunk_bytes =
       0;  // 0: chosen from the file's size and the threads; set, files under 1 MiB are cut too
@@ -24,10 +21,12 @@ struct KinetoParseOptions {
 struct KinetoParseReport {
   bool chunked = false;  // false: one pass (small file, or a chunk could not stand alone)
   size_t chunks = 0;
+  size_t streamed_buffer_bytes = 0;  // parse_kineto_stream: the text's buffers, all of them together
 };
 
-// KinetoParseOptions::arriving said the bytes it waited for will never come.
-struct SourceFailed {};
+// parse_kineto_stream could not parse the text as it came: the source ended early, a cut was not proven, the
+// JSON is not what it should be. The caller parses the whole text instead, which says what is wrong.
+struct NotStreamed {};
 
 // `json` must stay readable for 64 bytes past `size` (simdjson padding); `file` names the input in errors and
 // meta. Throws store::StoreError for invalid JSON or JSON that is no trace. The result does not depend on the
@@ -35,5 +34,14 @@ struct SourceFailed {};
 store::Trace parse_kineto_json(const char* json, size_t size, const std::string& file,
                                const std::function<void(uint64_t, uint64_t)>& progress,
                                const KinetoParseOptions& options = {}, KinetoParseReport* report = nullptr);
+
+// The same trace from a text read in order as it is decompressed, never held whole: `read(dst, n)` puts the
+// next bytes (up to n) at dst and says how many came, fewer only at the end; `size` is the text's. The text
+// goes through a few chunk buffers, reused (KinetoParseReport::streamed_buffer_bytes). Throws NotStreamed (or
+// the progress callback's exception); reads the text to its end unless it throws.
+store::Trace parse_kineto_stream(size_t size, const std::function<size_t(char*, size_t)>& read,
+                                 const std::string& file,
+                                 const std::function<void(uint64_t, uint64_t)>& progress,
+                                 const KinetoParseOptions& options = {}, KinetoParseReport* report = nullptr);
 
 }  // namespace stepscope::analyzer::import

@@ -10,11 +10,18 @@
 
 namespace stepscope::analyzer {
 
+// How a load went, for tests and benches.
+struct LoadReport {
+  bool inflated_as_parsed = false;  // a gzip JSON trace parsed as it was inflated: its text never held whole
+  uint64_t text_buffer_bytes = 0;   // then: the chunk buffers the text went through, all together
+};
+
 struct LoadOptions {
   // Called now and then with (bytes done, bytes total) for big inputs; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
   // Threads parsing a Kineto/Chrome JSON trace of 1 MiB or more (0: the machine's cores, at most 8; 1: one).
   unsigned threads = 0;
+  LoadReport* report = nullptr;  // filled in when set
 };
 
 // Loads a stepscope store, Kineto/Chrome trace JSON (plain, .gz, .zst) or an Nsight Systems SQLite export
