@@ -19,10 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     whole = true;
   } catch (const stepscope::store::StoreError&) {
   }
-  // The reader load_trace parses as it inflates, read in uneven pieces into one small buffer overwritten
+  // The readers load_trace parses as they inflate, read in uneven pieces into one small buffer overwritten
   // each time (as the chunk buffers are reused): where both decoders took the file whole, the same bytes.
-  if (GzipReader::usable(in)) {
-    GzipReader reader(in);
+  auto same_pieces = [&](auto& reader) {
     std::string piece(4096, '\0');
     size_t got = 0;
     bool same = true;
@@ -34,6 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n == 0) break;
     }
     if (reader.finish() && whole && (!same || got != out.size())) __builtin_trap();
+  };
+  if (GzipReader::usable(in)) {
+    GzipReader reader(in);
+    same_pieces(reader);
+  }
+  if (ZstdReader::usable(in)) {
+    ZstdReader reader(in);
+    same_pieces(reader);
   }
   return 0;
 }

@@ -87,22 +87,48 @@ bool looks_like_json(std::string_view s) {
   return i < s.size() && (s[i] == '{' || s[i] == '[');
 }
 
-// Gzip files from this size are parsed as they are inflated (GzipReader): smaller ones gain nothing from the
-// threads.
-constexpr size_t kStreamedGzipBytes = size_t{64} << 10;
+// Gzip and zstd files from this size are parsed as they are inflated (GzipReader, ZstdReader), plain JSON
+// files from this size as they are read (FileReader): smaller ones gain nothing from the threads.
+constexpr size_t kStreamedCompressedBytes = size_t{64} << 10;
+constexpr size_t kStreamedJsonBytes = size_t{1} << 20;
 
-import::KinetoImporter importer_for(const std::string& path,
-                                    const LoadOptions& options){import::KinetoImporter importer(path);
-if (options.progress) importer.set_progress(options.progress);
-importer.set_threads(options.threads);
-return importer;
-}  // namespace
+// (A line that starts with "import::" reads as a C++20 import to clang-format: hence `auto`.)
+auto importer_for(const std::string& path, const LoadOptions& options) -> import::KinetoImporter {
+  auto importer = import::KinetoImporter(path);
+  if (options.progress) importer.set_progress(options.progress);
+  importer.set_threads(options.threads);
+  return importer;
+}
 
-// A one-member gzip trace parsed as it is inflated, never held whole; nothing when it cannot be (then the
-// file is decompressed whole and parsed, which says what is wrong with a bad one).
-std::optional<Trace> import_inflating(const std::string& path, std::string_view gz,
+// A JSON trace parsed as `read` gives its `size` bytes, never held whole; nothing when it cannot be (then the
+// whole text is read and parsed, which says what is wrong with a bad one). `whole()`: the source gave exactly
+// its bytes, intact.
+std::optional<Trace> import_streamed(const std::string& path, size_t size,
+                                     const std::function<size_t(char*, size_t)>& read,
+                                     const std::function<bool()>& whole, const LoadOptions& options) {
+  try {
+    import::KinetoParseReport report;
+    Trace t = importer_for(path, options).import_stream(size, read, &report);
+    if (whole()) {
+      if (options.report) {
+        options.report->streamed = true;
+        options.report->text_buffer_bytes = report.streamed_buffer_bytes;
+      }
+      return t;
+    }
+  } catch (const import::NotStreamed&) {
+  } catch (const StoreError&) {
+    // The whole text parsed and is no trace: said, unless the source is what is wrong.
+    if (whole()) throw;
+  }
+  return std::nullopt;
+}
+
+// A gzip (one member) or zstd trace parsed as it is inflated.
+template <class Reader>
+std::optional<Trace> import_inflating(const std::string& path, std::string_view compressed,
                                       const LoadOptions& options) {
-  import::GzipReader reader(gz);
+  Reader reader(compressed);
   char head[4096];
   const size_t n = reader.read(head, std::min(sizeof head, reader.size()));
   if (n < std::min(sizeof head, reader.size()) || !looks_like_json(std::string_view(head, n)))
@@ -115,22 +141,17 @@ std::optional<Trace> import_inflating(const std::string& path, std::string_view 
     if (k < want) k += reader.read(dst + k, want - k);
     return k;
   };
-  try {
-    import::KinetoParseReport report;
-    Trace t = importer_for(path, options).import_stream(reader.size(), read, &report);
-    if (reader.finish()) {
-      if (options.report) {
-        options.report->inflated_as_parsed = true;
-        options.report->text_buffer_bytes = report.streamed_buffer_bytes;
-      }
-      return t;
-    }
-  } catch (const import::NotStreamed&) {
-  } catch (const StoreError&) {
-    // The whole text parsed and is no trace: said, unless the gzip data is what is wrong.
-    if (reader.finish()) throw;
-  }
-  return std::nullopt;
+  return import_streamed(
+      path, reader.size(), read, [&] { return reader.finish(); }, options);
+}
+
+// A plain JSON trace parsed as it is read from its file.
+std::optional<Trace> import_reading(const std::string& path, const LoadOptions& options) {
+  import::FileReader file(path);
+  if (file.size() < kStreamedJsonBytes) return std::nullopt;
+  return import_streamed(
+      path, file.size(), [&](char* dst, size_t n) { return file.read(dst, n); },
+      [&] { return file.finish(); }, options);
 }
 
 constexpr const char* kUnknownFormat =
@@ -164,6 +185,9 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
   if (kind == store::FileKind::Store || kind == store::FileKind::NsysSqlite || kind == store::FileKind::OtherSqlite)
     return load_sqlite(path, path);
 
+  if (kind == store::FileKind::Json && options.threads != 1)
+    if (std::optional<Trace> t = import_reading(path, options)) return std::move(*t);
+
   import::PaddedBuffer raw = import::read_file(path);
   if (raw.size() == 0) throw StoreError(path, "empty file");
   import::Compression comp = import::compression_of(raw.view());
@@ -176,8 +200,16 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
       raw.clear();
       return load_sqlite(tmp.path(), path);
     }
-    if (options.threads != 1 && raw.size() >= kStreamedGzipBytes && import::GzipReader::usable(raw.view()))
-      if (std::optional<Trace> t = import_inflating(path, raw.view(), options)) return std::move(*t);
+    // Parsed as it is inflated where it can be; anything the readers cannot take (concatenated gzip members,
+    // zstd frames without their sizes, a damaged file) is decompressed whole, the usual way.
+    if (options.threads != 1 && raw.size() >= kStreamedCompressedBytes) {
+      std::optional<Trace> t;
+      if (comp == import::Compression::Gzip && import::GzipReader::usable(raw.view()))
+        t = import_inflating<import::GzipReader>(path, raw.view(), options);
+      else if (comp == import::Compression::Zstd && import::ZstdReader::usable(raw.view()))
+        t = import_inflating<import::ZstdReader>(path, raw.view(), options);
+      if (t) return std::move(*t);
+    }
     json = import::decompress(path, raw.view(), comp, options.progress);
     raw.clear();
   } else {

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -391,12 +392,52 @@ TEST_CASE(
   reported.report = &report;
   require_same(meta_free(one), meta_free(analyzer::load_trace(path, reported)), "streamed");
   if (GzipReader::usable(raw.view())) {
-    CHECK(report.inflated_as_parsed);
+    CHECK(report.streamed);
     CHECK(report.text_buffer_bytes > 0);
     CHECK(report.text_buffer_bytes < json.size() / 4);
   } else {
-    CHECK_FALSE(report.inflated_as_parsed);
+    CHECK_FALSE(report.streamed);
   }
+  // The same text as a plain file: parsed as it is read, never whole; cut short, the one pass's error.
+  report = {};
+  const std::string plain = write("plain.json", std::string(json.view()));
+  require_same(meta_free(one), meta_free(analyzer::load_trace(plain, reported)), "read as parsed");
+  CHECK(report.streamed);
+  CHECK(report.text_buffer_bytes < json.size() / 4);
+  report = {};
+  const std::string cut_short = write("cut_short.json", std::string(json.view().substr(0, json.size() / 2)));
+  std::string one_pass_error;
+  try {
+    parse_kineto_json(json.data(), json.size() / 2, cut_short, {}, one_pass());
+  } catch (const store::StoreError& e) {
+    one_pass_error = e.what();
+  }
+  CHECK_FALSE(one_pass_error.empty());
+  CHECK_THROWS_WITH(analyzer::load_trace(cut_short, reported), one_pass_error);
+  CHECK_FALSE(report.streamed);
+  // As zstd: with its frame's size, parsed as it is inflated; without (a stream the tool did not size),
+  // decompressed whole. The same trace both ways.
+  std::string zst(ZSTD_compressBound(json.size()), '\0');
+  zst.resize(ZSTD_compress(zst.data(), zst.size(), json.data(), json.size(), 1));
+  REQUIRE_FALSE(ZSTD_isError(zst.size()));
+  report = {};
+  require_same(meta_free(one), meta_free(analyzer::load_trace(write("sized.json.zst", zst), reported)),
+               "zstd");
+  CHECK(report.streamed);
+  CHECK(report.text_buffer_bytes < json.size() / 4);
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  REQUIRE(ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0) == 0);
+  std::string unsized(ZSTD_compressBound(json.size()), '\0');
+  unsized.resize(ZSTD_compress2(cctx, unsized.data(), unsized.size(), json.data(), json.size()));
+  ZSTD_freeCCtx(cctx);
+  REQUIRE_FALSE(ZSTD_isError(unsized.size()));
+  report = {};
+  require_same(meta_free(one), meta_free(analyzer::load_trace(write("unsized.json.zst", unsized), reported)),
+               "zstd, no size");
+  CHECK_FALSE(report.streamed);
+  // A zstd file cut short: refused as the whole-file path refuses it.
+  CHECK_THROWS_WITH(analyzer::load_trace(write("short.json.zst", zst.substr(0, zst.size() - 100))),
+                    Catch::Contains("zstd data"));
   // The text whole and parsed, its gzip not: 5,000 blanks more than the forged trailer says. The parse
   // succeeds, the reader's end says no, and the whole-file path refuses the file.
   const std::string padded_text = std::string(json.view()) + std::string(5000, ' ');
@@ -428,7 +469,7 @@ TEST_CASE(
     load_error = e.what();
   }
   CHECK(load_error == whole_error);
-  CHECK_FALSE(report.inflated_as_parsed);
+  CHECK_FALSE(report.streamed);
   // A bit flipped in the deflate data, and a reserved header flag: one line, as the whole-file path says.
   std::string flipped = gz;
   flipped[gz.size() / 2] = static_cast<char>(flipped[gz.size() / 2] ^ 0x5a);

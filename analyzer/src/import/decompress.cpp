@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "stepscope/store/store.h"
@@ -388,6 +389,115 @@ std::string peek_decompressed(std::string_view in, Compression c, size_t n) {
 }  // namespace stepscope::analyzer::import
 
 namespace stepscope::analyzer::import {
+
+FileReader::FileReader(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    int e = errno;
+    throw StoreError(path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    throw StoreError(path, S_ISDIR(st.st_mode) ? "is a directory" : "cannot stat");
+  }
+  size_ = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+size_t FileReader::read(char* dst, size_t n) {
+  size_t got = 0;
+  while (!ended_ && got < n) {
+    const ssize_t r = ::read(fd_, dst + got, std::min<size_t>(n - got, size_t{1} << 30));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ended_ = true;
+      failed_ = r < 0;
+      break;
+    }
+    got += static_cast<size_t>(r);
+    total_ += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+bool FileReader::finish() {
+  char one;
+  while (!ended_ && read(&one, 1) > 0) {
+  }
+  return !failed_ && total_ == size_;
+}
+
+struct ZstdReader::State {
+  ZSTD_DStream* ds = nullptr;
+  ZSTD_inBuffer in{};
+  size_t last = 1;  // ZSTD_decompressStream's last hint: 0 once a frame is whole and flushed
+};
+
+namespace {
+// The sum of the frames' declared sizes; nothing when a frame does not declare one or is damaged (the stable
+// API's ZSTD_getFrameContentSize frame by frame: ZSTD_findDecompressedSize is not in it).
+std::optional<uint64_t> zstd_content_size(std::string_view in) {
+  uint64_t sum = 0;
+  for (size_t at = 0; at < in.size();) {
+    const unsigned long long n = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
+    const size_t frame = ZSTD_findFrameCompressedSize(in.data() + at, in.size() - at);
+    if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || ZSTD_isError(frame) || frame == 0 ||
+        n > UINT32_MAX)
+      return std::nullopt;
+    sum += n;
+    if (sum > UINT32_MAX) return std::nullopt;
+    at += frame;
+  }
+  return sum;
+}
+}  // namespace
+
+bool ZstdReader::usable(std::string_view in) {
+  return compression_of(in) == Compression::Zstd && zstd_content_size(in).has_value();
+}
+
+ZstdReader::ZstdReader(std::string_view in) : state_(std::make_unique<State>()) {
+  size_ = static_cast<size_t>(zstd_content_size(in).value_or(0));
+  state_->ds = ZSTD_createDStream();
+  if (!state_->ds) throw std::bad_alloc();
+  ZSTD_initDStream(state_->ds);
+  state_->in = {in.data(), in.size(), 0};
+}
+
+ZstdReader::~ZstdReader() {
+  ZSTD_freeDStream(state_->ds);
+}
+
+size_t ZstdReader::read(char* dst, size_t n) {
+  size_t got = 0;
+  State& st = *state_;
+  while (!ended_ && got < n) {
+    ZSTD_outBuffer ob{dst + got, n - got, 0};
+    const size_t in_before = st.in.pos;
+    const size_t r = ZSTD_decompressStream(st.ds, &ob, &st.in);
+    got += ob.pos;
+    total_ += ob.pos;
+    if (ZSTD_isError(r) || total_ > size_) {
+      ended_ = failed_ = true;
+    } else if (ob.pos == 0 && st.in.pos == in_before) {
+      ended_ = true;  // no way on: the end (where the decoder asks for the next frame's header), or stuck
+    } else {
+      st.last = r;
+    }
+  }
+  return got;
+}
+
+bool ZstdReader::finish() {
+  char scratch[4096];
+  while (!ended_ && read(scratch, sizeof scratch) > 0) {
+  }
+  return !failed_ && total_ == size_ && state_->last == 0 && state_->in.pos == state_->in.size;
+}
 
 bool GzipReader::usable([[maybe_unused]] std::string_view in) {
 #ifdef STEPSCOPE_HAVE_ISAL

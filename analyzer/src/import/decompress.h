@@ -56,6 +56,28 @@ void decompress_to_file(const std::string& path, std::string_view in, Compressio
 
 namespace stepscope::analyzer::import {
 
+// A plain file read in order straight into the caller's buffers: load_trace parses a big JSON file as it
+// is read and never holds its whole text.
+class FileReader {
+ public:
+  explicit FileReader(const std::string& path);  // throws store::StoreError("path: ...") as read_file does
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  size_t size() const { return size_; }  // when opened
+  // Up to `n` more bytes into `dst`: how many came. Fewer than `n` only at the end of the file or where a
+  // read failed; 0 from then on.
+  size_t read(char* dst, size_t n);
+  // Reads on to the end: true when the file held size() bytes, no more, and no read failed.
+  bool finish();
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0, total_ = 0;
+  bool ended_ = false, failed_ = false;
+};
+
 // A gzip file of one member inflated as it is read (ISA-L's streaming inflate), straight into the caller's
 // buffers: load_trace parses a gzip trace as it comes and never holds its whole text. The size is the gzip
 // trailer's; a file that is not one member of that size (concatenated members, 4 GiB or more, a damaged
@@ -84,6 +106,28 @@ class GzipReader {
   std::unique_ptr<State> state_;
   size_t size_ = 0, total_ = 0;
   bool ended_ = false, whole_ = false;
+};
+
+// A zstd file inflated as it is read, like GzipReader: every frame declares its size (the zstd tool writes it
+// when it compresses a file), so the whole size is known before it is read.
+class ZstdReader {
+ public:
+  static bool usable(std::string_view in);
+  explicit ZstdReader(std::string_view in);  // `in` outlives the reader
+  ~ZstdReader();
+  ZstdReader(const ZstdReader&) = delete;
+  ZstdReader& operator=(const ZstdReader&) = delete;
+
+  size_t size() const { return size_; }
+  size_t read(char* dst, size_t n);  // as GzipReader::read
+  // Reads on to the end: true when every frame was whole, the input all read, and size() bytes came.
+  bool finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  size_t size_ = 0, total_ = 0;
+  bool ended_ = false, failed_ = false;
 };
 
 // The first (up to) `n` bytes of the decompressed stream; "" when they cannot be decoded.

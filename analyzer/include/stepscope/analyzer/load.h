@@ -12,8 +12,9 @@ namespace stepscope::analyzer {
 
 // How a load went, for tests and benches.
 struct LoadReport {
-  bool inflated_as_parsed = false;  // a gzip JSON trace parsed as it was inflated: its text never held whole
-  uint64_t text_buffer_bytes = 0;   // then: the chunk buffers the text went through, all together
+  // A JSON trace parsed as it was read (a plain file) or inflated (gzip): its text never held whole.
+  bool streamed = false;
+  uint64_t text_buffer_bytes = 0;  // then: the chunk buffers the text went through, all together
 };
 
 struct LoadOptions {
