@@ -99,6 +99,19 @@ store::Trace streamed(const std::string& json, const KinetoParseOptions& o, Kine
   return parse_kineto_stream(json.size(), read, file, progress, o, r);
 }
 
+// Every progress call, and whether one came from a thread other than the one that made the log.
+struct ProgressLog {
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  bool other_thread = false;
+  std::thread::id me = std::this_thread::get_id();
+  std::function<void(uint64_t, uint64_t)> callback() {
+    return [this](uint64_t done, uint64_t total) {
+      other_thread |= std::this_thread::get_id() != me;
+      calls.emplace_back(done, total);
+    };
+  }
+};
+
 // `text` as one gzip member (zlib, level 6).
 std::string gzip_of(const std::string& text) {
   z_stream z{};
@@ -316,17 +329,12 @@ TEST_CASE("streamed parse: what cannot be parsed so says NotStreamed, never anot
 
 TEST_CASE("streamed parse: progress on the calling thread, in order, and a cancel is the caller's, once") {
   std::string json = "{\"traceEvents\": [" + labelled_ops(20000) + "]}";
-  std::vector<std::pair<uint64_t, uint64_t>> calls;
-  bool other_thread = false;
-  auto me = std::this_thread::get_id();
-  std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
-    other_thread |= std::this_thread::get_id() != me;
-    calls.emplace_back(done, total);
-  };
+  ProgressLog log;
+  auto& calls = log.calls;
   KinetoParseReport r;
-  streamed(json, cut(3, 4096), &r, SIZE_MAX, progress);
+  streamed(json, cut(3, 4096), &r, SIZE_MAX, log.callback());
   CHECK(r.chunked);
-  CHECK_FALSE(other_thread);
+  CHECK_FALSE(log.other_thread);
   REQUIRE(calls.size() >= 2);
   // Every chunk's text, the last to the end of the file: all but the ",\n" between chunks.
   CHECK(calls.back().first == json.size() - 2 * (r.chunks - 1));
@@ -581,17 +589,12 @@ TEST_CASE("chunked parse: progress is reported on the calling thread, in order, 
         R"({"traceEvents": [{"ph": "B", "name": "all", "pid": 1, "tid": 1, "ts": 1},)" + ops +
             R"(,{"ph": "E", "pid": 1, "tid": 1, "ts": 999999}]})"}) {
     PaddedBuffer buf = padded(json);
-    std::vector<std::pair<uint64_t, uint64_t>> calls;
-    bool other_thread = false;
-    auto me = std::this_thread::get_id();
-    std::function<void(uint64_t, uint64_t)> progress = [&](uint64_t done, uint64_t total) {
-      other_thread |= std::this_thread::get_id() != me;
-      calls.emplace_back(done, total);
-    };
+    ProgressLog log;
+    auto& calls = log.calls;
     KinetoParseReport r;
-    parse_kineto_json(buf.data(), buf.size(), "mem.json", progress, cut(3, 4096), &r);
+    parse_kineto_json(buf.data(), buf.size(), "mem.json", log.callback(), cut(3, 4096), &r);
     CHECK(r.chunked == (json.size() < ops.size()));
-    CHECK_FALSE(other_thread);
+    CHECK_FALSE(log.other_thread);
     REQUIRE_FALSE(calls.empty());
     for (size_t i = 0; i < calls.size(); ++i) {
       CHECK(calls[i].second == json.size());

@@ -91,33 +91,17 @@ Compression compression_of(std::string_view head) {
 }
 
 PaddedBuffer read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    throw StoreError(path, e == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(e));
-  }
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw StoreError(path, S_ISDIR(st.st_mode) ? "is a directory" : "cannot stat");
-  }
+  FileReader file(path);
   PaddedBuffer buf;
-  size_t cap = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 65536;
-  buf.reserve(cap);
+  buf.reserve(file.size() > 0 ? file.size() : 65536);
   size_t n = 0;
-  for (;;) {
+  for (;;) {  // on past the size it had when opened, if it grew
     if (n == buf.capacity()) buf.reserve(buf.capacity() * 2);
-    ssize_t r = ::read(fd, buf.data() + n, buf.capacity() - n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      throw StoreError(path, std::string("read failed: ") + std::strerror(e));
-    }
-    if (r == 0) break;
-    n += static_cast<size_t>(r);
+    n += file.read(buf.data() + n, buf.capacity() - n);
+    if (n < buf.capacity()) break;  // fewer than asked: the end, or a failed read
   }
-  ::close(fd);
+  if (file.read_error())
+    throw StoreError(path, std::string("read failed: ") + std::strerror(file.read_error()));
   buf.resize(n);
   return buf;
 }
@@ -415,7 +399,7 @@ size_t FileReader::read(char* dst, size_t n) {
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       ended_ = true;
-      failed_ = r < 0;
+      if (r < 0) error_ = errno;
       break;
     }
     got += static_cast<size_t>(r);
@@ -428,7 +412,7 @@ bool FileReader::finish() {
   char one;
   while (!ended_ && read(&one, 1) > 0) {
   }
-  return !failed_ && total_ == size_;
+  return error_ == 0 && total_ == size_;
 }
 
 struct ZstdReader::State {

@@ -71,11 +71,13 @@ class FileReader {
   size_t read(char* dst, size_t n);
   // Reads on to the end: true when the file held size() bytes, no more, and no read failed.
   bool finish();
+  int read_error() const { return error_; }  // the errno of a read that failed; 0: none did
 
  private:
   int fd_ = -1;
   size_t size_ = 0, total_ = 0;
-  bool ended_ = false, failed_ = false;
+  bool ended_ = false;
+  int error_ = 0;
 };
 
 // A gzip file of one member inflated as it is read (ISA-L's streaming inflate), straight into the caller's
