@@ -129,20 +129,9 @@ template <class Reader>
 std::optional<Trace> import_inflating(const std::string& path, std::string_view compressed,
                                       const LoadOptions& options) {
   Reader reader(compressed);
-  char head[4096];
-  const size_t n = reader.read(head, std::min(sizeof head, reader.size()));
-  if (n < std::min(sizeof head, reader.size()) || !looks_like_json(std::string_view(head, n)))
-    return std::nullopt;
-  size_t given = 0;  // of the head
-  auto read = [&](char* dst, size_t want) {
-    size_t k = std::min(want, n - given);
-    std::memcpy(dst, head + given, k);
-    given += k;
-    if (k < want) k += reader.read(dst + k, want - k);
-    return k;
-  };
   return import_streamed(
-      path, reader.size(), read, [&] { return reader.finish(); }, options);
+      path, reader.size(), [&](char* dst, size_t n) { return reader.read(dst, n); },
+      [&] { return reader.finish(); }, options);
 }
 
 // A plain JSON trace parsed as it is read from its file.
@@ -193,16 +182,16 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
   import::Compression comp = import::compression_of(raw.view());
   import::PaddedBuffer json;
   if (comp != import::Compression::None) {
-    std::string head = import::peek_decompressed(raw.view(), comp, 16);
+    const std::string head = import::peek_decompressed(raw.view(), comp, 4096);
     if (head.size() >= 16 && std::memcmp(head.data(), "SQLite format 3", 16) == 0) {
       TempFile tmp;
       import::decompress_to_file(path, raw.view(), comp, tmp.path());
       raw.clear();
       return load_sqlite(tmp.path(), path);
     }
-    // Parsed as it is inflated where it can be; anything the readers cannot take (concatenated gzip members,
-    // zstd frames without their sizes, a damaged file) is decompressed whole, the usual way.
-    if (options.threads != 1 && raw.size() >= kStreamedCompressedBytes) {
+    // JSON is parsed as it is inflated where it can be; anything the readers cannot take (concatenated gzip
+    // members, zstd frames without their sizes, a damaged file) is decompressed whole, the usual way.
+    if (options.threads != 1 && raw.size() >= kStreamedCompressedBytes && looks_like_json(head)) {
       std::optional<Trace> t;
       if (comp == import::Compression::Gzip && import::GzipReader::usable(raw.view()))
         t = import_inflating<import::GzipReader>(path, raw.view(), options);

@@ -932,10 +932,10 @@ class Parser {
                : std::clamp<size_t>(rest / (size_t{16} * threads), size_t{256} << 10, size_t{1} << 20);
   }
   // The document without the array's elements (`skeleton`: the text up to the array's "[" at `open`, then
-  // from its "]" on, padded): its top level read as in one pass, and where its traceEvents array is proves
-  // where the first chunk began. There the first `used` chunks' rows are adopted, merged into time order.
-  void absorb(const char* skeleton, size_t size, size_t capacity, size_t open,
-              std::vector<ChunkParse>& results, size_t used, unsigned threads);
+  // from its "]" on): its top level read as in one pass, and where its traceEvents array is proves where the
+  // first chunk began. There the first `used` chunks' rows are adopted, merged into time order.
+  void absorb(std::string skeleton, size_t open, std::vector<ChunkParse>& results, size_t used,
+              unsigned threads);
   // `at`: where the array's "[" is in the parsed text.
   void top_level(od::document& doc, const std::function<void(od::array, const char* at)>& on_events);
   void device_properties(od::array arr);
@@ -1086,13 +1086,15 @@ void Parser::one_pass() {
   top_level(doc, [this](od::array events_array, const char*) { events(events_array); });
 }
 
-void Parser::absorb(const char* skeleton, size_t size, size_t capacity, size_t open,
-                    std::vector<ChunkParse>& results, size_t used, unsigned threads) {
+void Parser::absorb(std::string skeleton, size_t open, std::vector<ChunkParse>& results, size_t used,
+                    unsigned threads) {
+  const size_t size = skeleton.size();
+  skeleton.resize(size + simdjson::SIMDJSON_PADDING, ' ');
   od::parser parser;
-  od::document doc = parser.iterate(skeleton, size, capacity);
+  od::document doc = parser.iterate(skeleton.data(), size, skeleton.size());
   bool absorbed = false;
   top_level(doc, [&](od::array events_array, const char* at) {
-    if (absorbed || at != skeleton + open || !events_array.is_empty()) throw NotChunkable{};
+    if (absorbed || at != skeleton.data() + open || !events_array.is_empty()) throw NotChunkable{};
     absorbed = true;
     for (size_t k = 0; k < used; ++k) p_.reader.adopt(*results[k].reader);
     // Each chunk's tables are in time order (sorted by its worker): merged, they are the one pass's, sorted.
@@ -1254,9 +1256,7 @@ bool Parser::in_chunks() {
   std::string skeleton;
   skeleton.reserve(arr->open + 1 + (size_ - close) + simdjson::SIMDJSON_PADDING);
   skeleton.append(json_, arr->open + 1).append(json_ + close, size_ - close);
-  const size_t skeleton_size = skeleton.size();
-  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
-  absorb(skeleton.data(), skeleton_size, skeleton.size(), arr->open, results, used, threads);
+  absorb(std::move(skeleton), arr->open, results, used, threads);
   return true;
 }
 
@@ -1268,11 +1268,8 @@ bool Parser::in_chunks() {
 // Throws NotChunkable where the text cannot be parsed so (then it is parsed whole), NotStreamed where the
 // source ended early.
 void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
-  size_t got = 0;  // read so far: the head by this thread, then the rest by the reading thread
   auto read_exactly = [&](char* dst, size_t n) {
-    const size_t r = n ? read(dst, n) : 0;
-    got += r;
-    if (r != n) throw NotStreamed{};
+    if (n && read(dst, n) != n) throw NotStreamed{};
   };
   // The head: the text up to the traceEvents array's first element, looked for in four times as much each
   // time it is not there yet.
@@ -1303,7 +1300,6 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
   std::vector<State> state(max_chunks, Pending);
   size_t made = 0;  // chunks read
   bool read_all = false, failed = false;
-  bool source_failed = false;
   size_t recycled = 0;          // chunks known whole from the first: their buffers are back
   size_t closing = max_chunks;  // the first chunk known not to hold whole events: none after it is parsed
   size_t kept_bytes = 0;        // in buffers held for chunks at or after `recycled`
@@ -1392,9 +1388,9 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
     try {
       read_chunks();
     } catch (const Stop&) {
-    } catch (const NotStreamed&) {
+    } catch (const NotStreamed&) {  // the source ended early, or a cut would be past kMaxStreamedKept
       std::lock_guard<std::mutex> lk(mu);
-      source_failed = failed = true;
+      failed = true;
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu);
       if (!thread_error) thread_error = std::current_exception();
@@ -1499,7 +1495,6 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
   join_all();
   if (progress_error_) std::rethrow_exception(progress_error_);
   if (thread_error) std::rethrow_exception(thread_error);
-  if (source_failed) throw NotStreamed{};
   if (failed || closing >= made || state[closing] != Closes) throw NotChunkable{};
   report(std::min(arr->begin + done_bytes.load(), size_));
   if (progress_error_) std::rethrow_exception(progress_error_);
@@ -1513,9 +1508,7 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
     skeleton.append(chunks[k].text(), chunks[k].len).append(chunks[k].sep);
   chunks.clear();
   spare.clear();
-  const size_t skeleton_size = skeleton.size();
-  skeleton.resize(skeleton_size + simdjson::SIMDJSON_PADDING, ' ');
-  absorb(skeleton.data(), skeleton_size, skeleton.size(), arr->open, results, closing + 1, threads);
+  absorb(std::move(skeleton), arr->open, results, closing + 1, threads);
 }
 
 Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
