@@ -290,6 +290,44 @@ void count(Counts& m, std::string_view what) {
 // What a run of trace events becomes: rows in `t` (with its own string table), names of processes and
 // threads, what was dropped. One reader takes the whole array, or one reader per chunk of it (`in_chunk`),
 // each adopted in file order by the first.
+// A chunk's string ids and labels → the ids one pass gives them (EventReader::adopt).
+struct ChunkIds {
+  std::vector<uint32_t> id;  // every chunk's are held until the merge: a text under 4 GiB has fewer strings
+  std::vector<int64_t> label;
+  // A chunk numbers its labels from here (one pass from EventReader::kLabel).
+  static constexpr int64_t kChunkLabel = int64_t{0x70} << 56;
+  void ids(int64_t& a, int64_t& b) const {
+    if (label.empty()) return;
+    if (is_label(a)) a = label[size_t(a - kChunkLabel)];
+    if (is_label(b)) b = label[size_t(b - kChunkLabel)];
+  }
+  static bool is_label(int64_t v) { return v >= kChunkLabel && v - kChunkLabel < (int64_t{1} << 32); }
+  void operator()(Kernel& r) const {
+    r.name = id[size_t(r.name)];
+    ids(r.device, r.stream);
+  }
+  void operator()(Memcpy& r) const { ids(r.device, r.stream); }
+  void operator()(Memset& r) const { ids(r.device, r.stream); }
+  void operator()(Sync& r) const { ids(r.pid, r.tid); }
+  void operator()(ApiCall& r) const {
+    r.name = id[size_t(r.name)];
+    ids(r.pid, r.tid);
+  }
+  void operator()(Range& r) const {
+    r.name = id[size_t(r.name)];
+    r.domain = id[size_t(r.domain)];
+    ids(r.pid, r.tid);
+  }
+  void operator()(DataWait& r) const {
+    r.source = id[size_t(r.source)];
+    ids(r.pid, r.tid);
+  }
+  void operator()(Step& r) const {
+    r.source = id[size_t(r.source)];
+    ids(r.pid, r.tid);
+  }
+};
+
 class EventReader {
  public:
   explicit EventReader(bool in_chunk) : in_chunk_(in_chunk) {
@@ -297,9 +335,9 @@ class EventReader {
     s_dataloader_ = intern("dataloader");
   }
   void event(od::object obj);
-  // Takes a later chunk's names, labels and counts as if its events had followed this reader's, and gives
-  // its rows (left in `c`, for merge_by_start) the ids this reader's strings and labels have.
-  void adopt(EventReader& c);
+  // Takes a later chunk's names, labels and counts as if its events had followed this reader's; its rows
+  // (left in `c`) take this reader's string and label ids through the returned map as they are merged.
+  ChunkIds adopt(EventReader& c);
   // A chunk that cannot stand alone: an "E" closing a "B" of an earlier chunk (or none), or a number among
   // the ids labels get (a chunk's own, or one pass's: the same key as a label there, another here).
   bool needs_earlier_chunks() const { return needs_earlier_; }
@@ -347,8 +385,8 @@ class EventReader {
   std::unordered_map<std::string_view, StringId, NameHash> ids_;  // views into t's strings
 
   static constexpr int64_t kLabel = int64_t{1} << 40;
-  static constexpr int64_t kChunkLabel = int64_t{0x70} << 56;
-  static bool chunk_label(int64_t v) { return v >= kChunkLabel && v - kChunkLabel < (int64_t{1} << 32); }
+  static constexpr int64_t kChunkLabel = ChunkIds::kChunkLabel;
+  static bool chunk_label(int64_t v) { return ChunkIds::is_label(v); }
   static bool label(int64_t v) { return v >= kLabel && v - kLabel < (int64_t{1} << 32); }
   // A number a chunk would take for one of its labels, or one pass for one of its, cannot stand alone.
   void check_not_label(int64_t v) {
@@ -678,71 +716,45 @@ void EventReader::event(od::object obj) {
   }
 }
 
-void EventReader::adopt(EventReader& c) {
+ChunkIds EventReader::adopt(EventReader& c) {
+  ChunkIds m;
   // Interning the chunk's strings in its own first-seen order gives every string the id one serial pass
   // would.
-  std::vector<StringId> id(c.t.strings.size());
-  for (size_t i = 0; i < id.size(); ++i) id[i] = t.intern(c.t.str(static_cast<StringId>(i)));
+  m.id.resize(c.t.strings.size());
+  for (size_t i = 0; i < m.id.size(); ++i) m.id[i] = uint32_t(t.intern(c.t.str(static_cast<StringId>(i))));
   // The chunk's labels, in its first-seen order, take the ids one pass would have given them.
-  std::vector<int64_t> label(c.labels_in_order_.size());
-  for (size_t i = 0; i < label.size(); ++i) {
+  m.label.resize(c.labels_in_order_.size());
+  for (size_t i = 0; i < m.label.size(); ++i) {
     const std::string& l = *c.labels_in_order_[i];
     auto it = label_ids_.find(l);
     if (it == label_ids_.end()) {
       it = label_ids_.emplace(l, kLabel + int64_t(label_ids_.size())).first;
       labels_in_order_.push_back(&it->first);
     }
-    label[i] = it->second;
-  }
-  auto ids = [&](int64_t& a, int64_t& b) {
-    if (label.empty()) return;
-    if (chunk_label(a)) a = label[a - kChunkLabel];
-    if (chunk_label(b)) b = label[b - kChunkLabel];
-  };
-  for (Kernel& r : c.t.kernels) {
-    r.name = id[r.name];
-    ids(r.device, r.stream);
-  }
-  for (Memcpy& r : c.t.memcpys) ids(r.device, r.stream);
-  for (Memset& r : c.t.memsets) ids(r.device, r.stream);
-  for (Sync& r : c.t.syncs) ids(r.pid, r.tid);
-  for (ApiCall& r : c.t.api_calls) {
-    r.name = id[r.name];
-    ids(r.pid, r.tid);
-  }
-  for (Range& r : c.t.ranges) {
-    r.name = id[r.name];
-    r.domain = id[r.domain];
-    ids(r.pid, r.tid);
-  }
-  for (DataWait& r : c.t.data_waits) {
-    r.source = id[r.source];
-    ids(r.pid, r.tid);
-  }
-  for (Step& r : c.t.steps) {
-    r.source = id[r.source];
-    ids(r.pid, r.tid);
+    m.label[i] = it->second;
   }
   for (auto& [pid, name] : c.names.process_names) {
     int64_t p = pid, unused = 0;
-    ids(p, unused);
+    m.ids(p, unused);
     names.process_names[p] = std::move(name);
   }
   for (auto& [key, name] : c.names.thread_names) {
     auto [p, tid] = key;
-    ids(p, tid);
+    m.ids(p, tid);
     names.thread_names[{p, tid}] = std::move(name);
   }
   for (const auto& [what, n] : c.dropped) dropped[what] += n;
   for (const auto& [what, n] : c.foreign) foreign[what] += n;
   dialect.add(c.dialect);
   n_events += c.n_events;
+  return m;
 }
 
 // One table of every chunk, each in time order, into `into` in time order; rows with equal starts in file
 // order (the earlier chunk's first): what a stable sort of the whole table gives.
 template <class Row>
-void merge_by_start(std::vector<Row>& into, std::vector<std::vector<Row>*> runs) {
+void merge_by_start(std::vector<Row>& into, std::vector<std::vector<Row>*> runs,
+                    const std::vector<ChunkIds>& ids) {
   size_t total = into.size();
   for (auto* r : runs) total += r->size();
   into.reserve(total);
@@ -759,8 +771,10 @@ void merge_by_start(std::vector<Row>& into, std::vector<std::vector<Row>*> runs)
     int64_t limit = heads.empty() ? INT64_MAX : heads.top().first;
     uint32_t limit_run = heads.empty() ? UINT32_MAX : heads.top().second;
     size_t i = at[k];
+    const ChunkIds& to_ids = ids[k];
     do {
       into.push_back(std::move(run[i]));
+      to_ids(into.back());
       ++i;
     } while (i < run.size() && (run[i].start < limit || (run[i].start == limit && k < limit_run)));
     at[k] = i;
@@ -929,7 +943,7 @@ class Parser {
   size_t chunk_bytes_for(size_t rest, unsigned threads) const {
     return options_.chunk_bytes
                ? options_.chunk_bytes
-               : std::clamp<size_t>(rest / (size_t{16} * threads), size_t{256} << 10, size_t{1} << 20);
+               : std::clamp<size_t>(rest / (size_t{32} * threads), size_t{256} << 10, size_t{1} << 20);
   }
   // The document without the array's elements (`skeleton`: the text up to the array's "[" at `open`, then
   // from its "]" on): its top level read as in one pass, and where its traceEvents array is proves where the
@@ -1096,7 +1110,9 @@ void Parser::absorb(std::string skeleton, size_t open, std::vector<ChunkParse>& 
   top_level(doc, [&](od::array events_array, const char* at) {
     if (absorbed || at != skeleton.data() + open || !events_array.is_empty()) throw NotChunkable{};
     absorbed = true;
-    for (size_t k = 0; k < used; ++k) p_.reader.adopt(*results[k].reader);
+    std::vector<ChunkIds> ids;
+    ids.reserve(used);
+    for (size_t k = 0; k < used; ++k) ids.push_back(p_.reader.adopt(*results[k].reader));
     // Each chunk's tables are in time order (sorted by its worker): merged, they are the one pass's, sorted.
     Trace& t = p_.reader.t;
     auto runs = [&](auto member) {
@@ -1105,16 +1121,16 @@ void Parser::absorb(std::string skeleton, size_t open, std::vector<ChunkParse>& 
       return v;
     };
     auto gpu_rows = [&] {
-      merge_by_start(t.kernels, runs(&Trace::kernels));
-      merge_by_start(t.memcpys, runs(&Trace::memcpys));
-      merge_by_start(t.memsets, runs(&Trace::memsets));
-      merge_by_start(t.syncs, runs(&Trace::syncs));
-      merge_by_start(t.api_calls, runs(&Trace::api_calls));
+      merge_by_start(t.kernels, runs(&Trace::kernels), ids);
+      merge_by_start(t.memcpys, runs(&Trace::memcpys), ids);
+      merge_by_start(t.memsets, runs(&Trace::memsets), ids);
+      merge_by_start(t.syncs, runs(&Trace::syncs), ids);
+      merge_by_start(t.api_calls, runs(&Trace::api_calls), ids);
     };
     auto host_rows = [&] {
-      merge_by_start(t.ranges, runs(&Trace::ranges));
-      merge_by_start(t.data_waits, runs(&Trace::data_waits));
-      merge_by_start(t.steps, runs(&Trace::steps));
+      merge_by_start(t.ranges, runs(&Trace::ranges), ids);
+      merge_by_start(t.data_waits, runs(&Trace::data_waits), ids);
+      merge_by_start(t.steps, runs(&Trace::steps), ids);
     };
     std::thread other;
     std::exception_ptr gpu_error;

@@ -95,13 +95,12 @@ namespace {
 // GPU records launched by a graph launch call are a replay's: they get their graph's id. Where the trace names no
 // graph (Kineto before CUDA 12 and ROCm, nsys exports without graphId), replays with the same sequence of GPU
 // records (kernel names; copies and memsets by kind) stand for one graph, numbered 1, 2, … by first replay.
-void link_graph_replays(Trace& t, const std::unordered_map<int64_t, uint32_t>& by_corr) {
+void link_graph_replays(Trace& t, const CorrelationIndex& by_corr) {
   std::unordered_map<StringId, bool> graph_launch;  // API name → is a graph launch
   auto launched_by_graph = [&](int64_t corr) {
-    if (!corr) return false;
-    auto it = by_corr.find(corr);
-    if (it == by_corr.end()) return false;
-    const StringId name = t.api_calls[it->second].name;
+    const int64_t row = by_corr.find(corr);
+    if (row < 0) return false;
+    const StringId name = t.api_calls[size_t(row)].name;
     auto g = graph_launch.find(name);
     if (g == graph_launch.end())
       g = graph_launch.emplace(name, t.str(name).find("GraphLaunch") != std::string::npos).first;
@@ -171,17 +170,41 @@ void sort_rows_by_start(Trace& t) {
     std::stable_sort(t.samples.begin(), t.samples.end(), by_time);
 }
 
+CorrelationIndex::CorrelationIndex(const std::vector<ApiCall>& calls) : calls_(&calls) {
+  size_t n = 0;
+  for (const auto& a : calls) n += a.correlation != 0;
+  if (!n) return;
+  size_t cap = 16;
+  while (cap < n + n / 2) cap *= 2;
+  slots_.resize(cap);
+  mask_ = cap - 1;
+  for (uint32_t row = 0; row < calls.size(); ++row) {
+    const int64_t c = calls[row].correlation;
+    if (!c) continue;
+    const uint64_t h = hash(c);
+    size_t i = h & mask_;
+    for (; slots_[i].row; i = (i + 1) & mask_)
+      if (slots_[i].tag == uint32_t(h >> 32) && calls[slots_[i].row - 1].correlation == c) break;
+    if (!slots_[i].row) slots_[i] = {row + 1, uint32_t(h >> 32)};  // an id seen again keeps its first row
+  }
+}
+
 void finalize_trace(Trace& t, const NameHints& names) {
   // Sorted first: a stable sort keeps identical ranges in file order, which is all the nesting needs of it.
   sort_rows_by_start(t);
   compute_range_depths(t);
 
-  // Host processes and threads: wherever CPU-side rows live.
+  // Host processes and threads: wherever CPU-side rows live (a thread's rows come in runs).
   std::set<int64_t> pids;
   std::set<std::pair<int64_t, int64_t>> tids;
+  std::pair<int64_t, int64_t> last_seen{};
+  bool seen_any = false;
   auto see = [&](int64_t pid, int64_t tid) {
+    if (seen_any && last_seen == std::pair<int64_t, int64_t>{pid, tid}) return;
+    seen_any = true;
+    last_seen = {pid, tid};
     pids.insert(pid);
-    tids.insert({pid, tid});
+    tids.insert(last_seen);
   };
   for (const auto& a : t.api_calls) see(a.pid, a.tid);
   for (const auto& x : t.ranges)
@@ -214,17 +237,11 @@ void finalize_trace(Trace& t, const NameHints& names) {
   }
 
   // GPU work → launching process through the correlation id; syncs → the host thread that waited.
-  std::unordered_map<int64_t, uint32_t> by_corr;
-  by_corr.reserve(t.api_calls.size());
-  for (uint32_t i = 0; i < t.api_calls.size(); ++i)
-    if (t.api_calls[i].correlation) by_corr.emplace(t.api_calls[i].correlation, i);
+  const CorrelationIndex by_corr(t.api_calls);
   int64_t only_pid = pids.size() == 1 ? *pids.begin() : 0;
   auto owner = [&](int64_t corr) -> int64_t {
-    if (corr) {
-      auto it = by_corr.find(corr);
-      if (it != by_corr.end()) return t.api_calls[it->second].pid;
-    }
-    return only_pid;
+    const int64_t row = by_corr.find(corr);
+    return row < 0 ? only_pid : t.api_calls[size_t(row)].pid;
   };
   for (auto& k : t.kernels)
     if (!k.pid) k.pid = owner(k.correlation);
@@ -233,10 +250,10 @@ void finalize_trace(Trace& t, const NameHints& names) {
   for (auto& m : t.memsets)
     if (!m.pid) m.pid = owner(m.correlation);
   for (auto& s : t.syncs) {
-    auto it = s.correlation ? by_corr.find(s.correlation) : by_corr.end();
-    if (it != by_corr.end()) {
-      s.pid = t.api_calls[it->second].pid;
-      s.tid = t.api_calls[it->second].tid;
+    const int64_t row = by_corr.find(s.correlation);
+    if (row >= 0) {
+      s.pid = t.api_calls[size_t(row)].pid;
+      s.tid = t.api_calls[size_t(row)].tid;
     }
   }
   link_graph_replays(t, by_corr);
@@ -244,9 +261,14 @@ void finalize_trace(Trace& t, const NameHints& names) {
   std::set<int64_t> have_d;
   for (const auto& d : t.devices) have_d.insert(d.id);
   std::set<int64_t> used;
-  for (const auto& k : t.kernels) used.insert(k.device);
-  for (const auto& m : t.memcpys) used.insert(m.device);
-  for (const auto& m : t.memsets) used.insert(m.device);
+  int64_t last_device = 0;
+  auto use = [&](int64_t device) {  // a trace's rows are mostly one device's, or runs of one
+    if (used.empty() || device != last_device) used.insert(device);
+    last_device = device;
+  };
+  for (const auto& k : t.kernels) use(k.device);
+  for (const auto& m : t.memcpys) use(m.device);
+  for (const auto& m : t.memsets) use(m.device);
   for (int64_t d : used)
     if (!have_d.count(d)) {
       Device dev;

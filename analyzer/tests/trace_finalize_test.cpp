@@ -1,0 +1,119 @@
+// finalize_trace, which every importer ends with: GPU work and syncs take the process (and thread) of the API
+// call with their correlation id — the first such call when an id repeats — and every process, thread and
+// device a row names gets its own row. CorrelationIndex, its lookup, against a node-based map's answers.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "import/trace_finalize.h"
+
+using namespace stepscope;
+using namespace stepscope::analyzer::import;
+
+TEST_CASE("CorrelationIndex: the first row with an id, as a map's emplace keeps it") {
+  std::mt19937_64 rng(53);
+  std::vector<store::ApiCall> calls(200000);
+  std::unordered_map<int64_t, uint32_t> expect;
+  for (uint32_t i = 0; i < calls.size(); ++i) {
+    // Ids repeat (a range of 150,000 for 200,000 calls), some are 0 (links nothing), some are far apart or
+    // negative: probing wraps and collides.
+    int64_t c = int64_t(rng() % 150000);
+    if (i % 97 == 0) c = 0;
+    if (i % 89 == 0) c = -c;
+    if (i % 83 == 0) c = c * (int64_t{1} << 33);
+    calls[i].correlation = c;
+    if (c) expect.emplace(c, i);
+  }
+  const CorrelationIndex index(calls);
+  size_t found = 0;
+  for (int64_t c = -200000; c <= 200000; ++c) {
+    auto it = expect.find(c);
+    const int64_t want = c == 0 || it == expect.end() ? -1 : int64_t(it->second);
+    REQUIRE(index.find(c) == want);
+    found += want >= 0;
+  }
+  for (const auto& [c, row] : expect) REQUIRE(index.find(c) == int64_t(row));
+  CHECK(found > 100000);
+  CHECK(index.find(0) == -1);
+
+  const CorrelationIndex empty(std::vector<store::ApiCall>(3));  // every id 0
+  CHECK(empty.find(0) == -1);
+  CHECK(empty.find(1) == -1);
+  CHECK(CorrelationIndex({}).find(7) == -1);
+}
+
+TEST_CASE(
+    "finalize_trace: owners through the first call of a correlation, every process, thread and device") {
+  store::Trace t;
+  auto call = [&](int64_t start, int64_t pid, int64_t tid, int64_t corr) {
+    store::ApiCall a;
+    a.start = start;
+    a.end = start + 5;
+    a.pid = pid;
+    a.tid = tid;
+    a.correlation = corr;
+    a.name = t.intern("cudaLaunchKernel");
+    t.api_calls.push_back(a);
+  };
+  // Rows in runs of one thread, then another, then the first again (the per-row set inserts skip runs).
+  call(100, 10, 11, 1);
+  call(110, 10, 11, 2);
+  call(120, 20, 21, 3);
+  call(130, 20, 22, 2);  // id 2 again, later: the first call (pid 10) owns its kernel
+  call(140, 10, 11, 4);
+  auto kernel = [&](int64_t start, int64_t device, int64_t corr) {
+    store::Kernel k;
+    k.start = start;
+    k.end = start + 3;
+    k.device = device;
+    k.correlation = corr;
+    t.kernels.push_back(k);
+  };
+  kernel(300, 0, 1);
+  kernel(305, 0, 2);
+  kernel(310, 3, 3);
+  kernel(315, 0, 99);  // no call has it: no single process to give it either (two pids)
+  kernel(320, 3, 4);
+  store::Sync s;
+  s.start = 400;
+  s.end = 410;
+  s.correlation = 3;
+  t.syncs.push_back(s);
+  store::Range r;
+  r.start = 50;
+  r.end = 60;
+  r.pid = 30;
+  r.tid = 31;
+  t.ranges.push_back(r);
+
+  NameHints names;
+  names.process_names[20] = "worker";
+  names.thread_names[{20, 22}] = "loader";
+  finalize_trace(t, names);
+
+  std::vector<int64_t> owners;
+  for (const auto& k : t.kernels) owners.push_back(k.pid);
+  CHECK(owners == std::vector<int64_t>{10, 10, 20, 0, 10});
+  CHECK(t.syncs[0].pid == 20);
+  CHECK(t.syncs[0].tid == 21);
+
+  std::set<int64_t> pids;
+  for (const auto& p : t.processes) pids.insert(p.pid);
+  CHECK(pids == std::set<int64_t>{10, 20, 30});
+  std::set<std::pair<int64_t, int64_t>> tids;
+  for (const auto& th : t.threads) {
+    tids.insert({th.pid, th.tid});
+    if (th.tid == 22) CHECK(t.str(th.name) == "loader");
+  }
+  CHECK(tids == std::set<std::pair<int64_t, int64_t>>{{10, 11}, {20, 21}, {20, 22}, {30, 31}});
+  for (const auto& p : t.processes)
+    if (p.pid == 20) CHECK(t.str(p.name) == "worker");
+  std::vector<int64_t> devices;
+  for (const auto& d : t.devices) devices.push_back(d.id);
+  CHECK(devices == std::vector<int64_t>{0, 3});
+}
