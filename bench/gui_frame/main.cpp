@@ -210,6 +210,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     model = r.model;
+    if (!r.not_analyzed.isEmpty()) std::printf("the window: %s\n", qPrintable(r.not_analyzed));
   } else {
     model = from_store ? gui::TimelineModel::build_from_store(std::make_shared<store::StoreReader>(big))
                        : gui::TimelineModel::build(trace);

@@ -270,6 +270,80 @@ class StoreBackedTest : public QObject {
       QCOMPARE(r.model->kernel(k).start, r.model->start_of({EventKind::Kernel, k}));
     }
   }
+
+  // The window analyses a store when its rows and the analysis fit the memory allowed: the need is the rows'
+  // bytes times kAnalysisBytesPerRowByte, the budget STEPSCOPE_ANALYSIS_MEMORY_MB or half of MemAvailable.
+  // Over it, the timeline alone is read from the store (never its rows) and the reason is said.
+  void aStoreOverItsAnalysisBudgetOpensWithoutIt() {
+    stepscope::test::ScratchDir dir("gui_store_backed_budget");
+    auto t = gui::test::synthetic_trace();
+    const std::string path = dir.file("run.db");
+    store::write_store_atomically(*t, path, true);
+    auto reader = std::make_shared<store::StoreReader>(path);
+    const double rows = double(t->kernels.size()) * sizeof(store::Kernel) +
+                        double(t->api_calls.size()) * sizeof(store::ApiCall) +
+                        double(t->samples.size()) * sizeof(store::Sample);
+    const uint64_t need = uint64_t(rows * kAnalysisBytesPerRowByte);
+    QVERIFY(need > 0);
+
+    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+    AnalysisBudget b = analysis_budget(*reader);
+    QCOMPARE(b.kernels, uint64_t(t->kernels.size()));
+    QCOMPARE(b.api_calls, uint64_t(t->api_calls.size()));
+    QCOMPARE(b.samples, uint64_t(t->samples.size()));
+    QCOMPARE(b.need_bytes, need);
+    QVERIFY(!b.set_by_environment);
+    QVERIFY(b.budget_bytes > (uint64_t(1) << 20) &&
+            b.budget_bytes < (uint64_t(1) << 50));  // half of MemAvailable
+    QVERIFY(b.fits());
+
+    // Set: a budget in MiB; under the need, the timeline alone.
+    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", "0");
+    b = analysis_budget(*reader);
+    QCOMPARE(b.budget_bytes, uint64_t(0));
+    QVERIFY(b.set_by_environment);
+    QVERIFY(!b.fits());
+    LoadResult r = load_timeline(QString::fromStdString(path));
+    QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+    QVERIFY(r.model);
+    QVERIFY(!r.model->analysis());
+    QVERIFY(r.model->kernel_columns());
+    QCOMPARE(r.model->kernel_count(), t->kernels.size());
+    QCOMPARE(r.model->steps().size(), t->steps.size());  // the store's own steps
+    for (uint32_t k = 0; k < r.model->kernel_count();
+         ++k) {  // string ids are the store's: names compared as text
+      store::Kernel got = r.model->kernel(k), want = t->kernels[k];
+      QCOMPARE(r.model->trace().str(got.name), t->str(want.name));
+      got.name = want.name = 0;
+      QCOMPARE(key(got), key(want));
+    }
+    QVERIFY2(r.not_analyzed.startsWith(QString("not analysed: %1 kernels, %2 API calls and %3 samples need ~")
+                                           .arg(t->kernels.size())
+                                           .arg(t->api_calls.size())
+                                           .arg(t->samples.size())),
+             qPrintable(r.not_analyzed));
+    QVERIFY2(r.not_analyzed.contains("stepscope analyze --write-findings"), qPrintable(r.not_analyzed));
+
+    // Exactly the need: analysed.
+    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", QByteArray::number(qulonglong((need + (1 << 20) - 1) >> 20)));
+    r = load_timeline(QString::fromStdString(path));
+    QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+    QVERIFY(r.model->analysis());
+    QVERIFY(r.not_analyzed.isEmpty());
+    QVERIFY(!r.model->analysis()->steps.empty());
+
+    // Not a number of megabytes: said in one line, nothing loaded.
+    for (const char* bad : {"12x", "-1", "1.5", " 3"}) {
+      qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", bad);
+      r = load_timeline(QString::fromStdString(path));
+      QVERIFY(!r.model);
+      QCOMPARE(r.error,
+               QString("STEPSCOPE_ANALYSIS_MEMORY_MB=%1: not a whole number of megabytes (0: open stores "
+                       "without their analysis)")
+                   .arg(bad));
+    }
+    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+  }
 };
 
 QTEST_MAIN(StoreBackedTest)

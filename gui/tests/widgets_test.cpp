@@ -308,6 +308,45 @@ class WidgetsTest : public QObject {
     QCOMPARE(m.begin(), kBase);
   }
 
+  // A store whose rows and analysis would not fit the memory allowed opens as its timeline alone, with the
+  // findings the store holds, and the status line says why and what to do.
+  void aStoreTooBigToAnalyzeOpensAsItsTimeline() {
+    const std::string dir = std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-load-unanalyzed";
+    std::filesystem::create_directories(dir);
+    const std::string path = dir + "/synthetic.stepscope";
+    auto t = synthetic_trace();
+    store::Finding f;
+    f.rule = t->intern("launch-overhead");
+    f.severity = store::Severity::High;
+    f.first_step = 1;
+    f.last_step = 2;
+    f.message = t->intern("stored by analyze --write-findings");
+    t->findings.push_back(f);
+    store::write_store_atomically(*t, path);
+    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", "0");
+    MainWindow w;
+    w.set_synchronous(true);
+    QSignalSpy spy(&w, &MainWindow::model_loaded);
+    w.open_file(QString::fromStdString(path));
+    QVERIFY(spy.wait(30000));
+    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+    QCOMPARE(spy.takeFirst().at(0).toBool(), true);
+    const auto& m = *w.timeline()->model();
+    QVERIFY(!m.analysis());
+    QCOMPARE(m.kernel_count(), size_t(kSteps * kLaunchesPerStep));
+    QCOMPARE(w.findings_view()->model()->rowCount(), 1);
+    QCOMPARE(w.findings_view()->model()->index(0, FindingsModel::Rule).data().toString(),
+             QString("launch-overhead"));
+    const QString status = w.status_text();
+    QVERIFY2(status.contains(QString("not analysed: %1 kernels, %2 API calls and %3 samples")
+                                 .arg(t->kernels.size())
+                                 .arg(t->api_calls.size())
+                                 .arg(t->samples.size())),
+             qPrintable(status));
+    QVERIFY2(status.contains("over the 0.0 GB allowed (STEPSCOPE_ANALYSIS_MEMORY_MB)"), qPrintable(status));
+    QVERIFY2(!status.contains("analyzed in"), qPrintable(status));
+  }
+
   void aBadFileIsReported() {
     MainWindow w;
     w.set_synchronous(true);

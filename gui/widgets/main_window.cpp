@@ -255,6 +255,10 @@ void MainWindow::build_ui() {
   connect(timeline_, &TimelineView::time_range_selected, this, [this](qint64 t0, qint64 t1) { on_range(t0, t1); });
 }
 
+QString MainWindow::status_text() const {
+  return status_->text();
+}
+
 void MainWindow::set_synchronous(bool on) {
   synchronous_ = on;
   timeline_->set_synchronous(on);
@@ -277,13 +281,21 @@ void MainWindow::on_loaded(const LoadResult& r) {
     return;
   }
   set_model(r.model, QFileInfo(r.path).fileName());
-  status_->setText(tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
-                       .arg(r.path)
-                       .arg(r.model->event_count())
-                       .arg(r.model->tracks().size())
-                       .arg(r.load_s, 0, 'f', 2)
-                       .arg(r.analyze_s, 0, 'f', 2)
-                       .arg(r.build_s, 0, 'f', 2));
+  if (r.not_analyzed.isEmpty())
+    status_->setText(tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
+                         .arg(r.path)
+                         .arg(r.model->event_count())
+                         .arg(r.model->tracks().size())
+                         .arg(r.load_s, 0, 'f', 2)
+                         .arg(r.analyze_s, 0, 'f', 2)
+                         .arg(r.build_s, 0, 'f', 2));
+  else
+    status_->setText(tr("%1: %2 events, %3 tracks — timeline read in %4 s — %5")
+                         .arg(r.path)
+                         .arg(r.model->event_count())
+                         .arg(r.model->tracks().size())
+                         .arg(r.build_s, 0, 'f', 2)
+                         .arg(r.not_analyzed));
   if (r.ranks) status_->setText(status_->text() + tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;

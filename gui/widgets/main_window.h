@@ -36,6 +36,8 @@ class MainWindow : public QMainWindow {
   void set_synchronous(bool on);
   // Why the last open_file() failed (the loader's one-line error), empty after a success.
   const QString& load_error() const { return load_error_; }
+  // The status bar's line (what was loaded, how long it took, what was left out and why).
+  QString status_text() const;
 
   TimelineView* timeline() const { return timeline_; }
   QTableView* findings_view() const { return findings_view_; }

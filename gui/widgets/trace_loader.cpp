@@ -5,11 +5,62 @@
 #include <QMetaObject>
 #include <QtConcurrent/QtConcurrent>
 
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
 #include "stepscope/analyzer/analysis.h"
 #include "stepscope/analyzer/load.h"
 #include "stepscope/analyzer/multi_rank.h"
 
 namespace stepscope::gui {
+
+namespace {
+// MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
+uint64_t memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    in >> unit;
+  }
+  return 0;
+}
+
+QString gigabytes(uint64_t bytes) {
+  return QString::number(double(bytes) / 1e9, 'f', 1) + " GB";
+}
+}  // namespace
+
+AnalysisBudget analysis_budget(const store::StoreReader& store) {
+  AnalysisBudget b;
+  b.kernels = store.kernel_count();
+  b.api_calls = store.api_call_count();
+  b.samples = store.sample_count();
+  const double rows = double(b.kernels) * sizeof(store::Kernel) +
+                      double(b.api_calls) * sizeof(store::ApiCall) +
+                      double(b.samples) * sizeof(store::Sample);
+  b.need_bytes = uint64_t(rows * kAnalysisBytesPerRowByte);
+  if (const char* v = std::getenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); v && *v) {
+    const std::string text(v);
+    uint64_t mb = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
+    if (ec != std::errc() || end != text.data() + text.size() || mb > (uint64_t(1) << 40))
+      throw std::invalid_argument(
+          "STEPSCOPE_ANALYSIS_MEMORY_MB=" + text +
+          ": not a whole number of megabytes (0: open stores without their analysis)");
+    b.budget_bytes = mb << 20;
+    b.set_by_environment = true;
+  } else if (const uint64_t available = memory_available()) {
+    b.budget_bytes = available / 2;
+  } else {
+    b.budget_bytes = UINT64_MAX;
+  }
+  return b;
+}
 
 LoadResult load_timeline(const QString& path, const std::function<void(int, const QString&)>& progress) {
   LoadResult r;
@@ -34,6 +85,36 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     std::shared_ptr<store::StoreReader> reader;
     if (!dir && store::sniff_file(path.toStdString()) == store::FileKind::Store)
       reader = std::make_shared<store::StoreReader>(path.toStdString());
+    // A store whose rows and analysis would not fit: its timeline alone, from the store's columns, never its
+    // rows, and the reason said.
+    if (reader) {
+      AnalysisBudget budget;
+      try {
+        budget = analysis_budget(*reader);
+      } catch (const std::invalid_argument& e) {  // the environment's, not the file's
+        r.error = QString::fromStdString(e.what());
+        return r;
+      }
+      if (!budget.fits()) {
+        say(100, QObject::tr("Building timeline"));
+        r.model = TimelineModel::build_from_store(reader);
+        r.build_s = timer.nsecsElapsed() / 1e9;
+        r.not_analyzed =
+            QObject::tr(
+                "not analysed: %1 kernels, %2 API calls and %3 samples need ~%4 with the analysis, over "
+                "the %5 allowed (%6) — the timeline alone, with the steps and findings the store holds; "
+                "`stepscope analyze --write-findings FILE` where there is memory stores the findings")
+                .arg(budget.kernels)
+                .arg(budget.api_calls)
+                .arg(budget.samples)
+                .arg(gigabytes(budget.need_bytes), gigabytes(budget.budget_bytes),
+                     budget.set_by_environment ? QObject::tr("STEPSCOPE_ANALYSIS_MEMORY_MB")
+                                               : QObject::tr("half the memory available; "
+                                                             "STEPSCOPE_ANALYSIS_MEMORY_MB sets it"));
+        say(1000, QObject::tr("Done"));
+        return r;
+      }
+    }
     auto trace = std::make_shared<store::Trace>(dir      ? analyzer::merge_ranks_for_timeline(files)
                                                 : reader ? analyzer::load_store(*reader)
                                                          : analyzer::load_trace(path.toStdString(), options));

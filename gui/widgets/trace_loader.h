@@ -15,11 +15,29 @@ namespace stepscope::gui {
 struct LoadResult {
   std::shared_ptr<const TimelineModel> model;
   QString error;  // "FILE: reason" when loading failed
+  QString not_analyzed;  // why the analysis did not run (the store too big for the memory at hand), and what
+                         // to do
   QString path;
   // A directory of one job's ranks: the cross-rank analysis (analyzer::analyze_ranks), also in model->cross_rank().
   std::shared_ptr<const analyzer::MultiRankAnalysis> ranks;
   double load_s = 0, ranks_s = 0, analyze_s = 0, build_s = 0;
 };
+
+// Whether the window analyses a store as it opens it. The analysis reads the store's rows (kernels, API
+// calls, samples) and keeps its own state beside them: `need_bytes` is kAnalysisBytesPerRowByte times the
+// rows' bytes. It runs when that is within `budget_bytes`: STEPSCOPE_ANALYSIS_MEMORY_MB when set (0: never),
+// else half the memory the system says is available (MemAvailable), else no limit. Otherwise the timeline is
+// read from the store as columns alone and shows the steps and findings the store holds. Throws
+// std::invalid_argument for a variable that is not a whole number of megabytes.
+struct AnalysisBudget {
+  uint64_t kernels = 0, api_calls = 0, samples = 0;
+  uint64_t need_bytes = 0, budget_bytes = 0;
+  bool set_by_environment = false;
+  bool fits() const { return need_bytes <= budget_bytes; }
+};
+// Measured: a 10M-kernel store opened with its analysis peaked at 1.6–1.8 times its rows' bytes.
+inline constexpr double kAnalysisBytesPerRowByte = 1.7;
+AnalysisBudget analysis_budget(const store::StoreReader& store);
 
 // The whole pipeline, synchronously (the worker body; tests and the benchmark call it directly).
 // `progress(permille, stage)` may be empty.
