@@ -615,3 +615,76 @@ TEST_CASE("chunked parse: an exception from the progress callback (a cancel) is 
   CHECK_THROWS_WITH(parse_kineto_json(buf.data(), buf.size(), "mem.json", cancel, cut(2, 4096)), "cancelled");
   CHECK(calls == 1);  // not parsed again in one pass after the cancel
 }
+
+// Every table a chunk merges has fields that take the file's string and label ids (ChunkIds): kernels and
+// copies their device and stream from labelled pids and tids, syncs and API calls their pid and tid, data
+// waits and steps their source too. One pass, chunked and streamed give the same rows.
+TEST_CASE("chunked parse: labels and names on every table a chunk merges") {
+  const char* labels[] = {"Spans", "Traces", "GPU A", "", "zz"};
+  std::string events;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string ts = std::to_string(1000 + (i * 37) % 5000);
+    const std::string pid = labels[(i * 3 + i / 400) % 5], tid = labels[(i + i / 700) % 5];
+    const std::string where =
+        "\"pid\": \"" + pid + "\", \"tid\": \"" + tid + "\", \"ts\": " + ts + ", \"dur\": 2";
+    const std::string n = std::to_string((i * 7 + i / 500) % 23);  // names first seen in different chunks
+    std::string e;
+    switch (i % 8) {
+      case 0:
+        e = R"({"ph": "X", "cat": "kernel", "name": "k)" + n + "\", " + where +
+            R"(, "args": {"correlation": )" + std::to_string(i) + "}}";
+        break;
+      case 1:
+        e = R"x({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", )x" + where +
+            "}";
+        break;
+      case 2:
+        e = R"x({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", )x" + where + "}";
+        break;
+      case 3:
+        e = R"({"ph": "X", "cat": "cuda_sync", "name": "Event Sync", )" + where + "}";
+        break;
+      case 4:
+        e = R"({"ph": "X", "cat": "cuda_runtime", "name": "api)" + n + "\", " + where +
+            R"(, "args": {"correlation": )" + std::to_string(i - 4) + "}}";
+        break;
+      case 5:
+        e = R"({"ph": "X", "cat": "stepscope_data_wait", "name": "w", )" + where +
+            R"(, "args": {"source": "src)" + n + "\"}}";
+        break;
+      case 6:
+        e = R"({"ph": "X", "cat": "stepscope_step", "name": "s", )" + where + R"(, "args": {"source": "st)" +
+            n + R"(", "index": 3}})";
+        break;
+      default:
+        e = R"({"ph": "X", "cat": "gpu_user_annotation", "name": "g)" + n + "\", " + where + "}";
+        break;
+    }
+    events += (events.empty() ? "" : ",\n") + e;
+  }
+  const std::string json = "{\"traceEvents\": [" + events + "]}";
+  const store::Trace a = parse(json, one_pass());
+  // Each table has rows, some with a label's id (2^40 on) and, where it has one, a source not every chunk
+  // has.
+  auto labelled = [](int64_t x) { return x >= (int64_t{1} << 40); };
+  auto any = [](const auto& rows, auto pred) { return std::any_of(rows.begin(), rows.end(), pred); };
+  CHECK(any(a.kernels, [&](const auto& k) { return labelled(k.device) && labelled(k.stream); }));
+  CHECK(any(a.memcpys, [&](const auto& m) { return labelled(m.device) && labelled(m.stream); }));
+  CHECK(any(a.memsets, [&](const auto& m) { return labelled(m.device) && labelled(m.stream); }));
+  CHECK(any(a.syncs, [&](const auto& s) { return labelled(s.pid) && labelled(s.tid); }));
+  CHECK(any(a.api_calls, [&](const auto& c) { return labelled(c.pid) && labelled(c.tid); }));
+  CHECK(any(a.data_waits, [&](const auto& w) { return labelled(w.pid) && a.str(w.source) == "src22"; }));
+  CHECK(any(a.steps, [&](const auto& s) { return labelled(s.tid) && a.str(s.source) == "st22"; }));
+  CHECK(any(a.ranges, [&](const auto& r) { return labelled(r.pid) && a.str(r.name) == "g22"; }));
+  for (unsigned threads : {1u, 2u, 4u})
+    for (size_t bytes : {size_t{500}, size_t{7000}}) {
+      const std::string what =
+          std::to_string(threads) + " threads, chunks of " + std::to_string(bytes) + " bytes";
+      KinetoParseReport r;
+      require_same(a, parse(json, cut(threads, bytes), &r), "chunked, " + what);
+      CHECK(r.chunked);
+      KinetoParseReport s;
+      require_same(a, streamed(json, cut(threads, bytes), &s), "streamed, " + what);
+      CHECK(s.chunked);
+    }
+}

@@ -40,11 +40,29 @@ TEST_CASE("CorrelationIndex: the first row with an id, as a map's emplace keeps 
   for (const auto& [c, row] : expect) REQUIRE(index.find(c) == int64_t(row));
   CHECK(found > 100000);
   CHECK(index.find(0) == -1);
+  CHECK(index.longest_cluster() < 200);
 
-  const CorrelationIndex empty(std::vector<store::ApiCall>(3));  // every id 0
+  const std::vector<store::ApiCall> zeros(3), none;  // every id 0; no calls
+  const CorrelationIndex empty(zeros), nothing(none);
   CHECK(empty.find(0) == -1);
   CHECK(empty.find(1) == -1);
-  CHECK(CorrelationIndex({}).find(7) == -1);
+  CHECK(nothing.find(7) == -1);
+  CHECK(nothing.longest_cluster() == 0);
+}
+
+TEST_CASE("CorrelationIndex: ids a file chose, multiples of a high power of two, still spread") {
+  // A slot taken from the low bits of a multiply alone put ids k << 44 into a few clusters: each insert and
+  // each missed lookup walked one of ~100,000 slots (seconds for a file of 400,000 calls).
+  for (int shift : {0, 32, 40, 44, 47}) {  // 60,000 << 47 is still under 2^63
+    std::vector<store::ApiCall> calls(100000);
+    for (size_t i = 0; i < calls.size(); ++i)
+      calls[i].correlation = int64_t(uint64_t((i % 60000) + 1) << shift);
+    const CorrelationIndex index(calls);
+    INFO("ids k << " << shift);
+    CHECK(index.longest_cluster() < 200);
+    for (size_t i = 0; i < 60000; ++i) REQUIRE(index.find(calls[i].correlation) == int64_t(i));
+    CHECK(index.find(int64_t(60001) << shift) == -1);
+  }
 }
 
 TEST_CASE(
@@ -60,7 +78,9 @@ TEST_CASE(
     a.name = t.intern("cudaLaunchKernel");
     t.api_calls.push_back(a);
   };
-  // Rows in runs of one thread, then another, then the first again (the per-row set inserts skip runs).
+  // Rows in runs of one thread, then another, then the first again (the per-row set inserts skip runs); the
+  // first row's process and thread are 0 (a run skipped must not be the first).
+  call(90, 0, 0, 0);
   call(100, 10, 11, 1);
   call(110, 10, 11, 2);
   call(120, 20, 21, 3);
@@ -104,13 +124,13 @@ TEST_CASE(
 
   std::set<int64_t> pids;
   for (const auto& p : t.processes) pids.insert(p.pid);
-  CHECK(pids == std::set<int64_t>{10, 20, 30});
+  CHECK(pids == std::set<int64_t>{0, 10, 20, 30});
   std::set<std::pair<int64_t, int64_t>> tids;
   for (const auto& th : t.threads) {
     tids.insert({th.pid, th.tid});
     if (th.tid == 22) CHECK(t.str(th.name) == "loader");
   }
-  CHECK(tids == std::set<std::pair<int64_t, int64_t>>{{10, 11}, {20, 21}, {20, 22}, {30, 31}});
+  CHECK(tids == std::set<std::pair<int64_t, int64_t>>{{0, 0}, {10, 11}, {20, 21}, {20, 22}, {30, 31}});
   for (const auto& p : t.processes)
     if (p.pid == 20) CHECK(t.str(p.name) == "worker");
   std::vector<int64_t> devices;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -171,6 +172,7 @@ void sort_rows_by_start(Trace& t) {
 }
 
 CorrelationIndex::CorrelationIndex(const std::vector<ApiCall>& calls) : calls_(&calls) {
+  if (calls.size() >= UINT32_MAX) throw std::length_error("more than 4,294,967,294 API calls");
   size_t n = 0;
   for (const auto& a : calls) n += a.correlation != 0;
   if (!n) return;
@@ -187,6 +189,16 @@ CorrelationIndex::CorrelationIndex(const std::vector<ApiCall>& calls) : calls_(&
       if (slots_[i].tag == uint32_t(h >> 32) && calls[slots_[i].row - 1].correlation == c) break;
     if (!slots_[i].row) slots_[i] = {row + 1, uint32_t(h >> 32)};  // an id seen again keeps its first row
   }
+}
+
+size_t CorrelationIndex::longest_cluster() const {
+  size_t longest = 0, run = 0;
+  // Twice round: a cluster may wrap past the end (one slot is always empty, so it ends).
+  for (size_t i = 0; i < 2 * slots_.size(); ++i) {
+    run = slots_[i & mask_].row ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return longest;
 }
 
 void finalize_trace(Trace& t, const NameHints& names) {
