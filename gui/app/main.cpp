@@ -104,8 +104,10 @@ int main(int argc, char** argv) {
       }
       if (found < 0) {
         QStringList names(present.begin(), present.end());
-        QApplication::exit(refuse("--select-finding " + rule + ": no such finding in " + files.first() + " (" +
-                                  (names.isEmpty() ? QString("it has none") : "it has " + names.join(", ")) + ")"));
+        QApplication::exit(
+            refuse("--select-finding " + rule + ": no such finding in " + files.first() + " (" +
+                   (names.isEmpty() ? QString("it has none") : "it has " + names.join(", ")) + ")" +
+                   (window.not_analyzed().isEmpty() ? QString() : "; " + window.not_analyzed())));
         return;
       }
       window.select_finding(found);

@@ -272,9 +272,13 @@ class StoreBackedTest : public QObject {
   }
 
   // The window analyses a store when its rows and the analysis fit the memory allowed: the need is the rows'
-  // bytes times kAnalysisBytesPerRowByte, the budget STEPSCOPE_ANALYSIS_MEMORY_MB or half of MemAvailable.
-  // Over it, the timeline alone is read from the store (never its rows) and the reason is said.
+  // bytes times kAnalysisBytesPerRowByte, the budget STEPSCOPE_ANALYSIS_MEMORY_MB or half of what is
+  // available. Over it, the timeline alone is read from the store (its kernels never all as rows) and the
+  // reason is said.
   void aStoreOverItsAnalysisBudgetOpensWithoutIt() {
+    struct Unset {  // whatever happens, later tests see no budget
+      ~Unset() { qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); }
+    } unset;
     stepscope::test::ScratchDir dir("gui_store_backed_budget");
     auto t = gui::test::synthetic_trace();
     const std::string path = dir.file("run.db");
@@ -286,20 +290,37 @@ class StoreBackedTest : public QObject {
     const uint64_t need = uint64_t(rows * kAnalysisBytesPerRowByte);
     QVERIFY(need > 0);
 
-    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
-    AnalysisBudget b = analysis_budget(*reader);
-    QCOMPARE(b.kernels, uint64_t(t->kernels.size()));
-    QCOMPARE(b.api_calls, uint64_t(t->api_calls.size()));
-    QCOMPARE(b.samples, uint64_t(t->samples.size()));
-    QCOMPARE(b.need_bytes, need);
-    QVERIFY(!b.set_by_environment);
-    QVERIFY(b.budget_bytes > (uint64_t(1) << 20) &&
-            b.budget_bytes < (uint64_t(1) << 50));  // half of MemAvailable
-    QVERIFY(b.fits());
+    // The predicate: within the budget, the need itself included; a budget of 0 never.
+    QVERIFY((AnalysisBudget{.need_bytes = 5, .budget_bytes = 5}).fits());
+    QVERIFY(!(AnalysisBudget{.need_bytes = 6, .budget_bytes = 5}).fits());
+    QVERIFY(!(AnalysisBudget{.need_bytes = 0, .budget_bytes = 0, .set_by_environment = true}).fits());
 
-    // Set: a budget in MiB; under the need, the timeline alone.
+    // Unset (or empty): half of what this process may still take.
+    for (const char* unset_or_empty : {static_cast<const char*>(nullptr), ""}) {
+      if (unset_or_empty)
+        qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", unset_or_empty);
+      else
+        qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+      const uint64_t available = memory_available();
+      const AnalysisBudget b = analysis_budget(*reader);
+      QCOMPARE(b.kernels, uint64_t(t->kernels.size()));
+      QCOMPARE(b.api_calls, uint64_t(t->api_calls.size()));
+      QCOMPARE(b.samples, uint64_t(t->samples.size()));
+      QCOMPARE(b.need_bytes, need);
+      QVERIFY(!b.set_by_environment);
+      QVERIFY(available > (uint64_t(64) << 20));
+      // Read twice (other processes come and go between): within a quarter of half.
+      QVERIFY2(b.budget_bytes > available / 2 * 3 / 4 && b.budget_bytes < available / 2 * 5 / 4,
+               qPrintable(QString("budget %1, available %2").arg(b.budget_bytes).arg(available)));
+      QVERIFY(b.fits());
+      QVERIFY(
+          not_analyzed_reason(b).contains("allowed (half the memory available; STEPSCOPE_ANALYSIS_MEMORY_MB "
+                                          "sets it)"));
+    }
+
+    // Set: a budget in MiB; 0: the timeline alone.
     qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", "0");
-    b = analysis_budget(*reader);
+    AnalysisBudget b = analysis_budget(*reader);
     QCOMPARE(b.budget_bytes, uint64_t(0));
     QVERIFY(b.set_by_environment);
     QVERIFY(!b.fits());
@@ -308,6 +329,8 @@ class StoreBackedTest : public QObject {
     QVERIFY(r.model);
     QVERIFY(!r.model->analysis());
     QVERIFY(r.model->kernel_columns());
+    QVERIFY(r.over_budget);
+    QCOMPARE(r.over_budget->need_bytes, need);
     QCOMPARE(r.model->kernel_count(), t->kernels.size());
     QCOMPARE(r.model->steps().size(), t->steps.size());  // the store's own steps
     for (uint32_t k = 0; k < r.model->kernel_count();
@@ -317,23 +340,32 @@ class StoreBackedTest : public QObject {
       got.name = want.name = 0;
       QCOMPARE(key(got), key(want));
     }
-    QVERIFY2(r.not_analyzed.startsWith(QString("not analysed: %1 kernels, %2 API calls and %3 samples need ~")
-                                           .arg(t->kernels.size())
-                                           .arg(t->api_calls.size())
-                                           .arg(t->samples.size())),
-             qPrintable(r.not_analyzed));
-    QVERIFY2(r.not_analyzed.contains("stepscope analyze --write-findings"), qPrintable(r.not_analyzed));
+    QCOMPARE(
+        r.not_analyzed,
+        QString(
+            "not analysed: %1 kernels, %2 API calls and %3 samples need ~%4 MB with the analysis, over the "
+            "none allowed (STEPSCOPE_ANALYSIS_MEMORY_MB) — the timeline alone, with the steps and findings "
+            "the store holds; `stepscope analyze --write-findings FILE` where there is memory stores the "
+            "findings")
+            .arg(t->kernels.size())
+            .arg(t->api_calls.size())
+            .arg(t->samples.size())
+            .arg((need + 999'999) / 1000'000));
+    QCOMPARE(not_analyzed_brief(*r.over_budget),
+             QString("not analysed: ~%1 MB needed with the analysis, none allowed")
+                 .arg((need + 999'999) / 1000'000));
 
-    // Exactly the need: analysed.
-    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", QByteArray::number(qulonglong((need + (1 << 20) - 1) >> 20)));
+    // A budget a MiB over the need: analysed.
+    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", QByteArray::number(qulonglong((need >> 20) + 1)));
     r = load_timeline(QString::fromStdString(path));
     QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
     QVERIFY(r.model->analysis());
     QVERIFY(r.not_analyzed.isEmpty());
+    QVERIFY(!r.over_budget);
     QVERIFY(!r.model->analysis()->steps.empty());
 
-    // Not a number of megabytes: said in one line, nothing loaded.
-    for (const char* bad : {"12x", "-1", "1.5", " 3"}) {
+    // Not a number of megabytes, or too many: said in one line, nothing loaded.
+    for (const char* bad : {"12x", "-1", "1.5", " 3", "+5", "0x10"}) {
       qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", bad);
       r = load_timeline(QString::fromStdString(path));
       QVERIFY(!r.model);
@@ -342,7 +374,40 @@ class StoreBackedTest : public QObject {
                        "without their analysis)")
                    .arg(bad));
     }
-    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+    for (const char* big : {"1099511627777", "99999999999999999999999"}) {
+      qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", big);
+      r = load_timeline(QString::fromStdString(path));
+      QVERIFY(!r.model);
+      QCOMPARE(r.error, QString("STEPSCOPE_ANALYSIS_MEMORY_MB=%1: more than 2^40 megabytes").arg(big));
+    }
+  }
+
+  // Over the budget, a store whose rows grow between their count and their read (a store still being written)
+  // is counted and read once more: the timeline holds its rows as they are then.
+  void aStoreGrowingWhileOpenedWithoutItsAnalysis() {
+    struct Unset {
+      ~Unset() { qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); }
+    } unset;
+    stepscope::test::ScratchDir dir("gui_store_backed_growing");
+    auto t = gui::test::synthetic_trace();
+    const std::string path = dir.file("rows.db");
+    store::write_store_atomically(*t, path, false);  // rows: one more is one INSERT
+    qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", "0");
+    bool grown = false;
+    const LoadResult r = load_timeline(QString::fromStdString(path), [&](int permille, const QString&) {
+      if (permille != 100 || grown) return;  // counted, not yet read
+      sqlite3* db = nullptr;
+      QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+      QCOMPARE(
+          sqlite3_exec(db, "INSERT INTO kernels SELECT * FROM kernels LIMIT 1", nullptr, nullptr, nullptr),
+          SQLITE_OK);
+      sqlite3_close(db);
+      grown = true;
+    });
+    QVERIFY(grown);
+    QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+    QVERIFY(!r.model->analysis());
+    QCOMPARE(r.model->kernel_count(), t->kernels.size() + 1);
   }
 };
 

@@ -323,13 +323,16 @@ class WidgetsTest : public QObject {
     f.message = t->intern("stored by analyze --write-findings");
     t->findings.push_back(f);
     store::write_store_atomically(*t, path);
+    struct Unset {  // whatever happens, later tests see no budget
+      ~Unset() { qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); }
+    } unset;
     qputenv("STEPSCOPE_ANALYSIS_MEMORY_MB", "0");
     MainWindow w;
     w.set_synchronous(true);
+    w.resize(1200, 800);
     QSignalSpy spy(&w, &MainWindow::model_loaded);
     w.open_file(QString::fromStdString(path));
     QVERIFY(spy.wait(30000));
-    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
     QCOMPARE(spy.takeFirst().at(0).toBool(), true);
     const auto& m = *w.timeline()->model();
     QVERIFY(!m.analysis());
@@ -337,14 +340,28 @@ class WidgetsTest : public QObject {
     QCOMPARE(w.findings_view()->model()->rowCount(), 1);
     QCOMPARE(w.findings_view()->model()->index(0, FindingsModel::Rule).data().toString(),
              QString("launch-overhead"));
+    // The status line in short, the reason whole in the note that stays while the file is open.
     const QString status = w.status_text();
-    QVERIFY2(status.contains(QString("not analysed: %1 kernels, %2 API calls and %3 samples")
-                                 .arg(t->kernels.size())
-                                 .arg(t->api_calls.size())
-                                 .arg(t->samples.size())),
+    QVERIFY2(status.contains(" — not analysed: ~"), qPrintable(status));
+    QVERIFY2(status.endsWith("needed with the analysis, none allowed (why: the note at the right)"),
              qPrintable(status));
-    QVERIFY2(status.contains("over the 0.0 GB allowed (STEPSCOPE_ANALYSIS_MEMORY_MB)"), qPrintable(status));
     QVERIFY2(!status.contains("analyzed in"), qPrintable(status));
+    QVERIFY2(
+        w.not_analyzed().startsWith(QString("not analysed: %1 kernels, %2 API calls and %3 samples need ~")
+                                        .arg(t->kernels.size())
+                                        .arg(t->api_calls.size())
+                                        .arg(t->samples.size())),
+        qPrintable(w.not_analyzed()));
+    QCOMPARE(w.analysis_note(), QString("Not analysed"));
+    w.select_step(0);  // the status line moves on; the note stays
+    QCOMPARE(w.analysis_note(), QString("Not analysed"));
+    // Opened again with room to analyse: analysed, no note.
+    qunsetenv("STEPSCOPE_ANALYSIS_MEMORY_MB");
+    w.open_file(QString::fromStdString(path));
+    QVERIFY(spy.wait(30000));
+    QVERIFY(w.timeline()->model()->analysis());
+    QVERIFY(w.not_analyzed().isEmpty());
+    QCOMPARE(w.analysis_note(), QString());
   }
 
   void aBadFileIsReported() {

@@ -248,7 +248,10 @@ void MainWindow::build_ui() {
   progress_->setRange(0, 1000);
   progress_->setMaximumWidth(240);
   progress_->setVisible(false);
+  analysis_note_ = new QLabel(this);
+  analysis_note_->setVisible(false);
   statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(analysis_note_);
   statusBar()->addPermanentWidget(progress_);
 
   connect(timeline_, &TimelineView::event_selected, this, &MainWindow::on_event_selected);
@@ -259,6 +262,10 @@ QString MainWindow::status_text() const {
   return status_->text();
 }
 
+QString MainWindow::analysis_note() const {
+  return analysis_note_->text();
+}
+
 void MainWindow::set_synchronous(bool on) {
   synchronous_ = on;
   timeline_->set_synchronous(on);
@@ -266,6 +273,10 @@ void MainWindow::set_synchronous(bool on) {
 
 void MainWindow::open_file(const QString& path) {
   status_->setText(tr("Loading %1…").arg(path));
+  not_analyzed_.clear();
+  analysis_note_->clear();
+  analysis_note_->setToolTip({});
+  analysis_note_->setVisible(false);
   progress_->setValue(0);
   progress_->setVisible(true);
   loader_->load(path);
@@ -280,6 +291,10 @@ void MainWindow::on_loaded(const LoadResult& r) {
     emit model_loaded(false);
     return;
   }
+  not_analyzed_ = r.not_analyzed;
+  analysis_note_->setText(not_analyzed_.isEmpty() ? QString() : tr("Not analysed"));
+  analysis_note_->setToolTip(not_analyzed_);
+  analysis_note_->setVisible(!not_analyzed_.isEmpty());
   set_model(r.model, QFileInfo(r.path).fileName());
   if (r.not_analyzed.isEmpty())
     status_->setText(tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
@@ -290,12 +305,12 @@ void MainWindow::on_loaded(const LoadResult& r) {
                          .arg(r.analyze_s, 0, 'f', 2)
                          .arg(r.build_s, 0, 'f', 2));
   else
-    status_->setText(tr("%1: %2 events, %3 tracks — timeline read in %4 s — %5")
+    status_->setText(tr("%1: %2 events, %3 tracks — timeline read in %4 s — %5 (why: the note at the right)")
                          .arg(r.path)
                          .arg(r.model->event_count())
                          .arg(r.model->tracks().size())
                          .arg(r.build_s, 0, 'f', 2)
-                         .arg(r.not_analyzed));
+                         .arg(r.over_budget ? not_analyzed_brief(*r.over_budget) : r.not_analyzed));
   if (r.ranks) status_->setText(status_->text() + tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;
@@ -341,7 +356,8 @@ void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QSt
   timeline_->zoom_to_steps();
   if (const int worst = model_->worst_finding(); worst >= 0) select_finding(worst, false);
   else
-    details_->setHtml(run_notes_html(*model_));  // what `analyze` says of such a run, not an empty pane
+    details_->setHtml(run_notes_html(*model_) +  // what `analyze` says of such a run, not an empty pane
+                      (not_analyzed_.isEmpty() ? QString() : "<p>" + not_analyzed_.toHtmlEscaped() + "</p>"));
   // Without GPU activity the GPU categories are all zero: show the wait for input and the own work only.
   const auto& cats = analyzer::step_categories();
   for (size_t c = 0; c < cats.size(); ++c) {

@@ -38,6 +38,10 @@ class MainWindow : public QMainWindow {
   const QString& load_error() const { return load_error_; }
   // The status bar's line (what was loaded, how long it took, what was left out and why).
   QString status_text() const;
+  // Why the file open was not analysed (LoadResult::not_analyzed), empty when it was.
+  const QString& not_analyzed() const { return not_analyzed_; }
+  // The status bar's lasting note beside the line (shown while the file open was not analysed).
+  QString analysis_note() const;
 
   TimelineView* timeline() const { return timeline_; }
   QTableView* findings_view() const { return findings_view_; }
@@ -95,9 +99,11 @@ class MainWindow : public QMainWindow {
   QLabel* search_count_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
+  QLabel* analysis_note_ = nullptr;  // "not analysed", kept while the file is open; the reason in its tooltip
   QLabel* range_label_ = nullptr;
   bool synchronous_ = false;
   QString load_error_;
+  QString not_analyzed_;  // LoadResult::not_analyzed of the file open
   bool show_collector_threads_ = false;
 
   struct RangeResult {

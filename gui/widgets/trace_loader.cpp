@@ -18,22 +18,45 @@
 namespace stepscope::gui {
 
 namespace {
-// MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
-uint64_t memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kb = 0;
-  while (in >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    in >> unit;
-  }
-  return 0;
+// A number in a file (a cgroup's memory.max is "max" when unlimited); 0 when there is none.
+uint64_t number_in(const std::string& file) {
+  std::ifstream in(file);
+  uint64_t v = 0;
+  return in >> v ? v : 0;
 }
 
-QString gigabytes(uint64_t bytes) {
-  return QString::number(double(bytes) / 1e9, 'f', 1) + " GB";
+QString size_text(uint64_t bytes) {
+  if (bytes >= 1000'000'000) return QString::number(double(bytes) / 1e9, 'f', 2) + " GB";
+  return QString::number((bytes + 999'999) / 1000'000) + " MB";
 }
 }  // namespace
+
+uint64_t memory_available() {
+  uint64_t available = 0;
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("MemAvailable:", 0) == 0) {
+        available = std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;  // "MemAvailable:   123 kB"
+        break;
+      }
+  }
+  // cgroup v2: "0::/path" in /proc/self/cgroup; its limit and use under /sys/fs/cgroup/path.
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    if (line.rfind("0::", 0) != 0) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    if (const uint64_t max = number_in(dir + "/memory.max")) {
+      const uint64_t used = number_in(dir + "/memory.current");
+      const uint64_t left = max > used ? max - used : 0;
+      available = available ? std::min(available, left) : left;
+    }
+    break;
+  }
+  return available;
+}
 
 AnalysisBudget analysis_budget(const store::StoreReader& store) {
   AnalysisBudget b;
@@ -48,7 +71,10 @@ AnalysisBudget analysis_budget(const store::StoreReader& store) {
     const std::string text(v);
     uint64_t mb = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
-    if (ec != std::errc() || end != text.data() + text.size() || mb > (uint64_t(1) << 40))
+    if (ec == std::errc::result_out_of_range ||
+        (ec == std::errc() && end == text.data() + text.size() && mb > (uint64_t(1) << 40)))
+      throw std::invalid_argument("STEPSCOPE_ANALYSIS_MEMORY_MB=" + text + ": more than 2^40 megabytes");
+    if (ec != std::errc() || end != text.data() + text.size())
       throw std::invalid_argument(
           "STEPSCOPE_ANALYSIS_MEMORY_MB=" + text +
           ": not a whole number of megabytes (0: open stores without their analysis)");
@@ -60,6 +86,27 @@ AnalysisBudget analysis_budget(const store::StoreReader& store) {
     b.budget_bytes = UINT64_MAX;
   }
   return b;
+}
+
+QString not_analyzed_reason(const AnalysisBudget& b) {
+  return QObject::tr(
+             "not analysed: %1 kernels, %2 API calls and %3 samples need ~%4 with the analysis, over the "
+             "%5 allowed (%6) — the timeline alone, with the steps and findings the store holds; "
+             "`stepscope analyze --write-findings FILE` where there is memory stores the findings")
+      .arg(b.kernels)
+      .arg(b.api_calls)
+      .arg(b.samples)
+      .arg(size_text(b.need_bytes),
+           b.set_by_environment && b.budget_bytes == 0 ? QObject::tr("none") : size_text(b.budget_bytes),
+           b.set_by_environment
+               ? QObject::tr("STEPSCOPE_ANALYSIS_MEMORY_MB")
+               : QObject::tr("half the memory available; STEPSCOPE_ANALYSIS_MEMORY_MB sets it"));
+}
+
+QString not_analyzed_brief(const AnalysisBudget& b) {
+  return QObject::tr("not analysed: ~%1 needed with the analysis, %2 allowed")
+      .arg(size_text(b.need_bytes),
+           b.set_by_environment && b.budget_bytes == 0 ? QObject::tr("none") : size_text(b.budget_bytes));
 }
 
 LoadResult load_timeline(const QString& path, const std::function<void(int, const QString&)>& progress) {
@@ -85,8 +132,8 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     std::shared_ptr<store::StoreReader> reader;
     if (!dir && store::sniff_file(path.toStdString()) == store::FileKind::Store)
       reader = std::make_shared<store::StoreReader>(path.toStdString());
-    // A store whose rows and analysis would not fit: its timeline alone, from the store's columns, never its
-    // rows, and the reason said.
+    // A store whose rows and analysis would not fit: its timeline alone, its kernels and API calls read into
+    // columns, never all as rows, and the reason said.
     if (reader) {
       AnalysisBudget budget;
       try {
@@ -97,20 +144,16 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
       }
       if (!budget.fits()) {
         say(100, QObject::tr("Building timeline"));
-        r.model = TimelineModel::build_from_store(reader);
+        try {
+          r.model = TimelineModel::build_from_store(reader);
+        } catch (const store::StoreError&) {
+          // Rows added since they were counted (a store still being written): counted and read once more, not
+          // read whole as rows, which would not fit; a second change is said.
+          r.model = TimelineModel::build_from_store(std::make_shared<store::StoreReader>(path.toStdString()));
+        }
         r.build_s = timer.nsecsElapsed() / 1e9;
-        r.not_analyzed =
-            QObject::tr(
-                "not analysed: %1 kernels, %2 API calls and %3 samples need ~%4 with the analysis, over "
-                "the %5 allowed (%6) — the timeline alone, with the steps and findings the store holds; "
-                "`stepscope analyze --write-findings FILE` where there is memory stores the findings")
-                .arg(budget.kernels)
-                .arg(budget.api_calls)
-                .arg(budget.samples)
-                .arg(gigabytes(budget.need_bytes), gigabytes(budget.budget_bytes),
-                     budget.set_by_environment ? QObject::tr("STEPSCOPE_ANALYSIS_MEMORY_MB")
-                                               : QObject::tr("half the memory available; "
-                                                             "STEPSCOPE_ANALYSIS_MEMORY_MB sets it"));
+        r.not_analyzed = not_analyzed_reason(budget);
+        r.over_budget = budget;
         say(1000, QObject::tr("Done"));
         return r;
       }

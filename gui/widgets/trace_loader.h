@@ -7,37 +7,48 @@
 #include <QString>
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "stepscope/gui/timeline_model.h"
 
 namespace stepscope::gui {
 
+// Whether the window analyses a store as it opens it. The analysis reads the store's rows (kernels, API
+// calls, samples) and keeps its own state beside them: `need_bytes` is kAnalysisBytesPerRowByte times the
+// rows' bytes. It runs when that is within `budget_bytes`: STEPSCOPE_ANALYSIS_MEMORY_MB when set and not
+// empty (0: never), else half of memory_available(), else no limit. Otherwise the timeline is read from the
+// store without its kernels' and API calls' rows and shows the steps and findings the store holds. Throws
+// std::invalid_argument for a variable that is not a whole number of megabytes up to 2^40.
+struct AnalysisBudget {
+  uint64_t kernels = 0, api_calls = 0, samples = 0;
+  uint64_t need_bytes = 0, budget_bytes = 0;
+  bool set_by_environment = false;
+  bool fits() const { return budget_bytes > 0 && need_bytes <= budget_bytes; }
+};
+// Measured: a 10M-kernel store opened with its analysis peaked at 1.6–1.8 times its rows' bytes, 50M at 1.74.
+inline constexpr double kAnalysisBytesPerRowByte = 1.7;
+
 struct LoadResult {
   std::shared_ptr<const TimelineModel> model;
   QString error;  // "FILE: reason" when loading failed
-  QString not_analyzed;  // why the analysis did not run (the store too big for the memory at hand), and what
-                         // to do
+  // Why the analysis did not run (the store too big for the memory at hand) and what to do; its figures.
+  QString not_analyzed;
+  std::optional<AnalysisBudget> over_budget;
   QString path;
   // A directory of one job's ranks: the cross-rank analysis (analyzer::analyze_ranks), also in model->cross_rank().
   std::shared_ptr<const analyzer::MultiRankAnalysis> ranks;
   double load_s = 0, ranks_s = 0, analyze_s = 0, build_s = 0;
 };
 
-// Whether the window analyses a store as it opens it. The analysis reads the store's rows (kernels, API
-// calls, samples) and keeps its own state beside them: `need_bytes` is kAnalysisBytesPerRowByte times the
-// rows' bytes. It runs when that is within `budget_bytes`: STEPSCOPE_ANALYSIS_MEMORY_MB when set (0: never),
-// else half the memory the system says is available (MemAvailable), else no limit. Otherwise the timeline is
-// read from the store as columns alone and shows the steps and findings the store holds. Throws
-// std::invalid_argument for a variable that is not a whole number of megabytes.
-struct AnalysisBudget {
-  uint64_t kernels = 0, api_calls = 0, samples = 0;
-  uint64_t need_bytes = 0, budget_bytes = 0;
-  bool set_by_environment = false;
-  bool fits() const { return need_bytes <= budget_bytes; }
-};
-// Measured: a 10M-kernel store opened with its analysis peaked at 1.6–1.8 times its rows' bytes.
-inline constexpr double kAnalysisBytesPerRowByte = 1.7;
+// The store's counts and the budget, as the window weighs them.
 AnalysisBudget analysis_budget(const store::StoreReader& store);
+// What this process may still take, in bytes: MemAvailable, or less where a cgroup (v2) limits the process
+// (memory.max less memory.current: a container's limit, which MemAvailable does not show); 0 when unknown.
+uint64_t memory_available();
+// The one line the window shows for a store left unanalysed: how much, against what, and what to do; and its
+// short form for the status line.
+QString not_analyzed_reason(const AnalysisBudget& budget);
+QString not_analyzed_brief(const AnalysisBudget& budget);
 
 // The whole pipeline, synchronously (the worker body; tests and the benchmark call it directly).
 // `progress(permille, stage)` may be empty.
