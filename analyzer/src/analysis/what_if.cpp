@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 #include "analysis/critical_path.h"
@@ -65,7 +66,8 @@ struct Item {
   int64_t gap = 0;          // host code before it
   int64_t dur = 0;          // recorded duration
   int64_t launches = 0;     // launch calls in it (the profiler's cost per launch)
-  std::vector<size_t> ops;  // the run's op indexes it launched, in stream order per stream
+  // The run's op indexes it launched, in stream order per stream: Run::item_ops[first_op, first_op + n_ops).
+  uint32_t first_op = 0, n_ops = 0;
   int64_t waited = -1;      // the run's op it waited for (it returned kWakeUpNs after that op ended), or -1
   int64_t wake = 0;         // from that op's end to the call's return
   bool own_wait = false;    // it waited for its own copy (a synchronous or pageable copy)
@@ -75,10 +77,12 @@ struct Item {
 struct Run {
   std::vector<Item> items;
   std::vector<Op> ops;
+  std::vector<uint32_t> item_ops;    // every item's ops, item after item (one array, not a vector an item)
   std::vector<int64_t> stream_free;  // per stream: 0 (the window starts with the GPU free)
   int64_t trailing = 0;              // host code after the last item
   int64_t span = 0;                  // recorded length
   int64_t steps = 0;
+  std::span<const uint32_t> ops_of(const Item& it) const { return {item_ops.data() + it.first_op, it.n_ops}; }
 };
 
 // One variant of the run after the cures' transformations: per item and op.
@@ -218,6 +222,12 @@ class Replayer {
     std::vector<int64_t>
         launch_calls_seen;        // per item: its last launch call (one call may launch several ops)
     std::vector<int64_t> op_end;  // per run op: its recorded end
+    std::vector<uint32_t> op_item;  // per run op: the item that launched it
+    // At their sizes once (a run is a whole steady region: millions of ops, ~112 bytes each, grown by
+    // doubling half as much again at the peak).
+    run.ops.reserve(mine.size());
+    op_end.reserve(mine.size());
+    op_item.reserve(mine.size());
     for (size_t oi : mine) {
       const GpuOp& o = ctx_.ops[oi];
       const OpStatic& st = statics_[oi];
@@ -243,7 +253,8 @@ class Replayer {
       if (queued) op.sched = std::clamp<int64_t>(o.start - prev_end_on_stream, 0, kMaxSchedGapNs);
       if (launched_by_item && !queued) op.lat = std::max<int64_t>(0, o.start - e.start);
       if (!launched_by_item) op.lat = std::max<int64_t>(0, o.start - e.start);  // it started under the item
-      run.items[size_t(item)].ops.push_back(run.ops.size());
+      op_item.push_back(uint32_t(item));
+      ++run.items[size_t(item)].n_ops;
       if (launched_by_item && o.api >= 0) {
         if (launch_calls_seen.empty()) launch_calls_seen.assign(kept.size(), INT64_MIN);
         if (launch_calls_seen[size_t(item)] != o.api)
@@ -252,6 +263,17 @@ class Replayer {
       }
       op_end.push_back(o.end);
       run.ops.push_back(op);
+    }
+    // Each item's ops in one array, in the order they came (op index order).
+    for (uint32_t i = 0, at = 0; i < run.items.size(); ++i)
+      run.items[i].first_op = at, at += run.items[i].n_ops;
+    run.item_ops.resize(run.ops.size());
+    {
+      std::vector<uint32_t> filled(run.items.size(), 0);
+      for (uint32_t o = 0; o < op_item.size(); ++o) {
+        const uint32_t i = op_item[o];
+        run.item_ops[run.items[i].first_op + filled[i]++] = o;
+      }
     }
     // Launch latency of the queued ops: the run's median of the observed ones.
     std::vector<int64_t> lats;
@@ -274,7 +296,8 @@ class Replayer {
       if (pos == by_end.begin()) continue;
       const size_t w = *(pos - 1);
       if (op_end[w] <= e.start || e.end - op_end[w] > kWakeUpNs) continue;
-      const bool own = std::find(it.ops.begin(), it.ops.end(), w) != it.ops.end();
+      const auto mine_ops = run.ops_of(it);
+      const bool own = std::find(mine_ops.begin(), mine_ops.end(), w) != mine_ops.end();
       const bool waits = it.kind == ItemKind::Sync || (own && run.ops[w].copy) ||
                          (it.dur > kBlockedCallNs && !is_kernel_launch_api(e.what));
       if (!waits) continue;
@@ -333,7 +356,7 @@ class Replayer {
         if (launches >= 2) {
           std::vector<size_t> ops;
           for (size_t k = i; k < j; ++k)
-            ops.insert(ops.end(), run.items[k].ops.begin(), run.items[k].ops.end());
+            for (uint32_t o : run.ops_of(run.items[k])) ops.push_back(o);
           for (size_t k = i + 1; k < j; ++k) p.gap[k] = 0, p.dur[k] = 0;
           if (cures[int(Cure::Fused)]) {
             // Back-to-back short kernels on a stream become one kernel as long as the longest of them.
@@ -374,7 +397,7 @@ class Replayer {
       // the SMs, launched by the first call; the loop's other launches and host code between them go.
       std::vector<int64_t> op_item(m, -1);
       for (size_t i = 0; i < n; ++i)
-        for (size_t o : run.items[i].ops) op_item[o] = int64_t(i);
+        for (uint32_t o : run.ops_of(run.items[i])) op_item[o] = int64_t(i);
       std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_stream;  // (step, stream) -> ops in order
       for (size_t o = 0; o < m; ++o)
         if (op_item[o] >= 0) by_stream[{run.items[size_t(op_item[o])].step, run.ops[o].stream}].push_back(o);
@@ -397,7 +420,7 @@ class Replayer {
             for (int64_t k = first + 1; k <= last; ++k) {
               p.gap[size_t(k)] = 0;
               bool only_loop = true;  // a call that launched nothing but the loop's GEMMs goes with the loop
-              for (size_t o : run.items[size_t(k)].ops)
+              for (size_t o : run.ops_of(run.items[size_t(k)]))
                 if (std::find(v.begin() + long(a), v.begin() + long(b), o) == v.begin() + long(b))
                   only_loop = false;
               if (only_loop && run.items[size_t(k)].waited < 0) p.dur[size_t(k)] = 0;
@@ -428,7 +451,7 @@ class Replayer {
       // prefetcher): the step issues them for the next batch and waits for neither.
       for (size_t i = 0; i < n; ++i) {
         const Item& it = run.items[i];
-        for (size_t o : it.ops) {
+        for (size_t o : run.ops_of(it)) {
           const Op& op = run.ops[o];
           if (!op.copy || !op.h2d || op.bytes < kDataCopyBytes) continue;
           p.op_stream[o] = int64_t(run.stream_free.size());  // the prefetch stream
@@ -443,7 +466,7 @@ class Replayer {
     if (cures[int(Cure::Pinned)]) {
       for (size_t i = 0; i < n; ++i) {
         const Item& it = run.items[i];
-        for (size_t o : it.ops) {
+        for (size_t o : run.ops_of(it)) {
           const Op& op = run.ops[o];
           if (!op.copy || !op.pageable || op.bytes < kDataCopyBytes) continue;
           p.op_dur[o] = std::min(op.dur, int64_t(double(op.bytes) / pinned_bytes_per_us_ * 1e3));
@@ -477,7 +500,7 @@ class Replayer {
       const Item& it = run.items[i];
       host += p.gap[i];
       const int64_t start = host;
-      for (size_t o : it.ops) {
+      for (size_t o : run.ops_of(it)) {
         const int64_t ready = start + p.op_lat[o];
         int64_t& sf = stream_free[size_t(p.op_stream[o])];
         const int64_t s = std::max(sf + p.op_extra_gap[o], ready);
