@@ -271,8 +271,8 @@ class StoreBackedTest : public QObject {
     }
   }
 
-  // The window analyses a store when its rows and the analysis fit the memory allowed: the need is the rows'
-  // bytes times kAnalysisBytesPerRowByte, the budget STEPSCOPE_ANALYSIS_MEMORY_MB or half of what is
+  // The window analyses a store when its rows and the analysis fit the memory allowed: the need is the rows
+  // counted at the window's measured bytes a row, the budget STEPSCOPE_ANALYSIS_MEMORY_MB or half of what is
   // available. Over it, the timeline alone is read from the store (its kernels never all as rows) and the
   // reason is said.
   void aStoreOverItsAnalysisBudgetOpensWithoutIt() {
@@ -284,10 +284,9 @@ class StoreBackedTest : public QObject {
     const std::string path = dir.file("run.db");
     store::write_store_atomically(*t, path, true);
     auto reader = std::make_shared<store::StoreReader>(path);
-    const double rows = double(t->kernels.size()) * sizeof(store::Kernel) +
-                        double(t->api_calls.size()) * sizeof(store::ApiCall) +
-                        double(t->samples.size()) * sizeof(store::Sample);
-    const uint64_t need = uint64_t(rows * kAnalysisBytesPerRowByte);
+    const uint64_t need = t->kernels.size() * kAnalysisBytesPerKernel +
+                          t->api_calls.size() * kAnalysisBytesPerApiCall +
+                          t->samples.size() * kAnalysisBytesPerSample;
     QVERIFY(need > 0);
 
     // The predicate: within the budget, the need itself included; a budget of 0 never.

@@ -63,10 +63,9 @@ AnalysisBudget analysis_budget(const store::StoreReader& store) {
   b.kernels = store.kernel_count();
   b.api_calls = store.api_call_count();
   b.samples = store.sample_count();
-  const double rows = double(b.kernels) * sizeof(store::Kernel) +
-                      double(b.api_calls) * sizeof(store::ApiCall) +
-                      double(b.samples) * sizeof(store::Sample);
-  b.need_bytes = uint64_t(rows * kAnalysisBytesPerRowByte);
+  // Counts come from a store's block index: bounded by its file, far from overflowing.
+  b.need_bytes = b.kernels * kAnalysisBytesPerKernel + b.api_calls * kAnalysisBytesPerApiCall +
+                 b.samples * kAnalysisBytesPerSample;
   if (const char* v = std::getenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); v && *v) {
     const std::string text(v);
     uint64_t mb = 0;

@@ -14,19 +14,24 @@
 namespace stepscope::gui {
 
 // Whether the window analyses a store as it opens it. The analysis reads the store's rows (kernels, API
-// calls, samples) and keeps its own state beside them: `need_bytes` is kAnalysisBytesPerRowByte times the
-// rows' bytes. It runs when that is within `budget_bytes`: STEPSCOPE_ANALYSIS_MEMORY_MB when set and not
-// empty (0: never), else half of memory_available(), else no limit. Otherwise the timeline is read from the
-// store without its kernels' and API calls' rows and shows the steps and findings the store holds. Throws
-// std::invalid_argument for a variable that is not a whole number of megabytes up to 2^40.
+// calls, samples) and keeps its own state beside them: `need_bytes` is what the window measured per row at
+// its peak (the constants below). It runs when that is within `budget_bytes`: STEPSCOPE_ANALYSIS_MEMORY_MB
+// when set and not empty (0: never), else half of memory_available(), else no limit. Otherwise the timeline
+// is read from the store without its kernels' and API calls' rows and shows the steps and findings the store
+// holds. Throws std::invalid_argument for a variable that is not a whole number of megabytes up to 2^40.
 struct AnalysisBudget {
   uint64_t kernels = 0, api_calls = 0, samples = 0;
   uint64_t need_bytes = 0, budget_bytes = 0;
   bool set_by_environment = false;
   bool fits() const { return budget_bytes > 0 && need_bytes <= budget_bytes; }
 };
-// Measured: a 10M-kernel store opened with its analysis peaked at 1.6–1.8 times its rows' bytes, 50M at 1.74.
-inline constexpr double kAnalysisBytesPerRowByte = 1.7;
+// The window's peak while it loads and analyses a store, per row (`bench_gui_frame --from gui`, Release): 220
+// bytes a kernel (its 120-byte row; 10M and 50M kernels without launches: 214 and 209), 390 an API call (its
+// 72-byte row and the host timeline, step and replay state of a launch: 2M and 4M kernels each with its
+// launch, 609 and 594 a pair). Samples are not measured: twice their 48-byte row.
+inline constexpr uint64_t kAnalysisBytesPerKernel = 220;
+inline constexpr uint64_t kAnalysisBytesPerApiCall = 390;
+inline constexpr uint64_t kAnalysisBytesPerSample = 96;
 
 struct LoadResult {
   std::shared_ptr<const TimelineModel> model;
