@@ -63,9 +63,11 @@ AnalysisBudget analysis_budget(const store::StoreReader& store) {
   b.kernels = store.kernel_count();
   b.api_calls = store.api_call_count();
   b.samples = store.sample_count();
-  // Counts come from a store's block index: bounded by its file, far from overflowing.
-  b.need_bytes = b.kernels * kAnalysisBytesPerKernel + b.api_calls * kAnalysisBytesPerApiCall +
-                 b.samples * kAnalysisBytesPerSample;
+  // A damaged store's counts may be anything: the sum saturates rather than wraps to a small need.
+  const double need = double(b.kernels) * kAnalysisBytesPerKernel +
+                      double(b.api_calls) * kAnalysisBytesPerApiCall +
+                      double(b.samples) * kAnalysisBytesPerSample;
+  b.need_bytes = need >= 1.8e19 ? UINT64_MAX : uint64_t(need);
   if (const char* v = std::getenv("STEPSCOPE_ANALYSIS_MEMORY_MB"); v && *v) {
     const std::string text(v);
     uint64_t mb = 0;
