@@ -85,6 +85,34 @@ TEST_CASE("what-if: a blocking sync each step, replayed unchanged and made async
   CHECK(analyzer::what_if_sentence(w).find("without the blocking syncs") != std::string::npos);
 }
 
+TEST_CASE("what-if: a trace's launch dimensions are whatever it says, and replay the same") {
+  // Grids and blocks of 2^31 − 1 in each dimension (an imported file can say so): their products overflow 64
+  // bits (undefined, and a sanitized build stops there); the replay's numbers are the sane trace's.
+  auto steps = [](bool hostile) {
+    Builder b;
+    for (int s = 0; s < 10; ++s) {
+      const int64_t t0 = s * 200 * US;
+      b.range("ProfilerStep#" + std::to_string(s), t0, t0 + 200 * US);
+      b.kernel("train", t0 + 10 * US, t0 + 20 * US, t0 + 25 * US, t0 + 125 * US);
+      b.api("cudaDeviceSynchronize", t0 + 30 * US, t0 + 130 * US);
+    }
+    if (hostile)
+      for (auto& k : b.t.kernels) {
+        k.grid_x = k.grid_y = k.grid_z = INT32_MAX;
+        k.block_x = k.block_y = k.block_z = INT32_MAX;
+        k.registers = INT32_MAX;
+      }
+    return analyzer::analyze(b.t).what_if;
+  };
+  const analyzer::WhatIf sane = steps(false), hostile = steps(true);
+  REQUIRE(hostile.steps == 8);
+  CHECK(hostile.identity_step_us == Approx(sane.identity_step_us));
+  CHECK(hostile.replayed_step_us == Approx(sane.replayed_step_us));
+  REQUIRE(hostile.cures.size() == sane.cures.size());
+  for (size_t i = 0; i < sane.cures.size(); ++i)
+    CHECK(hostile.cures[i].step_us == Approx(sane.cures[i].step_us));
+}
+
 TEST_CASE("what-if: nothing to replay without GPU work, and said so") {
   Builder b;
   for (int s = 0; s < 4; ++s) b.range("ProfilerStep#" + std::to_string(s), s * 100 * US, (s + 1) * 100 * US);

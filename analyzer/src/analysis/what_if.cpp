@@ -92,6 +92,13 @@ struct Plan {
   bool prefetch = false;  // data waits shrink to the loader workers' pace
 };
 
+// A launch's blocks or threads: x·y·z, held within ±2^40 (a trace's dimensions are whatever it says; three
+// 32-bit factors can overflow 64 bits, and the replay multiplies threads by registers).
+int64_t dims(int32_t x, int32_t y, int32_t z) {
+  constexpr double kMax = double(int64_t{1} << 40);
+  return int64_t(std::clamp(double(x) * double(y) * double(z), -kMax, kMax));
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -163,7 +170,8 @@ class Replayer {
       max_blocks = 24, max_threads = 1536, max_shared = 100 * 1024;
     int64_t n = max_blocks;
     if (op.threads > 0) n = std::min(n, max_threads / op.threads);
-    if (op.threads > 0 && op.registers > 0) n = std::min(n, 65536 / (op.registers * op.threads));
+    if (op.threads > 0 && op.registers > 0)  // over 64K registers a block: not one (and no overflow)
+      n = std::min(n, op.registers > 65536 / op.threads ? 0 : 65536 / (op.registers * op.threads));
     if (op.shared > 0) n = std::min(n, max_shared / op.shared);
     return std::max<int64_t>(1, n);
   }
@@ -580,8 +588,8 @@ class Replayer {
         auto [it, fresh] = gemm_names_.try_emplace(k.name, false);
         if (fresh) it->second = is_gemm_kernel(op.name);
         op.gemm = it->second;
-        op.grid = std::max<int64_t>(1, int64_t(k.grid_x) * k.grid_y * k.grid_z);
-        op.threads = int64_t(k.block_x) * k.block_y * k.block_z;
+        op.grid = std::max<int64_t>(1, dims(k.grid_x, k.grid_y, k.grid_z));
+        op.threads = dims(k.block_x, k.block_y, k.block_z);
         op.registers = k.registers;
         op.shared = k.shared_memory;
         break;
