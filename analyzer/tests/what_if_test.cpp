@@ -46,11 +46,9 @@ double off(double predicted, double measured) {
   return predicted / measured - 1.0;
 }
 
-}  // namespace
-
-TEST_CASE("what-if: a blocking sync each step, replayed unchanged and made asynchronous") {
-  // Ten steps of 200 µs: a 10 µs launch of a 100 µs kernel (it starts 15 µs after the call began), a
-  // cudaDeviceSynchronize that returns 5 µs after the kernel ends, 70 µs of host code.
+// Ten steps of 200 µs: a 10 µs launch of a 100 µs kernel (it starts 15 µs after the call began), a
+// cudaDeviceSynchronize that returns 5 µs after the kernel ends, 70 µs of host code.
+Builder sync_each_step() {
   Builder b;
   for (int s = 0; s < 10; ++s) {
     const int64_t t0 = s * 200 * US;
@@ -58,6 +56,13 @@ TEST_CASE("what-if: a blocking sync each step, replayed unchanged and made async
     b.kernel("train", t0 + 10 * US, t0 + 20 * US, t0 + 25 * US, t0 + 125 * US);
     b.api("cudaDeviceSynchronize", t0 + 30 * US, t0 + 130 * US);
   }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("what-if: a blocking sync each step, replayed unchanged and made asynchronous") {
+  const Builder b = sync_each_step();
   const auto a = analyzer::analyze(b.t);
   const analyzer::WhatIf& w = a.what_if;
   REQUIRE(w.steps == 8);  // one window of 8 steps; the 2 left over make no window of their own
@@ -89,13 +94,7 @@ TEST_CASE("what-if: a trace's launch dimensions are whatever it says, and replay
   // Grids and blocks of 2^31 − 1 in each dimension (an imported file can say so): their products overflow 64
   // bits (undefined, and a sanitized build stops there); the replay's numbers are the sane trace's.
   auto steps = [](bool hostile) {
-    Builder b;
-    for (int s = 0; s < 10; ++s) {
-      const int64_t t0 = s * 200 * US;
-      b.range("ProfilerStep#" + std::to_string(s), t0, t0 + 200 * US);
-      b.kernel("train", t0 + 10 * US, t0 + 20 * US, t0 + 25 * US, t0 + 125 * US);
-      b.api("cudaDeviceSynchronize", t0 + 30 * US, t0 + 130 * US);
-    }
+    Builder b = sync_each_step();
     if (hostile)
       for (auto& k : b.t.kernels) {
         k.grid_x = k.grid_y = k.grid_z = INT32_MAX;
