@@ -1,6 +1,8 @@
 // analyze() on synthetic traces whose every figure is known by construction.
 #include <simdjson.h>
 
+#include <cmath>
+
 #include <catch2/catch.hpp>
 
 #include "findings.h"
@@ -504,4 +506,70 @@ TEST_CASE("input-bound without a GPU: severity from the share waiting, saving wh
   }
   // Waiting 3% of each step is under the medium share (5%) in every step: nothing to report.
   CHECK(test::find_finding(analyzer::analyze(cpu_only_input_run(10, 32070, 0.03)), "input-bound") == nullptr);
+}
+
+TEST_CASE(
+    "gpu breakdowns: launch statistics and queue lengths as HTA computes them, from a trace known by hand") {
+  // Stream 7: three cudaLaunchKernel calls (2, 4, 6 µs) at 0, 10 and 20 µs, their kernels (1, 3, 5 µs)
+  // starting at 5, 25 and 40 µs, written out of order. The queue after each event: 1 0 1 2 1 0 (at 0 5 10 20
+  // 25 40 µs).
+  Builder b;
+  b.kernel("k2", 10 * US, 14 * US, 25 * US, 28 * US);
+  b.kernel("k1", 0, 2 * US, 5 * US, 6 * US);
+  b.kernel("k3", 20 * US, 26 * US, 40 * US, 45 * US);
+  // Stream 9: a cuLaunchKernel (queues count it, launch statistics do not) whose kernel starts as the call
+  // does: the enqueue comes first at equal times, so the queue is 1 then 0, never -1.
+  store::Kernel k;
+  k.correlation = b.api("cuLaunchKernel", 100 * US, 101 * US);
+  k.start = 100 * US, k.end = 102 * US, k.stream = 9, k.name = b.t.intern("k4");
+  b.t.kernels.push_back(k);
+  // Stream 11: a kernel stamped 1 µs before its call began (two clocks): the queue goes to -1, then 0.
+  k.correlation = b.api("cuLaunchKernel", 200 * US, 202 * US);
+  k.start = 199 * US, k.end = 203 * US, k.stream = 11;
+  b.t.kernels.push_back(k);
+  const analyzer::GpuBreakdowns g = analyzer::gpu_breakdowns(b.t);
+
+  REQUIRE(g.queues.size() == 3);
+  const analyzer::StreamQueue& q = g.queues[0];
+  CHECK(q.stream == 7);
+  CHECK(q.events == 6);
+  CHECK(q.mean == Approx(5.0 / 6.0));
+  CHECK(q.std == Approx(std::sqrt((3 * (1.0 / 36) + 2 * (25.0 / 36) + 49.0 / 36) / 5)));  // n − 1, as pandas
+  CHECK(q.min == 0);
+  CHECK(q.max == 2);
+  // pandas' linear interpolation over 0 0 1 1 1 2: at 1.25 between 0 and 1, at 2.5 and 3.75 among the ones.
+  CHECK(q.p25 == Approx(0.25));
+  CHECK(q.p50 == 1);
+  CHECK(q.p75 == 1);
+  CHECK(q.ns_at_max == 5 * US);  // 2 queued from 20 µs until the kernel at 25 µs started
+  const analyzer::StreamQueue& q9 = g.queues[1];
+  CHECK(q9.stream == 9);
+  CHECK(q9.events == 2);
+  CHECK(q9.min == 0);
+  CHECK(q9.max == 1);
+  CHECK(q9.mean == Approx(0.5));
+  const analyzer::StreamQueue& q11 = g.queues[2];
+  CHECK(q11.stream == 11);
+  CHECK(q11.min == -1);
+  CHECK(q11.max == 0);
+  CHECK(q11.p25 == Approx(-0.75));  // between -1 and 0
+  CHECK(q11.ns_at_max == 0);        // 0 is its last length
+
+  // Launch statistics join the three cudaLaunchKernel calls only; nearest-rank quantiles.
+  const analyzer::LaunchStats& l = g.launch;
+  CHECK(l.count == 3);
+  CHECK(l.cpu_duration.mean_us == Approx(4));
+  CHECK(l.cpu_duration.p50_us == 4);
+  CHECK(l.cpu_duration.p90_us == 6);
+  CHECK(l.gpu_duration.mean_us == Approx(3));
+  CHECK(l.gpu_duration.max_us == 5);
+  // Delays from each call's end to its kernel's start: 3, 11 and 14 µs.
+  CHECK(l.launch_delay.mean_us == Approx(28.0 / 3));
+  CHECK(l.launch_delay.p50_us == 11);
+  CHECK(l.launch_delay.max_us == 14);
+  CHECK(l.gpu_shorter_than_cpu == 3);
+  REQUIRE(l.longest_delays.size() == 3);
+  CHECK(l.longest_delays[0].name == "k3");
+  CHECK(l.longest_delays[0].delay_us == 14);
+  CHECK(l.longest_delays[2].name == "k1");
 }

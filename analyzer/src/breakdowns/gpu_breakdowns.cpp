@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -75,8 +76,8 @@ class GpuOps {
     std::unordered_map<store::StringId, OpType> by_name;  // one classification per kernel name
     kernel_type_.reserve(t.kernels.size());
     for (const auto& k : t.kernels) {
-      auto [it, fresh] = by_name.emplace(k.name, OpType::Other);
-      if (fresh) it->second = kernel_type(t.str(k.name));
+      auto it = by_name.find(k.name);  // not emplace: it allocates a node before it looks (one a kernel)
+      if (it == by_name.end()) it = by_name.emplace(k.name, kernel_type(t.str(k.name))).first;
       kernel_type_.push_back(it->second);
     }
   }
@@ -139,7 +140,8 @@ std::vector<KernelTypeTime> kernel_types(const GpuOps& ops) {
   return out;
 }
 
-Distribution distribution(std::vector<double> v) {
+// v: reordered (selection).
+Distribution distribution(std::vector<double>& v) {
   Distribution d;
   if (v.empty()) return d;
   double sum = 0;
@@ -159,32 +161,38 @@ Distribution distribution(std::vector<double> v) {
 // The launch call of each GPU op, by correlation id (and process, where both are known): one sorted array, no
 // per-id allocation (a million launches are common), shared by the launch statistics and the queues.
 struct CallIndex {
-  struct Entry {
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Entry {  // 16 bytes
     int64_t correlation;
-    const store::ApiCall* call;
+    uint32_t call;     // trace.api_calls index
     bool launch_stat;  // one of the calls the launch statistics join (the queues take them all)
   };
   std::vector<Entry> by_correlation;
-  const Entry* find(const GpuOp& o) const {
-    if (o.correlation <= 0) return nullptr;
+  // The op's entry in by_correlation, or kNone.
+  uint32_t find(const store::Trace& t, const GpuOp& o) const {
+    if (o.correlation <= 0) return kNone;
     auto it = std::lower_bound(by_correlation.begin(), by_correlation.end(), o.correlation,
                                [](const Entry& e, int64_t c) { return e.correlation < c; });
     for (; it != by_correlation.end() && it->correlation == o.correlation; ++it)
-      if (o.pid == 0 || it->call->pid == 0 || it->call->pid == o.pid) return &*it;
-    return nullptr;
+      if (o.pid == 0 || t.api_calls[it->call].pid == 0 || t.api_calls[it->call].pid == o.pid)
+        return uint32_t(it - by_correlation.begin());
+    return kNone;
   }
 };
 
 CallIndex index_calls(const store::Trace& t) {
+  if (t.api_calls.size() >= size_t(CallIndex::kNone))
+    throw std::length_error("more than 2^32 API calls: too many for the launch statistics");
   CallIndex idx;
   std::unordered_map<store::StringId, int> kind;  // 0 no, 1 queue only, 2 queue and launch statistics
-  for (const auto& c : t.api_calls) {
-    auto [it, fresh] = kind.emplace(c.name, 0);
-    if (fresh) {
+  for (uint32_t i = 0; i < uint32_t(t.api_calls.size()); ++i) {
+    const store::ApiCall& c = t.api_calls[i];
+    auto it = kind.find(c.name);
+    if (it == kind.end()) {
       const std::string& n = t.str(c.name);
-      it->second = launch_stat_calls().count(n) ? 2 : queue_calls().count(n) ? 1 : 0;
+      it = kind.emplace(c.name, launch_stat_calls().count(n) ? 2 : queue_calls().count(n) ? 1 : 0).first;
     }
-    if (it->second && c.correlation > 0) idx.by_correlation.push_back({c.correlation, &c, it->second == 2});
+    if (it->second && c.correlation > 0) idx.by_correlation.push_back({c.correlation, i, it->second == 2});
   }
   auto before = [](const CallIndex::Entry& a, const CallIndex::Entry& b) {
     return a.correlation != b.correlation ? a.correlation < b.correlation : a.call < b.call;  // trace order within an id
@@ -194,20 +202,25 @@ CallIndex index_calls(const store::Trace& t) {
   return idx;
 }
 
-LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const std::vector<const CallIndex::Entry*>& call) {
+// Each op's launch call, joined once: its entry in the index (4 bytes an op).
+using OpCalls = std::vector<uint32_t>;
+
+LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const CallIndex& idx,
+                         const OpCalls& call) {
   LaunchStats s;
+  auto joined_call = [&](size_t i) -> const store::ApiCall* {
+    if (call[i] == CallIndex::kNone || !idx.by_correlation[call[i]].launch_stat) return nullptr;
+    return &t.api_calls[idx.by_correlation[call[i]].call];
+  };
   size_t joined = 0;
-  for (const auto* c : call) joined += c && c->launch_stat;
-  std::vector<double> cpu, gpu, delay;
-  cpu.reserve(joined), gpu.reserve(joined), delay.reserve(joined);
+  for (size_t i = 0; i < call.size(); ++i) joined += joined_call(i) != nullptr;
   std::vector<std::pair<double, std::pair<GpuOp, const store::ApiCall*>>> worst;  // a min-heap of kMaxOutliers
   auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
   ops.each([&](const GpuOp& o, size_t i) {
-    if (!call[i] || !call[i]->launch_stat) return;
-    const store::ApiCall* c = call[i]->call;
+    const store::ApiCall* c = joined_call(i);
+    if (!c) return;
     const double c_us = us(c->end - c->start), g_us = us(o.end - o.start);
     const double d_us = std::max(0.0, us(o.start - c->end));
-    cpu.push_back(c_us), gpu.push_back(g_us), delay.push_back(d_us);
     s.gpu_shorter_than_cpu += g_us < c_us;
     s.cpu_over_cutoff += c_us > LaunchStats::kRuntimeCutoffUs;
     s.delay_over_cutoff += d_us > LaunchStats::kLaunchDelayCutoffUs;
@@ -220,10 +233,21 @@ LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const std::ve
       }
     }
   });
-  s.count = int64_t(cpu.size());
-  s.cpu_duration = distribution(std::move(cpu));
-  s.gpu_duration = distribution(std::move(gpu));
-  s.launch_delay = distribution(std::move(delay));
+  s.count = int64_t(joined);
+  // One distribution at a time in one array (8 bytes a joined op, not 24).
+  std::vector<double> v;
+  v.reserve(joined);
+  auto each_joined = [&](auto value) {
+    v.clear();
+    ops.each([&](const GpuOp& o, size_t i) {
+      if (const store::ApiCall* c = joined_call(i)) v.push_back(value(o, *c));
+    });
+    return distribution(v);
+  };
+  s.cpu_duration = each_joined([](const GpuOp&, const store::ApiCall& c) { return us(c.end - c.start); });
+  s.gpu_duration = each_joined([](const GpuOp& o, const store::ApiCall&) { return us(o.end - o.start); });
+  s.launch_delay =
+      each_joined([](const GpuOp& o, const store::ApiCall& c) { return std::max(0.0, us(o.start - c.end)); });
   std::sort_heap(worst.begin(), worst.end(), later);
   for (const auto& [d_us, oc] : worst)
     s.longest_delays.push_back({t.str(oc.second->name), std::string(oc.first.name), oc.first.correlation,
@@ -231,48 +255,79 @@ LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const std::ve
   return s;
 }
 
-// pandas' quantile: linear interpolation between the closest ranks.
-double quantile(const std::vector<int64_t>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * double(sorted.size() - 1);
-  const size_t lo = size_t(std::floor(pos)), hi = std::min(sorted.size() - 1, lo + 1);
-  return double(sorted[lo]) + (pos - double(lo)) * double(sorted[hi] - sorted[lo]);
+// pandas' quantile: linear interpolation between the closest ranks (rank(k): the k-th smallest value).
+template <class Rank>
+double quantile(size_t n, Rank rank, double q) {
+  if (n == 0) return 0;
+  const double pos = q * double(n - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(n - 1, lo + 1);
+  const int64_t at_lo = rank(lo), at_hi = rank(hi);
+  return double(at_lo) + (pos - double(lo)) * double(at_hi - at_lo);
 }
 
-std::vector<StreamQueue> queues(const GpuOps& ops, const std::vector<const CallIndex::Entry*>& call) {
-  // Per stream: (time, +1 | −1), the enqueues before the starts at equal times (HTA concatenates them so).
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::tuple<int64_t, int, int>>> events;
+// One stream's queue: its launch calls' starts (+1) and its ops' starts (−1), each sorted, walked as one
+// sequence with the enqueue first at equal times (HTA concatenates them so; equal (time, kind) pairs change
+// the length by the same amount, so their order does not matter). 16 bytes an op; the lengths are never
+// stored: they move by one, so a count per length between the smallest and the largest gives the quantiles.
+StreamQueue stream_queue(int64_t device, int64_t stream, std::vector<int64_t>& enq,
+                         std::vector<int64_t>& starts) {
+  if (!std::is_sorted(enq.begin(), enq.end())) std::sort(enq.begin(), enq.end());
+  if (!std::is_sorted(starts.begin(), starts.end())) std::sort(starts.begin(), starts.end());
+  auto walk = [&](auto f) {  // f(time, length after the event)
+    int64_t len = 0;
+    size_t i = 0, j = 0;
+    while (i < enq.size() || j < starts.size())
+      if (j == starts.size() || (i < enq.size() && enq[i] <= starts[j]))
+        f(enq[i++], ++len);
+      else
+        f(starts[j++], --len);
+  };
+  StreamQueue q;
+  q.device = device, q.stream = stream;
+  const size_t n = enq.size() + starts.size();
+  q.events = int64_t(n);
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  double sum = 0;
+  walk([&](int64_t, int64_t v) { lo = std::min(lo, v), hi = std::max(hi, v), sum += double(v); });
+  const double mean = sum / double(n);
+  std::vector<int64_t> count(size_t(hi - lo) + 1, 0);
+  double ss = 0;
+  int64_t prev_t = 0, prev_v = INT64_MIN;
+  walk([&](int64_t t, int64_t v) {
+    ss += (double(v) - mean) * (double(v) - mean);
+    ++count[size_t(v - lo)];
+    if (prev_v >= hi) q.ns_at_max += t - prev_t;
+    prev_t = t, prev_v = v;
+  });
+  q.mean = mean;
+  q.std = n > 1 ? std::sqrt(ss / double(n - 1)) : 0.0;  // sample deviation (n − 1, as pandas)
+  auto rank = [&](size_t k) {
+    size_t seen = 0;
+    for (size_t b = 0; b < count.size(); ++b)
+      if ((seen += size_t(count[b])) > k) return lo + int64_t(b);
+    return hi;
+  };
+  q.min = double(lo), q.max = double(hi);
+  q.p25 = quantile(n, rank, 0.25), q.p50 = quantile(n, rank, 0.50), q.p75 = quantile(n, rank, 0.75);
+  return q;
+}
+
+std::vector<StreamQueue> queues(const store::Trace& t, const GpuOps& ops, const CallIndex& idx,
+                                const OpCalls& call) {
+  struct Times {
+    std::vector<int64_t> enq, starts;
+  };
+  std::map<std::pair<int64_t, int64_t>, Times> by_stream;
   ops.each([&](const GpuOp& o, size_t i) {
-    if (!call[i]) return;
-    const store::ApiCall* c = call[i]->call;
-    auto& e = events[{o.device, o.stream}];
-    e.emplace_back(c->start, 0, +1);
-    e.emplace_back(o.start, 1, -1);
+    if (call[i] == CallIndex::kNone) return;
+    Times& s = by_stream[{o.device, o.stream}];
+    s.enq.push_back(t.api_calls[idx.by_correlation[call[i]].call].start);
+    s.starts.push_back(o.start);
   });
   std::vector<StreamQueue> out;
-  for (auto& [key, e] : events) {
-    // Equal times: the enqueue before the start (HTA concatenates them so); equal (time, kind) pairs change by
-    // the same amount, so their order does not matter.
-    auto earlier = [](const auto& a, const auto& b) {
-      return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
-    };
-    std::sort(e.begin(), e.end(), earlier);
-    StreamQueue q;
-    q.device = key.first, q.stream = key.second;
-    std::vector<int64_t> values;
-    values.reserve(e.size());
-    int64_t len = 0;
-    for (const auto& ev : e) values.push_back(len += std::get<2>(ev));
-    q.events = int64_t(values.size());
-    std::tie(q.mean, q.std) = mean_std(values);
-    const int64_t max = *std::max_element(values.begin(), values.end());
-    for (size_t i = 0; i + 1 < values.size(); ++i)
-      if (values[i] >= max) q.ns_at_max += std::get<0>(e[i + 1]) - std::get<0>(e[i]);
-    std::vector<int64_t> sorted = values;
-    std::sort(sorted.begin(), sorted.end());
-    q.min = double(sorted.front()), q.max = double(max);
-    q.p25 = quantile(sorted, 0.25), q.p50 = quantile(sorted, 0.50), q.p75 = quantile(sorted, 0.75);
-    out.push_back(q);
+  for (auto& [key, times] : by_stream) {
+    out.push_back(stream_queue(key.first, key.second, times.enq, times.starts));
+    times = Times{};  // freed as it is done
   }
   return out;
 }
@@ -305,10 +360,10 @@ GpuBreakdowns gpu_breakdowns(const store::Trace& t) {
   const GpuOps ops(t);
   b.kernel_types = kernel_types(ops);
   const CallIndex idx = index_calls(t);
-  std::vector<const CallIndex::Entry*> call(ops.size(), nullptr);  // each op's launch call, joined once
-  ops.each([&](const GpuOp& o, size_t i) { call[i] = idx.find(o); });
-  b.launch = launch_stats(t, ops, call);
-  b.queues = queues(ops, call);
+  OpCalls call(ops.size(), CallIndex::kNone);
+  ops.each([&](const GpuOp& o, size_t i) { call[i] = idx.find(t, o); });
+  b.launch = launch_stats(t, ops, idx, call);
+  b.queues = queues(t, ops, idx, call);
   b.annotations = annotations(t);
   return b;
 }
