@@ -114,7 +114,7 @@ struct Context {
   std::vector<IdleSegment> idle;        // classified GPU idle inside the analysed span, sorted
   std::vector<BlockingCall> blocking;   // sorted by start
   std::vector<Interval> data_waits;     // host-side data waits, union, sorted
-  std::vector<int64_t> api_op_count;    // per api call: GPU ops it launched
+  std::vector<uint32_t> api_op_count;   // per api call: GPU ops it launched
   std::vector<int64_t> dispatch_idle;   // per step: launch + host idle inside dispatch gaps (after correction)
   std::vector<int64_t> dispatch_launch_idle;  // per step: the launch-call part of dispatch_idle
   std::vector<int64_t> launches;        // per step: launch calls (API calls that issued GPU work) it made

@@ -47,25 +47,38 @@ HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
     if (ctx.api_op_count[i] > 0 && (!pid || !t.api_calls[i].pid || t.api_calls[i].pid == pid))
       launching[t.api_calls[i].tid] = true;
   auto ours = [&](int64_t p, int64_t th) { return launching.count(th) && (!pid || !p || p == pid); };
-  HostTimeline h;
-  for (size_t i = 0; i < t.api_calls.size(); ++i) {
-    const auto& c = t.api_calls[i];
-    if (!ours(c.pid, c.tid) || c.end <= c.start) continue;
-    const std::string& n = t.str(c.name);
-    const HostKind k = is_sync_api(n) || is_sync_memcpy_api(n)                  ? HostKind::Sync
-                       : ctx.api_op_count.size() > i && ctx.api_op_count[i] > 0 ? HostKind::Launch
-                       : is_kernel_launch_api(n)                                ? HostKind::Launch
-                                                                                : HostKind::Api;
-    h.events.push_back({c.start, c.end, k, int64_t(i), n});
-  }
-  for (const auto& d : t.data_waits)
-    if (d.tid == tid && (!pid || !d.pid || d.pid == pid) &&
-        d.end > d.start)  // the training thread's own waits
-      h.events.push_back({d.start, d.end, HostKind::DataWait, -1, t.str(d.source)});
+  auto our_call = [&](const store::ApiCall& c) { return ours(c.pid, c.tid) && c.end > c.start; };
+  auto our_wait = [&](const store::DataWait& d) {  // the training thread's own waits
+    return d.tid == tid && (!pid || !d.pid || d.pid == pid) && d.end > d.start;
+  };
+  std::vector<const store::Range*> wait_ranges;
   for (const auto& r : t.ranges)
     if (r.tid == tid && (!pid || !r.pid || r.pid == pid) && r.end > r.start &&
         r.source != store::RangeSource::GpuAnnotation && is_data_wait_range(t.str(r.name)))
-      h.events.push_back({r.start, r.end, HostKind::DataWait, -1, t.str(r.name)});
+      wait_ranges.push_back(&r);
+  // Counted first: grown by doubling, the array peaked at 1.5 times its size during the analysis' peak.
+  const size_t n = size_t(std::count_if(t.api_calls.begin(), t.api_calls.end(), our_call)) +
+                   size_t(std::count_if(t.data_waits.begin(), t.data_waits.end(), our_wait)) +
+                   wait_ranges.size();
+  if (n >=
+      size_t(UINT32_MAX))  // HostTimeline::widest numbers them in 32 bits (HostEvent::api: collect_gpu_ops)
+    throw std::length_error("more than 4,294,967,294 host calls and waits: too many for the host timeline");
+  HostTimeline h;
+  h.events.reserve(n);
+  for (size_t i = 0; i < t.api_calls.size(); ++i) {
+    const auto& c = t.api_calls[i];
+    if (!our_call(c)) continue;
+    const std::string& name = t.str(c.name);
+    const HostKind k = is_sync_api(name) || is_sync_memcpy_api(name)            ? HostKind::Sync
+                       : ctx.api_op_count.size() > i && ctx.api_op_count[i] > 0 ? HostKind::Launch
+                       : is_kernel_launch_api(name)                             ? HostKind::Launch
+                                                                                : HostKind::Api;
+    h.events.push_back({c.start, c.end, c.name, int32_t(i), k});
+  }
+  for (const auto& d : t.data_waits)
+    if (our_wait(d)) h.events.push_back({d.start, d.end, d.source, -1, HostKind::DataWait});
+  for (const store::Range* r : wait_ranges)
+    h.events.push_back({r->start, r->end, r->name, -1, HostKind::DataWait});
   h.finish();
   return h;
 }
@@ -129,12 +142,12 @@ class StepAttribution {
 class Walker {
  public:
   explicit Walker(const Context& ctx) : ctx_(ctx), t_(ctx.t()) {
-    if (ctx.ops.size() > std::numeric_limits<uint32_t>::max())
+    if (ctx.ops.size() >= std::numeric_limits<uint32_t>::max())
       throw std::length_error(
-          "more than 4,294,967,295 GPU operations: the critical path numbers them in 32 bits");
+          "more than 4,294,967,294 GPU operations: the critical path numbers them in 32 bits");
     info_.resize(ctx.ops.size());
-    prev_on_stream_.assign(ctx.ops.size(), -1);
-    std::map<std::pair<int64_t, int64_t>, int64_t> last_on_stream;  // ctx.ops is sorted by start
+    prev_on_stream_.assign(ctx.ops.size(), kNoOp);
+    std::map<std::pair<int64_t, int64_t>, uint32_t> last_on_stream;  // ctx.ops is sorted by start
     for (size_t i = 0; i < ctx.ops.size(); ++i) {
       const GpuOp& o = ctx.ops[i];
       OpInfo& in = info_[i];
@@ -162,14 +175,14 @@ class Walker {
           break;
         }
       }
-      auto [it, first] = last_on_stream.try_emplace({device, stream}, int64_t(i));
-      if (!first) prev_on_stream_[i] = std::exchange(it->second, int64_t(i));
+      auto [it, first] = last_on_stream.try_emplace({device, stream}, uint32_t(i));
+      if (!first) prev_on_stream_[i] = std::exchange(it->second, uint32_t(i));
     }
-    own_op_.assign(t_.api_calls.size(), -1);
+    own_op_.assign(t_.api_calls.size(), kNoOp);
     for (size_t i = 0; i < ctx.ops.size(); ++i)
       if (ctx.ops[i].api >= 0 && size_t(ctx.ops[i].api) < own_op_.size()) {
-        int64_t& o = own_op_[size_t(ctx.ops[i].api)];
-        if (o < 0 || ctx.ops[size_t(o)].end < ctx.ops[i].end) o = int64_t(i);  // the call's op that ends last
+        uint32_t& o = own_op_[size_t(ctx.ops[i].api)];
+        if (o == kNoOp || ctx.ops[o].end < ctx.ops[i].end) o = uint32_t(i);  // the call's op that ends last
       }
     by_end_.resize(ctx.ops.size());
     for (size_t i = 0; i < by_end_.size(); ++i) by_end_[i] = uint32_t(i);
@@ -207,7 +220,7 @@ class Walker {
         // Its start waited for the later of the stream's previous op and its own launch call (the longest
         // path's edge); a gap after both is a wait the trace does not name — another stream's work when some
         // ended right before it, else the GPU's own scheduling.
-        const int64_t prev = prev_on_stream_[size_t(op)];
+        const int64_t prev = op_or_none(prev_on_stream_[size_t(op)]);
         const int64_t pe = prev >= 0 ? std::min(ctx_.ops[size_t(prev)].end, t) : INT64_MIN;
         // The launch edge leaves the call's end, or its start when the op began inside the call (a
         // synchronous copy, a kernel on an idle GPU): the op waited for the call to issue it, not to return.
@@ -261,7 +274,7 @@ class Walker {
       // Inside (or at the end of) a call or wait on this thread.
       switch (e->kind) {
         case HostKind::DataWait:
-          out.add(PathKind::DataWait, e->start, t, e->what);
+          out.add(PathKind::DataWait, e->start, t, t_.str(e->what));
           t = e->start;
           break;
         case HostKind::Launch:
@@ -269,14 +282,14 @@ class Walker {
           // A long call that returned right after GPU work ended was waiting for the GPU (a full launch
           // queue, an allocator or a copy that synchronizes): it is a sync in effect.
           const int64_t to = std::min(t, e->end);
-          if (to - e->start > kBlockedCallNs && e->api >= 0 && own_op_[size_t(e->api)] >= 0 &&
-              !is_kernel_launch_api(e->what)) {
+          if (to - e->start > kBlockedCallNs && e->api >= 0 && own_op_[size_t(e->api)] != kNoOp &&
+              !is_kernel_launch_api(t_.str(e->what))) {
             // A long copy call whose own GPU work ended inside it (a pageable copy, "Async" or not): the call
             // returned once its copy was done.
-            const int64_t own = own_op_[size_t(e->api)];
+            const int64_t own = own_op_[size_t(e->api)];  // not kNoOp, tested above
             const GpuOp& oo = ctx_.ops[size_t(own)];
             if (oo.end <= to && oo.end > e->start && oo.start < oo.end) {
-              out.add(PathKind::Sync, oo.end, t, e->what);
+              out.add(PathKind::Sync, oo.end, t, t_.str(e->what));
               t = oo.end;
               op = own;
               break;
@@ -285,20 +298,21 @@ class Walker {
           if (to - e->start > kBlockedCallNs) {
             if (const int64_t running = op_running_at(to, pid);
                 running >= 0 && ctx_.ops[size_t(running)].start < to) {
-              out.add(PathKind::Sync, to, t, e->what);
+              out.add(PathKind::Sync, to, t, t_.str(e->what));
               t = to;
               op = running;  // still running on the GPU when the call returned: the call waited for room
               break;
             }
             const int64_t waited = last_op_ending_in(e->start, to, pid);
             if (waited >= 0 && ctx_.ops[size_t(waited)].end >= to - kWakeUpNs) {
-              out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, e->what);
+              out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, t_.str(e->what));
               t = ctx_.ops[size_t(waited)].end;
               op = waited;
               break;
             }
           }
-          out.add(e->kind == HostKind::Launch ? PathKind::Launch : PathKind::Host, e->start, t, e->what);
+          out.add(e->kind == HostKind::Launch ? PathKind::Launch : PathKind::Host, e->start, t,
+                  t_.str(e->what));
           t = e->start;
           break;
         }
@@ -306,10 +320,10 @@ class Walker {
           // What it waited for: the GPU work of this process that ended last inside the call.
           const int64_t waited = last_op_ending_in(e->start, t, pid);
           if (waited < 0) {
-            out.add(PathKind::Sync, e->start, t, e->what);
+            out.add(PathKind::Sync, e->start, t, t_.str(e->what));
             t = e->start;
           } else {
-            out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, e->what);
+            out.add(PathKind::Sync, ctx_.ops[size_t(waited)].end, t, t_.str(e->what));
             t = ctx_.ops[size_t(waited)].end;
             op = waited;
           }
@@ -363,8 +377,11 @@ class Walker {
   const Context& ctx_;
   const store::Trace& t_;
   std::vector<OpInfo> info_;
-  std::vector<int64_t> prev_on_stream_;
-  std::vector<int64_t> own_op_;  // per trace.api_calls index: the op it launched that ends last, or -1
+  // Op indexes in 32 bits (the constructor refuses more ops), kNoOp for none: 4 bytes an op and a call.
+  static constexpr uint32_t kNoOp = std::numeric_limits<uint32_t>::max();
+  static int64_t op_or_none(uint32_t i) { return i == kNoOp ? -1 : int64_t(i); }
+  std::vector<uint32_t> prev_on_stream_;
+  std::vector<uint32_t> own_op_;  // per trace.api_calls index: the op it launched that ends last
   std::vector<uint32_t> by_end_;
 };
 

@@ -22,18 +22,19 @@ inline constexpr int64_t kWakeUpNs = 20'000;
 
 enum class HostKind : uint8_t { Launch, Sync, Api, DataWait };
 
+// 32 bytes: a host timeline holds one a call of the launching threads (a name's text is looked up when used).
 struct HostEvent {
   int64_t start = 0, end = 0;
+  store::StringId what = 0;  // the call's name, or the data wait's source or range name
+  int32_t api = -1;          // trace.api_calls index (collect_gpu_ops refuses 2^31 calls and more)
   HostKind kind = HostKind::Api;
-  int64_t api = -1;  // trace.api_calls index
-  std::string_view what;
 };
 
 // One thread's calls and waits, sorted by start, with the running maximum of their ends: the event covering a
 // time is the outermost one (a runtime call around its driver call, a DataLoader wait around its copies).
 struct HostTimeline {
   std::vector<HostEvent> events;
-  std::vector<size_t> widest;  // widest[i]: the event among 0..i that ends last
+  std::vector<uint32_t> widest;  // widest[i]: the event among 0..i that ends last
 
   void finish() {
     std::sort(events.begin(), events.end(), [](const HostEvent& a, const HostEvent& b) {
@@ -41,7 +42,7 @@ struct HostTimeline {
     });
     widest.resize(events.size());
     for (size_t i = 0; i < events.size(); ++i)
-      widest[i] = i > 0 && events[widest[i - 1]].end >= events[i].end ? widest[i - 1] : i;
+      widest[i] = i > 0 && events[widest[i - 1]].end >= events[i].end ? widest[i - 1] : uint32_t(i);
   }
   // The event that ends last among those starting before t; nullptr when none.
   const HostEvent* before(int64_t t) const {

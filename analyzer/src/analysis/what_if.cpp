@@ -307,7 +307,7 @@ class Replayer {
       const auto mine_ops = run.ops_of(it);
       const bool own = std::find(mine_ops.begin(), mine_ops.end(), w) != mine_ops.end();
       const bool waits = it.kind == ItemKind::Sync || (own && run.ops[w].copy) ||
-                         (it.dur > kBlockedCallNs && !is_kernel_launch_api(e.what));
+                         (it.dur > kBlockedCallNs && !is_kernel_launch_api(ctx_.t().str(e.what)));
       if (!waits) continue;
       it.waited = int64_t(w);
       it.wake = e.end - op_end[w];
