@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "analysis/critical_path.h"
@@ -47,16 +48,26 @@ constexpr int64_t kBandwidthCopyBytes = 1 << 20;
 enum class Cure : uint8_t { Graph, Fused, Prefetch, Async, Batched, Pinned };
 constexpr int kCures = 6;
 
+// 48 bytes (a run holds one an op of its steps: millions); a kernel's name, device and launch shape are read
+// from its row when the batched cure needs them (Replayer::shape).
 struct Op {
   int64_t dur = 0;
-  int64_t stream = 0;  // index into streams
-  int64_t lat = -1;    // from its call's start to its start when it waited on the launch; -1: it was queued
-  int64_t sched = 0;   // its recorded gap after the stream's previous op when queued (≤ kMaxSchedGapNs)
-  bool copy = false, pageable = false, h2d = false, gemm = false, kernel = false;
+  int64_t lat = -1;  // from its call's start to its start when it waited on the launch; -1: it was queued
   int64_t bytes = 0;
-  std::string_view name;
-  int64_t grid = 1, device = 0;
-  int64_t threads = 0, registers = 0, shared = 0;  // per block (kernels)
+  int32_t stream = 0;   // index into the run's streams
+  int32_t sched = 0;    // its recorded gap after the stream's previous op when queued (≤ kMaxSchedGapNs)
+  uint32_t source = 0;  // ctx.ops index
+  bool copy = false, pageable = false, h2d = false, gemm = false, kernel = false;
+};
+static_assert(sizeof(Op) == 48);
+static_assert(kMaxSchedGapNs <= INT32_MAX);
+
+// A kernel's launch as the batched cure's occupancy needs it.
+struct KernelShape {
+  int64_t device = 0;
+  store::StringId name = 0;
+  int64_t grid = 1;
+  int64_t threads = 0, registers = 0, shared = 0;  // per block
 };
 
 enum class ItemKind : uint8_t { Launch, Api, Sync, DataWait };
@@ -78,6 +89,7 @@ struct Run {
   std::vector<Item> items;
   std::vector<Op> ops;
   std::vector<uint32_t> item_ops;    // every item's ops, item after item (one array, not a vector an item)
+  std::vector<uint32_t> op_item;     // per op: the item that launched it (every op has one)
   std::vector<int64_t> stream_free;  // per stream: 0 (the window starts with the GPU free)
   int64_t trailing = 0;              // host code after the last item
   int64_t span = 0;                  // recorded length
@@ -127,6 +139,9 @@ class Replayer {
       }
     pinned_bytes_per_us_ = pinned_ns > 0 ? pinned_bytes / (pinned_ns / 1e3) : kPinnedBytesPerUs;
     // Each op once: its stream, when its stream's earlier work ended, and when it was launched.
+    if (ctx.ops.size() >= size_t(UINT32_MAX))  // Op::source numbers them in 32 bits
+      throw std::length_error(
+          "more than 4,294,967,294 GPU operations: the what-if replay numbers them in 32 bits");
     statics_.resize(ctx.ops.size());
     by_key_.reserve(ctx.ops.size());
     std::map<std::pair<int64_t, int64_t>, int32_t> streams;
@@ -153,7 +168,7 @@ class Replayer {
   // Blocks of this kernel one SM holds at once, from its recorded block size, registers and shared memory and
   // the device's limits (CUDA's occupancy calculation, without the allocation granularities): the batched
   // GEMM's blocks run in waves of sm_count × this.
-  int64_t blocks_per_sm(const Op& op) const {
+  int64_t blocks_per_sm(const KernelShape& op) const {
     auto it = sm_.find(op.device);
     const int cc = it != sm_.end() ? it->second.cc : 90;
     // Per SM: max resident blocks, threads, shared memory (bytes); 64K registers on every one listed.
@@ -226,23 +241,23 @@ class Replayer {
       if (const int64_t p = where(ctx_.ops[it->second]).pid; !pid || !p || p == pid)
         mine.push_back(it->second);
     std::sort(mine.begin(), mine.end());
-    std::unordered_map<int64_t, int64_t> local_stream;
+    std::unordered_map<int64_t, int32_t> local_stream;
     std::vector<int64_t>
         launch_calls_seen;        // per item: its last launch call (one call may launch several ops)
     std::vector<int64_t> op_end;  // per run op: its recorded end
-    std::vector<uint32_t> op_item;  // per run op: the item that launched it
-    // At their sizes once (a run is a whole steady region: millions of ops, ~112 bytes each, grown by
+    // At their sizes once (a run is a whole steady region: millions of ops, ~64 bytes each, grown by
     // doubling half as much again at the peak).
     run.ops.reserve(mine.size());
     op_end.reserve(mine.size());
-    op_item.reserve(mine.size());
+    run.op_item.reserve(mine.size());
     for (size_t oi : mine) {
       const GpuOp& o = ctx_.ops[oi];
       const OpStatic& st = statics_[oi];
       Op op = make_op(o);
-      auto [sit, fresh] = local_stream.try_emplace(st.stream, int64_t(local_stream.size()));
+      auto [sit, fresh] = local_stream.try_emplace(st.stream, int32_t(local_stream.size()));
       if (fresh) run.stream_free.push_back(0);
       op.stream = sit->second;
+      op.source = uint32_t(oi);
       const int64_t prev_end_on_stream = st.prev_end_on_stream;
       const int64_t call_start = o.api >= 0 ? t.api_calls[size_t(o.api)].start : INT64_MIN;
       // Which item launched it: its call's outermost event, else the event it started under. (Work launched
@@ -258,10 +273,10 @@ class Replayer {
       const bool queued = prev_end_on_stream != INT64_MIN &&
                           (call_end != INT64_MIN ? prev_end_on_stream >= call_end
                                                  : o.start - prev_end_on_stream <= kQueuedGapNs);
-      if (queued) op.sched = std::clamp<int64_t>(o.start - prev_end_on_stream, 0, kMaxSchedGapNs);
+      if (queued) op.sched = int32_t(std::clamp<int64_t>(o.start - prev_end_on_stream, 0, kMaxSchedGapNs));
       if (launched_by_item && !queued) op.lat = std::max<int64_t>(0, o.start - e.start);
       if (!launched_by_item) op.lat = std::max<int64_t>(0, o.start - e.start);  // it started under the item
-      op_item.push_back(uint32_t(item));
+      run.op_item.push_back(uint32_t(item));
       ++run.items[size_t(item)].n_ops;
       if (launched_by_item && o.api >= 0) {
         if (launch_calls_seen.empty()) launch_calls_seen.assign(kept.size(), INT64_MIN);
@@ -278,8 +293,8 @@ class Replayer {
     run.item_ops.resize(run.ops.size());
     {
       std::vector<uint32_t> filled(run.items.size(), 0);
-      for (uint32_t o = 0; o < op_item.size(); ++o) {
-        const uint32_t i = op_item[o];
+      for (uint32_t o = 0; o < run.op_item.size(); ++o) {
+        const uint32_t i = run.op_item[o];
         run.item_ops[run.items[i].first_op + filled[i]++] = o;
       }
     }
@@ -403,28 +418,27 @@ class Replayer {
     if (cures[int(Cure::Batched)]) {
       // Runs of identical GEMMs on a stream within a step: one batched GEMM of the same blocks, in waves over
       // the SMs, launched by the first call; the loop's other launches and host code between them go.
-      std::vector<int64_t> op_item(m, -1);
-      for (size_t i = 0; i < n; ++i)
-        for (uint32_t o : run.ops_of(run.items[i])) op_item[o] = int64_t(i);
       std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_stream;  // (step, stream) -> ops in order
       for (size_t o = 0; o < m; ++o)
-        if (op_item[o] >= 0) by_stream[{run.items[size_t(op_item[o])].step, run.ops[o].stream}].push_back(o);
+        by_stream[{run.items[run.op_item[o]].step, run.ops[o].stream}].push_back(o);
       for (auto& [key, v] : by_stream) {
         std::sort(v.begin(), v.end());
         size_t a = 0;
         while (a < v.size()) {
           size_t b = a + 1;
           if (run.ops[v[a]].gemm)
-            while (b < v.size() && run.ops[v[b]].gemm && run.ops[v[b]].name == run.ops[v[a]].name) ++b;
+            while (b < v.size() && run.ops[v[b]].gemm && same_name(run.ops[v[b]], run.ops[v[a]])) ++b;
           if (run.ops[v[a]].gemm && b - a >= kMinGemmRun) {
             std::vector<int64_t> durs;
             int64_t blocks = 0;
-            for (size_t c = a; c < b; ++c) durs.push_back(run.ops[v[c]].dur), blocks += run.ops[v[c]].grid;
-            const int64_t slots = sm_count(run.ops[v[a]].device) * blocks_per_sm(run.ops[v[a]]);
+            for (size_t c = a; c < b; ++c)
+              durs.push_back(run.ops[v[c]].dur), blocks += shape(run.ops[v[c]]).grid;
+            const KernelShape first_shape = shape(run.ops[v[a]]);
+            const int64_t slots = sm_count(first_shape.device) * blocks_per_sm(first_shape);
             const int64_t waves = (blocks + slots - 1) / slots;
             p.op_dur[v[a]] = waves * upper_median(durs, 0);
             for (size_t c = a + 1; c < b; ++c) p.op_dur[v[c]] = 0, p.op_extra_gap[v[c]] = 0;
-            const int64_t first = op_item[v[a]], last = op_item[v[b - 1]];
+            const int64_t first = run.op_item[v[a]], last = run.op_item[v[b - 1]];
             for (int64_t k = first + 1; k <= last; ++k) {
               p.gap[size_t(k)] = 0;
               bool only_loop = true;  // a call that launched nothing but the loop's GEMMs goes with the loop
@@ -582,21 +596,14 @@ class Replayer {
     switch (o.kind) {
       case GpuOpKind::Kernel: {
         const auto& k = t.kernels[o.index];
-        op.device = k.device;
         op.kernel = true;
-        op.name = t.str(k.name);
         auto [it, fresh] = gemm_names_.try_emplace(k.name, false);
-        if (fresh) it->second = is_gemm_kernel(op.name);
+        if (fresh) it->second = is_gemm_kernel(t.str(k.name));
         op.gemm = it->second;
-        op.grid = std::max<int64_t>(1, dims(k.grid_x, k.grid_y, k.grid_z));
-        op.threads = dims(k.block_x, k.block_y, k.block_z);
-        op.registers = k.registers;
-        op.shared = k.shared_memory;
         break;
       }
       case GpuOpKind::Memcpy: {
         const auto& m = t.memcpys[o.index];
-        op.device = m.device;
         op.copy = true;
         op.bytes = m.bytes;
         op.pageable = m.src_kind == store::MemoryKind::Pageable || m.dst_kind == store::MemoryKind::Pageable;
@@ -604,10 +611,25 @@ class Replayer {
         break;
       }
       case GpuOpKind::Memset:
-        op.device = t.memsets[o.index].device;
         break;
     }
     return op;
+  }
+  // A kernel op's launch, from its row (the batched cure's GEMMs only).
+  KernelShape shape(const Op& op) const {
+    const GpuOp& o = ctx_.ops[op.source];
+    if (o.kind != GpuOpKind::Kernel) return {};
+    const auto& k = ctx_.t().kernels[o.index];
+    return {k.device,
+            k.name,
+            std::max<int64_t>(1, dims(k.grid_x, k.grid_y, k.grid_z)),
+            dims(k.block_x, k.block_y, k.block_z),
+            k.registers,
+            k.shared_memory};
+  }
+  bool same_name(const Op& a, const Op& b) const {
+    const KernelShape x = shape(a), y = shape(b);
+    return x.name == y.name || ctx_.t().str(x.name) == ctx_.t().str(y.name);
   }
   mutable std::unordered_map<int64_t, bool> gemm_names_;
   std::vector<OpStatic> statics_;
