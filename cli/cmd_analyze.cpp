@@ -269,7 +269,9 @@ CommandRegistration analyze_command(30, [](CLI::App& app, int& exit_code) {
                                        "Systems SQLite export; several files or a directory: the ranks of one job")
       ->required();
   sub->add_flag("--json", args->json, "Print the stepscope.analysis/1 JSON (docs/analysis-json.md)");
-  sub->add_option("--step-regex", args->step_regex, "Ranges (NVTX/annotations) whose names match this regex are the steps");
+  sub->add_option("--step-regex", args->step_regex,
+                  "Ranges (NVTX/annotations) whose names match this regex are the steps")
+      ->check(regex_option());
   auto* workers = sub->add_option("--what-if-workers", args->what_if_workers,
                                   "Loader workers the what-if replay gives a prefetching input pipeline "
                                   "(docs/critical-path.md); a CPU-only run has no replay")

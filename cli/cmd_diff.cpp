@@ -95,7 +95,9 @@ CommandRegistration diff_command(50, [](CLI::App& app, int& exit_code) {
   sub->add_option("--md", args->md, "Write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)");
   sub->add_option("--json", args->json, "Write the stepscope.diff/1 JSON here");
   sub->add_option("--format", args->format, "What to print on stdout: text (default), md or json");
-  sub->add_option("--step-regex", args->step_regex, "NVTX/annotation ranges whose names match this regex are steps");
+  sub->add_option("--step-regex", args->step_regex,
+                  "NVTX/annotation ranges whose names match this regex are steps")
+      ->check(regex_option());
   sub->callback([&exit_code, args] { exit_code = run_diff(*args); });
 });
 

@@ -32,7 +32,9 @@ int run_export(const std::string& in, const std::string& format, const std::stri
   }
   if (format != "chrome") {
     if (t.samples.empty())
-      throw store::StoreError(in, "no CPU samples to fold (a trace imported from Kineto or nsys has none)");
+      throw store::StoreError(in,
+                              "no CPU samples to fold (a Kineto trace has none; an Nsight Systems export has "
+                              "them when nsys sampled the CPU)");
     const char* what = "collapsed stacks (flamegraph.pl, inferno, https://speedscope.app)";
     if (format == "folded") {
       analyzer::export_folded_stacks(t, out);

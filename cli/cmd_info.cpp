@@ -97,10 +97,9 @@ Info trace_info(const std::string& file) {
 }
 
 int run_info(const std::string& file, bool json) {
-  // Every command that takes a store takes a raw trace too (README): a trace is read as analyze reads it.
-  const store::FileKind kind = store::sniff_file(file);
-  const bool trace = kind == store::FileKind::Json || kind == store::FileKind::Gzip ||
-                     kind == store::FileKind::Zstd || kind == store::FileKind::NsysSqlite;
+  // Every command that takes a store takes a raw trace too (README): anything but a store is read as analyze
+  // reads it, and refused in its words.
+  const bool trace = store::sniff_file(file) != store::FileKind::Store;
   const Info info = trace ? trace_info(file) : store_info(file);
   const auto& [t0, t1] = info.span;
   const auto& small = info.small;

@@ -98,7 +98,9 @@ CommandRegistration report_command(40, [](CLI::App& app, int& exit_code) {
   sub->add_option("--format,-f", args->format, "text, md, html, json, or metrics (one flat JSON object of numbers for MLflow/TensorBoard; "
                                       "default: from -o's extension, else text)");
   sub->add_option("-o,--output", args->out, "Write here (atomically) instead of stdout");
-  sub->add_option("--step-regex", args->step_regex, "NVTX/annotation ranges whose names match this regex are steps");
+  sub->add_option("--step-regex", args->step_regex,
+                  "NVTX/annotation ranges whose names match this regex are steps")
+      ->check(regex_option());
   sub->callback([&exit_code, args] { exit_code = run_report(*args); });
 });
 

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,22 @@ struct CommandRegistration {
 
 // The callback of a subcommand this build cannot run (no collector): says so and exits 2.
 void refuse_without_collector(CLI::App* cmd, int& exit_code);
+
+// An option that takes a regular expression (ECMAScript, as the analysis and the collector compile it): one
+// that does not compile is refused as the option is read, before a file is read or a program started (the
+// collector ignored it, with a line in the program's output, and the analysis named the file for it).
+inline CLI::Validator regex_option() {
+  return CLI::Validator(
+      [](std::string& re) -> std::string {
+        try {
+          std::regex compiled(re, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return "'" + re + "' is not a regular expression (" + e.what() + ")";
+        }
+        return {};
+      },
+      "");
+}
 
 // All registered commands, ordered by `order` (the order --help lists them in).
 std::vector<std::pair<int, CommandSetup>>& registered_commands();

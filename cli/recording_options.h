@@ -10,6 +10,7 @@
 #include <vector>
 
 #ifdef HAVE_STEPSCOPE_LAUNCHER
+#include "command.h"
 #include "stepscope/collector/launcher.h"
 
 namespace stepscope::cli {
@@ -40,9 +41,12 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
             return {};
           },
           "DURATION"));
-  cmd->add_option("--data-wait-regex", o.data_wait_regex, "NVTX ranges matching this (case-insensitive) are data waits")
-      ->capture_default_str();
-  cmd->add_option("--step-regex", o.step_regex, "NVTX ranges matching this are training steps");
+  cmd->add_option("--data-wait-regex", o.data_wait_regex,
+                  "NVTX ranges matching this (case-insensitive) are data waits")
+      ->capture_default_str()
+      ->check(regex_option());
+  cmd->add_option("--step-regex", o.step_regex, "NVTX ranges matching this are training steps")
+      ->check(regex_option());
   cmd->add_option("--data-wait-func", o.data_wait_func, "Python functions matching this are data waits (Python hook)");
   cmd->add_option("--step-func", o.step_func, "Python functions matching this mark steps (Python hook)");
   cmd->add_option("--cuda-api", o.cuda_api,

@@ -85,6 +85,9 @@ void require_output_folder(const std::string& output) {
   const auto out = std::filesystem::absolute(output).lexically_normal();
   const auto dir = out.parent_path();
   std::error_code ec;
+  // A folder named as the output: refused before the work (the rename at its end would fail with it done).
+  if (std::filesystem::is_directory(out, ec))
+    throw StoreError(out.string(), "is a folder: name a file in it");
   if (dir.empty() || std::filesystem::is_directory(dir, ec)) return;
   throw StoreError(out.string(), std::filesystem::exists(dir, ec)
                                      ? dir.string() + " is not a folder"
@@ -113,8 +116,9 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();  // before the removal below resets ec ("cannot write: Success")
     std::filesystem::remove(tmp, ec);
-    throw StoreError(path, "cannot write: " + ec.message());
+    throw StoreError(path, "cannot write: " + why);
   }
 }
 

@@ -96,7 +96,10 @@ TEST_CASE("info on bad input: one line naming the file, exit code 2") {
   std::ofstream(dir.file("notes.txt")) << "not a store\n";
   auto r = run("info " + dir.file("notes.txt"));
   CHECK(r.status == 2);
-  CHECK(r.output == "stepscope: " + dir.file("notes.txt") + ": not an SQLite database\n");
+  CHECK(r.output ==
+        "stepscope: " + dir.file("notes.txt") +
+            ": unrecognized format (expected a stepscope store, Kineto/Chrome trace JSON or an Nsight "
+            "Systems SQLite export; plain, .gz or .zst)\n");  // analyze's words
 
   auto m = run("info " + dir.file("absent.db"));
   CHECK(m.status == 2);
@@ -195,6 +198,42 @@ TEST_CASE("record, attach and import into a missing folder: one line naming it, 
   auto f = run("record --no-gpu -o " + dir.file("plain/y.db") + " -- true");
   CHECK(f.status == 2);
   CHECK(f.output == "stepscope: " + dir.file("plain/y.db") + ": " + dir.file("plain") + " is not a folder\n");
+  // A folder named as the output: refused before the work (import wrote the whole store, then its rename
+  // failed and said "cannot write: Success").
+  std::filesystem::create_directory(dir.file("adir"));
+  for (const std::string& cmd : {"import " + dir.file("in.db") + " -o " + dir.file("adir"),
+                                 "record --no-gpu -o " + dir.file("adir") + " -- true"}) {
+    INFO(cmd);
+    auto d = run(cmd);
+    CHECK(d.status == 2);
+    CHECK(d.output == "stepscope: " + dir.file("adir") + ": is a folder: name a file in it\n");
+  }
+  CHECK(std::filesystem::is_empty(dir.file("adir")));
+}
+
+TEST_CASE("a regular expression that does not compile is refused as the option is read, before any file") {
+  // Before: analyze named the file for it, report and diff did not, and record ran the whole program with the
+  // collector ignoring it (one line in the program's output).
+  stepscope::test::ScratchDir dir("cli_bad_regex");
+  const std::string absent = dir.file("absent.db");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"analyze", "analyze --step-regex '(' " + absent},
+      {"report", "report --step-regex '(' " + absent},
+      {"diff", "diff --step-regex '(' " + absent + " " + absent},
+      {"record", "record --no-gpu --step-regex '(' -o " + dir.file("r.db") + " -- true"},
+      {"record", "record --no-gpu --data-wait-regex '[' -o " + dir.file("r.db") + " -- true"}};
+  for (const auto& [command, line] : cases) {
+    INFO(line);
+    auto r = run(line);
+    CHECK(r.status == 2);
+    CHECK(r.output.rfind("stepscope: --", 0) == 0);
+    CHECK(r.output.find("is not a regular expression (") != std::string::npos);
+    CHECK(r.output.find("absent.db") == std::string::npos);
+    CHECK(r.output.ends_with("(usage: stepscope " + command + " --help)\n"));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+  CHECK(!std::filesystem::exists(dir.file("r.db")));
+  CHECK(!std::filesystem::exists(dir.file("r.db.parts")));
 }
 
 TEST_CASE("export --format folded refuses a trace without CPU samples in one line") {
@@ -203,7 +242,9 @@ TEST_CASE("export --format folded refuses a trace without CPU samples in one lin
   const std::string k = stepscope::test::trace_path("hta/a100_rank0_many_small_kernels.json.gz");
   auto r = run("export " + k + " --format folded -o " + dir.file("s.txt"));
   CHECK(r.status == 2);
-  CHECK(r.output == "stepscope: " + k + ": no CPU samples to fold (a trace imported from Kineto or nsys has none)\n");
+  CHECK(r.output == "stepscope: " + k +
+                        ": no CPU samples to fold (a Kineto trace has none; an Nsight Systems export has "
+                        "them when nsys sampled the CPU)\n");
   CHECK(!std::filesystem::exists(dir.file("s.txt")));
   auto u = run("export " + k + " --format pprof -o " + dir.file("s.pb"));
   CHECK(u.status == 2);

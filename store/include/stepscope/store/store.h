@@ -206,9 +206,9 @@ void remove_store_files(const std::string& path);
 // "A path beside `path`" for temporary output: same directory, unique name.
 std::string temp_path_beside(const std::string& path);
 
-// A store named `output` goes into a folder that exists: stores live 0600 in 0700 folders, so no command creates
-// one for them (record, attach, import; docs/collector.md). Throws StoreError("OUT: no such folder DIR (create
-// it first)" | "OUT: DIR is not a folder").
+// A store named `output` goes into a folder that exists: stores live 0600 in 0700 folders, so no command
+// creates one for them (record, attach, import; docs/collector.md). Throws StoreError("OUT: no such folder
+// DIR (create it first)" | "OUT: DIR is not a folder" | "OUT: is a folder: name a file in it").
 void require_output_folder(const std::string& output);
 
 }  // namespace stepscope::store
