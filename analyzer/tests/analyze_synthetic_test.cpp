@@ -253,6 +253,15 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
     CHECK(a.summary.step_source == "regex");
     CHECK(a.summary.steps == 4);
     CHECK(a.steps[1].start_ns == 1005 * US);
+    CHECK(analyzer::steps_advice(a.summary).empty());
+  }
+  SECTION("a regex that matches no range: the next source, and said") {
+    analyzer::AnalyzeOptions o;
+    o.step_regex = "^my_iter_typo";
+    auto a = analyzer::analyze(b.t, o);
+    CHECK(a.summary.step_source == "optimizer");
+    CHECK(analyzer::steps_advice(a.summary) ==
+          "--step-regex '^my_iter_typo' matched no range's name: the steps come from optimizer instead.");
   }
   SECTION("optimizer: a step ends where its optimizer step ends") {
     auto a = analyzer::analyze(b.t);

@@ -189,6 +189,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
   if (!ctx.busy.empty()) s.gpu_span_us = us(ctx.busy.back().end - ctx.busy.front().start);
   s.steps = int64_t(ctx.windows.size());
   s.step_source = ctx.step_source;
+  s.step_regex = options.step_regex;
   s.step_confidence = ctx.step_confidence;
   int64_t busy = 0, host_wait = 0, idle_wait = 0;
   for (const auto& st : ctx.steps) {

@@ -35,7 +35,9 @@ std::string flight_note(const AnalysisSummary& s) {
   return out;
 }
 
-std::string steps_advice(const AnalysisSummary& s) {
+namespace {
+
+std::string no_markers_advice(const AnalysisSummary& s) {
   if (s.step_source != "none" && s.step_source != "periodic") return {};
   const std::string what =
       "mark them: `stepscope record --step-func REGEX` (and `--data-wait-func REGEX`) with the Python function "
@@ -55,6 +57,19 @@ std::string steps_advice(const AnalysisSummary& s) {
            "stepscope_data_wait_begin() and stepscope_data_wait_end(); it needs no library at link time "
            "(-ldl on glibc < 2.34). Or NVTX ranges with `--step-regex` (docs/python.md).";
   return "No step markers in this trace; " + what;
+}
+
+}  // namespace
+
+std::string steps_advice(const AnalysisSummary& s) {
+  std::string out = no_markers_advice(s);
+  // A --step-regex that matched no range's name: said, where a typo fell back to other steps without a word.
+  if (!s.step_regex.empty() && s.step_source != "regex")
+    out = "--step-regex '" + s.step_regex + "' matched no range's name" +
+          (s.step_source == "none" ? std::string(", and nothing else marked steps.")
+                                   : ": the steps come from " + s.step_source + " instead.") +
+          (out.empty() ? "" : " " + out);
+  return out;
 }
 
 std::string no_gpu_note(const AnalysisSummary& s) {

@@ -154,6 +154,7 @@ struct AnalysisSummary {
   // meta cupti.lent ("torch.profiler: 1 time, 0.412 s in all ..."), said in gpu_window_note; "" when not.
   std::string cuda_lent;
   std::string step_source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
+  std::string step_regex;  // the --step-regex asked for ("" when none): steps_advice says one unmatched
   double step_confidence = 1.0;      // periodic steps: share of the sequence that repeats with the period
   double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
   double input_idle_share = 0;       // summed GPU idle while waiting for data (data_wait_ns) / summed step time
@@ -258,7 +259,8 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 
 // One sentence when the recording traced the GPU in windows (what the GPU figures cover), else empty.
 std::string gpu_window_note(const AnalysisSummary& s);
-// When the run has no step markers: why (from the Python hooks' status) and what to do, else empty.
+// When the run has no step markers: why (from the Python hooks' status) and what to do; when a --step-regex
+// matched no range, that first; else empty.
 std::string steps_advice(const AnalysisSummary& s);
 // For a flight recorder's save, the sentence that says why it was saved; "" otherwise.
 std::string flight_note(const AnalysisSummary& s);
