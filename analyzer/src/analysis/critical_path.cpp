@@ -48,20 +48,19 @@ HostTimeline host_timeline(const Context& ctx, int64_t pid, int64_t tid) {
       launching[t.api_calls[i].tid] = true;
   auto ours = [&](int64_t p, int64_t th) { return launching.count(th) && (!pid || !p || p == pid); };
   auto our_call = [&](const store::ApiCall& c) { return ours(c.pid, c.tid) && c.end > c.start; };
-  auto our_wait = [&](const store::DataWait& d) {  // the training thread's own waits
+  auto our_wait = [&](const auto& d) {  // the training thread's own waits: data wait rows and ranges
     return d.tid == tid && (!pid || !d.pid || d.pid == pid) && d.end > d.start;
   };
   std::vector<const store::Range*> wait_ranges;
   for (const auto& r : t.ranges)
-    if (r.tid == tid && (!pid || !r.pid || r.pid == pid) && r.end > r.start &&
-        r.source != store::RangeSource::GpuAnnotation && is_data_wait_range(t.str(r.name)))
+    if (our_wait(r) && r.source != store::RangeSource::GpuAnnotation && is_data_wait_range(t.str(r.name)))
       wait_ranges.push_back(&r);
   // Counted first: grown by doubling, the array peaked at 1.5 times its size during the analysis' peak.
   const size_t n = size_t(std::count_if(t.api_calls.begin(), t.api_calls.end(), our_call)) +
                    size_t(std::count_if(t.data_waits.begin(), t.data_waits.end(), our_wait)) +
                    wait_ranges.size();
-  if (n >=
-      size_t(UINT32_MAX))  // HostTimeline::widest numbers them in 32 bits (HostEvent::api: collect_gpu_ops)
+  // HostTimeline::widest numbers them in 32 bits (HostEvent::api's bound is collect_gpu_ops').
+  if (n >= size_t(UINT32_MAX))
     throw std::length_error("more than 4,294,967,294 host calls and waits: too many for the host timeline");
   HostTimeline h;
   h.events.reserve(n);

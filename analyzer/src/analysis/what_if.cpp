@@ -65,7 +65,6 @@ static_assert(kMaxSchedGapNs <= INT32_MAX);
 // A kernel's launch as the batched cure's occupancy needs it.
 struct KernelShape {
   int64_t device = 0;
-  store::StringId name = 0;
   int64_t grid = 1;
   int64_t threads = 0, registers = 0, shared = 0;  // per block
 };
@@ -615,21 +614,22 @@ class Replayer {
     }
     return op;
   }
+  // A kernel op's row; nullptr for a copy or memset.
+  const store::Kernel* kernel_row(const Op& op) const {
+    const GpuOp& o = ctx_.ops[op.source];
+    return o.kind == GpuOpKind::Kernel ? &ctx_.t().kernels[o.index] : nullptr;
+  }
   // A kernel op's launch, from its row (the batched cure's GEMMs only).
   KernelShape shape(const Op& op) const {
-    const GpuOp& o = ctx_.ops[op.source];
-    if (o.kind != GpuOpKind::Kernel) return {};
-    const auto& k = ctx_.t().kernels[o.index];
-    return {k.device,
-            k.name,
-            std::max<int64_t>(1, dims(k.grid_x, k.grid_y, k.grid_z)),
-            dims(k.block_x, k.block_y, k.block_z),
-            k.registers,
-            k.shared_memory};
+    const store::Kernel* k = kernel_row(op);
+    if (!k) return {};
+    return {k->device, std::max<int64_t>(1, dims(k->grid_x, k->grid_y, k->grid_z)),
+            dims(k->block_x, k->block_y, k->block_z), k->registers, k->shared_memory};
   }
   bool same_name(const Op& a, const Op& b) const {
-    const KernelShape x = shape(a), y = shape(b);
-    return x.name == y.name || ctx_.t().str(x.name) == ctx_.t().str(y.name);
+    const store::Kernel *x = kernel_row(a), *y = kernel_row(b);
+    if (!x || !y) return !x && !y;
+    return x->name == y->name || ctx_.t().str(x->name) == ctx_.t().str(y->name);
   }
   mutable std::unordered_map<int64_t, bool> gemm_names_;
   std::vector<OpStatic> statics_;

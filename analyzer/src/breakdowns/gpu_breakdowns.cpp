@@ -212,15 +212,23 @@ LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const CallInd
     if (call[i] == CallIndex::kNone || !idx.by_correlation[call[i]].launch_stat) return nullptr;
     return &t.api_calls[idx.by_correlation[call[i]].call];
   };
+  const auto cpu_us = [](const GpuOp&, const store::ApiCall& c) { return us(c.end - c.start); };
+  const auto gpu_us = [](const GpuOp& o, const store::ApiCall&) { return us(o.end - o.start); };
+  const auto delay_us = [](const GpuOp& o, const store::ApiCall& c) {
+    return std::max(0.0, us(o.start - c.end));
+  };
   size_t joined = 0;
   for (size_t i = 0; i < call.size(); ++i) joined += joined_call(i) != nullptr;
+  // One distribution at a time in one array (8 bytes a joined op, not 24): the CPU's from this pass.
+  std::vector<double> v;
+  v.reserve(joined);
   std::vector<std::pair<double, std::pair<GpuOp, const store::ApiCall*>>> worst;  // a min-heap of kMaxOutliers
   auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
   ops.each([&](const GpuOp& o, size_t i) {
     const store::ApiCall* c = joined_call(i);
     if (!c) return;
-    const double c_us = us(c->end - c->start), g_us = us(o.end - o.start);
-    const double d_us = std::max(0.0, us(o.start - c->end));
+    const double c_us = cpu_us(o, *c), g_us = gpu_us(o, *c), d_us = delay_us(o, *c);
+    v.push_back(c_us);
     s.gpu_shorter_than_cpu += g_us < c_us;
     s.cpu_over_cutoff += c_us > LaunchStats::kRuntimeCutoffUs;
     s.delay_over_cutoff += d_us > LaunchStats::kLaunchDelayCutoffUs;
@@ -234,9 +242,7 @@ LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const CallInd
     }
   });
   s.count = int64_t(joined);
-  // One distribution at a time in one array (8 bytes a joined op, not 24).
-  std::vector<double> v;
-  v.reserve(joined);
+  s.cpu_duration = distribution(v);
   auto each_joined = [&](auto value) {
     v.clear();
     ops.each([&](const GpuOp& o, size_t i) {
@@ -244,10 +250,8 @@ LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const CallInd
     });
     return distribution(v);
   };
-  s.cpu_duration = each_joined([](const GpuOp&, const store::ApiCall& c) { return us(c.end - c.start); });
-  s.gpu_duration = each_joined([](const GpuOp& o, const store::ApiCall&) { return us(o.end - o.start); });
-  s.launch_delay =
-      each_joined([](const GpuOp& o, const store::ApiCall& c) { return std::max(0.0, us(o.start - c.end)); });
+  s.gpu_duration = each_joined(gpu_us);
+  s.launch_delay = each_joined(delay_us);
   std::sort_heap(worst.begin(), worst.end(), later);
   for (const auto& [d_us, oc] : worst)
     s.longest_delays.push_back({t.str(oc.second->name), std::string(oc.first.name), oc.first.correlation,
