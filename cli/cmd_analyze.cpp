@@ -1,9 +1,12 @@
 // `stepscope analyze FILE [--json] [--step-regex R] [--write-findings]`: where each step's time went and what
 // to change. FILE is a store or any trace the importers read. Exit 0 whatever is found; 2 on bad input.
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -213,17 +216,29 @@ int run_analyze_one_by_one(const std::vector<std::string>& files, const std::str
   return 0;
 }
 
+// --rank-csv DIR: an existing folder, or one this run makes (0700, as stores' folders) in a folder that
+// exists; a mistyped parent is refused, not created.
+void require_rank_csv_folder(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return;
+  if (std::filesystem::exists(dir, ec))
+    throw store::StoreError(dir, "is not a folder (--rank-csv names one)");
+  store::require_output_folder(dir);
+}
+
 int run_analyze_ranks(const AnalyzeArgs& args) {
   analyzer::MultiRankOptions options;
   options.analyze.step_regex = args.step_regex;
   if (args.write_findings) throw CLI::ValidationError("--write-findings", "takes one store, not several ranks");
+  if (!args.rank_csv.empty())
+    require_rank_csv_folder(args.rank_csv);  // before the ranks: 10,000 take a while
   const auto files = analyzer::expand_rank_inputs(args.files);
   auto m = analyzer::analyze_ranks(files, options);
   if (!m.not_one_job.empty()) return run_analyze_one_by_one(files, m.not_one_job, args);
   if (!args.rank_csv.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(args.rank_csv, ec);
-    if (ec) throw store::StoreError(args.rank_csv, "cannot create the directory: " + ec.message());
+    if (::mkdir(args.rank_csv.c_str(), S_IRWXU) != 0 && errno != EEXIST)
+      throw store::StoreError(args.rank_csv,
+                              std::string("cannot create the folder: ") + std::strerror(errno));
     analyzer::write_file_atomically(args.rank_csv + "/rank_steps.csv", analyzer::rank_steps_csv(m.ranks, args.job));
     analyzer::write_file_atomically(args.rank_csv + "/rank_collectives.csv",
                                     analyzer::rank_collectives_csv(m.ranks, args.job));

@@ -280,6 +280,19 @@ TEST_CASE("stepscope analyze takes a directory of rank stores, report renders th
   auto csv = test::run_shell(bin + " analyze " + test::shell_quote(dir.path().string()) +
                              " --job j1 --rank-csv " + test::shell_quote(dir.file("csv")) + " >/dev/null");
   REQUIRE(csv.status == 0);
+  // Per-rank tables name hosts and files: private as stores are (a folder made 0700, files 0600).
+  CHECK((std::filesystem::status(dir.file("csv")).permissions() & std::filesystem::perms::all) ==
+        std::filesystem::perms::owner_all);
+  CHECK(
+      (std::filesystem::status(dir.file("csv/rank_steps.csv")).permissions() & std::filesystem::perms::all) ==
+      (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  // A mistyped parent is refused before any rank is read, and nothing is created.
+  auto typo = test::run_shell(bin + " analyze " + test::shell_quote(dir.path().string()) + " --rank-csv " +
+                              test::shell_quote(dir.file("no/such/csv")) + " 2>&1");
+  CHECK(typo.status == 2);
+  CHECK(typo.output == "stepscope: " + dir.file("no/such/csv") + ": no such folder " + dir.file("no/such") +
+                           " (create it first)\n");
+  CHECK_FALSE(std::filesystem::exists(dir.file("no")));
   std::ifstream steps(dir.file("csv/rank_steps.csv")), colls(dir.file("csv/rank_collectives.csv"));
   std::string header, row;
   std::getline(steps, header);

@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -119,6 +121,36 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
     const std::string why = ec.message();  // before the removal below resets ec ("cannot write: Success")
     std::filesystem::remove(tmp, ec);
     throw StoreError(path, "cannot write: " + why);
+  }
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+  const std::string tmp = temp_path_beside(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd < 0) throw StoreError(path, std::string("cannot create: ") + std::strerror(errno));
+  auto fail = [&](const char* what) {
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw StoreError(path, std::string(what) + std::strerror(saved));
+  };
+  if (::fchmod(fd, S_IRUSR | S_IWUSR) != 0) fail("cannot make the file private (chmod 0600): ");
+  for (size_t done = 0; done < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot write: ");
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail("cannot write: ");
+  if (::close(fd) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    throw StoreError(path, std::string("cannot write: ") + std::strerror(saved));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    throw StoreError(path, std::string("cannot replace: ") + std::strerror(saved));
   }
 }
 

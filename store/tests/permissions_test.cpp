@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "stepscope/store/store.h"
@@ -74,4 +76,42 @@ TEST_CASE("a store cannot be created in a missing folder: one line naming the fi
     CHECK(std::string(e.what()) == db + ": cannot create store: No such file or directory");
   }
   CHECK(mode_of(db) == -1);
+}
+
+TEST_CASE("a report or export written atomically is 0600, whole, and says why it could not be written") {
+  stepscope::test::ScratchDir dir("store_permissions_file");
+  Umask scoped(0);
+  const std::string out = dir.file("trace.json");
+  {
+    FILE* f = std::fopen(out.c_str(), "w");  // an old, world-readable file at the target path
+    REQUIRE(f);
+    std::fputs("old", f);
+    std::fclose(f);
+    ::chmod(out.c_str(), 0666);
+  }
+  write_file_atomically(out, R"({"otherData":{"command":"train.py --token abc"}})");
+  CHECK(mode_of(out) == 0600);
+  std::ifstream in(out);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) ==
+        R"({"otherData":{"command":"train.py --token abc"}})");
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);  // no temporary left
+
+  const std::string missing = dir.file("no/such/dir/report.html");
+  try {
+    write_file_atomically(missing, "x");
+    FAIL("no error");
+  } catch (const StoreError& e) {
+    CHECK(std::string(e.what()) == missing + ": cannot create: No such file or directory");
+  }
+  // Replacing a folder fails at the rename: the temporary is removed, the folder kept.
+  const std::string folder = dir.file("a_folder");
+  std::filesystem::create_directory(folder);
+  try {
+    write_file_atomically(folder, "x");
+    FAIL("no error");
+  } catch (const StoreError& e) {
+    CHECK(std::string(e.what()) == folder + ": cannot replace: Is a directory");
+  }
+  CHECK(std::filesystem::is_directory(folder));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);
 }

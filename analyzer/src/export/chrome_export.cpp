@@ -383,31 +383,11 @@ std::string gzip_bytes(const std::string& in) {
 
 }  // namespace
 
-void write_export_atomically(const std::string& path, const std::string& bytes) {
-  std::string tmp = temp_path_beside(path);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw StoreError(path, std::string("cannot create: ") + std::strerror(errno));
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (::fsync(fileno(f)) == 0) && ok;
-  ok = (std::fclose(f) == 0) && ok;
-  std::error_code ec;
-  if (!ok) {
-    std::filesystem::remove(tmp, ec);
-    throw StoreError(path, "write failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw StoreError(path, "cannot rename the finished file into place");
-  }
-}
-
 void export_chrome_trace(const Trace& t, const std::string& path) {
   std::string json = to_chrome_json(t);
   bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   if (gz) json = gzip_bytes(json);
-  write_export_atomically(path, json);
+  store::write_file_atomically(path, json);
 }
 
 }  // namespace stepscope::analyzer

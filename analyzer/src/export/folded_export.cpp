@@ -6,6 +6,7 @@
 
 #include "export/sample_stacks.h"
 #include "stepscope/analyzer/export.h"
+#include "stepscope/store/store.h"
 
 namespace stepscope::analyzer {
 
@@ -41,7 +42,7 @@ std::string to_folded_stacks(const Trace& t) {
 }
 
 void export_folded_stacks(const Trace& t, const std::string& path) {
-  write_export_atomically(path, to_folded_stacks(t));
+  store::write_file_atomically(path, to_folded_stacks(t));
 }
 
 }  // namespace stepscope::analyzer

@@ -6,6 +6,7 @@
 #include "export/sample_stacks.h"
 #include "stepscope/analyzer/export.h"
 #include "stepscope/analyzer/json_writer.h"
+#include "stepscope/store/store.h"
 
 namespace stepscope::analyzer {
 
@@ -54,7 +55,7 @@ std::string to_speedscope_json(const Trace& t, const std::string& name) {
 }
 
 void export_speedscope(const Trace& t, const std::string& path, const std::string& name) {
-  write_export_atomically(path, to_speedscope_json(t, name));
+  store::write_file_atomically(path, to_speedscope_json(t, name));
 }
 
 }  // namespace stepscope::analyzer

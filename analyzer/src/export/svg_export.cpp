@@ -10,6 +10,7 @@
 
 #include "export/sample_stacks.h"
 #include "stepscope/analyzer/export.h"
+#include "stepscope/store/store.h"
 
 namespace stepscope::analyzer {
 
@@ -151,7 +152,7 @@ std::string to_flame_graph_svg(const Trace& t, const std::string& title) {
 }
 
 void export_flame_graph_svg(const Trace& t, const std::string& path, const std::string& title) {
-  write_export_atomically(path, to_flame_graph_svg(t, title));
+  store::write_file_atomically(path, to_flame_graph_svg(t, title));
 }
 
 }  // namespace stepscope::analyzer

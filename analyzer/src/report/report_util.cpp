@@ -146,31 +146,9 @@ bool parse_report_format(std::string_view name, ReportFormat& out) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {
-  if (path == "-") {
-    std::fwrite(content.data(), 1, content.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  std::string tmp = store::temp_path_beside(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw store::StoreError(path, "cannot create output file");
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    f.flush();
-    if (!f) {
-      f.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw store::StoreError(path, "write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ec2;
-    std::filesystem::remove(tmp, ec2);
-    throw store::StoreError(path, "cannot replace output file: " + ec.message());
-  }
+  if (path != "-") return store::write_file_atomically(path, content);
+  std::fwrite(content.data(), 1, content.size(), stdout);
+  std::fflush(stdout);
 }
 
 namespace report_util {

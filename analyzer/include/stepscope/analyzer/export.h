@@ -36,7 +36,4 @@ void export_speedscope(const store::Trace& t, const std::string& path, const std
 std::string to_flame_graph_svg(const store::Trace& t, const std::string& title);
 void export_flame_graph_svg(const store::Trace& t, const std::string& path, const std::string& title);
 
-// Writes `bytes` to `path` through a temporary file beside it, renamed into place when complete.
-void write_export_atomically(const std::string& path, const std::string& bytes);
-
 }  // namespace stepscope::analyzer

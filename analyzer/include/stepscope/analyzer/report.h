@@ -62,8 +62,7 @@ std::string xml_escape(std::string_view s);       // XML 1.0: also drops charact
 std::string markdown_escape(std::string_view s);  // inside a GFM table cell: one line, no HTML, no markup
 std::string valid_utf8(std::string_view s);
 
-// Writes `content` to `path` through a temporary file beside it, renamed over `path` when complete; "-"
-// writes to stdout. Throws store::StoreError("PATH: reason") on failure and leaves nothing half-written.
+// store::write_file_atomically (a private file, whole or not at all), or stdout for "-".
 void write_file_atomically(const std::string& path, std::string_view content);
 
 }  // namespace stepscope::analyzer

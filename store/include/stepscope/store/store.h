@@ -200,6 +200,12 @@ class StoreReader {
 // WriterOptions::packed.
 void write_store_atomically(const Trace& t, const std::string& path, bool packed = true);
 
+// Writes `content` to `path` as write_store_atomically does a store: a temporary file beside it, created 0600
+// whatever the umask (reports and exports carry what a store does: paths, source lines, the command line),
+// flushed to disk and renamed over `path` when complete; on any failure it is removed and StoreError("PATH:
+// cannot create|write|replace …: reason") thrown, so `path` is either the old file or the whole new one.
+void write_file_atomically(const std::string& path, std::string_view content);
+
 // Removes a store file and the -wal, -shm and -journal files SQLite may have left beside it; never throws.
 void remove_store_files(const std::string& path);
 
