@@ -544,6 +544,24 @@ TEST_CASE("refusals are one line, exit 2, and never leave the process stopped") 
     CHECK(only_line(a.stderr_text()).find("is already traced by process " + std::to_string(getpid())) != std::string::npos);
     ptrace(PTRACE_DETACH, target.pid, nullptr, nullptr);
   }
+  SECTION("a stopped process (SIGSTOP, Ctrl-Z)") {
+    // A request queued in it was served after the attach had given up and removed the parts folder: the
+    // collector then failed for good in that process.
+    REQUIRE(kill(target.pid, SIGSTOP) == 0);
+    REQUIRE(wait_until([&] { return state_of(target.pid) == 'T'; }, 5000));
+    const std::string want =
+        "stepscope: process " + std::to_string(target.pid) +
+        " (hot_loop) is stopped (SIGSTOP or Ctrl-Z): it cannot answer until it runs; `kill -CONT " +
+        std::to_string(target.pid) + "` first";
+    Proc a = run(attach_cmd(target.pid, db), dir.file("a"));
+    CHECK(a.status == 2);
+    CHECK(only_line(a.stderr_text()) == want);
+    Proc s = run({stepscope_bin(), "detach", std::to_string(target.pid)}, dir.file("s"));
+    CHECK(s.status == 2);
+    CHECK(only_line(s.stderr_text()) == want);
+    kill(target.pid, SIGCONT);
+    REQUIRE(wait_until([&] { return state_of(target.pid) != 'T'; }, 5000));
+  }
   SECTION("collector library not found") {
     Proc a = run(attach_cmd(target.pid, db), dir.file("a"), -1, {"STEPSCOPE_COLLECTOR_LIB=/nonexistent/libstepscope_collector.so"});
     CHECK(a.status == 2);
@@ -556,6 +574,35 @@ TEST_CASE("refusals are one line, exit 2, and never leave the process stopped") 
   CHECK((st == 'R' || st == 'S'));  // never left in a tracing stop ('t')
   kill(target.pid, SIGKILL);
   target.wait();
+}
+
+TEST_CASE(
+    "a second attach to the same output is refused while the first records: its parts folder is 0700 and "
+    "kept") {
+  test::ScratchDir dir("attach_same_output");
+  Proc target = spawn({sample("hot_loop"), "--iterations", "8000000000"}, dir.file("target"));
+  Proc other = spawn({sample("hot_loop"), "--iterations", "8000000000"}, dir.file("other"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string db = dir.file("run.db");
+  std::vector<std::string> first_cmd{"/bin/sh", "-c", "umask 000; exec \"$0\" \"$@\""};
+  for (const auto& a : attach_cmd(target.pid, db, {"--duration", "3"})) first_cmd.push_back(a);
+  Proc first = spawn(first_cmd, dir.file("first"));
+  REQUIRE(wait_until([&] { return fs::exists(db + ".parts/.lock"); }, 10000));
+  CHECK((fs::status(db + ".parts").permissions() & fs::perms::all) ==
+        fs::perms::owner_all);  // under umask 000
+  Proc second = run(attach_cmd(other.pid, db), dir.file("second"));
+  CHECK(second.status == 2);
+  CHECK(only_line(second.stderr_text())
+            .find("stepscope: " + db + ": another stepscope is recording to it (pid ") == 0);
+  CHECK(first.wait() == 0);
+  INFO(first.stderr_text());
+  const store::Trace t = store::StoreReader(db).load();
+  CHECK(t.samples.size() > 100);  // the first window's samples: the refused attach removed nothing
+  CHECK(!fs::exists(db + ".parts"));
+  kill(target.pid, SIGKILL);
+  kill(other.pid, SIGKILL);
+  target.wait();
+  other.wait();
 }
 
 TEST_CASE("seccomp: strict mode and a filter forbidding mmap are refused in one line — the process carries on") {

@@ -385,6 +385,40 @@ TEST_CASE("SIGKILL of the target mid-run leaves a store with samples") {
   CHECK(t.meta["exit_code"] == "137");
 }
 
+TEST_CASE(
+    "a second recording to the same output is refused while the first runs, a killed one's parts cleared") {
+  // Two shells' default run.db: the second removed the first's parts, and both wrote a store, one empty.
+  test::ScratchDir dir("collector_same_output");
+  const std::string db = dir.file("same.db"), parts = db + ".parts";
+  std::filesystem::create_directory(parts);  // left by a recording that was killed: a part never merged
+  { std::ofstream(parts + "/4242-1.db") << "stale"; }
+  { std::ofstream(parts + "/.lock") << "4241"; }
+  test::Spawned first = test::spawn_shell(
+      "exec " + test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) + " -- " +
+      test::shell_quote(sample("hot_loop")) + " --iterations 2500000000 2>/dev/null >/dev/null");
+  REQUIRE(first.pid > 0);
+  for (int i = 0; i < 100 && std::filesystem::exists(parts + "/4242-1.db");
+       ++i)  // cleared once it holds the lock
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(std::filesystem::exists(parts + "/4242-1.db"));  // the killed recording's part is gone
+  const auto second =
+      test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) +
+                      " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
+  CHECK(second.status == 2);
+  CHECK(second.output == "stepscope: " + db + ": another stepscope is recording to it (pid " +
+                             std::to_string(first.pid) + ", " + parts +
+                             " in use): name another output with -o\n");
+  CHECK(first.wait() == 0);
+  const store::Trace t = store::StoreReader(db).load();
+  CHECK(t.samples.size() > 100);  // the first recording's, whole
+  CHECK_FALSE(std::filesystem::exists(parts));
+  // Once it has ended the output is free again.
+  const auto third =
+      test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) +
+                      " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
+  CHECK(third.status == 0);
+}
+
 TEST_CASE("SIGTERM sent to stepscope reaches the command, which flushes its last samples and dies of it") {
   test::ScratchDir dir("collector_term");
   const std::string db = dir.file("term.db");

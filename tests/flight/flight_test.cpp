@@ -246,6 +246,39 @@ TEST_CASE("stepscope dump saves the window on demand and prints the store") {
   CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").size() == 1);
 }
 
+TEST_CASE("detach, start and attach on a record --flight trainer are refused: it and its recorder run on") {
+  // `detach` closed the recording that began with the process; its threads still pointed at their freed state,
+  // and the next `start` or `attach` crashed the trainer (SIGSEGV in the sample handler, 5 of 5 runs).
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_refuse_detach");
+  test::Spawned rec = test::spawn_shell(
+      record_flight(dir.path().string(), "", "--steps 1000 --step-ms 5 --every 100000 --slow-ms 8") + " > " +
+      test::shell_quote(dir.file("record.log")));
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 8", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const std::string pid = std::to_string(trainer_pid);
+  const auto detach = test::run_shell(test::shell_quote(kCli) + " detach " + pid + " 2>&1");
+  CHECK(detach.status == 2);
+  CHECK(detach.output == "stepscope: process " + pid +
+                             ": recorded by `stepscope record` from its start: that recording ends with the program "
+                             "(or Ctrl-C to record); only windows opened by attach or record --paused close\n");
+  const auto start = test::run_shell(test::shell_quote(kCli) + " start " + pid + " 2>&1");
+  CHECK(start.status == 2);
+  CHECK(start.output == "stepscope: process " + pid + ": already recording\n");
+  const auto attach = test::run_shell(test::shell_quote(kCli) + " attach " + pid + " --duration 1 -o " +
+                                      test::shell_quote(dir.file("attached.db")) + " 2>&1");
+  CHECK(attach.status == 2);
+  CHECK_FALSE(fs::exists(dir.file("attached.db")));
+  // The flight recorder still answers: a dump is saved from the window the refusals left alone.
+  const auto d = test::run_shell(test::shell_quote(kCli) + " dump " + pid + " 2>&1");
+  INFO(d.output);
+  CHECK(d.status == 0);
+  CHECK(rec.wait() == 0);  // the trainer ran to its end
+  INFO(test::slurp(dir.file("record.log")));
+  CHECK(files_matching(dir.path().string(), R"(run-.*-dump\.db)").size() == 1);
+}
+
 TEST_CASE("stepscope top: a live view in a pseudo-terminal, q detaches and the trainer runs on") {
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   if (test::run_shell("cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null").output.rfind("3", 0) == 0)

@@ -46,6 +46,16 @@ bool alive(pid_t pid) {
   return attach::read_stat(pid, st) && st.state != 'Z' && st.state != 'X';
 }
 
+// A stopped process (SIGSTOP, Ctrl-Z) answers nothing until it runs again, and a request left queued in it
+// was served later against a parts folder already removed: refused before anything is sent or injected.
+void refuse_stopped(pid_t pid, const std::string& name) {
+  attach::ProcessStat st;
+  if (attach::read_stat(pid, st) && st.state == 'T')
+    throw AttachError("process " + std::to_string(pid) + " (" + name +
+                      ") is stopped (SIGSTOP or Ctrl-Z): it cannot answer until it runs; `kill -CONT " +
+                      std::to_string(pid) + "` first");
+}
+
 // A target that does not answer `stop` because it is exiting: its exit waits up to 5 s for a request in
 // progress and up to 5 s for the collector's final pass.
 constexpr int64_t kExitWaitNs = 12000000000;
@@ -186,6 +196,7 @@ std::map<std::string, std::string> start_options(const RecordOptions& o, const s
 // AttachError; `summary` counts the injection and its stops.
 void load_and_start(pid_t pid, const attach::ProcessStatus& st, const std::string& lib, const control::Request& start,
                     AttachSummary& summary) {
+  refuse_stopped(pid, st.name);
   control::Request status;
   status.command = "status";
   bool listening = true;
@@ -233,11 +244,14 @@ void load_and_start(pid_t pid, const attach::ProcessStatus& st, const std::strin
 
 std::string control_request(pid_t pid, const std::string& command) {
   const attach::ProcessStatus st = attach::read_status(pid);
+  refuse_stopped(pid, st.name);
   control::Request req;
   req.command = command;
   try {
     const std::string reply = request(pid, st.uid, req);
-    if (reply.rfind("ok", 0) != 0) throw AttachError("process " + std::to_string(pid) + ": " + reply);
+    if (reply.rfind("ok", 0) != 0)
+      throw AttachError("process " + std::to_string(pid) + ": " +
+                        (reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply));
     return reply;
   } catch (const NoCollector&) {
     if (const pid_t child = command_of_launcher(pid)) {
@@ -270,9 +284,7 @@ AttachSummary record_attached(const AttachOptions& o) {
     ~MaskGuard() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
   } mask_guard{old_mask};
 
-  fs::remove_all(parts_dir, ec);
-  if (!fs::create_directories(parts_dir, ec) && ec)
-    throw AttachError("cannot create " + parts_dir + ": " + ec.message());
+  const PartsFolderLock parts_lock(output, parts_dir);
   struct PartsGuard {  // nothing half-written is left behind when attaching fails
     std::string dir;
     bool keep = false;

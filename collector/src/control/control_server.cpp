@@ -70,7 +70,9 @@ std::string handle(const Request& req) {
   }
   if (req.command == "stop") {
     if (!window_open()) return "ok dormant";
-    return "ok stopped " + close_window();
+    std::string result, error;
+    if (!close_window(result, error)) return "error " + error;
+    return "ok stopped " + result;
   }
   if (req.command == "dump" || req.command == "snapshot") {
     // The flight recorder's window: a save of every process (dump), or this process's part for `stepscope top`.

@@ -12,7 +12,9 @@ namespace stepscope::collector {
 // options mean the environment's configuration (record --paused). A closed window leaves the collector dormant:
 // no timers, no signals, no CUPTI activity, its partial store complete on disk.
 bool open_window(const std::map<std::string, std::string>& options, std::string& error);
-std::string close_window();  // "samples=N"; nothing when no window was open
+// "samples=N"; nothing when no window was open. False with a reason for a recording that is not a window: one
+// `stepscope record` started with the process, whose threads point at their state (closing it crashed them).
+bool close_window(std::string& result, std::string& error);
 bool window_open();
 
 namespace control {

@@ -96,10 +96,18 @@ bool open_window(const std::map<std::string, std::string>& options, std::string&
   return true;
 }
 
-std::string close_window() {
+bool close_window(std::string& result, std::string& error) {
   std::lock_guard<std::mutex> lk(g_window_mu);
-  if (!running()) return {};
-  return "samples=" + std::to_string(end_window());
+  result.clear();
+  if (!running()) return true;
+  if (!g->windowed) {
+    error =
+        "recorded by `stepscope record` from its start: that recording ends with the program (or Ctrl-C to "
+        "record); only windows opened by attach or record --paused close";
+    return false;
+  }
+  result = "samples=" + std::to_string(end_window());
+  return true;
 }
 
 bool window_open() { return running(); }

@@ -6,8 +6,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,6 +255,39 @@ static bool statically_linked(const std::string& file) {
   }
   ::close(fd);
   return is_static;
+}
+
+PartsFolderLock::PartsFolderLock(const std::string& output, const std::string& dir) {
+  const auto fail = [&](const std::string& why) {
+    const int saved = errno;
+    if (fd_ >= 0) ::close(fd_);
+    throw store::StoreError(output, why + ": " + std::strerror(saved));
+  };
+  if (::mkdir(dir.c_str(), S_IRWXU) != 0 && errno != EEXIST) fail("cannot create " + dir);
+  fd_ = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
+  if (fd_ < 0) fail("cannot use " + dir);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) fail("cannot lock " + dir);
+    char holder[32] = {};
+    (void)!::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    throw store::StoreError(output, std::string("another stepscope is recording to it (") +
+                                        (holder[0] ? "pid " + std::string(holder) + ", " : std::string()) +
+                                        dir + " in use): name another output with -o");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size()))
+    fail("cannot write " + dir + "/.lock");
+  // Part files hold the same private data as the store: only the owner may list or read them.
+  if (::fchmod(fd_, S_IRUSR | S_IWUSR) != 0 || ::chmod(dir.c_str(), S_IRWXU) != 0)
+    fail("cannot make " + dir + " private");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))  // a killed recording's parts, never merged
+    if (e.path().filename() != ".lock") fs::remove_all(e.path(), ec);
+}
+
+PartsFolderLock::~PartsFolderLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void merge_parts(const std::string& parts_dir, const std::string& output,
@@ -574,13 +609,8 @@ RecordSummary record(const RecordOptions& o) {
   const std::string output = fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
   const std::string parts_dir = output + ".parts";
   store::require_output_folder(output);  // the user's to make, with the mode they choose
+  const PartsFolderLock parts_lock(output, parts_dir);
   std::error_code ec;
-  fs::remove_all(parts_dir, ec);
-  if (!fs::create_directories(parts_dir, ec) && ec)
-    throw store::StoreError(output, "cannot create " + parts_dir + ": " + ec.message());
-  // Part files hold the same private data as the store: only the owner may list or read them.
-  fs::permissions(parts_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  if (ec) throw store::StoreError(output, "cannot make " + parts_dir + " private: " + ec.message());
   const std::string lib = collector_library_path();
   if (!fs::exists(lib, ec)) throw store::StoreError(lib, "collector library not found (set STEPSCOPE_COLLECTOR_LIB)");
 

@@ -58,6 +58,23 @@ struct RecordSummary {
 // be written. Never throws for a failing command: its status is in the summary.
 RecordSummary record(const RecordOptions& options);
 
+// OUTPUT.parts, where a recording's processes write their parts (record, attach), held for the recording:
+// made 0700 when missing and locked (flock on its .lock file, which names the holder's pid), so a second
+// recording to the same output is refused while this one runs — two shells' default run.db removed each
+// other's parts and both wrote a store, one of them empty. What a recording that was killed left there is
+// removed. Throws store::StoreError(output, why). The folder itself is removed by whoever merges it; the lock
+// ends with this.
+class PartsFolderLock {
+ public:
+  PartsFolderLock(const std::string& output, const std::string& parts_dir);
+  ~PartsFolderLock();
+  PartsFolderLock(const PartsFolderLock&) = delete;
+  PartsFolderLock& operator=(const PartsFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // The STEPSCOPE_FLIGHT_* settings of `options` for a recording whose saves go to `dir`, named <prefix>-*.db.
 std::map<std::string, std::string> flight_env(const RecordOptions& options, const std::string& dir,
                                               const std::string& prefix);
