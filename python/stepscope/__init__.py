@@ -159,7 +159,9 @@ def start(output=None, **options):
 
 def stop():
     """Ends the recording start() began and returns its analysis (findings, steps, summary; a notebook shows the
-    HTML report); None when a `stepscope record` launcher writes the store at the program's end."""
+    HTML report); None when a `stepscope record` launcher writes the store at the program's end, and in a child
+    forked inside the window (the window is its parent's). Closing an in-process or `record --paused` window ends
+    its last step() step."""
     from ._session import stop as _stop
 
     return _stop()

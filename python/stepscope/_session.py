@@ -50,8 +50,8 @@ def find_cli(explicit=None):
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return os.path.abspath(c)
-    raise RecordingError("the stepscope executable was not found (pip install stepscope, put it on PATH, or set "
-                         "STEPSCOPE_CLI)")
+    raise RecordingError("the stepscope executable was not found (`pip install .` at the root of stepscope's "
+                         "repository puts it in this environment; or put it on PATH, or set STEPSCOPE_CLI)")
 
 
 def _loaded_collector():
@@ -155,7 +155,13 @@ class Window:
     when the store is someone else's to write: `record`, `record --paused`, `attach`).
 
     output: the store (in-process windows); cpu_hz, wall, no_gpu, gpu_window, step_func, data_wait_func: as
-    `stepscope attach`'s options; cli: the stepscope executable (default: find_cli())."""
+    `stepscope attach`'s options; cli: the stepscope executable (default: find_cli()).
+
+    close() first ends the window's open `stepscope.step()` step (source api) at step_end: a time.monotonic_ns()
+    time, "close" (the default: at the close; not in a recording that goes on, mode "external"), or None (no
+    mark: the caller ended it). A mark with none before it makes no step, so a window without api marks gets
+    none. Only the process that opened the window closes it: in a child forked inside it, close() does nothing
+    and returns None."""
 
     def __init__(self, output, cpu_hz=None, wall=False, no_gpu=False, gpu_window=None, step_func=None,
                  data_wait_func=None, cli=None, analyze=True):
@@ -165,6 +171,8 @@ class Window:
         self.cli = cli
         self.analyze = analyze
         self.mode = None  # "in-process", "paused", "external"
+        self.pid = None   # the process that opened the window
+        self.step_end = "close"
         self.samples = None
         self.attach_output = ""
         self._attach = None
@@ -172,7 +180,7 @@ class Window:
 
     @property
     def is_open(self):
-        return self.mode is not None
+        return self.mode is not None and self.pid == os.getpid()
 
     def _attach_command(self, cli):
         o = self.options
@@ -194,6 +202,7 @@ class Window:
     def open(self):
         if self.is_open:
             return self
+        self.pid = os.getpid()
         status = _status()
         store, paused = _launcher_store()
         if status == "recording" or (store and not paused):
@@ -258,6 +267,16 @@ class Window:
     def close(self):
         """Closes the window; the Analysis of the store it wrote (in-process), else None."""
         mode, self.mode = self.mode, None
+        if self.pid != os.getpid():
+            _open_windows.discard(self)
+            return None  # a child forked inside the window: the window and its store are the parent's
+        if mode is not None and self.step_end is not None:
+            from . import step as mark_step, step_at as mark_step_at
+
+            if self.step_end != "close":
+                mark_step_at(self.step_end, "api")
+            elif mode != "external":  # a recording that goes on: the program's next mark ends the step
+                mark_step("api")
         if mode == "paused":
             reply = _request("stop") or ""
             self.samples = _samples_in(reply)
@@ -390,19 +409,29 @@ def _default_output():
     return os.path.abspath(time.strftime("stepscope-%Y%m%d-%H%M%S.db"))
 
 
+def _refuse_nested(caller):
+    """Windows do not nest: one opened in-process by this process is open (under `stepscope record` or `attach`
+    a window joins that recording instead, and the marks go there)."""
+    for window in _open_windows:
+        if window.is_open:
+            raise RecordingError(f"{caller}: a window is already open in this process, writing {window.output} "
+                                 f"(close it first: windows do not nest)")
+
+
 def start(output=None, **options):
     """Starts recording this process: `stepscope.stop()` ends it and returns the analysis. output: the store
     (default stepscope-DATE-TIME.db here); options: see Window."""
     global _current
     if _current is not None and _current.is_open:
         raise RecordingError("stepscope.start(): already recording (call stepscope.stop() first)")
+    _refuse_nested("stepscope.start()")
     _current = Window(output or _default_output(), **options).open()
     return _current
 
 
 def stop():
     """Ends the recording stepscope.start() began: its Analysis (None when the store is written by a `stepscope
-    record` launcher at the program's end)."""
+    record` launcher at the program's end, and in a child forked inside the window, which leaves it alone)."""
     global _current
     window, _current = _current, None
     if window is None:
@@ -419,6 +448,7 @@ class Profile:
         self.analysis = None
 
     def __enter__(self):
+        _refuse_nested("stepscope.profile()")
         self.window.open()
         return self
 

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from . import step as _mark_step, step_at as _mark_step_at
+from . import step as _mark_step
 
 __all__ = ["StepscopeCallback", "StepscopeLightningCallback", "StepWindows"]
 
@@ -88,7 +88,6 @@ class _Recorder:
         self.options = options
         self.window = None  # the open _session.Window
         self.range = None   # (first, end) of the open window
-        self.last_end_ns = None
         self.analyses = []  # one per store written
         self.lines = []     # the lines emitted
 
@@ -108,6 +107,7 @@ class _Recorder:
             # The window's last step ends where the next begins: each step spans the trainer's whole loop
             # iteration (its step, logging, the next batch's fetch), the last one too.
             _mark_step(_SOURCE)
+            self.window.step_end = None  # ended here: the window's close marks nothing more
             self.close()
         if self.window is None:
             end = self.windows.starting_at(i)
@@ -119,20 +119,21 @@ class _Recorder:
             _mark_step(_SOURCE)
 
     def after_step(self):
-        self.last_end_ns = time.monotonic_ns()
+        if self.window is not None:
+            self.window.step_end = time.monotonic_ns()
 
     def end(self):
         """The training ended (or failed) with a window open: its last step ends where the trainer's last
-        optimizer step ended."""
+        optimizer step ended (the window's step_end, which its close marks: at the program's exit too, when the
+        trainer's end hook never ran)."""
         if self.window is not None:
-            if self.last_end_ns is not None:
-                _mark_step_at(self.last_end_ns, _SOURCE)
             self.close()
 
     def open(self, first, end):
         from ._session import Window
 
         self.window = Window(self.output_for(first, end), **self.options).open()
+        self.window.step_end = None  # no step of the window has ended yet
         self.range = (first, end)
 
     def close(self):

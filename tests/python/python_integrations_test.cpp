@@ -219,6 +219,34 @@ TEST_CASE(
         std::string::npos);
 }
 
+TEST_CASE(
+    "transformers Trainer: a crash inside the window keeps its completed steps in the store written at exit",
+    "[framework]") {
+  if (auto why = missing("torch, transformers"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  ScratchDir dir("python_integrations_crash");
+  const std::string db = dir.file("crash.db");
+  // The dataset raises as the trainer fetches step 14's batch, a batch ahead: after step 12 ended, before
+  // step 13 began. The exception passes the trainer's end hook; the window is closed, its store written, at
+  // the program's exit.
+  const auto r =
+      run_script(dir.file(""), "hf_trainer.py",
+                 "--output " + shell_quote(db) + " --steps 10:15 --max-steps 20 --accum 1 --fail-at 14");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.find("RuntimeError: slow_batches: the first item of optimizer step 14 (--fail-at)") !=
+        std::string::npos);
+  CHECK(optimizer_steps(r.output) == -1);  // train() never returned
+  const TrainerClock clock = trainer_clock(r.output);
+  CHECK(clock.end_after.count(13) == 1);    // step 12 ended (the trainer's global step 13)...
+  CHECK(clock.begin_after.count(13) == 0);  // ...and step 13 never began
+  REQUIRE(std::filesystem::exists(db));
+  Analyzed a;
+  analyze(db, a);
+  CHECK(a.step_source() == "api");
+  CHECK(a.steps() == 3);  // steps 10, 11 and 12: the last ends where the trainer ended it
+  check_steps_against_trainer(a, clock, 10);
+}
+
 TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and return its analysis") {
   ScratchDir dir("python_integrations_profile");
   const std::string slow_db = dir.file("slow.db"), fast_db = dir.file("fast.db");
@@ -226,12 +254,22 @@ TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and
       run_script(dir.file(""), "profile_api.py", shell_quote(slow_db) + " " + shell_quote(fast_db));
   INFO(r.output);
   REQUIRE(r.status == 0);
-  // 21 marks: 20 steps, each waiting 12 ms of its ~16 in a data_wait block.
+  // 20 marks, each where a step starts: 20 steps (the block's end ends the last), each waiting 12 ms of its
+  // ~16 in a data_wait block.
   CHECK(r.output.find("profile 20 api [[\"input-bound\", \"high\"]") != std::string::npos);
   CHECK(r.output.find("html True True") != std::string::npos);
   CHECK(r.output.find("\"stepscope/steps\": 20") != std::string::npos);
   CHECK(r.output.find("line 20 steps (api), median ") != std::string::npos);
   CHECK(r.output.find("start_stop 10 api []") != std::string::npos);
+  // A window inside the open one is refused, saying where the open one writes; the inner writes nothing.
+  for (const std::string caller : {"profile", "start"})
+    CHECK(r.output.find("nested_" + caller + " RecordingError: stepscope." + caller +
+                        "(): a window is already open in this process, writing " + slow_db +
+                        " (close it first: windows do not nest)\n") != std::string::npos);
+  CHECK(r.output.find("inner False\n") != std::string::npos);
+  // A child forked inside the window that exits normally leaves the parent's window alone: exit 0, silent.
+  CHECK(r.output.find("fork_profile 0 ''\n") != std::string::npos);
+  CHECK(r.output.find("fork_start 0 ''\n") != std::string::npos);
   Analyzed a;
   analyze(slow_db, a);  // the store stays, whole, for the CLI and the GUI
   CHECK(a.steps() == 20);

@@ -10,7 +10,7 @@ db = sys.argv[1]
 cells = [
     "import time, stepscope\n"
     "def loop(steps, wait_ms):\n"
-    "    for _ in range(steps + 1):\n"
+    "    for _ in range(steps):\n"
     "        stepscope.step()\n"
     "        with stepscope.data_wait():\n"
     "            time.sleep(wait_ms / 1e3)\n"

@@ -1,12 +1,17 @@
 """stepscope.profile() / start() / stop() in a plain script (no framework): a loop that marks its steps and waits
-for input in a with stepscope.data_wait() block. Prints what the returned analyses hold."""
+for input in a with stepscope.data_wait() block. Prints what the returned analyses hold; what a window inside a
+window gives; and how a child forked inside a window that exits normally ends (it leaves the window alone)."""
 import json
+import os
 import sys
+import tempfile
 import time
 
 import stepscope
+from stepscope._session import RecordingError
 
 slow_db, fast_db = sys.argv[1], sys.argv[2]
+inner_db = os.path.join(os.path.dirname(slow_db), "inner.db")
 
 
 def work(ms):
@@ -18,7 +23,7 @@ def work(ms):
 
 
 def loop(steps, wait_ms):
-    for _ in range(steps + 1):  # the last mark closes the last step
+    for _ in range(steps):  # a mark where each step starts: the window's close ends the last one
         stepscope.step()
         if wait_ms:
             with stepscope.data_wait():
@@ -26,15 +31,49 @@ def loop(steps, wait_ms):
         work(4)
 
 
+def nested(how):
+    """A window opened inside the open one: refused, in one line."""
+    try:
+        if how == "profile":
+            with stepscope.profile(inner_db) as inner:
+                pass
+            return f"opened, path {inner.path!r}, analysis {inner.analysis!r}"
+        stepscope.start(inner_db)
+        return f"opened, stop() gave {stepscope.stop()!r}"
+    except RecordingError as e:
+        return f"RecordingError: {e}"
+
+
+def fork_and_exit():
+    """A child forked inside the window exits with sys.exit(0): its exit code and everything it wrote."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as out:
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        return f"{os.waitstatus_to_exitcode(status)} {out.read().decode()!r}"
+
+
 with stepscope.profile(slow_db) as prof:
+    # Before the first mark: outside every step.
+    print("nested_profile", nested("profile"))
+    print("nested_start", nested("start"))
+    print("fork_profile", fork_and_exit())
     loop(20, 12)
 print("profile", len(prof.steps), prof.summary.step_source, json.dumps([[f.rule, f.severity] for f in prof.findings]))
+print("inner", os.path.exists(inner_db))
 html = prof._repr_html_()
 print("html", html.startswith("<div><b>stepscope</b>"), "<iframe srcdoc=" in html, len(html))
 print("metrics", json.dumps(prof.metrics()))
 print("line", prof.one_line())
 
 stepscope.start(fast_db)
+print("fork_start", fork_and_exit())
 loop(10, 0)
 analysis = stepscope.stop()
 print("start_stop", len(analysis.steps), analysis.summary.step_source, json.dumps([f.rule for f in analysis.findings]))

@@ -1,5 +1,7 @@
 """What hf_trainer.py and lightning_trainer.py share: their command line, and a dataset whose batches for optimizer
-steps [--slow-from, --slow-to) sleep --slow-ms per item (those steps wait for input)."""
+steps [--slow-from, --slow-to) sleep --slow-ms per item (those steps wait for input), and whose first item of
+optimizer step --fail-at raises when fetched: the training fails there (transformers.Trainer's loader fetches a
+batch ahead: its last step done is then --fail-at - 2)."""
 import argparse
 import time
 
@@ -18,6 +20,7 @@ def parse_args(out_dir):
     ap.add_argument("--slow-ms", type=float, default=10.0)
     ap.add_argument("--slow-from", type=int, default=0)
     ap.add_argument("--slow-to", type=int, default=0)
+    ap.add_argument("--fail-at", type=int, default=-1)
     ap.add_argument("--out-dir", default=out_dir)
     return ap.parse_args()
 
@@ -29,12 +32,15 @@ class SlowBatches(torch.utils.data.Dataset):
         self.a, self.n, self.calls = a, n, 0
         per_step = a.batch * a.accum
         self.slow = range(a.slow_from * per_step, a.slow_to * per_step)
+        self.fail = a.fail_at * per_step if a.fail_at >= 0 else -1
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
         k, self.calls = self.calls, self.calls + 1
+        if k == self.fail:
+            raise RuntimeError(f"slow_batches: the first item of optimizer step {self.a.fail_at} (--fail-at)")
         if k in self.slow:
             time.sleep(self.a.slow_ms / 1e3)
         return self.item(i, torch.Generator().manual_seed(i))
