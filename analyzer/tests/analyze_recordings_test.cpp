@@ -156,6 +156,12 @@ TEST_CASE("torch_dataloader on an H100: input-bound, saving the ~68 ms the GPU w
   STEPSCOPE_REQUIRE_TRACES();
   store::Trace k = analyzer::load_trace(test::recordings_dir() + "/h100-2026-11-22/torch_dataloader.kineto.json.gz");
   auto ka = analyzer::analyze(k);
+  // Its Optimizer.step ranges are on the main thread and copied onto the GPU's timeline (gpu_user_annotation,
+  // pid 0): 40 each. The steps are the host thread's, so the DataLoader waits beside them are the loop's own.
+  CHECK(ka.summary.step_source == "optimizer");
+  CHECK(ka.summary.steps == 40);
+  CHECK(ka.summary.other_thread_data_waits == 0);
+  CHECK(ka.summary.data_wait_share > 0.7);
   const auto* kf = find_finding(ka, "input-bound");
   REQUIRE(kf);
   CHECK(kf->severity == store::Severity::High);

@@ -410,6 +410,27 @@ TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the bre
     CHECK(a.summary.data_wait_share == Approx(0.04));
     CHECK_FALSE(find_finding(a, "input-bound"));
   }
+  SECTION("a step thread that never waits: the prefetch thread's waits are not its own, and are said") {
+    // A background prefetcher iterates the DataLoader; the loop takes ready batches (no
+    // stepscope.data_wait()).
+    t.data_waits.erase(
+        std::remove_if(t.data_waits.begin(), t.data_waits.end(), [](auto& w) { return w.tid == 7; }),
+        t.data_waits.end());
+    auto a = analyzer::analyze(t);
+    CHECK(a.summary.step_source == "step-func");
+    REQUIRE(a.summary.steps == 10);
+    for (const auto& s : a.steps) CHECK(s.host_data_wait_ns == 0);
+    CHECK(a.summary.data_wait_share == 0);
+    CHECK_FALSE(find_finding(a, "input-bound"));  // was high: 50% of each step, counted from thread 8
+    CHECK(a.summary.other_thread_data_waits == 10);
+    CHECK(a.summary.other_thread_data_wait_us == Approx(10 * 50 * 1000.0));
+    CHECK(analyzer::steps_advice(a.summary) ==
+          "10 data wait(s) (500.00 ms) were on other threads than the training loop's and are not counted as "
+          "its "
+          "wait (a prefetch thread waits so that the loop does not); if the loop blocks on that thread (a "
+          "queue.get), "
+          "wrap that call in `with stepscope.data_wait():` (docs/python.md).");
+  }
   SECTION("steps without a thread (one window over the run) take every thread's waits, still as a union") {
     t.steps.clear();
     auto a = analyzer::analyze(t);

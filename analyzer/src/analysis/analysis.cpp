@@ -256,6 +256,8 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     s.profiler.corrected_step_median_us = us(detail::upper_median(cor));
   }
   s.framework = ctx.framework;
+  s.other_thread_data_waits = ctx.other_thread_waits;
+  s.other_thread_data_wait_us = us(ctx.other_thread_wait_ns);
   if (auto it = trace.meta.find("python.hooks"); it != trace.meta.end()) s.python_hooks = it->second;
   if (auto it = trace.meta.find("flight.trigger"); it != trace.meta.end()) {
     s.flight_trigger = it->second;

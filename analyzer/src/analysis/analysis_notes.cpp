@@ -69,6 +69,14 @@ std::string steps_advice(const AnalysisSummary& s) {
           (s.step_source == "none" ? std::string(", and nothing else marked steps.")
                                    : ": the steps come from " + s.step_source + " instead.") +
           (out.empty() ? "" : " " + out);
+  if (s.other_thread_data_waits > 0)
+    out +=
+        std::string(out.empty() ? "" : " ") + std::to_string(s.other_thread_data_waits) + " data wait(s) (" +
+        units::format_ns_fixed(s.other_thread_data_wait_us * 1000.0) +
+        ") were on other threads than the training loop's and are not counted as its wait (a prefetch thread "
+        "waits so that the loop does not); if the loop blocks on that thread (a queue.get), wrap that call "
+        "in "
+        "`with stepscope.data_wait():` (docs/python.md).";
   return out;
 }
 

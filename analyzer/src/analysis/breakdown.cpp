@@ -344,7 +344,9 @@ std::vector<int64_t> busy_union(Context& ctx) {
 // Host-side data waits: the data_waits table and data-loader ranges (importers may provide either). The
 // same wait may be recorded twice (a `with stepscope.data_wait()` around a hooked DataLoader call, or a
 // loader range and its data_waits row): waits are a union, never a sum. When the steps were driven by one
-// thread that waited, only that thread's waits count: another thread's (a prefetcher's) do not stall it.
+// thread, only that thread's waits count: another thread's (a prefetcher's) do not stall it — also when the
+// step thread recorded none (counting them then called a trainer whose prefetch thread waited, and whose loop
+// did not, input-bound); they are counted apart and said (steps_advice).
 void collect_data_waits(Context& ctx) {
   const store::Trace& t = ctx.t();
   {
@@ -352,10 +354,9 @@ void collect_data_waits(Context& ctx) {
     for (const auto& w : ctx.windows)
       one_thread = one_thread && (w.pid || w.tid) && w.pid == ctx.windows.front().pid && w.tid == ctx.windows.front().tid;
     const int64_t spid = one_thread ? ctx.windows.front().pid : 0, stid = one_thread ? ctx.windows.front().tid : 0;
-    std::vector<Interval> all, own;
+    std::vector<Interval> own, other;  // one thread's steps: its waits and the others'; else all are `own`
     auto add = [&](int64_t s, int64_t e, int64_t pid, int64_t tid) {
-      all.push_back({s, e});
-      if (one_thread && pid == spid && tid == stid) own.push_back({s, e});
+      (!one_thread || (pid == spid && tid == stid) ? own : other).push_back({s, e});
     };
     for (const auto& d : t.data_waits) add(d.start, d.end, d.pid, d.tid);
     std::unordered_map<store::StringId, bool> is_dw;
@@ -365,7 +366,10 @@ void collect_data_waits(Context& ctx) {
       if (it == is_dw.end()) it = is_dw.emplace(r.name, is_data_wait_range(t.str(r.name))).first;
       if (it->second) add(r.start, r.end, r.pid, r.tid);
     }
-    ctx.data_waits = union_of(own.empty() ? std::move(all) : std::move(own));
+    ctx.data_waits = union_of(std::move(own));
+    ctx.other_thread_waits = int64_t(other.size());
+    ctx.other_thread_wait_ns = 0;
+    for (const auto& w : union_of(std::move(other))) ctx.other_thread_wait_ns += w.end - w.start;
   }
 }
 

@@ -114,6 +114,9 @@ struct Context {
   std::vector<IdleSegment> idle;        // classified GPU idle inside the analysed span, sorted
   std::vector<BlockingCall> blocking;   // sorted by start
   std::vector<Interval> data_waits;     // host-side data waits, union, sorted
+  // Waits on other threads than the one whose steps these are (a prefetcher's), left out of data_waits: how
+  // many and their union's length (AnalysisSummary::other_thread_data_waits).
+  int64_t other_thread_waits = 0, other_thread_wait_ns = 0;
   std::vector<uint32_t> api_op_count;   // per api call: GPU ops it launched
   std::vector<int64_t> dispatch_idle;   // per step: launch + host idle inside dispatch gaps (after correction)
   std::vector<int64_t> dispatch_launch_idle;  // per step: the launch-call part of dispatch_idle

@@ -113,12 +113,22 @@ int64_t StepDetector::thread_first_start(int64_t pid, int64_t tid) const {
 
 // One Optimizer.step per training step: a step ends where its optimizer step ends. With zero_grad only,
 // a step starts where its zero_grad starts.
+// Kineto copies each annotation onto the GPU's timeline (gpu_user_annotation, its own pid and tid): on a tie
+// of counts the copy's thread won, and the steps were no host thread's (their data waits then matched no
+// thread's). Host-side markers first, the GPU copies a fallback, as from_ranges.
 bool StepDetector::from_optimizer(DetectedSteps& out) const {
-  std::vector<StepWindow> steps_m, zero_m;
+  std::vector<StepWindow> steps_m, zero_m, gpu_steps_m, gpu_zero_m;
   for (const auto& r : t_.ranges) {
     const auto& n = t_.str(r.name);
-    if (is_optimizer_step_range(n)) steps_m.push_back({r.start, r.end, r.pid, r.tid});
-    else if (is_optimizer_zero_grad_range(n)) zero_m.push_back({r.start, r.end, r.pid, r.tid});
+    const bool gpu = r.source == store::RangeSource::GpuAnnotation;
+    if (is_optimizer_step_range(n))
+      (gpu ? gpu_steps_m : steps_m).push_back({r.start, r.end, r.pid, r.tid});
+    else if (is_optimizer_zero_grad_range(n))
+      (gpu ? gpu_zero_m : zero_m).push_back({r.start, r.end, r.pid, r.tid});
+  }
+  if (steps_m.empty() && zero_m.empty()) {
+    steps_m = std::move(gpu_steps_m);
+    zero_m = std::move(gpu_zero_m);
   }
   out.source = "optimizer";
   if (!steps_m.empty()) {
@@ -140,10 +150,11 @@ bool StepDetector::from_optimizer(DetectedSteps& out) const {
 
 // Each DataLoader __next__ starts a step; the last one runs to the thread's last activity.
 bool StepDetector::from_dataloader(DetectedSteps& out) const {
-  std::vector<StepWindow> w;
+  std::vector<StepWindow> w, gpu;
   for (const auto& r : t_.ranges)
-    if (is_dataloader_next_range(t_.str(r.name))) w.push_back({r.start, r.end, r.pid, r.tid});
-  auto m = top_level_on_busiest_thread(std::move(w));
+    if (is_dataloader_next_range(t_.str(r.name)))
+      (r.source == store::RangeSource::GpuAnnotation ? gpu : w).push_back({r.start, r.end, r.pid, r.tid});
+  auto m = top_level_on_busiest_thread(w.empty() ? std::move(gpu) : std::move(w));
   out.source = "dataloader";
   for (size_t i = 0; i < m.size(); ++i) {
     int64_t end = i + 1 < m.size() ? m[i + 1].start : thread_last_end(m[i].pid, m[i].tid);

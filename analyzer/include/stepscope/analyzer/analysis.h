@@ -155,6 +155,10 @@ struct AnalysisSummary {
   std::string cuda_lent;
   std::string step_source = "none";  // regex|step-func|api|profiler-step|nvtx|optimizer|dataloader|periodic|none
   std::string step_regex;  // the --step-regex asked for ("" when none): steps_advice says one unmatched
+  // Data waits recorded on other threads than the one that drove the steps (a prefetch thread's): not counted
+  // as the loop's wait, said in steps_advice with what to mark when the loop does block on that thread.
+  int64_t other_thread_data_waits = 0;
+  double other_thread_data_wait_us = 0;  // their union's length
   double step_confidence = 1.0;      // periodic steps: share of the sequence that repeats with the period
   double data_wait_share = 0;        // summed host data wait (StepBreakdown::host_data_wait_ns) / summed step time
   double input_idle_share = 0;       // summed GPU idle while waiting for data (data_wait_ns) / summed step time
@@ -260,7 +264,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options = {});
 // One sentence when the recording traced the GPU in windows (what the GPU figures cover), else empty.
 std::string gpu_window_note(const AnalysisSummary& s);
 // When the run has no step markers: why (from the Python hooks' status) and what to do; when a --step-regex
-// matched no range, that first; else empty.
+// matched no range, that first; when data waits on other threads were left out, that last; else empty.
 std::string steps_advice(const AnalysisSummary& s);
 // For a flight recorder's save, the sentence that says why it was saved; "" otherwise.
 std::string flight_note(const AnalysisSummary& s);
