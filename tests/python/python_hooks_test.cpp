@@ -5,8 +5,12 @@
 // cannot go in, record/attach and analyze say so.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
+#include <vector>
 
 #include "python_test_support.h"
 #include "stepscope/store/store.h"
@@ -478,4 +482,45 @@ TEST_CASE(
     CHECK(stacks.find("<stepscope-collector>/hook") == std::string::npos);
     CHECK(stacks.find("step_fn (python_call_loop.py") != std::string::npos);
   }
+}
+
+TEST_CASE(
+    "stepscope.step() on several threads: each thread's marks make its own steps, never cutting another's") {
+  // Three threads each marking their own loop made one sequence: a step ran to the next mark of any thread.
+  ScratchDir dir("python_steps_threads");
+  const std::string db = dir.file("t.db");
+  write_text(dir.file("threads.py"),
+             "import threading, time, stepscope\n"
+             "def loop(n, ms):\n"
+             "    for _ in range(n):\n"
+             "        stepscope.step()\n"
+             "        time.sleep(ms / 1000)\n"
+             "    stepscope.step()\n"  // under record the recording goes on: the last mark ends the last step
+             "ts = [threading.Thread(target=loop, args=a) for a in ((8, 9), (10, 7), (15, 5))]\n"
+             "[t.start() for t in ts]\n"
+             "[t.join() for t in ts]\n");
+  const auto r = run_shell(shell_quote(kCli) + " record --no-gpu -o " + shell_quote(db) + " -- " +
+                           shell_quote(venv_python()) + " " + shell_quote(dir.file("threads.py")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto t = stepscope::store::StoreReader(db).load();
+  std::map<int64_t, std::vector<const stepscope::store::Step*>> by_tid;
+  for (const auto& s : t.steps)
+    if (t.str(s.source) == "api") by_tid[s.tid].push_back(&s);
+  REQUIRE(by_tid.size() == 3);
+  std::multiset<size_t> counts;
+  for (auto& [tid, steps] : by_tid) {
+    counts.insert(steps.size());
+    std::sort(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->start < b->start; });
+    for (size_t i = 0; i < steps.size(); ++i) {
+      INFO("thread " << tid << " step " << i);
+      CHECK(steps[i]->index == int64_t(i));
+      CHECK(steps[i]->end - steps[i]->start >= 4'000'000);  // a whole iteration: its sleep of 5 ms or more
+      if (i) CHECK(steps[i]->start == steps[i - 1]->end);   // back to back on its own thread
+    }
+  }
+  CHECK(counts == std::multiset<size_t>{8, 10, 15});
+  const auto a = run_shell(shell_quote(kCli) + " analyze " + shell_quote(db) + " 2>&1");
+  INFO(a.output);
+  CHECK(a.output.find("15 step(s) (source: api)") != std::string::npos);  // the busiest thread's
 }

@@ -35,7 +35,7 @@ void add_step_boundary(int64_t t, int32_t tid, const char* source) {
   int64_t steps = -1;
   {
     std::lock_guard<std::mutex> lk(p.mu);
-    PendingRows::StepSequence& seq = p.step_sequences[name];
+    PendingRows::StepSequence& seq = p.step_sequences[{name, tid}];
     if (seq.last_boundary >= 0 && t > seq.last_boundary) {
       store::Step s;
       s.index = seq.next_index++;

@@ -60,12 +60,14 @@ struct PendingRows {
   std::mutex mu;
   store::Trace rows;
   // Step boundaries come from several sources at once (stepscope.step(), the DataLoader and optimizer hooks,
-  // NVTX): each source keeps its own sequence, so one source's marks never cut another's steps short.
+  // NVTX) and from several threads: each source keeps a sequence per thread, so one source's or one thread's
+  // marks never cut another's steps short (three threads each marking their own loop made one sequence whose
+  // steps ran to the next mark of any thread: 0.035 ms steps against 3–5 ms iterations).
   struct StepSequence {
     int64_t next_index = 0;
     int64_t last_boundary = -1;
   };
-  std::map<std::string, StepSequence> step_sequences;
+  std::map<std::pair<std::string, int32_t>, StepSequence> step_sequences;  // by (source, tid)
   // Stacks captured at blocking CUDA calls, by correlation id, waiting for the collector thread to unwind them
   // (record: laid out as a sample ring record — header with registers, stack copy, raw Python frames).
   struct CallStack {

@@ -88,7 +88,7 @@ void emit(const OpenRange& r, int64_t end, int32_t tid, int32_t depth) {
     }
     if (is_step) {
       store::Step s;
-      s.index = p.step_sequences["nvtx"].next_index++;
+      s.index = p.step_sequences[{"nvtx", tid}].next_index++;
       steps = s.index + 1;
       s.start = r.start;
       s.end = end;
