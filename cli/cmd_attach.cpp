@@ -32,6 +32,7 @@ CommandRegistration reg_attach(11, [](CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    o->record.output = collector::attach_output_name(o->record.output, o->pid);  // %p, %h, %r as record
     store::require_output_folder(o->record.output);  // as `record`: nothing created (docs/collector.md)
     collector::record_attached(*o);
     exit_code = 0;

@@ -605,6 +605,29 @@ TEST_CASE(
   other.wait();
 }
 
+TEST_CASE("attach -o expands %p, %h, %r and %% as record does, and refuses %r for a process without a rank") {
+  test::ScratchDir dir("attach_output_pattern");
+  Proc ranked = spawn({sample("hot_loop"), "--iterations", "8000000000"}, dir.file("ranked"), -1, {"RANK=3"});
+  Proc plain = spawn({sample("hot_loop"), "--iterations", "8000000000"}, dir.file("plain"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  Proc a = run(attach_cmd(ranked.pid, dir.file("run-%p-%h-%r-%%.db"), {"--duration", "0.5"}), dir.file("a"));
+  INFO(a.stderr_text());
+  CHECK(a.status == 0);
+  CHECK(fs::exists(dir.file("run-" + std::to_string(ranked.pid) + "-" + host + "-3-%.db")));
+  Proc b = run(attach_cmd(plain.pid, dir.file("run-%r.db")), dir.file("b"));
+  CHECK(b.status == 2);
+  CHECK(only_line(b.stderr_text()) ==
+        "stepscope: " + dir.file("run-%r.db") + ": %r: process " + std::to_string(plain.pid) +
+            " has no rank in its environment (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, "
+            "PMI_RANK, PMIX_RANK)");
+  kill(ranked.pid, SIGKILL);
+  kill(plain.pid, SIGKILL);
+  ranked.wait();
+  plain.wait();
+}
+
 TEST_CASE("seccomp: strict mode and a filter forbidding mmap are refused in one line — the process carries on") {
   test::ScratchDir dir("attach_seccomp");
   for (const char* mode : {"strict", "no-mmap"}) {

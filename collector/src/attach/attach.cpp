@@ -6,6 +6,7 @@
 #include "stepscope/collector/attach.h"
 #include "launcher/flight_watcher.h"
 #include "launcher/launcher_clock.h"
+#include "launcher/rank_outputs.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -262,6 +263,29 @@ std::string control_request(pid_t pid, const std::string& command) {
     throw AttachError("process " + std::to_string(pid) + " (" + st.name + ") has no stepscope collector listening (" +
                       control::socket_path(st.uid, pid) + "): start it with `stepscope record --paused` or use `stepscope attach`");
   }
+}
+
+std::string attach_output_name(const std::string& pattern, pid_t pid) {
+  if (pattern.find('%') == std::string::npos) return pattern;
+  std::string rank;
+  if (pattern.find("%r") != std::string::npos) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    std::map<std::string, std::string> env;
+    for (std::string kv; std::getline(f, kv, '\0');)
+      if (const auto eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+      if (auto it = env.find(name); it != env.end() && !it->second.empty() &&
+                                    it->second.find_first_not_of("0123456789") == std::string::npos) {
+        rank = it->second;
+        break;
+      }
+    if (rank.empty())
+      throw AttachError(
+          pattern + ": %r: process " + std::to_string(pid) +
+          " has no rank in its environment (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK)");
+  }
+  const std::string p = std::to_string(pid), host = host_name();
+  return expand_output(pattern, rank.empty() ? nullptr : &rank, &p, &host);
 }
 
 AttachSummary record_attached(const AttachOptions& o) {

@@ -39,6 +39,11 @@ struct AttachSummary {
 // AttachError (one line) when the process cannot be attached; the process is never left stopped.
 AttachSummary record_attached(const AttachOptions& options);
 
+// `attach -o`'s name with %p (the process's pid), %h (this host), %r (the process's rank, from its
+// environment: RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK) and %% replaced, as `record`
+// does. Throws AttachError when %r is asked and the process has no rank.
+std::string attach_output_name(const std::string& pattern, pid_t pid);
+
 // `stepscope top PID`: a flight window in a running process (the collector loaded when needed) that keeps the
 // last `window_s` in memory and fires no trigger; snapshot() turns it into a store. The destructor closes the
 // window: the process keeps running, its collector dormant. A process already flight recording (record --flight,
