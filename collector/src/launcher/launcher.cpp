@@ -163,8 +163,9 @@ struct PythonHooksTally {
   std::string warning() const {
     if (!missing) return {};
     return "the Python hooks are missing in " + std::to_string(missing) + " of " + processes_text() + " (" +
-           first_missing + "): no steps or data waits from their Python code — DataLoader, optimizer and "
-           "stepscope.step() marks are lost there (docs/python.md)";
+           first_missing + "): no steps or data waits from their DataLoader, optimizer or --step-func hooks "
+           "(stepscope.step() marks still count where the program imports an installed stepscope package; "
+           "docs/python.md)";
   }
 };
 
