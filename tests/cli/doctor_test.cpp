@@ -182,6 +182,17 @@ TEST_CASE("doctor's bad usage exits 2") {
   }
 }
 
+TEST_CASE("doctor --keep under a missing folder is refused in one line and creates nothing") {
+  stepscope::test::ScratchDir dir("doctor_keep_missing");
+  const std::string keep = dir.file("no/such/kept");
+  auto r = stepscope::test::run_shell(std::string(STEPSCOPE_CLI) + " doctor --no-python --keep " +
+                                      stepscope::test::shell_quote(keep) + " 2>&1");
+  CHECK(r.status == 2);
+  CHECK(r.output ==
+        "stepscope: " + keep + ": no such folder " + dir.file("no/such") + " (create it first)\n");
+  CHECK_FALSE(std::filesystem::exists(dir.file("no")));  // the parents it made were 0755 and hid the typo
+}
+
 TEST_CASE("doctor's help lists its options and hides the self-test's workload") {
   auto r = stepscope::test::run_shell(std::string(STEPSCOPE_CLI) + " doctor --help 2>&1");
   CHECK(r.status == 0);

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -32,10 +33,11 @@ int doctor(const DoctorOptions& o, std::FILE* out) {
     if (!mkdtemp(templ.data()))
       throw store::StoreError(templ, std::string("cannot create: ") + std::strerror(errno));
     dir = templ;
-  } else if (fs::create_directories(dir, ec)) {
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  } else if (ec) {
-    throw store::StoreError(dir, "cannot create: " + ec.message());
+  } else if (!fs::is_directory(dir, ec)) {
+    store::require_output_folder(
+        dir);  // its own folder only, 0700: a mistyped parent is refused, not created
+    if (::mkdir(dir.c_str(), S_IRWXU) != 0 || ::chmod(dir.c_str(), S_IRWXU) != 0)
+      throw store::StoreError(dir, std::string("cannot create: ") + std::strerror(errno));
   }
   dir = fs::absolute(dir).lexically_normal().string();
   struct RemoveTemp {  // on every way out, exceptions included
