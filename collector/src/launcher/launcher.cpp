@@ -267,8 +267,8 @@ PartsFolderLock::PartsFolderLock(const std::string& output, const std::string& d
   if (::mkdir(dir.c_str(), S_IRWXU) != 0 && errno != EEXIST) fail("cannot create " + dir);
   fd_ = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
   if (fd_ < 0) fail("cannot use " + dir);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) fail("cannot lock " + dir);
+  // A file system without locks (Lustre mounted noflock, some NFS) records as before, unguarded.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     char holder[32] = {};
     (void)!::pread(fd_, holder, sizeof holder - 1, 0);
     ::close(fd_);

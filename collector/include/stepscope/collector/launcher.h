@@ -62,7 +62,8 @@ RecordSummary record(const RecordOptions& options);
 // made 0700 when missing and locked (flock on its .lock file, which names the holder's pid), so a second
 // recording to the same output is refused while this one runs — two shells' default run.db removed each
 // other's parts and both wrote a store, one of them empty. What a recording that was killed left there is
-// removed. Throws store::StoreError(output, why). The folder itself is removed by whoever merges it; the lock
+// removed. On a file system without locks (Lustre mounted noflock, some NFS) it records unguarded, as before.
+// Throws store::StoreError(output, why). The folder itself is removed by whoever merges it; the lock
 // ends with this.
 class PartsFolderLock {
  public:
