@@ -52,14 +52,17 @@ void add_control_command(CLI::App& app, int& exit_code, const char* name, const 
 }
 
 // `stepscope dump PID`: the flight recorder saves its window now; prints the store once the recording's
-// `record --flight` / `attach --flight` has written it.
+// `record --flight` / `attach --flight` has written it (--wait 0: at once, the path it will have).
 CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("dump", "Save a flight recording's window now (record --flight, attach --flight); "
                                          "prints the store written");
   auto pid = std::make_shared<int>(0);
   auto wait_s = std::make_shared<double>(60);
   cmd->add_option("pid", *pid, "Process recorded with --flight")->required();
-  cmd->add_option("--wait", *wait_s, "Seconds to wait for the store")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--wait", *wait_s,
+                  "Seconds to wait for the store (0: print the path it will have, do not wait)")
+      ->capture_default_str()
+      ->check(at_least_zero(false));
   cmd->callback([pid, wait_s, &exit_code]() {
     const std::string reply = collector::control_request(*pid, "dump");
     const auto at = reply.find("path=");
@@ -72,21 +75,44 @@ CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
     path = path.substr(0, path.find(' '));
     const auto save_at = reply.find(" save=");
     const std::string save = save_at == std::string::npos ? "" : reply.substr(save_at + 6);
+    // The save is made; its store comes with the launcher's merge (unless the quota holds it back).
+    if (*wait_s == 0) {
+      std::printf("%s\n", path.c_str());
+      exit_code = 0;
+      return;
+    }
+    // Why the launcher did not write the save: "<flight folder>/.not-saved-<folder>" (flight_watcher.cpp).
+    const auto not_saved = [&save]() {
+      const auto slash = save.rfind('/');
+      std::string why;
+      if (FILE* f =
+              std::fopen((save.substr(0, slash + 1) + ".not-saved-" + save.substr(slash + 1)).c_str(), "r")) {
+        char line[1024];
+        if (std::fgets(line, sizeof line, f)) why = line;
+        std::fclose(f);
+      }
+      if (!why.empty() && why.back() == '\n') why.pop_back();
+      return why.empty() ? std::string("no store was written (the output of record/attach --flight says why)")
+                         : why;
+    };
     // The recording's launcher merges the processes' parts a couple of seconds after the save began. With
     // -o run-%r.db it writes one store per rank: done when it has removed the save's folder.
     const bool per_rank = path.find("%r") != std::string::npos && !save.empty();
     for (double waited = 0; waited < *wait_s; waited += 0.1) {
       std::error_code ec;
+      // Read before the store is looked for: the store is in place before the folder goes.
+      const bool pending = save.empty() || collector::flight_save_pending(save);
       if (!per_rank && std::filesystem::exists(path, ec)) {
         std::printf("%s\n", path.c_str());
         exit_code = 0;
         return;
       }
-      if (per_rank && !collector::flight_save_pending(save)) {
-        const auto stores = collector::rank_stores(path);
+      if (!pending) {
+        const auto stores = per_rank ? collector::rank_stores(path) : std::vector<std::string>{};
         for (const auto& s : stores) std::printf("%s\n", s.c_str());
         exit_code = stores.empty() ? 1 : 0;
-        if (stores.empty()) std::fprintf(stderr, "stepscope: dump: no store was written for %s\n", path.c_str());
+        if (stores.empty())
+          std::fprintf(stderr, "stepscope: dump: %s not saved: %s\n", path.c_str(), not_saved().c_str());
         return;
       }
       usleep(100000);

@@ -88,9 +88,10 @@ CommandRegistration diff_command(50, [](CLI::App& app, int& exit_code) {
   sub->add_option("--base", args->base, "A base run (repeat for several runs; their steps pool)")->allow_extra_args(false);
   sub->add_option("--new", args->now, "A new run (repeat for several runs; their steps pool)")->allow_extra_args(false);
   sub->add_option("--config", args->config, "Thresholds and test settings (TOML or JSON; see docs/ci.md)");
-  sub->add_option("--kernel-regression-us", args->kernel_regression_us,
-                  "Fail when a kernel or op grows by more than US per step (and 10% of its base); a new one above US")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option(
+         "--kernel-regression-us", args->kernel_regression_us,
+         "Fail when a kernel or op grows by more than US per step (and 10% of its base); a new one above US")
+      ->check(at_least_zero(false));
   sub->add_option("--junit", args->junit, "Write JUnit XML here: one testcase per metric, failures for regressions");
   sub->add_option("--md", args->md, "Write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)");
   sub->add_option("--json", args->json, "Write the stepscope.diff/1 JSON here");

@@ -374,7 +374,7 @@ CommandRegistration top_command(14, [](CLI::App& app, int& exit_code) {
   cmd->add_option("--interval", o->interval, "Time between refreshes")->capture_default_str();
   cmd->add_option("--iterations", o->iterations, "Refreshes before detaching (0: until q or Ctrl-C)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least_zero(true));
   cmd->add_option("--cpu-hz", o->record.cpu_hz, "Samples per second per thread")
       ->capture_default_str()
       ->check(CLI::Range(1, 20000));

@@ -128,25 +128,30 @@ inline void add_flight_options(CLI::App* cmd, collector::RecordOptions& o, Fligh
                   "longer than that). Repeatable");
   cmd->add_option("--flight-warmup", o.flight_warmup_steps, "Steps not judged at the start")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least_zero(true));
   cmd->add_option("--flight-max-per-hour", o.flight_max_per_hour,
                   "Saves by triggers in any hour (stepscope dump and a failing end always save)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least_zero(true));
   cmd->add_option("--flight-quota", a.quota, "Disk all saves of the run may use together (1GiB, 500MiB; 0: no limit)")
       ->capture_default_str();
   cmd->add_option("--flight-gpu-steps", o.flight_gpu_steps,
                   "Steps traced whole after a trigger when GPU tracing is windowed")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least_zero(true));
 }
 
 // Applies the text forms; "" when valid, else the problem. A flight recording samples wall-clock time at 100 Hz
 // unless --cpu-hz / --cpu-time say otherwise (its cost goal is 1%: docs/flight.md, "Cost").
 inline std::string apply_flight_args(CLI::App* cmd, collector::RecordOptions& o, const FlightArgs& a) {
   if (a.window.empty()) {
-    if (!a.triggers.empty()) return "--trigger needs --flight";
-    return "";
+    // Given without --flight they would be ignored without a word.
+    std::string given;
+    for (const char* name :
+         {"--trigger", "--flight-warmup", "--flight-max-per-hour", "--flight-quota", "--flight-gpu-steps"})
+      if (cmd->get_option(name)->count() > 0) given += (given.empty() ? "" : ", ") + std::string(name);
+    if (given.empty()) return "";
+    return given + (given.find(',') == std::string::npos ? " needs --flight" : " need --flight");
   }
   if (!parse_seconds(a.window, o.flight_s) || o.flight_s <= 0) return "--flight: expected a duration like 60s, got " + a.window;
   if (!parse_bytes(a.quota, o.flight_quota_bytes)) return "--flight-quota: expected a size like 1GiB, got " + a.quota;

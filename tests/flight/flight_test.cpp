@@ -49,6 +49,11 @@ std::vector<std::string> files_matching(const std::string& dir, const std::strin
   return out;
 }
 
+// `s` as a regex that matches it literally (scratch paths in the patterns below).
+std::string re_quote(const std::string& s) {
+  return std::regex_replace(s, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+}
+
 std::map<std::string, std::string> meta_of(const std::string& path) {
   return stepscope::store::StoreReader(path).meta();
 }
@@ -124,7 +129,7 @@ TEST_CASE("record --flight writes nothing for a run where all is well") {
   REQUIRE(r.status == 0);
   const auto saves = files_matching(dir.path().string(), ".*");
   if (saves.empty()) {
-    CHECK(r.output.find("flight recorder: 0 windows saved (0.0 MiB), 0 not saved: no trigger fired") !=
+    CHECK(r.output.find("stepscope: flight recorder: 0 windows saved: no trigger fired\n") !=
           std::string::npos);
     return;
   }
@@ -198,8 +203,66 @@ TEST_CASE("the quota: saves that would pass it are not written, and the run says
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(files_matching(dir.path().string(), ".*").empty());
-  CHECK(r.output.find("the --flight-quota of 0.0 MiB is used (0 saves, 0.0 MiB)") != std::string::npos);
-  CHECK(r.output.find("flight recorder: 0 windows saved (0.0 MiB), 2 not saved") != std::string::npos);
+  // Each refusal names the quota in a unit that shows it (it said "the --flight-quota of 0.0 MiB is used").
+  const std::regex refused(
+      R"(stepscope: flight: not saved \(slow-step: step (199|399) took [^\n]*\): its [0-9.]+ (KiB|MiB) would pass )"
+      R"(the --flight-quota of 1\.0 KiB \(used so far: 0 saves, 0 bytes\); raise it\n)");
+  CHECK(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), refused),
+                      std::sregex_iterator()) == 2);
+  // Two triggers fired: the last line says why nothing was saved (it said "no trigger fired").
+  CHECK(r.output.find("stepscope: flight recorder: 0 windows saved, 2 not saved: over the --flight-quota of "
+                      "1.0 KiB\n") != std::string::npos);
+  CHECK(r.output.find("no trigger fired") == std::string::npos);
+}
+
+TEST_CASE("the hourly limit: the triggers held back are counted in the next save and in the last line") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_max_per_hour");
+  // Steps 199, 399 and 599 sleep; the limit saves the first and holds back the other two; the failing end
+  // (after step 640) is the next save.
+  const auto r = test::run_shell(record_flight(dir.path().string(), "--flight-max-per-hour 1",
+                                               "--steps 650 --step-ms 5 --crash-at 640"));
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  const auto step = files_matching(dir.path().string(), R"(run-.*-step199\.db)");
+  const auto exit = files_matching(dir.path().string(), R"(run-.*-exit\.db)");
+  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").size() == 2);
+  REQUIRE(step.size() == 1);
+  REQUIRE(exit.size() == 1);
+  CHECK(meta_of(dir.file(step[0])).count("flight.suppressed_triggers") == 0);
+  CHECK(meta_of(dir.file(exit[0]))["flight.suppressed_triggers"] == "2");
+  // It said "2 windows saved (0.4 MiB), 0 not saved".
+  CHECK(std::regex_search(r.output,
+                          std::regex(R"(stepscope: flight recorder: 2 windows saved \([0-9.]+ (KiB|MiB)\), )"
+                                     R"(2 triggers held back by --flight-max-per-hour\n)")));
+}
+
+TEST_CASE("flight options: bad values and options without --flight are refused in one line, exit 2") {
+  test::ScratchDir dir("flight_options");
+  const std::string cli = test::shell_quote(kCli), out = " -o " + test::shell_quote(dir.file("run.db"));
+  const auto expect = [](const std::string& command, const std::string& line) {
+    const auto r = test::run_shell(command + " 2>&1");
+    INFO(command);
+    CHECK(r.status == 2);
+    CHECK(r.output == line);  // CLI::NonNegativeNumber printed DBL_MAX, 309 digits
+  };
+  expect(cli + " record --flight 5s --flight-warmup -1" + out + " -- true",
+         "stepscope: --flight-warmup: -1: must be 0 or more (usage: stepscope record --help)\n");
+  expect(cli + " record --flight 5s --flight-max-per-hour abc" + out + " -- true",
+         "stepscope: --flight-max-per-hour: abc: expected a whole number, 0 or more (usage: stepscope record "
+         "--help)\n");
+  expect(cli + " dump 1 --wait -1",
+         "stepscope: --wait: -1: must be 0 or more (usage: stepscope dump --help)\n");
+  // Without --flight they were accepted and ignored.
+  expect(cli + " record --flight-quota 1KiB" + out + " -- true",
+         "stepscope: record: --flight-quota needs --flight\n");
+  expect(cli + " record --flight-warmup 5 --flight-gpu-steps 3" + out + " -- true",
+         "stepscope: record: --flight-warmup, --flight-gpu-steps need --flight\n");
+  expect(cli + " attach 1 --flight-max-per-hour 2" + out,
+         "stepscope: attach: --flight-max-per-hour needs --flight\n");
+  expect(cli + " record --trigger data-wait=200ms" + out + " -- true",
+         "stepscope: record: --trigger needs --flight\n");
+  CHECK(files_matching(dir.path().string(), ".*").empty());
 }
 
 namespace {
@@ -227,6 +290,15 @@ TEST_CASE("stepscope dump saves the window on demand and prints the store") {
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 7", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(3));
+  // --wait 0: the path the save will have, at once (it said "did not appear within 0 s", exit 1).
+  const auto now =
+      test::run_shell(test::shell_quote(kCli) + " dump " + std::to_string(trainer_pid) + " --wait 0 2>&1");
+  INFO(now.output);
+  CHECK(now.status == 0);
+  const std::string later = now.output.substr(0, now.output.find('\n'));
+  CHECK(now.output == later + "\n");
+  CHECK(std::regex_match(later, std::regex(re_quote(dir.file("run-")) + R"(\d{8}-\d{6}\.\d{3}-dump\.db)")));
+  CHECK_FALSE(fs::exists(later));  // merged ~2 s after the save began
   const auto d = test::run_shell(test::shell_quote(kCli) + " dump " + std::to_string(trainer_pid) + " 2>&1");
   INFO(d.output);
   REQUIRE(d.status == 0);
@@ -243,7 +315,43 @@ TEST_CASE("stepscope dump saves the window on demand and prints the store") {
   CHECK(t.steps.size() >= 200);
   CHECK(rec.wait() == 0);
   INFO(test::slurp(dir.file("record.log")));
-  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").size() == 1);
+  CHECK(fs::exists(later));
+  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").size() == 2);
+}
+
+TEST_CASE("stepscope dump fails once the launcher has found the quota used, with its reason") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_dump_quota");
+  // Braced: record's stderr, the quota's lines, into the log too.
+  test::Spawned rec = test::spawn_shell("{ " +
+                                        record_flight(dir.path().string(), "--flight-quota 1KiB",
+                                                      "--steps 1400 --step-ms 5 --every 100000 --slow-ms 6") +
+                                        "; } > " + test::shell_quote(dir.file("record.log")));
+  const pid_t trainer_pid = wait_for_trainer("--slow-ms 6", 30);
+  REQUIRE(trainer_pid > 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto d =
+      test::run_shell(test::shell_quote(kCli) + " dump " + std::to_string(trainer_pid) + " --wait 30 2>&1");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(d.output);
+  CHECK(d.status == 1);
+  // The launcher merges a save 2 s after it appeared; the dump waited out --wait ("did not appear within 30
+  // s").
+  CHECK(took < 15);
+  CHECK(std::regex_match(
+      d.output, std::regex("stepscope: dump: " + re_quote(dir.file("run-")) +
+                           R"(\d{8}-\d{6}\.\d{3}-dump\.db not saved: its [0-9.]+ (KiB|MiB) would )"
+                           R"(pass the --flight-quota of 1\.0 KiB \(used so far: 0 saves, 0 bytes\); )"
+                           R"(raise it\n)")));
+  CHECK(rec.wait() == 0);
+  const std::string log = test::slurp(dir.file("record.log"));
+  INFO(log);
+  CHECK(
+      log.find(
+          "stepscope: flight recorder: 0 windows saved, 1 not saved: over the --flight-quota of 1.0 KiB\n") !=
+      std::string::npos);
+  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").empty());
 }
 
 TEST_CASE("detach, start and attach on a record --flight trainer are refused: it and its recorder run on") {

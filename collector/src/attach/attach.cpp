@@ -473,12 +473,13 @@ AttachSummary record_attached(const AttachOptions& o) {
     summary.record.outputs = watcher.saved();
     summary.record.flight_skipped = watcher.skipped();
     summary.record.command_wall_s = double(t_end - t_recording) / 1e9;
-    if (o.record.print_summary)
-      std::fprintf(stderr, "stepscope: flight recorder attached to %zu process%s for %.1f s (%s): %zu window%s saved, "
-                   "%lld not saved\n",
-                   summary.attached.size(), summary.attached.size() == 1 ? "" : "es", summary.record.command_wall_s,
-                   ending.c_str(), summary.record.outputs.size(), summary.record.outputs.size() == 1 ? "" : "s",
-                   (long long)summary.record.flight_skipped);
+    if (o.record.print_summary) {
+      std::string saved = watcher.summary();  // "flight recorder: N windows saved (…), …" as record says it
+      if (const auto colon = saved.find(": "); colon != std::string::npos) saved = saved.substr(colon + 2);
+      std::fprintf(stderr, "stepscope: flight recorder attached to %zu process%s for %.1f s (%s): %s\n",
+                   summary.attached.size(), summary.attached.size() == 1 ? "" : "es",
+                   summary.record.command_wall_s, ending.c_str(), saved.c_str());
+    }
     return summary;
   }
 

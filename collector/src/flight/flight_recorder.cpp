@@ -51,6 +51,7 @@ struct Recorder {
   int64_t other_save_seen_at = -1;  // when a scan last found a save another process began
   std::deque<std::pair<int64_t, int64_t>> other_triggers;  // the slow intervals of the last of those saves
   int64_t saves = 0, parts = 0, failures = 0, joined = 0;
+  int64_t held_noted = 0;  // the suppressed triggers last written to the flight folder (note_held_back)
   std::mutex mu;  // requests (the control thread) ↔ the collector thread
   std::condition_variable cv;
   std::deque<Request*> requests;
@@ -239,6 +240,21 @@ class SaveLock {
   int fd_;
 };
 
+// The triggers the hourly limit held back, for the launcher's last line: under the limit there may be no next
+// save whose meta would count them. A dot-name, which no process takes for a save; replaced whole.
+void note_held_back() {
+  const int64_t n = r->triggers.suppressed();
+  if (n == r->held_noted) return;
+  r->held_noted = n;
+  const std::string base = g->config.flight_dir + "/", pid = std::to_string(g->pid);
+  const std::string tmp = base + ".tmp-held-" + pid;
+  {
+    std::ofstream out(tmp);
+    out << n << '\n';
+  }
+  std::rename(tmp.c_str(), (base + kHeldBackPrefix + pid).c_str());
+}
+
 void mark_existing_seen() {
   DIR* d = opendir(g->config.flight_dir.c_str());
   if (!d) return;
@@ -354,6 +370,7 @@ void after_pass(int64_t now, const MetaFn& meta) {
     q->done = true;
     r->cv.notify_all();
   }
+  note_held_back();
   if (now - r->last_prune >= kPrunePeriodNs) {
     r->last_prune = now;
     r->window.prune(now - g->config.flight_window_ns);

@@ -10,6 +10,9 @@
 
 namespace stepscope::collector::flight {
 
+// "<flight folder>/.held-<pid>": how many of that process's triggers the hourly limit held back so far.
+inline constexpr const char* kHeldBackPrefix = ".held-";
+
 // The wall-clock time in UTC to the millisecond: "20261126-143943.872" (sorts as it happened).
 inline std::string utc_stamp() {
   timespec ts;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "flight/save_names.h"
 #include "launcher/launcher_clock.h"
@@ -35,9 +36,18 @@ int64_t parts_bytes(const std::string& dir) {
   return n;
 }
 
-std::string mib(int64_t bytes) {
+// In the unit that shows it: a quota of 1 KiB is "1.0 KiB", not "0.0 MiB".
+std::string size_text(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double x = double(bytes) / 1024.0;
+  size_t u = 0;
+  while (x >= 1024.0 && u + 1 < std::size(units)) {
+    x /= 1024.0;
+    ++u;
+  }
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.1f %s", x, units[u]);
   return buf;
 }
 
@@ -98,18 +108,20 @@ void FlightWatcher::merge(const std::string& name, std::map<std::string, std::st
   const bool per_rank = prefix_.find("%r") != std::string::npos;
   const int64_t bytes = parts_bytes(taken);
   const std::string why = trigger.count("detail") ? trigger["kind"] + ": " + trigger["detail"] : name;
+  ++merged_;
   if (bytes == 0) {
-    ++skipped_;
+    ++empty_;
     if (print_)
       std::fprintf(stderr, "stepscope: flight: nothing to save for %s (no process had rows)\n", why.c_str());
+    not_saved(name, "no process had rows");
   } else if (quota_ > 0 && saved_bytes_ + bytes > quota_) {
-    ++skipped_;
-    if (print_)
-      std::fprintf(
-          stderr,
-          "stepscope: flight: not saved (%s): the --flight-quota of %s is used (%zu saves, %s); raise it "
-          "or remove saves\n",
-          why.c_str(), mib(quota_).c_str(), saved_.size(), mib(saved_bytes_).c_str());
+    ++over_quota_;
+    const std::string over = "its " + size_text(bytes) + " would pass the --flight-quota of " +
+                             size_text(quota_) + " (used so far: " + std::to_string(saved_.size()) +
+                             (saved_.size() == 1 ? " save, " : " saves, ") + size_text(saved_bytes_) +
+                             "); raise it";
+    if (print_) std::fprintf(stderr, "stepscope: flight: not saved (%s): %s\n", why.c_str(), over.c_str());
+    not_saved(name, over);
   } else {
     std::map<std::string, std::string> meta = meta_;
     for (const auto& [k, v] : trigger) meta["flight." + (k == "kind" ? std::string("trigger") : k)] = v;
@@ -128,11 +140,34 @@ void FlightWatcher::merge(const std::string& name, std::map<std::string, std::st
         if (print_) std::fprintf(stderr, "stepscope: flight: saved %s (%s)\n", out.c_str(), why.c_str());
       }
     } catch (const std::exception& e) {
-      ++skipped_;
+      ++failed_;
       if (print_) std::fprintf(stderr, "stepscope: flight: cannot save %s: %s\n", output.c_str(), e.what());
+      not_saved(name, std::string("cannot save ") + output + ": " + e.what());
     }
   }
   fs::remove_all(taken, ec);
+}
+
+// Why save `name` was not written, for `stepscope dump` (cli/cmd_attach.cpp reads "<dir>/.not-saved-<name>"):
+// it fails once the merge was tried, with this reason, instead of waiting out --wait. Written before the
+// save's folder goes, so a dump that sees the folder gone finds it.
+void FlightWatcher::not_saved(const std::string& name, const std::string& why) {
+  std::ofstream(dir_ + "/.not-saved-" + name) << why << '\n';
+}
+
+std::string FlightWatcher::summary() const {
+  const size_t n = saved_.size();
+  std::string s = "flight recorder: " + std::to_string(n) + (n == 1 ? " window" : " windows") + " saved";
+  if (n > 0) s += " (" + size_text(saved_bytes_) + ")";
+  if (over_quota_)
+    s += ", " + std::to_string(over_quota_) + " not saved: over the --flight-quota of " + size_text(quota_);
+  if (empty_) s += ", " + std::to_string(empty_) + " not saved: no process had rows";
+  if (failed_) s += ", " + std::to_string(failed_) + " not saved: could not be written";
+  if (held_back_)
+    s += ", " + std::to_string(held_back_) + (held_back_ == 1 ? " trigger" : " triggers") +
+         " held back by --flight-max-per-hour";
+  if (merged_ == 0 && held_back_ == 0) s += ": no trigger fired";
+  return s;
 }
 
 std::string FlightWatcher::exit_failure() const {
@@ -157,6 +192,14 @@ void FlightWatcher::finish(const std::string& failure) {
     if (!n.empty() && n[0] != '.' && n != "exit") first_seen_.emplace(n, mono_ns() - kFlightGatherNs);
   }
   poll();
+  // Each process's count of triggers the hourly limit held back (flight_recorder.cpp, note_held_back).
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(flight::kHeldBackPrefix, 0) != 0) continue;
+    std::ifstream in(e.path());
+    int64_t held = 0;
+    if (in >> held) held_back_ += held;
+  }
   const std::string exit_dir = dir_ + "/exit";
   if (!failure.empty() && fs::is_directory(exit_dir, ec)) {
     const std::string name = flight::utc_stamp() + "-exit";

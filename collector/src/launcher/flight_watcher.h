@@ -30,14 +30,19 @@ class FlightWatcher {
   // the status: the collector kept it, flight_recorder.h).
   std::string exit_failure() const;
   const std::vector<std::string>& saved() const { return saved_; }
-  int64_t skipped() const { return skipped_; }
+  int64_t skipped() const { return over_quota_ + empty_ + failed_; }
   int64_t saved_bytes() const { return saved_bytes_; }
+  // The run's last line after finish(): what was saved, what was not and why, and the triggers the hourly
+  // limit held back; "no trigger fired" only when none did. "flight recorder: 2 windows saved (1.3 MiB), ..."
+  std::string summary() const;
 
  private:
   void merge(const std::string& name, std::map<std::string, std::string> trigger);
+  void not_saved(const std::string& name, const std::string& why);
   std::string dir_, prefix_;
   std::map<std::string, std::string> meta_;
-  int64_t quota_ = 0, saved_bytes_ = 0, skipped_ = 0;
+  int64_t quota_ = 0, saved_bytes_ = 0;
+  int64_t merged_ = 0, over_quota_ = 0, empty_ = 0, failed_ = 0, held_back_ = 0;
   bool print_ = true;
   std::map<std::string, int64_t> first_seen_;
   std::vector<std::string> saved_;

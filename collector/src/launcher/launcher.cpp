@@ -815,11 +815,7 @@ RecordSummary record(const RecordOptions& o) {
     summary.flight_skipped = watcher.skipped();
     summary.command_wall_s = double(t_exit - t_start) / 1e9;
     summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
-    if (o.print_summary)
-      std::fprintf(stderr, "stepscope: flight recorder: %zu window%s saved (%.1f MiB), %lld not saved%s\n",
-                   summary.outputs.size(), summary.outputs.size() == 1 ? "" : "s",
-                   double(watcher.saved_bytes()) / (1024.0 * 1024.0), (long long)summary.flight_skipped,
-                   summary.outputs.empty() ? ": no trigger fired" : "");
+    if (o.print_summary) std::fprintf(stderr, "stepscope: %s\n", watcher.summary().c_str());
     return summary;
   }
 
