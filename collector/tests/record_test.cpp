@@ -1,6 +1,7 @@
 // Issue 5 acceptance: real programs under the built `stepscope record`, their stores read back.
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -417,6 +418,51 @@ TEST_CASE(
       test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) +
                       " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
   CHECK(third.status == 0);
+}
+
+TEST_CASE("a store that cannot be written at the end is named, and the recording's parts are kept and said") {
+  // The folder turns read-only during the run (as nobody: root writes anywhere). The message named the hidden
+  // temporary file and said nothing of the parts left behind.
+  test::ScratchDir dir("collector_unwritable_end");
+  const std::string out_dir = dir.file("out"), db = out_dir + "/x.db", err = dir.file("err");
+  std::filesystem::create_directory(out_dir);
+  REQUIRE(::chown(out_dir.c_str(), 65534, 65534) == 0);
+  ::chmod(dir.path().c_str(), 0755);
+  test::Spawned rec = test::spawn_shell(
+      "exec setpriv --reuid=65534 --regid=65534 --clear-groups " + test::shell_quote(stepscope_bin()) +
+      " record --no-gpu -o " + test::shell_quote(db) + " -- " + test::shell_quote(sample("hot_loop")) +
+      " --iterations 1500000000 >/dev/null 2>" + test::shell_quote(err));
+  for (int i = 0; i < 100 && !std::filesystem::exists(db + ".parts/.lock"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(::chmod(out_dir.c_str(), 0555) == 0);
+  const int status = rec.wait();
+  ::chmod(out_dir.c_str(), 0755);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  INFO(text);
+  CHECK(status == 2);
+  CHECK(text == "stepscope: " + db +
+                    ": cannot create store: Permission denied; the recording's parts (a store per "
+                    "process, not symbolized) stay in " +
+                    db + ".parts\n");
+  std::vector<std::string> parts;
+  for (const auto& e : std::filesystem::directory_iterator(db + ".parts"))
+    if (e.path().extension() == ".db") parts.push_back(e.path().string());
+  REQUIRE(parts.size() == 1);
+  CHECK(store::StoreReader(parts[0]).sample_count() > 100);  // the recording is there to analyze
+}
+
+TEST_CASE("a command killed before the collector's first commit: nothing recorded, and said") {
+  test::ScratchDir dir("collector_kill_early");
+  const std::string db = dir.file("early.db");
+  auto r =
+      test::run_argv(record_cmd(db, {sample("hot_loop"), "--iterations", "3000000", "--self-kill"}), dir);
+  CHECK(r.exit_code == 128 + SIGKILL);
+  INFO(r.err);
+  // It printed "0 samples (0 threads, 0 processes)" and nothing else.
+  CHECK(r.err.find("stepscope: warning: nothing was recorded: the command ended before the collector's first "
+                   "commit (250 ms) without running its exit (killed by a signal?)\n") != std::string::npos);
 }
 
 TEST_CASE("SIGTERM sent to stepscope reaches the command, which flushes its last samples and dies of it") {

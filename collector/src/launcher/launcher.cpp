@@ -219,7 +219,8 @@ std::string collector_library_path() {
 
 // The file `command` runs (PATH searched like execvp), or "" when not found.
 static std::string resolve_command(const std::string& command) {
-  if (command.find('/') != std::string::npos) return command;
+  if (command.find('/') != std::string::npos)
+    return ::access(command.c_str(), X_OK) == 0 ? command : std::string();
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t start = 0;
@@ -615,7 +616,9 @@ RecordSummary record(const RecordOptions& o) {
   const std::string lib = collector_library_path();
   if (!fs::exists(lib, ec)) throw store::StoreError(lib, "collector library not found (set STEPSCOPE_COLLECTOR_LIB)");
 
-  if (!o.no_gpu) {
+  const std::string command_file = resolve_command(o.command[0]);
+  // A command that is not found fails at exec with its own line: no warning about the GPU before it.
+  if (!o.no_gpu && !command_file.empty()) {
     if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
       dlclose(cuda);
     } else {
@@ -624,11 +627,12 @@ RecordSummary record(const RecordOptions& o) {
     }
   }
 
-  if (const std::string file = resolve_command(o.command[0]); !file.empty() && statically_linked(file)) {
-    std::fprintf(stderr,
-                 "stepscope: warning: %s is statically linked: the collector cannot be injected (LD_PRELOAD needs "
-                 "the dynamic loader); the command runs unchanged and nothing of it is sampled\n",
-                 file.c_str());
+  if (!command_file.empty() && statically_linked(command_file)) {
+    std::fprintf(
+        stderr,
+        "stepscope: warning: %s is statically linked: the collector cannot be injected (LD_PRELOAD needs "
+        "the dynamic loader); the command runs unchanged and nothing of it is sampled\n",
+        command_file.c_str());
     summary.warnings.push_back("statically linked command");
   }
 
@@ -845,12 +849,27 @@ RecordSummary record(const RecordOptions& o) {
     const std::string zero = "0", child_pid = std::to_string(child);
     const std::string final_output =
         fs::absolute(expand_output(pattern, &zero, &child_pid, &host)).lexically_normal().string();
-    merge_parts(parts_dir, final_output, meta, summary);
+    try {
+      merge_parts(parts_dir, final_output, meta, summary);
+    } catch (const store::StoreError& e) {
+      // Named as the output (the message named the hidden temporary file); the parts are the recording.
+      throw store::StoreError(final_output, e.reason() +
+                                                "; the recording's parts (a store per process, not "
+                                                "symbolized) stay in " +
+                                                parts_dir);
+    }
     summary.outputs.push_back(final_output);
   }
   fs::remove_all(parts_dir, ec);
   summary.command_wall_s = double(t_exit - t_start) / 1e9;
   summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
+  // A process writes its part at its first commit (250 ms) and at its exit; one killed before both leaves
+  // none.
+  if (summary.processes == 0 && !(!command_file.empty() && statically_linked(command_file)))
+    summary.warnings.push_back(
+        "nothing was recorded: the command ended before the collector's first commit (250 ms) without "
+        "running its "
+        "exit (killed by a signal?)");
 
   if (o.print_summary) {
     std::fprintf(stderr,
@@ -862,8 +881,9 @@ RecordSummary record(const RecordOptions& o) {
                  : (std::to_string(summary.outputs.size()) + " stores").c_str(), summary.finalize_s);
     if (summary.outputs.size() > 1)
       for (const auto& out : summary.outputs) std::fprintf(stderr, "stepscope: wrote %s\n", out.c_str());
-    for (const auto& w : summary.warnings)
-      if (w != "no CUDA driver") std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
+    for (const auto& w : summary.warnings)  // those said before the command ran are not said twice
+      if (w != "no CUDA driver" && w != "statically linked command")
+        std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }
   return summary;
 }
