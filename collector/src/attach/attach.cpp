@@ -9,6 +9,7 @@
 #include "launcher/rank_outputs.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -396,6 +397,13 @@ AttachSummary record_attached(const AttachOptions& o) {
 
   try {
     add_target(o.pid);
+    // As record says it (here after the attach, so a refusal is its one line): the summary's 0 kernels said why.
+    if (!o.record.no_gpu && o.record.print_summary) {
+      if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
+        dlclose(cuda);
+      else
+        std::fprintf(stderr, "stepscope: warning: no CUDA driver (libcuda.so.1 not found): recording CPU data only\n");
+    }
     if (o.children) {
       for (pid_t c : descendants(o.pid)) add_target(c);
     } else if (const size_t n = descendants(o.pid).size(); n > 0) {
