@@ -39,6 +39,7 @@ class _Collector:
         self.hook_cost = self.probe = self.wait_begin = self.wait_end = None  # the collector's own helper's
         self.range = None
         self.cuda_lend = self.cuda_take_back = None  # the torch.profiler hook's (_autohook)
+        self.interrupted = None  # the hooks' atexit handler's (_autohook)
         lib = None
         try:
             lib = ctypes.CDLL(None)  # global scope: holds the collector when it was LD_PRELOADed
@@ -95,6 +96,10 @@ class _Collector:
         if self.cuda_take_back is not None:
             self.cuda_take_back.restype = None
             self.cuda_take_back.argtypes = []
+        self.interrupted = getattr(lib, "stepscope_collector_python_interrupted", None)
+        if self.interrupted is not None:
+            self.interrupted.restype = None
+            self.interrupted.argtypes = [ctypes.c_int]
         self.wait_begin = lib.stepscope_collector_data_wait_begin
         self.wait_begin.restype = None
         self.wait_begin.argtypes = [ctypes.c_char_p]

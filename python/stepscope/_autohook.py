@@ -23,6 +23,7 @@ the program as it was (issue 47).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.abc
 import importlib.machinery
@@ -1025,6 +1026,18 @@ def _on_exec(code):
             _debug(f"exec watch: {e!r}")
 
 
+def _at_interpreter_exit():
+    """An uncaught KeyboardInterrupt (Ctrl-C, `record --duration`): CPython finalizes, then kills itself with
+    SIGINT past the collector's exit code, losing the last samples and a flight recording's exit save. Its
+    traceback was printed by now (sys.last_value / 3.12's sys.last_exc): the collector runs its final pass here."""
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if isinstance(exc, KeyboardInterrupt):
+        from . import _c
+
+        if _c.interrupted is not None:
+            _c.interrupted(2)  # SIGINT
+
+
 def install(wait_func=None, step_func=None):
     """Installs the hooks (again after uninstall()); returns False (and does nothing) when neither collector nor
     log is there. wait_func / step_func: the --data-wait-func / --step-func regexes (default:
@@ -1073,6 +1086,8 @@ def install(wait_func=None, step_func=None):
             _sink.hook_info(hook_info, costs)
     _import_hook = _ImportHook()
     sys.meta_path.insert(0, _import_hook)
+    if _c.interrupted is not None:
+        atexit.register(_at_interpreter_exit)  # registered first, so it runs last of the program's handlers
     if _embedded_finder is not None and _embedded_finder not in sys.meta_path:
         sys.meta_path.append(_embedded_finder)  # `import stepscope` served again while recording
     for name, patch in _TARGETS.items():  # already imported (e.g. installed late): patch now
@@ -1096,6 +1111,7 @@ def uninstall():
         if finder is not None and finder in sys.meta_path:
             sys.meta_path.remove(finder)
     _import_hook = None
+    atexit.unregister(_at_interpreter_exit)
     if _exec_watch is not None:
         _exec_watch.stop()
         _exec_watch = None

@@ -195,6 +195,25 @@ TEST_CASE("a failing end saves the last window: exit status and a crash by signa
   }
 }
 
+TEST_CASE("a Python trainer ended by SIGINT (--duration, Ctrl-C) keeps its last window") {
+  // CPython finalizes after an uncaught KeyboardInterrupt and kills itself with SIGINT past the library's exit
+  // code: the window was lost ("0 windows saved (0.0 MiB), 0 not saved: no trigger fired").
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_python_sigint");
+  const auto r = test::run_shell(record_flight(dir.path().string(), "--duration 2",
+                                               "--steps 100000 --step-ms 5 --every 100000"));
+  INFO(r.output);
+  CHECK(r.status == 130);
+  const auto exit = files_matching(dir.path().string(), R"(run-.*-exit\.db)");
+  REQUIRE(exit.size() == 1);
+  auto m = meta_of(dir.file(exit[0]));
+  CHECK(m["flight.trigger"] == "exit");
+  CHECK(m["flight.end"] == "signal 2");
+  CHECK(m["collector.end"] == "signal 2");
+  CHECK(stepscope::store::StoreReader(dir.file(exit[0])).load().steps.size() >= 100);  // ~2 s of 5 ms steps
+  CHECK(r.output.find("stepscope: flight recorder: 1 window saved (") != std::string::npos);
+}
+
 TEST_CASE("the quota: saves that would pass it are not written, and the run says so") {
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   test::ScratchDir dir("flight_quota");

@@ -94,6 +94,17 @@ extern "C" {
   for (;;) syscall(SYS_exit_group, status);
 }
 
+// CPython ends an uncaught KeyboardInterrupt by finalizing, restoring SIGINT's default action and sending it to
+// itself: the process dies of the signal without running this library's exit code, so the last samples and a
+// flight recording's exit save were lost. The Python hooks call this from the interpreter's last atexit handler
+// when that is how it ends: the final pass runs as the stand-in would run it, for `sig`. Recordings that started
+// with the process only (record): a window's end is its attacher's.
+__attribute__((visibility("default"))) void stepscope_collector_python_interrupted(int sig) {
+  if (g && !g->windowed && g->pid == getpid() && g->state.load() == kRunning && sig > 0 &&
+      sys_gettid() != g->collector_tid.load())
+    final_flush(sig);
+}
+
 __attribute__((visibility("default"))) void _exit(int status) { exit_after_final_flush(status); }
 __attribute__((visibility("default"))) void _Exit(int status) { exit_after_final_flush(status); }
 
