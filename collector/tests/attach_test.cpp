@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -725,4 +726,46 @@ TEST_CASE("record --paused records only between stepscope start and stepscope st
     REQUIRE(s.time >= t_start);
     REQUIRE(s.time <= t_stop);
   }
+}
+
+TEST_CASE("a window whose part cannot be written leaves the process dormant: the next start records") {
+  // The collector thread stopped after the error and every later start was refused ("the collector stopped in
+  // this process"). As nobody, so that a folder made read-only keeps the part out (root writes anywhere).
+  test::ScratchDir dir("attach_failed_window");
+  const std::string out = dir.file("out"), db = out + "/p.db";
+  fs::create_directory(out);
+  REQUIRE(chown(out.c_str(), 65534, 65534) == 0);
+  chmod(dir.path().c_str(), 0755);
+  Proc rec = spawn({stepscope_bin(), "record", "--paused", "--no-gpu", "-o", db, "--", sample("hot_loop"),
+                    "--iterations", "8000000000"},
+                   dir.file("record"), 65534);
+  pid_t child = 0;
+  REQUIRE(wait_until(
+      [&] {
+        std::string s =
+            slurp("/proc/" + std::to_string(rec.pid) + "/task/" + std::to_string(rec.pid) + "/children");
+        child = std::atoi(s.c_str());
+        return child > 0 && fs::exists("/tmp/stepscope-65534/" + std::to_string(child) + ".sock");
+      },
+      10000));
+  const std::string pid = std::to_string(child);
+  REQUIRE(chmod((db + ".parts").c_str(), 0500) == 0);
+  Proc s1 = run({stepscope_bin(), "start", pid}, dir.file("s1"));
+  CHECK(s1.status == 0);
+  REQUIRE(wait_until(
+      [&] { return rec.stderr_text().find("collector stopped in pid " + pid) != std::string::npos; }, 10000));
+  REQUIRE(chmod((db + ".parts").c_str(), 0700) == 0);
+  Proc s2 = run({stepscope_bin(), "stop", pid}, dir.file("s2"));
+  CHECK(s2.stdout_text() == pid + ": dormant\n");
+  Proc s3 = run({stepscope_bin(), "start", pid}, dir.file("s3"));
+  INFO(s3.stderr_text());
+  CHECK(s3.status == 0);
+  CHECK(s3.stdout_text() == pid + ": recording\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  Proc s4 = run({stepscope_bin(), "stop", pid}, dir.file("s4"));
+  CHECK(s4.status == 0);
+  kill(child, SIGINT);
+  rec.wait();
+  INFO(rec.stderr_text());
+  CHECK(store::StoreReader(db).load().samples.size() >= 100);  // the second window's
 }

@@ -60,6 +60,13 @@ int64_t end_window() {
   return samples;
 }
 
+// A window whose collector thread stopped after an error (its part could not be written: the parts folder
+// gone, the disk full) is closed as any window, so the process is dormant again and a later attach can open
+// one: it stayed failed for good, every later attach refused.
+void reclaim_failed_window() {
+  if (g && g->windowed && g->state.load() == kStopping && g->final_done.load()) end_window();
+}
+
 }  // namespace
 
 bool open_window(const std::map<std::string, std::string>& options, std::string& error) {
@@ -68,6 +75,7 @@ bool open_window(const std::map<std::string, std::string>& options, std::string&
     error = "already recording";
     return false;
   }
+  reclaim_failed_window();
   if (g && g->state.load() != kOff) {
     error = "the collector stopped in this process (after an error, or at exit)";
     return false;
@@ -99,7 +107,10 @@ bool open_window(const std::map<std::string, std::string>& options, std::string&
 bool close_window(std::string& result, std::string& error) {
   std::lock_guard<std::mutex> lk(g_window_mu);
   result.clear();
-  if (!running()) return true;
+  if (!running()) {
+    reclaim_failed_window();
+    return true;
+  }
   if (!g->windowed) {
     error =
         "recorded by `stepscope record` from its start: that recording ends with the program (or Ctrl-C to "
