@@ -218,7 +218,8 @@ int run_analyze_one_by_one(const std::vector<std::string>& files, const std::str
 
 // --rank-csv DIR: an existing folder, or one this run makes (0700, as stores' folders) in a folder that
 // exists; a mistyped parent is refused, not created.
-void require_rank_csv_folder(const std::string& dir) {
+void require_rank_csv_folder(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // `out/new/` names the folder `new`
   std::error_code ec;
   if (std::filesystem::is_directory(dir, ec)) return;
   if (std::filesystem::exists(dir, ec))

@@ -424,12 +424,30 @@ TEST_CASE("a host-only Python trainer: explicit steps, its data waits in the bre
     CHECK_FALSE(find_finding(a, "input-bound"));  // was high: 50% of each step, counted from thread 8
     CHECK(a.summary.other_thread_data_waits == 10);
     CHECK(a.summary.other_thread_data_wait_us == Approx(10 * 50 * 1000.0));
-    CHECK(analyzer::steps_advice(a.summary) ==
-          "10 data wait(s) (500.00 ms) were on other threads than the training loop's and are not counted as "
-          "its "
-          "wait (a prefetch thread waits so that the loop does not); if the loop blocks on that thread (a "
-          "queue.get), "
-          "wrap that call in `with stepscope.data_wait():` (docs/python.md).");
+    CHECK(
+        analyzer::steps_advice(a.summary) ==
+        "10 data wait(s) (500.00 ms) were on other threads than the training loop's and are not counted as "
+        "its wait (a prefetch thread waits so that the loop does not); if the loop blocks on that thread (a "
+        "queue.get), mark that call as its wait: `with stepscope.data_wait():`, or "
+        "stepscope_data_wait_begin()/end() in C/C++ (docs/python.md).");
+  }
+  SECTION("a trace's wait ranges on the framework's own thread count when the step thread has none") {
+    // TensorFlow's IteratorGetNext runs on an executor thread while the Python thread blocks on it.
+    t.data_waits.clear();
+    for (int i = 0; i < 10; ++i) {
+      const int64_t s0 = 1000 * MS + i * 100 * MS;
+      store::Range r;
+      r.start = s0 + 10 * MS, r.end = s0 + 50 * MS, r.pid = pid, r.tid = 9,
+      r.name = t.intern("IteratorGetNext");
+      r.source = store::RangeSource::Op;
+      t.ranges.push_back(r);
+      r.pid = pid + 1, r.tid = 3;  // another process's: never the loop's
+      t.ranges.push_back(r);
+    }
+    auto a = analyzer::analyze(t);
+    REQUIRE(a.summary.steps == 10);
+    for (const auto& s : a.steps) CHECK(s.host_data_wait_ns == 40 * MS);
+    CHECK(a.summary.other_thread_data_waits == 0);
   }
   SECTION("steps without a thread (one window over the run) take every thread's waits, still as a union") {
     t.steps.clear();

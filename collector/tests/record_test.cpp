@@ -386,9 +386,10 @@ TEST_CASE("SIGKILL of the target mid-run leaves a store with samples") {
   CHECK(t.meta["exit_code"] == "137");
 }
 
-TEST_CASE(
-    "a second recording to the same output is refused while the first runs, a killed one's parts cleared") {
+TEST_CASE("a second recording to the same output writes a name of its own, the first's parts untouched") {
   // Two shells' default run.db: the second removed the first's parts, and both wrote a store, one empty.
+  // Every rank of `srun stepscope record` has the same default run.db: the second must not stop the command
+  // either.
   test::ScratchDir dir("collector_same_output");
   const std::string db = dir.file("same.db"), parts = db + ".parts";
   std::filesystem::create_directory(parts);  // left by a recording that was killed: a part never merged
@@ -398,17 +399,21 @@ TEST_CASE(
       "exec " + test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) + " -- " +
       test::shell_quote(sample("hot_loop")) + " --iterations 2500000000 2>/dev/null >/dev/null");
   REQUIRE(first.pid > 0);
-  for (int i = 0; i < 100 && std::filesystem::exists(parts + "/4242-1.db");
-       ++i)  // cleared once it holds the lock
+  for (int i = 0; i < 100 && std::filesystem::exists(parts + "/4242-1.db"); ++i)  // cleared under the lock
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK_FALSE(std::filesystem::exists(parts + "/4242-1.db"));  // the killed recording's part is gone
-  const auto second =
-      test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) +
-                      " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
-  CHECK(second.status == 2);
-  CHECK(second.output == "stepscope: " + db + ": another stepscope is recording to it (pid " +
-                             std::to_string(first.pid) + ", " + parts +
-                             " in use): name another output with -o\n");
+  const auto second = test::run_shell("echo pid $$; exec " + test::shell_quote(stepscope_bin()) +
+                                      " record --no-gpu -o " + test::shell_quote(db) + " -- " +
+                                      test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
+  INFO(second.output);
+  CHECK(second.status == 0);  // the command ran
+  const std::string second_pid = second.output.substr(4, second.output.find('\n') - 4);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string other = dir.file(std::string("same-") + host + "-" + second_pid + ".db");
+  CHECK(second.output.find("stepscope: " + db + " is being recorded by pid " + std::to_string(first.pid) +
+                           ": this recording writes " + other + "\n") != std::string::npos);
+  CHECK(store::StoreReader(other).load().processes.size() == 1);
   CHECK(first.wait() == 0);
   const store::Trace t = store::StoreReader(db).load();
   CHECK(t.samples.size() > 100);  // the first recording's, whole
@@ -418,6 +423,26 @@ TEST_CASE(
       test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " + test::shell_quote(db) +
                       " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
   CHECK(third.status == 0);
+  CHECK(third.output.find("is being recorded") == std::string::npos);
+}
+
+TEST_CASE("a symbolic link in the place of the parts folder is refused, and where it points is left alone") {
+  // A planted OUT.parts -> a folder of someone's files: it was emptied and made 0700.
+  test::ScratchDir dir("collector_parts_symlink");
+  const std::string db = dir.file("x.db"), victim = dir.file("victim");
+  std::filesystem::create_directory(victim);
+  { std::ofstream(victim + "/important.txt") << "keep"; }
+  std::filesystem::create_directory_symlink(victim, db + ".parts");
+  const auto r = test::run_shell(test::shell_quote(stepscope_bin()) + " record --no-gpu -o " +
+                                 test::shell_quote(db) + " -- /bin/true 2>&1");
+  CHECK(r.status == 2);
+  CHECK(r.output ==
+        "stepscope: " + db + ": " + db +
+            ".parts is in the way: a symbolic link or a file, not a folder of parts (remove it)\n");
+  CHECK(std::filesystem::exists(victim + "/important.txt"));
+  CHECK((std::filesystem::status(victim).permissions() & std::filesystem::perms::all) !=
+        std::filesystem::perms::owner_all);
+  CHECK_FALSE(std::filesystem::exists(db));
 }
 
 TEST_CASE("a store that cannot be written at the end is named, and the recording's parts are kept and said") {

@@ -155,7 +155,7 @@ def data_wait(source: str = "api"):
 
 def start(output=None, **options):
     """Starts recording this process (in-process, or a window of `stepscope record --paused`); stop() ends it.
-    output: the store (default stepscope-DATE-TIME.db); options: cpu_hz, wall, no_gpu, gpu_window, step_func,
+    output: the store (default stepscope-DATE-TIME.db, -rankN added in a job of several ranks); options: cpu_hz, wall, no_gpu, gpu_window, step_func,
     data_wait_func (as `stepscope attach`'s), cli (the stepscope executable)."""
     from ._session import start as _start
 

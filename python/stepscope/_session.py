@@ -184,7 +184,8 @@ class Window:
 
     def _attach_command(self, cli):
         o = self.options
-        cmd = [cli, "attach", str(os.getpid()), "-o", self.output]
+        # attach expands %p, %h, %r and %% in -o: the store is written where this window looks for it.
+        cmd = [cli, "attach", str(os.getpid()), "-o", self.output.replace("%", "%%")]
         if o["cpu_hz"]:
             cmd += ["--cpu-hz", str(int(o["cpu_hz"]))]
         if o["wall"]:
@@ -406,7 +407,12 @@ _current = None
 
 
 def _default_output():
-    return os.path.abspath(time.strftime("stepscope-%Y%m%d-%H%M%S.db"))
+    """stepscope-DATE-TIME.db; with -rankN in a job of several ranks (their windows open the same second)."""
+    name = time.strftime("stepscope-%Y%m%d-%H%M%S")
+    rank = os.environ.get("RANK")
+    if rank is not None and int(os.environ.get("WORLD_SIZE", "1") or "1") > 1:
+        name += f"-rank{rank}"
+    return os.path.abspath(name + ".db")
 
 
 def _refuse_nested(caller):

@@ -74,9 +74,10 @@ std::string steps_advice(const AnalysisSummary& s) {
         std::string(out.empty() ? "" : " ") + std::to_string(s.other_thread_data_waits) + " data wait(s) (" +
         units::format_ns_fixed(s.other_thread_data_wait_us * 1000.0) +
         ") were on other threads than the training loop's and are not counted as its wait (a prefetch thread "
-        "waits so that the loop does not); if the loop blocks on that thread (a queue.get), wrap that call "
-        "in "
-        "`with stepscope.data_wait():` (docs/python.md).";
+        "waits so that the loop does not); if the loop blocks on that thread (a queue.get), mark that call "
+        "as "
+        "its wait: `with stepscope.data_wait():`, or stepscope_data_wait_begin()/end() in C/C++ "
+        "(docs/python.md).";
   return out;
 }
 

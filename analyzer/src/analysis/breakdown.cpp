@@ -346,30 +346,45 @@ std::vector<int64_t> busy_union(Context& ctx) {
 // loader range and its data_waits row): waits are a union, never a sum. When the steps were driven by one
 // thread, only that thread's waits count: another thread's (a prefetcher's) do not stall it — also when the
 // step thread recorded none (counting them then called a trainer whose prefetch thread waited, and whose loop
-// did not, input-bound); they are counted apart and said (steps_advice).
+// did not, input-bound). The collector records a wait on the thread that waits; a trace's ranges may put the
+// framework's wait on its own threads (TensorFlow's IteratorGetNext on an executor thread while the Python
+// thread blocks on it), so when the step thread has no wait of its own, its process's wait ranges count.
+// Other threads' waits of the step thread's process, inside the steps' span, are counted apart
+// (steps_advice).
 void collect_data_waits(Context& ctx) {
   const store::Trace& t = ctx.t();
-  {
-    bool one_thread = !ctx.windows.empty();
-    for (const auto& w : ctx.windows)
-      one_thread = one_thread && (w.pid || w.tid) && w.pid == ctx.windows.front().pid && w.tid == ctx.windows.front().tid;
-    const int64_t spid = one_thread ? ctx.windows.front().pid : 0, stid = one_thread ? ctx.windows.front().tid : 0;
-    std::vector<Interval> own, other;  // one thread's steps: its waits and the others'; else all are `own`
-    auto add = [&](int64_t s, int64_t e, int64_t pid, int64_t tid) {
-      (!one_thread || (pid == spid && tid == stid) ? own : other).push_back({s, e});
-    };
-    for (const auto& d : t.data_waits) add(d.start, d.end, d.pid, d.tid);
-    std::unordered_map<store::StringId, bool> is_dw;
-    for (const auto& r : t.ranges) {
-      if (r.source == store::RangeSource::GpuAnnotation) continue;
-      auto it = is_dw.find(r.name);
-      if (it == is_dw.end()) it = is_dw.emplace(r.name, is_data_wait_range(t.str(r.name))).first;
-      if (it->second) add(r.start, r.end, r.pid, r.tid);
-    }
-    ctx.data_waits = union_of(std::move(own));
-    ctx.other_thread_waits = int64_t(other.size());
-    ctx.other_thread_wait_ns = 0;
-    for (const auto& w : union_of(std::move(other))) ctx.other_thread_wait_ns += w.end - w.start;
+  bool one_thread = !ctx.windows.empty();
+  for (const auto& w : ctx.windows)
+    one_thread = one_thread && (w.pid || w.tid) && w.pid == ctx.windows.front().pid &&
+                 w.tid == ctx.windows.front().tid;
+  const int64_t spid = one_thread ? ctx.windows.front().pid : 0,
+                stid = one_thread ? ctx.windows.front().tid : 0;
+  std::vector<Interval> own, other_rows, other_ranges;  // without one step thread, every wait is `own`
+  auto add = [&](std::vector<Interval>& other, int64_t s, int64_t e, int64_t pid, int64_t tid) {
+    if (!one_thread || (pid == spid && tid == stid))
+      own.push_back({s, e});
+    else if (pid == spid)
+      other.push_back({s, e});
+  };
+  for (const auto& d : t.data_waits) add(other_rows, d.start, d.end, d.pid, d.tid);
+  std::unordered_map<store::StringId, bool> is_dw;
+  for (const auto& r : t.ranges) {
+    if (r.source == store::RangeSource::GpuAnnotation) continue;
+    auto it = is_dw.find(r.name);
+    if (it == is_dw.end()) it = is_dw.emplace(r.name, is_data_wait_range(t.str(r.name))).first;
+    if (it->second) add(other_ranges, r.start, r.end, r.pid, r.tid);
+  }
+  if (own.empty()) own.swap(other_ranges);
+  ctx.data_waits = union_of(std::move(own));
+  other_rows.insert(other_rows.end(), other_ranges.begin(), other_ranges.end());
+  ctx.other_thread_waits = ctx.other_thread_wait_ns = 0;
+  if (ctx.windows.empty()) return;
+  const int64_t first = ctx.windows.front().start, last = ctx.windows.back().end;
+  for (const auto& w : union_of(std::move(other_rows))) {
+    const int64_t s = std::max(w.start, first), e = std::min(w.end, last);
+    if (e <= s) continue;
+    ++ctx.other_thread_waits;
+    ctx.other_thread_wait_ns += e - s;
   }
 }
 

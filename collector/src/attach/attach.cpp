@@ -52,10 +52,15 @@ bool alive(pid_t pid) {
 // was served later against a parts folder already removed: refused before anything is sent or injected.
 void refuse_stopped(pid_t pid, const std::string& name) {
   attach::ProcessStat st;
-  if (attach::read_stat(pid, st) && st.state == 'T')
+  if (!attach::read_stat(pid, st)) return;
+  if (st.state == 'T')
     throw AttachError("process " + std::to_string(pid) + " (" + name +
                       ") is stopped (SIGSTOP or Ctrl-Z): it cannot answer until it runs; `kill -CONT " +
                       std::to_string(pid) + "` first");
+  if (st.state == 't')
+    throw AttachError(
+        "process " + std::to_string(pid) + " (" + name +
+        ") is stopped by its tracer (a debugger at a breakpoint): it cannot answer until it runs");
 }
 
 // A target that does not answer `stop` because it is exiting: its exit waits up to 5 s for a request in
@@ -309,7 +314,10 @@ AttachSummary record_attached(const AttachOptions& o) {
     ~MaskGuard() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
   } mask_guard{old_mask};
 
-  const PartsFolderLock parts_lock(output, parts_dir);
+  PartsFolderLock parts_lock;
+  if (std::string holder; !parts_lock.take(output, parts_dir, holder))
+    throw store::StoreError(output, "another stepscope is recording to it (pid " + holder + ", " + parts_dir +
+                                        " in use): name another output with -o");
   struct PartsGuard {  // nothing half-written is left behind when attaching fails
     std::string dir;
     bool keep = false;
@@ -361,7 +369,7 @@ AttachSummary record_attached(const AttachOptions& o) {
       const attach::ProcessStatus st = is_root ? root_status : attach::read_status(pid);
       t.uid = st.uid;
       // The target writes its part: a process of another user (we are root) gets the directory as its own.
-      if (st.uid != geteuid()) (void)!chown(parts_dir.c_str(), st.uid, static_cast<gid_t>(-1));
+      if (st.uid != geteuid()) parts_lock.give_to(st.uid);
       load_and_start(pid, st, lib, start, summary);
       t.recording = true;
       targets[pid] = t;
@@ -397,11 +405,16 @@ AttachSummary record_attached(const AttachOptions& o) {
 
   try {
     add_target(o.pid);
-    // As record says it (here after the attach, so a refusal is its one line): the summary's 0 kernels said why.
+    // As record says it (here after the attach, so a refusal is its one line): the summary's 0 kernels said
+    // why. Looked for here and in the process (a sidecar container may lack the driver the process has).
     if (!o.record.no_gpu && o.record.print_summary) {
-      if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
-        dlclose(cuda);
-      else
+      void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      if (cuda) dlclose(cuda);
+      std::ifstream maps("/proc/" + std::to_string(o.pid) + "/maps");
+      bool mapped = false;
+      for (std::string line; !cuda && !mapped && std::getline(maps, line);)
+        mapped = line.find("/libcuda.so") != std::string::npos;
+      if (!cuda && !mapped)
         std::fprintf(stderr, "stepscope: warning: no CUDA driver (libcuda.so.1 not found): recording CPU data only\n");
     }
     if (o.children) {

@@ -26,6 +26,7 @@ int doctor(const DoctorOptions& o, std::FILE* out) {
   Printer p(out);
   // Recordings go to a private folder (they hold command lines), removed at the end unless --keep names one.
   std::string dir = o.keep_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // `kept/` names the folder `kept`
   std::error_code ec;
   if (dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");

@@ -3,6 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -259,37 +260,77 @@ static bool statically_linked(const std::string& file) {
   return is_static;
 }
 
-PartsFolderLock::PartsFolderLock(const std::string& output, const std::string& dir) {
+void PartsFolderLock::release() {
+  if (fd_ >= 0) ::close(fd_);
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+  fd_ = dir_fd_ = -1;
+}
+
+PartsFolderLock::~PartsFolderLock() {
+  release();
+}
+
+bool PartsFolderLock::take(const std::string& output, const std::string& dir, std::string& holder) {
+  release();
   const auto fail = [&](const std::string& why) {
     const int saved = errno;
-    if (fd_ >= 0) ::close(fd_);
+    release();
     throw store::StoreError(output, why + ": " + std::strerror(saved));
   };
-  if (::mkdir(dir.c_str(), S_IRWXU) != 0 && errno != EEXIST) fail("cannot create " + dir);
-  fd_ = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
-  if (fd_ < 0) fail("cannot use " + dir);
-  // A file system without locks (Lustre mounted noflock, some NFS) records as before, unguarded.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-    char holder[32] = {};
-    (void)!::pread(fd_, holder, sizeof holder - 1, 0);
-    ::close(fd_);
-    throw store::StoreError(output, std::string("another stepscope is recording to it (") +
-                                        (holder[0] ? "pid " + std::string(holder) + ", " : std::string()) +
-                                        dir + " in use): name another output with -o");
+  // A holder that ends removes the folder and its .lock while a starter may have the old lock open: retried.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (::mkdir(dir.c_str(), S_IRWXU) != 0 && errno != EEXIST) fail("cannot create " + dir);
+    dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd_ < 0) {
+      if (errno == ENOTDIR || errno == ELOOP) {
+        release();
+        throw store::StoreError(
+            output, dir + " is in the way: a symbolic link or a file, not a folder of parts (remove it)");
+      }
+      if (errno == ENOENT) continue;  // removed by the holder that just ended
+      fail("cannot use " + dir);
+    }
+    fd_ = ::openat(dir_fd_, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
+    if (fd_ < 0) fail("cannot use " + dir);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      char pid[32] = {};
+      (void)!::pread(fd_, pid, sizeof pid - 1, 0);
+      holder = pid;
+      release();
+      return false;
+    }
+    // Still the folder's .lock (not one its holder unlinked as it ended)?
+    struct stat mine {
+    }, there{}, folder{};
+    if (::fstat(fd_, &mine) != 0 || ::fstatat(dir_fd_, ".lock", &there, AT_SYMLINK_NOFOLLOW) != 0 ||
+        ::stat(dir.c_str(), &folder) != 0 || mine.st_ino != there.st_ino || mine.st_dev != there.st_dev) {
+      release();
+      continue;
+    }
+    break;
   }
+  if (fd_ < 0) fail("cannot lock " + dir);
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size()))
     fail("cannot write " + dir + "/.lock");
   // Part files hold the same private data as the store: only the owner may list or read them.
-  if (::fchmod(fd_, S_IRUSR | S_IWUSR) != 0 || ::chmod(dir.c_str(), S_IRWXU) != 0)
+  if (::fchmod(fd_, S_IRUSR | S_IWUSR) != 0 || ::fchmod(dir_fd_, S_IRWXU) != 0)
     fail("cannot make " + dir + " private");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))  // a killed recording's parts, never merged
-    if (e.path().filename() != ".lock") fs::remove_all(e.path(), ec);
+  // A killed recording's parts, never merged: removed through the folder's descriptor, links as links.
+  if (DIR* d = ::fdopendir(::dup(dir_fd_))) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..") && std::strcmp(e->d_name, ".lock"))
+        names.push_back(e->d_name);
+    ::closedir(d);
+    for (const auto& n : names) ::unlinkat(dir_fd_, n.c_str(), 0);  // a folder in it stays (EISDIR)
+  }
+  return true;
 }
 
-PartsFolderLock::~PartsFolderLock() {
-  if (fd_ >= 0) ::close(fd_);
+void PartsFolderLock::give_to(uid_t uid) {
+  if (dir_fd_ >= 0) (void)!::fchown(dir_fd_, uid, static_cast<gid_t>(-1));
+  if (fd_ >= 0) (void)!::fchown(fd_, uid, static_cast<gid_t>(-1));
 }
 
 void merge_parts(const std::string& parts_dir, const std::string& output,
@@ -607,11 +648,27 @@ RecordSummary record(const RecordOptions& o) {
   const std::string host = host_name(), launcher_pid = std::to_string(getpid());
   const std::string rank_now = own_rank.count("rank") ? own_rank.at("rank") : std::string();
   const bool per_rank = rank_now.empty() && o.output.find("%r") != std::string::npos;
-  const std::string pattern = rank_now.empty() ? o.output : expand_output(o.output, &rank_now, nullptr, nullptr);
-  const std::string output = fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
-  const std::string parts_dir = output + ".parts";
+  std::string pattern = rank_now.empty() ? o.output : expand_output(o.output, &rank_now, nullptr, nullptr);
+  std::string output =
+      fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
   store::require_output_folder(output);  // the user's to make, with the mode they choose
-  const PartsFolderLock parts_lock(output, parts_dir);
+  PartsFolderLock parts_lock;
+  if (std::string holder; !parts_lock.take(output, output + ".parts", holder)) {
+    // Another recording writes this output (every rank of `srun stepscope record` with the default run.db,
+    // the nodes of a job on one shared folder): this one goes to a name of its own and the command runs.
+    const std::string busy = output;
+    const auto dot = pattern.rfind('.');
+    const auto slash = pattern.rfind('/');
+    const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    pattern = (ext ? pattern.substr(0, dot) : pattern) + "-" + host + "-" + launcher_pid +
+              (ext ? pattern.substr(dot) : "");
+    output = fs::absolute(expand_output(pattern, nullptr, &launcher_pid, &host)).lexically_normal().string();
+    if (std::string other; !parts_lock.take(output, output + ".parts", other))
+      throw store::StoreError(output, "another stepscope is recording to it (pid " + other + ")");
+    std::fprintf(stderr, "stepscope: %s is being recorded by pid %s: this recording writes %s\n",
+                 busy.c_str(), holder.c_str(), output.c_str());
+  }
+  const std::string parts_dir = output + ".parts";
   std::error_code ec;
   const std::string lib = collector_library_path();
   if (!fs::exists(lib, ec)) throw store::StoreError(lib, "collector library not found (set STEPSCOPE_COLLECTOR_LIB)");
@@ -865,7 +922,7 @@ RecordSummary record(const RecordOptions& o) {
   summary.finalize_s = double(mono_ns() - t_finalize) / 1e9;
   // A process writes its part at its first commit (250 ms) and at its exit; one killed before both leaves
   // none.
-  if (summary.processes == 0 && !(!command_file.empty() && statically_linked(command_file)))
+  if (summary.processes == 0 && !o.paused && !(!command_file.empty() && statically_linked(command_file)))
     summary.warnings.push_back(
         "nothing was recorded: the command ended before the collector's first commit (250 ms) without "
         "running its "

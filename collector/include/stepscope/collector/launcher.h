@@ -2,6 +2,8 @@
 // per-process partial stores into one store (atomically) and symbolizes it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -59,21 +61,28 @@ struct RecordSummary {
 RecordSummary record(const RecordOptions& options);
 
 // OUTPUT.parts, where a recording's processes write their parts (record, attach), held for the recording:
-// made 0700 when missing and locked (flock on its .lock file, which names the holder's pid), so a second
-// recording to the same output is refused while this one runs — two shells' default run.db removed each
-// other's parts and both wrote a store, one of them empty. What a recording that was killed left there is
-// removed. On a file system without locks (Lustre mounted noflock, some NFS) it records unguarded, as before.
-// Throws store::StoreError(output, why). The folder itself is removed by whoever merges it; the lock
-// ends with this.
+// made 0700 when missing and locked (flock on its .lock file, which names the holder's pid). Two shells'
+// default run.db removed each other's parts and both wrote a store, one of them empty: now `record` writes to
+// another name when the output is busy, `attach` refuses. What a killed recording left there is removed. The
+// folder is used through a descriptor opened with O_NOFOLLOW, never through a path that a symbolic link could
+// redirect (a planted OUT.parts -> /etc was emptied, made 0700 and, under a root attach, given to the
+// target's user). On a file system without locks (Lustre mounted noflock, some NFS) it records unguarded, as
+// before. The folder itself is removed by whoever merges it; the lock ends with this object.
 class PartsFolderLock {
  public:
-  PartsFolderLock(const std::string& output, const std::string& parts_dir);
+  PartsFolderLock() = default;
   ~PartsFolderLock();
   PartsFolderLock(const PartsFolderLock&) = delete;
   PartsFolderLock& operator=(const PartsFolderLock&) = delete;
+  // False, with the holder's pid, when another live recording holds it. Throws store::StoreError(output, why)
+  // when the folder cannot be made or used (a symbolic link or a file in its place is refused).
+  bool take(const std::string& output, const std::string& parts_dir, std::string& holder);
+  // The folder and its lock to `uid` (root attaching to another user's process: it writes its parts there).
+  void give_to(uid_t uid);
 
  private:
-  int fd_ = -1;
+  void release();
+  int dir_fd_ = -1, fd_ = -1;
 };
 
 // The STEPSCOPE_FLIGHT_* settings of `options` for a recording whose saves go to `dir`, named <prefix>-*.db.
