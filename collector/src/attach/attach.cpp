@@ -525,7 +525,15 @@ AttachSummary record_attached(const AttachOptions& o) {
   std::snprintf(buf, sizeof buf, "%.6f", double(t_end - t_begin) / 1e9);
   meta["record.command_wall_s"] = buf;
   const int64_t t_finalize = mono_ns();
-  merge_parts(parts_dir, output, meta, summary.record);
+  try {
+    merge_parts(parts_dir, output, meta, summary.record);
+  } catch (const store::StoreError& e) {
+    parts_guard.keep = true;  // the window's parts are the recording: kept and said, as record does
+    throw store::StoreError(output, e.reason() +
+                                        "; the recording's parts (a store per process, not symbolized) "
+                                        "stay in " +
+                                        parts_dir);
+  }
   fs::remove_all(parts_dir, ec);
   parts_guard.keep = true;
   summary.record.command_wall_s = double(t_end - t_recording) / 1e9;

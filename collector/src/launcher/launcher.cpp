@@ -901,7 +901,14 @@ RecordSummary record(const RecordOptions& o) {
   meta["host"] = host;
   for (const auto& [k, v] : own_rank) meta[k] = v;
   if (per_rank) {
-    merge_parts_by_rank(parts_dir, pattern, host, meta, summary);
+    try {
+      merge_parts_by_rank(parts_dir, pattern, host, meta, summary);
+    } catch (const store::StoreError& e) {
+      throw store::StoreError(pattern, e.reason() +
+                                           "; the recording's parts (a store per process, not "
+                                           "symbolized) stay in " +
+                                           parts_dir);
+    }
   } else {
     const std::string zero = "0", child_pid = std::to_string(child);
     const std::string final_output =
