@@ -172,3 +172,25 @@ TEST_CASE("a step is judged without the time it overlapped this process's save: 
   CHECK(tr->detail() == "step 31 took 800.0 ms, 80.0x the median 10.0 ms of the 31 steps before it");
   CHECK(e.excluded_steps() == 0);  // judged, not left out
 }
+
+TEST_CASE(
+    "each thread's steps are judged against its own: a slower loop on another thread is not a slow step") {
+  // Steps are sequences per source and thread: a data thread's 100 ms steps beside a 10 ms training loop were
+  // judged against one median of both.
+  TriggerSettings s;
+  s.min_excess_ns = 0;
+  TriggerEvaluator e(s);
+  int64_t t = 0;
+  std::vector<int64_t> fired;
+  for (int64_t i = 0; i < 60; ++i) {
+    if (auto tr = e.on_step("api", i, t, t + 10 * kMs, 7)) fired.push_back(tr->step);
+    if (i % 5 == 4)
+      if (auto tr = e.on_step("api", i / 5, t - 40 * kMs, t + 60 * kMs, 8)) fired.push_back(tr->step);
+    t += 10 * kMs;
+  }
+  CHECK(fired.empty());
+  // Thread 7's own slow step still fires.
+  auto tr = e.on_step("api", 60, t, t + 50 * kMs, 7);
+  REQUIRE(tr);
+  CHECK(tr->step == 60);
+}

@@ -311,7 +311,8 @@ void observe(const store::Trace& rows) {
   std::sort(order.begin(), order.end(), [](const Ended& a, const Ended& b) { return a.end < b.end; });
   for (const auto& e : order) {
     std::optional<Trigger> t =
-        e.step ? r->triggers.on_step(rows.str(e.step->source), e.step->index, e.step->start, e.step->end)
+        e.step ? r->triggers.on_step(rows.str(e.step->source), e.step->index, e.step->start, e.step->end,
+                                     e.step->tid)
                : r->triggers.on_data_wait(rows.str(e.wait->source), e.wait->start, e.wait->end);
     if (!t || r->due) continue;  // one save at a time: a second trigger in its tail is in the same window
     r->due = std::move(t);

@@ -25,7 +25,7 @@ std::string Trigger::detail() const {
 }
 
 std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int64_t index, int64_t start_ns,
-                                                 int64_t end_ns) {
+                                                 int64_t end_ns, int64_t tid) {
   int64_t dur = end_ns - start_ns;
   if (dur <= 0) return std::nullopt;
   for (const auto& [a, b] : discounted_)
@@ -36,7 +36,7 @@ std::optional<Trigger> TriggerEvaluator::on_step(const std::string& source, int6
       ++excluded_steps_;
       return std::nullopt;
     }
-  Source& src = sources_[source];
+  Source& src = sources_[{source, tid}];
   std::optional<Trigger> fired;
   if (s_.slow_step_factor > 0 && src.seen >= s_.warmup_steps && !src.recent.empty()) {
     scratch_.assign(src.recent.begin(), src.recent.end());

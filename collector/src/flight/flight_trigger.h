@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepscope::collector::flight {
@@ -43,7 +44,9 @@ class TriggerEvaluator {
   // A completed step of `source`, or a data wait; a trigger when it fires (and the hourly limit allows).
   // Steps of several sources (optimizer and DataLoader hooks mark the same loop) judge one slow interval
   // once: a step overlapping the last trigger's interval does not fire again.
-  std::optional<Trigger> on_step(const std::string& source, int64_t index, int64_t start_ns, int64_t end_ns);
+  // Each thread's steps are judged against that thread's own (steps are sequences per source and thread).
+  std::optional<Trigger> on_step(const std::string& source, int64_t index, int64_t start_ns, int64_t end_ns,
+                                 int64_t tid = 0);
   std::optional<Trigger> on_data_wait(const std::string& source, int64_t start_ns, int64_t end_ns);
   // The profiler itself worked on the program's threads in [start, end] (a GPU window's CUPTI detach or
   // re-attach: ~12 ms against steps of 100 µs): a step overlapping it is neither judged nor part of the
@@ -69,7 +72,7 @@ class TriggerEvaluator {
     int64_t seen = 0;
   };
   TriggerSettings s_;
-  std::map<std::string, Source> sources_;
+  std::map<std::pair<std::string, int64_t>, Source> sources_;  // by (source, tid)
   std::deque<int64_t> fired_at_;  // end times of the automatic triggers in the last hour
   int64_t last_start_ = -1, last_end_ = -1;
   int64_t suppressed_ = 0, excluded_steps_ = 0;
