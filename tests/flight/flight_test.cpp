@@ -234,6 +234,32 @@ TEST_CASE("the quota: saves that would pass it are not written, and the run says
   CHECK(r.output.find("no trigger fired") == std::string::npos);
 }
 
+TEST_CASE("a flight folder the program cannot write: the last line says so, not 'no trigger fired'") {
+  // As nobody (root writes anywhere), with Debian's Python (the venv lies under /root): the program makes the
+  // flight folder read-only before it starts, so its two slow steps find no save folder.
+  if (getuid() != 0 || !fs::exists("/usr/bin/setpriv") ||
+      test::run_shell("/usr/bin/python3 -c 'import numpy' 2>&1").status != 0)
+    STEPSCOPE_SKIP("needs root, setpriv and Debian's python3-numpy");
+  test::ScratchDir dir("flight_unwritable");
+  REQUIRE(chown(dir.path().c_str(), 65534, 65534) == 0);
+  const std::string folder = dir.file("run.db.flight");
+  const auto r = test::run_shell(
+      "setpriv --reuid=65534 --regid=65534 --clear-groups " + test::shell_quote(kCli) +
+      " record --flight 5s --step-func train_step -o " + test::shell_quote(dir.file("run.db")) +
+      " -- sh -c 'chmod 0500 \"$0\" && exec /usr/bin/python3 \"$1\" --steps 450 --step-ms 5' " +
+      test::shell_quote(folder) + " " + test::shell_quote(trainer()) + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(std::regex_search(r.output,
+                          std::regex("stepscope: flight save of pid [0-9]+: cannot make a folder in " +
+                                     re_quote(folder) + "\n")));
+  CHECK(r.output.find("stepscope: flight recorder: 0 windows saved: the flight folder " + folder +
+                      " could not be written (Permission denied), so a trigger could not have saved or been "
+                      "counted\n") != std::string::npos);
+  CHECK(r.output.find("no trigger fired") == std::string::npos);
+  CHECK(files_matching(dir.path().string(), R"(run-.*\.db)").empty());
+}
+
 TEST_CASE("the hourly limit: the triggers held back are counted in the next save and in the last line") {
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   test::ScratchDir dir("flight_max_per_hour");
@@ -256,6 +282,26 @@ TEST_CASE("the hourly limit: the triggers held back are counted in the next save
                                      R"(2 triggers held back by --flight-max-per-hour\n)")));
 }
 
+TEST_CASE("the hourly limit: an exec'd image's held-back triggers add to the image's before it") {
+  if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
+  test::ScratchDir dir("flight_max_per_hour_exec");
+  // The trainer runs, then execs itself (same pid, a new collector): each image saves step 199 and holds back
+  // step 399. The second image's count replaced the first's (one file per pid): "1 trigger held back".
+  const std::string py = test::venv_python3(), args = "'--steps', '450', '--step-ms', '5'";
+  const std::string program = "import os, runpy, sys; sys.argv = ['" + trainer() + "', " + args +
+                              "]; runpy.run_path(sys.argv[0], run_name='__main__'); os.execv('" + py +
+                              "', ['" + py + "', '" + trainer() + "', " + args + "])";
+  const auto r = test::run_shell(test::shell_quote(kCli) +
+                                 " record --flight 5s --flight-max-per-hour 1 --step-func train_step -o " +
+                                 test::shell_quote(dir.file("run.db")) + " -- " + test::shell_quote(py) +
+                                 " -c " + test::shell_quote(program) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(files_matching(dir.path().string(), R"(run-.*-step199\.db)").size() == 2);
+  CHECK(std::regex_search(r.output,
+                          std::regex(R"(stepscope: flight recorder: 2 windows saved \([0-9.]+ (KiB|MiB)\), )"
+                                     R"(2 triggers held back by --flight-max-per-hour\n)")));
+}
 TEST_CASE("flight options: bad values and options without --flight are refused in one line, exit 2") {
   test::ScratchDir dir("flight_options");
   const std::string cli = test::shell_quote(kCli), out = " -o " + test::shell_quote(dir.file("run.db"));

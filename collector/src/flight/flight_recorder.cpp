@@ -51,7 +51,10 @@ struct Recorder {
   int64_t other_save_seen_at = -1;  // when a scan last found a save another process began
   std::deque<std::pair<int64_t, int64_t>> other_triggers;  // the slow intervals of the last of those saves
   int64_t saves = 0, parts = 0, failures = 0, joined = 0;
-  int64_t held_noted = 0;  // the suppressed triggers last written to the flight folder (note_held_back)
+  int64_t unsaved = 0;  // triggers that found no save folder (it could not be made)
+  // What note_trigger_counts last wrote, and this image's name for its file.
+  int64_t held_noted = 0, unsaved_noted = 0;
+  const int64_t image = clock_ns(CLOCK_REALTIME);
   std::mutex mu;  // requests (the control thread) ↔ the collector thread
   std::condition_variable cv;
   std::deque<Request*> requests;
@@ -162,6 +165,7 @@ std::string make_save(const Trigger* t, const std::string& kind) {
   const std::string label = t ? (t->step >= 0 ? "step" + std::to_string(t->step) : t->kind) : kind;
   const std::string name = make_save_folder(label, trigger_meta(t, kind));
   if (name.empty()) {
+    if (t) ++r->unsaved;  // a dump is answered with the failure; a trigger has only the launcher's last line
     if (r->failures++ == 0)
       std::fprintf(stderr, "stepscope: flight save of pid %d: cannot make a folder in %s\n", int(g->pid),
                    g->config.flight_dir.c_str());
@@ -240,19 +244,23 @@ class SaveLock {
   int fd_;
 };
 
-// The triggers the hourly limit held back, for the launcher's last line: under the limit there may be no next
-// save whose meta would count them. A dot-name, which no process takes for a save; replaced whole.
-void note_held_back() {
-  const int64_t n = r->triggers.suppressed();
-  if (n == r->held_noted) return;
-  r->held_noted = n;
-  const std::string base = g->config.flight_dir + "/", pid = std::to_string(g->pid);
-  const std::string tmp = base + ".tmp-held-" + pid;
+// The triggers the hourly limit held back and those that found no save folder, for the launcher's last line:
+// under the limit there may be no next save whose meta would count them, and an unsaved one has no folder at
+// all. A dot-name, which no process takes for a save; replaced whole. Best effort: where the folder could not
+// be made this file may not be either, and the process's stderr said so.
+void note_trigger_counts() {
+  const int64_t held = r->triggers.suppressed();
+  if (held == r->held_noted && r->unsaved == r->unsaved_noted) return;
+  r->held_noted = held;
+  r->unsaved_noted = r->unsaved;
+  const std::string base = g->config.flight_dir + "/",
+                    id = std::to_string(g->pid) + "-" + std::to_string(r->image);
+  const std::string tmp = base + ".tmp-counts-" + id;
   {
     std::ofstream out(tmp);
-    out << n << '\n';
+    out << held << ' ' << r->unsaved << '\n';
   }
-  std::rename(tmp.c_str(), (base + kHeldBackPrefix + pid).c_str());
+  std::rename(tmp.c_str(), (base + kTriggerCountsPrefix + id).c_str());
 }
 
 void mark_existing_seen() {
@@ -371,7 +379,7 @@ void after_pass(int64_t now, const MetaFn& meta) {
     q->done = true;
     r->cv.notify_all();
   }
-  note_held_back();
+  note_trigger_counts();
   if (now - r->last_prune >= kPrunePeriodNs) {
     r->last_prune = now;
     r->window.prune(now - g->config.flight_window_ns);

@@ -10,8 +10,10 @@
 
 namespace stepscope::collector::flight {
 
-// "<flight folder>/.held-<pid>": how many of that process's triggers the hourly limit held back so far.
-inline constexpr const char* kHeldBackPrefix = ".held-";
+// "<flight folder>/.counts-<pid>-<image>": "HELD UNSAVED", how many of that process image's triggers the
+// hourly limit held back so far, and how many found no save folder (it could not be made). <image> tells an
+// exec'd image of the same pid from the one before it, whose counts stay.
+inline constexpr const char* kTriggerCountsPrefix = ".counts-";
 
 // The wall-clock time in UTC to the millisecond: "20261126-143943.872" (sorts as it happened).
 inline std::string utc_stamp() {

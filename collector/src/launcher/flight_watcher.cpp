@@ -1,9 +1,13 @@
 #include "launcher/flight_watcher.h"
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -163,10 +167,16 @@ std::string FlightWatcher::summary() const {
     s += ", " + std::to_string(over_quota_) + " not saved: over the --flight-quota of " + size_text(quota_);
   if (empty_) s += ", " + std::to_string(empty_) + " not saved: no process had rows";
   if (failed_) s += ", " + std::to_string(failed_) + " not saved: could not be written";
+  if (unsaved_)
+    s += ", " + std::to_string(unsaved_) + (unsaved_ == 1 ? " trigger" : " triggers") +
+         " not saved: no save folder could be made (the program's stderr says why)";
   if (held_back_)
     s += ", " + std::to_string(held_back_) + (held_back_ == 1 ? " trigger" : " triggers") +
          " held back by --flight-max-per-hour";
-  if (merged_ == 0 && held_back_ == 0) s += ": no trigger fired";
+  if (merged_ == 0 && held_back_ == 0 && unsaved_ == 0)
+    s += unwritable_.empty() ? ": no trigger fired"
+                             : ": the flight folder " + dir_ + " could not be written (" + unwritable_ +
+                                   "), so a trigger could not have saved or been counted";
   return s;
 }
 
@@ -192,13 +202,29 @@ void FlightWatcher::finish(const std::string& failure) {
     if (!n.empty() && n[0] != '.' && n != "exit") first_seen_.emplace(n, mono_ns() - kFlightGatherNs);
   }
   poll();
-  // Each process's count of triggers the hourly limit held back (flight_recorder.cpp, note_held_back).
+  // Each process image's triggers the hourly limit held back and those that found no save folder
+  // (flight_recorder.cpp, note_trigger_counts).
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind(flight::kHeldBackPrefix, 0) != 0) continue;
+    if (n.rfind(flight::kTriggerCountsPrefix, 0) != 0) continue;
     std::ifstream in(e.path());
-    int64_t held = 0;
-    if (in >> held) held_back_ += held;
+    int64_t held = 0, unsaved = 0;
+    if (in >> held >> unsaved) {
+      held_back_ += held;
+      unsaved_ += unsaved;
+    }
+  }
+  // Nothing saved or counted: said as "no trigger fired" only when a process could have written here (the
+  // folder made read-only, a full or read-only file system: each process said so once on its stderr).
+  if (merged_ == 0 && held_back_ == 0 && unsaved_ == 0) {
+    const std::string probe = dir_ + "/.probe-" + std::to_string(getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      unwritable_ = std::strerror(errno);
+    } else {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
   }
   const std::string exit_dir = dir_ + "/exit";
   if (!failure.empty() && fs::is_directory(exit_dir, ec)) {

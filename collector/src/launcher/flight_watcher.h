@@ -30,10 +30,11 @@ class FlightWatcher {
   // the status: the collector kept it, flight_recorder.h).
   std::string exit_failure() const;
   const std::vector<std::string>& saved() const { return saved_; }
-  int64_t skipped() const { return over_quota_ + empty_ + failed_; }
+  int64_t skipped() const { return over_quota_ + empty_ + failed_ + unsaved_; }
   int64_t saved_bytes() const { return saved_bytes_; }
   // The run's last line after finish(): what was saved, what was not and why, and the triggers the hourly
-  // limit held back; "no trigger fired" only when none did. "flight recorder: 2 windows saved (1.3 MiB), ..."
+  // limit held back or that found no save folder; "no trigger fired" only when none did. "flight recorder: 2
+  // windows saved (1.3 MiB), ..."
   std::string summary() const;
 
  private:
@@ -42,7 +43,8 @@ class FlightWatcher {
   std::string dir_, prefix_;
   std::map<std::string, std::string> meta_;
   int64_t quota_ = 0, saved_bytes_ = 0;
-  int64_t merged_ = 0, over_quota_ = 0, empty_ = 0, failed_ = 0, held_back_ = 0;
+  int64_t merged_ = 0, over_quota_ = 0, empty_ = 0, failed_ = 0, held_back_ = 0, unsaved_ = 0;
+  std::string unwritable_;  // why the flight folder could not be written, when nothing was saved or counted
   bool print_ = true;
   std::map<std::string, int64_t> first_seen_;
   std::vector<std::string> saved_;
