@@ -1,12 +1,15 @@
 // Issue 14 acceptance: `stepscope attach PID` on real running processes, their stores read back, the processes
 // checked afterwards (still running, same output as unprofiled, no growth); every refusal is one line, exit 2.
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -768,4 +771,58 @@ TEST_CASE("a window whose part cannot be written leaves the process dormant: the
   rec.wait();
   INFO(rec.stderr_text());
   CHECK(store::StoreReader(db).load().samples.size() >= 100);  // the second window's
+}
+
+namespace {
+// A socket file at `path` as a process leaves it: listening (`listen_on`) or closed without unlinking
+// (SIGKILL).
+int plant_socket(const std::string& path, bool listen_on, time_t mtime) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  unlink(path.c_str());
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  if (listen_on) REQUIRE(listen(fd, 8) == 0);
+  const timespec times[2] = {{mtime, 0}, {mtime, 0}};
+  REQUIRE(utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0);
+  if (listen_on) return fd;
+  close(fd);
+  return -1;
+}
+
+// A pid that no process has now (a child that has been waited for).
+pid_t ended_pid() {
+  const pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+}  // namespace
+
+TEST_CASE(
+    "a control socket left by a killed process is removed by the next, a listening or young one stays") {
+  // Each SIGKILLed trainer left /tmp/stepscope-<uid>/<pid>.sock for good. A pid with no process here may live
+  // in another pid namespace sharing /tmp: its socket is kept while something listens on it.
+  test::ScratchDir dir("attach_stale_sockets");
+  const std::string sockets = "/tmp/stepscope-" + std::to_string(geteuid());
+  mkdir(sockets.c_str(), 0700);
+  const time_t hour_ago = time(nullptr) - 3600;
+  const std::string dead = sockets + "/" + std::to_string(ended_pid()) + ".sock",
+                    elsewhere = sockets + "/" + std::to_string(ended_pid()) + ".sock",
+                    young = sockets + "/" + std::to_string(ended_pid()) + ".sock";
+  plant_socket(dead, false, hour_ago);
+  const int listening = plant_socket(elsewhere, true, hour_ago);
+  plant_socket(young, false, time(nullptr));
+  Proc rec = spawn({stepscope_bin(), "record", "--paused", "--no-gpu", "-o", dir.file("p.db"), "--",
+                    sample("hot_loop"), "--iterations", "20000000"},
+                   dir.file("record"));
+  INFO(rec.stderr_text());
+  CHECK(rec.wait() == 0);
+  CHECK(!fs::exists(fs::symlink_status(dead)));
+  CHECK(fs::is_socket(elsewhere));
+  CHECK(fs::is_socket(young));
+  close(listening);
+  unlink(elsewhere.c_str());
+  unlink(young.c_str());
 }

@@ -5,6 +5,7 @@
 #include "control_server.h"
 #include "flight/flight_recorder.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,6 +34,9 @@ namespace {
 constexpr int kHighFd = 900;           // out of the program's own descriptor numbering, like the timers' fds
 constexpr int kRequestTimeoutS = 5;    // a client that connects and sends nothing is dropped
 constexpr int kExitWaitS = 5;  // at exit, how long a request in progress (a window closing) is waited for
+// A socket file younger than this may be one whose process is between bind() and listen(): never judged
+// stale.
+constexpr time_t kStaleSocketAgeS = 60;
 
 struct Server {
   std::mutex mu;
@@ -137,6 +142,41 @@ void* listen_main(void* arg) {
   }
 }
 
+// Sockets of processes that ended without removing theirs (SIGKILL, the OOM killer), which would pile up in
+// the directory. A pid that exists here is left without a look; one that does not may belong to another pid
+// namespace sharing /tmp, so only a connection refused (nobody listens on that socket) removes the file, and
+// only the file that was looked at.
+void remove_stale_sockets(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  const time_t now = time(nullptr);
+  while (const dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || end == e->d_name || std::strcmp(end, ".sock") != 0 || pid == long(getpid())) continue;
+    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+    const std::string path = dir + "/" + e->d_name;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid() ||
+        now - st.st_mtime < kStaleSocketAgeS)
+      continue;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) continue;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) break;
+    // Non-blocking: a listener whose backlog is full answers EAGAIN (alive), where a blocking connect waits.
+    const bool refused =
+        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == ECONNREFUSED;
+    close(fd);
+    struct stat again {};
+    if (refused && lstat(path.c_str(), &again) == 0 && again.st_ino == st.st_ino && again.st_dev == st.st_dev)
+      unlink(path.c_str());
+  }
+  closedir(d);
+}
+
 bool private_dir(const std::string& dir, std::string& error) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     error = "cannot create " + dir + ": " + std::strerror(errno);
@@ -182,6 +222,7 @@ bool start_server(std::string& error) {
   }
   const std::string dir = socket_dir(geteuid()), path = socket_path(geteuid(), getpid());
   if (!private_dir(dir, error)) return false;
+  remove_stale_sockets(dir);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) {
