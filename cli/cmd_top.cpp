@@ -380,9 +380,11 @@ CommandRegistration top_command(14, [](CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 20000));
   cmd->add_flag("--wall,!--cpu-time", o->record.wall, "Wall-clock samples (default) or CPU time only");
   cmd->add_flag("--no-gpu", o->record.no_gpu, "Do not trace CUDA activity");
-  cmd->add_option("--step-func", o->record.step_func, "Python functions matching this mark steps");
+  cmd->add_option("--step-func", o->record.step_func, "Python functions matching this mark steps")
+      ->check(python_regex_option());
   cmd->add_option("--data-wait-func", o->record.data_wait_func,
-                  "Python functions matching this are data waits");
+                  "Python functions matching this are data waits")
+      ->check(python_regex_option());
   cmd->callback([o, pid, &exit_code]() { exit_code = run_top(*pid, *o); });
 });
 

@@ -3,10 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepscope::cli {
@@ -30,7 +32,7 @@ inline CLI::Validator at_least_zero(bool whole) {
         char* end = nullptr;
         errno = 0;
         const double x = whole ? double(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
-        if (v.empty() || *end || errno || x != x || (whole && x > 2147483647))
+        if (v.empty() || *end || errno || !std::isfinite(x) || (whole && x > 2147483647))
           return v + (whole ? ": expected a whole number, 0 or more" : ": expected a number, 0 or more");
         if (x < 0) return v + ": must be 0 or more";
         return {};
@@ -50,6 +52,77 @@ inline CLI::Validator regex_option() {
           return "'" + re + "' is not a regular expression (" + e.what() + ")";
         }
         return {};
+      },
+      "");
+}
+
+// The mistakes Python's `re` refuses whatever the pattern means, found without a Python (`record` may start
+// none, and the dialect is not std::regex's: (?P<name>...), lookbehind and inline flags are valid there): an
+// unbalanced parenthesis, an unterminated character set or comment, a trailing backslash, a repeat with
+// nothing before it. "" when none is found; the rest is left to re.compile in the program, which says so on
+// its stderr. A verbose pattern ((?x): whitespace and # comments) is not checked.
+inline std::string python_regex_problem(const std::string& re) {
+  for (size_t i = re.find("(?"); i != std::string::npos; i = re.find("(?", i + 2)) {
+    size_t j = i + 2;
+    bool verbose = false;
+    while (j < re.size() && std::string_view("aiLmsux-").find(re[j]) != std::string_view::npos)
+      verbose |= re[j++] == 'x';
+    if (verbose && j < re.size() && (re[j] == ')' || re[j] == ':')) return {};
+  }
+  std::vector<size_t> open;
+  bool can_repeat = false;  // whether a *, + or ? here has something before it to repeat
+  for (size_t i = 0; i < re.size(); ++i) {
+    const char c = re[i];
+    const std::string at = " at position " + std::to_string(i);
+    if (c == '\\') {
+      if (i + 1 == re.size()) return "bad escape (end of pattern)" + at;
+      ++i;
+      can_repeat = true;
+    } else if (c == '[') {
+      size_t j = i + 1;
+      if (j < re.size() && re[j] == '^') ++j;
+      if (j < re.size() && re[j] == ']') ++j;  // a first ']' is itself
+      for (; j < re.size() && re[j] != ']'; ++j)
+        if (re[j] == '\\') ++j;
+      if (j >= re.size()) return "unterminated character set" + at;
+      i = j;
+      can_repeat = true;
+    } else if (c == '(' && re.compare(i, 3, "(?#") == 0) {
+      size_t j = i + 3;
+      for (; j < re.size() && re[j] != ')'; ++j)
+        if (re[j] == '\\') ++j;
+      if (j >= re.size()) return "missing ), unterminated comment" + at;
+      i = j;
+    } else if (c == '(') {
+      open.push_back(i);
+      if (i + 1 < re.size() && re[i + 1] == '?') ++i;  // (?:, (?P<name>, (?=, (?i): the '?' is the group's
+      can_repeat = false;
+    } else if (c == ')') {
+      if (open.empty()) return "unbalanced parenthesis" + at;
+      open.pop_back();
+      can_repeat = true;
+    } else if (c == '|') {
+      can_repeat = false;
+    } else if (c == '*' || c == '+' || c == '?') {
+      if (!can_repeat) return "nothing to repeat" + at;
+      if (i + 1 < re.size() && (re[i + 1] == '?' || re[i + 1] == '+')) ++i;  // lazy (a*?) or possessive (a*+)
+      can_repeat = false;
+    } else {
+      can_repeat = true;
+    }
+  }
+  if (!open.empty()) return "missing ), unterminated subpattern at position " + std::to_string(open.back());
+  return {};
+}
+
+// --step-func and --data-wait-func: a Python regex the program's `re` would refuse is refused as the option
+// is read (the program ran to its end without steps, one line on its stderr saying the option was ignored).
+inline CLI::Validator python_regex_option() {
+  return CLI::Validator(
+      [](std::string& re) -> std::string {
+        const std::string problem = python_regex_problem(re);
+        if (problem.empty()) return {};
+        return "'" + re + "' is not a Python regular expression (" + problem + ")";
       },
       "");
 }

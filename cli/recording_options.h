@@ -47,8 +47,11 @@ inline void add_recording_options(CLI::App* cmd, collector::RecordOptions& o, co
       ->check(regex_option());
   cmd->add_option("--step-regex", o.step_regex, "NVTX ranges matching this are training steps")
       ->check(regex_option());
-  cmd->add_option("--data-wait-func", o.data_wait_func, "Python functions matching this are data waits (Python hook)");
-  cmd->add_option("--step-func", o.step_func, "Python functions matching this mark steps (Python hook)");
+  cmd->add_option("--data-wait-func", o.data_wait_func,
+                  "Python functions matching this are data waits (Python hook)")
+      ->check(python_regex_option());
+  cmd->add_option("--step-func", o.step_func, "Python functions matching this mark steps (Python hook)")
+      ->check(python_regex_option());
   cmd->add_option("--cuda-api", o.cuda_api,
                   "CUDA API calls to record: lean (launches, copies, memsets, syncs, queries, pinned host "
                   "allocations) or all")
