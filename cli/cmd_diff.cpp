@@ -2,6 +2,10 @@
 // distributions and exits 1 on a regression (0 otherwise, 2 on bad input), for CI gates.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "command.h"
@@ -38,6 +42,20 @@ int run_diff(const DiffArgs& a) {
   if (a.format != "text" && a.format != "md" && a.format != "json")
     throw CLI::ValidationError("--format", "unknown format '" + a.format + "' (text, md, json)");
 
+  // The outputs' folders before any file is read: a typo in --json must not cost the whole analysis, and
+  // nothing is written when one of them cannot be (see StagedFiles below).
+  for (const std::string* out : {&a.junit, &a.md, &a.json}) {
+    if (out->empty()) continue;
+    const std::filesystem::path parent = std::filesystem::path(*out).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw store::StoreError(*out, "cannot write here: " + dir + " is not a folder");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      throw store::StoreError(*out, "cannot write here: " + dir + ": " + std::strerror(errno));
+    if (std::filesystem::is_directory(*out, ec))
+      throw store::StoreError(*out, "is a folder, not a file to write");
+  }
   analyzer::DiffConfig config;
   if (!a.config.empty()) config = analyzer::load_diff_config(a.config);
   if (a.kernel_regression_us >= 0) config.kernel_regression_us = a.kernel_regression_us;
@@ -54,10 +72,22 @@ int run_diff(const DiffArgs& a) {
   auto base_runs = load_side(base);
   auto new_runs = load_side(now);
   analyzer::DiffResult d = analyzer::diff_runs(base_runs, new_runs, config);
+  // A side with no step at all (an empty store, a run that crashed before its first step) is nothing to
+  // compare: bad input, not a pass (it exited 0, "no regression", and turned a crashed run's CI green).
+  for (const auto* side : {&d.base, &d.now})
+    if (side->steps == 0) {
+      std::string files;
+      for (const auto& f : side->files) files += (files.empty() ? "" : ", ") + f;
+      throw store::StoreError(files,
+                              std::string("nothing to compare: no step with a duration on the ") +
+                                  (side == &d.base ? "base" : "new") +
+                                  " side (an empty recording, or a run that ended before its first step)");
+    }
 
-  if (!a.junit.empty()) analyzer::write_file_atomically(a.junit, analyzer::diff_to_junit(d));
-  if (!a.md.empty()) analyzer::write_file_atomically(a.md, analyzer::diff_to_markdown(d));
-  if (!a.json.empty()) analyzer::write_file_atomically(a.json, analyzer::diff_to_json(d));
+  store::StagedFiles outputs;
+  if (!a.junit.empty()) outputs.add(a.junit, analyzer::diff_to_junit(d));
+  if (!a.md.empty()) outputs.add(a.md, analyzer::diff_to_markdown(d));
+  if (!a.json.empty()) outputs.add(a.json, analyzer::diff_to_json(d));
   std::string out = a.format == "md" ? analyzer::diff_to_markdown(d)
                     : a.format == "json" ? analyzer::diff_to_json(d)
                                          : analyzer::diff_to_text(d);
@@ -76,6 +106,7 @@ int run_diff(const DiffArgs& a) {
     else
       out += "\nNo per-rank section: " + why + ".\n";
   }
+  outputs.commit();
   analyzer::write_file_atomically("-", out);
   return d.exit_code();
 }

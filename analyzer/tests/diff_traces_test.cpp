@@ -238,3 +238,80 @@ TEST_CASE("stepscope diff: exit codes, output files, JUnit read by Python's XML 
                               "launch_idle_share":1,"sync_idle_share":1}})";
   CHECK(test::run_command(bin + " diff " + w4 + " " + w0 + " --config " + test::shell_quote(loose)).exit_code == 0);
 }
+
+TEST_CASE(
+    "stepscope diff: a gate that could never fail, an empty side, a half-written output are all refused") {
+  STEPSCOPE_REQUIRE_TRACES();
+  if (!std::filesystem::exists(stepscope_binary())) STEPSCOPE_SKIP("stepscope binary not built");
+  test::ScratchDir dir("diff_cli_refusals");
+  const std::string bin = test::shell_quote(stepscope_binary());
+  const std::string w4 = test::shell_quote(test::trace_path(kW4)),
+                    w0 = test::shell_quote(test::trace_path(kW0));
+  auto refused = [&](const std::string& args, const std::string& line) {
+    const auto r = test::run_command(bin + " diff " + args);
+    INFO(args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output == line);
+  };
+  // alpha below what the resamples can reach: 6/2000 = 0.003 (alpha = 0.001 passed +40% as unchanged).
+  const std::string strict = dir.file("strict.toml");
+  std::ofstream(strict) << "[test]\nalpha = 0.001\n";
+  refused(
+      w4 + " " + w0 + " --config " + test::shell_quote(strict),
+      "stepscope: " + strict +
+          ": test.alpha = 0.001 cannot be reached with 2000 bootstrap resamples: the least p-value they can "
+          "give, corrected over the six metrics, is 6/2000 = 0.003, so no metric could ever be significant; "
+          "set test.bootstrap_resamples to 6000 or more, or raise test.alpha\n");
+  std::ofstream(strict) << "[test]\nalpha = 0.001\nbootstrap_resamples = 6000\n";
+  CHECK(test::run_command(bin + " diff " + w4 + " " + w0 + " --config " + test::shell_quote(strict))
+            .exit_code == 1);
+  const std::string twice = dir.file("twice.toml");
+  std::ofstream(twice) << "[thresholds]\nstep_time_median = 0.1\nstep_time_median = 0.2\n";
+  refused(w0 + " " + w0 + " --config " + test::shell_quote(twice),
+          "stepscope: " + twice + ":3: 'thresholds.step_time_median' is set twice\n");
+  const std::string share = dir.file("share.toml");
+  std::ofstream(share) << "[thresholds]\ngpu_busy_share = 5\n";
+  refused(
+      w0 + " " + w0 + " --config " + test::shell_quote(share),
+      "stepscope: " + share +
+          ":2: thresholds.gpu_busy_share must be a fraction of the step between 0 and 1 (0.03 = 3 points)\n");
+  refused(w0 + " " + w0 + " --config " + test::shell_quote(dir.path().string()),
+          "stepscope: " + dir.path().string() + ": is a folder, not a configuration file\n");
+  CHECK(test::run_command(bin + " diff " + w0 + " " + w0 + " --kernel-regression-us inf").exit_code == 2);
+
+  // A new side with no step (a run that crashed before its first): bad input, not "no regression".
+  const std::string empty = dir.file("empty.db");
+  stepscope::store::write_store_atomically(stepscope::store::Trace{}, empty);
+  refused(
+      w0 + " " + test::shell_quote(empty),
+      "stepscope: " + empty +
+          ": nothing to compare: no step with a duration on the new side (an empty recording, or a run that "
+          "ended before its first step)\n");
+
+  // An output that cannot be written is found before any input is read, and none of the others is written.
+  const std::string junit = dir.file("j.xml"), md = dir.file("m.md");
+  refused(w4 + " " + w0 + " --junit " + test::shell_quote(junit) + " --md " + test::shell_quote(md) +
+              " --json /nonexistent-folder/d.json",
+          "stepscope: /nonexistent-folder/d.json: cannot write here: /nonexistent-folder is not a folder\n");
+  CHECK_FALSE(std::filesystem::exists(junit));
+  CHECK_FALSE(std::filesystem::exists(md));
+  // stdout that cannot be written (a full disk) is an error, not exit 0.
+  if (std::filesystem::exists("/dev/full")) {
+    const auto full = test::run_shell(bin + " diff " + w0 + " " + w0 + " --format json 2>&1 >/dev/full");
+    INFO(full.output);
+    CHECK(full.status == 2);
+    CHECK(full.output.find("stepscope: standard output: cannot write: No space left on device") !=
+          std::string::npos);
+  }
+  // A rank folder holding a file named as a store that is none: said, not skipped.
+  const std::string ranks = dir.file("ranks");
+  std::filesystem::create_directory(ranks);
+  std::filesystem::copy_file(test::trace_path(kW0), ranks + "/rank0.json.gz");
+  std::ofstream(ranks + "/rank1.db");  // empty
+  refused(
+      test::shell_quote(ranks) + " " + test::shell_quote(ranks),
+      "stepscope: " + ranks +
+          "/rank1.db: not a stepscope store or a trace (empty or damaged); remove it from the folder or name "
+          "the files to read\n");
+}

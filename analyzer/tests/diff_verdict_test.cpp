@@ -313,6 +313,73 @@ TEST_CASE("kernel_stats_by_name counts kernels inside the given steps only") {
   CHECK(analyzer::kernel_stats_by_name(t).size() == 3);  // no steps: the whole trace
 }
 
+TEST_CASE("kernel_stats_by_name puts a kernel in the step that launched it") {
+  // A queue behind the host runs the last step's kernel after the step ended: by its start it was not
+  // counted.
+  store::Trace t;
+  auto add = [&](int64_t launch, int64_t s, int64_t e, int64_t corr, int64_t pid) {
+    store::ApiCall c;
+    c.start = launch, c.end = launch + 2, c.correlation = corr, c.pid = pid;
+    t.api_calls.push_back(c);
+    store::Kernel k;
+    k.name = t.intern("k");
+    k.start = s, k.end = e, k.correlation = corr, k.pid = pid;
+    t.kernels.push_back(k);
+  };
+  add(110, 150, 160, 1, 7);
+  add(210, 290, 300, 2, 7);
+  add(280, 330, 340, 3, 7);  // launched in step 2, run after it
+  add(50, 120, 130, 4, 7);   // launched before the first step, run inside it
+  add(150, 420, 430, 3, 8);  // another process's id 3: its own launch (before the steps' end), not pid 7's
+  std::vector<analyzer::StepBreakdown> steps(2);
+  steps[0].start_ns = 100, steps[0].dur_ns = 100;
+  steps[1].start_ns = 200, steps[1].dur_ns = 100;
+  auto ks = analyzer::kernel_stats_by_name(t, steps);
+  REQUIRE(ks.size() == 1);
+  CHECK(ks[0].count == 4);
+  CHECK(ks[0].total_ns == 40);
+}
+
+TEST_CASE("GPU shares are over the steps whose GPU was traced, step time over every step") {
+  // Under record's default GPU windows an untraced step has no GPU record: pooled as idle, GPU busy fell from
+  // 60% to 6% of the run and a share regression in the traced steps was diluted tenfold.
+  RunSpec spec;
+  spec.steps = 40;
+  auto windowed = [&](uint64_t seed, double launch_share) {
+    RunSpec s = spec;
+    s.launch_share = launch_share;
+    auto r = synth_run(s, seed);
+    for (size_t i = 0; i < r.analysis.steps.size(); ++i)
+      if (i % 10 >= 4) {  // 4 of every 10 traced
+        auto& st = r.analysis.steps[i];
+        st.gpu_traced = false;
+        st.gpu_busy_ns = st.launch_idle_ns = st.sync_idle_ns = st.data_wait_ns = 0;
+        st.other_idle_ns = st.dur_ns;
+      }
+    return r;
+  };
+  auto d = analyzer::diff_runs({windowed(1, 0.05)}, {windowed(2, 0.15)});
+  CHECK(d.base.steps == 39);  // the first dropped as warm-up
+  CHECK(d.base.gpu_traced_steps == 15);
+  CHECK(d.now.gpu_traced_steps == 15);
+  const auto& busy = metric(d, "gpu_busy_share");
+  CHECK(busy.base == Approx(0.6).margin(0.02));
+  const auto& launch = metric(d, "launch_idle_share");
+  CHECK(launch.change == Approx(0.10).margin(0.02));
+  CHECK(launch.tested);
+  CHECK(launch.verdict == Verdict::Regression);
+  CHECK(metric(d, "step_time_median").verdict == Verdict::Unchanged);
+  bool noted = false;
+  for (const auto& n : d.notes)
+    noted |= n.find(
+                 "GPU windows: the GPU shares (busy, launch idle, sync idle) are over the steps whose CUDA "
+                 "activity was traced, 15 of 39 base and 15 of 39 new") != std::string::npos;
+  CHECK(noted);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(analyzer::diff_to_json(d));
+  CHECK(int64_t(doc["base"]["gpu_traced_steps"]) == 15);
+}
+
 TEST_CASE("findings that appear, disappear or change severity") {
   auto b = synth_run(RunSpec{}, 1);
   auto n = synth_run(RunSpec{}, 2);

@@ -111,6 +111,12 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
     StoreWriter w(tmp, bulk);
     w.append(t);
     w.close();
+  } catch (const StoreError& e) {
+    remove_store_files(tmp);
+    // Named as the store being written, not its hidden temporary (".run.db.tmp-29109-0: cannot create
+    // store").
+    if (e.file() == tmp) throw StoreError(path, e.reason());
+    throw;
   } catch (...) {
     remove_store_files(tmp);
     throw;
@@ -124,7 +130,7 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
   }
 }
 
-void write_file_atomically(const std::string& path, std::string_view content) {
+void StagedFiles::add(const std::string& path, std::string_view content) {
   const std::string tmp = temp_path_beside(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
   if (fd < 0) throw StoreError(path, std::string("cannot create: ") + std::strerror(errno));
@@ -147,11 +153,29 @@ void write_file_atomically(const std::string& path, std::string_view content) {
     ::unlink(tmp.c_str());
     throw StoreError(path, std::string("cannot write: ") + std::strerror(saved));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(tmp.c_str());
-    throw StoreError(path, std::string("cannot replace: ") + std::strerror(saved));
+  staged_.emplace_back(tmp, path);
+}
+
+void StagedFiles::commit() {
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    const auto& [tmp, path] = staged_[i];
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int saved = errno;
+      staged_.erase(staged_.begin(), staged_.begin() + std::ptrdiff_t(i));  // the renamed ones stay
+      throw StoreError(path, std::string("cannot replace: ") + std::strerror(saved));
+    }
   }
+  staged_.clear();
+}
+
+StagedFiles::~StagedFiles() {
+  for (const auto& [tmp, path] : staged_) ::unlink(tmp.c_str());
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+  StagedFiles files;
+  files.add(path, content);
+  files.commit();
 }
 
 }  // namespace stepscope::store

@@ -10,6 +10,7 @@
 #include "diff/stats.h"
 #include "format/units.h"
 #include "stepscope/analyzer/diff.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/graph_replays.h"
 
 namespace stepscope::analyzer {
@@ -76,11 +77,14 @@ void add_graph_notes(const std::vector<DiffRun>& base, const std::vector<DiffRun
   }
 }
 
-// Duration count and total by name of the items (kernels, op ranges) that start inside one of the steps (all of
-// them when there are no steps), largest total first.
-template <class Items, class Keep>
-std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& items, const std::vector<StepBreakdown>& steps,
-                                      Keep keep) {
+// Duration count and total by name of the items (kernels, op ranges) whose `when` (a kernel's launch, an op's
+// start) lies inside one of the steps (all of them when there are no steps), largest total first.
+// `demangle`: keyed by the demangled name, so a store's mangled kernel names meet a Kineto trace's demangled
+// ones.
+template <class Items, class Keep, class When>
+std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& items,
+                                      const std::vector<StepBreakdown>& steps, Keep keep, When when,
+                                      bool demangle) {
   std::vector<std::pair<int64_t, int64_t>> windows;
   for (const auto& s : steps)
     if (s.dur_ns > 0) windows.emplace_back(s.start_ns, s.start_ns + s.dur_ns);
@@ -94,7 +98,7 @@ std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& it
   };
   std::unordered_map<store::StringId, KernelStat> by_id;
   for (const auto& k : items) {
-    if (!keep(k) || !inside(k.start)) continue;
+    if (!keep(k) || !inside(when(k))) continue;
     int64_t d = std::max<int64_t>(0, k.end - k.start);
     auto [it, fresh] = by_id.try_emplace(k.name);
     KernelStat& st = it->second;
@@ -107,7 +111,7 @@ std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& it
   // Different string ids may carry the same name after merges: key the result by name.
   std::map<std::string, KernelStat> by_name;
   for (auto& [id, st] : by_id) {
-    const std::string& name = trace.str(id);
+    const std::string name = demangle ? full_symbol(trace.str(id)) : trace.str(id);
     auto [it, fresh] = by_name.try_emplace(name, st);
     if (!fresh) {
       it->second.count += st.count;
@@ -131,18 +135,46 @@ std::vector<KernelStat> stats_by_name(const store::Trace& trace, const Items& it
 }  // namespace
 
 std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
-  return stats_by_name(trace, trace.kernels, steps, [](const store::Kernel&) { return true; });
+  // A kernel belongs to the step that launched it, as the analysis counts a step's kernels: a queue that runs
+  // behind the host ends its last steps' kernels after the last step (launch_bound_fused: 1,015 of 6,000),
+  // and by their start they were not counted (dense_kernel 16.3 → 19.7 µs a step where it went 19.6 → 19.7).
+  // Joined as the analysis joins them: by correlation id, the launching process's call where merged ranks'
+  // ids collide.
+  std::vector<std::pair<int64_t, uint32_t>> by_corr;  // (correlation, API call row), sorted
+  if (!steps.empty()) {
+    by_corr.reserve(trace.api_calls.size());
+    for (uint32_t i = 0; i < trace.api_calls.size(); ++i)
+      if (trace.api_calls[i].correlation) by_corr.emplace_back(trace.api_calls[i].correlation, i);
+    if (!std::is_sorted(by_corr.begin(), by_corr.end())) std::sort(by_corr.begin(), by_corr.end());
+  }
+  auto when = [&](const store::Kernel& k) {
+    if (!k.correlation) return k.start;
+    auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::make_pair(k.correlation, uint32_t(0)));
+    int64_t first = -1;
+    for (; it != by_corr.end() && it->first == k.correlation; ++it) {
+      if (first < 0) first = it->second;
+      if (!k.pid || trace.api_calls[it->second].pid == k.pid) return trace.api_calls[it->second].start;
+    }
+    return first >= 0 ? trace.api_calls[size_t(first)].start : k.start;
+  };
+  return stats_by_name(
+      trace, trace.kernels, steps, [](const store::Kernel&) { return true; }, when, true);
 }
 
 std::vector<KernelStat> op_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps) {
-  return stats_by_name(trace, trace.ranges, steps, [](const store::Range& r) { return r.source == store::RangeSource::Op; });
+  return stats_by_name(
+      trace, trace.ranges, steps, [](const store::Range& r) { return r.source == store::RangeSource::Op; },
+      [](const store::Range& r) { return r.start; }, false);
 }
 
 namespace {
 
-// Per-step values of one side, pooled over its runs.
+// Per-step values of one side, pooled over its runs: every step's length and host data wait, and the GPU side
+// of the steps whose CUDA activity was traced (all of them without GPU windows; an untraced step's GPU is
+// unknown, not idle, as in analyze's shares).
 struct StepSamples {
-  std::vector<double> dur_us, busy, launch, data, sync;  // component times in µs, paired by index
+  std::vector<double> dur_us, data;                    // every step, in µs, paired by index
+  std::vector<double> gpu_dur_us, busy, launch, sync;  // the traced steps, in µs, paired by index
   size_t size() const { return dur_us.size(); }
 };
 
@@ -165,15 +197,18 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
     for (size_t i = skip; i < steps.size(); ++i) {
       const auto* st = steps[i];
       s.dur_us.push_back(double(st->dur_ns) / 1e3);
-      s.busy.push_back(double(st->gpu_busy_ns) / 1e3);
-      s.launch.push_back(double(st->launch_idle_ns) / 1e3);
       // As the analyzer's summary.data_wait_share: all host time waiting for input (TF profiler's "input"),
       // of which data_wait_ns is the part with the GPU idle too.
       s.data.push_back(double(std::max(st->host_data_wait_ns, st->data_wait_ns)) / 1e3);
+      if (!st->gpu_traced) continue;
+      s.gpu_dur_us.push_back(double(st->dur_ns) / 1e3);
+      s.busy.push_back(double(st->gpu_busy_ns) / 1e3);
+      s.launch.push_back(double(st->launch_idle_ns) / 1e3);
       s.sync.push_back(double(st->sync_idle_ns) / 1e3);
     }
   }
   side.steps = static_cast<int64_t>(s.size());
+  side.gpu_traced_steps = static_cast<int64_t>(s.gpu_dur_us.size());
   return s;
 }
 
@@ -335,38 +370,59 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
   }
 
   // The metrics: step time (median, p90), then one per share. Holm corrects over these six.
+  // The GPU shares over the steps whose GPU was traced (dur paired with them), the data wait over every step.
   struct ShareDef {
     const char* id;
     const char* title;
     const std::vector<double>* bpart;
     const std::vector<double>* npart;
+    const std::vector<double>* bdur;
+    const std::vector<double>* ndur;
     double threshold;
     bool higher_is_worse;
   };
   const ShareDef shares[] = {
-      {"gpu_busy_share", "GPU busy share", &b.busy, &n.busy, cfg.gpu_busy_share, false},
-      {"data_wait_share", "Data-wait share", &b.data, &n.data, cfg.data_wait_share, true},
-      {"launch_idle_share", "Launch-idle share", &b.launch, &n.launch, cfg.launch_idle_share, true},
-      {"sync_idle_share", "Sync-idle share", &b.sync, &n.sync, cfg.sync_idle_share, true},
+      {"gpu_busy_share", "GPU busy share", &b.busy, &n.busy, &b.gpu_dur_us, &n.gpu_dur_us, cfg.gpu_busy_share,
+       false},
+      {"data_wait_share", "Data-wait share", &b.data, &n.data, &b.dur_us, &n.dur_us, cfg.data_wait_share,
+       true},
+      {"launch_idle_share", "Launch-idle share", &b.launch, &n.launch, &b.gpu_dur_us, &n.gpu_dur_us,
+       cfg.launch_idle_share, true},
+      {"sync_idle_share", "Sync-idle share", &b.sync, &n.sync, &b.gpu_dur_us, &n.gpu_dur_us,
+       cfg.sync_idle_share, true},
   };
   // The least steps that can show anything: as long as the exact Mann–Whitney test over five metrics could
   // reach alpha (5 per side); fewer, and a bootstrap of 3 or 4 steps is too coarse to trust.
   constexpr size_t kFamily = 5;
-  size_t nb = b.size(), nn = n.size();
-  bool testable = nb >= 2 && nn >= 2 && stats::min_attainable_p(nb, nn) * double(kFamily) <= cfg.alpha;
+  auto testable_with = [&cfg](size_t x, size_t y) {
+    return x >= 2 && y >= 2 && stats::min_attainable_p(x, y) * double(kFamily) <= cfg.alpha;
+  };
+  const size_t nb = b.size(), nn = n.size();
+  const bool testable = testable_with(nb, nn);
   std::string too_few_note =
       fmt::format("too few steps for a significance test ({} base vs {} new); the threshold alone decides", nb, nn);
 
   if (!testable && nb > 0 && nn > 0) d.notes.insert(d.notes.begin(), too_few_note);
+  const size_t gb = b.gpu_dur_us.size(), gn = n.gpu_dur_us.size();
+  if ((gb < nb || gn < nn) && (d.base.has_gpu || d.now.has_gpu)) {
+    d.notes.push_back(
+        fmt::format("GPU windows: the GPU shares (busy, launch idle, sync idle) are over the steps whose "
+                    "CUDA activity was "
+                    "traced, {} of {} base and {} of {} new; the step time and data wait over every step",
+                    gb, nb, gn, nn));
+    if (testable && !testable_with(gb, gn))
+      d.notes.push_back(
+          fmt::format("too few traced steps for a significance test of the GPU shares ({} base vs {} "
+                      "new); the threshold alone decides them",
+                      gb, gn));
+  }
 
   // Each metric's p-value and 95% interval come from one seeded bootstrap of its own change (the interval
   // inverted: p < 0.05 exactly when the interval excludes 0), so the two never disagree. Holm corrects the
   // p-values over the metrics for the verdict.
-  auto test_of = [&](const stats::BootstrapStatistic& statistic, uint64_t salt) {
-    if (!nb || !nn) return stats::BootstrapTest{};
-    // bootstrap_resamples = 0 hides the intervals; the test still needs its resamples.
-    const int resamples = cfg.bootstrap_resamples > 0 ? std::max(10, cfg.bootstrap_resamples) : 2000;
-    return stats::bootstrap_test(nb, nn, statistic, cfg.seed + salt, resamples);
+  auto test_of = [&](const stats::BootstrapStatistic& statistic, uint64_t salt, size_t x, size_t y) {
+    if (!x || !y) return stats::BootstrapTest{};
+    return stats::bootstrap_test(x, y, statistic, cfg.seed + salt, cfg.test_resamples());
   };
   auto mean_of = [](const std::vector<double>& v, const std::vector<size_t>* ix, size_t count) {
     double sum = 0;
@@ -385,7 +441,9 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     if (cfg.bootstrap_resamples > 0) m.ci_valid = t.ci.valid, m.ci_lo = t.ci.lo, m.ci_hi = t.ci.hi;
   };
 
-  auto finish = [&](MetricDiff& m) {
+  // x, y: the steps the metric is over on each side (the traced ones for a GPU share).
+  auto finish = [&](MetricDiff& m, size_t x, size_t y) {
+    const bool testable = testable_with(x, y);
     m.tested = testable;
     bool moved = std::isfinite(m.change) && std::fabs(m.change) >= m.threshold && m.change != 0;
     if (moved && !m.relative) {
@@ -408,11 +466,13 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
       }
     }
     m.exceeds_threshold = moved;
-    if (nb == 0 || nn == 0) m.note = "no steps on one side; nothing to compare";
+    if (x == 0 || y == 0)
+      m.note = nb == 0 || nn == 0 ? "no steps on one side; nothing to compare"
+                                  : "no step with its GPU traced on one side; nothing to compare";
   };
   auto decide = [&](MetricDiff& m) {
-    m.significant = testable && m.p_adjusted <= cfg.alpha;
-    bool decided = m.exceeds_threshold && (m.significant || (!testable && nb > 0 && nn > 0));
+    m.significant = m.tested && m.p_adjusted <= cfg.alpha;
+    bool decided = m.exceeds_threshold && (m.significant || (!m.tested && std::isfinite(m.change)));
     if (decided) {
       bool worse = m.higher_is_worse ? m.change > 0 : m.change < 0;
       m.verdict = worse ? Verdict::Regression : Verdict::Improvement;
@@ -436,8 +496,8 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
                       double qb = stats::quantile(pick(b.dur_us, ix), q);
                       return qb > 0 ? stats::quantile(pick(n.dur_us, iy), q) / qb - 1.0 : std::nan("");
                     },
-                    uint64_t(which)));
-    finish(m);
+                    uint64_t(which), nb, nn));
+    finish(m, nb, nn);
     d.metrics.push_back(m);
   }
   for (size_t i = 0; i < 4; ++i) {
@@ -448,8 +508,10 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
     m.relative = false;
     m.higher_is_worse = s.higher_is_worse;
     m.threshold = s.threshold;
-    m.base = pooled_share(*s.bpart, b.dur_us, nullptr);
-    m.now = pooled_share(*s.npart, n.dur_us, nullptr);
+    const std::vector<double>&bdur = *s.bdur, &ndur = *s.ndur;
+    const size_t x = bdur.size(), y = ndur.size();
+    m.base = pooled_share(*s.bpart, bdur, nullptr);
+    m.now = pooled_share(*s.npart, ndur, nullptr);
     m.change = m.now - m.base;
     // The component's time per step (for GPU busy: the idle time), absolute, and its change as a fraction of
     // the base mean step time, sign following the share (more idle = lower busy share).
@@ -459,32 +521,31 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
       const double step = mean_of(dur, ix, count), v = mean_of(part, ix, count);
       return s.higher_is_worse ? v : step - v;
     };
-    m.base_step_us = mean_of(b.dur_us, nullptr, nb), m.new_step_us = mean_of(n.dur_us, nullptr, nn);
-    m.base_time_us = nb ? component(*s.bpart, b.dur_us, nullptr, nb) : std::nan("");
-    m.new_time_us = nn ? component(*s.npart, n.dur_us, nullptr, nn) : std::nan("");
-    m.time_change = nb && nn && m.base_step_us > 0 ? sign * (m.new_time_us - m.base_time_us) / m.base_step_us
-                                                   : std::nan("");
+    m.base_step_us = mean_of(bdur, nullptr, x), m.new_step_us = mean_of(ndur, nullptr, y);
+    m.base_time_us = x ? component(*s.bpart, bdur, nullptr, x) : std::nan("");
+    m.new_time_us = y ? component(*s.npart, ndur, nullptr, y) : std::nan("");
+    m.time_change = x && y && m.base_step_us > 0 ? sign * (m.new_time_us - m.base_time_us) / m.base_step_us
+                                                 : std::nan("");
     {
       auto t = test_of(
           [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
-            const double bstep = mean_of(b.dur_us, &ix, 0);
+            const double bstep = mean_of(bdur, &ix, 0);
             return bstep > 0
-                       ? sign *
-                             (component(*s.npart, n.dur_us, &iy, 0) - component(*s.bpart, b.dur_us, &ix, 0)) /
+                       ? sign * (component(*s.npart, ndur, &iy, 0) - component(*s.bpart, bdur, &ix, 0)) /
                              bstep
                        : std::nan("");
           },
-          10 + i);
+          10 + i, x, y);
       m.time_p_value = t.p;
       if (t.ci.valid && cfg.bootstrap_resamples > 0)
         m.time_ci_valid = true, m.time_ci_lo = t.ci.lo, m.time_ci_hi = t.ci.hi;
     }
     set_test(m, test_of(
                     [&](const std::vector<size_t>& ix, const std::vector<size_t>& iy) {
-                      return pooled_share(*s.npart, n.dur_us, &iy) - pooled_share(*s.bpart, b.dur_us, &ix);
+                      return pooled_share(*s.npart, ndur, &iy) - pooled_share(*s.bpart, bdur, &ix);
                     },
-                    2 + i));
-    finish(m);
+                    2 + i, x, y));
+    finish(m, x, y);
     d.metrics.push_back(m);
   }
   {
@@ -505,7 +566,18 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
   d.kernels_added_total = kernels.added_total;
   d.kernels_removed_total = kernels.removed_total;
   d.kernel_regressions = kernels.regressions;
-  d.ops = name_level_diff(base, now, &DiffRun::ops, cfg);
+  // Ops where both sides record them: a stepscope recording has no framework-op ranges, a Kineto trace does,
+  // and every op of the trace read as added (77 "added" for the same program recorded both ways).
+  auto has_ops = [](const std::vector<DiffRun>& runs) {
+    return std::any_of(runs.begin(), runs.end(), [](const DiffRun& r) { return !r.ops.empty(); });
+  };
+  if (has_ops(base) == has_ops(now))
+    d.ops = name_level_diff(base, now, &DiffRun::ops, cfg);
+  else
+    d.notes.push_back(
+        fmt::format("framework ops are not compared: only the {} side records them (Kineto's cpu_op "
+                    "events, op ranges); a stepscope recording has none",
+                    has_ops(base) ? "base" : "new"));
   {
     // Sampled self time is not a gate: sampling noise of a few periods would fail builds.
     DiffConfig listed = cfg;

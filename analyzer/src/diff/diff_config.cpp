@@ -7,8 +7,12 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <variant>
 
@@ -39,6 +43,14 @@ double non_negative(const Value& v, const std::string& where, const char* key) {
   return d;
 }
 
+// A share's threshold is a change of a fraction of the step (0.03 = 3 points): 5 could never be passed.
+double share_change(const Value& v, const std::string& where, const char* key) {
+  double d = number(v, where, key);
+  if (!(d >= 0 && d <= 1))
+    fail(where, std::string(key) + " must be a fraction of the step between 0 and 1 (0.03 = 3 points)");
+  return d;
+}
+
 int64_t integer(const Value& v, const std::string& where, const char* key, int64_t lo, int64_t hi) {
   double d = number(v, where, key);
   if (d != std::floor(d) || d < double(lo) || d > double(hi))
@@ -47,24 +59,62 @@ int64_t integer(const Value& v, const std::string& where, const char* key, int64
 }
 
 const Setter kSetters[] = {
-    {"thresholds.step_time_median", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_median = non_negative(v, w, "thresholds.step_time_median"); }},
-    {"thresholds.kernel_regression_us", [](DiffConfig& c, const Value& v, const std::string& w) { c.kernel_regression_us = non_negative(v, w, "thresholds.kernel_regression_us"); }},
-    {"thresholds.kernel_regression_ratio", [](DiffConfig& c, const Value& v, const std::string& w) { c.kernel_regression_ratio = non_negative(v, w, "thresholds.kernel_regression_ratio"); }},
-    {"thresholds.step_time_p90", [](DiffConfig& c, const Value& v, const std::string& w) { c.step_time_p90 = non_negative(v, w, "thresholds.step_time_p90"); }},
-    {"thresholds.gpu_busy_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.gpu_busy_share = non_negative(v, w, "thresholds.gpu_busy_share"); }},
-    {"thresholds.data_wait_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.data_wait_share = non_negative(v, w, "thresholds.data_wait_share"); }},
-    {"thresholds.launch_idle_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.launch_idle_share = non_negative(v, w, "thresholds.launch_idle_share"); }},
-    {"thresholds.sync_idle_share", [](DiffConfig& c, const Value& v, const std::string& w) { c.sync_idle_share = non_negative(v, w, "thresholds.sync_idle_share"); }},
-    {"test.alpha", [](DiffConfig& c, const Value& v, const std::string& w) {
+    {"thresholds.step_time_median",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.step_time_median = non_negative(v, w, "thresholds.step_time_median");
+     }},
+    {"thresholds.kernel_regression_us",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.kernel_regression_us = non_negative(v, w, "thresholds.kernel_regression_us");
+     }},
+    {"thresholds.kernel_regression_ratio",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.kernel_regression_ratio = non_negative(v, w, "thresholds.kernel_regression_ratio");
+     }},
+    {"thresholds.step_time_p90",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.step_time_p90 = non_negative(v, w, "thresholds.step_time_p90");
+     }},
+    {"thresholds.gpu_busy_share",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.gpu_busy_share = share_change(v, w, "thresholds.gpu_busy_share");
+     }},
+    {"thresholds.data_wait_share",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.data_wait_share = share_change(v, w, "thresholds.data_wait_share");
+     }},
+    {"thresholds.launch_idle_share",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.launch_idle_share = share_change(v, w, "thresholds.launch_idle_share");
+     }},
+    {"thresholds.sync_idle_share",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.sync_idle_share = share_change(v, w, "thresholds.sync_idle_share");
+     }},
+    {"test.alpha",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
        double a = number(v, w, "test.alpha");
        if (!(a > 0 && a < 1)) fail(w, "test.alpha must lie strictly between 0 and 1");
        c.alpha = a;
      }},
-    {"test.skip_first_steps", [](DiffConfig& c, const Value& v, const std::string& w) { c.skip_first_steps = int(integer(v, w, "test.skip_first_steps", 0, 1000000)); }},
-    {"test.seed", [](DiffConfig& c, const Value& v, const std::string& w) { c.seed = uint64_t(integer(v, w, "test.seed", 0, int64_t(1) << 52)); }},
-    {"test.bootstrap_resamples", [](DiffConfig& c, const Value& v, const std::string& w) { c.bootstrap_resamples = int(integer(v, w, "test.bootstrap_resamples", 0, 100000)); }},
-    {"report.top_kernels", [](DiffConfig& c, const Value& v, const std::string& w) { c.top_kernels = int(integer(v, w, "report.top_kernels", 0, 10000)); }},
-    {"report.fail_on_new_findings", [](DiffConfig& c, const Value& v, const std::string& w) {
+    {"test.skip_first_steps",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.skip_first_steps = int(integer(v, w, "test.skip_first_steps", 0, 1000000));
+     }},
+    {"test.seed",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.seed = uint64_t(integer(v, w, "test.seed", 0, int64_t(1) << 52));
+     }},
+    {"test.bootstrap_resamples",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.bootstrap_resamples = int(integer(v, w, "test.bootstrap_resamples", 0, 100000));
+     }},
+    {"report.top_kernels",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
+       c.top_kernels = int(integer(v, w, "report.top_kernels", 0, 10000));
+     }},
+    {"report.fail_on_new_findings",
+     [](DiffConfig& c, const Value& v, const std::string& w) {
        if (!std::holds_alternative<std::string>(v)) fail(w, "report.fail_on_new_findings must be a string");
        const auto& s = std::get<std::string>(v);
        if (s != "none" && s != "low" && s != "medium" && s != "high")
@@ -98,6 +148,7 @@ bool bare_key(const std::string& k) {
 
 DiffConfig parse_toml(const std::string& text, const std::string& name) {
   DiffConfig c;
+  std::set<std::string> seen;
   std::istringstream in(text);
   std::string line, table;
   int lineno = 0;
@@ -153,6 +204,8 @@ DiffConfig parse_toml(const std::string& text, const std::string& name) {
       v = d;
     }
     std::string full = table.empty() ? key : table + "." + key;
+    // TOML forbids a key twice; silently taking the last hid an edit that did nothing.
+    if (!seen.insert(full).second) fail(where, "'" + full + "' is set twice");
     apply(c, full, v, where);
   }
   return c;
@@ -160,6 +213,7 @@ DiffConfig parse_toml(const std::string& text, const std::string& name) {
 
 DiffConfig parse_json(const std::string& text, const std::string& name) {
   DiffConfig c;
+  std::set<std::string> seen;
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
@@ -183,6 +237,7 @@ DiffConfig parse_json(const std::string& text, const std::string& name) {
       else if (e.get_double().get(dnum) == simdjson::SUCCESS) v = dnum;
       else if (e.get_string().get(str) == simdjson::SUCCESS) v = std::string(str);
       else fail(name, "'" + key + "' must be a number, string or boolean");
+      if (!seen.insert(key).second) fail(name, "'" + key + "' is set twice");
       apply(c, key, v, name);
     }
   }
@@ -191,16 +246,44 @@ DiffConfig parse_json(const std::string& text, const std::string& name) {
 
 }  // namespace
 
+// Settings that are each valid but together make a gate that can never fail.
+void check_together(const DiffConfig& c, const std::string& name) {
+  // A bootstrap p-value is at least 1/B, and Holm multiplies the smallest by the six metrics: below 6/B no
+  // metric could ever be significant (alpha = 0.001 with 2,000 resamples passed a +794% step time as
+  // unchanged).
+  const int b = c.test_resamples();
+  const double least = 6.0 / double(b);
+  if (least > c.alpha) {
+    char buf[320];
+    std::snprintf(
+        buf, sizeof buf,
+        "test.alpha = %g cannot be reached with %d bootstrap resamples: the least p-value they can give, "
+        "corrected over the six metrics, is 6/%d = %.4g, so no metric could ever be significant; set "
+        "test.bootstrap_resamples to %d or more, or raise test.alpha",
+        c.alpha, b, b, least, int(std::ceil(6.0 / c.alpha)));
+    fail(name, buf);
+  }
+}
+
 DiffConfig parse_diff_config(const std::string& text, const std::string& name) {
   size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') return parse_json(text, name);
-  return parse_toml(text, name);
+  DiffConfig c =
+      first != std::string::npos && text[first] == '{' ? parse_json(text, name) : parse_toml(text, name);
+  check_together(c, name);
+  return c;
 }
 
 DiffConfig load_diff_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw store::StoreError(path, "is a folder, not a configuration file");
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw store::StoreError(path, "cannot open the configuration file");
+  if (!f)
+    throw store::StoreError(path, std::string("cannot open the configuration file: ") +
+                                      (errno ? std::strerror(errno) : "unreadable"));
   std::string text((std::istreambuf_iterator<char>(f)), {});
+  if (f.bad()) throw store::StoreError(path, "cannot read the configuration file");
   return parse_diff_config(text, path);
 }
 

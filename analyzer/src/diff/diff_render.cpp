@@ -83,6 +83,7 @@ std::string diff_to_json(const DiffResult& d) {
     w.end_array();
     w.kv("steps", s.steps);
     w.kv("steps_dropped", s.steps_dropped);
+    w.kv("gpu_traced_steps", s.gpu_traced_steps);
     w.key("step_sources").begin_array();
     for (const auto& f : s.step_sources) w.value(f);
     w.end_array();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -451,8 +452,21 @@ std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args
         case store::FileKind::Json:
           found.push_back(e.path().string());
           break;
-        default:
-          break;  // READMEs, logs, other databases
+        default: {
+          // READMEs, logs and other databases are passed over; a file named as a store or trace that is none
+          // (empty, cut short, overwritten) is a rank lost, said in one line (it was skipped: a job's diff or
+          // analysis ran on the ranks that were left, exit 0).
+          const std::string name = e.path().filename().string();
+          auto ends = [&name](const char* x) {
+            const size_t n = std::strlen(x);
+            return name.size() >= n && name.compare(name.size() - n, n, x) == 0;
+          };
+          if (ends(".db") || ends(".json") || ends(".gz") || ends(".zst") || ends(".sqlite"))
+            throw store::StoreError(e.path().string(),
+                                    "not a stepscope store or a trace (empty or damaged); "
+                                    "remove it from the folder or name the files to read");
+          break;
+        }
       }
     }
     if (ec) throw store::StoreError(arg, "cannot list the directory: " + ec.message());

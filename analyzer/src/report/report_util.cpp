@@ -2,11 +2,13 @@
 
 #include <simdjson.h>
 
+#include <unistd.h>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/report.h"
@@ -147,8 +149,12 @@ bool parse_report_format(std::string_view name, ReportFormat& out) {
 
 void write_file_atomically(const std::string& path, std::string_view content) {
   if (path != "-") return store::write_file_atomically(path, content);
-  std::fwrite(content.data(), 1, content.size(), stdout);
-  std::fflush(stdout);
+  // A full disk or a closed reader under `> out.json` must not pass as a written report (it exited 0).
+  errno = 0;
+  const bool whole = std::fwrite(content.data(), 1, content.size(), stdout) == content.size();
+  if (std::fflush(stdout) != 0 || !whole || std::ferror(stdout))
+    throw store::StoreError("standard output",
+                            std::string("cannot write: ") + (errno ? std::strerror(errno) : "write error"));
 }
 
 namespace report_util {

@@ -26,6 +26,10 @@ struct DiffConfig {
   int skip_first_steps = 1;     // warm-up steps dropped from each run (only when it keeps >= 2 steps)
   uint64_t seed = 20240601;     // bootstrap seed: same inputs, same intervals
   int bootstrap_resamples = 2000;
+  // The resamples each test draws: bootstrap_resamples = 0 hides the intervals, the tests still draw 2000.
+  int test_resamples() const {
+    return bootstrap_resamples > 0 ? (bootstrap_resamples < 10 ? 10 : bootstrap_resamples) : 2000;
+  }
   int top_kernels = 15;         // kernel (and op) changes listed
   // Kernel- and op-level regressions for CI: a kernel or framework op whose time per step grows by more than
   // kernel_regression_us AND by more than kernel_regression_ratio of its base — or a new one taking more than
@@ -128,6 +132,7 @@ struct DiffSide {
   std::vector<std::string> files;
   int64_t steps = 0;          // steps compared (after warm-up steps were dropped)
   int64_t steps_dropped = 0;  // warm-up steps dropped
+  int64_t gpu_traced_steps = 0;  // of `steps`, those whose CUDA activity was traced (the GPU shares' steps)
   std::vector<std::string> step_sources;  // per file
   bool has_gpu = false;
 };

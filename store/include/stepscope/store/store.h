@@ -206,6 +206,24 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
 // cannot create|write|replace …: reason") thrown, so `path` is either the old file or the whole new one.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+// Several outputs of one command, all or none: each written as write_file_atomically writes one, to its
+// temporary beside it, and renamed only by commit() once every one is whole; the temporaries of a failed or
+// abandoned set are removed. (A diff whose third output could not be written left the first two behind.)
+class StagedFiles {
+ public:
+  StagedFiles() = default;
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+  ~StagedFiles();
+  // Throws StoreError("PATH: cannot create|write …: reason"), its temporary removed.
+  void add(const std::string& path, std::string_view content);
+  // Renames every staged file over its path; throws StoreError("PATH: cannot replace …") where one fails.
+  void commit();
+
+ private:
+  std::vector<std::pair<std::string, std::string>> staged_;  // (temporary, path)
+};
+
 // Removes a store file and the -wal, -shm and -journal files SQLite may have left beside it; never throws.
 void remove_store_files(const std::string& path);
 
