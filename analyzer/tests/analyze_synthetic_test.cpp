@@ -155,6 +155,18 @@ TEST_CASE("a sync on an already idle GPU drains nothing: no tail of sync idle af
   check_partition(a);
 }
 
+TEST_CASE("a sync that drained the GPU with no launch after it: its tail is the documented 200 us") {
+  // The thread's last sync got no tail at all (its next launch was taken to be its own end): the drained
+  // GPU's idle after it was "other".
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 400 * US);
+  b.api("cudaStreamSynchronize", 300 * US, 410 * US);  // waits for k_a, returns at 410
+  auto a = analyzer::analyze(b.t);
+  CHECK(a.steps[0].sync_idle_ns == 10 * US + 200 * US);  // 400..410 blocked, then the tail to 610
+  check_partition(a);
+}
+
 TEST_CASE("small-gemm-loop: 32 identical small GEMMs per step") {
   Builder b;
   const std::string gemm = "ampere_sgemm_32x32_sliced1x4_nn";
@@ -317,6 +329,23 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
   }
 }
 
+TEST_CASE("steps that touch survive a trace's rounding: a nanosecond's overlap is adjacency") {
+  // Kineto's fractional microseconds, start and length rounded apart, made adjacent ProfilerSteps overlap by
+  // 1 ns and each such step was dropped (6 analysed as 4).
+  Builder b;
+  for (int i = 0; i < 6; ++i) {
+    const int64_t s0 = i * 1000 * US - (i % 2);  // every other one starts 1 ns before the last ended
+    b.range("ProfilerStep#" + std::to_string(i), s0, (i + 1) * 1000 * US);
+    b.kernel("k", s0 + 10 * US, s0 + 15 * US, s0 + 20 * US, s0 + 30 * US);
+  }
+  b.range("ProfilerStep#9", 2500 * US, 2600 * US);  // nested in a step: still not one
+  auto a = analyzer::analyze(b.t);
+  CHECK(a.summary.step_source == "profiler-step");
+  REQUIRE(a.summary.steps == 6);
+  for (size_t i = 1; i < a.steps.size(); ++i)
+    CHECK(a.steps[i].start_ns == a.steps[i - 1].start_ns + a.steps[i - 1].dur_ns);
+}
+
 TEST_CASE("one window when nothing marks steps - no GPU is said plainly") {
   Builder b;
   b.kernel("k0", 0, 5 * US, 10 * US, 20 * US);
@@ -326,6 +355,14 @@ TEST_CASE("one window when nothing marks steps - no GPU is said plainly") {
   REQUIRE(a.steps.size() == 1);
   CHECK(a.steps[0].start_ns == 0);
   CHECK(a.steps[0].dur_ns == 50 * US);
+  // A copy launched before the first kernel: the window starts at its launch call (it started at the
+  // kernel's).
+  b.memcpy(store::CopyKind::HtoD, store::MemoryKind::Pinned, store::MemoryKind::Device, -8 * US, -6 * US,
+           -4 * US, -2 * US, 4096);
+  a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  CHECK(a.steps[0].start_ns == -8 * US);
+  CHECK(a.steps[0].dur_ns == 58 * US);
 
   Builder cpu;
   cpu.range("ProfilerStep#1", 0, 100 * US);

@@ -442,7 +442,9 @@ void collect_blocking_calls(Context& ctx, const ApiIndex& apis) {
     for (auto& [k, v] : launches)
       if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
     for (auto& b : ctx.blocking) {
-      int64_t next = b.end;
+      // No later launch on the thread: it has not issued one within the tail either (the tail was 0, so a
+      // trace's last sync booked its drained GPU's idle as "other").
+      int64_t next = INT64_MAX;
       auto it = launches.find({b.pid, b.tid});
       if (it != launches.end()) {
         auto l = std::lower_bound(it->second.begin(), it->second.end(), b.end);

@@ -59,8 +59,19 @@ bool is_gemm_kernel(std::string_view kernel) {
 
 bool is_conv_kernel(std::string_view kernel) {
   std::string k = lower(kernel);
-  return contains(k, "conv") || contains(k, "cudnn") || contains(k, "wgrad") || contains(k, "dgrad") ||
-         contains(k, "fprop") || contains(k, "miopen");
+  if (contains(k, "conv") || contains(k, "wgrad") || contains(k, "dgrad") || contains(k, "fprop") ||
+      contains(k, "winograd"))
+    return true;
+  if (!contains(k, "cudnn") && !contains(k, "miopen")) return false;
+  // The libraries' other kernels are no convolution: batch norm (cudnn::bn_fw_tr_1C11_kernel_NCHW — 86 ms of
+  // the V100 ResNet trace's 387 ms counted as convolution), pooling, softmax, LRN, dropout, activations,
+  // elementwise tensor ops and layout transforms.
+  static const char* other[] = {"bn_",        "batchnorm",  "batch_norm", "pooling",    "pool_",
+                                "softmax",    "lrn",        "dropout",    "activation", "op_generic_tensor",
+                                "nchwtonhwc", "nhwctonchw", "transform",  "reduce"};
+  for (const char* m : other)
+    if (contains(k, m)) return false;
+  return true;
 }
 
 bool is_tensor_core_kernel(std::string_view kernel) {
