@@ -59,6 +59,57 @@ Builder sync_each_step() {
   return b;
 }
 
+// A GPU-bound loop as Kineto records it: the host runs a step ahead of the GPU, each launch call blocked on a
+// full launch queue (it returns when the kernel `queue` launches earlier has ended), and ProfilerStep# ranges
+// `gap` apart (the Python of prof.step() between them: 31-70 µs on the shared Kineto traces). 20 kernels a
+// step on one stream, 10 of 200 µs then 10 of 800 µs: the GPU's step is 10 ms.
+Builder pipelined_loop(int64_t gap, int queue = 10) {
+  Builder b;
+  const int64_t durs[2] = {200 * US, 800 * US};
+  std::vector<int64_t> ends;
+  int64_t h = 1000 * US;
+  for (int s = 0; s < 10; ++s) {
+    const int64_t s0 = h;
+    for (int j = 0; j < 20; ++j) {
+      const size_t g = ends.size();
+      const int64_t le =
+          g >= size_t(queue) ? std::max(h + 10 * US, ends[g - size_t(queue)] + 2 * US) : h + 10 * US;
+      const int64_t ks = std::max(h + 15 * US, ends.empty() ? 0 : ends.back());
+      ends.push_back(ks + durs[j / 10]);
+      b.kernel("k" + std::to_string(j), h, le, ks, ends.back());
+      h = le + 20 * US;
+    }
+    b.range("ProfilerStep#" + std::to_string(s), s0, h);
+    h += gap;
+  }
+  return b;
+}
+
+// Ten steps of 10 ms; in each, the step thread's cudaMemcpyAsync blocks 8 ms (its own copy done early,
+// nothing ending when it returns: not a wait the replay models) while another thread launches 40 kernels
+// inside it (each 15 µs after its call, on an idle stream); then the step thread launches 10 kernels of 100
+// µs back to back, 9 of them queued.
+Builder launches_inside_a_blocked_call() {
+  Builder b;
+  for (int s = 0; s < 10; ++s) {
+    const int64_t t0 = s * 10'000 * US;
+    b.range("ProfilerStep#" + std::to_string(s), t0, t0 + 10'000 * US);
+    b.memcpy(store::CopyKind::HtoD, store::MemoryKind::Pinned, store::MemoryKind::Device, t0 + 200 * US,
+             t0 + 8'200 * US, t0 + 250 * US, t0 + 260 * US, 1024);
+    b.tid = 202;
+    for (int j = 0; j < 40; ++j) {
+      const int64_t c = t0 + (300 + 195 * j) * US;
+      b.kernel("other", c, c + 10 * US, c + 25 * US, c + 175 * US, 1, 8);
+    }
+    b.tid = 101;
+    for (int j = 0; j < 10; ++j) {
+      const int64_t c = t0 + (8'300 + 5 * j) * US;
+      b.kernel("tail", c, c + 5 * US, t0 + (8'315 + 100 * j) * US, t0 + (8'415 + 100 * j) * US);
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("what-if: a blocking sync each step, replayed unchanged and made asynchronous") {
@@ -119,6 +170,26 @@ TEST_CASE("what-if: nothing to replay without GPU work, and said so") {
   CHECK(a.what_if.empty());
   CHECK(a.what_if.note == "no GPU activity in the steps: nothing to replay");
   CHECK(analyzer::what_if_sentence(a.what_if).empty());
+}
+
+TEST_CASE(
+    "what-if: a pipelined GPU-bound loop replays at the GPU's step, whatever the time between its steps") {
+  for (const int64_t gap : {int64_t(0), 40 * US, 500 * US}) {
+    CAPTURE(gap);
+    const analyzer::WhatIf w = analyzer::analyze(pipelined_loop(gap).t).what_if;
+    REQUIRE(w.steps == 8);  // steps 0-7 one window, not 8 windows of one step
+    // The window ends when the GPU has run the 160 kernels its steps launched, back to back from 15 µs after
+    // the first launch: the GPU's period (in windows of one step, 40 µs apart, it was 15,965 µs: +60%).
+    CHECK(w.identity_step_us == Approx((15.0 + 80'000.0) / 8));
+  }
+}
+
+TEST_CASE(
+    "what-if: launches of another thread inside a blocked call set no launch latency for the queued ops") {
+  const analyzer::WhatIf w = analyzer::analyze(launches_inside_a_blocked_call().t).what_if;
+  REQUIRE(w.steps == 8);
+  CHECK(w.recorded_step_us == Approx(10'000.0));
+  CHECK(w.identity_step_us == Approx(10'000.0));  // latencies from the memcpy's start: 10,379 µs
 }
 
 TEST_CASE("what-if on the H100 recordings: each cure's predicted step against the step the cure measured") {
