@@ -146,6 +146,25 @@ TEST_CASE("MI300X DDP ResNet-18: its 1 s steps wait for the host's own computati
   for (int64_t i : f->steps) CHECK(a.steps[size_t(i)].host_idle_ns + a.steps[size_t(i)].launch_idle_ns >= 0.9 * f->est_savings_us_per_step * 1000);
 }
 
+TEST_CASE("AlexNet's two steps: the 5 s first is the warm-up, and the steady 27 ms step is host-compute") {
+  // Lazy module loading and cuDNN's algorithm search (one 3.06 s cudaLaunchKernel) made host-compute claim
+  // 2.51 s "per step"; with the warm-up left out its 21.9 ms in the steady step was "negligible" over 5 s.
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto& a = analysis_of("hta/alexnet_a100.json.gz");
+  REQUIRE(a.steps.size() == 2);
+  CHECK(a.steps[0].warmup);
+  CHECK_FALSE(a.steps[1].warmup);
+  CHECK(a.critical_path.total_ns == 27232000);
+  auto* f = find_finding(a, "host-compute");
+  REQUIRE(f);
+  CHECK(f->severity == store::Severity::High);
+  CHECK(f->steps == std::vector<int64_t>{1});
+  // The two long gaps of step 1 (14.70 and 7.14 ms between its kernels, counted from the raw trace) and no
+  // more.
+  CHECK(f->est_savings_us_per_step == Approx(21881.0).margin(50.0));
+  CHECK(f->est_savings_us_per_step * 1000 <= double(a.steps[1].host_idle_ns + a.steps[1].launch_idle_ns));
+}
+
 TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, every step gpu") {
   STEPSCOPE_REQUIRE_TRACES();
   const std::string rel = "hta/v100_resnet_gpu_bound_ns.json.gz";
@@ -155,6 +174,15 @@ TEST_CASE("GPU-bound ResNet on V100: neither launch-overhead nor input-bound, ev
   REQUIRE(a.steps.size() == 5);
   for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Gpu);
   CHECK(std::abs(a.summary.gpu_busy_share - reference(rel, "gpu_busy_share")) < 0.005);
+  // fp32 convolutions in SIMT kernels; cuDNN's batch norm is not convolution time (it was 86 ms of "387 ms").
+  auto* f = find_finding(a, "no-tensor-cores");
+  REQUIRE(f);
+  simdjson::dom::parser p;
+  auto ev = p.parse(f->evidence_json);
+  CHECK(double(ev["gemm_conv_us"]) == Approx(300429.39).margin(1.0));
+  CHECK(double(ev["simt_share_of_gemm_conv"]) == Approx(0.767).margin(0.001));
+  // The what-if replays the pipelined GPU-bound loop at the GPU's period, not 26% over it.
+  CHECK(a.what_if.identity_step_us == Approx(96703.1).margin(1.0));
 }
 
 TEST_CASE("the many-small-kernels trap: idle is host-side blocking, not launch overhead") {
@@ -225,10 +253,13 @@ TEST_CASE("every shared trace analyzes - the breakdown partitions each step - no
                 s.profiler_ns ==
             s.dur_ns);
     // Savings add up: the findings that explain GPU idle never claim more than the idle there is, and none is
-    // reported below 1% of the step time.
-    double idle_saved = 0;
+    // reported below 1% of the steady steps' time (AlexNet's 27 ms steady step beside its 5 s warm-up).
+    double idle_saved = 0, traced = 0, steady = 0;
+    for (const auto& s : a.steps)
+      if (s.gpu_traced) traced += double(s.dur_ns), steady += s.warmup ? 0.0 : double(s.dur_ns);
+    const double to_steady = steady > 0 && traced > steady ? traced / steady : 1.0;
     for (const auto& f : a.findings) {
-      CHECK(f.share >= 0.01);
+      CHECK(f.share * to_steady >= 0.01);
       if (f.rule != "no-tensor-cores" && f.rule != "pageable-memcpy") idle_saved += f.share;
     }
     if (a.summary.has_gpu) CHECK(idle_saved <= 1.0 - a.summary.gpu_busy_share + 1e-9);

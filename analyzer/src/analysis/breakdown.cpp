@@ -691,9 +691,11 @@ void break_down_steps(Context& ctx) {
 }
 
 // Steady steps: a first step much longer than the others carries one-time costs (CUDA context and module
-// loading, allocator growth, autotuning, the first batch with nothing to prefetch behind) that no suggested change
-// removes and that weigh differently in a 60- and a 600-step run. With 4 steps or more such a first step is left
-// out of the shares that decide severities (torch.profiler's schedule skips warm-up steps for the same reason).
+// loading, allocator growth, autotuning, the first batch with nothing to prefetch behind) that no suggested
+// change removes and that weigh differently in a 60- and a 600-step run. With 4 steps or more such a first
+// step is left out of the shares that decide severities (torch.profiler's schedule skips warm-up steps for
+// the same reason); with 2 or 3 steps, a first step more than kFewStepsWarmupFactor times the longest of the
+// others.
 void mark_steady_steps(Context& ctx) {
   ctx.steady.assign(ctx.steps.size(), 1);
   if (ctx.steps.size() >= 4) {
@@ -701,6 +703,13 @@ void mark_steady_steps(Context& ctx) {
     for (size_t i = 1; i < ctx.steps.size(); ++i) rest.push_back(ctx.steps[i].dur_ns);
     std::nth_element(rest.begin(), rest.begin() + int64_t(rest.size() / 2), rest.end());
     if (double(ctx.steps[0].dur_ns) > kWarmupStepFactor * double(rest[rest.size() / 2])) {
+      ctx.steady[0] = 0;
+      ctx.steps[0].warmup = true;
+    }
+  } else if (ctx.steps.size() >= 2) {
+    int64_t longest = 0;
+    for (size_t i = 1; i < ctx.steps.size(); ++i) longest = std::max(longest, ctx.steps[i].dur_ns);
+    if (double(ctx.steps[0].dur_ns) > kFewStepsWarmupFactor * double(longest)) {
       ctx.steady[0] = 0;
       ctx.steps[0].warmup = true;
     }

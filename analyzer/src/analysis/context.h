@@ -43,6 +43,10 @@ inline constexpr int64_t kBlockingCopyMinNs = 20'000;
 // With 4 steps or more, a first step longer than this many times the median of the others is a warm-up step: it is
 // analysed and shown, but left out of the shares that decide severities.
 inline constexpr double kWarmupStepFactor = 1.5;
+// With 2 or 3 steps there is no median of the others to trust: a first step longer than this many times the
+// longest of them is the warm-up (a two-step AlexNet trace: 5.0 s of lazy module loading and cuDNN's
+// algorithm search, then a 27 ms step; host-compute claimed 2.51 s "per step").
+inline constexpr double kFewStepsWarmupFactor = 10.0;
 // A recording that traced the GPU in windows (`record --gpu-window N/M`): a step counts as traced when its
 // recording's windows cover this share of it. The collector switches at its own step marker, a few µs from where
 // the analyzer puts the boundary; a step half in a window has half its GPU work missing and is left out.

@@ -14,7 +14,7 @@ Analysis analyze(const store::Trace& trace, const AnalyzeOptions& options) {
   detail::measure(trace, options, ctx, a);
   detail::SavingsLedger ledger;
   for (const auto& rule : rules::all_rules()) rule->run(ctx, ledger, a.findings);
-  rules::drop_negligible(a.findings);
+  rules::drop_negligible(ctx, a.findings);
   // Largest total saving first.
   std::stable_sort(a.findings.begin(), a.findings.end(), [](const FindingResult& x, const FindingResult& y) {
     return x.est_savings_us_per_step * double(x.steps.size()) >

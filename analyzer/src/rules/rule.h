@@ -61,8 +61,8 @@ struct SeverityDecision {
 std::optional<SeverityDecision> decide_severity(double share, double high_at, double medium_at);
 // The decision as evidence fields: "share_for_severity", "high_at", "medium_at", "near_threshold".
 void write_severity_evidence(JsonWriter& w, const SeverityDecision& d);
-// Removes findings whose share is below kMinReportedShare.
-void drop_negligible(std::vector<FindingResult>& findings);
+// Removes findings whose saving is below kMinReportedShare of the steady steps' time.
+void drop_negligible(const detail::Context& ctx, std::vector<FindingResult>& findings);
 
 // Calls f(segment, start, end) for each classified idle segment overlapping step `step`, clipped to the step, in
 // time order.

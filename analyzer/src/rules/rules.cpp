@@ -42,10 +42,15 @@ void write_severity_evidence(JsonWriter& w, const SeverityDecision& d) {
   w.kv("threshold_margin", kThresholdMargin).kv("near_threshold", d.near_threshold);
 }
 
-void drop_negligible(std::vector<FindingResult>& findings) {
-  findings.erase(std::remove_if(findings.begin(), findings.end(),
-                                [](const FindingResult& f) { return f.share < kMinReportedShare; }),
-                 findings.end());
+void drop_negligible(const detail::Context& ctx, std::vector<FindingResult>& findings) {
+  // Judged against the steady steps, as severities are: a warm-up step thousands of times the others (a short
+  // trace's lazy module loading) made a finding of 80% of the steady step "negligible" over the whole run.
+  const double steady = double(ctx.steady_step_ns), traced = double(ctx.traced_step_ns);
+  const double scale = steady > 0 && traced > steady ? traced / steady : 1.0;
+  findings.erase(
+      std::remove_if(findings.begin(), findings.end(),
+                     [scale](const FindingResult& f) { return f.share * scale < kMinReportedShare; }),
+      findings.end());
 }
 
 int64_t claim_idle_in_step(const detail::Context& ctx, detail::SavingsLedger& ledger, size_t step, detail::IdleKind kind,
