@@ -45,7 +45,7 @@ int run_diff(const DiffArgs& a) {
   // The outputs' folders before any file is read: a typo in --json must not cost the whole analysis, and
   // nothing is written when one of them cannot be (see StagedFiles below).
   for (const std::string* out : {&a.junit, &a.md, &a.json}) {
-    if (out->empty()) continue;
+    if (out->empty() || *out == "-") continue;
     const std::filesystem::path parent = std::filesystem::path(*out).parent_path();
     const std::string dir = parent.empty() ? "." : parent.string();
     std::error_code ec;
@@ -84,10 +84,19 @@ int run_diff(const DiffArgs& a) {
                                   " side (an empty recording, or a run that ended before its first step)");
     }
 
+  // "-": to stdout, before what --format prints there.
   store::StagedFiles outputs;
-  if (!a.junit.empty()) outputs.add(a.junit, analyzer::diff_to_junit(d));
-  if (!a.md.empty()) outputs.add(a.md, analyzer::diff_to_markdown(d));
-  if (!a.json.empty()) outputs.add(a.json, analyzer::diff_to_json(d));
+  std::string to_stdout;
+  auto output = [&](const std::string& path, std::string text) {
+    if (path.empty()) return;
+    if (path == "-")
+      to_stdout += text;
+    else
+      outputs.add(path, text);
+  };
+  output(a.junit, analyzer::diff_to_junit(d));
+  output(a.md, analyzer::diff_to_markdown(d));
+  output(a.json, analyzer::diff_to_json(d));
   std::string out = a.format == "md" ? analyzer::diff_to_markdown(d)
                     : a.format == "json" ? analyzer::diff_to_json(d)
                                          : analyzer::diff_to_text(d);
@@ -107,7 +116,7 @@ int run_diff(const DiffArgs& a) {
       out += "\nNo per-rank section: " + why + ".\n";
   }
   outputs.commit();
-  analyzer::write_file_atomically("-", out);
+  analyzer::write_file_atomically("-", to_stdout + out);
   return d.exit_code();
 }
 

@@ -304,10 +304,23 @@ TEST_CASE(
     CHECK(full.output.find("stepscope: standard output: cannot write: No space left on device") !=
           std::string::npos);
   }
-  // A rank folder holding a file named as a store that is none: said, not skipped.
+  // --json - writes the JSON to stdout (it wrote a file named "-"), before the text.
+  const auto dash = test::run_shell("cd " + test::shell_quote(dir.path().string()) + " && " + bin + " diff " +
+                                    w0 + " " + w0 + " --json -");
+  CHECK(dash.status == 0);
+  CHECK(dash.output.rfind("{\"schema\":\"stepscope.diff/1\"", 0) == 0);
+  CHECK(dash.output.find("stepscope diff: no regression") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("-")));
+  // A rank folder holding a file named as a store that is none: said, not skipped. Another program's SQLite
+  // database there is passed over.
   const std::string ranks = dir.file("ranks");
   std::filesystem::create_directory(ranks);
   std::filesystem::copy_file(test::trace_path(kW0), ranks + "/rank0.json.gz");
+  if (test::have_program("sqlite3"))
+    REQUIRE(test::run_shell("sqlite3 " + test::shell_quote(ranks + "/optuna.db") + " 'create table t(i int)'")
+                .status == 0);
+  CHECK(test::run_command(bin + " diff " + test::shell_quote(ranks) + " " + test::shell_quote(ranks))
+            .exit_code == 0);
   std::ofstream(ranks + "/rank1.db");  // empty
   refused(
       test::shell_quote(ranks) + " " + test::shell_quote(ranks),

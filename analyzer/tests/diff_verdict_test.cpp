@@ -285,6 +285,21 @@ TEST_CASE("kernel time by name: changes, added and removed, per step") {
   CHECK(md.find("new\\_fused&lt;T&gt;") != std::string::npos);
 }
 
+TEST_CASE("kernel time per step is over the steps whose GPU was traced") {
+  // The same program traced in windows (5 of 20 steps) and whole: a recording holds the kernels of its traced
+  // steps only, and over every step a windowed run showed each kernel 4x smaller (the gate failed on it).
+  auto windowed = synth_run(RunSpec{}, 1, "windowed");
+  auto whole = synth_run(RunSpec{}, 2, "whole");
+  for (size_t i = 5; i < windowed.analysis.steps.size(); ++i) windowed.analysis.steps[i].gpu_traced = false;
+  windowed.kernels = {{"gemm", 5, 50'000'000, 0, 0}};  // 5 traced steps, 10 ms each
+  whole.kernels = {{"gemm", 20, 200'000'000, 0, 0}};   // 20 steps, 10 ms each
+  analyzer::DiffConfig cfg;
+  cfg.kernel_regression_us = 50;
+  auto d = analyzer::diff_runs({windowed}, {whole}, cfg);
+  CHECK(d.kernel_changes.empty());  // 10 ms a step on both sides
+  CHECK(d.kernel_regressions == 0);
+}
+
 TEST_CASE("kernel_stats_by_name counts kernels inside the given steps only") {
   store::Trace t;
   auto add = [&](const char* name, int64_t s, int64_t e) {

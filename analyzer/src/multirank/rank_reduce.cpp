@@ -452,10 +452,12 @@ std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args
         case store::FileKind::Json:
           found.push_back(e.path().string());
           break;
+        case store::FileKind::OtherSqlite:
+          break;  // another program's database (optuna.db, a tracker's): not a rank
         default: {
-          // READMEs, logs and other databases are passed over; a file named as a store or trace that is none
-          // (empty, cut short, overwritten) is a rank lost, said in one line (it was skipped: a job's diff or
-          // analysis ran on the ranks that were left, exit 0).
+          // READMEs and logs are passed over; a file named as a store or trace that is none (empty, cut
+          // short, overwritten) is a rank lost, said in one line (it was skipped: a job's diff or analysis
+          // ran on the ranks that were left, exit 0).
           const std::string name = e.path().filename().string();
           auto ends = [&name](const char* x) {
             const size_t n = std::strlen(x);

@@ -171,7 +171,11 @@ void remove_stale_sockets(const std::string& dir) {
         connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == ECONNREFUSED;
     close(fd);
     struct stat again {};
-    if (refused && lstat(path.c_str(), &again) == 0 && again.st_ino == st.st_ino && again.st_dev == st.st_dev)
+    // The same file, still old: a process of that pid that re-bound it meanwhile (an inode number reused) has
+    // a fresh one, between its bind() and listen().
+    if (refused && lstat(path.c_str(), &again) == 0 && again.st_ino == st.st_ino &&
+        again.st_dev == st.st_dev && time(nullptr) - again.st_mtime >= kStaleSocketAgeS &&
+        again.st_ctime == st.st_ctime)
       unlink(path.c_str());
   }
   closedir(d);

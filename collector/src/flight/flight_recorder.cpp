@@ -251,16 +251,23 @@ class SaveLock {
 void note_trigger_counts() {
   const int64_t held = r->triggers.suppressed();
   if (held == r->held_noted && r->unsaved == r->unsaved_noted) return;
-  r->held_noted = held;
-  r->unsaved_noted = r->unsaved;
   const std::string base = g->config.flight_dir + "/",
                     id = std::to_string(g->pid) + "-" + std::to_string(r->image);
   const std::string tmp = base + ".tmp-counts-" + id;
+  bool written = false;
   {
     std::ofstream out(tmp);
     out << held << ' ' << r->unsaved << '\n';
+    out.close();
+    written = bool(out);
   }
-  std::rename(tmp.c_str(), (base + kTriggerCountsPrefix + id).c_str());
+  // Noted only once the file is in place: a failed write (a full disk for a moment) is tried again next pass.
+  if (written && std::rename(tmp.c_str(), (base + kTriggerCountsPrefix + id).c_str()) == 0) {
+    r->held_noted = held;
+    r->unsaved_noted = r->unsaved;
+  } else {
+    std::remove(tmp.c_str());
+  }
 }
 
 void mark_existing_seen() {
