@@ -125,3 +125,40 @@ TEST_CASE("stepscope report: formats, -o written atomically, bad input exits 2")
   CHECK(b.output.find("stepscope: " + bad + ":") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out));
 }
+
+TEST_CASE("reports of H100 recordings: every slow step's link has its row, contributors are raw code spans") {
+  STEPSCOPE_REQUIRE_RECORDINGS();
+  test::ScratchDir dir("report_recordings_links");
+  {
+    // 3,000 steps: the table lists the first 500 and each slow step after them (13 of 20 links went nowhere).
+    const std::string db = test::decompressed_recording("h100-2026-11-22/launch_bound.db.xz", dir);
+    REQUIRE_FALSE(db.empty());
+    const auto a = analyzer::analyze(analyzer::load_trace(db));
+    REQUIRE(a.steps.size() > 500);
+    REQUIRE_FALSE(a.step_outliers.slow.empty());
+    const std::string html = analyzer::render_html_report(a);
+    size_t links = 0;
+    for (size_t at = html.find("href=\"#step-"); at != std::string::npos;
+         at = html.find("href=\"#step-", at + 1)) {
+      const size_t b = at + 12, e = html.find('"', b);
+      const std::string id = "id=\"step-" + html.substr(b, e - b) + "\"";
+      INFO(id);
+      CHECK(html.find(id) != std::string::npos);
+      ++links;
+    }
+    CHECK(links == a.step_outliers.slow.size());
+  }
+  {
+    // A contributor in a code span is shown as it is: GFM reads backslashes and entities literally there.
+    const std::string db = test::decompressed_recording("h100-2026-11-22/input_bound.db.xz", dir);
+    REQUIRE_FALSE(db.empty());
+    const std::string md = analyzer::render_markdown_report(analyzer::analyze(analyzer::load_trace(db)));
+    const size_t slow = md.find("### Slow steps");
+    REQUIRE(slow != std::string::npos);
+    const std::string table = md.substr(slow, md.find("\n\n", md.find("| Step |", slow)) - slow);
+    INFO(table);
+    CHECK(table.find("`next_batch`") != std::string::npos);
+    CHECK(table.find("\\_") == std::string::npos);
+    CHECK(table.find("&lt;") == std::string::npos);
+  }
+}

@@ -131,6 +131,9 @@ void write_store_atomically(const Trace& t, const std::string& path, bool packed
 }
 
 void StagedFiles::add(const std::string& path, std::string_view content) {
+  std::error_code ec;
+  if (!path.empty() && (path.back() == '/' || std::filesystem::is_directory(path, ec)))
+    throw StoreError(path, "is a folder: name a file in it");  // it said "cannot replace: Not a directory"
   const std::string tmp = temp_path_beside(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
   if (fd < 0) throw StoreError(path, std::string("cannot create: ") + std::strerror(errno));

@@ -103,14 +103,15 @@ TEST_CASE("a report or export written atomically is 0600, whole, and says why it
   } catch (const StoreError& e) {
     CHECK(std::string(e.what()) == missing + ": cannot create: No such file or directory");
   }
-  // Replacing a folder fails at the rename: the temporary is removed, the folder kept.
+  // A folder is refused before a temporary is made (it failed at the rename, "cannot replace: Is a
+  // directory"), and kept.
   const std::string folder = dir.file("a_folder");
   std::filesystem::create_directory(folder);
   try {
     write_file_atomically(folder, "x");
     FAIL("no error");
   } catch (const StoreError& e) {
-    CHECK(std::string(e.what()) == folder + ": cannot replace: Is a directory");
+    CHECK(std::string(e.what()) == folder + ": is a folder: name a file in it");
   }
   CHECK(std::filesystem::is_directory(folder));
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);

@@ -215,6 +215,17 @@ TEST_CASE("record, attach and import into a missing folder: one line naming it, 
     CHECK(d.status == 2);
     CHECK(d.output == "stepscope: " + dir.file("adir") + ": is a folder: name a file in it\n");
   }
+  // The same for reports and exports, with or without a trailing slash (it said "cannot replace: Not a
+  // directory").
+  for (const std::string& o : {dir.file("adir"), dir.file("adir") + "/"}) {
+    for (const std::string& cmd : {"export " + dir.file("in.db") + " --format chrome -o " + o,
+                                   "report " + dir.file("in.db") + " -o " + o}) {
+      INFO(cmd);
+      auto d = run(cmd);
+      CHECK(d.status == 2);
+      CHECK(d.output == "stepscope: " + o + ": is a folder: name a file in it\n");
+    }
+  }
   CHECK(std::filesystem::is_empty(dir.file("adir")));
 }
 

@@ -28,17 +28,7 @@ using evidence::label_of;
 // Inside a Markdown code span backslashes are literal: only a table's pipes are escaped (GFM reads "\|" in a
 // table cell as the pipe), and the span's fence is longer than any backtick run in it.
 std::string code_span(std::string_view s, bool in_table) {
-  std::string body;
-  for (char c : s) {
-    if (c == '\n' || c == '\r') body += ' ';
-    else if (c == '|' && in_table) body += "\\|";
-    else body += c;
-  }
-  size_t run = 0, longest = 0;
-  for (char c : body) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
-  const std::string fence(longest + 1, '`');
-  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
-  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+  return markdown_code_span(s, in_table);
 }
 
 class TextRenderer {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "report/gpu_breakdowns_tables.h"
 #include "report/report_util.h"
@@ -398,9 +399,13 @@ std::string render_html_report(const Analysis& a) {
     // The host runs ahead: the table's rows are the steps in the GPU's time (the chart keeps the host's windows).
     const auto& rows = step_rows(a);
     if (auto note = step_rows_note(a); !note.empty()) o += "<p class=\"meta\">" + html_escape(note) + "</p>";
-    size_t shown = 0;
+    // The first kMaxStepRows steps, and every slow step after them: the slow-step list links to their rows.
+    std::set<int64_t> slow;
+    for (const auto& s : a.step_outliers.slow) slow.insert(s.index);
+    size_t shown = 0, listed = 0;
     for (const auto& s : rows) {
-      if (shown++ == kMaxStepRows) break;
+      if (shown++ >= kMaxStepRows && !slow.count(s.index)) continue;
+      ++listed;
       if (!sm.has_gpu) {
         o += fmt::format(
             "<tr id=\"step-{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
@@ -423,8 +428,9 @@ std::string render_html_report(const Analysis& a) {
                        html_escape(format_us(double(s.profiler_ns) / 1e3)), bound_name(s.bound), s.kernels);
     }
     o += "</tbody></table>";
-    if (rows.size() > kMaxStepRows)
-      o += fmt::format("<p class=\"meta\">… {} more steps (the JSON report has them all).</p>", rows.size() - kMaxStepRows);
+    if (rows.size() > listed)
+      o += fmt::format("<p class=\"meta\">… {} more steps (the JSON report has them all).</p>",
+                       rows.size() - listed);
     o += "</details>\n</section>\n";
   }
 

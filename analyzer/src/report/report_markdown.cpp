@@ -30,7 +30,8 @@ std::string slow_steps_markdown(const Analysis& a) {
   for (const auto& s : o.slow) {
     std::string who = "—";
     if (!s.contributor.empty())
-      who = fmt::format("{} `{}` +{}", s.contributor_kind, markdown_escape(shorten(contributor_display_name(s), kMdNameChars)),
+      who = fmt::format("{} {} +{}", s.contributor_kind,
+                        markdown_code_span(shorten(contributor_display_name(s), kMdNameChars), true),
                         us(s.contributor_ns - s.contributor_median_ns));
     if (s.not_running) who = not_running_words(s) + (s.contributor.empty() ? "" : "; on CPU: " + who);
     out += fmt::format("| {} | {} | +{} | {} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns),

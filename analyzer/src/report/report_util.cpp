@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -109,6 +110,23 @@ std::string xml_escape(std::string_view s) {
       out += "\xEF\xBF\xBD";
   });
   return out;
+}
+
+std::string markdown_code_span(std::string_view s, bool in_table) {
+  std::string body;
+  for (char c : s) {
+    if (c == '\n' || c == '\r')
+      body += ' ';
+    else if (c == '|' && in_table)
+      body += "\\|";
+    else
+      body += c;
+  }
+  size_t run = 0, longest = 0;
+  for (char c : body) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  const std::string fence(longest + 1, '`');
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
 }
 
 std::string markdown_escape(std::string_view s) {
