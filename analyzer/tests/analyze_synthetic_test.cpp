@@ -235,6 +235,25 @@ TEST_CASE("GPU work belongs to the step that launched it") {
   CHECK(a.steps[1].device_busy_ns.empty());    // one device: no per-device split
 }
 
+TEST_CASE("merged processes' correlation ids collide: a kernel is never joined to another process's call") {
+  // Each process counts its ids from 1. A kernel of process 100 whose own call was not recorded took process
+  // 200's call of the same id, and with it that call's step.
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.range("ProfilerStep#2", 1000 * US, 2000 * US);
+  b.kernel("k_own", 10 * US, 15 * US, 20 * US, 30 * US);  // correlation 1, pid 100, step 1
+  b.pid = 200, b.tid = 201;
+  const int64_t corr = b.api("cudaLaunchKernel", 100 * US, 105 * US);  // process 200's id 2, in step 1's time
+  store::Kernel k;
+  k.correlation = corr, k.pid = 100, k.start = 1500 * US, k.end = 1510 * US, k.name = b.t.intern("k_orphan");
+  k.grid_x = k.grid_y = k.grid_z = 1, k.block_x = 128, k.block_y = k.block_z = 1, k.stream = 7;
+  b.t.kernels.push_back(k);
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 2);
+  CHECK(a.steps[0].kernels == 1);
+  CHECK(a.steps[1].kernels == 1);  // by its own start (it was counted in step 1 through process 200's call)
+}
+
 TEST_CASE("busy is the union over devices, with each device's own busy time beside it") {
   Builder b;
   b.range("ProfilerStep#1", 0, 100 * US);

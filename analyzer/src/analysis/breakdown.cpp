@@ -43,16 +43,15 @@ class ApiIndex {
       if (t.api_calls[i].correlation) by_corr_.push_back({t.api_calls[i].correlation, i});
     if (!std::is_sorted(by_corr_.begin(), by_corr_.end())) std::sort(by_corr_.begin(), by_corr_.end());
   }
-  // pid disambiguates merged ranks whose correlation ids collide; 0 = unknown.
+  // pid disambiguates merged processes whose correlation ids collide (each process counts its own from 1); 0
+  // = unknown: the first call of the id. A known pid with no call of its own under the id has none: another
+  // process's call would put the work in that process's step, at that call's time.
   int64_t find(int64_t corr, int64_t pid) const {
     if (!corr) return -1;
     auto it = std::lower_bound(by_corr_.begin(), by_corr_.end(), std::pair<int64_t, uint32_t>{corr, 0});
-    int64_t first = -1;
-    for (; it != by_corr_.end() && it->first == corr; ++it) {
-      if (first < 0) first = it->second;
+    for (; it != by_corr_.end() && it->first == corr; ++it)
       if (!pid || t_.api_calls[it->second].pid == pid) return it->second;
-    }
-    return first;
+    return -1;
   }
 
  private:

@@ -150,12 +150,9 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
   auto when = [&](const store::Kernel& k) {
     if (!k.correlation) return k.start;
     auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::make_pair(k.correlation, uint32_t(0)));
-    int64_t first = -1;
-    for (; it != by_corr.end() && it->first == k.correlation; ++it) {
-      if (first < 0) first = it->second;
+    for (; it != by_corr.end() && it->first == k.correlation; ++it)
       if (!k.pid || trace.api_calls[it->second].pid == k.pid) return trace.api_calls[it->second].start;
-    }
-    return first >= 0 ? trace.api_calls[size_t(first)].start : k.start;
+    return k.start;  // its own call was not recorded: another process's of the same id is not its launch
   };
   return stats_by_name(
       trace, trace.kernels, steps, [](const store::Kernel&) { return true; }, when, true);
