@@ -25,12 +25,6 @@ constexpr size_t kMaxNameChars = 80;
 using evidence::is_name;
 using evidence::label_of;
 
-// Inside a Markdown code span backslashes are literal: only a table's pipes are escaped (GFM reads "\|" in a
-// table cell as the pipe), and the span's fence is longer than any backtick run in it.
-std::string code_span(std::string_view s, bool in_table) {
-  return markdown_code_span(s, in_table);
-}
-
 class TextRenderer {
  public:
   explicit TextRenderer(bool markdown) : md_(markdown) {}
@@ -68,7 +62,7 @@ class TextRenderer {
 
   std::string name(std::string_view full) const {
     const std::string shown = report_util::shorten(short_symbol(full), kMaxNameChars);
-    return md_ ? code_span(valid_utf8(shown), in_table_) : report_util::printable(shown);
+    return md_ ? markdown_code_span(valid_utf8(shown), in_table_) : report_util::printable(shown);
   }
 
   std::string scalar(std::string_view key, const element& v) const {
