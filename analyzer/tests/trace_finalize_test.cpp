@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -14,6 +15,7 @@
 
 using namespace stepscope;
 using namespace stepscope::analyzer::import;
+using stepscope::analyzer::CorrelationIndex;
 
 TEST_CASE("CorrelationIndex: the first row with an id, as a map's emplace keeps it") {
   std::mt19937_64 rng(53);
@@ -48,6 +50,48 @@ TEST_CASE("CorrelationIndex: the first row with an id, as a map's emplace keeps 
   CHECK(empty.find(1) == -1);
   CHECK(nothing.find(7) == -1);
   CHECK(nothing.longest_cluster() == 0);
+}
+
+TEST_CASE("CorrelationIndex: a record's launch is its own process's first call under the id") {
+  // Merged processes count their ids from 1 each: ids 1..3 in processes 10, 20 and 30, rows interleaved, and
+  // id 4 with one call whose process is unknown (0). Checked against a scan of the rows in order.
+  std::vector<store::ApiCall> calls;
+  auto add = [&](int64_t pid, int64_t corr) {
+    store::ApiCall a;
+    a.pid = pid;
+    a.correlation = corr;
+    calls.push_back(a);
+  };
+  for (int64_t corr : {1, 2, 3})
+    for (int64_t pid : {20, 10, 30}) add(pid, corr);
+  add(10, 2);  // a second call of process 10 under id 2: the first stays its launch
+  add(0, 4);
+  add(20, 5);
+  const CorrelationIndex index(calls);
+  auto scan = [&](int64_t corr, int64_t pid) -> int64_t {
+    for (size_t r = 0; r < calls.size(); ++r)
+      if (calls[r].correlation == corr && (!pid || !calls[r].pid || calls[r].pid == pid)) return int64_t(r);
+    return -1;
+  };
+  for (int64_t corr = 0; corr <= 6; ++corr)
+    for (int64_t pid : {0, 10, 20, 30, 40}) {
+      INFO("id " << corr << ", process " << pid);
+      CHECK(index.find(corr, pid) == scan(corr, pid));
+    }
+  CHECK(index.find(2, 30) == 5);   // the third row of id 2: passed over 20's and 10's
+  CHECK(index.find(2, 10) == 4);   // not row 9, its later call
+  CHECK(index.find(1, 40) == -1);  // a process with no call under the id has none: not process 20's
+  CHECK(index.find(4, 40) == 10);  // a call of no known process may be anyone's
+  CHECK(index.find(5, 10) == -1);
+  CHECK(index.find(1) == 0);  // without a process: the first row
+
+  // Ids that never repeat keep no chain and still answer by process.
+  std::vector<store::ApiCall> once(3);
+  for (size_t i = 0; i < once.size(); ++i) once[i].correlation = int64_t(i + 1), once[i].pid = 7;
+  const CorrelationIndex single(once);
+  CHECK(single.find(2, 7) == 1);
+  CHECK(single.find(2, 8) == -1);
+  CHECK(single.find(2, 0) == 1);
 }
 
 TEST_CASE("CorrelationIndex: ids a file chose, multiples of a high power of two, still spread") {
@@ -136,4 +180,44 @@ TEST_CASE(
   std::vector<int64_t> devices;
   for (const auto& d : t.devices) devices.push_back(d.id);
   CHECK(devices == std::vector<int64_t>{0, 3});
+}
+
+TEST_CASE(
+    "finalize_trace: a process's kernel is not a replay of another process's graph launch under its id") {
+  // Two merged processes count their ids from 1 each: id 7 is a cudaGraphLaunch in process 10 (two nodes) and
+  // an eager cudaLaunchKernel in process 20, whose call comes later. Process 20's kernel was taken for a
+  // third node of process 10's replay when the join took the id's first call whatever its process.
+  store::Trace t;
+  auto call = [&](int64_t start, int64_t pid, const char* name) {
+    store::ApiCall a;
+    a.start = start;
+    a.end = start + 5;
+    a.pid = pid;
+    a.tid = pid + 1;
+    a.correlation = 7;
+    a.name = t.intern(name);
+    t.api_calls.push_back(a);
+  };
+  call(100, 10, "cudaGraphLaunch");
+  call(110, 20, "cudaLaunchKernel");
+  auto kernel = [&](int64_t start, int64_t pid, const char* name) {
+    store::Kernel k;
+    k.start = start;
+    k.end = start + 3;
+    k.pid = pid;
+    k.correlation = 7;
+    k.name = t.intern(name);
+    t.kernels.push_back(k);
+  };
+  kernel(200, 10, "gemm_node");
+  kernel(205, 10, "relu_node");
+  kernel(210, 20, "eager_kernel");
+  finalize_trace(t, NameHints{});
+
+  std::map<std::string, int64_t> graph_of;
+  for (const auto& k : t.kernels) graph_of[t.str(k.name)] = k.graph_id;
+  CHECK(graph_of["gemm_node"] == 1);
+  CHECK(graph_of["relu_node"] == 1);
+  CHECK(graph_of["eager_kernel"] == 0);
+  CHECK(t.meta.at("gpu.graph_records") == "nodes");
 }

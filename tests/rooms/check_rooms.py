@@ -3,7 +3,7 @@
 room and the rooms below it, never one above. Rooms, lowest first, with the public headers each owns:
 
   names      analyzer/src/names, analyzer/src/format      display_names.h, json_writer.h, units.h
-  import     analyzer/src/import, analyzer/src/breakdowns  gpu_breakdowns.h, graph_replays.h
+  import     analyzer/src/import, analyzer/src/breakdowns  gpu_breakdowns.h, graph_replays.h, correlation_index.h
   load       analyzer/src/load.cpp                          load.h
   analysis   analyzer/src/analysis                          analysis.h, critical_path.h, what_if.h, step_outliers.h,
                                                             collector_threads.h
@@ -24,7 +24,8 @@ FOLDER_ROOM = {"names": "names", "format": "names", "import": "import", "breakdo
                "analysis": "analysis", "rules": "rules", "pipeline": "pipeline", "report": "report",
                "diff": "diff", "export": "diff", "multirank": "multirank"}
 PUBLIC_ROOM = {"display_names.h": "names", "json_writer.h": "names", "units.h": "names",
-               "gpu_breakdowns.h": "import", "graph_replays.h": "import", "load.h": "load",
+               "gpu_breakdowns.h": "import", "graph_replays.h": "import",
+               "correlation_index.h": "import", "load.h": "load",
                "analysis.h": "analysis", "critical_path.h": "analysis", "what_if.h": "analysis",
                "step_outliers.h": "analysis",
                "collector_threads.h": "analysis", "report.h": "report", "analysis_json.h": "report", "live_view.h": "report", "diff.h": "diff", "export.h": "diff",

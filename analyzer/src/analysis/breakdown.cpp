@@ -9,6 +9,7 @@
 
 #include "analysis/context.h"
 #include "analysis/names.h"
+#include "stepscope/analyzer/correlation_index.h"
 
 namespace stepscope::analyzer::detail {
 namespace {
@@ -33,31 +34,6 @@ int64_t overlap(const V& pieces, int64_t a, int64_t b) {
   for (; it != pieces.end() && it->start < b; ++it) sum += std::min(b, it->end) - std::max(a, it->start);
   return sum;
 }
-
-// Correlation id -> API call index, as a sorted vector (much smaller than a hash map on 10M-row traces).
-class ApiIndex {
- public:
-  explicit ApiIndex(const store::Trace& t) : t_(t) {
-    by_corr_.reserve(t.api_calls.size());
-    for (uint32_t i = 0; i < t.api_calls.size(); ++i)
-      if (t.api_calls[i].correlation) by_corr_.push_back({t.api_calls[i].correlation, i});
-    if (!std::is_sorted(by_corr_.begin(), by_corr_.end())) std::sort(by_corr_.begin(), by_corr_.end());
-  }
-  // pid disambiguates merged processes whose correlation ids collide (each process counts its own from 1); 0
-  // = unknown: the first call of the id. A known pid with no call of its own under the id has none: another
-  // process's call would put the work in that process's step, at that call's time.
-  int64_t find(int64_t corr, int64_t pid) const {
-    if (!corr) return -1;
-    auto it = std::lower_bound(by_corr_.begin(), by_corr_.end(), std::pair<int64_t, uint32_t>{corr, 0});
-    for (; it != by_corr_.end() && it->first == corr; ++it)
-      if (!pid || t_.api_calls[it->second].pid == pid) return it->second;
-    return -1;
-  }
-
- private:
-  const store::Trace& t_;
-  std::vector<std::pair<int64_t, uint32_t>> by_corr_;
-};
 
 struct SyncPiece {
   int64_t start, end;
@@ -263,7 +239,7 @@ std::vector<std::vector<int64_t>> enclosing_ranges_batch(const store::Trace& t, 
 namespace {
 
 // GPU work, each op tied to its launch call.
-void collect_gpu_ops(Context& ctx, const ApiIndex& apis) {
+void collect_gpu_ops(Context& ctx, const CorrelationIndex& apis) {
   const store::Trace& t = ctx.t();
   ctx.ops.clear();
   ctx.ops.reserve(t.gpu_event_count());
@@ -389,7 +365,7 @@ void collect_data_waits(Context& ctx) {
 
 // Host calls that block on the device — syncs, blocking and pageable copies, blocking ops — each with the tail
 // of GPU idle it may leave behind.
-void collect_blocking_calls(Context& ctx, const ApiIndex& apis) {
+void collect_blocking_calls(Context& ctx, const CorrelationIndex& apis) {
   const store::Trace& t = ctx.t();
   ctx.blocking.clear();
   {
@@ -725,7 +701,7 @@ void mark_steady_steps(Context& ctx) {
 }  // namespace
 
 void build_breakdown(Context& ctx) {
-  const ApiIndex apis(ctx.t());
+  const CorrelationIndex apis(ctx.t().api_calls);
   collect_gpu_ops(ctx, apis);
   assign_steps(ctx);
   const std::vector<int64_t> piece_api = busy_union(ctx);

@@ -156,6 +156,12 @@ bool StepDetector::from_optimizer(DetectedSteps& out) const {
   return !out.windows.empty();
 }
 
+int64_t StepDetector::launch_of(const store::Kernel& k) const {
+  if (!k.correlation) return -1;
+  if (!launches_) launches_.emplace(t_.api_calls);
+  return launches_->find(k.correlation, k.pid);
+}
+
 // Each DataLoader __next__ starts a step; the last one runs to the thread's last activity.
 bool StepDetector::from_dataloader(DetectedSteps& out) const {
   std::vector<StepWindow> w, gpu;
@@ -212,22 +218,15 @@ bool StepDetector::from_pattern(DetectedSteps& out) const {
       if (double(diff) > kPatternLengthTolerance * double(lens[0] + lens[1])) continue;
     }
     // Host time of each anchor: its launch call when correlated, else the kernel start.
-    std::unordered_map<int64_t, uint32_t> api_by_corr;
-    api_by_corr.reserve(pos.size() * 2);
-    std::unordered_map<int64_t, bool> wanted;
-    for (size_t p : pos) wanted[ks[order[p]].correlation] = true;
-    for (uint32_t i = 0; i < t_.api_calls.size(); ++i)
-      if (t_.api_calls[i].correlation && wanted.count(t_.api_calls[i].correlation))
-        api_by_corr[t_.api_calls[i].correlation] = i;
     std::vector<StepWindow> w;
     int64_t pid = 0, tid = 0;
     auto host_time = [&](size_t p) {
       const auto& k = ks[order[p]];
-      auto it = k.correlation ? api_by_corr.find(k.correlation) : api_by_corr.end();
-      if (it != api_by_corr.end()) {
-        pid = t_.api_calls[it->second].pid;
-        tid = t_.api_calls[it->second].tid;
-        return t_.api_calls[it->second].start;
+      const int64_t api = launch_of(k);
+      if (api >= 0) {
+        pid = t_.api_calls[size_t(api)].pid;
+        tid = t_.api_calls[size_t(api)].tid;
+        return t_.api_calls[size_t(api)].start;
       }
       return k.start;
     };
@@ -322,23 +321,12 @@ bool StepDetector::from_autocorrelation(DetectedSteps& out) const {
   std::string basis;
   std::pair<int64_t, int64_t> thread{0, 0};
   if (!t_.kernels.empty()) {
-    // The last call with a correlation id is a kernel's launch, looked up in a sorted array (16 bytes a
-    // call).
-    std::vector<std::pair<int64_t, uint32_t>> api_by_corr;
-    for (uint32_t i = 0; i < t_.api_calls.size(); ++i)
-      if (t_.api_calls[i].correlation) api_by_corr.emplace_back(t_.api_calls[i].correlation, i);
-    if (!std::is_sorted(api_by_corr.begin(), api_by_corr.end()))
-      std::sort(api_by_corr.begin(), api_by_corr.end());
     elems.reserve(t_.kernels.size());
     for (const auto& k : t_.kernels) {
       Elem e{k.start, k.end, k.start, k.name, -1};
-      if (k.correlation) {
-        auto it = std::upper_bound(api_by_corr.begin(), api_by_corr.end(),
-                                   std::pair<int64_t, uint32_t>{k.correlation, UINT32_MAX});
-        if (it != api_by_corr.begin() && (--it)->first == k.correlation) {
-          e.host_start = t_.api_calls[it->second].start;
-          e.api = it->second;
-        }
+      if (const int64_t api = launch_of(k); api >= 0) {
+        e.host_start = t_.api_calls[size_t(api)].start;
+        e.api = api;
       }
       elems.push_back(e);
     }

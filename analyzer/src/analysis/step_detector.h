@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/context.h"
+#include "stepscope/analyzer/correlation_index.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::analyzer::detail {
@@ -64,9 +65,12 @@ class StepDetector {
   const std::vector<int64_t>& host_meets() const;
   int64_t thread_last_end(int64_t pid, int64_t tid) const;
   int64_t thread_first_start(int64_t pid, int64_t tid) const;
+  // A kernel's launch call (api_calls row), -1: none; the index is built on first use.
+  int64_t launch_of(const store::Kernel& k) const;
 
   const store::Trace& t_;
   mutable std::optional<std::vector<int64_t>> meets_;
+  mutable std::optional<CorrelationIndex> launches_;
 };
 
 }  // namespace stepscope::analyzer::detail

@@ -2,6 +2,7 @@
 // definitions so that bench/hta_compare can hold them against HTA itself.
 #include "stepscope/analyzer/gpu_breakdowns.h"
 
+#include "stepscope/analyzer/correlation_index.h"
 #include "stepscope/analyzer/json_writer.h"
 
 #include <algorithm>
@@ -158,67 +159,56 @@ Distribution distribution(std::vector<double>& v) {
   return d;
 }
 
-// The launch call of each GPU op, by correlation id (and process, where both are known): one sorted array, no
-// per-id allocation (a million launches are common), shared by the launch statistics and the queues.
-struct CallIndex {
+// Each GPU op's launch call, joined once through the analysis' own join (CorrelationIndex: by correlation id,
+// and by process where both are known): its api_calls row, 4 bytes an op, kNone where it has none or the call
+// is not one the queues count (a million launches are common). The launch statistics take the calls of
+// launch_stat_calls() among them.
+struct OpCalls {
   static constexpr uint32_t kNone = UINT32_MAX;
-  struct Entry {  // 16 bytes
-    int64_t correlation;
-    uint32_t call;     // trace.api_calls index
-    bool launch_stat;  // one of the calls the launch statistics join (the queues take them all)
-  };
-  std::vector<Entry> by_correlation;
-  // The op's entry in by_correlation, or kNone.
-  uint32_t find(const store::Trace& t, const GpuOp& o) const {
-    if (o.correlation <= 0) return kNone;
-    auto it = std::lower_bound(by_correlation.begin(), by_correlation.end(), o.correlation,
-                               [](const Entry& e, int64_t c) { return e.correlation < c; });
-    for (; it != by_correlation.end() && it->correlation == o.correlation; ++it)
-      if (o.pid == 0 || t.api_calls[it->call].pid == 0 || t.api_calls[it->call].pid == o.pid)
-        return uint32_t(it - by_correlation.begin());
-    return kNone;
+  enum Kind : uint8_t { kOther, kQueue, kLaunchStat };
+  std::vector<uint32_t> row;
+  std::unordered_map<store::StringId, Kind> kind_of;  // by call name
+
+  OpCalls(const store::Trace& t, const GpuOps& ops) : row(ops.size(), kNone) {
+    if (t.api_calls.size() >= size_t(kNone))
+      throw std::length_error("more than 2^32 API calls: too many for the launch statistics");
+    const CorrelationIndex launches(t.api_calls);
+    ops.each([&](const GpuOp& o, size_t i) {
+      if (o.correlation <= 0) return;
+      const int64_t r = launches.find(o.correlation, o.pid);
+      if (r >= 0 && kind(t, t.api_calls[size_t(r)].name) != kOther) row[i] = uint32_t(r);
+    });
+  }
+  Kind kind(const store::Trace& t, store::StringId name) {
+    auto it = kind_of.find(name);
+    if (it == kind_of.end()) {
+      const std::string& n = t.str(name);
+      it = kind_of
+               .emplace(name, launch_stat_calls().count(n) ? kLaunchStat
+                              : queue_calls().count(n)     ? kQueue
+                                                           : kOther)
+               .first;
+    }
+    return it->second;
+  }
+  // The op's call where the launch statistics join it, else nullptr.
+  const store::ApiCall* launch_stat_call(const store::Trace& t, size_t i) const {
+    if (row[i] == kNone) return nullptr;
+    const store::ApiCall& c = t.api_calls[row[i]];
+    return kind_of.at(c.name) == kLaunchStat ? &c : nullptr;
   }
 };
 
-CallIndex index_calls(const store::Trace& t) {
-  if (t.api_calls.size() >= size_t(CallIndex::kNone))
-    throw std::length_error("more than 2^32 API calls: too many for the launch statistics");
-  CallIndex idx;
-  std::unordered_map<store::StringId, int> kind;  // 0 no, 1 queue only, 2 queue and launch statistics
-  for (uint32_t i = 0; i < uint32_t(t.api_calls.size()); ++i) {
-    const store::ApiCall& c = t.api_calls[i];
-    auto it = kind.find(c.name);
-    if (it == kind.end()) {
-      const std::string& n = t.str(c.name);
-      it = kind.emplace(c.name, launch_stat_calls().count(n) ? 2 : queue_calls().count(n) ? 1 : 0).first;
-    }
-    if (it->second && c.correlation > 0) idx.by_correlation.push_back({c.correlation, i, it->second == 2});
-  }
-  auto before = [](const CallIndex::Entry& a, const CallIndex::Entry& b) {
-    return a.correlation != b.correlation ? a.correlation < b.correlation : a.call < b.call;  // trace order within an id
-  };
-  if (!std::is_sorted(idx.by_correlation.begin(), idx.by_correlation.end(), before))
-    std::sort(idx.by_correlation.begin(), idx.by_correlation.end(), before);
-  return idx;
-}
-
-// Each op's launch call, joined once: its entry in the index (4 bytes an op).
-using OpCalls = std::vector<uint32_t>;
-
-LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const CallIndex& idx,
-                         const OpCalls& call) {
+LaunchStats launch_stats(const store::Trace& t, const GpuOps& ops, const OpCalls& call) {
   LaunchStats s;
-  auto joined_call = [&](size_t i) -> const store::ApiCall* {
-    if (call[i] == CallIndex::kNone || !idx.by_correlation[call[i]].launch_stat) return nullptr;
-    return &t.api_calls[idx.by_correlation[call[i]].call];
-  };
+  auto joined_call = [&](size_t i) { return call.launch_stat_call(t, i); };
   const auto cpu_us = [](const GpuOp&, const store::ApiCall& c) { return us(c.end - c.start); };
   const auto gpu_us = [](const GpuOp& o, const store::ApiCall&) { return us(o.end - o.start); };
   const auto delay_us = [](const GpuOp& o, const store::ApiCall& c) {
     return std::max(0.0, us(o.start - c.end));
   };
   size_t joined = 0;
-  for (size_t i = 0; i < call.size(); ++i) joined += joined_call(i) != nullptr;
+  for (size_t i = 0; i < call.row.size(); ++i) joined += joined_call(i) != nullptr;
   // One distribution at a time in one array (8 bytes a joined op, not 24): the CPU's from this pass.
   std::vector<double> v;
   v.reserve(joined);
@@ -316,16 +306,15 @@ StreamQueue stream_queue(int64_t device, int64_t stream, std::vector<int64_t>& e
   return q;
 }
 
-std::vector<StreamQueue> queues(const store::Trace& t, const GpuOps& ops, const CallIndex& idx,
-                                const OpCalls& call) {
+std::vector<StreamQueue> queues(const store::Trace& t, const GpuOps& ops, const OpCalls& call) {
   struct Times {
     std::vector<int64_t> enq, starts;
   };
   std::map<std::pair<int64_t, int64_t>, Times> by_stream;
   ops.each([&](const GpuOp& o, size_t i) {
-    if (call[i] == CallIndex::kNone) return;
+    if (call.row[i] == OpCalls::kNone) return;
     Times& s = by_stream[{o.device, o.stream}];
-    s.enq.push_back(t.api_calls[idx.by_correlation[call[i]].call].start);
+    s.enq.push_back(t.api_calls[call.row[i]].start);
     s.starts.push_back(o.start);
   });
   std::vector<StreamQueue> out;
@@ -363,11 +352,9 @@ GpuBreakdowns gpu_breakdowns(const store::Trace& t) {
   GpuBreakdowns b;
   const GpuOps ops(t);
   b.kernel_types = kernel_types(ops);
-  const CallIndex idx = index_calls(t);
-  OpCalls call(ops.size(), CallIndex::kNone);
-  ops.each([&](const GpuOp& o, size_t i) { call[i] = idx.find(t, o); });
-  b.launch = launch_stats(t, ops, idx, call);
-  b.queues = queues(t, ops, idx, call);
+  const OpCalls call(t, ops);
+  b.launch = launch_stats(t, ops, call);
+  b.queues = queues(t, ops, call);
   b.annotations = annotations(t);
   return b;
 }

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "stepscope/analyzer/correlation_index.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 
@@ -96,14 +98,10 @@ GraphTable graph_table(const store::Trace& t) {
   const bool whole = g.records == "graph";
 
   // Launch calls by correlation; which of them replay a graph.
-  std::unordered_map<int64_t, int64_t> call_of;  // filled below when there are replays to find
+  std::optional<CorrelationIndex> launches;  // made below when there are replays to find
   std::unordered_map<store::StringId, bool> graph_call;
   auto launch_of = [&](const ReplayRec& r) -> int64_t {
-    if (!r.correlation) return -1;
-    auto it = call_of.find(r.correlation);
-    if (it == call_of.end()) return -1;
-    const auto& a = t.api_calls[size_t(it->second)];
-    return r.pid && a.pid && a.pid != r.pid ? -1 : it->second;
+    return launches ? launches->find(r.correlation, r.pid) : -1;
   };
   auto is_graph_call = [&](store::StringId n) {
     auto it = graph_call.find(n);
@@ -125,9 +123,7 @@ GraphTable graph_table(const store::Trace& t) {
     return g;
   }
 
-  call_of.reserve(t.api_calls.size());
-  for (size_t i = 0; i < t.api_calls.size(); ++i)
-    if (t.api_calls[i].correlation) call_of.emplace(t.api_calls[i].correlation, int64_t(i));
+  launches.emplace(t.api_calls);
 
   std::vector<ReplayRec> recs;
   recs.reserve(t.gpu_event_count());

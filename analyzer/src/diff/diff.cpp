@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "diff/stats.h"
 #include "format/units.h"
+#include "stepscope/analyzer/correlation_index.h"
 #include "stepscope/analyzer/diff.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/graph_replays.h"
@@ -140,19 +142,12 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
   // and by their start they were not counted (dense_kernel 16.3 → 19.7 µs a step where it went 19.6 → 19.7).
   // Joined as the analysis joins them: by correlation id, the launching process's call where merged ranks'
   // ids collide.
-  std::vector<std::pair<int64_t, uint32_t>> by_corr;  // (correlation, API call row), sorted
-  if (!steps.empty()) {
-    by_corr.reserve(trace.api_calls.size());
-    for (uint32_t i = 0; i < trace.api_calls.size(); ++i)
-      if (trace.api_calls[i].correlation) by_corr.emplace_back(trace.api_calls[i].correlation, i);
-    if (!std::is_sorted(by_corr.begin(), by_corr.end())) std::sort(by_corr.begin(), by_corr.end());
-  }
+  std::optional<CorrelationIndex> launches;
+  if (!steps.empty()) launches.emplace(trace.api_calls);
   auto when = [&](const store::Kernel& k) {
-    if (!k.correlation) return k.start;
-    auto it = std::lower_bound(by_corr.begin(), by_corr.end(), std::make_pair(k.correlation, uint32_t(0)));
-    for (; it != by_corr.end() && it->first == k.correlation; ++it)
-      if (!k.pid || trace.api_calls[it->second].pid == k.pid) return trace.api_calls[it->second].start;
-    return k.start;  // its own call was not recorded: another process's of the same id is not its launch
+    // Its own call not recorded: another process's of the same id is not its launch.
+    const int64_t row = launches ? launches->find(k.correlation, k.pid) : -1;
+    return row < 0 ? k.start : trace.api_calls[size_t(row)].start;
   };
   return stats_by_name(
       trace, trace.kernels, steps, [](const store::Kernel&) { return true; }, when, true);

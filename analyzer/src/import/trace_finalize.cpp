@@ -98,8 +98,8 @@ namespace {
 // records (kernel names; copies and memsets by kind) stand for one graph, numbered 1, 2, … by first replay.
 void link_graph_replays(Trace& t, const CorrelationIndex& by_corr) {
   std::unordered_map<StringId, bool> graph_launch;  // API name → is a graph launch
-  auto launched_by_graph = [&](int64_t corr) {
-    const int64_t row = by_corr.find(corr);
+  auto launched_by_graph = [&](int64_t pid, int64_t corr) {
+    const int64_t row = by_corr.find(corr, pid);
     if (row < 0) return false;
     const StringId name = t.api_calls[size_t(row)].name;
     auto g = graph_launch.find(name);
@@ -120,7 +120,7 @@ void link_graph_replays(Trace& t, const CorrelationIndex& by_corr) {
   auto see = [&](int64_t pid, int64_t corr, int64_t start, StringId what, int64_t& graph_id) {
     named |= graph_id != 0;
     any |= graph_id != 0;
-    if (!launched_by_graph(corr)) return;
+    if (!launched_by_graph(pid, corr)) return;
     any = true;
     replays[{pid, corr}].push_back({start, what, &graph_id});
   };
@@ -169,36 +169,6 @@ void sort_rows_by_start(Trace& t) {
   auto by_time = [](const Sample& a, const Sample& b) { return a.time < b.time; };
   if (!std::is_sorted(t.samples.begin(), t.samples.end(), by_time))
     std::stable_sort(t.samples.begin(), t.samples.end(), by_time);
-}
-
-CorrelationIndex::CorrelationIndex(const std::vector<ApiCall>& calls) : calls_(&calls) {
-  if (calls.size() >= UINT32_MAX) throw std::length_error("more than 4,294,967,294 API calls");
-  size_t n = 0;
-  for (const auto& a : calls) n += a.correlation != 0;
-  if (!n) return;
-  size_t cap = 16;
-  while (cap < n + n / 2) cap *= 2;
-  slots_.resize(cap);
-  mask_ = cap - 1;
-  for (uint32_t row = 0; row < calls.size(); ++row) {
-    const int64_t c = calls[row].correlation;
-    if (!c) continue;
-    const uint64_t h = hash(c);
-    size_t i = h & mask_;
-    for (; slots_[i].row; i = (i + 1) & mask_)
-      if (slots_[i].tag == uint32_t(h >> 32) && calls[slots_[i].row - 1].correlation == c) break;
-    if (!slots_[i].row) slots_[i] = {row + 1, uint32_t(h >> 32)};  // an id seen again keeps its first row
-  }
-}
-
-size_t CorrelationIndex::longest_cluster() const {
-  size_t longest = 0, run = 0;
-  // Twice round: a cluster may wrap past the end (one slot is always empty, so it ends).
-  for (size_t i = 0; i < 2 * slots_.size(); ++i) {
-    run = slots_[i & mask_].row ? run + 1 : 0;
-    longest = std::max(longest, run);
-  }
-  return longest;
 }
 
 void finalize_trace(Trace& t, const NameHints& names) {

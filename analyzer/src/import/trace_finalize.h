@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "stepscope/analyzer/correlation_index.h"
 #include "stepscope/store/records.h"
 
 namespace stepscope::analyzer::import {
@@ -18,44 +19,6 @@ struct NameHints {
 };
 
 void finalize_trace(store::Trace& t, const NameHints& names);
-
-// Correlation id → the first API call row with it. Open addressing over the rows: 8 bytes a slot, at
-// least 1.5 slots an id (a trace has an API call a kernel: a node-based map's allocation and free a call were
-// a third of finalize_trace's time). `calls` must outlive the index unchanged.
-class CorrelationIndex {
- public:
-  explicit CorrelationIndex(const std::vector<store::ApiCall>& calls);
-  explicit CorrelationIndex(std::vector<store::ApiCall>&&) = delete;  // it keeps a pointer to them
-  // The row, or -1 (also for correlation 0, which links nothing).
-  int64_t find(int64_t correlation) const {
-    if (!correlation || slots_.empty()) return -1;
-    const uint64_t h = hash(correlation);
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (!s.row) return -1;
-      if (s.tag == uint32_t(h >> 32) && (*calls_)[s.row - 1].correlation == correlation) return s.row - 1;
-    }
-  }
-  // The most slots in a row that are taken (a probe's worst walk): how well the ids spread.
-  size_t longest_cluster() const;
-
- private:
-  struct Slot {
-    uint32_t row = 0;  // the row + 1; 0: empty
-    uint32_t tag = 0;  // the hash's high half: most other ids are passed over without reading their row
-  };
-  // Every bit of the id moves the slot (low bits) and the tag (high bits): ids file writers choose (multiples
-  // of 2^40, say) must not pile into a few slots.
-  static uint64_t hash(int64_t correlation) {
-    uint64_t h = static_cast<uint64_t>(correlation);
-    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdull;
-    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-  }
-  const std::vector<store::ApiCall>* calls_;
-  std::vector<Slot> slots_;
-  size_t mask_ = 0;
-};
 
 // Every table in time order; rows with equal times keep their order (finalize_trace's first step, and a
 // Kineto chunk's before it is merged with the others).
