@@ -7,9 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -586,6 +587,40 @@ TEST_CASE(
     CHECK(w.budget_off_ns() == kMaxBudgetOffNs);
     CHECK(w.min_off_ns() == kMaxBudgetOffNs);
   }
+}
+
+TEST_CASE("GPU windows follow one step sequence, another taking over only once it has gone quiet") {
+  using collector::cupti::kDriverStaleFactor;
+  using collector::cupti::kMinDriverStaleNs;
+  using collector::cupti::WindowDriver;
+  const int64_t ms = 1000000;
+  WindowDriver d;
+  // Three threads mark api steps; thread 11 completes one first and drives. The others' steps never count.
+  CHECK(d.drives("api", 11, 10 * ms));
+  CHECK_FALSE(d.drives("api", 12, 11 * ms));
+  CHECK_FALSE(d.drives("api", 13, 12 * ms));
+  CHECK(d.drives("api", 11, 20 * ms));         // 10 ms steps
+  CHECK_FALSE(d.drives("nvtx", 11, 21 * ms));  // another source on the same thread is another sequence
+  std::string source = "api";  // a caller's string, changed after the call: the name was copied
+  CHECK(d.drives(source.c_str(), 11, 30 * ms));
+  source = "xyz";
+  CHECK_FALSE(d.drives(source.c_str(), 11, 31 * ms));
+  CHECK(d.drivers() == 1);
+  // Thread 11's loop ends (its last step at 30 ms). Under kMinDriverStaleNs nobody else drives; past it, the
+  // next to mark does (it stalled for good when the windows followed the highest count: thread 11's).
+  CHECK_FALSE(d.drives("api", 12, 30 * ms + kMinDriverStaleNs - 1));
+  CHECK(d.drives("api", 12, 30 * ms + kMinDriverStaleNs));
+  CHECK(d.drivers() == 2);
+  CHECK_FALSE(
+      d.drives("api", 11, 30 * ms + kMinDriverStaleNs + 1));  // the old driver back: it does not count
+  // Long steps: the driver is quiet only after kDriverStaleFactor of its own last step.
+  WindowDriver slow;
+  const int64_t step = 5000 * ms;  // 5 s steps: over the 2 s minimum
+  CHECK(slow.drives("optimizer", 7, 0));
+  CHECK(slow.drives("optimizer", 7, step));
+  CHECK_FALSE(slow.drives("dataloader", 8, step + 3 * step));  // two sources in turn do not both count
+  CHECK_FALSE(slow.drives("dataloader", 8, step + kDriverStaleFactor * step - 1));
+  CHECK(slow.drives("dataloader", 8, step + kDriverStaleFactor * step));
 }
 
 TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N more, long enough in time") {

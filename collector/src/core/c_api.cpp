@@ -50,7 +50,7 @@ void add_step_boundary(int64_t t, int32_t tid, const char* source) {
     seq.last_boundary = t;
   }
   // Outside the lock: switching GPU windows flushes CUPTI, whose callback takes it.
-  if (steps >= 0) cupti::on_step(name, steps);
+  if (steps >= 0) cupti::on_step(name, tid);
 }
 
 }  // namespace stepscope::collector

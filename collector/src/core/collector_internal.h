@@ -106,8 +106,9 @@ void flush(bool final_flush);
 // Flushes and disables every activity kind (the end of an attach window); start_if_possible enables them again.
 void stop();
 void after_fork_child();
-// A step boundary was recorded (its source's step count `steps`): switches GPU windows.
-void on_step(const char* source, int64_t steps);
+// A step of (source, thread) was completed: switches GPU windows when that sequence drives them
+// (WindowDriver).
+void on_step(const char* source, int32_t tid);
 // The flight recorder fired (collector thread): trace the next `steps` steps whole, windowed tracing or not.
 void arm_window(int steps);
 // The intervals since the last call in which a GPU window's switch (CUPTI detach, re-attach, tracing off) ran

@@ -685,10 +685,9 @@ void start_if_possible(const char* why) {
   }
   rec->owner_pid.store(getpid());
   rec->schedule = WindowSchedule(config().gpu_window_n, config().gpu_window_m);
-  rec->window_steps = 0;
   rec->window_start = now_ns();
   rec->switched = false;
-  rec->window_source.clear();
+  rec->window_driver = WindowDriver();
   rec->detach_due = 0;
   rec->tracing.store(true);
   set_process_meta("gpu.window", window_text());
@@ -824,17 +823,18 @@ void detach_if_due() {
 }
 
 // GPU windows (gpu_window.h), counted by the first step source to report a step.
-void on_step(const char* source, int64_t steps) {
+void on_step(const char* source, int32_t tid) {
   if (!rec || !rec->started.load() || !api || !api->disable) return;
   const Config& c = config();
   if (c.gpu_window_m <= 0 || c.gpu_window_n >= c.gpu_window_m) return;  // "all"
   std::lock_guard<std::mutex> wl(rec->window_mu);
   if (rec->failed || rec->exiting.load()) return;  // no re-attach while CUDA may be tearing down
   if (rec->lent.load()) return;                    // the schedule counts the steps after take_back
-  if (rec->window_source.empty()) rec->window_source = source;
-  if (rec->window_source != source || steps <= rec->window_steps) return;
-  rec->window_steps = steps;
   const int64_t t = now_ns();
+  const int64_t drivers = rec->window_driver.drivers();
+  if (!rec->window_driver.drives(source, tid, t)) return;
+  // A new driver's first interval spans the old one's quiet end: no step's pace.
+  if (drivers > 0 && rec->window_driver.drivers() != drivers) rec->schedule.forget_last_step();
   switch (rec->schedule.at_step(t)) {
     case WindowSwitch::Off: {
       tracing_off_locked(t, rec->schedule.detach_this_phase() ? rec->schedule.detach_grace_ns() : -1);

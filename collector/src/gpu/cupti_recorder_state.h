@@ -69,8 +69,7 @@ struct Recorder {
   std::atomic<bool> tracing{false};
   int64_t window_start = 0;
   bool switched = false;  // tracing was off at some point: gpu_windows rows describe what was traced
-  std::string window_source;  // the step source that drives the windows (the first one to report a step)
-  int64_t window_steps = 0;   // that source's last step count
+  WindowDriver window_driver;  // the step sequence that switches the windows
   WindowSchedule schedule{0, 0};
 
   int64_t next_calibration_check = 0;

@@ -8,7 +8,7 @@ void start_if_possible(const char*) {
 void flush(bool) {}
 void stop() {}
 void after_fork_child() {}
-void on_step(const char*, int64_t) {}
+void on_step(const char*, int32_t) {}
 void arm_window(int) {}
 void take_switches(std::vector<std::pair<int64_t, int64_t>>&) {}
 void calibrate_if_due() {}

@@ -19,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace stepscope::collector::cupti {
@@ -36,6 +37,46 @@ inline constexpr double kGpuCostBudget = 0.015;
 // The budget lengthens an off phase to this at most: a window of evidence every two minutes, whatever it
 // costs.
 inline constexpr int64_t kMaxBudgetOffNs = 120000000000LL;
+
+// A driving sequence that has marked no step for this many times its own last step (and at least
+// kMinDriverStaleNs) has ended: the next sequence to complete a step drives the windows from then on.
+inline constexpr int64_t kDriverStaleFactor = 4;
+inline constexpr int64_t kMinDriverStaleNs = 2000000000LL;
+
+// Which step sequence — a (source, thread) pair: stepscope.step() on three threads makes three — switches the
+// windows. One at a time: counting every thread's boundaries would make each thread's step a fraction of a
+// window, and following the highest count stalled the schedule for good once that thread's loop ended (an
+// evaluation thread, a finished worker) while the others, lower, kept marking. The first sequence to complete
+// a step drives; another takes over only once the driver has gone quiet (kDriverStaleFactor). No allocation:
+// it runs on the program's thread at every step, and keeps its own copy of the source's name (a Python
+// caller's string does not outlive the call).
+class WindowDriver {
+ public:
+  // A boundary completing a step of (source, tid) at `now`: whether it is the driver's (and counts).
+  bool drives(const char* source, int32_t tid, int64_t now) {
+    const bool same =
+        driving_ && tid == tid_ && std::strncmp(source, source_.data(), source_.size() - 1) == 0;
+    if (!same) {
+      const int64_t quiet = now - last_at_;
+      if (driving_ && quiet < std::max(kMinDriverStaleNs, kDriverStaleFactor * last_step_ns_)) return false;
+      std::strncpy(source_.data(), source, source_.size() - 1);  // the last byte stays 0
+      driving_ = true, tid_ = tid, last_step_ns_ = 0, last_at_ = now;
+      ++drivers_;
+      return true;
+    }
+    last_step_ns_ = now - last_at_;
+    last_at_ = now;
+    return true;
+  }
+  // How many sequences have driven so far (1 in a run with one).
+  int64_t drivers() const { return drivers_; }
+
+ private:
+  std::array<char, 64> source_{};
+  bool driving_ = false;
+  int32_t tid_ = 0;
+  int64_t last_at_ = 0, last_step_ns_ = 0, drivers_ = 0;
+};
 
 class WindowSchedule {
  public:

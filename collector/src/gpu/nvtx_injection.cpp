@@ -99,7 +99,7 @@ void emit(const OpenRange& r, int64_t end, int32_t tid, int32_t depth) {
     }
   }
   // Outside the lock: switching GPU windows flushes CUPTI, whose callback takes it.
-  if (steps >= 0) cupti::on_step("nvtx", steps);
+  if (steps >= 0) cupti::on_step("nvtx", tid);
 }
 
 int push(const std::string* name, const std::string* domain) {
