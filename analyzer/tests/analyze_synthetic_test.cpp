@@ -677,3 +677,47 @@ TEST_CASE(
   CHECK(l.longest_delays[0].delay_us == 14);
   CHECK(l.longest_delays[2].name == "k1");
 }
+
+TEST_CASE(
+    "no-tensor-cores is decided on the steady steps: a warm-up's algorithm search neither makes nor hides "
+    "it") {
+  // A 10 ms first step (cuDNN's benchmark mode tries SIMT and tensor-core algorithms alike), then three 1 ms
+  // steps of 800 µs GEMM each.
+  const std::string simt = "ampere_sgemm_128x64_nn", tc = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n";
+  auto trace = [](const std::string& warmup_kernel, const std::string& steady_kernel) {
+    Builder b;
+    b.range("ProfilerStep#0", 0, 10000 * US);
+    b.kernel(warmup_kernel, 10 * US, 15 * US, 20 * US, 9020 * US);
+    for (int step = 1; step <= 3; ++step) {
+      const int64_t s0 = 10000 * US + (step - 1) * 1000 * US;
+      b.range("ProfilerStep#" + std::to_string(step), s0, s0 + 1000 * US);
+      b.kernel(steady_kernel, s0 + 10 * US, s0 + 15 * US, s0 + 100 * US, s0 + 900 * US);
+    }
+    return b.t;
+  };
+
+  SECTION("SIMT only in the warm-up: nothing to report") {
+    // Over all four steps SIMT was 9.0 of 11.4 ms of GEMM time (79%): reported, high.
+    const auto a = analyzer::analyze(trace(simt, tc));
+    REQUIRE(a.steps.size() == 4);
+    CHECK(a.steps[0].warmup);
+    CHECK_FALSE(find_finding(a, "no-tensor-cores"));
+  }
+  SECTION("SIMT in every steady step behind a tensor-core warm-up: reported, high") {
+    // Over all four steps SIMT was 2.4 of 11.4 ms (21%, under the 50% gate): not reported.
+    const auto a = analyzer::analyze(trace(tc, simt));
+    auto* f = find_finding(a, "no-tensor-cores");
+    REQUIRE(f);
+    CHECK(f->steps == std::vector<int64_t>{1, 2, 3});
+    CHECK(f->severity == store::Severity::High);  // 800 of 1000 µs a steady step
+    CHECK(f->est_savings_us_per_step == Approx(400.0));
+    simdjson::dom::parser p;
+    auto ev = p.parse(f->evidence_json);
+    CHECK(double(ev["simt_fp32_us"]) == Approx(2400.0));
+    CHECK(double(ev["gemm_conv_us"]) == Approx(2400.0));
+    CHECK(int64_t(ev["steady_steps"]) == 3);
+    CHECK(f->summary ==
+          "100.0% of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (80.0% of step "
+          "time, warm-up step left out).");
+  }
+}

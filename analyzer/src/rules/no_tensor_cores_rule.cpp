@@ -28,11 +28,15 @@ class NoTensorCoresRule final : public Rule {
     (void)ledger;  // it saves GPU busy time (math kernels run faster), which no other rule's saving counts
     const store::Trace& t = ctx.t();
     if (ctx.traced_step_ns <= 0 || t.kernels.empty()) return;
+    // Decided on the steady steps, as every severity is: a warm-up step runs cuDNN's algorithm search
+    // (`cudnn.benchmark` tries SIMT and tensor-core kernels alike) and lazy initialisation, neither of which
+    // the run repeats. Every step's SIMT time still counts in its saving.
     std::unordered_map<store::StringId, int> cls;  // 0 other, 1 tensor-core math, 2 simt math, 3 unknown math
-    std::map<store::StringId, std::pair<int64_t, int64_t>> simt;  // name -> (count, ns)
-    std::map<int32_t, int64_t> simt_per_step;
-    int64_t math = 0, simt_ns = 0, busy = 0, tc_ns = 0;
-    for (const auto& s : ctx.steps) busy += s.gpu_busy_ns;
+    std::map<store::StringId, std::pair<int64_t, int64_t>> simt;  // steady steps: name -> (count, ns)
+    std::map<int32_t, int64_t> simt_per_step;                     // every step
+    int64_t math = 0, simt_ns = 0, busy = 0, tc_ns = 0;           // steady steps
+    for (size_t i = 0; i < ctx.steps.size(); ++i)
+      if (ctx.steady[i]) busy += ctx.steps[i].gpu_busy_ns;
     for (const auto& op : ctx.ops) {
       if (op.kind != detail::GpuOpKind::Kernel || op.step < 0) continue;
       const auto& k = t.kernels[op.index];
@@ -45,17 +49,20 @@ class NoTensorCoresRule final : public Rule {
         it = cls.emplace(k.name, c).first;
       }
       if (!it->second) continue;
-      int64_t d = op.end - op.start;
+      const int64_t d = op.end - op.start;
+      if (it->second == 2) simt_per_step[op.step] += d;
+      if (!ctx.steady[size_t(op.step)]) continue;
       math += d;
       if (it->second == 1) tc_ns += d;
       if (it->second == 2) {
         simt_ns += d;
         auto& e = simt[k.name];
         e.first++, e.second += d;
-        simt_per_step[op.step] += d;
       }
     }
-    if (busy <= 0 || math < kMinMathShareOfBusy * double(busy) || simt_ns < kMinSimtShareOfMath * double(math)) return;
+    if (busy <= 0 || simt_ns <= 0 || math < kMinMathShareOfBusy * double(busy) ||
+        simt_ns < kMinSimtShareOfMath * double(math))
+      return;
 
     FindingResult f;
     f.rule = id();
@@ -63,8 +70,10 @@ class NoTensorCoresRule final : public Rule {
     for (auto& [s, ns] : simt_per_step) f.steps.push_back(ctx.steps[s].index), saved += double(ns) * (1.0 - 1.0 / kTensorCoreSpeedup);
     f.est_savings_us_per_step = saved / double(f.steps.size()) / 1000.0;
     f.share = saved / double(ctx.traced_step_ns);
-    double simt_share = double(simt_ns) / double(ctx.traced_step_ns);
+    const double simt_share = steady_share(ctx, double(simt_ns));
     f.severity = simt_share >= kHighShare ? store::Severity::High : store::Severity::Medium;
+    int64_t steady_steps = 0;
+    for (size_t i = 0; i < ctx.steps.size(); ++i) steady_steps += ctx.steady[i];
 
     std::vector<std::pair<int64_t, store::StringId>> top;
     for (auto& [n, e] : simt) top.push_back({e.second, n});
@@ -76,13 +85,16 @@ class NoTensorCoresRule final : public Rule {
         .kv("gemm_conv_us", double(math) / 1000.0)
         .kv("simt_fp32_us", double(simt_ns) / 1000.0)
         .kv("tensor_core_us", double(tc_ns) / 1000.0)
-        .kv("simt_share_of_gemm_conv", double(simt_ns) / double(math));
+        .kv("simt_share_of_gemm_conv", double(simt_ns) / double(math))
+        .kv("steady_steps", steady_steps);
     w.key("simt_kernels").begin_array();
     for (auto& [ns, n] : top) w.begin_object().kv("name", t.str(n)).kv("count", simt[n].first).kv("total_us", double(ns) / 1000.0).end_object();
     w.end_array().end_object();
     f.evidence_json = std::move(ev);
-    f.summary = format_pct(double(simt_ns) / double(math)) + " of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (" +
-                format_pct(simt_share) + " of step time).";
+    f.summary = format_pct(double(simt_ns) / double(math)) +
+                " of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (" +
+                format_pct(simt_share) + " of step time" +
+                (steady_steps < int64_t(ctx.steps.size()) ? ", warm-up step left out" : "") + ").";
     f.suggestion =
         "Run matmuls and convolutions in reduced precision on tensor cores, with dimensions divisible by 8:\n"
         "  with torch.autocast('cuda', dtype=torch.bfloat16):   # or float16 with torch.cuda.amp.GradScaler\n"
