@@ -84,6 +84,28 @@ int run_diff(const DiffArgs& a) {
                                   " side (an empty recording, or a run that ended before its first step)");
     }
 
+  // Two job folders: the per-rank comparison, in every output (text, Markdown, and the JSON's "ranks").
+  std::string rank_text, rank_md;
+  if (ranks) {
+    analyzer::MultiRankOptions mo;
+    mo.analyze = options;
+    const auto base_ranks = analyzer::analyze_ranks(base, mo), new_ranks = analyzer::analyze_ranks(now, mo);
+    // Saves of one process or unrelated programs pool as runs above; they have no per-rank section.
+    std::string why;
+    if (!base_ranks.not_one_job.empty())
+      why = a.positional[0] + ": not the ranks of one job (" + base_ranks.not_one_job + ")";
+    else if (!new_ranks.not_one_job.empty())
+      why = a.positional[1] + ": not the ranks of one job (" + new_ranks.not_one_job + ")";
+    if (why.empty()) {
+      rank_text = analyzer::render_multirank_diff(base_ranks, new_ranks, false);
+      rank_md = analyzer::render_multirank_diff(base_ranks, new_ranks, true);
+      d.ranks_json = analyzer::multirank_diff_json(base_ranks, new_ranks);
+    } else {
+      rank_text = rank_md = "\nNo per-rank section: " + why + ".\n";
+      d.ranks_json = analyzer::multirank_diff_json_none(why);
+    }
+  }
+
   // "-": to stdout, before what --format prints there.
   store::StagedFiles outputs;
   std::string to_stdout;
@@ -95,26 +117,11 @@ int run_diff(const DiffArgs& a) {
       outputs.add(path, text);
   };
   output(a.junit, analyzer::diff_to_junit(d));
-  output(a.md, analyzer::diff_to_markdown(d));
+  output(a.md, analyzer::diff_to_markdown(d) + rank_md);
   output(a.json, analyzer::diff_to_json(d));
-  std::string out = a.format == "md" ? analyzer::diff_to_markdown(d)
-                    : a.format == "json" ? analyzer::diff_to_json(d)
-                                         : analyzer::diff_to_text(d);
-  if (ranks && a.format != "json") {  // the JSON keeps its stepscope.diff/1 shape
-    analyzer::MultiRankOptions mo;
-    mo.analyze = options;
-    const auto base_ranks = analyzer::analyze_ranks(base, mo), new_ranks = analyzer::analyze_ranks(now, mo);
-    // Saves of one process or unrelated programs pool as runs above; they have no per-rank section.
-    std::string why;
-    if (!base_ranks.not_one_job.empty())
-      why = a.positional[0] + ": not the ranks of one job (" + base_ranks.not_one_job + ")";
-    else if (!new_ranks.not_one_job.empty())
-      why = a.positional[1] + ": not the ranks of one job (" + new_ranks.not_one_job + ")";
-    if (why.empty())
-      out += analyzer::render_multirank_diff(base_ranks, new_ranks, a.format == "md");
-    else
-      out += "\nNo per-rank section: " + why + ".\n";
-  }
+  const std::string out = a.format == "md"     ? analyzer::diff_to_markdown(d) + rank_md
+                          : a.format == "json" ? analyzer::diff_to_json(d)
+                                               : analyzer::diff_to_text(d) + rank_text;
   outputs.commit();
   analyzer::write_file_atomically("-", to_stdout + out);
   return d.exit_code();

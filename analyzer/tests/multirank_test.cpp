@@ -322,6 +322,33 @@ TEST_CASE("stepscope analyze takes a directory of rank stores, report renders th
   CHECK(diff.output.find("straggler new:  none") != std::string::npos);
   // rank 0: 14.1 ms steps before (waiting 3 ms for rank 2), 11.1 ms after.
   CHECK(diff.output.find("    0       14.100       11.100") != std::string::npos);
+  // The same comparison in --json's "ranks" and in the --md file (both had none: only stdout's text and
+  // Markdown carried it).
+  auto json = test::run_shell(bin + " diff " + test::shell_quote(dir.path().string()) + " " +
+                              test::shell_quote(fixed.path().string()) + " --json - --md " +
+                              test::shell_quote(fixed.file("diff.md")) + " --format json");
+  REQUIRE(json.status == 0);
+  const std::string first_json = json.output.substr(0, json.output.find('\n') + 1);
+  simdjson::dom::parser jp;
+  simdjson::dom::element jr = jp.parse(first_json)["ranks"];
+  CHECK(bool(jr["compared"]));
+  CHECK(int64_t(jr["base_ranks"]) == 4);
+  CHECK(int64_t(jr["new_ranks"]) == 4);
+  CHECK(int64_t(jr["one_side_only"]) == 0);
+  simdjson::dom::array per_rank = jr["per_rank"];
+  REQUIRE(per_rank.size() == 4);
+  simdjson::dom::element r0 = per_rank.at(0);
+  CHECK(int64_t(r0["rank"]) == 0);
+  CHECK(double(r0["base"]["step_ms"]) == Approx(14.1));
+  CHECK(double(r0["new"]["step_ms"]) == Approx(11.1));
+  CHECK(double(r0["step_change"]) == Approx((11.1 - 14.1) / 14.1));
+  CHECK(std::string(std::string_view(jr["findings"]["straggler"]["base"]["summary"]))
+            .rfind("rank 2 is the straggler", 0) == 0);
+  CHECK(jr["findings"]["straggler"]["new"].is_null());
+  std::ifstream md_file(fixed.file("diff.md"));
+  const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  CHECK(md.find("### Per rank") != std::string::npos);
+  CHECK(md.find("| 0 | 14.100 | 11.100 |") != std::string::npos);
 
   // A broken rank file in a directory: one line naming it, exit 2.
   test::ScratchDir broken("multirank_cli_broken");

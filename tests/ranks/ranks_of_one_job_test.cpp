@@ -147,6 +147,11 @@ TEST_CASE("a folder of unrelated recordings is analyzed one by one, never merged
   CHECK(d.status == 0);
   CHECK(has_line(d.output, "No per-rank section: " + mixed +
                                ": not the ranks of one job (3 inputs, none with a rank in its metadata)."));
+  const auto dj = cli("diff " + test::shell_quote(mixed) + " " + test::shell_quote(mixed) + " --format json");
+  REQUIRE(dj.status == 0);
+  CHECK(dj.output.find("\"ranks\":{\"compared\":false,\"why\":\"" + mixed +
+                       ": not the ranks of one job (3 inputs, none with a rank in its metadata)\"}") !=
+        std::string::npos);
 
   // An imported trace that says `"rank": 0` and nothing else beside them is not a job either.
   if (!test::have_traces()) STEPSCOPE_SKIP("shared traces not present");

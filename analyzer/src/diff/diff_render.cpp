@@ -191,6 +191,7 @@ std::string diff_to_json(const DiffResult& d) {
   w.key("notes").begin_array();
   for (const auto& n : d.notes) w.value(valid_utf8(n));
   w.end_array();
+  if (!d.ranks_json.empty()) w.key("ranks").raw(d.ranks_json);
   w.end_object();
   out += '\n';
   return out;

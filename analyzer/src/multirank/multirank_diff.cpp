@@ -3,7 +3,9 @@
 
 #include <map>
 
+#include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/multi_rank.h"
+#include "stepscope/analyzer/report.h"
 
 namespace stepscope::analyzer {
 namespace {
@@ -31,12 +33,19 @@ std::map<int64_t, Means> means_by_rank(const MultiRankAnalysis& m) {
   return out;
 }
 
-std::string finding_line(const MultiRankAnalysis& m, const char* rule) {
+const FindingResult* finding_of(const MultiRankAnalysis& m, const char* rule) {
   for (const auto& f : m.findings)
-    if (f.rule == rule)
-      return fmt::format("{:.3f} ms/step: {}", f.est_savings_us_per_step / 1000.0, f.summary);
+    if (f.rule == rule) return &f;
+  return nullptr;
+}
+
+std::string finding_line(const MultiRankAnalysis& m, const char* rule) {
+  if (const FindingResult* f = finding_of(m, rule))
+    return fmt::format("{:.3f} ms/step: {}", f->est_savings_us_per_step / 1000.0, f->summary);
   return "none";
 }
+
+constexpr const char* kRankRules[] = {"straggler", "exposed-comm"};
 
 std::string pct(double base, double now) {
   return base > 0 ? fmt::format("{:+.1f}%", 100.0 * (now - base) / base) : std::string("-");
@@ -80,10 +89,78 @@ std::string render_multirank_diff(const MultiRankAnalysis& base, const MultiRank
   for (const auto& [rank, x] : b) only += n.count(rank) ? 0 : 1;
   for (const auto& [rank, y] : n) only += b.count(rank) ? 0 : 1;
   if (only) o += fmt::format("{}{} rank(s) on one side only, not compared\n", markdown ? "\n" : "", only);
-  for (const char* rule : {"straggler", "exposed-comm"}) {
+  for (const char* rule : kRankRules) {
     o += fmt::format("{}{} base: {}\n", markdown ? "\n- " : "", rule, finding_line(base, rule));
     o += fmt::format("{}{} new:  {}\n", markdown ? "- " : "", rule, finding_line(now, rule));
   }
+  return o;
+}
+
+std::string multirank_diff_json(const MultiRankAnalysis& base, const MultiRankAnalysis& now) {
+  const auto b = means_by_rank(base), n = means_by_rank(now);
+  std::string o;
+  JsonWriter w(o);
+  auto means = [&](const char* key, const Means& x) {
+    w.key(key).begin_object();
+    w.kv("step_ms", x.step / 1e6).kv("compute_ms", x.compute / 1e6);
+    w.kv("exposed_comm_ms", x.exposed / 1e6).kv("waited_ms", x.wait / 1e6);
+    w.end_object();
+  };
+  w.begin_object().kv("compared", true);
+  w.kv("base_ranks", int64_t(base.ranks.size())).kv("new_ranks", int64_t(now.ranks.size()));
+  w.kv("base_aligned_steps", int64_t(base.steps.size())).kv("new_aligned_steps", int64_t(now.steps.size()));
+  w.key("per_rank").begin_array();
+  int64_t only = 0;
+  for (const auto& [rank, x] : b) {
+    auto it = n.find(rank);
+    if (it == n.end()) {
+      ++only;
+      continue;
+    }
+    w.begin_object();
+    w.key("rank");
+    if (rank >= 0)
+      w.value(rank);
+    else
+      w.null();
+    means("base", x);
+    means("new", it->second);
+    w.key("step_change");
+    if (x.step > 0)
+      w.value((it->second.step - x.step) / x.step);
+    else
+      w.null();
+    w.end_object();
+  }
+  w.end_array();
+  for (const auto& [rank, y] : n) only += b.count(rank) ? 0 : 1;
+  w.kv("one_side_only", only);
+  w.key("findings").begin_object();
+  for (const char* rule : kRankRules) {
+    w.key(rule).begin_object();
+    for (const auto* side : {&base, &now}) {
+      w.key(side == &base ? "base" : "new");
+      const FindingResult* f = finding_of(*side, rule);
+      if (!f) {
+        w.null();
+        continue;
+      }
+      w.begin_object().kv("severity", store::to_string(f->severity));
+      w.kv("est_savings_ms_per_step", f->est_savings_us_per_step / 1000.0)
+          .kv("summary", valid_utf8(f->summary));
+      w.end_object();
+    }
+    w.end_object();
+  }
+  w.end_object();
+  w.end_object();
+  return o;
+}
+
+std::string multirank_diff_json_none(const std::string& why) {
+  std::string o;
+  JsonWriter w(o);
+  w.begin_object().kv("compared", false).kv("why", valid_utf8(why)).end_object();
   return o;
 }
 

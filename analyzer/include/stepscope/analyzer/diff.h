@@ -150,6 +150,9 @@ struct DiffResult {
   NameLevelDiff host_functions;  // CPU runs: the training thread's functions (listed, never failing)
   std::vector<FindingDiff> findings;       // appeared, disappeared, changed, persisting (in that order)
   std::vector<std::string> notes;
+  // Two job folders: the per-rank comparison as a JSON object (multirank_diff_json), written under "ranks";
+  // empty: none.
+  std::string ranks_json;
   bool regression = false;                 // any metric regression, failing finding, kernel or op
   int exit_code() const { return regression ? 1 : 0; }
 };

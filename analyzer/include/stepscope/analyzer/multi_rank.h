@@ -297,6 +297,11 @@ inline constexpr int64_t kRankDeviceBase = 1'000;
 // The per-rank section of `diff BASE_DIR NEW_DIR`: ranks matched by rank number, means over aligned steps,
 // and each side's `straggler` / `exposed-comm` (text, or a Markdown section).
 std::string render_multirank_diff(const MultiRankAnalysis& base, const MultiRankAnalysis& now, bool markdown);
+// The same as a JSON object, `stepscope diff --json`'s "ranks" (docs/multi-rank.md, "diff").
+std::string multirank_diff_json(const MultiRankAnalysis& base, const MultiRankAnalysis& now);
+// Why two job folders have no per-rank comparison (a folder whose files are not the ranks of one job), as the
+// same object: {"compared":false,"why":"…"}.
+std::string multirank_diff_json_none(const std::string& why);
 
 // The per-rank results as two CSV tables for a query engine over many jobs (docs/scale.md): one row per
 // (rank, step) and one per (rank, step, collective). Only per-rank figures: waits and stragglers are a query
