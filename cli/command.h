@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -56,11 +57,34 @@ inline CLI::Validator regex_option() {
       "");
 }
 
+// A backslash escape at re[i] (the backslash) Python's `re` refuses in a str pattern on every CPython
+// stepscope supports (3.9–3.14): a letter that is no escape (\q; in a set also \A, \B, \Z), \x without two
+// hex digits, \u without four, \U without eight. "" when it is valid or not judged here (\N{...}, group
+// references, \z).
+inline std::string python_escape_problem(const std::string& re, size_t i, bool in_set) {
+  const char c = re[i + 1];
+  auto hex_digits = [&](size_t n) {
+    for (size_t k = 0; k < n; ++k)
+      if (i + 2 + k >= re.size() || !std::isxdigit(static_cast<unsigned char>(re[i + 2 + k]))) return false;
+    return true;
+  };
+  const std::string at = " at position " + std::to_string(i);
+  if (c == 'x' && !hex_digits(2)) return "incomplete escape \\x" + at;
+  if (c == 'u' && !hex_digits(4)) return "incomplete escape \\u" + at;
+  if (c == 'U' && !hex_digits(8)) return "incomplete escape \\U" + at;
+  if (!std::isalpha(static_cast<unsigned char>(c)) || static_cast<unsigned char>(c) >= 0x80) return {};
+  // \z: Python 3.14's \Z, refused before it; left to the program's own `re`.
+  const std::string_view valid = in_set ? "abdDfnrsStvwWxuUNz" : "abBdDfnrsStvwWAZxuUNz";
+  if (valid.find(c) == std::string_view::npos) return std::string("bad escape \\") + c + at;
+  return {};
+}
+
 // The mistakes Python's `re` refuses whatever the pattern means, found without a Python (`record` may start
 // none, and the dialect is not std::regex's: (?P<name>...), lookbehind and inline flags are valid there): an
-// unbalanced parenthesis, an unterminated character set or comment, a trailing backslash, a repeat with
-// nothing before it. "" when none is found; the rest is left to re.compile in the program, which says so on
-// its stderr. A verbose pattern ((?x): whitespace and # comments) is not checked.
+// unbalanced parenthesis, an unterminated character set or comment, a trailing backslash, an escape that is
+// none (python_escape_problem), a repeat with nothing before it. "" when none is found; the rest is left to
+// re.compile in the program, which says so on its stderr. A verbose pattern ((?x): whitespace and # comments)
+// is not checked.
 inline std::string python_regex_problem(const std::string& re) {
   for (size_t i = re.find("(?"); i != std::string::npos; i = re.find("(?", i + 2)) {
     size_t j = i + 2;
@@ -76,6 +100,7 @@ inline std::string python_regex_problem(const std::string& re) {
     const std::string at = " at position " + std::to_string(i);
     if (c == '\\') {
       if (i + 1 == re.size()) return "bad escape (end of pattern)" + at;
+      if (std::string e = python_escape_problem(re, i, false); !e.empty()) return e;
       ++i;
       can_repeat = true;
     } else if (c == '[') {
@@ -83,7 +108,11 @@ inline std::string python_regex_problem(const std::string& re) {
       if (j < re.size() && re[j] == '^') ++j;
       if (j < re.size() && re[j] == ']') ++j;  // a first ']' is itself
       for (; j < re.size() && re[j] != ']'; ++j)
-        if (re[j] == '\\') ++j;
+        if (re[j] == '\\') {
+          if (j + 1 < re.size())
+            if (std::string e = python_escape_problem(re, j, true); !e.empty()) return e;
+          ++j;
+        }
       if (j >= re.size()) return "unterminated character set" + at;
       i = j;
       can_repeat = true;

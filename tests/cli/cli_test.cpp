@@ -245,6 +245,9 @@ TEST_CASE("a regular expression that does not compile is refused as the option i
       {"record", "record --no-gpu --step-func '(' -o " + dir.file("r.db") + " -- true"},
       {"record", "record --no-gpu --data-wait-func 'next|*' -o " + dir.file("r.db") + " -- true"},
       {"attach", "attach --step-func 'train_step)' 1"},
+      {"attach", "attach --step-func 'train\\.step\\q' 1"},  // \q: no escape in Python's re
+      {"attach", "attach --data-wait-func 'next[\\Z]' 1"},   // \Z: none in a set
+      {"attach", "attach --data-wait-func 'next\\x4' 1"},    // \x takes two hex digits
       {"top", "top --data-wait-func '[abc' 1"}};
   for (const auto& [command, line] : cases) {
     INFO(line);
@@ -260,6 +263,11 @@ TEST_CASE("a regular expression that does not compile is refused as the option i
   }
   CHECK(!std::filesystem::exists(dir.file("r.db")));
   CHECK(!std::filesystem::exists(dir.file("r.db.parts")));
+  // The escape named where it is (Python: "bad escape \q at position 11").
+  CHECK(run("attach --step-func 'train\\.step\\q' 1").output ==
+        "stepscope: --step-func: 'train\\.step\\q' is not a Python regular expression (bad escape \\q at "
+        "position 11) "
+        "(usage: stepscope attach --help)\n");
 }
 
 TEST_CASE("export --format folded refuses a trace without CPU samples in one line") {
