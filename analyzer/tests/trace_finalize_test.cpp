@@ -67,11 +67,17 @@ TEST_CASE("CorrelationIndex: a record's launch is its own process's first call u
   add(10, 2);  // a second call of process 10 under id 2: the first stays its launch
   add(0, 4);
   add(20, 5);
+  add(0, 6);  // id 6: a call of no known process, then process 30's own: its own is its launch
+  add(30, 6);
   const CorrelationIndex index(calls);
   auto scan = [&](int64_t corr, int64_t pid) -> int64_t {
-    for (size_t r = 0; r < calls.size(); ++r)
-      if (calls[r].correlation == corr && (!pid || !calls[r].pid || calls[r].pid == pid)) return int64_t(r);
-    return -1;
+    int64_t unknown = -1;
+    for (size_t r = 0; r < calls.size(); ++r) {
+      if (calls[r].correlation != corr) continue;
+      if (!pid || calls[r].pid == pid) return int64_t(r);
+      if (!calls[r].pid && unknown < 0) unknown = int64_t(r);
+    }
+    return unknown;
   };
   for (int64_t corr = 0; corr <= 6; ++corr)
     for (int64_t pid : {0, 10, 20, 30, 40}) {
@@ -84,6 +90,13 @@ TEST_CASE("CorrelationIndex: a record's launch is its own process's first call u
   CHECK(index.find(4, 40) == 10);  // a call of no known process may be anyone's
   CHECK(index.find(5, 10) == -1);
   CHECK(index.find(1) == 0);  // without a process: the first row
+  CHECK(index.find(6, 30) == 13);  // not row 12, whose process is unknown
+  CHECK(index.find(6, 10) == 12);  // for process 10 the unknown one is the only candidate
+  // Only the rows a filter keeps: id 2 without process 20's and 10's rows is process 30's alone.
+  const CorrelationIndex only_30(calls, [&](uint32_t row) { return calls[row].pid == 30; });
+  CHECK(only_30.find(2) == 5);
+  CHECK(only_30.find(2, 20) == -1);
+  CHECK(only_30.find(4) == -1);
 
   // Ids that never repeat keep no chain and still answer by process.
   std::vector<store::ApiCall> once(3);
@@ -92,6 +105,40 @@ TEST_CASE("CorrelationIndex: a record's launch is its own process's first call u
   CHECK(single.find(2, 7) == 1);
   CHECK(single.find(2, 8) == -1);
   CHECK(single.find(2, 0) == 1);
+}
+
+TEST_CASE("CorrelationIndex: every id's rows by process, against a scan, with ids repeated many times") {
+  std::mt19937_64 rng(49);
+  for (size_t n : {size_t(1), size_t(7), size_t(1000), size_t(50000)}) {
+    std::vector<store::ApiCall> calls(n);
+    for (auto& c : calls) {
+      c.correlation = int64_t(rng() % (n / 8 + 2));  // ids repeat ~8 times, some 0
+      c.pid = int64_t(rng() % 4);                    // processes 1-3 and unknown (0)
+    }
+    const CorrelationIndex index(calls);
+    std::map<std::pair<int64_t, int64_t>, int64_t> exact, unknown, first;
+    for (size_t r = 0; r < n; ++r) {
+      const auto& c = calls[r];
+      if (!c.correlation) continue;
+      first.emplace(std::pair<int64_t, int64_t>{c.correlation, 0}, int64_t(r));
+      exact.emplace(std::pair<int64_t, int64_t>{c.correlation, c.pid}, int64_t(r));
+      if (!c.pid) unknown.emplace(std::pair<int64_t, int64_t>{c.correlation, 0}, int64_t(r));
+    }
+    for (int64_t corr = 0; corr <= int64_t(n / 8 + 3); ++corr)
+      for (int64_t pid = 0; pid <= 4; ++pid) {
+        int64_t want = -1;
+        if (corr && !pid) {
+          auto it = first.find({corr, 0});
+          want = it == first.end() ? -1 : it->second;
+        } else if (corr) {
+          auto it = exact.find({corr, pid});
+          auto u = unknown.find({corr, 0});
+          want = it != exact.end() ? it->second : u != unknown.end() ? u->second : -1;
+        }
+        INFO(n << " calls, id " << corr << ", process " << pid);
+        REQUIRE(index.find(corr, pid) == want);
+      }
+  }
 }
 
 TEST_CASE("CorrelationIndex: ids a file chose, multiples of a high power of two, still spread") {
@@ -220,4 +267,33 @@ TEST_CASE(
   CHECK(graph_of["relu_node"] == 1);
   CHECK(graph_of["eager_kernel"] == 0);
   CHECK(t.meta.at("gpu.graph_records") == "nodes");
+}
+
+TEST_CASE("finalize_trace: a sync that names its process waits on its own process's call of the id") {
+  // nsys gives each sync record its process (globalPid); process 10's id 3 comes first, process 20 waited.
+  store::Trace t;
+  for (int64_t pid : {10, 20}) {
+    store::ApiCall a;
+    a.start = 100 * pid;
+    a.end = a.start + 50;
+    a.pid = pid;
+    a.tid = pid + 1;
+    a.correlation = 3;
+    a.name = t.intern("cudaStreamSynchronize");
+    t.api_calls.push_back(a);
+  }
+  store::Sync s;
+  s.start = 2000;
+  s.end = 2040;
+  s.correlation = 3;
+  s.pid = 20;
+  t.syncs.push_back(s);
+  store::Sync unnamed = s;  // a CUPTI record without its process: the first call of the id
+  unnamed.pid = 0;
+  t.syncs.push_back(unnamed);
+  finalize_trace(t, NameHints{});
+  CHECK(t.syncs[0].pid == 20);
+  CHECK(t.syncs[0].tid == 21);  // was process 10's thread 11
+  CHECK(t.syncs[1].pid == 10);
+  CHECK(t.syncs[1].tid == 11);
 }

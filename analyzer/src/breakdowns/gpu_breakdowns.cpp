@@ -160,8 +160,8 @@ Distribution distribution(std::vector<double>& v) {
 }
 
 // Each GPU op's launch call, joined once through the analysis' own join (CorrelationIndex: by correlation id,
-// and by process where both are known): its api_calls row, 4 bytes an op, kNone where it has none or the call
-// is not one the queues count (a million launches are common). The launch statistics take the calls of
+// and by process where both are known) over the calls the queues count: its api_calls row, 4 bytes an op,
+// kNone where it has none (a million launches are common). The launch statistics take the calls of
 // launch_stat_calls() among them.
 struct OpCalls {
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -172,11 +172,11 @@ struct OpCalls {
   OpCalls(const store::Trace& t, const GpuOps& ops) : row(ops.size(), kNone) {
     if (t.api_calls.size() >= size_t(kNone))
       throw std::length_error("more than 2^32 API calls: too many for the launch statistics");
-    const CorrelationIndex launches(t.api_calls);
+    const CorrelationIndex launches(t.api_calls,
+                                    [&](uint32_t r) { return kind(t, t.api_calls[r].name) != kOther; });
     ops.each([&](const GpuOp& o, size_t i) {
       if (o.correlation <= 0) return;
-      const int64_t r = launches.find(o.correlation, o.pid);
-      if (r >= 0 && kind(t, t.api_calls[size_t(r)].name) != kOther) row[i] = uint32_t(r);
+      if (const int64_t r = launches.find(o.correlation, o.pid); r >= 0) row[i] = uint32_t(r);
     });
   }
   Kind kind(const store::Trace& t, store::StringId name) {

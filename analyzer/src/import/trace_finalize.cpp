@@ -232,9 +232,11 @@ void finalize_trace(Trace& t, const NameHints& names) {
   for (auto& m : t.memsets)
     if (!m.pid) m.pid = owner(m.correlation);
   for (auto& s : t.syncs) {
-    const int64_t row = by_corr.find(s.correlation);
+    // Its own process's call where the record names the process (nsys: globalPid): merged processes' ids
+    // collide.
+    const int64_t row = by_corr.find(s.correlation, s.pid);
     if (row >= 0) {
-      s.pid = t.api_calls[size_t(row)].pid;
+      if (t.api_calls[size_t(row)].pid) s.pid = t.api_calls[size_t(row)].pid;
       s.tid = t.api_calls[size_t(row)].tid;
     }
   }
