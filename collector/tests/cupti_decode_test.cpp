@@ -621,6 +621,64 @@ TEST_CASE("GPU windows follow one step sequence, another taking over only once i
   CHECK_FALSE(slow.drives("dataloader", 8, step + 3 * step));  // two sources in turn do not both count
   CHECK_FALSE(slow.drives("dataloader", 8, step + kDriverStaleFactor * step - 1));
   CHECK(slow.drives("dataloader", 8, step + kDriverStaleFactor * step));
+
+  // Two sequences half a 5 s step apart (the optimizer hook and stepscope.step() at the loop's top), from
+  // their first steps: one drives, after at most one hand-over. Each new driver's step counted as 0 s let
+  // them hand it back and forth at every boundary: 40 of 40 counted for 20 steps.
+  WindowDriver two;
+  int counted = 0;
+  for (int i = 0; i < 20; ++i) {
+    counted += two.drives("api", 1, int64_t(i) * step);
+    counted += two.drives("optimizer", 1, int64_t(i) * step + step / 2);
+  }
+  CHECK(counted <= 21);
+  CHECK(two.drivers() <= 2);
+
+  // Names alike in their first 63 bytes are two sequences.
+  const std::string long_a = std::string(70, 's') + "a", long_b = std::string(70, 's') + "b";
+  WindowDriver names;
+  CHECK(names.drives(long_a.c_str(), 1, 0));
+  CHECK_FALSE(names.drives(long_b.c_str(), 1, 1 * ms));
+  CHECK(names.drives(long_a.c_str(), 1, 10 * ms));
+
+  // Tracing lent to torch.profiler for 60 s: the driver's quiet span starts again at the take-back, and the
+  // step that held the lend is not its length (a takeover then waited 4 x 60 s).
+  WindowDriver lent;
+  CHECK(lent.drives("api", 1, 0));
+  CHECK(lent.drives("api", 1, 10 * ms));  // 10 ms steps
+  lent.restart(60000 * ms);
+  CHECK_FALSE(lent.drives("api", 2, 60000 * ms + kMinDriverStaleNs - 1));  // quiet only since the take-back
+  CHECK(lent.drives("api", 1, 60020 * ms));                                // the step that held the lend
+  CHECK(lent.drives("api", 2, 60020 * ms + kMinDriverStaleNs));            // 4 x 10 ms under the 2 s floor
+}
+
+TEST_CASE("GPU windows: an interval that is no step stays out of the window's step time and its off phase") {
+  using collector::cupti::WindowSchedule;
+  using collector::cupti::WindowSwitch;
+  const int64_t ms = 1000000;
+  // 10 ms steps, 20/200; after the 10th boundary a 2 s span that is no step (a new driver took over after the
+  // old one's quiet end, or tracing was lent), forgotten or not.
+  auto first_off = [&](bool forget) {
+    WindowSchedule w(20, 200);
+    int64_t t = 0;
+    for (int i = 1;; ++i) {
+      t += 10 * ms;
+      if (i == 11) {
+        t += 2000 * ms;
+        if (forget) w.forget_last_step();
+      }
+      if (w.at_step(t) == WindowSwitch::Off) return w.min_off_ns();
+    }
+  };
+  WindowSchedule plain(20, 200);
+  int64_t t = 0, plain_off = 0;
+  while (!plain_off) {
+    t += 10 * ms;
+    if (plain.at_step(t) == WindowSwitch::Off) plain_off = plain.min_off_ns();
+  }
+  CHECK(plain_off == 1800 * ms);                 // 180 off steps of 10 ms
+  CHECK(first_off(true) == plain_off);           // forgotten: the same off phase
+  CHECK(first_off(false) > 20 * plain_off / 2);  // counted as steps: ~115 ms a step, an off phase of ~20 s
 }
 
 TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N more, long enough in time") {

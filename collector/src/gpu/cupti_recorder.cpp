@@ -961,6 +961,7 @@ void take_back() {
     rec->lent_ns += t - rec->lent_at;
     say_lent_locked(t);
     rec->schedule.forget_last_step();  // the lent span is no step's pace
+    rec->window_driver.restart(t);
     if (!running() || rec->exiting.load() || rec->failed) return;
     if (!rec->started.load()) {
       start_now = std::exchange(rec->start_deferred, false);

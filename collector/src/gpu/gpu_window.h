@@ -47,34 +47,47 @@ inline constexpr int64_t kMinDriverStaleNs = 2000000000LL;
 // windows. One at a time: counting every thread's boundaries would make each thread's step a fraction of a
 // window, and following the highest count stalled the schedule for good once that thread's loop ended (an
 // evaluation thread, a finished worker) while the others, lower, kept marking. The first sequence to complete
-// a step drives; another takes over only once the driver has gone quiet (kDriverStaleFactor). No allocation:
-// it runs on the program's thread at every step, and keeps its own copy of the source's name (a Python
+// a step drives; another takes over only once the driver has gone quiet (kDriverStaleFactor × its last step),
+// and a new driver's first step is taken as long as the quiet span it ended, so two sequences marking in turn
+// (the optimizer hook and stepscope.step() half a step apart) never hand it back and forth. No allocation: it
+// runs on the program's thread at every step; a source is known by a hash of its whole name (a Python
 // caller's string does not outlive the call).
 class WindowDriver {
  public:
   // A boundary completing a step of (source, tid) at `now`: whether it is the driver's (and counts).
   bool drives(const char* source, int32_t tid, int64_t now) {
-    const bool same =
-        driving_ && tid == tid_ && std::strncmp(source, source_.data(), source_.size() - 1) == 0;
-    if (!same) {
-      const int64_t quiet = now - last_at_;
-      if (driving_ && quiet < std::max(kMinDriverStaleNs, kDriverStaleFactor * last_step_ns_)) return false;
-      std::strncpy(source_.data(), source, source_.size() - 1);  // the last byte stays 0
-      driving_ = true, tid_ = tid, last_step_ns_ = 0, last_at_ = now;
-      ++drivers_;
+    const uint64_t name = name_hash(source);
+    if (driving_ && tid == tid_ && name == name_) {
+      if (!std::exchange(skip_next_, false)) last_step_ns_ = now - last_at_;
+      last_at_ = now;
       return true;
     }
-    last_step_ns_ = now - last_at_;
-    last_at_ = now;
+    const int64_t quiet = now - last_at_;
+    if (driving_ && quiet < std::max(kMinDriverStaleNs, kDriverStaleFactor * last_step_ns_)) return false;
+    if (driving_) last_step_ns_ = quiet;
+    driving_ = true, skip_next_ = false, tid_ = tid, name_ = name, last_at_ = now;
+    ++drivers_;
     return true;
+  }
+  // CUDA tracing was lent (to torch.profiler) until `now`: the driver's quiet span starts again here, and its
+  // next step, which held the lend, is no step's length.
+  void restart(int64_t now) {
+    if (!driving_) return;
+    last_at_ = now;
+    skip_next_ = true;
   }
   // How many sequences have driven so far (1 in a run with one).
   int64_t drivers() const { return drivers_; }
 
  private:
-  std::array<char, 64> source_{};
-  bool driving_ = false;
+  static uint64_t name_hash(const char* s) {  // FNV-1a over the whole name
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; s && *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ull;
+    return h;
+  }
+  bool driving_ = false, skip_next_ = false;
   int32_t tid_ = 0;
+  uint64_t name_ = 0;
   int64_t last_at_ = 0, last_step_ns_ = 0, drivers_ = 0;
 };
 
@@ -91,6 +104,11 @@ class WindowSchedule {
   WindowSwitch at_step(int64_t now) {
     if (all()) return WindowSwitch::None;
     ++steps_;
+    // An interval that is no step (forget_last_step) inside a traced window: left out of its per-step time.
+    if (gap_from_ > 0) {
+      if (tracing_ && !(first_window_ && steps_ == 1)) gap_ns_ += now - gap_from_, ++gaps_;
+      gap_from_ = 0;
+    }
     // The first traced step after an On holds the re-attach (counted in the switch cost): not a traced pace.
     if (last_at_ > 0 && !(tracing_ && (first_window_ || std::exchange(reattach_step_, false)))) {
       // Off steps before the grace ended ran with CUPTI attached; the ones after it, detached (or kinds off).
@@ -110,6 +128,7 @@ class WindowSchedule {
       tracing_ = true;
       reattach_step_ = true;
       steps_ = 0;
+      gap_ns_ = gaps_ = 0;
       on_at_ = now;
       length_ = std::max(n_, armed_);
       armed_ = 0;
@@ -121,15 +140,17 @@ class WindowSchedule {
       if (first_window_ && steps_ == 1) on_at_ = now;
       if (steps_ < std::max<int64_t>(n_, length_)) return WindowSwitch::None;
       length_ = 0;
-      const int64_t intervals = first_window_ ? steps_ - 1 : steps_;
-      const int64_t per_step = intervals > 0 ? (now - on_at_) / intervals : 0;
+      const int64_t intervals = (first_window_ ? steps_ - 1 : steps_) - gaps_;
+      const int64_t window_ns = now - on_at_ - gap_ns_;
+      gap_ns_ = gaps_ = 0;
+      const int64_t per_step = intervals > 0 ? window_ns / intervals : 0;
       grace_ = std::max(kMinDetachGraceNs, 2 * per_step);
       // Detach when the off phase is long enough to stay detached a while. Short steps (< 50 ms) get a longer
       // off phase for it — windows of N steps a few times a second; long steps with few off steps keep M−N
       // steps and only switch the kinds off, so the traced share stays N/M.
       last_traced_step_ns_ = traced_paces_.median();
       traced_paces_.clear();
-      budget_off_ = off_for_budget(intervals, now - on_at_);
+      budget_off_ = off_for_budget(intervals, window_ns);
       const int64_t by_steps = std::max(per_step * (m_ - n_), budget_off_);
       detach_ = 2 * per_step < kMinDetachGraceNs || by_steps >= grace_ + kMinDetachGraceNs;
       min_off_ = detach_ ? std::max({by_steps, kSwitchCostFactor * switch_cost_, grace_ + kMinDetachGraceNs})
@@ -145,6 +166,7 @@ class WindowSchedule {
     tracing_ = true;
     reattach_step_ = true;
     steps_ = 0;
+    gap_ns_ = gaps_ = 0;
     on_at_ = now;
     return WindowSwitch::On;
   }
@@ -161,13 +183,20 @@ class WindowSchedule {
   int64_t detach_grace_ns() const { return grace_; }
   bool detach_this_phase() const { return detach_; }
   // The next boundary's interval is no step's pace (CUDA tracing was lent meanwhile: cupti_recorder.cpp).
-  void forget_last_step() { last_at_ = 0; }
+  // The interval up to the next boundary is no step (a lend, a new driver's first): kept out of the paces and
+  // out of the window's per-step time (which sets the grace and the off phase).
+  void forget_last_step() {
+    if (last_at_ > 0) gap_from_ = last_at_;
+    last_at_ = 0;
+  }
   bool tracing() const { return tracing_; }
 
  private:
   int n_, m_;
   bool tracing_ = true, first_window_ = true, detach_ = false;
   int64_t steps_ = 0;  // boundaries in the current phase
+  int64_t gap_from_ = 0;  // the boundary before an interval that is no step (forget_last_step); 0: none
+  int64_t gap_ns_ = 0, gaps_ = 0;  // such intervals in this window: their time and count
   int armed_ = 0;       // steps the flight recorder asked to trace
   int64_t length_ = 0;  // this window's steps when armed (0: n_)
   int64_t on_at_ = 0, off_at_ = 0, min_off_ = 0, switch_cost_ = 0, grace_ = kMinDetachGraceNs;
