@@ -101,7 +101,8 @@ int run_diff(const DiffArgs& a) {
       rank_md = analyzer::render_multirank_diff(base_ranks, new_ranks, true);
       d.ranks_json = analyzer::multirank_diff_json(base_ranks, new_ranks);
     } else {
-      rank_text = rank_md = "\nNo per-rank section: " + why + ".\n";
+      rank_text = "\nNo per-rank section: " + why + ".\n";
+      rank_md = "\nNo per-rank section: " + analyzer::markdown_escape(why) + ".\n";
       d.ranks_json = analyzer::multirank_diff_json_none(why);
     }
   }

@@ -720,4 +720,22 @@ TEST_CASE(
           "100.0% of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (80.0% of step "
           "time, warm-up step left out).");
   }
+  SECTION("steps outside the GPU windows are left out, and no warm-up is said where there was none") {
+    // Four 1 ms steps of 800 µs SIMT GEMM each, the GPU traced in the first two only (record --gpu-window).
+    Builder b;
+    for (int step = 0; step < 4; ++step) {
+      const int64_t s0 = step * 1000 * US;
+      b.range("ProfilerStep#" + std::to_string(step), s0, s0 + 1000 * US);
+      if (step < 2) b.kernel(simt, s0 + 10 * US, s0 + 15 * US, s0 + 100 * US, s0 + 900 * US);
+    }
+    b.t.gpu_windows.push_back({0, 2000 * US, b.pid});
+    b.t.meta["gpu.window"] = "2/4";
+    const auto a = analyzer::analyze(b.t);
+    auto* f = find_finding(a, "no-tensor-cores");
+    REQUIRE(f);
+    CHECK(f->steps == std::vector<int64_t>{0, 1});
+    CHECK(f->summary ==
+          "100.0% of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (80.0% of step "
+          "time).");
+  }
 }

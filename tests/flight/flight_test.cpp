@@ -350,8 +350,11 @@ TEST_CASE("stepscope dump saves the window on demand and prints the store") {
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   test::ScratchDir dir("flight_dump");
   test::Spawned rec =
-      test::spawn_shell(record_flight(dir.path().string(), "", "--steps 1400 --step-ms 5 --every 100000 --slow-ms 7") +
-               " > " + test::shell_quote(dir.file("record.log")));
+      // No slow-step trigger: a stall of a loaded machine (a 104 ms step beside a CI build) saved a third
+      // store.
+      test::spawn_shell(record_flight(dir.path().string(), "--trigger slow-step=off",
+                                      "--steps 1400 --step-ms 5 --every 100000 --slow-ms 7") +
+                        " > " + test::shell_quote(dir.file("record.log")));
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 7", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -388,10 +391,11 @@ TEST_CASE("stepscope dump fails once the launcher has found the quota used, with
   if (!have_numpy()) STEPSCOPE_SKIP("no Python venv with numpy");
   test::ScratchDir dir("flight_dump_quota");
   // Braced: record's stderr, the quota's lines, into the log too.
-  test::Spawned rec = test::spawn_shell("{ " +
-                                        record_flight(dir.path().string(), "--flight-quota 1KiB",
-                                                      "--steps 1400 --step-ms 5 --every 100000 --slow-ms 6") +
-                                        "; } > " + test::shell_quote(dir.file("record.log")));
+  test::Spawned rec =
+      test::spawn_shell("{ " +
+                        record_flight(dir.path().string(), "--flight-quota 1KiB --trigger slow-step=off",
+                                      "--steps 1400 --step-ms 5 --every 100000 --slow-ms 6") +
+                        "; } > " + test::shell_quote(dir.file("record.log")));
   const pid_t trainer_pid = wait_for_trainer("--slow-ms 6", 30);
   REQUIRE(trainer_pid > 0);
   std::this_thread::sleep_for(std::chrono::seconds(2));

@@ -89,9 +89,14 @@ std::string render_multirank_diff(const MultiRankAnalysis& base, const MultiRank
   for (const auto& [rank, x] : b) only += n.count(rank) ? 0 : 1;
   for (const auto& [rank, y] : n) only += b.count(rank) ? 0 : 1;
   if (only) o += fmt::format("{}{} rank(s) on one side only, not compared\n", markdown ? "\n" : "", only);
+  // A summary names kernels and ranks' files: escaped in Markdown, as every trace-derived name there is.
+  auto line = [&](const MultiRankAnalysis& m, const char* rule) {
+    const std::string l = finding_line(m, rule);
+    return markdown ? markdown_escape(l) : l;
+  };
   for (const char* rule : kRankRules) {
-    o += fmt::format("{}{} base: {}\n", markdown ? "\n- " : "", rule, finding_line(base, rule));
-    o += fmt::format("{}{} new:  {}\n", markdown ? "- " : "", rule, finding_line(now, rule));
+    o += fmt::format("{}{} base: {}\n", markdown ? "\n- " : "", rule, line(base, rule));
+    o += fmt::format("{}{} new:  {}\n", markdown ? "- " : "", rule, line(now, rule));
   }
   return o;
 }

@@ -73,7 +73,9 @@ class NoTensorCoresRule final : public Rule {
     const double simt_share = steady_share(ctx, double(simt_ns));
     f.severity = simt_share >= kHighShare ? store::Severity::High : store::Severity::Medium;
     int64_t steady_steps = 0;
-    for (size_t i = 0; i < ctx.steps.size(); ++i) steady_steps += ctx.steady[i];
+    bool warmup = false;  // steps outside GPU windows are not steady either: only a warm-up is said
+    for (size_t i = 0; i < ctx.steps.size(); ++i)
+      steady_steps += ctx.steady[i], warmup |= ctx.steps[i].warmup;
 
     std::vector<std::pair<int64_t, store::StringId>> top;
     for (auto& [n, e] : simt) top.push_back({e.second, n});
@@ -93,8 +95,7 @@ class NoTensorCoresRule final : public Rule {
     f.evidence_json = std::move(ev);
     f.summary = format_pct(double(simt_ns) / double(math)) +
                 " of GEMM/convolution time runs in fp32 SIMT kernels, not on tensor cores (" +
-                format_pct(simt_share) + " of step time" +
-                (steady_steps < int64_t(ctx.steps.size()) ? ", warm-up step left out" : "") + ").";
+                format_pct(simt_share) + " of step time" + (warmup ? ", warm-up step left out" : "") + ").";
     f.suggestion =
         "Run matmuls and convolutions in reduced precision on tensor cores, with dimensions divisible by 8:\n"
         "  with torch.autocast('cuda', dtype=torch.bfloat16):   # or float16 with torch.cuda.amp.GradScaler\n"
