@@ -291,9 +291,15 @@ TEST_CASE("finalize_trace: a sync that names its process waits on its own proces
   store::Sync unnamed = s;  // a CUPTI record without its process: the first call of the id
   unnamed.pid = 0;
   t.syncs.push_back(unnamed);
+  store::Sync on_gpu1 = s;  // Kineto: the GPU's track (device 1) as pid, no process: the first call of the id
+  on_gpu1.pid = 1;
+  on_gpu1.tid = 7;
+  t.syncs.push_back(on_gpu1);
   finalize_trace(t, NameHints{});
   CHECK(t.syncs[0].pid == 20);
   CHECK(t.syncs[0].tid == 21);  // was process 10's thread 11
   CHECK(t.syncs[1].pid == 10);
   CHECK(t.syncs[1].tid == 11);
+  CHECK(t.syncs[2].pid == 10);  // it kept pid 1, tid 7 when joined by its "process"
+  CHECK(t.syncs[2].tid == 11);
 }

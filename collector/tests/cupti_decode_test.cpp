@@ -613,6 +613,17 @@ TEST_CASE("GPU windows follow one step sequence, another taking over only once i
   CHECK(d.drivers() == 2);
   CHECK_FALSE(
       d.drives("api", 11, 30 * ms + kMinDriverStaleNs + 1));  // the old driver back: it does not count
+  // A loop of 1 s steps back from a 10 s stall takes the windows back within 4 of its steps (the quiet span
+  // carried as the new driver's step locked it out for 40 s).
+  WindowDriver stall;
+  const int64_t s1 = 1000 * ms;
+  CHECK(stall.drives("api", 1, 0));
+  CHECK(stall.drives("api", 1, s1));
+  CHECK(stall.drives("nvtx", 2, 11 * s1));  // after 10 s of quiet: nvtx's one step takes over
+  int64_t back_at = 0;
+  for (int64_t t = 12 * s1; t <= 60 * s1 && !back_at; t += s1)
+    if (stall.drives("api", 1, t)) back_at = t;
+  CHECK(back_at == 11 * s1 + kDriverStaleFactor * s1);
   // Long steps: the driver is quiet only after kDriverStaleFactor of its own last step.
   WindowDriver slow;
   const int64_t step = 5000 * ms;  // 5 s steps: over the 2 s minimum
@@ -679,6 +690,17 @@ TEST_CASE("GPU windows: an interval that is no step stays out of the window's st
   CHECK(plain_off == 1800 * ms);                 // 180 off steps of 10 ms
   CHECK(first_off(true) == plain_off);           // forgotten: the same off phase
   CHECK(first_off(false) > 20 * plain_off / 2);  // counted as steps: ~115 ms a step, an off phase of ~20 s
+
+  // The flight recorder armed the first window before its first boundary (a data-wait trigger on the first
+  // batch), on a clock 5000 s in: the window was timed from 0, an off phase of 15 hours.
+  WindowSchedule armed(5, 50);
+  armed.arm(3);
+  int64_t at = 5000000 * ms, armed_off = 0;
+  while (!armed_off) {
+    at += 10 * ms;
+    if (armed.at_step(at) == WindowSwitch::Off) armed_off = armed.min_off_ns();
+  }
+  CHECK(armed_off == 450 * ms);  // 45 off steps of 10 ms
 }
 
 TEST_CASE("GPU windows switch tracing off after N steps and on again after M-N more, long enough in time") {

@@ -232,9 +232,9 @@ void finalize_trace(Trace& t, const NameHints& names) {
   for (auto& m : t.memsets)
     if (!m.pid) m.pid = owner(m.correlation);
   for (auto& s : t.syncs) {
-    // Its own process's call where the record names the process (nsys: globalPid): merged processes' ids
-    // collide.
-    const int64_t row = by_corr.find(s.correlation, s.pid);
+    // Its own process's call where the record names a host process (nsys: globalPid): merged processes' ids
+    // collide. Kineto's sync events carry their GPU's track as pid (the device number): not a process.
+    const int64_t row = by_corr.find(s.correlation, pids.count(s.pid) ? s.pid : 0);
     if (row >= 0) {
       if (t.api_calls[size_t(row)].pid) s.pid = t.api_calls[size_t(row)].pid;
       s.tid = t.api_calls[size_t(row)].tid;

@@ -48,10 +48,11 @@ inline constexpr int64_t kMinDriverStaleNs = 2000000000LL;
 // window, and following the highest count stalled the schedule for good once that thread's loop ended (an
 // evaluation thread, a finished worker) while the others, lower, kept marking. The first sequence to complete
 // a step drives; another takes over only once the driver has gone quiet (kDriverStaleFactor × its last step),
-// and a new driver's first step is taken as long as the quiet span it ended, so two sequences marking in turn
-// (the optimizer hook and stepscope.step() half a step apart) never hand it back and forth. No allocation: it
-// runs on the program's thread at every step; a source is known by a hash of its whole name (a Python
-// caller's string does not outlive the call).
+// its first step taken as long as the old driver's last (the quiet span where none was measured), so two
+// sequences marking in turn (the optimizer hook and stepscope.step() half a step apart) never hand it back
+// and forth, and a loop back from a stall takes it back within kDriverStaleFactor of its own step. No
+// allocation: it runs on the program's thread at every step; a source is known by a hash of its whole name (a
+// Python caller's string does not outlive the call).
 class WindowDriver {
  public:
   // A boundary completing a step of (source, tid) at `now`: whether it is the driver's (and counts).
@@ -64,7 +65,10 @@ class WindowDriver {
     }
     const int64_t quiet = now - last_at_;
     if (driving_ && quiet < std::max(kMinDriverStaleNs, kDriverStaleFactor * last_step_ns_)) return false;
-    if (driving_) last_step_ns_ = quiet;
+    // The new driver's step is not measured yet: it is taken as the old one's last step, or where that was
+    // never measured (the run's first driver), as the quiet span (the old driver may only have resumed after
+    // a stall; the run's first two sequences half a step apart must not hand the windows back and forth).
+    if (driving_ && last_step_ns_ <= 0) last_step_ns_ = quiet;
     driving_ = true, skip_next_ = false, tid_ = tid, name_ = name, last_at_ = now;
     ++drivers_;
     return true;
@@ -118,6 +122,10 @@ class WindowSchedule {
           .add(now - last_at_);
     }
     last_at_ = now;
+    // Traced steps are timed from the boundary that switched tracing on; the first window from its first
+    // boundary (what came before is start-up, not a step), also where the flight recorder armed it before
+    // then.
+    if (tracing_ && first_window_ && steps_ == 1) on_at_ = now;
     if (armed_ > 0) {
       if (tracing_) {
         length_ = std::max<int64_t>(n_, steps_ + armed_);
@@ -135,9 +143,6 @@ class WindowSchedule {
       return WindowSwitch::On;
     }
     if (tracing_) {
-      // Traced steps are timed from the boundary that switched tracing on; the first window from its first
-      // boundary (what came before is start-up, not a step).
-      if (first_window_ && steps_ == 1) on_at_ = now;
       if (steps_ < std::max<int64_t>(n_, length_)) return WindowSwitch::None;
       length_ = 0;
       const int64_t intervals = (first_window_ ? steps_ - 1 : steps_) - gaps_;
