@@ -167,6 +167,88 @@ TEST_CASE("a sync that drained the GPU with no launch after it: its tail is the 
   check_partition(a);
 }
 
+TEST_CASE("the GPU waited for the host in its host and launch idle: a gap whose work was queued is the GPU's own") {
+  // The host activity's window was host + other idle: it took in gaps whose work sat in the queue (the GPU's own
+  // wait) and left out the launch calls (launch_bound_fused: "5.06 ms the GPU waited for the host" with 0 host idle).
+  Builder b;
+  b.range("ProfilerStep#1", 0, 1000 * US);
+  b.kernel("k_a", 0, 5 * US, 10 * US, 100 * US);
+  b.kernel("k_b", 50 * US, 60 * US, 300 * US, 400 * US);  // queued before the GPU ran dry: 100..300 is other
+  b.range("aten::queued_behind", 100 * US, 300 * US, store::RangeSource::Op, 1);
+  b.range("aten::host_work", 400 * US, 600 * US, store::RangeSource::Op, 1);
+  b.kernel("k_c", 600 * US, 610 * US, 620 * US, 1000 * US);
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  const auto& s = a.steps[0];
+  CHECK(s.other_idle_ns == 200 * US);
+  CHECK(s.host_idle_ns == 200 * US);   // 400..600
+  CHECK(s.launch_idle_ns == 30 * US);  // 0..10, 600..620
+  check_partition(a);
+  CHECK(a.host_activity.window == "gpu-waited-for-host");
+  CHECK(a.host_activity.window_ns == 230 * US);  // 0..10 and 400..620: host and launch idle
+  REQUIRE(!a.host_activity.functions.empty());
+  CHECK(a.host_activity.functions[0].name == "aten::host_work");
+  CHECK(a.host_activity.functions[0].time_ns == 200 * US);
+  for (const auto& f : a.host_activity.functions) CHECK(f.name != "aten::queued_behind");
+}
+
+TEST_CASE("a gap's dispatch is judged on the host's part: a data wait inside it does not make it a host computation") {
+  // torch_dataloader_workers: gaps of 1-9 ms that were mostly the loader's wait counted their host slivers (a
+  // median of 106 us) as "host computes between launches for longer than dispatch takes".
+  Builder b;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t0 = i * 2000 * US;
+    b.range("ProfilerStep#" + std::to_string(i + 1), t0, t0 + 2000 * US);
+    b.kernel("k_a", t0, t0 + 5 * US, t0 + 10 * US, t0 + 100 * US);
+    b.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 100 * US, t0 + 1400 * US,
+            store::RangeSource::Op, 1);
+    b.kernel("k_b", t0 + 1500 * US, t0 + 1510 * US, t0 + 1520 * US, t0 + 2000 * US);
+  }
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 4);
+  for (const auto& s : a.steps) {
+    CHECK(s.data_wait_ns == 1300 * US);
+    CHECK(s.host_idle_ns == 100 * US);   // 1400..1500: the next launch's dispatch after the batch came
+    CHECK(s.launch_idle_ns == 30 * US);  // 0..10, 1500..1520
+  }
+  check_partition(a);
+  // The gap is 1.42 ms, its host-bound part 120 us (6% of the step, past host-compute's 3%): dispatch, not a
+  // host computation of its own.
+  CHECK_FALSE(find_finding(a, "host-compute"));
+}
+
+TEST_CASE("work that waited in the queue after its call returned: launch idle only inside the call") {
+  // tracelens/amd_vllm_decode_graph: the first copy started 7.8 ms after its 10 us hipMemcpyAsync returned, and
+  // the whole 7.8 ms was launch idle ("host-compute [high]").
+  Builder b;
+  b.range("ProfilerStep#1", 0, 10000 * US);
+  b.kernel("k_first", 100 * US, 110 * US, 8000 * US, 8500 * US);  // the trace's first GPU work
+  b.kernel("k_b", 8600 * US, 8610 * US, 9500 * US, 9600 * US);    // launched on a dry GPU, started 890 us later
+  b.kernel("k_c", 9700 * US, 9710 * US, 9720 * US, 10000 * US);   // a normal launch
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  const auto& s = a.steps[0];
+  CHECK(s.host_idle_ns == 100 * US + 100 * US + 100 * US);   // 0..100, 8500..8600, 9600..9700
+  CHECK(s.launch_idle_ns == 10 * US + 10 * US + 20 * US);    // inside the calls; 9700..9720 a launch latency
+  CHECK(s.other_idle_ns == 7890 * US + 890 * US);            // 110..8000 and 8610..9500: queued
+  check_partition(a);
+  CHECK_FALSE(find_finding(a, "host-compute"));
+}
+
+TEST_CASE("an earlier launch call still running when the GPU ran dry is launch idle, not host code") {
+  // hta/legacy_categories_tiny: a first cudaLaunchKernel of 1414 us covered 1.40 ms of a 1.45 ms gap, all of it
+  // booked as host code between launches.
+  Builder b;
+  b.range("ProfilerStep#1", 0, 2000 * US);
+  b.kernel("k_a", 0, 1500 * US, 10 * US, 100 * US);  // the kernel ran while its call went on (module loading)
+  b.kernel("k_b", 1500 * US, 1510 * US, 1520 * US, 2000 * US);
+  auto a = analyzer::analyze(b.t);
+  REQUIRE(a.steps.size() == 1);
+  CHECK(a.steps[0].launch_idle_ns == 10 * US + 1420 * US);  // 0..10, then 100..1520 inside the two calls
+  CHECK(a.steps[0].host_idle_ns == 0);
+  check_partition(a);
+}
+
 TEST_CASE("small-gemm-loop: 32 identical small GEMMs per step") {
   Builder b;
   const std::string gemm = "ampere_sgemm_32x32_sliced1x4_nn";
@@ -676,6 +758,51 @@ TEST_CASE(
   CHECK(l.longest_delays[0].name == "k3");
   CHECK(l.longest_delays[0].delay_us == 14);
   CHECK(l.longest_delays[2].name == "k1");
+}
+
+TEST_CASE("no-tensor-cores keeps the margin around its threshold and suggests what the GPU can run") {
+  // Four 1 ms steps, each with one fp32 SIMT GEMM of `gemm_us`, on one device of compute capability cc.
+  auto analysis = [](int64_t gemm_us, int cc_major, int cc_minor) {
+    Builder b;
+    for (int step = 0; step < 4; ++step) {
+      const int64_t s0 = step * 1000 * US;
+      b.range("ProfilerStep#" + std::to_string(step), s0, s0 + 1000 * US);
+      b.kernel("volta_sgemm_128x64_nn", s0 + 10 * US, s0 + 15 * US, s0 + 100 * US, s0 + (100 + gemm_us) * US);
+    }
+    store::Device d;
+    d.id = 0, d.name = b.t.intern("GPU"), d.cc_major = cc_major, d.cc_minor = cc_minor;
+    b.t.devices.push_back(d);
+    return analyzer::analyze(b.t);
+  };
+  simdjson::dom::parser p;
+  SECTION("21% of the step, within 10% of the 20% threshold, on a V100: medium, float16 with GradScaler") {
+    // kineto/resnet50_num_workers_0 (V100): 20.17% of its steps was "high", and the cure offered was bf16, which a
+    // V100 does not have.
+    const auto a = analysis(210, 7, 0);
+    const auto* f = find_finding(a, "no-tensor-cores");
+    REQUIRE(f);
+    CHECK(f->severity == store::Severity::Medium);
+    auto ev = p.parse(f->evidence_json);
+    CHECK(double(ev["share_for_severity"]) == Approx(0.21));
+    CHECK(bool(ev["near_threshold"]));
+    CHECK(std::string_view(ev["compute_capability"]) == "7.0");
+    CHECK(f->suggestion.find("dtype=torch.float16") != std::string::npos);
+    CHECK(f->suggestion.find("GradScaler()") != std::string::npos);
+    CHECK(f->suggestion.find("bfloat16") == std::string::npos);
+    CHECK(f->suggestion.find("compute\ncapability 7.0, has fp16 tensor cores only") != std::string::npos);
+  }
+  SECTION("26% on an A100: high, bf16 and TF32") {
+    const auto a = analysis(260, 8, 0);
+    const auto* f = find_finding(a, "no-tensor-cores");
+    REQUIRE(f);
+    CHECK(f->severity == store::Severity::High);
+    CHECK_FALSE(bool(p.parse(f->evidence_json)["near_threshold"]));
+    CHECK(f->suggestion.find("dtype=torch.bfloat16") != std::string::npos);
+    CHECK(f->suggestion.find("allow_tf32") != std::string::npos);
+  }
+  SECTION("a GPU without tensor cores (compute capability 6.1): nothing to move the math to") {
+    CHECK_FALSE(find_finding(analysis(260, 6, 1), "no-tensor-cores"));
+  }
 }
 
 TEST_CASE(

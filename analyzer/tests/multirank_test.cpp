@@ -120,6 +120,29 @@ TEST_CASE("rank 3 running 30% longer kernels is the straggler, saving the 30%") 
   CHECK(e->suggestion.find("bucket_cap_mb") != std::string::npos);
 }
 
+TEST_CASE("the straggler's severity keeps the margin every rule keeps around its thresholds") {
+  simdjson::dom::parser p;
+  // 1.15 ms of 12.25 ms a step (9.4%): within 10% of the 10% medium threshold, medium (was low; the DLRM job's
+  // rank 7 at 9.05% read "low" beside another rule's 9.5% "medium").
+  const auto m_near_medium = job(3, 1.115, false);
+  const auto* near_medium = find_finding(m_near_medium, "straggler");
+  REQUIRE(near_medium);
+  CHECK(near_medium->severity == store::Severity::Medium);
+  CHECK(bool(p.parse(near_medium->evidence_json)["near_threshold"]));
+  CHECK(near_medium->summary.back() == '.');
+  // 3 of 14.1 ms (21.3%): within the margin of the 20% high threshold, medium.
+  auto m = job(3, 1.3, false);
+  const auto* near_high = find_finding(m, "straggler");
+  REQUIRE(near_high);
+  CHECK(near_high->severity == store::Severity::Medium);
+  CHECK(double(p.parse(near_high->evidence_json)["share_for_severity"]) == Approx(3.0 / 14.1));
+  // 4 of 15.1 ms (26.5%): high.
+  const auto m_high = job(3, 1.4, false);
+  const auto* high = find_finding(m_high, "straggler");
+  REQUIRE(high);
+  CHECK(high->severity == store::Severity::High);
+}
+
 TEST_CASE("a job with a fully overlapped all-reduce has no exposed-comm and no straggler") {
   auto m = job(-1, 1.0, true);
   REQUIRE(m.steps.size() == 3);

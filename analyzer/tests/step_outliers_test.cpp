@@ -272,3 +272,40 @@ TEST_CASE(
   CHECK(s.contributor.find("save_checkpoint") != std::string::npos);
   CHECK(s.contributor_ns == 500 * MS);  // 50 samples of 10 ms, all inside the step
 }
+
+TEST_CASE("a sample's period counts in every step it covers, and a GPU-bound step's thread is off CPU by design") {
+  STEPSCOPE_REQUIRE_RECORDINGS();
+  test::ScratchDir dir("step_outliers_recordings");
+  {
+    // launch_bound on an H100, 225 µs steps sampled at 1 kHz: step 1102 (11.9 ms) ran 0.8 ms on CPU, sampled only
+    // after its end. Credited only to the step the sample fell in, the step read as off CPU the whole 11.9 ms.
+    const std::string db = test::decompressed_recording("h100-2026-11-22/launch_bound.db.xz", dir);
+    REQUIRE(!db.empty());
+    const auto a = analyzer::analyze(analyzer::load_trace(db));
+    const auto& slow = a.step_outliers.slow;
+    auto it = std::find_if(slow.begin(), slow.end(), [](const analyzer::SlowStep& s) { return s.index == 1102; });
+    REQUIRE(it != slow.end());
+    INFO(it->explanation);
+    CHECK(it->dur_ns > 11800 * US);
+    CHECK(it->not_running);
+    CHECK(it->off_cpu_ns > 11000 * US);
+    CHECK(it->off_cpu_ns < 11200 * US);  // the step less the on-CPU periods that reach into it
+    CHECK(it->off_cpu_median_ns == 0);   // a 1 ms period covers a whole 225 µs step
+  }
+  {
+    // input_bound_prefetch: step 7 (in the GPU's time) grew in GPU work; the training thread waits for the GPU
+    // off CPU, which is no sign of preemption, and a copy is not "on CPU".
+    const std::string db = test::decompressed_recording("h100-2026-11-22/input_bound_prefetch.db.xz", dir);
+    REQUIRE(!db.empty());
+    const auto a = analyzer::analyze(analyzer::load_trace(db));
+    const auto& slow = a.step_outliers.slow;
+    auto it = std::find_if(slow.begin(), slow.end(), [](const analyzer::SlowStep& s) { return s.index == 7; });
+    REQUIRE(it != slow.end());
+    INFO(it->explanation);
+    CHECK(it->category == "gpu_busy");
+    CHECK_FALSE(it->not_running);
+    CHECK(it->explanation.find("not running") == std::string::npos);
+    CHECK(it->explanation.find("on CPU") == std::string::npos);
+    CHECK(it->contributor_kind == "kernel");
+  }
+}

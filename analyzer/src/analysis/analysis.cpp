@@ -79,13 +79,14 @@ void utilization(const detail::Context& ctx, Analysis& a) {
   for (auto v : busy) a.utilization.push_back(double(v) / double(bucket));
 }
 
-// Where the training thread was while the GPU waited for it between launches (host and other idle inside steps);
+// Where the training thread was while the GPU waited for it (host and launch idle inside steps: the queue was
+// empty; other idle is the GPU's own wait, data and sync idle have their own sections);
 // without GPU activity, where it spent the steps.
 void fill_host_activity(const detail::Context& ctx, Analysis& a) {
   std::vector<detail::Interval> window;
   if (!ctx.busy.empty()) {
     for (const auto& seg : ctx.idle)
-      if ((seg.kind == detail::IdleKind::Host || seg.kind == detail::IdleKind::Other) && ctx.step_at(seg.start) >= 0)
+      if ((seg.kind == detail::IdleKind::Host || seg.kind == detail::IdleKind::Launch) && ctx.step_at(seg.start) >= 0)
         window.push_back({seg.start, seg.end});
     a.host_activity = detail::host_activity(ctx, window, kTopHostFunctions, "gpu-waited-for-host");
     return;
@@ -228,9 +229,9 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     // profiler's cost, and against them a launch-bound loop's traced steps looked "ahead" (launch_bound under
     // the default window, H100: 201 µs on the GPU against 140.5 µs over all steps, 226 µs over the traced).
     const bool all_traced = ctx.traced_steps == int64_t(ctx.steps.size());
-    s.host_step_median_us = us(detail::upper_median(all_traced || paired_durs.empty() ? durs : paired_durs));
+    s.host_step_median_us = us(detail::median(all_traced || paired_durs.empty() ? durs : paired_durs));
     if (gpu_steps.size() >= 2) {
-      s.gpu_step_median_us = us(detail::upper_median(gpu_steps));
+      s.gpu_step_median_us = us(detail::median(gpu_steps));
       s.host_runs_ahead = s.gpu_step_median_us > (1.0 + kHostAheadMargin) * s.host_step_median_us;
     }
     if (s.host_runs_ahead) a.gpu_steps = gpu_time_steps(ctx, first);
@@ -252,8 +253,8 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
       cor.push_back(ctx.steps[i].dur_ns - ctx.steps[i].profiler_ns);
     }
     s.profiler.removed_us = s.profiler_us;
-    s.profiler.step_median_us = us(detail::upper_median(rec));
-    s.profiler.corrected_step_median_us = us(detail::upper_median(cor));
+    s.profiler.step_median_us = us(detail::median(rec));
+    s.profiler.corrected_step_median_us = us(detail::median(cor));
   }
   s.framework = ctx.framework;
   s.other_thread_data_waits = ctx.other_thread_waits;

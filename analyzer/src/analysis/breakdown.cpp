@@ -443,16 +443,29 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
   if (span0 < span1 && !ctx.busy.empty()) {
     size_t di = 0, si = 0;
     std::vector<int64_t> cuts;
+    std::vector<IdleSegment> gap_segments;
+    // The calls of each thread that issued GPU work, in start order: a gap's time inside any of them is the
+    // launches' own cost, not host code (a first launch that loads a module runs for a millisecond or more).
+    std::map<std::pair<int64_t, int64_t>, std::vector<Interval>> thread_launches;
+    for (size_t i = 0; i < t.api_calls.size(); ++i)
+      if (ctx.api_op_count[i]) thread_launches[{t.api_calls[i].pid, t.api_calls[i].tid}].push_back({t.api_calls[i].start, t.api_calls[i].end});
+    for (auto& [k, v] : thread_launches)
+      if (!std::is_sorted(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; }))
+        std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; });
+    const std::vector<Interval>* launches = nullptr;
+    size_t launch_from = 0;
     // The queue model: the GPU idles between two pieces of work. When the work that ends the gap was submitted
     // only after the GPU ran dry (its launch call returned after the gap began, or the work started before the
-    // call returned), the GPU waited for the host: the part inside the launch call is launch idle, the part
-    // before it host idle (the launching thread ran dispatch, Python or other host code). When the work was
-    // queued before the GPU ran dry, the gap is the GPU's own (dependencies, scheduling): other.
-    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t api, bool have_prev) {
+    // call returned), the GPU waited for the host: the part inside launch calls of the launching thread is launch
+    // idle, the rest before the call host idle (the launching thread ran dispatch, Python or other host code).
+    // When the work was queued before the GPU ran dry, or waited in the queue longer than a launch latency after
+    // its call returned, the gap is the GPU's own (dependencies, scheduling, untraced work): other.
+    auto classify = [&](int64_t a, int64_t b, int64_t gap_len, int64_t api) {
       const store::ApiCall* call = api >= 0 ? &t.api_calls[api] : nullptr;
-      const bool queue_empty = call && (!have_prev || std::min(call->end, b) > a);
+      const bool queue_empty = call && std::min(call->end, b) > a;
       const int64_t launch_start = queue_empty ? call->start : INT64_MAX;
-      const bool dispatch = uint64_t(b) - uint64_t(a) <= uint64_t(kDispatchGapMaxNs);  // b >= a; no overflow at extreme timestamps
+      const int64_t queued_from =
+          queue_empty && b - call->end > kQueuedLatencyMaxNs ? std::max(a, call->end) : INT64_MAX;
       cuts.assign({a, b});
       while (di < ctx.data_waits.size() && ctx.data_waits[di].end <= a) ++di;
       while (si < sync.size() && sync[si].end <= a) ++si;
@@ -460,7 +473,23 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
         cuts.push_back(ctx.data_waits[j].start), cuts.push_back(ctx.data_waits[j].end);
       for (size_t j = si; j < sync.size() && sync[j].start < b; ++j) cuts.push_back(sync[j].start), cuts.push_back(sync[j].end);
       if (launch_start > a && launch_start < b) cuts.push_back(launch_start);
+      if (queued_from > a && queued_from < b) cuts.push_back(queued_from);
+      launches = nullptr;
+      if (queue_empty && launch_start > a) {
+        auto it = thread_launches.find({call->pid, call->tid});
+        if (it != thread_launches.end()) {
+          launches = &it->second;
+          auto l = std::lower_bound(launches->begin(), launches->end(), a,
+                                    [](const Interval& x, int64_t v) { return x.start < v; });
+          if (l != launches->begin() && std::prev(l)->end > a) --l;
+          launch_from = size_t(l - launches->begin());
+          for (; l != launches->end() && l->start < launch_start; ++l)
+            if (l->end > a) cuts.push_back(l->start), cuts.push_back(std::min(l->end, launch_start));
+        }
+      }
       std::sort(cuts.begin(), cuts.end());
+      gap_segments.clear();
+      int64_t host_bound = 0;
       for (size_t c = 0; c + 1 < cuts.size(); ++c) {
         int64_t s = std::max(a, cuts[c]), e = std::min(b, cuts[c + 1]);
         if (e <= s) continue;
@@ -474,10 +503,13 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
           for (size_t j = si; j < sync.size() && sync[j].start < e; ++j)
             if (sync[j].start <= s && sync[j].end >= e) seg.kind = IdleKind::Sync, seg.cause = sync[j].cause;
           if (seg.kind != IdleKind::Sync) {
-            if (queue_empty) {
-              seg.kind = s >= launch_start ? IdleKind::Launch : IdleKind::Host;
+            if (queue_empty && s < queued_from) {
+              bool in_launch = s >= launch_start;
+              for (size_t j = launch_from; !in_launch && launches && j < launches->size() && (*launches)[j].start < e; ++j)
+                in_launch = (*launches)[j].start <= s && (*launches)[j].end >= e;
+              seg.kind = in_launch ? IdleKind::Launch : IdleKind::Host;
               seg.api = api;
-              seg.dispatch = dispatch;
+              host_bound += e - s;
             } else if (!call && gap_len <= kLaunchGapMaxNs) {
               // No launch call known (a trace without API rows): a short gap is a launch latency plus dispatch.
               seg.kind = IdleKind::Launch;
@@ -485,9 +517,15 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
             }
           }
         }
-        if (!ctx.idle.empty() && ctx.idle.back().end == s && ctx.idle.back().kind == seg.kind &&
+        gap_segments.push_back(seg);
+      }
+      // Dispatch or a host computation of its own: judged on the time the GPU waited for the host in this gap,
+      // not on the data waits and syncs around it.
+      for (auto& seg : gap_segments) {
+        if (seg.api >= 0) seg.dispatch = host_bound <= kDispatchGapMaxNs;
+        if (!ctx.idle.empty() && ctx.idle.back().end == seg.start && ctx.idle.back().kind == seg.kind &&
             ctx.idle.back().cause == seg.cause && ctx.idle.back().api == seg.api && ctx.idle.back().dispatch == seg.dispatch)
-          ctx.idle.back().end = e;
+          ctx.idle.back().end = seg.end;
         else
           ctx.idle.push_back(seg);
       }
@@ -501,7 +539,7 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
         int64_t gap_len = (have_prev && p < ctx.busy.size()) ? next_start - prev_end : INT64_MAX;
         int64_t api = p < ctx.busy.size() ? piece_api[p] : -1;
         if (ctx.gpu_windows.empty()) {
-          classify(prev_end, next_start, gap_len, api, have_prev);
+          classify(prev_end, next_start, gap_len, api);
         } else {
           // Traced in windows: a gap across untraced time is, in each window it touches, a gap open at the
           // window's edge — like the run's own start and end — so each window reads as the whole run would.
@@ -509,9 +547,9 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
             const int64_t a = std::max(prev_end, w.start), b = std::min(next_start, w.end);
             if (w.start >= next_start) break;
             if (b <= a) continue;
-            if (a == prev_end && b == next_start) classify(a, b, gap_len, api, have_prev);
-            else if (b == next_start) classify(a, b, INT64_MAX, api, false);
-            else classify(a, b, INT64_MAX, -1, a == prev_end && have_prev);
+            if (a == prev_end && b == next_start) classify(a, b, gap_len, api);
+            else if (b == next_start) classify(a, b, INT64_MAX, api);
+            else classify(a, b, INT64_MAX, -1);
           }
         }
       }

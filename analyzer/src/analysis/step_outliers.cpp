@@ -59,14 +59,7 @@ Key key_of(Kind k, int64_t id) { return (uint64_t(k) << 56) | (uint64_t(id) & ((
 Kind kind_of(Key k) { return Kind(k >> 56); }
 int64_t id_of(Key k) { return int64_t(k & ((uint64_t(1) << 56) - 1)); }
 
-int64_t median_of(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + ptrdiff_t(mid), v.end());
-  int64_t m = v[mid];
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + ptrdiff_t(mid))) / 2;
-  return m;
-}
+int64_t median_of(std::vector<int64_t> v) { return detail::median(std::move(v)); }
 
 // Time per contributor inside each step: events are assigned to the step their start falls in and clipped to it.
 class StepContributions {
@@ -136,11 +129,20 @@ class StepContributions {
     const size_t i = size_t(it - starts_.begin()) - 1;
     return ts < steps_[i].start_ns + steps_[i].dur_ns ? int(i) : -1;
   }
+  // Calls fn(step, overlap) for each step [start, end) overlaps: a sample's period or an op that crosses a step
+  // boundary counts in both steps (a 12 ms step whose thread ran 0.8 ms, sampled once only after the boundary,
+  // read as off CPU the whole step).
+  template <typename Fn>
+  void for_each_step_in(int64_t start, int64_t end, Fn&& fn) const {
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), start);
+    for (size_t i = it == starts_.begin() ? 0 : size_t(it - starts_.begin()) - 1; i < steps_.size() && steps_[i].start_ns < end;
+         ++i) {
+      const int64_t d = std::min(end, steps_[i].start_ns + steps_[i].dur_ns) - std::max(start, steps_[i].start_ns);
+      if (d > 0) fn(i, d);
+    }
+  }
   void add(Kind kind, int64_t id, int64_t start, int64_t end) {
-    const int s = step_at(start);
-    if (s < 0) return;
-    const int64_t d = std::min(end, steps_[s].start_ns + steps_[s].dur_ns) - start;
-    if (d > 0) per_step_[size_t(s)][key_of(kind, id)] += d;
+    for_each_step_in(start, end, [&](size_t i, int64_t d) { per_step_[i][key_of(kind, id)] += d; });
   }
   // Host ranges by exclusive time (a parent's own time, not its children's), so an enclosing op does not grow
   // with everything inside it. Step markers are the step itself; data-loader ranges are waits.
@@ -210,11 +212,10 @@ class StepContributions {
       wall_ |= !s.on_cpu;
       if (s.on_cpu && training_tid_ != 0 && s.tid == training_tid_ &&
           (training_pid_ == 0 || s.pid == training_pid_)) {
-        if (const int st = step_at(s.time); st >= 0) {
+        for_each_step_in(s.time - p * s.periods, s.time, [&](size_t i, int64_t d) {
           if (training_on_cpu_.empty()) training_on_cpu_.assign(steps_.size(), 0);
-          training_on_cpu_[size_t(st)] +=
-              s.time - std::max(s.time - p * s.periods, steps_[size_t(st)].start_ns);
-        }
+          training_on_cpu_[i] += d;
+        });
       }
       if (!s.stack) continue;
       // Wall-clock samples of a thread blocked off the CPU (a pool's idle worker, a helper waiting for work) are
@@ -354,8 +355,13 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     // time off CPU grew by at least half of it, the step was slow because the thread was not running
     // (preempted on a busy machine, or blocked where on-CPU samples cannot see), not because any code took
     // longer.
+    // Only where the step grew in time the thread should have been running: a step that grew in GPU work, a
+    // sync or a data wait has the thread off CPU by design (waiting for the device or the batch), and that wait
+    // is the explanation (a GPU-bound step was said "not running", with a host-to-device copy "on CPU").
+    const std::string_view grown = grew ? cat.key : "";
+    const bool host_side = grown != "gpu_busy" && grown != "sync_idle" && grown != "data_wait";
     const int64_t explained = r.contributor.empty() ? 0 : r.contributor_ns - r.contributor_median_ns;
-    r.not_running = !r.startup && r.off_cpu_ns >= 0 && 2 * explained < r.excess_ns &&
+    r.not_running = host_side && !r.startup && r.off_cpu_ns >= 0 && 2 * explained < r.excess_ns &&
                     2 * (r.off_cpu_ns - r.off_cpu_median_ns) >= r.excess_ns;
     r.explanation = fmt::format("step {} took {}, {} over the median step ({})", s.index, ms(s.dur_ns),
                                 ms(r.excess_ns), ms(out.median_ns));
@@ -371,7 +377,10 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
           ms(r.off_cpu_median_ns), ms(r.off_cpu_ns - r.off_cpu_median_ns));
     if (!r.contributor.empty())
       r.explanation += fmt::format(
-          "; {}biggest contributor: {} {}{} {} vs {} (+{})", r.not_running ? "on CPU, the " : "",
+          "; {}biggest contributor: {} {}{} {} vs {} (+{})",
+          r.not_running && (r.contributor_kind == "function" || r.contributor_kind == "op" || r.contributor_kind == "call")
+              ? "on CPU, the "
+              : "",
           r.contributor_kind, contributor_display_name(r), once ? fmt::format(" ({})", once) : "",
           ms(r.contributor_ns), ms(r.contributor_median_ns), ms(r.contributor_ns - r.contributor_median_ns));
     out.slow.push_back(std::move(r));

@@ -68,9 +68,9 @@ class StragglerRule final : public MultiRankRule {
     f.est_savings_us_per_step = saving_ns / 1000.0;
     f.share = all_median > 0 ? double(saved) / double(all_median) : 0.0;
     const double frac = over > 0 ? saving_ns / over : 0.0;
-    f.severity = frac >= kStragglerHighShare     ? store::Severity::High
-                 : frac >= kStragglerMediumShare ? store::Severity::Medium
-                                                 : store::Severity::Low;
+    // The margin every rule keeps around a threshold: a share of 0.0905 is medium, as 0.1005 is.
+    const auto decision = rules::decide_severity(frac, kStragglerHighShare, kStragglerMediumShare);
+    f.severity = decision ? decision->severity : store::Severity::Low;
 
     const auto& rank = m.ranks[who];
     const std::string name = rank.rank >= 0 ? fmt::format("rank {}", rank.rank) : rank.file;
@@ -100,7 +100,7 @@ class StragglerRule final : public MultiRankRule {
     }
     f.summary = fmt::format(
         "{} is the straggler: it reaches the collectives last, the other ranks' collectives wait {} per "
-        "step (median rank); {}. Matching the median rank would save {} per step",
+        "step (median rank); {}. Matching the median rank would save {} per step.",
         name, rules::format_us(double(median_of(others_wait))), why, rules::format_us(saving_ns));
     std::string cure;
     if (!explained)
@@ -130,6 +130,7 @@ class StragglerRule final : public MultiRankRule {
     JsonWriter w(ev);
     w.begin_object().kv("rank", rank.rank).kv("file", rank.file).kv("saving_us_per_step", saving_ns / 1000.0);
     w.kv("others_wait_us_median", double(median_of(others_wait)) / 1000.0);
+    if (decision) rules::write_severity_evidence(w, *decision);
     w.key("longer_than_median_us")
         .begin_object()
         .kv("compute", mc / 1000.0)

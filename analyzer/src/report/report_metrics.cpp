@@ -22,6 +22,16 @@ double percentile_ms(std::vector<int64_t> durs, double p) {
   return double(durs[std::clamp<size_t>(rank, 1, durs.size()) - 1]) / 1e6;
 }
 
+// The median as the reports show it (the mean of the two middle steps for an even count), so the tracker's figure
+// is the one the slow-step list and the summary print.
+double median_ms(std::vector<int64_t> durs) {
+  if (durs.empty()) return 0;
+  std::sort(durs.begin(), durs.end());
+  const size_t mid = durs.size() / 2;
+  const int64_t m = durs.size() % 2 ? durs[mid] : durs[mid - 1] + (durs[mid] - durs[mid - 1]) / 2;
+  return double(m) / 1e6;
+}
+
 int severity_number(store::Severity s) {
   switch (s) {
     case store::Severity::High:
@@ -49,7 +59,7 @@ std::string render_metrics_report(const Analysis& a) {
     bound_ns[s.bound] += s.dur_ns;
   }
   w.kv("stepscope/steps", int64_t(a.steps.size()));
-  w.kv("stepscope/step_median_ms", percentile_ms(durs, 0.5));
+  w.kv("stepscope/step_median_ms", median_ms(durs));
   w.kv("stepscope/step_p95_ms", percentile_ms(durs, 0.95));
   w.kv("stepscope/step_time_s", double(total_ns) / 1e9);
   w.kv("stepscope/data_wait_share", a.summary.data_wait_share);
