@@ -82,11 +82,7 @@ void print_text(const analyzer::Analysis& a) {
                100.0 * s.data_wait_share);
     if (auto note = analyzer::gpu_window_note(s); !note.empty()) fmt::print("{}\n", note);
     if (auto note = analyzer::host_ahead_note(s); !note.empty()) fmt::print("{}\n", note);
-    if (s.profiler.applied && s.profiler.removed_us > 0)
-      fmt::print("Profiler cost removed: {:.2f} us per launch x {} launches = {} ms; median step {} ms recorded, "
-                 "~{} ms without the profiler ({})\n",
-                 s.profiler.cost_ns_per_launch / 1000.0, s.profiler.launches, ms(s.profiler.removed_us),
-                 ms(s.profiler.step_median_us), ms(s.profiler.corrected_step_median_us), s.profiler.source);
+    if (auto note = analyzer::profiler_cost_note(s); !note.empty()) fmt::print("{} ({})\n", note, s.profiler.source);
   }
   if (s.step_source == "periodic")
     fmt::print("Steps found from the repeating unit of the trace (confidence {:.0f}%).\n", 100.0 * s.step_confidence);
@@ -145,6 +141,7 @@ void print_text(const analyzer::Analysis& a) {
   }
   if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty()) fmt::print("\n{}\n", cp);
   if (auto wi = analyzer::what_if_sentence(a.what_if); !wi.empty()) fmt::print("{}\n", wi);
+  if (auto note = analyzer::estimate_replay_note(a); !note.empty()) fmt::print("{}\n", note);
   fmt::print("{}", analyzer::render_slow_steps_text(a));
   fmt::print("{}", analyzer::render_graphs_text(a.graphs, 8));
   fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
@@ -153,6 +150,7 @@ void print_text(const analyzer::Analysis& a) {
     return;
   }
   fmt::print("\nFindings, largest estimated saving first:\n");
+  if (auto note = analyzer::warmup_share_note(a); !note.empty()) fmt::print("{}\n", note);
   int n = 0;
   for (const auto& f : a.findings) {
     fmt::print("\n{}. [{}] {}: {}\n", ++n, store::to_string(f.severity), f.rule, f.summary);

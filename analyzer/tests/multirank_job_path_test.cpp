@@ -164,6 +164,13 @@ TEST_CASE("a rank-level cure is replayed on the job: on the critical path it buy
   CHECK(text.find("What-if: the job's step, 60.000 ms (median), would be 40.000 ms with input-bound cured on rank 1 "
                   "(which saves that rank 20.000 ms a step)\n") != std::string::npos);
   CHECK(text.find("with input-bound cured on rank 0") == std::string::npos);  // buys nothing: left to the JSON
+  CHECK(text.find("all of them in the JSON, analyze --json or report -f json)") != std::string::npos);
+  // Markdown: one list item a line (lines joined by a bare newline are one paragraph).
+  const std::string md = analyzer::render_multirank_report(m, analyzer::ReportFormat::Markdown);
+  CHECK(md.find("\n- The job's critical path, 60.000 ms a step (mean): rank 1 host 41.7%") != std::string::npos);
+  CHECK(md.find("\n- What-if: the job's step, 60.000 ms (median), would be 40.000 ms with rank 1 at the median rank's "
+                "pace (the straggler's own delay removed)\n- What-if: ") != std::string::npos);
+  CHECK(md.find("\n- (") != std::string::npos);
 }
 
 TEST_CASE("the 8 DLRM ranks: the critical path runs through rank 7, and its communication is the critical exposed time") {

@@ -39,6 +39,53 @@ TEST_CASE("markdown_escape keeps a name in one table cell with no markup") {
   CHECK(analyzer::markdown_escape("__init__ *x* `y`") == "\\_\\_init\\_\\_ \\*x\\* \\`y\\`");
 }
 
+TEST_CASE("an empty name is no code span: Markdown has none, `` reads as two backticks") {
+  CHECK(analyzer::markdown_code_span("", true).empty());
+  CHECK(analyzer::markdown_code_span("a|b", true) == "`a\\|b`");
+  // Evidence with an empty name (a copy's API that the trace did not give): the row is left out, as in the text.
+  auto a = test::sample_analysis();
+  a.findings[0].evidence_json = R"({"copies":[{"api":"","count":3}],"api":""})";
+  const std::string md = analyzer::render_markdown_report(a);
+  CHECK(md.find("``") == md.find("```"));  // only code fences
+  CHECK(md.find("| `` |") == std::string::npos);
+}
+
+TEST_CASE("the profiler's cost, a warm-up in the shares, and an estimate the replay contradicts: said in every view") {
+  auto a = test::sample_analysis();
+  a.summary.profiler.applied = true;
+  a.summary.profiler.cost_ns_per_launch = 3000;
+  a.summary.profiler.launches = 6000;
+  a.summary.profiler.removed_us = 6;  // capped by the GPU idle the cost caused: the product is 18 ms
+  a.summary.profiler.step_median_us = 1200, a.summary.profiler.corrected_step_median_us = 1194;
+  a.steps[0].warmup = true;
+  a.steps[0].dur_ns = 500'000'000;
+  a.findings[0].replayed_cure = "prefetch";
+  a.findings[0].replayed_saving_us = 9000;  // the estimate: 0.4 of the 166.7 ms mean step = 66.7 ms
+  const std::string profiler =
+      "Profiler cost: 3 µs per launch x 6000 launches = 18 ms of host time; 6 µs removed from the steps (the GPU "
+      "idle it caused; the rest overlapped GPU work); median step 1.2 ms recorded, ~1.19 ms without the profiler";
+  CHECK(analyzer::profiler_cost_note(a.summary) == profiler);
+  const std::string warmup = analyzer::warmup_share_note(a);
+  CHECK(warmup ==
+        "Shares of step time count the warm-up step 0 (500 ms, 50.0% of all step time); severities and the findings' "
+        "summaries are judged on the steady steps without it.");
+  const std::string replay = analyzer::estimate_replay_note(a);
+  CHECK(replay.rfind("input-bound: its estimate, 66.7 ms a step (the idle its cause explains), and the replay of the "
+                     "cure, 9 ms a step, differ 7x: ",
+                     0) == 0);
+  const std::string text = analyzer::render_text_report(a), md = analyzer::render_markdown_report(a),
+                    html = analyzer::render_html_report(a);
+  for (const std::string& note : {profiler, warmup, replay}) {
+    INFO(note);
+    CHECK(text.find(note) != std::string::npos);
+    CHECK(md.find(analyzer::markdown_escape(note)) != std::string::npos);
+    CHECK(html.find(analyzer::html_escape(note)) != std::string::npos);
+  }
+  // Agreeing within 2x: nothing said.
+  a.findings[0].replayed_saving_us = 40000;
+  CHECK(analyzer::estimate_replay_note(a).empty());
+}
+
 TEST_CASE("xml_escape drops characters XML 1.0 forbids") {
   CHECK(analyzer::xml_escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&apos;");
   CHECK(analyzer::xml_escape(std::string("\x01\x1f\t\n", 4)) == "\xEF\xBF\xBD\xEF\xBF\xBD\t\n");

@@ -112,6 +112,61 @@ std::string step_rows_note(const Analysis& a) {
          "step's.";
 }
 
+std::string profiler_cost_note(const AnalysisSummary& s) {
+  const ProfilerCorrection& p = s.profiler;
+  if (!p.applied || p.removed_us <= 0) return {};
+  const double cost_us = p.cost_ns_per_launch / 1e3 * double(p.launches);
+  // The removed part is capped by each step's launch and host idle: a figure printed as "x launches = y" must be
+  // the product, and the removed part said apart.
+  const bool all = p.removed_us >= 0.995 * cost_us;
+  return fmt::format("Profiler cost: {} per launch x {} launches = {} of host time; {} removed from the steps{}; "
+                     "median step {} recorded, ~{} without the profiler",
+                     units::format_us(p.cost_ns_per_launch / 1e3), p.launches, units::format_us(cost_us),
+                     all ? "all of it" : units::format_us(p.removed_us),
+                     all ? " (GPU idle it caused)" : " (the GPU idle it caused; the rest overlapped GPU work)",
+                     units::format_us(p.step_median_us), units::format_us(p.corrected_step_median_us));
+}
+
+std::string warmup_share_note(const Analysis& a) {
+  if (a.findings.empty()) return {};
+  int64_t total = 0;
+  std::string which;
+  int64_t warm = 0;
+  for (const auto& s : a.steps) {
+    total += s.dur_ns;
+    if (s.warmup) which += (which.empty() ? "" : ", ") + std::to_string(s.index), warm += s.dur_ns;
+  }
+  if (which.empty() || total <= 0) return {};
+  return fmt::format("Shares of step time count the warm-up step {} ({}, {:.1f}% of all step time); severities and "
+                     "the findings' summaries are judged on the steady steps without it.",
+                     which, units::format_us(double(warm) / 1e3), 100.0 * double(warm) / double(total));
+}
+
+std::string estimate_replay_note(const Analysis& a) {
+  int64_t traced = 0, n = 0;
+  for (const auto& s : a.steps)
+    if (s.gpu_traced) traced += s.dur_ns, ++n;
+  if (n == 0) return {};
+  const double mean_step_us = double(traced) / double(n) / 1e3;
+  std::string o;
+  for (const auto& f : a.findings) {
+    if (f.replayed_cure.empty()) continue;
+    const double estimate = f.share * mean_step_us, replay = std::max(0.0, f.replayed_saving_us);
+    const double hi = std::max(estimate, replay), lo = std::min(estimate, replay);
+    // Below 1% of the step both are noise; within the ratio they agree as well as a model can.
+    if (hi < 0.01 * mean_step_us || hi <= kEstimateReplayRatio * lo) continue;
+    o += fmt::format("{}{}: its estimate, {} a step (the idle its cause explains), and the replay of the cure, {} a "
+                     "step, differ {}: {}.",
+                     o.empty() ? "" : " ", f.rule, units::format_us(estimate), units::format_us(replay),
+                     lo > 0 ? fmt::format("{:.0f}x", hi / lo) : std::string("entirely"),
+                     estimate > replay ? "with the cause gone the GPU work it waited for, or another wait, still bounds "
+                                         "the step; the replay is the nearer figure for the step time gained"
+                                       : "the replay also counts what the cure changes beyond that idle (the host "
+                                         "running ahead, other waits overlapped); the estimate is the lower bound");
+  }
+  return o;
+}
+
 std::string host_ahead_note(const AnalysisSummary& s) {
   if (!s.host_runs_ahead) return {};
   return fmt::format(

@@ -213,7 +213,9 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
           ms(m.job_step_ns), ms(x.job_step_ns), x.rule.str(), x.rank, ms(x.rank_saving_ns));
   }
   if (hidden)
-    what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in --json)\n", hidden);
+    what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in the JSON, analyze --json "
+                           "or report -f json)\n",
+                           hidden);
   what_if = path_line(m) + what_if;
   const std::string legend =
       "Per rank, mean over the aligned steps: compute is the union of its non-communication GPU work; "
@@ -261,7 +263,13 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
       o += "\n";
     }
     o += "\n" + legend + "\n\n";
-    if (!what_if.empty()) o += what_if + "\n";
+    // One list item a line: Markdown joins lines that are only separated by a newline into one paragraph.
+    for (size_t p = 0; p < what_if.size();) {
+      const size_t e = std::min(what_if.find('\n', p), what_if.size());
+      if (e > p) o += "- " + what_if.substr(p, e - p) + "\n";
+      p = e + 1;
+    }
+    if (!what_if.empty()) o += "\n";
     o += "### Cross-rank findings\n\n";
     if (m.findings.empty()) o += "None.\n";
     for (const auto& f : m.findings)

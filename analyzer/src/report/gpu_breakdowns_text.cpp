@@ -10,6 +10,7 @@
 namespace stepscope::analyzer {
 
 using report_util::format_us;
+using report_util::kJsonHint;
 using report_util::printable;
 using report_util::shorten;
 
@@ -45,7 +46,7 @@ std::vector<BreakdownTable> gpu_breakdown_tables(const GpuBreakdowns& b, size_t 
                         fmt::format("{:g}", q.p50), fmt::format("{:g}{}", q.max, q.max >= 1024 ? " (full)" : ""),
                         format_us(double(q.ns_at_max) / 1e3)});
     }
-    if (b.queues.size() > max_rows) t.note = fmt::format("… {} more streams (see --format json)", b.queues.size() - max_rows);
+    if (b.queues.size() > max_rows) t.note = fmt::format("… {} more streams (all in the JSON: {})", b.queues.size() - max_rows, kJsonHint);
     for (const auto& q : b.queues)
       if (q.max >= 1024) t.note += (t.note.empty() ? "" : "; ") + std::string("1024 outstanding ops: CUDA's launch queue "
                                                                               "is full and launches block the host");

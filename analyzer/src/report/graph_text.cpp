@@ -10,6 +10,7 @@
 namespace stepscope::analyzer {
 
 using report_util::format_us;
+using report_util::kJsonHint;
 using report_util::printable;
 using report_util::shorten;
 
@@ -48,7 +49,7 @@ BreakdownTable graph_table_rows(const GraphTable& g, size_t max_rows) {
                       short_symbol(s.first_kernel)});
   }
   if (g.graphs.size() > max_rows)
-    t.note = fmt::format("… {} more graphs (see --format json)", g.graphs.size() - max_rows);
+    t.note = fmt::format("… {} more graphs (all in the JSON: {})", g.graphs.size() - max_rows, kJsonHint);
   // Where each was captured, when the recording kept the stacks (schema v4): a column before the first kernel.
   bool captured = false;
   for (size_t i = 0; i < g.graphs.size() && i < max_rows; ++i) captured |= !g.graphs[i].captured_at.empty();

@@ -59,7 +59,7 @@ std::string host_activity_others_sentence(const HostActivity& h, size_t max_thre
 
 std::string render_host_activity_text(const HostActivity& h, size_t max_rows) {
   if (h.functions.empty() && h.other_threads.empty()) return {};
-  std::string o = "\n" + host_activity_heading(h) + " (full names: --json)\n";
+  std::string o = "\n" + host_activity_heading(h) + " (full names in the JSON: " + kJsonHint + ")\n";
   if (auto s = host_activity_sentence(h); !s.empty()) o += "  " + s + "\n";
   // Samples have stacks: self time (the innermost function) beside total time (anywhere on the stack).
   const bool total = h.source == "samples";

@@ -274,6 +274,9 @@ std::string slow_steps_html(const Analysis& a) {
           html_escape(s.explanation), s.index, s.index, us(s.dur_ns), us(s.excess_ns), grew, who);
     }
     out += "</tbody></table>\n";
+    if (o.slow_count > int64_t(o.slow.size()))
+      out += fmt::format("<p>{} more slow steps, shorter than these: the {} longest are explained.</p>\n",
+                         o.slow_count - int64_t(o.slow.size()), o.slow.size());
   }
   return out + "</section>\n";
 }
@@ -306,7 +309,9 @@ std::string render_html_report(const Analysis& a) {
   if (auto note = gpu_window_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (auto cp = critical_path_sentence(a.critical_path); !cp.empty()) o += "<p>" + html_escape(cp) + ".</p>\n";
   if (auto wi = what_if_sentence(a.what_if); !wi.empty()) o += "<p>" + html_escape(wi) + "</p>\n";
+  if (auto note = estimate_replay_note(a); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
+  if (auto note = profiler_cost_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (auto advice = steps_advice(sm); !advice.empty())
     o += "<p class=\"notice\">" + html_escape(advice) + "</p>\n";
   o += "<div class=\"cards\">";
@@ -347,6 +352,7 @@ std::string render_html_report(const Analysis& a) {
   // Findings
   o += "<section id=\"findings\"><h2>Findings</h2>\n";
   if (a.findings.empty()) o += "<p>No findings.</p>\n";
+  if (auto note = warmup_share_note(a); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   for (const auto& f : a.findings) {
     const char* sev = store::to_string(f.severity);
     o += fmt::format("<article class=\"finding {}\"><h3>{} <span class=\"badge {}\">{}</span></h3>\n", sev,

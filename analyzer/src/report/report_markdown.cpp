@@ -37,6 +37,9 @@ std::string slow_steps_markdown(const Analysis& a) {
     out += fmt::format("| {} | {} | +{} | {} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns),
                        markdown_escape(grew_words(s, a.summary.has_gpu)), who);
   }
+  if (o.slow_count > int64_t(o.slow.size()))
+    out += fmt::format("\n{} more slow steps, shorter than these: the {} longest are explained.\n",
+                       o.slow_count - int64_t(o.slow.size()), o.slow.size());
   return out + "\n";
 }
 
@@ -70,7 +73,10 @@ std::string render_markdown_report(const Analysis& a) {
     o += fmt::format("| Critical path | {} |\n", markdown_escape(cp.substr(cp.find(": ") + 2)));
   if (auto wi = what_if_sentence(a.what_if); !wi.empty())
     o += fmt::format("| What-if replay | {} |\n", markdown_escape(wi));
+  if (auto note = estimate_replay_note(a); !note.empty())
+    o += fmt::format("| estimate vs replay | {} |\n", markdown_escape(note));
   if (auto note = host_ahead_note(sm); !note.empty()) o += fmt::format("| host ahead | {} |\n", markdown_escape(note));
+  if (auto note = profiler_cost_note(sm); !note.empty()) o += fmt::format("| profiler cost | {} |\n", markdown_escape(note));
   if (sm.has_gpu) {
     o += fmt::format("| GPU busy share of step time | {} |\n", format_share(sm.gpu_busy_share));
     o += fmt::format("| GPU idle waiting for input | {} |\n", format_share(sm.input_idle_share));
@@ -97,6 +103,7 @@ std::string render_markdown_report(const Analysis& a) {
       o += fmt::format("| {} | `{}` | {} | {} | {} |\n", store::to_string(f.severity), markdown_escape(f.rule),
                        format_us(f.est_savings_us_per_step), format_share(f.share), markdown_escape(f.summary));
     o += "\n";
+    if (auto note = warmup_share_note(a); !note.empty()) o += markdown_escape(note) + "\n\n";
     for (const auto& f : a.findings) {
       o += fmt::format("#### `{}` ({})\n\n{}\n\n", markdown_escape(f.rule), store::to_string(f.severity),
                        markdown_escape(f.summary));

@@ -56,7 +56,8 @@ std::string render_slow_steps_text(const Analysis& a) {
                                 format_us(double(o.threshold_ns) / 1e3), format_us(double(o.noise_ns) / 1e3));
   for (const auto& s : o.slow) out += "  " + printable(s.explanation) + "\n";
   if (o.slow_count > int64_t(o.slow.size()))
-    out += fmt::format("  … {} more slow steps (see --format json)\n", o.slow_count - int64_t(o.slow.size()));
+    out += fmt::format("  … {} more slow steps, shorter than these: the {} longest are explained\n",
+                       o.slow_count - int64_t(o.slow.size()), o.slow.size());
   return out;
 }
 
@@ -83,11 +84,7 @@ std::string render_text_report(const Analysis& a) {
   if (auto note = gpu_window_note(sm); !note.empty()) o += note + "\n";
   if (auto advice = steps_advice(sm); !advice.empty()) o += advice + "\n";
   if (auto note = host_ahead_note(sm); !note.empty()) o += note + "\n";
-  if (sm.profiler.applied && sm.profiler.removed_us > 0)
-    o += fmt::format("Profiler cost removed: {} per launch x {} launches; median step {} recorded, ~{} without the "
-                     "profiler\n",
-                     format_us(sm.profiler.cost_ns_per_launch / 1e3), sm.profiler.launches,
-                     format_us(sm.profiler.step_median_us), format_us(sm.profiler.corrected_step_median_us));
+  if (auto note = profiler_cost_note(sm); !note.empty()) o += note + "\n";
 
   if (!a.steps.empty()) {
     int64_t max_dur = 0;
@@ -163,6 +160,7 @@ std::string render_text_report(const Analysis& a) {
   o += render_graphs_text(a.graphs, 12);
   o += render_critical_path_text(a.critical_path);
   if (auto wi = what_if_sentence(a.what_if); !wi.empty()) o += "\nWhat-if replay\n" + wi + "\n";
+  if (auto note = estimate_replay_note(a); !note.empty()) o += note + "\n";
   o += render_host_activity_text(a.host_activity, 15);
 
   o += "\nFindings";
@@ -170,6 +168,7 @@ std::string render_text_report(const Analysis& a) {
     o += ": none\n";
   } else {
     o += " (by estimated saving)\n";
+    if (auto note = warmup_share_note(a); !note.empty()) o += note + "\n";
     for (const auto& f : a.findings) {
       std::string sev = store::to_string(f.severity);
       std::transform(sev.begin(), sev.end(), sev.begin(), [](unsigned char c) { return char(std::toupper(c)); });

@@ -122,6 +122,8 @@ std::string markdown_code_span(std::string_view s, bool in_table) {
     else
       body += c;
   }
+  // Markdown has no empty code span: `` reads as two backticks. Nothing to show is nothing.
+  if (body.empty()) return body;
   size_t run = 0, longest = 0;
   for (char c : body) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
   const std::string fence(longest + 1, '`');

@@ -11,6 +11,9 @@
 namespace stepscope::analyzer::report_util {
 
 const char* bound_name(Bound b);
+// Where a text view's cut rows are in full: the JSON of either command (the terminal's `analyze` and `report`
+// share these renderers, and only the one spelling each takes exists).
+inline constexpr const char* kJsonHint = "analyze --json or report -f json";
 // Times and shares (format/units.h, a room below the analysis, which words its slow-step explanations too).
 using units::format_share;
 using units::format_signed_pp;

@@ -275,6 +275,19 @@ std::string no_gpu_note(const AnalysisSummary& s);
 // else the steps; and the sentence that goes above such rows (empty for the host's steps).
 const std::vector<StepBreakdown>& step_rows(const Analysis& a);
 std::string step_rows_note(const Analysis& a);
+// One sentence when the profiler's cost was taken out of the steps: what tracing cost per launch and in all, how
+// much of it was GPU idle (the part removed: the rest overlapped GPU work and cost the step nothing), and the
+// median step with and without it; else empty.
+std::string profiler_cost_note(const AnalysisSummary& s);
+// One sentence when a warm-up step was left out of the severities and summaries but counts in the findings'
+// shares of step time (a 5 s first step of lazy loading made host-compute "80.4% of the step" in its summary
+// and "0.4% of step time" beside it); else empty.
+std::string warmup_share_note(const Analysis& a);
+// One sentence per finding whose estimated saving and replayed cure (WhatIf) disagree by more than
+// kEstimateReplayRatio, both per traced step: the estimate counts the idle the cause explains, the replay re-runs
+// the steps with the cure, where the work the removed waits stood for still bounds the step. Else empty.
+inline constexpr double kEstimateReplayRatio = 2.0;
+std::string estimate_replay_note(const Analysis& a);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 

@@ -61,7 +61,8 @@ std::string html_escape(std::string_view s);      // text and attribute values
 std::string xml_escape(std::string_view s);       // XML 1.0: also drops characters XML forbids
 std::string markdown_escape(std::string_view s);  // inside a GFM table cell: one line, no HTML, no markup
 // `s` as a Markdown code span: one line, backslashes and entities literal (GFM does not read them there),
-// only a table's pipes escaped (`in_table`), fenced by more backticks than any run in it.
+// only a table's pipes escaped (`in_table`), fenced by more backticks than any run in it; "" for an empty `s`
+// (Markdown has no empty code span).
 std::string markdown_code_span(std::string_view s, bool in_table);
 std::string valid_utf8(std::string_view s);
 
