@@ -82,8 +82,9 @@ void print_text(const analyzer::Analysis& a) {
                100.0 * s.data_wait_share);
     if (auto note = analyzer::gpu_window_note(s); !note.empty()) fmt::print("{}\n", note);
     if (auto note = analyzer::host_ahead_note(s); !note.empty()) fmt::print("{}\n", note);
-    if (auto note = analyzer::profiler_cost_note(s); !note.empty()) fmt::print("{} ({})\n", note, s.profiler.source);
   }
+  if (auto note = analyzer::profiler_cost_note(s); !note.empty())
+    fmt::print("{}{}\n", note, s.profiler.applied ? " (" + s.profiler.source + ")" : "");
   if (s.step_source == "periodic")
     fmt::print("Steps found from the repeating unit of the trace (confidence {:.0f}%).\n", 100.0 * s.step_confidence);
   else if (s.step_source == "none" && s.step_confidence == 0.0)

@@ -296,8 +296,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
               if (o.median_ns > 0) {  // the median step's figure beside it
                 std::vector<int64_t> all;
                 for (const auto& x : rows) all.push_back(x.*(c.field));
-                std::nth_element(all.begin(), all.begin() + ptrdiff_t(all.size() / 2), all.end());
-                v += " · median " + dur(double(all[all.size() / 2]));
+                v += " · median " + dur(double(analyzer::median_of_steps(std::move(all))));
               }
               out += row(analyzer::step_category_label(c, has_gpu), v);
             }

@@ -244,6 +244,7 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
       it != trace.meta.end() && held != trace.meta.end() && std::atoll(held->second.c_str()) > 0)
     s.cuda_lent = it->second;
   s.profiler = ctx.profiler;
+  s.profiler.removed_us = s.profiler_us;  // the launches' cost (when applied) and the Python hooks'
   if (s.profiler.applied) {
     std::vector<int64_t> rec, cor;
     for (size_t i = 0; i < ctx.steps.size(); ++i) {
@@ -252,7 +253,6 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
       rec.push_back(ctx.steps[i].dur_ns);
       cor.push_back(ctx.steps[i].dur_ns - ctx.steps[i].profiler_ns);
     }
-    s.profiler.removed_us = s.profiler_us;
     s.profiler.step_median_us = us(detail::median(rec));
     s.profiler.corrected_step_median_us = us(detail::median(cor));
   }

@@ -114,17 +114,27 @@ std::string step_rows_note(const Analysis& a) {
 
 std::string profiler_cost_note(const AnalysisSummary& s) {
   const ProfilerCorrection& p = s.profiler;
-  if (!p.applied || p.removed_us <= 0) return {};
-  const double cost_us = p.cost_ns_per_launch / 1e3 * double(p.launches);
-  // The removed part is capped by each step's launch and host idle: a figure printed as "x launches = y" must be
-  // the product, and the removed part said apart.
+  if (p.removed_us <= 0) return {};
+  // What tracing launches and the Python hooks cost the host, and the part removed from the steps: capped by each
+  // step's launch and host idle, so a figure printed as "x launches = y" must be the product and the removed part
+  // said apart.
+  const double launch_us = p.applied ? p.cost_ns_per_launch / 1e3 * double(p.launches) : 0;
+  const int64_t hook_calls = p.hook_step_calls + p.hook_wait_calls;
+  const double hook_us = (p.hook_ns_per_step_call * double(p.hook_step_calls) +
+                          p.hook_ns_per_wait_call * double(p.hook_wait_calls)) / 1e3;
+  std::string what;
+  if (launch_us > 0)
+    what = fmt::format("{} per launch x {} launches", units::format_us(p.cost_ns_per_launch / 1e3), p.launches);
+  if (hook_us > 0) what += fmt::format("{}{} hooked Python calls", what.empty() ? "" : " + ", hook_calls);
+  const double cost_us = launch_us + hook_us;
   const bool all = p.removed_us >= 0.995 * cost_us;
-  return fmt::format("Profiler cost: {} per launch x {} launches = {} of host time; {} removed from the steps{}; "
-                     "median step {} recorded, ~{} without the profiler",
-                     units::format_us(p.cost_ns_per_launch / 1e3), p.launches, units::format_us(cost_us),
-                     all ? "all of it" : units::format_us(p.removed_us),
-                     all ? " (GPU idle it caused)" : " (the GPU idle it caused; the rest overlapped GPU work)",
-                     units::format_us(p.step_median_us), units::format_us(p.corrected_step_median_us));
+  std::string o = fmt::format("Profiler cost: {} = {} of host time; {} removed from the steps{}", what,
+                              units::format_us(cost_us), all ? "all of it" : units::format_us(p.removed_us),
+                              all ? " (GPU idle it caused)" : " (the GPU idle it caused; the rest overlapped GPU work)");
+  if (p.applied)
+    o += fmt::format("; median step {} recorded, ~{} without the profiler", units::format_us(p.step_median_us),
+                     units::format_us(p.corrected_step_median_us));
+  return o;
 }
 
 std::string warmup_share_note(const Analysis& a) {

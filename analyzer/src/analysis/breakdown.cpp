@@ -152,8 +152,8 @@ void split_off_cpu_host_idle(Context& ctx) {
       continue;
     }
     const int64_t split = seg.start + (seg.end - seg.start) * on / (on + off);
-    if (split > seg.start) out.push_back({seg.start, split, IdleKind::Host, -1, seg.api, seg.dispatch});
-    out.push_back({split, seg.end, IdleKind::Other, -1, -1, false});
+    if (split > seg.start) out.push_back({seg.start, split, IdleKind::Host, -1, seg.api, seg.dispatch, seg.gap});
+    out.push_back({split, seg.end, IdleKind::Other, -1, -1, false, -1});
   }
   ctx.idle = std::move(out);
 }
@@ -481,6 +481,8 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
           launches = &it->second;
           auto l = std::lower_bound(launches->begin(), launches->end(), a,
                                     [](const Interval& x, int64_t v) { return x.start < v; });
+          // One thread's launch calls do not nest (a kernel joins one runtime call): only the call before a may
+          // still run at a.
           if (l != launches->begin() && std::prev(l)->end > a) --l;
           launch_from = size_t(l - launches->begin());
           for (; l != launches->end() && l->start < launch_start; ++l)
@@ -509,6 +511,7 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
                 in_launch = (*launches)[j].start <= s && (*launches)[j].end >= e;
               seg.kind = in_launch ? IdleKind::Launch : IdleKind::Host;
               seg.api = api;
+              seg.gap = a;
               host_bound += e - s;
             } else if (!call && gap_len <= kLaunchGapMaxNs) {
               // No launch call known (a trace without API rows): a short gap is a launch latency plus dispatch.
@@ -524,7 +527,8 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
       for (auto& seg : gap_segments) {
         if (seg.api >= 0) seg.dispatch = host_bound <= kDispatchGapMaxNs;
         if (!ctx.idle.empty() && ctx.idle.back().end == seg.start && ctx.idle.back().kind == seg.kind &&
-            ctx.idle.back().cause == seg.cause && ctx.idle.back().api == seg.api && ctx.idle.back().dispatch == seg.dispatch)
+            ctx.idle.back().cause == seg.cause && ctx.idle.back().api == seg.api && ctx.idle.back().dispatch == seg.dispatch &&
+            ctx.idle.back().gap == seg.gap)
           ctx.idle.back().end = seg.end;
         else
           ctx.idle.push_back(seg);

@@ -20,8 +20,9 @@ inline constexpr int64_t kLaunchGapMaxNs = 200'000;
 // GPU starts within a few µs of the call's return (an AMD decode trace's first copy started 7.8 ms after its
 // 10 µs hipMemcpyAsync returned, and the whole 7.8 ms had been booked as launch idle).
 inline constexpr int64_t kQueuedLatencyMaxNs = 200'000;
-// A host-bound gap (GPU queue empty) no longer than this is per-op dispatch — launch calls, Python and framework
-// code between launches — which fusion and CUDA graphs remove; a longer one is a host computation of its own.
+// A gap whose host-bound part (its launch and host idle; the data waits and syncs inside it left out) is no longer
+// than this is per-op dispatch — launch calls, Python and framework code between launches — which fusion and CUDA
+// graphs remove; a longer one is a host computation of its own.
 // Eager PyTorch dispatches an op in 10-100 µs; even slow Python dispatch stays well under 1 ms per op.
 inline constexpr int64_t kDispatchGapMaxNs = 1'000'000;
 // Per-launch cost of tracing with stepscope 0.1's CUPTI activity kinds when a recording does not carry its own
@@ -57,10 +58,8 @@ inline constexpr double kFewStepsWarmupFactor = 10.0;
 // the analyzer puts the boundary; a step half in a window has half its GPU work missing and is left out.
 inline constexpr double kGpuWindowCoverage = 0.95;
 
-// The middle value, the upper of the two middles for an even count (nth_element's); `empty` when there is none.
-// The median step, as every view shows it: the middle value, the mean of the two middle ones for an even count
-// (the slow-step list, the summary and the metrics once used three definitions and showed 8.855, 8.3 and 7.742 ms
-// for one run of 10 steps).
+// A median step figure: the middle value, the mean of the two middle ones for an even count (the slow-step list,
+// the summary and the metrics once used three definitions and showed 8.855, 8.3 and 7.742 ms for one run).
 inline int64_t median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
   const size_t mid = v.size() / 2;
@@ -73,6 +72,7 @@ inline int64_t median(std::vector<int64_t> v) {
   return m;
 }
 
+// The middle value, the upper of the two middles for an even count (nth_element's); `empty` when there is none.
 inline int64_t upper_median(std::vector<int64_t> v, int64_t empty = 0) {
   if (v.empty()) return empty;
   std::nth_element(v.begin(), v.begin() + int64_t(v.size() / 2), v.end());
@@ -102,7 +102,8 @@ struct IdleSegment {
   IdleKind kind = IdleKind::Other;
   int32_t cause = -1;      // Sync: index into Context::blocking
   int64_t api = -1;        // Launch/Host: trace.api_calls index of the launch that ended the gap
-  bool dispatch = false;   // Launch/Host: inside a host-bound gap no longer than kDispatchGapMaxNs
+  bool dispatch = false;   // Launch/Host: its gap's host-bound part is no longer than kDispatchGapMaxNs
+  int64_t gap = -1;        // Launch/Host: where its gap begins (one gap's host-bound pieces share it)
 };
 
 // A host-side call that waits for the device.

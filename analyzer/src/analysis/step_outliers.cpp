@@ -129,9 +129,7 @@ class StepContributions {
     const size_t i = size_t(it - starts_.begin()) - 1;
     return ts < steps_[i].start_ns + steps_[i].dur_ns ? int(i) : -1;
   }
-  // Calls fn(step, overlap) for each step [start, end) overlaps: a sample's period or an op that crosses a step
-  // boundary counts in both steps (a 12 ms step whose thread ran 0.8 ms, sampled once only after the boundary,
-  // read as off CPU the whole step).
+  // Calls fn(step, overlap) for each step [start, end) overlaps.
   template <typename Fn>
   void for_each_step_in(int64_t start, int64_t end, Fn&& fn) const {
     auto it = std::upper_bound(starts_.begin(), starts_.end(), start);
@@ -141,8 +139,19 @@ class StepContributions {
       if (d > 0) fn(i, d);
     }
   }
+  // GPU work counts in every step it runs in (a kernel crossing a boundary ran in both). Host events count in the
+  // step their start falls in, clipped to it: spread over the steps, a range or a thread present throughout (an
+  // NVTX capture range over 9 steps, a pool's always-running worker) grows with every step by exactly its excess
+  // and was named the biggest contributor of each slow step.
   void add(Kind kind, int64_t id, int64_t start, int64_t end) {
-    for_each_step_in(start, end, [&](size_t i, int64_t d) { per_step_[i][key_of(kind, id)] += d; });
+    if (kind == Kind::Kernel || kind == Kind::Copy) {
+      for_each_step_in(start, end, [&](size_t i, int64_t d) { per_step_[i][key_of(kind, id)] += d; });
+      return;
+    }
+    const int s = step_at(start);
+    if (s < 0) return;
+    const int64_t d = std::min(end, steps_[s].start_ns + steps_[s].dur_ns) - start;
+    if (d > 0) per_step_[size_t(s)][key_of(kind, id)] += d;
   }
   // Host ranges by exclusive time (a parent's own time, not its children's), so an enclosing op does not grow
   // with everything inside it. Step markers are the step itself; data-loader ranges are waits.
@@ -212,6 +221,8 @@ class StepContributions {
       wall_ |= !s.on_cpu;
       if (s.on_cpu && training_tid_ != 0 && s.tid == training_tid_ &&
           (training_pid_ == 0 || s.pid == training_pid_)) {
+        // The training thread's time on CPU: a sample's period in every step it covers (a 12 ms step whose thread
+        // ran 0.8 ms, sampled once only after the boundary, read as off CPU the whole step).
         for_each_step_in(s.time - p * s.periods, s.time, [&](size_t i, int64_t d) {
           if (training_on_cpu_.empty()) training_on_cpu_.assign(steps_.size(), 0);
           training_on_cpu_[i] += d;
@@ -260,6 +271,8 @@ const char* one_time_call(std::string_view name) {
 }
 
 }  // namespace
+
+int64_t median_of_steps(std::vector<int64_t> values) { return detail::median(std::move(values)); }
 
 std::string contributor_display_name(const SlowStep& s) {
   // Kernels and native functions are C++ symbols; waits, ops, calls and Python lines are shown as recorded.
@@ -359,7 +372,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
     // sync or a data wait has the thread off CPU by design (waiting for the device or the batch), and that wait
     // is the explanation (a GPU-bound step was said "not running", with a host-to-device copy "on CPU").
     const std::string_view grown = grew ? cat.key : "";
-    const bool host_side = grown != "gpu_busy" && grown != "sync_idle" && grown != "data_wait";
+    const bool host_side = grown != "gpu_busy" && grown != "sync_idle" && grown != "data_wait";  // or none grew
     const int64_t explained = r.contributor.empty() ? 0 : r.contributor_ns - r.contributor_median_ns;
     r.not_running = host_side && !r.startup && r.off_cpu_ns >= 0 && 2 * explained < r.excess_ns &&
                     2 * (r.off_cpu_ns - r.off_cpu_median_ns) >= r.excess_ns;
@@ -377,10 +390,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
           ms(r.off_cpu_median_ns), ms(r.off_cpu_ns - r.off_cpu_median_ns));
     if (!r.contributor.empty())
       r.explanation += fmt::format(
-          "; {}biggest contributor: {} {}{} {} vs {} (+{})",
-          r.not_running && (r.contributor_kind == "function" || r.contributor_kind == "op" || r.contributor_kind == "call")
-              ? "on CPU, the "
-              : "",
+          "; {}biggest contributor: {} {}{} {} vs {} (+{})", r.not_running ? "on CPU, the " : "",
           r.contributor_kind, contributor_display_name(r), once ? fmt::format(" ({})", once) : "",
           ms(r.contributor_ns), ms(r.contributor_median_ns), ms(r.contributor_ns - r.contributor_median_ns));
     out.slow.push_back(std::move(r));

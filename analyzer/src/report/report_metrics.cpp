@@ -22,8 +22,8 @@ double percentile_ms(std::vector<int64_t> durs, double p) {
   return double(durs[std::clamp<size_t>(rank, 1, durs.size()) - 1]) / 1e6;
 }
 
-// The median as the reports show it (the mean of the two middle steps for an even count), so the tracker's figure
-// is the one the slow-step list and the summary print.
+// The median as every median step figure is computed (the mean of the two middle steps for an even count): over
+// the same host steps, the tracker's figure is the slow-step list's.
 double median_ms(std::vector<int64_t> durs) {
   if (durs.empty()) return 0;
   std::sort(durs.begin(), durs.end());

@@ -68,17 +68,18 @@ class HostComputeRule final : public Rule {
     for (size_t i = 0; i < ctx.steps.size(); ++i) {
       if (!ctx.steady[i]) continue;
       ++steady_steps;
-      int64_t long_idle = 0, unclaimed = 0, gap_end = -1;
+      int64_t long_idle = 0, unclaimed = 0, gap = -1;
       for_each_idle_in_step(ctx, i, [&](const detail::IdleSegment& seg, int64_t s0, int64_t s1) {
         if (!long_host_bound(seg)) return;
         long_idle += s1 - s0;
         unclaimed += ledger.unclaimed(s0, s1);
-        // A gap is host idle and the launch call that ends it: adjacent segments.
-        if (s0 == gap_end)
+        // A gap's host-bound length, the one that decided it is no dispatch: its host and launch pieces, with
+        // whatever data waits or syncs lie between them left out.
+        if (seg.gap == gap)
           gap_lengths.back() += s1 - s0;
         else
           gap_lengths.push_back(s1 - s0);
-        gap_end = s1;
+        gap = seg.gap;
       });
       steady_long += long_idle;
       const auto& s = ctx.steps[i];

@@ -76,9 +76,11 @@ class NoTensorCoresRule final : public Rule {
       return;
 
     // The oldest GPU that ran SIMT math decides the cure (0: not known, as in traces without device properties).
+    // Compute capabilities are NVIDIA's: an AMD GPU's "9.4" (gfx942) says nothing about its matrix cores.
     int cc_major = 0, cc_minor = 0;
     for (const auto& d : t.devices)
-      if (d.cc_major > 0 && simt_devices.count(d.id) && (cc_major == 0 || d.cc_major < cc_major))
+      if (d.cc_major > 0 && simt_devices.count(d.id) && (d.vendor == 0 || t.str(d.vendor) == "nvidia") &&
+          (cc_major == 0 || d.cc_major < cc_major))
         cc_major = d.cc_major, cc_minor = d.cc_minor;
     if (cc_major > 0 && cc_major < kTensorCoreMinCcMajor) return;  // no tensor cores to move the math to
 

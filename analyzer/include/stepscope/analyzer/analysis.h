@@ -127,7 +127,7 @@ struct ProfilerCorrection {
   double cost_ns_per_launch = 0;  // what one traced launch costs the host
   std::string source;             // "meta cupti.launch_cost_ns", "default: stepscope 0.1 …", or why not applied
   int64_t launches = 0;           // launch calls inside steps
-  double removed_us = 0;          // summed StepBreakdown::profiler_ns
+  double removed_us = 0;          // summed StepBreakdown::profiler_ns (launches when applied, and Python hooks)
   double step_median_us = 0;      // recorded median step
   double corrected_step_median_us = 0;  // median of (dur - profiler): the estimated unprofiled step
   // --step-func/--data-wait-func: what one hooked Python call of each kind cost the program (meta

@@ -30,6 +30,9 @@ struct StepCategory {
   const char* contributors;  // comma-separated contributor kinds: kernel, copy, wait, op, call, sync, function
 };
 const std::vector<StepCategory>& step_categories();
+// The median of per-step figures as every view computes it: the middle value, the mean of the two middle ones for
+// an even count (SlowStep::category_median_ns; the GUI's step details beside each category).
+int64_t median_of_steps(std::vector<int64_t> values);
 const StepCategory* find_step_category(const std::string& key);
 // The category's label in every view; without GPU activity the host's words ("waiting for input", "the
 // training thread's own work") for the two categories such a step has.
