@@ -2,6 +2,7 @@
 // synthetic CPU jobs whose path is known by construction, and the 8 real DLRM ranks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -201,4 +202,48 @@ TEST_CASE("the 8 DLRM ranks: the critical path runs through rank 7, and its comm
   CHECK(m.what_if[0].rule == "straggler");
   CHECK(m.what_if[0].rank == 7);
   for (size_t i = 2; i < m.what_if.size(); ++i) CHECK(m.what_if[i - 1].job_step_ns <= m.what_if[i].job_step_ns);
+}
+
+TEST_CASE("the 8 DLRM ranks on one timeline take the ranks' own verdicts, not the merged trace's") {
+  STEPSCOPE_REQUIRE_TRACES();
+  const auto files = analyzer::expand_rank_inputs(std::vector<std::string>{test::trace_path("param")});
+  const store::Trace merged = analyzer::merge_ranks_for_timeline(files);
+  analyzer::Analysis a = analyzer::analyze(merged);
+  // As one program: 8 GPUs read as one busy GPU, and rank-level causes vanish or appear.
+  auto has = [](const analyzer::Analysis& x, const std::string& rule) {
+    return std::any_of(x.findings.begin(), x.findings.end(), [&](const auto& f) { return f.rule == rule; });
+  };
+  REQUIRE(!a.steps.empty());
+  CHECK(a.steps[0].bound == analyzer::Bound::Gpu);
+  CHECK_FALSE(has(a, "launch-overhead"));
+  analyzer::MultiRankOptions options;
+  options.keep_rank_findings = true;
+  const auto m = analyzer::analyze_ranks(files, options);
+  REQUIRE(m.ranks.size() == 8);
+  analyzer::adopt_rank_verdicts(a, m, merged.meta);
+  // Every rank's own analysis says launch-bound with a high launch-overhead finding (analyze on each file).
+  for (const auto& s : a.steps) CHECK(s.bound == analyzer::Bound::Launch);
+  int launch = 0;
+  for (const auto& f : a.findings) {
+    INFO(f.summary);
+    CHECK(f.summary.rfind("rank ", 0) == 0);
+    CHECK(f.rule != "no-tensor-cores");
+    if (f.rule == "launch-overhead") {
+      ++launch;
+      CHECK(f.severity == store::Severity::High);
+    }
+  }
+  CHECK(launch == 8);
+  // Ordered by total saving, and each finding's ranges on the merged clock: inside the merged trace's span.
+  for (size_t i = 1; i < a.findings.size(); ++i)
+    CHECK(a.findings[i - 1].est_savings_us_per_step * double(a.findings[i - 1].steps.size()) >=
+          a.findings[i].est_savings_us_per_step * double(a.findings[i].steps.size()));
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& k : merged.kernels) lo = std::min(lo, k.start), hi = std::max(hi, k.end);
+  for (const auto& r : merged.ranges) lo = std::min(lo, r.start), hi = std::max(hi, r.end);
+  for (const auto& f : a.findings)
+    for (const auto& r : f.ranges) {
+      CHECK(r.start_ns >= lo);
+      CHECK(r.end_ns <= hi);
+    }
 }

@@ -112,8 +112,18 @@ int main(int argc, char** argv) {
       }
       window.select_finding(found);
     }
-    if (ok && parser.isSet(slowest))
-      if (const int best = window.steps_model().slowest_slow_row(); best >= 0) window.select_step(best);
+    if (ok && parser.isSet(slowest)) {
+      if (const int best = window.steps_model().slowest_slow_row(); best >= 0) {
+        window.select_step(best);
+      } else {
+        // Nothing to select is no error, but it is said: the Steps panel shows, and one line why.
+        window.show_steps();
+        std::fprintf(stderr,
+                     "stepscope-gui: --select-slowest-step: no slow step in %s (none exceeds the median step by more "
+                     "than the run's noise, or too few steps to judge; the Steps panel lists them all)\n",
+                     qPrintable(files.first()));
+      }
+    }
     if (!shot.isEmpty()) {
       QTimer::singleShot(300, &window, [&] {
         if (!window.grab().save(shot)) {

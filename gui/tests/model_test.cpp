@@ -769,6 +769,7 @@ class ModelTest : public QObject {
     QCOMPARE(findings.rowCount(), 2);
     QCOMPARE(findings.data(findings.index(0, FindingsModel::Rule)).toString(), QString("input-bound"));
     QCOMPARE(findings.data(findings.index(0, FindingsModel::Steps)).toString(), QString("2 (0–1)"));
+    QCOMPARE(findings.data(findings.index(1, FindingsModel::Steps)).toString(), QString("1 (2)"));  // was "2"
     QCOMPARE(findings.data(findings.index(0, FindingsModel::Saving)).toString(), QString("4.00 ms"));
 
     KernelStatsModel stats;

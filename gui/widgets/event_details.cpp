@@ -360,8 +360,9 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   const FindingInfo& f = m.findings().at(i);
   QString out = "<h3>" + h(f.rule) + " <small>(" + h(f.severity) + ")</small></h3>";
   out += "<p>" + h(f.summary) + "</p>";
-  // Wrapped, not clipped: a panel of any width shows the whole suggested change.
-  if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre style=\"white-space: pre-wrap\">" + h(f.suggestion) + "</pre>";
+  // Code as written, never wrapped: a wrapped line made "// not" end one line and "cudaDeviceSynchronize()" stand
+  // alone as a statement, the call the advice says to remove. The pane scrolls sideways.
+  if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre>" + h(f.suggestion) + "</pre>";
   out += "<table>";
   out += row("steps", QString::number(f.steps.size()));
   out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");

@@ -382,6 +382,10 @@ void MainWindow::select_finding(int row, bool zoom) {
   details_->setHtml(finding_details_html(*model_, row));
 }
 
+void MainWindow::show_steps() {
+  if (auto* d = qobject_cast<QDockWidget*>(steps_view_->parentWidget())) d->raise();
+}
+
 void MainWindow::select_step(int row) {
   const int pos = steps_->step_position(row);
   if (!model_ || pos < 0) return;

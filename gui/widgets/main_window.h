@@ -61,6 +61,8 @@ class MainWindow : public QMainWindow {
   void select_finding(int row, bool zoom = true);
   // Selects step `row` (of the steps model): zooms to it, shades it and shows its breakdown and explanation.
   void select_step(int row);
+  // Brings the Steps panel to the front (--select-slowest-step when no step is slow: the list says so itself).
+  void show_steps();
 
  signals:
   void model_loaded(bool ok);

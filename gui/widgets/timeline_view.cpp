@@ -16,6 +16,17 @@ namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
+// What a zoomed-out block of `n` items of a track is: steps only on the Steps track (the critical path's 65,790
+// stretches of launch_bound read "65790 steps").
+QString merged_words(TrackKind k, size_t n) {
+  switch (k) {
+    case TrackKind::Steps: return QObject::tr("%1 steps").arg(n);
+    case TrackKind::Findings: return QObject::tr("%1 finding ranges").arg(n);
+    case TrackKind::CriticalPath: return QObject::tr("%1 stretches").arg(n);
+    default: return QObject::tr("%1 events").arg(n);
+  }
+}
+
 // A ruler label for an offset from the trace start, with as many decimals as the tick step needs.
 QString ruler_label(double offset_ns, double step_ns) {
   struct Unit {
@@ -381,9 +392,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     if (tiles_the_run(track.kind) && it.count == 1 && r.width() >= 4) r.adjust(0, 0, -1, 0);
     p.fillRect(r, fill);
     if (r.width() > 28) {
-      QString label = it.count > 1 ? (tiles_the_run(track.kind) && track.kind != TrackKind::RankLane ? tr("%1 steps").arg(it.count)
-                                                                                                : tr("%1 events").arg(it.count))
-                                   : qs(model_->name_of(ref));
+      QString label = it.count > 1 ? merged_words(track.kind, it.count) : qs(model_->name_of(ref));
       if (it.count == 1 && r.width() > 120 && track.kind != TrackKind::Steps)
         label += "  " + qs(format_duration(it.end - it.start));
       p.setPen(colours_.text_on(fill));
@@ -595,7 +604,9 @@ QString TimelineView::tooltip_at(QPoint vpos) const {
       for (const DrawItem& it : current_->items)
         if (it.track == hit->track && it.lane == hit->lane && it.count > 1 && it.start <= t && t <= it.end) {
           if (tiles_the_run(model_->tracks()[size_t(it.track)].kind))
-            return tr("%1 steps in %2 — zoom in to see them").arg(it.count).arg(qs(format_duration(it.end - it.start)));
+            return tr("%1 in %2 — zoom in to see them")
+                .arg(merged_words(model_->tracks()[size_t(it.track)].kind, it.count))
+                .arg(qs(format_duration(it.end - it.start)));
           const Lane& lane = model_->tracks()[size_t(it.track)].lane_at(size_t(it.lane));
           const auto a = int64_t(it.start), b = int64_t(it.end);
           const double busy = b > a ? 100.0 * double(lane.busy_in(a, b)) / double(b - a) : 0.0;

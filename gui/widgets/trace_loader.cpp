@@ -168,7 +168,9 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     // critical path, what-if), shown first.
     if (dir && trace->meta.count("ranks")) {
       say(650, QObject::tr("Analyzing the ranks together"));
-      auto ranks = std::make_shared<analyzer::MultiRankAnalysis>(analyzer::analyze_ranks(files));
+      analyzer::MultiRankOptions ropt;
+      ropt.keep_rank_findings = true;  // the ranks' own verdicts replace the merged trace's (below)
+      auto ranks = std::make_shared<analyzer::MultiRankAnalysis>(analyzer::analyze_ranks(files, ropt));
       if (ranks->not_one_job.empty()) r.ranks = std::move(ranks);
       r.ranks_s = timer.nsecsElapsed() / 1e9;
       timer.restart();
@@ -177,6 +179,9 @@ LoadResult load_timeline(const QString& path, const std::function<void(int, cons
     analyzer::AnalyzeOptions aopt;
     aopt.critical_path_segments = true;  // the "Critical path" track
     auto analysis = std::make_shared<analyzer::Analysis>(analyzer::analyze(*trace, aopt));
+    // Analyzed as one program the ranks' GPUs read as one busy GPU: the steps' labels and the findings are the
+    // ranks' own.
+    if (r.ranks) analyzer::adopt_rank_verdicts(*analysis, *r.ranks, trace->meta);
     r.analyze_s = timer.nsecsElapsed() / 1e9;
     timer.restart();
     say(850, QObject::tr("Building timeline"));

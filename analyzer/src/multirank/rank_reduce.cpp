@@ -237,7 +237,8 @@ int64_t meta_int(const store::Trace& t, const char* key, int64_t fallback) {
 
 }  // namespace
 
-RankResult analyze_rank(const store::Trace& t, const std::string& file, const AnalyzeOptions& options) {
+RankResult analyze_rank(const store::Trace& t, const std::string& file, const AnalyzeOptions& options,
+                        bool keep_findings) {
   RankResult r;
   r.file = file;
   r.rank = meta_int(t, "rank", -1);
@@ -303,6 +304,7 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
     rs.start_ns = s.start_ns;
     rs.dur_ns = s.dur_ns;
     rs.data_wait_ns = s.host_data_wait_ns;
+    rs.bound = s.bound;
     const int64_t w0 = s.start_ns, w1 = s.start_ns + s.dur_ns;
     std::vector<Span> compute, comm;
     auto it = std::lower_bound(ops.begin(), ops.end(), w0 - max_dur,
@@ -422,6 +424,7 @@ RankResult analyze_rank(const store::Trace& t, const std::string& file, const An
   r.steps.shrink_to_fit();
   for (auto& s : r.steps) s.collectives.shrink_to_fit(), s.host_calls.shrink_to_fit();
   r.cures.shrink_to_fit();
+  if (keep_findings) r.findings = std::move(a.findings);
   return r;
 }
 
@@ -533,7 +536,8 @@ MultiRankAnalysis analyze_ranks(const std::vector<std::string>& files, const Mul
           LoadOptions load;
           load.threads = threads > 1 ? 1 : 0;
           store::Trace t = load_trace(files[i], load);
-          f.result = std::make_unique<RankResult>(analyze_rank(t, files[i], options.analyze));
+          f.result =
+              std::make_unique<RankResult>(analyze_rank(t, files[i], options.analyze, options.keep_rank_findings));
           f.id = std::make_unique<RankIdentity>(rank_identity(t.meta, t.processes, files[i]));
         }
         malloc_trim(0);  // hand the trace's memory back before the next one

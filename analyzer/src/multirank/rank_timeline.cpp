@@ -164,3 +164,42 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
 }
 
 }  // namespace stepscope::analyzer
+
+namespace stepscope::analyzer {
+
+void adopt_rank_verdicts(Analysis& merged, const MultiRankAnalysis& m, const std::map<std::string, std::string>& meta) {
+  std::map<std::string, int64_t> shift_of;  // input file → the ns its times move on the merged clock
+  for (int k = 0;; ++k) {
+    auto file = meta.find("ranks.file." + std::to_string(k));
+    auto shift = meta.find("ranks.shift." + std::to_string(k));
+    if (file == meta.end() || shift == meta.end()) break;
+    shift_of[file->second] = std::stoll(shift->second);
+  }
+  if (shift_of.empty()) return;
+  for (auto& s : merged.steps) {
+    std::map<Bound, int> votes;
+    for (const auto& r : m.ranks)
+      if (const RankStep* rs = find_step(r, s.index); rs && rs->bound != Bound::Untraced) ++votes[rs->bound];
+    int best = 0;
+    for (const auto& [b, n] : votes)
+      if (n > best) best = n, s.bound = b;
+  }
+  std::vector<FindingResult> findings;
+  for (const auto& r : m.ranks) {
+    auto it = shift_of.find(r.file);
+    if (it == shift_of.end()) continue;
+    const std::string who = r.rank >= 0 ? fmt::format("rank {}: ", r.rank) : r.file + ": ";
+    for (FindingResult f : r.findings) {
+      f.summary = who + f.summary;
+      for (auto& range : f.ranges) range.start_ns += it->second, range.end_ns += it->second;
+      findings.push_back(std::move(f));
+    }
+  }
+  // Largest total saving first, as one analysis orders its findings.
+  std::stable_sort(findings.begin(), findings.end(), [](const FindingResult& x, const FindingResult& y) {
+    return x.est_savings_us_per_step * double(x.steps.size()) > y.est_savings_us_per_step * double(y.steps.size());
+  });
+  merged.findings = std::move(findings);
+}
+
+}  // namespace stepscope::analyzer

@@ -67,16 +67,17 @@ class Renderer {
         }
         return out;
       }
-      case element_type::OBJECT: return object(v.get_object().value_unsafe());
+      case element_type::OBJECT: return object(v.get_object().value_unsafe(), key);
     }
     return {};
   }
 
   // Labelled rows; arrays of records become tables after the rows.
-  std::string object(simdjson::dom::object obj) const {
+  std::string object(simdjson::dom::object obj, std::string_view outer = {}) const {
     std::string rows, tables;
     for (auto field : obj) {
-      const std::string_view key = field.key;
+      const std::string inner_key = evidence::nested_key(outer, field.key);
+      const std::string_view key = inner_key;
       const element v = field.value;
       if (v.is_array() && records(v)) {
         tables += fmt::format("<p><b>{}</b></p>", html_escape(label_of(key))) + table(v.get_array().value_unsafe());

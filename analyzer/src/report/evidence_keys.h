@@ -99,6 +99,13 @@ inline bool is_name(std::string_view key) {
   return false;
 }
 
+// The key a nested object's value is formatted by: under a time key ("longer_than_median_us": {"compute": -8})
+// the inner numbers are times too (they read "compute -8", without the unit).
+inline std::string nested_key(std::string_view outer, std::string_view inner) {
+  if (is_time(outer) && !is_time(inner) && !is_share(inner)) return std::string(inner) + "_us";
+  return std::string(inner);
+}
+
 // A number as the key says: a time with its unit, a share as a percentage, an integer, else 3 digits.
 inline std::string number(std::string_view key, double d) {
   if (is_time(key)) return report_util::format_us(d);

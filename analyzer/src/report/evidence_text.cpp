@@ -29,18 +29,19 @@ class TextRenderer {
  public:
   explicit TextRenderer(bool markdown) : md_(markdown) {}
 
-  std::string object(simdjson::dom::object obj, const std::string& indent) const {
+  std::string object(simdjson::dom::object obj, const std::string& indent, std::string_view outer = {}) const {
     std::vector<std::pair<std::string, std::string>> rows;
     std::string tables;
     for (auto field : obj) {
-      const std::string_view key = field.key;
+      const std::string inner_key = evidence::nested_key(outer, field.key);
+      const std::string_view key = inner_key;
       const element v = field.value;
       if (v.is_array() && records(v)) {
         tables += table(label_of(key), v.get_array().value_unsafe(), indent);
       } else if (v.is_object()) {
         rows.push_back({label_of(key), ""});
         tables += (md_ ? indent + "- **" + cell(label_of(key)) + "**\n" : indent + label_of(key) + ":\n") +
-                  object(v.get_object().value_unsafe(), indent + "  ");
+                  object(v.get_object().value_unsafe(), indent + "  ", key);
       } else {
         rows.push_back({label_of(key), scalar(key, v)});
       }

@@ -45,7 +45,8 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
     case Steps: {
       if (sort) return static_cast<qlonglong>(f.steps.size());
       if (f.steps.empty()) return QString("—");
-      if (f.steps.size() == 1) return QString::number(f.steps.front());
+      // "1 (7)" as "6 (0–5)": a bare step index read as a count ("0" for a finding of step 0).
+      if (f.steps.size() == 1) return QString("1 (%1)").arg(f.steps.front());
       return QString("%1 (%2–%3)").arg(f.steps.size()).arg(f.steps.front()).arg(f.steps.back());
     }
     case Saving:

@@ -287,13 +287,16 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
     if (auto it = samples.find(k); it != samples.end()) n += it->second.size();
     return n;
   };
+  std::set<Key> ranged;  // threads with ops, annotations or Python functions: a real thread, not CUPTI's id
+  for (const auto& r : t.ranges) ranged.insert({r.pid, r.tid});
   auto thread_title = [&](const Key& k) {
     auto it = thread_names.find(k);
     if (it != thread_names.end() && !it->second.empty())  // Kineto's names already hold the id: "thread 25738 (python)"
       return it->second.find(std::to_string(k.second)) != std::string::npos ? it->second
                                                                             : it->second + " " + std::to_string(k.second);
     // CUPTI reports API calls under its own thread id, which no thread record names.
-    if (launches.count(k) && !samples.count(k) && !waits.count(k)) return "CUDA API · thread " + std::to_string(k.second);
+    if (launches.count(k) && !samples.count(k) && !waits.count(k) && !ranged.count(k))
+      return "CUDA API · thread " + std::to_string(k.second);
     return "Thread " + std::to_string(k.second);
   };
   std::set<Key> stepping;  // threads whose steps the store recorded (the training loop)

@@ -116,6 +116,7 @@ struct RankStep {
   int64_t exposed_comm_ns = 0;  // comm_ns minus compute: communication not overlapped with compute
   int64_t data_wait_ns = 0;     // host waiting for input (StepBreakdown::host_data_wait_ns)
   int64_t host_ns = 0;          // the rest: dur - compute - exposed_comm - data_wait, at least 0
+  Bound bound = Bound::Untraced;  // the single-rank analysis' label of the step
   std::vector<CollectiveCall> collectives;  // by start
   std::vector<HostCallId> host_calls;       // of its host collectives (CollectiveCall::host_call)
   WorkSplit tail;  // from the last collective's end (the step's start when it has none) to the step's end
@@ -150,6 +151,9 @@ struct RankResult {
   // Non-communication kernel time by name inside steps, largest first (at most kMaxRankKernels names).
   std::vector<std::pair<SharedName, int64_t>> kernel_ns;
   std::vector<RankCure> cures;  // one per finding of its own analysis, largest saving first
+  // Its own analysis' findings whole, kept only with MultiRankOptions::keep_rank_findings (the GUI: a job of
+  // thousands of ranks keeps no evidence per rank).
+  std::vector<FindingResult> findings;
 };
 
 // Few: a job of thousands of ranks keeps every rank's result in memory (docs/multi-rank.md).
@@ -219,6 +223,7 @@ struct MultiRankAnalysis {
 struct MultiRankOptions {
   AnalyzeOptions analyze;
   unsigned threads = 0;  // 0: every core
+  bool keep_rank_findings = false;  // RankResult::findings
 };
 
 // The arguments of `analyze`/`report`: files as given, directories replaced by the traces and stores in them
@@ -251,7 +256,7 @@ std::string why_stores_not_one_job(const std::vector<std::string>& files);
 
 // One rank's reduction (the trace can be dropped afterwards).
 RankResult analyze_rank(const store::Trace& trace, const std::string& file,
-                        const AnalyzeOptions& options = {});
+                        const AnalyzeOptions& options = {}, bool keep_findings = false);
 
 // Loads and reduces every file on `options.threads` threads, at most one trace in memory per thread, then
 // combine_ranks(). Inputs that are not the ranks of one job are not combined: the result holds only
@@ -288,6 +293,14 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
 // merged rank's input (RankResult::file) and `ranks.shift.<k>` the ns added to its times: its own time t is
 // t + shift there.
 store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
+
+// The verdicts of the ranks themselves in the analysis of that merged trace (the GUI's, of `stepscope-gui DIR`):
+// analyzed as one program, 8 ranks' GPUs read as one busy GPU ("gpu-bound" steps, input-bound 5.3%, no
+// launch-overhead where every rank had it high). Its findings become every rank's own (m from analyze_ranks with
+// keep_rank_findings), each summary led by "rank N: " and its ranges on the merged clock; each step's bound
+// becomes the one most ranks gave that step index (ties: the first in Bound's order). The merged trace's
+// meta (ranks.file.<k>, ranks.shift.<k>) places the ranks; a trace without them is left as it is.
+void adopt_rank_verdicts(Analysis& merged, const MultiRankAnalysis& m, const std::map<std::string, std::string>& meta);
 
 // The offsets that keep ranks apart in that trace: rank k's pid p reads (k + 1) · kRankPidBase + p and its device
 // d (k + 1) · kRankDeviceBase + d. Views show the recorded ids (id % base).

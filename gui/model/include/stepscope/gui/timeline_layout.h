@@ -94,7 +94,8 @@ struct DrawItem {
   int16_t lane = 0;
   uint32_t count = 1;   // events merged into this block
   uint32_t index = 0;   // lane position of the first event
-  uint32_t colour = 0;  // TimelineModel::colour_key of the first event (merged blocks are drawn muted)
+  uint32_t colour = 0;  // TimelineModel::colour_key of the event, or the most frequent among the events a merged
+                        // block's merge landed on (merged blocks are drawn muted)
   int32_t busy = -1;    // merged block of a GPU stream or thread lane: its busy share per pixel (DrawList::busy)
 };
 
