@@ -762,7 +762,7 @@ TEST_CASE(
 
 TEST_CASE("no-tensor-cores keeps the margin around its threshold and suggests what the GPU can run") {
   // Four 1 ms steps, each with one fp32 SIMT GEMM of `gemm_us`, on one device of compute capability cc.
-  auto analysis = [](int64_t gemm_us, int cc_major, int cc_minor) {
+  auto analysis = [](int64_t gemm_us, int cc_major, int cc_minor, const char* vendor = "nvidia") {
     Builder b;
     for (int step = 0; step < 4; ++step) {
       const int64_t s0 = step * 1000 * US;
@@ -770,7 +770,7 @@ TEST_CASE("no-tensor-cores keeps the margin around its threshold and suggests wh
       b.kernel("volta_sgemm_128x64_nn", s0 + 10 * US, s0 + 15 * US, s0 + 100 * US, s0 + (100 + gemm_us) * US);
     }
     store::Device d;
-    d.id = 0, d.name = b.t.intern("GPU"), d.cc_major = cc_major, d.cc_minor = cc_minor;
+    d.id = 0, d.name = b.t.intern("GPU"), d.cc_major = cc_major, d.cc_minor = cc_minor, d.vendor = b.t.intern(vendor);
     b.t.devices.push_back(d);
     return analyzer::analyze(b.t);
   };
@@ -802,6 +802,13 @@ TEST_CASE("no-tensor-cores keeps the margin around its threshold and suggests wh
   }
   SECTION("a GPU without tensor cores (compute capability 6.1): nothing to move the math to") {
     CHECK_FALSE(find_finding(analysis(260, 6, 1), "no-tensor-cores"));
+  }
+  SECTION("an AMD GPU's 'compute capability' (gfx906 reads 9.0, gfx942 9.4) is not NVIDIA's: no cc-based advice") {
+    const auto a = analysis(260, 6, 0, "amd");  // read as NVIDIA's, 6.0 would have dropped the finding
+    const auto* f = find_finding(a, "no-tensor-cores");
+    REQUIRE(f);
+    CHECK_FALSE(p.parse(f->evidence_json)["compute_capability"].error() == simdjson::SUCCESS);
+    CHECK(f->suggestion.find("dtype=torch.bfloat16") != std::string::npos);
   }
 }
 

@@ -69,8 +69,8 @@ TEST_CASE("the profiler's cost, a warm-up in the shares, and an estimate the rep
   a.findings[0].replayed_cure = "prefetch";
   a.findings[0].replayed_saving_us = 9000;  // the estimate: 0.4 of the 166.7 ms mean step = 66.7 ms
   const std::string profiler =
-      "Profiler cost: 3 µs per launch x 6000 launches = 18 ms of host time; 6 µs removed from the steps (the GPU "
-      "idle it caused; the rest overlapped GPU work); median step 1.2 ms recorded, ~1.19 ms without the profiler";
+      "Profiler cost: 3 µs per launch x 6000 launches = 18 ms of host time; 6 µs removed from the steps (where the "
+      "GPU waited for it; the rest overlapped GPU work); median step 1.2 ms recorded, ~1.19 ms without the profiler";
   CHECK(analyzer::profiler_cost_note(a.summary) == profiler);
   const std::string warmup = analyzer::warmup_share_note(a);
   CHECK(warmup ==
@@ -88,6 +88,12 @@ TEST_CASE("the profiler's cost, a warm-up in the shares, and an estimate the rep
     CHECK(md.find(analyzer::markdown_escape(note)) != std::string::npos);
     CHECK(html.find(analyzer::html_escape(note)) != std::string::npos);
   }
+  // The Python hooks' calls (--step-func) are in it, with or without launches to trace.
+  analyzer::AnalysisSummary hooks;
+  hooks.profiler.hook_ns_per_step_call = 10'000, hooks.profiler.hook_step_calls = 5;
+  hooks.profiler.removed_us = 50;
+  CHECK(analyzer::profiler_cost_note(hooks) ==
+        "Profiler cost: 5 hooked Python calls = 50 µs of host time; all of it removed from the steps");
   // Agreeing within 2x: nothing said.
   a.findings[0].replayed_saving_us = 40000;
   CHECK(analyzer::estimate_replay_note(a).empty());

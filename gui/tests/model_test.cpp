@@ -761,6 +761,20 @@ class ModelTest : public QObject {
     QCOMPARE(half.idle.back().second, int64_t(0));
   }
 
+  void eachFindingKeepsItsLane() {
+    // input-bound on steps 0 and 1, launch-overhead on step 2: packed first-fit they shared one lane, and with
+    // more findings a rule moved from lane to lane from step to step.
+    auto m = TimelineModel::build(synthetic_trace(), synthetic_analysis());
+    const int ti = track_of(*m, TrackKind::Findings);
+    QVERIFY(ti >= 0);
+    const Track& tr = m->tracks()[size_t(ti)];
+    QCOMPARE(tr.lanes.size(), size_t(2));
+    for (size_t l = 0; l < tr.lanes.size(); ++l) {
+      QVERIFY(tr.lanes[l].size() > 0);
+      for (size_t i = 0; i < tr.lanes[l].size(); ++i) QCOMPARE(tr.lanes[l].ref(i).row, uint32_t(l));
+    }
+  }
+
   void itemModelsPassTheTester() {
     auto m = TimelineModel::build(synthetic_trace(), synthetic_analysis());
     FindingsModel findings;

@@ -130,7 +130,7 @@ std::string profiler_cost_note(const AnalysisSummary& s) {
   const bool all = p.removed_us >= 0.995 * cost_us;
   std::string o = fmt::format("Profiler cost: {} = {} of host time; {} removed from the steps{}", what,
                               units::format_us(cost_us), all ? "all of it" : units::format_us(p.removed_us),
-                              all ? " (GPU idle it caused)" : " (the GPU idle it caused; the rest overlapped GPU work)");
+                              all ? "" : " (where the GPU waited for it; the rest overlapped GPU work)");
   if (p.applied)
     o += fmt::format("; median step {} recorded, ~{} without the profiler", units::format_us(p.step_median_us),
                      units::format_us(p.corrected_step_median_us));

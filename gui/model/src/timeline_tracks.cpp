@@ -163,20 +163,20 @@ void TimelineModel::add_analysis_tracks() {
     tr.kind = TrackKind::Findings;
     tr.group = "Analysis";
     tr.title = "Findings";
-    std::vector<Item> items;
+    // One lane (or more, where its ranges overlap) a finding, in the findings' order: packed first-fit, a rule
+    // moved from lane to lane at every step (no-tensor-cores on top at step 0, input-bound at step 1).
     for (size_t i = 0; i < findings_.size(); ++i) {
       const FindingInfo& f = findings_[i];
-      bool any = false;
+      std::vector<Item> items;
       for (int64_t s : f.cross_rank ? std::vector<int64_t>() : f.steps) {
         int p = step_position(s);
         if (p < 0) continue;
         items.push_back({steps_[p].start, steps_[p].end, static_cast<uint32_t>(i), EventKind::Finding});
-        any = true;
       }
-      if (!any)
+      if (items.empty())
         for (const auto& r : f.ranges) items.push_back({r.first, r.second, static_cast<uint32_t>(i), EventKind::Finding});
+      for (Lane& l : stack_into_lanes(items, same)) tr.lanes.push_back(std::move(l));
     }
-    tr.lanes = stack_into_lanes(items, same);
     findings_track_ = static_cast<int>(tracks_.size());
     tracks_.push_back(std::move(tr));
   }
