@@ -85,10 +85,7 @@ void print_text(const analyzer::Analysis& a) {
   }
   if (auto note = analyzer::profiler_cost_note(s); !note.empty())
     fmt::print("{}{}\n", note, s.profiler.applied ? " (" + s.profiler.source + ")" : "");
-  if (s.step_source == "periodic")
-    fmt::print("Steps found from the repeating unit of the trace (confidence {:.0f}%).\n", 100.0 * s.step_confidence);
-  else if (s.step_source == "none" && s.step_confidence == 0.0)
-    fmt::print("No step markers and no repeating unit found: the run is analyzed as one window.\n");
+  if (auto note = analyzer::step_source_note(s); !note.empty()) fmt::print("{}\n", note);
   if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::print("{}\n", advice);
   if (!a.steps.empty() && !s.has_gpu) {
     // Without device activity a step is the training loop's wait for input and its own work: say only that.

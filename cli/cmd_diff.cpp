@@ -55,6 +55,7 @@ int run_diff(const DiffArgs& a) {
       throw store::StoreError(*out, "cannot write here: " + dir + ": " + std::strerror(errno));
     if (std::filesystem::is_directory(*out, ec))
       throw store::StoreError(*out, "is a folder, not a file to write");
+    for (const auto* side : {&base, &now}) store::require_not_an_input(*out, *side);
   }
   analyzer::DiffConfig config;
   if (!a.config.empty()) config = analyzer::load_diff_config(a.config);
@@ -65,7 +66,7 @@ int run_diff(const DiffArgs& a) {
     std::vector<analyzer::DiffRun> runs;
     for (const auto& f : files) {
       store::Trace t = analyzer::load_trace(f);  // throws StoreError("FILE: reason") → exit 2
-      runs.push_back(analyzer::make_diff_run(f, t, options));
+      runs.push_back(analyzer::make_diff_run(f, t, options, config.skip_first_steps));
     }
     return runs;
   };

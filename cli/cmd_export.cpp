@@ -20,9 +20,10 @@ int run_export(const std::string& in, const std::string& format, const std::stri
       format != "sqlite")
     throw store::StoreError(format,
                             "unknown export format (supported: chrome, folded, speedscope, svg, sqlite)");
+  store::require_not_an_input(out, {in});
+  if (format == "sqlite") store::require_output_folder(out);  // before the load: a typo costs nothing
   store::Trace t = analyzer::load_trace(in);
   if (format == "sqlite") {
-    store::require_output_folder(out);
     store::write_store_atomically(t, out, /*packed=*/false);
     std::printf(
         "%s: a store of rows (schema %d): %zu kernels, %zu API calls, %zu CPU samples, %zu stack nodes\n",

@@ -19,6 +19,7 @@ constexpr uint64_t kProgressMinBytes = 50ull << 20;
 int run_import(const std::vector<std::string>& files, const std::string& out) {
   if (out.empty()) throw store::StoreError("-o", "an output store path is required");
   store::require_output_folder(out);  // before the import: a long one would fail only at its end
+  store::require_not_an_input(out, files);
   analyzer::LoadOptions opts;
   if (::isatty(2)) {
     // A progress line for big inputs, only where someone is watching.

@@ -88,3 +88,31 @@ TEST_CASE("stepscope import then export: counts survive, output written atomical
   CHECK(r.code == 2);
   CHECK(!fs::exists(dir.file("x.svg")));
 }
+
+TEST_CASE("an output that is one of the inputs is refused: nothing is overwritten") {
+  // `report r.db -o r.db`, a diff's --md over its baseline, export or import onto the file read: each replaced the
+  // store or trace with its output and exited 0.
+  if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("output_is_input");
+  const std::string trace = dir.file("t.json.gz");
+  fs::copy_file(test::trace_path("hta/cuda_event_sync.json.gz"), trace);
+  REQUIRE(run("import " + trace + " -o " + dir.file("s.db"), dir).code == 0);
+  const std::string store = dir.file("s.db");
+  const auto trace_size = fs::file_size(trace), store_size = fs::file_size(store);
+  const std::string rel_store = fs::relative(store).string();  // the same file by another name
+  for (const std::string& args :
+       {"report " + store + " -o " + store, "report " + store + " -f md -o " + rel_store,
+        "diff " + store + " " + trace + " --md " + store, "diff " + store + " " + trace + " --json " + trace,
+        "export " + store + " --format svg -o " + store, "export " + store + " --format sqlite -o " + store,
+        "import " + trace + " -o " + trace}) {
+    Run r = run(args, dir);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(": is an input of this command: name another output (nothing written)\n") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  CHECK(fs::file_size(trace) == trace_size);
+  CHECK(fs::file_size(store) == store_size);
+  CHECK(files_in(dir.path()) == 2);
+}

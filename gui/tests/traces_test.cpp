@@ -352,6 +352,22 @@ class TracesTest : public QObject {
     QVERIFY2(busy_columns >= 20, qPrintable(QString("%1 busy and %2 idle columns checked").arg(busy_columns).arg(idle_columns)));
   }
 
+  // Steps nothing marked are said on the status line, whatever the details pane shows: with a finding selected,
+  // the nsys CloverLeaf trace never said its steps were inferred, nor the AMD decode trace that it is one window.
+  void inferredStepsAreSaid() {
+    if (!QDir(traces_dir()).exists()) QSKIP("no shared traces");
+    const std::pair<QString, QString> cases[] = {
+        {"/nsys/cloverleaf_a100.sqlite.gz", "Steps found from the repeating unit of the trace (confidence "},
+        {"/tracelens/amd_vllm_decode_graph.json.gz",
+         "No step markers and no repeating unit found: the run is analyzed as one window."}};
+    for (const auto& [file, said] : cases) {
+      MainWindow w;
+      const QString error = open_in_window(w, traces_dir() + file);
+      QVERIFY2(error.isEmpty(), qPrintable(error));
+      QVERIFY2(w.status_text().contains(said), qPrintable(w.status_text()));
+    }
+  }
+
   void resnetInputBound() {
     const QString path = traces_dir() + "/kineto/resnet50_num_workers_0.json.gz";
     MainWindow w;

@@ -312,6 +312,11 @@ void MainWindow::on_loaded(const LoadResult& r) {
                          .arg(r.build_s, 0, 'f', 2)
                          .arg(r.over_budget ? not_analyzed_brief(*r.over_budget) : r.not_analyzed));
   if (r.ranks) status_->setText(status_->text() + tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2));
+  // Where the steps came from when nothing marked them, whatever the details pane shows (a selected finding
+  // hid it: a periodic trace never said its steps were inferred).
+  if (const auto* a = r.model->analysis())
+    if (auto note = analyzer::step_source_note(a->summary); !note.empty())
+      status_->setText(status_->text() + " — " + QString::fromStdString(note));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;
     for (const auto& s : r.model->steps())

@@ -96,6 +96,19 @@ void require_output_folder(const std::string& output) {
                                      : "no such folder " + dir.string() + " (create it first)");
 }
 
+void require_not_an_input(const std::string& output, const std::vector<std::string>& inputs) {
+  if (output.empty() || output == "-") return;
+  const auto out = std::filesystem::absolute(output).lexically_normal();
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    const auto p = std::filesystem::absolute(in).lexically_normal();
+    const bool same = std::filesystem::exists(out, ec) && std::filesystem::exists(p, ec)
+                          ? std::filesystem::equivalent(out, p, ec)
+                          : out == p;
+    if (same) throw StoreError(out.string(), "is an input of this command: name another output (nothing written)");
+  }
+}
+
 void remove_store_files(const std::string& path) {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);

@@ -112,6 +112,14 @@ std::string step_rows_note(const Analysis& a) {
          "step's.";
 }
 
+std::string step_source_note(const AnalysisSummary& s) {
+  if (s.step_source == "periodic")
+    return fmt::format("Steps found from the repeating unit of the trace (confidence {:.0f}%).", 100.0 * s.step_confidence);
+  if (s.step_source == "none" && s.step_confidence == 0.0)
+    return "No step markers and no repeating unit found: the run is analyzed as one window.";
+  return {};
+}
+
 std::string profiler_cost_note(const AnalysisSummary& s) {
   const ProfilerCorrection& p = s.profiler;
   if (p.removed_us <= 0) return {};

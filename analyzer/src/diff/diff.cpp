@@ -177,9 +177,22 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
     side.files.push_back(r.file);
     side.step_sources.push_back(r.analysis.summary.step_source);
     side.has_gpu = side.has_gpu || r.analysis.summary.has_gpu;
+    // The program's pace: where the host runs ahead of the GPU, the steps in the GPU's time (analyze's rows then;
+    // by the host's loop a GPU made 1.5x slower read "unchanged"), and each step less the profiler's own cost,
+    // which analyze takes out too (launch_bound -> its CUDA graph read -76% where the unprofiled runs say -61%).
+    const bool gpu_time = r.analysis.summary.host_runs_ahead && !r.analysis.gpu_steps.empty();
+    if (gpu_time)
+      notes.push_back(fmt::format("{}: {}: the host runs ahead of the GPU; its steps are compared in the GPU's time "
+                                  "({:.3f} ms a step against {:.3f} ms on the host), the program's pace",
+                                  side_name, r.file, r.analysis.summary.gpu_step_median_us / 1e3,
+                                  r.analysis.summary.host_step_median_us / 1e3));
+    if (r.analysis.summary.profiler.removed_us > 0)
+      notes.push_back(fmt::format("{}: {}: step times less the profiler's own cost, as analyze takes it out ({:.3f} "
+                                  "ms in all)",
+                                  side_name, r.file, r.analysis.summary.profiler.removed_us / 1e3));
     std::vector<const StepBreakdown*> steps;
-    for (const auto& st : r.analysis.steps)
-      if (st.dur_ns > 0) steps.push_back(&st);
+    for (const auto& st : gpu_time ? r.analysis.gpu_steps : r.analysis.steps)
+      if (st.dur_ns - st.profiler_ns > 0) steps.push_back(&st);
     size_t skip = 0;
     if (cfg.skip_first_steps > 0 && steps.size() >= static_cast<size_t>(cfg.skip_first_steps) + 2)
       skip = static_cast<size_t>(cfg.skip_first_steps);
@@ -188,12 +201,12 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
                                                    side_name, r.file));
     for (size_t i = skip; i < steps.size(); ++i) {
       const auto* st = steps[i];
-      s.dur_us.push_back(double(st->dur_ns) / 1e3);
+      s.dur_us.push_back(double(st->dur_ns - st->profiler_ns) / 1e3);
       // As the analyzer's summary.data_wait_share: all host time waiting for input (TF profiler's "input"),
       // of which data_wait_ns is the part with the GPU idle too.
       s.data.push_back(double(std::max(st->host_data_wait_ns, st->data_wait_ns)) / 1e3);
       if (!st->gpu_traced) continue;
-      s.gpu_dur_us.push_back(double(st->dur_ns) / 1e3);
+      s.gpu_dur_us.push_back(double(st->dur_ns) / 1e3);  // the shares over the recorded steps, as analyze's
       s.busy.push_back(double(st->gpu_busy_ns) / 1e3);
       s.launch.push_back(double(st->launch_idle_ns) / 1e3);
       s.sync.push_back(double(st->sync_idle_ns) / 1e3);

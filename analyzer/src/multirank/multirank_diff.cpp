@@ -89,6 +89,12 @@ std::string render_multirank_diff(const MultiRankAnalysis& base, const MultiRank
   for (const auto& [rank, x] : b) only += n.count(rank) ? 0 : 1;
   for (const auto& [rank, y] : n) only += b.count(rank) ? 0 : 1;
   if (only) o += fmt::format("{}{} rank(s) on one side only, not compared\n", markdown ? "\n" : "", only);
+  // A side missing ranks of its job: its waits and straggler are among the ranks it has (a folder of ranks 0-3 of
+  // 8 named rank 2 the straggler where rank 7, absent, was it).
+  for (const auto* side : {&base, &now})
+    for (const auto& note : side->notes)
+      o += fmt::format("{}{}: {}\n", markdown ? "\n" : "", side == &base ? "base" : "new",
+                       markdown ? markdown_escape(note) : note);
   // A summary names kernels and ranks' files: escaped in Markdown, as every trace-derived name there is.
   auto line = [&](const MultiRankAnalysis& m, const char* rule) {
     const std::string l = finding_line(m, rule);
@@ -140,6 +146,11 @@ std::string multirank_diff_json(const MultiRankAnalysis& base, const MultiRankAn
   w.end_array();
   for (const auto& [rank, y] : n) only += b.count(rank) ? 0 : 1;
   w.kv("one_side_only", only);
+  for (const auto* side : {&base, &now}) {
+    w.key(side == &base ? "base_notes" : "new_notes").begin_array();
+    for (const auto& note : side->notes) w.value(valid_utf8(note));
+    w.end_array();
+  }
   w.key("findings").begin_object();
   for (const char* rule : kRankRules) {
     w.key(rule).begin_object();

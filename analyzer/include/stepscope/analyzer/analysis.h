@@ -275,6 +275,9 @@ std::string no_gpu_note(const AnalysisSummary& s);
 // else the steps; and the sentence that goes above such rows (empty for the host's steps).
 const std::vector<StepBreakdown>& step_rows(const Analysis& a);
 std::string step_rows_note(const Analysis& a);
+// One sentence when nothing marked the steps: found from the repeating unit of the trace (with its confidence), or
+// none found and the run analyzed as one window; else empty. The terminal and the GUI's status line say it.
+std::string step_source_note(const AnalysisSummary& s);
 // One sentence when the profiler's cost was taken out of the steps: what tracing cost per launch and in all, how
 // much of it was GPU idle (the part removed: the rest overlapped GPU work and cost the step nothing), and the
 // median step with and without it; else empty.

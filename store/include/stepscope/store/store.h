@@ -234,5 +234,9 @@ std::string temp_path_beside(const std::string& path);
 // creates one for them (record, attach, import; docs/collector.md). Throws StoreError("OUT: no such folder
 // DIR (create it first)" | "OUT: DIR is not a folder" | "OUT: is a folder: name a file in it").
 void require_output_folder(const std::string& output);
+// Throws StoreError(output, "is an input of this command ...") when `output` is one of `inputs` (the same file by
+// device and inode, or by path where one does not exist yet): the atomic write would replace a store or trace
+// being read with a report (`report r.db -o r.db`, a diff's --md over its baseline exited 0).
+void require_not_an_input(const std::string& output, const std::vector<std::string>& inputs);
 
 }  // namespace stepscope::store
