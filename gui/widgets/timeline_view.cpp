@@ -436,6 +436,10 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
 
   // Gutter: group headers and track titles.
   p.fillRect(QRect(0, 0, kGutterWidth, h), colours_.gutter);
+  // The gutter's edge first: a group header runs across it ("Job critical path across ranks", "GPU 0 rank 1 ·
+  // Tesla V100-SXM2-32GB") and its fill covers the line, which cut through the title when drawn last.
+  p.setPen(colours_.grid);
+  p.drawLine(kGutterWidth - 1, 0, kGutterWidth - 1, h);
   QFont bold = font();
   bold.setBold(true);
   for (const auto& row : layout_.rows()) {
@@ -472,8 +476,6 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     p.drawText(QRect(14, y, kGutterWidth - 18, std::min(row.height, lane_h)), Qt::AlignVCenter | Qt::AlignLeft,
                fm.elidedText(title, Qt::ElideMiddle, kGutterWidth - 18));
   }
-  p.setPen(colours_.grid);
-  p.drawLine(kGutterWidth - 1, 0, kGutterWidth - 1, h);
 }
 
 std::vector<QLineF> TimelineView::rank_path_links() const {
