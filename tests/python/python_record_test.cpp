@@ -407,7 +407,12 @@ TEST_CASE("PyTorch DataLoader: num_workers=0 is input-bound on the training thre
                 value_after(out, "wait_share"), a.wait_share());
     CHECK(a.step_source() == "optimizer");
     CHECK(a.wait_share() < 0.05);
-    CHECK(not_input_bound(a.severity("input-bound")));
+    // Under the 5% medium threshold; within its 10% margin (a loaded machine's 4.7%) the rule says medium, near
+    // the threshold, by design: the same program is never flipped between nothing and a verdict by noise.
+    bool near = false;
+    for (auto f : a.doc["findings"].get_array())
+      if (std::string_view(f["rule"]) == "input-bound") near = bool(f["evidence"]["near_threshold"]);
+    CHECK((not_input_bound(a.severity("input-bound")) || (a.severity("input-bound") == "medium" && near)));
     // The forked workers survived the collector and are in the store, children of the trainer.
     store::StoreReader r(db);
     const auto procs = r.processes();
