@@ -56,6 +56,7 @@ int run_diff(const DiffArgs& a) {
     if (std::filesystem::is_directory(*out, ec))
       throw store::StoreError(*out, "is a folder, not a file to write");
     for (const auto* side : {&base, &now}) store::require_not_an_input(*out, *side);
+    if (!a.config.empty()) store::require_not_an_input(*out, {a.config});
   }
   analyzer::DiffConfig config;
   if (!a.config.empty()) config = analyzer::load_diff_config(a.config);
@@ -66,7 +67,7 @@ int run_diff(const DiffArgs& a) {
     std::vector<analyzer::DiffRun> runs;
     for (const auto& f : files) {
       store::Trace t = analyzer::load_trace(f);  // throws StoreError("FILE: reason") → exit 2
-      runs.push_back(analyzer::make_diff_run(f, t, options, config.skip_first_steps));
+      runs.push_back(analyzer::make_diff_run(f, t, options));
     }
     return runs;
   };

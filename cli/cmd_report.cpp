@@ -70,9 +70,7 @@ int run_report_one_by_one(const ReportArgs& a, const std::vector<std::string>& f
 
 int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
-  store::require_not_an_input(a.out, a.files.size() > 1 || !std::filesystem::is_directory(a.files.front())
-                                         ? a.files
-                                         : analyzer::expand_rank_inputs(a.files));
+  store::require_not_an_input(a.out, analyzer::expand_rank_inputs(a.files));  // a folder's files too
   if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front())) {
     if (format == analyzer::ReportFormat::Metrics)
       throw CLI::ValidationError("--format", "metrics summarizes one run: give one store or trace");

@@ -335,7 +335,7 @@ TEST_CASE("diff compares the program's pace: the GPU's steps where the host runs
   auto rec = [&](const std::string& name) {
     const std::string db = test::decompressed_recording("h100-2026-11-22/" + name + ".db.xz", dir);
     REQUIRE(!db.empty());
-    return analyzer::make_diff_run(db, analyzer::load_trace(db), {}, 1);
+    return analyzer::make_diff_run(db, analyzer::load_trace(db));
   };
   {
     // sync_stall -> its async cure: the async host loop runs 119 µs a step ahead of a GPU that takes 344 µs (the

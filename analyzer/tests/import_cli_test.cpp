@@ -101,8 +101,15 @@ TEST_CASE("an output that is one of the inputs is refused: nothing is overwritte
   const std::string store = dir.file("s.db");
   const auto trace_size = fs::file_size(trace), store_size = fs::file_size(store);
   const std::string rel_store = fs::relative(store).string();  // the same file by another name
+  // A folder's file among several inputs, and a diff's config.
+  fs::create_directories(dir.file("job"));
+  const std::string in_job = dir.file("job/rank.json.gz"), config = dir.file("c.toml");
+  fs::copy_file(trace, in_job);
+  std::ofstream(config) << "[thresholds]\n";
   for (const std::string& args :
        {"report " + store + " -o " + store, "report " + store + " -f md -o " + rel_store,
+        "report " + dir.file("job") + " " + trace + " -f md -o " + in_job,
+        "diff " + store + " " + trace + " --config " + config + " --md " + config,
         "diff " + store + " " + trace + " --md " + store, "diff " + store + " " + trace + " --json " + trace,
         "export " + store + " --format svg -o " + store, "export " + store + " --format sqlite -o " + store,
         "import " + trace + " -o " + trace}) {
@@ -114,5 +121,7 @@ TEST_CASE("an output that is one of the inputs is refused: nothing is overwritte
   }
   CHECK(fs::file_size(trace) == trace_size);
   CHECK(fs::file_size(store) == store_size);
-  CHECK(files_in(dir.path()) == 2);
+  CHECK(fs::file_size(in_job) == trace_size);
+  CHECK(fs::file_size(config) == 13);
+  CHECK(files_in(dir.path()) == 3);
 }

@@ -99,6 +99,20 @@ TEST_CASE("the profiler's cost, a warm-up in the shares, and an estimate the rep
   CHECK(analyzer::estimate_replay_note(a).empty());
 }
 
+TEST_CASE("numbers nested under a time key carry its unit in every format") {
+  // The straggler's "longer than median: compute -8" had no unit (its key is "longer_than_median_us").
+  auto a = test::sample_analysis();
+  a.findings[0].evidence_json = R"({"longer_than_median_us":{"compute":-8,"data_wait":56,"host":1263},"count":3})";
+  const std::string text = analyzer::render_text_report(a), md = analyzer::render_markdown_report(a),
+                    html = analyzer::render_html_report(a);
+  for (const std::string* s : {&text, &md, &html}) {
+    INFO(*s);
+    CHECK(s->find("-8 µs") != std::string::npos);
+    CHECK(s->find("1.26 ms") != std::string::npos);
+    CHECK(s->find("3 µs") == std::string::npos);  // a count stays a count
+  }
+}
+
 TEST_CASE("xml_escape drops characters XML 1.0 forbids") {
   CHECK(analyzer::xml_escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&apos;");
   CHECK(analyzer::xml_escape(std::string("\x01\x1f\t\n", 4)) == "\xEF\xBF\xBD\xEF\xBF\xBD\t\n");

@@ -178,7 +178,7 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
     side.step_sources.push_back(r.analysis.summary.step_source);
     side.has_gpu = side.has_gpu || r.analysis.summary.has_gpu;
     // The program's pace: where the host runs ahead of the GPU, the steps in the GPU's time (analyze's rows then;
-    // by the host's loop a GPU made 1.5x slower read "unchanged"), and each step less the profiler's own cost,
+    // by the host's loop a GPU made 1.5x slower read "unchanged"), else each step less the profiler's own cost,
     // which analyze takes out too (launch_bound -> its CUDA graph read -76% where the unprofiled runs say -61%).
     const bool gpu_time = r.analysis.summary.host_runs_ahead && !r.analysis.gpu_steps.empty();
     if (gpu_time)
@@ -186,7 +186,7 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
                                   "({:.3f} ms a step against {:.3f} ms on the host), the program's pace",
                                   side_name, r.file, r.analysis.summary.gpu_step_median_us / 1e3,
                                   r.analysis.summary.host_step_median_us / 1e3));
-    if (r.analysis.summary.profiler.removed_us > 0)
+    if (!gpu_time && r.analysis.summary.profiler.removed_us > 0)  // the GPU's steps carry no profiler cost
       notes.push_back(fmt::format("{}: {}: step times less the profiler's own cost, as analyze takes it out ({:.3f} "
                                   "ms in all)",
                                   side_name, r.file, r.analysis.summary.profiler.removed_us / 1e3));

@@ -3,21 +3,13 @@
 
 namespace stepscope::analyzer {
 
-DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options,
-                      int skip_first_steps) {
+DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options) {
   DiffRun r;
   r.file = file;
   r.analysis = analyze(trace, options);
   if (r.analysis.source_file.empty()) r.analysis.source_file = file;
-  // The steps the metrics compare (pool_steps drops the same warm-up): a V100 run's aten::item read 6.16 ms a
-  // step over its 6 steps where the 5 compared hold 6.43.
-  std::vector<StepBreakdown> compared;
-  for (const auto& st : r.analysis.steps)
-    if (st.dur_ns > 0) compared.push_back(st);
-  if (skip_first_steps > 0 && compared.size() >= size_t(skip_first_steps) + 2)
-    compared.erase(compared.begin(), compared.begin() + skip_first_steps);
-  r.kernels = kernel_stats_by_name(trace, compared);
-  r.ops = op_stats_by_name(trace, compared);
+  r.kernels = kernel_stats_by_name(trace, r.analysis.steps);
+  r.ops = op_stats_by_name(trace, r.analysis.steps);
   // No kernels to compare on a CPU run: its host functions say what grew instead.
   const HostActivity& h = r.analysis.host_activity;
   if (h.window == "steps" && h.source == "samples")

@@ -176,14 +176,17 @@ void adopt_rank_verdicts(Analysis& merged, const MultiRankAnalysis& m, const std
     shift_of[file->second] = std::stoll(shift->second);
   }
   if (shift_of.empty()) return;
-  for (auto& s : merged.steps) {
-    std::map<Bound, int> votes;
-    for (const auto& r : m.ranks)
-      if (const RankStep* rs = find_step(r, s.index); rs && rs->bound != Bound::Untraced) ++votes[rs->bound];
-    int best = 0;
-    for (const auto& [b, n] : votes)
-      if (n > best) best = n, s.bound = b;
-  }
+  // The host's steps and, where the merged trace's host runs ahead, the GPU's ones the views show then.
+  for (auto* rows : {&merged.steps, &merged.gpu_steps})
+    for (auto& s : *rows) {
+      std::map<Bound, int> votes;
+      for (const auto& r : m.ranks)
+        if (!shift_of.count(r.file)) continue;  // a rank the timeline left out
+        else if (const RankStep* rs = find_step(r, s.index); rs && rs->bound != Bound::Untraced) ++votes[rs->bound];
+      int best = 0;
+      for (const auto& [b, n] : votes)
+        if (n > best) best = n, s.bound = b;
+    }
   std::vector<FindingResult> findings;
   for (const auto& r : m.ranks) {
     auto it = shift_of.find(r.file);

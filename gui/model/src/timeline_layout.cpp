@@ -147,13 +147,24 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
     // A merged block takes the colour most of it has: the one most frequent among the events the merge lands on
     // (one a pixel or so), not the first event's (launch_bound_graph's 3000 steps, 2863 of them gpu-bound, were
     // drawn sync red after their first step).
-    uint32_t votes_colour[4] = {item.colour, 0, 0, 0};
-    uint32_t votes[4] = {1, 0, 0, 0};
+    // Misra-Gries over kSlots counters: the majority colour is always among them (steps have 7 bounds, the
+    // critical path 8 kinds, other lanes many names).
+    constexpr size_t kSlots = 8;
+    uint32_t votes_colour[kSlots] = {item.colour};
+    uint32_t votes[kSlots] = {1};
     size_t kinds = 1;
     auto vote = [&](uint32_t c) {
       for (size_t k = 0; k < kinds; ++k)
         if (votes_colour[k] == c) return void(++votes[k]);
-      if (kinds < 4) votes_colour[kinds] = c, votes[kinds++] = 1;
+      if (kinds < kSlots) return void((votes_colour[kinds] = c, votes[kinds++] = 1));
+      size_t k = 0;  // all slots taken: every counter loses one, and an empty one goes
+      while (k < kinds) {
+        if (--votes[k] == 0) {
+          votes[k] = votes[kinds - 1], votes_colour[k] = votes_colour[kinds - 1], --kinds;
+        } else {
+          ++k;
+        }
+      }
     };
     if (static_cast<double>(e - s) < merge_ns) {
       // Sub-pixel: absorb every event starting less than a pixel after the block's end, until a gap of at
@@ -173,7 +184,7 @@ void lod_lane(const TimelineModel& model, const Lane& lane, int track, int lane_
       }
       for (size_t k = 1; k < kinds; ++k)
         if (votes[k] > votes[0]) std::swap(votes[0], votes[k]), std::swap(votes_colour[0], votes_colour[k]);
-      item.colour = votes_colour[0];
+      if (kinds > 0) item.colour = votes_colour[0];  // none left: no colour held a majority; the first event's
     }
     item.start = static_cast<double>(s);
     item.end = static_cast<double>(e);

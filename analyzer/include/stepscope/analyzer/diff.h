@@ -64,11 +64,8 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
 // The same for framework ops (ranges of source Op, every depth), by their start.
 std::vector<KernelStat> op_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps = {});
 
-// Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()). The kernel
-// and op tables leave out the first `skip_first_steps` steps as the metrics do (DiffConfig::skip_first_steps, when
-// the run keeps at least two): their per-step figures are over the steps compared.
-DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {},
-                      int skip_first_steps = 0);
+// Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()).
+DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {});
 
 enum class Verdict { Unchanged, Regression, Improvement };
 const char* to_string(Verdict v);
