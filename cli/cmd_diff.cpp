@@ -67,7 +67,7 @@ int run_diff(const DiffArgs& a) {
     std::vector<analyzer::DiffRun> runs;
     for (const auto& f : files) {
       store::Trace t = analyzer::load_trace(f);  // throws StoreError("FILE: reason") → exit 2
-      runs.push_back(analyzer::make_diff_run(f, t, options));
+      runs.push_back(analyzer::make_diff_run(f, t, options, config.skip_first_steps));
     }
     return runs;
   };

@@ -358,3 +358,22 @@ TEST_CASE("diff compares the program's pace: the GPU's steps where the host runs
     CHECK(m.change < -0.58);
   }
 }
+
+TEST_CASE("diff's kernel and op tables are over the steps the metrics compare, warm-up left out") {
+  STEPSCOPE_REQUIRE_TRACES();
+  // Per step, the same with and without the first step when every step runs the same kernels: the warm-up out of
+  // the counts and out of the divisor (out of the counts only, a kernel of 10 calls a step read 7.5).
+  const std::string path = test::trace_path("hta/gpu_user_annotation_steps.json.gz");
+  const auto all = analyzer::make_diff_run(path, analyzer::load_trace(path));
+  const auto skipped = analyzer::make_diff_run(path, analyzer::load_trace(path), {}, 1);
+  REQUIRE(all.analysis.steps.size() >= 3);
+  CHECK(skipped.table_steps == int64_t(all.analysis.steps.size()) - 1);
+  const auto d = analyzer::diff_runs({all}, {skipped});
+  REQUIRE(d.kernel_changes.size() + d.kernels_added.size() + d.kernels_removed.size() > 0);
+  for (const auto& k : d.kernel_changes) {
+    INFO(k.name);
+    CHECK(k.new_count_per_step == Approx(k.base_count_per_step).epsilon(0.01));
+  }
+  CHECK(d.kernels_added.empty());
+  CHECK(d.kernels_removed.empty());
+}

@@ -274,14 +274,19 @@ namespace {
 NameLevelDiff name_level_diff(const std::vector<DiffRun>& base, const std::vector<DiffRun>& now,
                               std::vector<KernelStat> DiffRun::*level, const DiffConfig& cfg,
                               bool gpu_level = false) {
-  auto per_side = [level, gpu_level](const std::vector<DiffRun>& runs, double& steps) {
+  // Kernels and ops were counted over DiffRun::table_steps; the host functions over every step.
+  const bool tables = level != &DiffRun::host_functions;
+  auto per_side = [level, gpu_level, tables](const std::vector<DiffRun>& runs, double& steps) {
     std::map<std::string, KernelStat> agg;
     steps = 0;
     for (const auto& r : runs) {
-      size_t counted = r.analysis.steps.size();
+      // Over the steps the tables were counted over (make_diff_run), else every step.
+      size_t counted = tables && r.table_steps >= 0 ? size_t(r.table_steps) : r.analysis.steps.size();
       if (gpu_level)
-        counted = size_t(std::count_if(r.analysis.steps.begin(), r.analysis.steps.end(),
-                                       [](const StepBreakdown& s) { return s.gpu_traced; }));
+        counted = tables && r.table_gpu_steps >= 0
+                      ? size_t(r.table_gpu_steps)
+                      : size_t(std::count_if(r.analysis.steps.begin(), r.analysis.steps.end(),
+                                             [](const StepBreakdown& s) { return s.gpu_traced; }));
       steps += double(std::max<size_t>(1, counted));
       for (const auto& k : r.*level) {
         auto& a = agg[k.name];

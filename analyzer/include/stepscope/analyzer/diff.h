@@ -56,6 +56,9 @@ struct DiffRun {
   // Runs without GPU activity: the training thread's self time per function over the steps (HostActivity of
   // window "steps"; count = samples; off-CPU ones suffixed " (off CPU)"). Empty for GPU runs.
   std::vector<KernelStat> host_functions;
+  // The steps `kernels` and `ops` were counted over (make_diff_run's skip_first_steps left out), and how many of
+  // them had their GPU traced: the divisors of their per-step figures. -1: every step of the analysis.
+  int64_t table_steps = -1, table_gpu_steps = -1;
 };
 
 // Kernel count and time by name, largest total first. With `steps` non-empty only kernels that start inside
@@ -64,8 +67,11 @@ std::vector<KernelStat> kernel_stats_by_name(const store::Trace& trace, const st
 // The same for framework ops (ranges of source Op, every depth), by their start.
 std::vector<KernelStat> op_stats_by_name(const store::Trace& trace, const std::vector<StepBreakdown>& steps = {});
 
-// Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()).
-DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {});
+// Loads nothing: analyzes an already-loaded trace into a DiffRun (analyze() + kernel_stats_by_name()). The kernel
+// and op tables leave out the first `skip_first_steps` steps, as the metrics do (DiffConfig::skip_first_steps,
+// when the run keeps at least two), and record the steps they are over (DiffRun::table_steps).
+DiffRun make_diff_run(const std::string& file, const store::Trace& trace, const AnalyzeOptions& options = {},
+                      int skip_first_steps = 0);
 
 enum class Verdict { Unchanged, Regression, Improvement };
 const char* to_string(Verdict v);
