@@ -276,15 +276,21 @@ TEST_CASE(
 TEST_CASE("a sample's period counts in every step it covers, and a GPU-bound step's thread is off CPU by design") {
   STEPSCOPE_REQUIRE_RECORDINGS();
   test::ScratchDir dir("step_outliers_recordings");
+  // Slow step `index` of a recording's analysis (the analysis kept alive beside it).
+  analyzer::Analysis a;
+  auto slow_step = [&](const std::string& recording, int64_t index) -> const analyzer::SlowStep& {
+    const std::string db = test::decompressed_recording("h100-2026-11-22/" + recording + ".db.xz", dir);
+    REQUIRE(!db.empty());
+    a = analyzer::analyze(analyzer::load_trace(db));
+    const auto& slow = a.step_outliers.slow;
+    auto it = std::find_if(slow.begin(), slow.end(), [&](const analyzer::SlowStep& s) { return s.index == index; });
+    REQUIRE(it != slow.end());
+    return *it;
+  };
   {
     // launch_bound on an H100, 225 µs steps sampled at 1 kHz: step 1102 (11.9 ms) ran 0.8 ms on CPU, sampled only
     // after its end. Credited only to the step the sample fell in, the step read as off CPU the whole 11.9 ms.
-    const std::string db = test::decompressed_recording("h100-2026-11-22/launch_bound.db.xz", dir);
-    REQUIRE(!db.empty());
-    const auto a = analyzer::analyze(analyzer::load_trace(db));
-    const auto& slow = a.step_outliers.slow;
-    auto it = std::find_if(slow.begin(), slow.end(), [](const analyzer::SlowStep& s) { return s.index == 1102; });
-    REQUIRE(it != slow.end());
+    const analyzer::SlowStep* it = &slow_step("launch_bound", 1102);
     INFO(it->explanation);
     CHECK(it->dur_ns > 11800 * US);
     CHECK(it->not_running);
@@ -295,12 +301,7 @@ TEST_CASE("a sample's period counts in every step it covers, and a GPU-bound ste
   {
     // input_bound_prefetch: step 7 (in the GPU's time) grew in GPU work; the training thread waits for the GPU
     // off CPU, which is no sign of preemption, and a copy is not "on CPU".
-    const std::string db = test::decompressed_recording("h100-2026-11-22/input_bound_prefetch.db.xz", dir);
-    REQUIRE(!db.empty());
-    const auto a = analyzer::analyze(analyzer::load_trace(db));
-    const auto& slow = a.step_outliers.slow;
-    auto it = std::find_if(slow.begin(), slow.end(), [](const analyzer::SlowStep& s) { return s.index == 7; });
-    REQUIRE(it != slow.end());
+    const analyzer::SlowStep* it = &slow_step("input_bound_prefetch", 7);
     INFO(it->explanation);
     CHECK(it->category == "gpu_busy");
     CHECK_FALSE(it->not_running);

@@ -395,7 +395,7 @@ void MainWindow::select_step(int row) {
   const int pos = steps_->step_position(row);
   if (!model_ || pos < 0) return;
   const StepInfo& st = model_->steps()[pos];
-  if (auto* d = qobject_cast<QDockWidget*>(steps_view_->parentWidget())) d->raise();
+  show_steps();
   steps_view_->selectRow(steps_proxy_->mapFromSource(steps_->index(row, 0)).row());
   timeline_->set_highlights({{st.start, st.end}});
   timeline_->zoom_to(double(st.start), double(st.end));

@@ -449,9 +449,9 @@ void classify_idle(Context& ctx, const std::vector<SyncPiece>& sync, const std::
     std::map<std::pair<int64_t, int64_t>, std::vector<Interval>> thread_launches;
     for (size_t i = 0; i < t.api_calls.size(); ++i)
       if (ctx.api_op_count[i]) thread_launches[{t.api_calls[i].pid, t.api_calls[i].tid}].push_back({t.api_calls[i].start, t.api_calls[i].end});
+    const auto by_start = [](const Interval& x, const Interval& y) { return x.start < y.start; };
     for (auto& [k, v] : thread_launches)
-      if (!std::is_sorted(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; }))
-        std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; });
+      if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
     const std::vector<Interval>* launches = nullptr;
     size_t launch_from = 0;
     // The queue model: the GPU idles between two pieces of work. When the work that ends the gap was submitted

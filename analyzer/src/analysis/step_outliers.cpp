@@ -42,6 +42,8 @@ const char* step_category_label(const StepCategory& c, bool has_gpu) {
   return c.label;
 }
 
+int64_t median_of_steps(std::vector<int64_t> values) { return detail::median(std::move(values)); }
+
 namespace {
 
 // WaitSource: a data_waits row, by its source; Wait: a data-loader range, by its name. Both read "wait".
@@ -59,9 +61,8 @@ Key key_of(Kind k, int64_t id) { return (uint64_t(k) << 56) | (uint64_t(id) & ((
 Kind kind_of(Key k) { return Kind(k >> 56); }
 int64_t id_of(Key k) { return int64_t(k & ((uint64_t(1) << 56) - 1)); }
 
-int64_t median_of(std::vector<int64_t> v) { return detail::median(std::move(v)); }
-
-// Time per contributor inside each step: events are assigned to the step their start falls in and clipped to it.
+// Time per contributor inside each step: GPU work by its overlap with each step, host events in the step their
+// start falls in, clipped to it (add()).
 class StepContributions {
  public:
   StepContributions(const store::Trace& t, const std::vector<StepBreakdown>& steps, int64_t training_pid,
@@ -95,7 +96,7 @@ class StepContributions {
     if (it != medians_.end()) return it->second;
     std::vector<int64_t> v(steps_.size());
     for (size_t i = 0; i < steps_.size(); ++i) v[i] = value(i, k);
-    return medians_[k] = median_of(std::move(v));
+    return medians_[k] = median_of_steps(std::move(v));
   }
   std::string name(Key k) const {
     const int64_t id = id_of(k);
@@ -272,8 +273,6 @@ const char* one_time_call(std::string_view name) {
 
 }  // namespace
 
-int64_t median_of_steps(std::vector<int64_t> values) { return detail::median(std::move(values)); }
-
 std::string contributor_display_name(const SlowStep& s) {
   // Kernels and native functions are C++ symbols; waits, ops, calls and Python lines are shown as recorded.
   return s.contributor_kind == "kernel" || s.contributor_kind == "function" ? short_symbol(s.contributor) : s.contributor;
@@ -285,10 +284,10 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
   if (steps.size() < kSlowStepMinSteps) return out;
   std::vector<int64_t> durs;
   for (const auto& s : steps) durs.push_back(s.dur_ns);
-  out.median_ns = median_of(durs);
+  out.median_ns = median_of_steps(durs);
   std::vector<int64_t> dev;
   for (int64_t d : durs) dev.push_back(std::llabs(d - out.median_ns));
-  out.noise_ns = int64_t(std::llround(1.4826 * double(median_of(dev))));
+  out.noise_ns = int64_t(std::llround(1.4826 * double(median_of_steps(dev))));
   out.threshold_ns = std::max(int64_t(std::llround(kSlowStepNoiseSigmas * double(out.noise_ns))),
                               int64_t(std::llround(kSlowStepMinShare * double(out.median_ns))));
   std::vector<size_t> slow;
@@ -304,7 +303,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
   for (const auto& c : cats) {
     std::vector<int64_t> v;
     for (const auto& s : steps) v.push_back(s.*(c.field));
-    cat_median.push_back(median_of(std::move(v)));
+    cat_median.push_back(median_of_steps(std::move(v)));
   }
   StepContributions contrib(trace, steps, training_pid, training_tid);
   const bool has_gpu = trace.gpu_event_count() > 0;
@@ -312,7 +311,7 @@ StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<Ste
   std::vector<int64_t> off_cpu;
   for (size_t i = 0; i < contrib.training_on_cpu().size(); ++i)
     off_cpu.push_back(std::max<int64_t>(0, steps[i].dur_ns - contrib.training_on_cpu()[i]));
-  const int64_t off_cpu_median = median_of(off_cpu);
+  const int64_t off_cpu_median = median_of_steps(off_cpu);
   for (size_t i : slow) {
     const StepBreakdown& s = steps[i];
     SlowStep r;

@@ -163,18 +163,20 @@ store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files) {
   return all;
 }
 
-}  // namespace stepscope::analyzer
-
-namespace stepscope::analyzer {
+std::vector<RankPlacement> rank_placements(const std::map<std::string, std::string>& meta) {
+  std::vector<RankPlacement> out;
+  for (size_t k = 0;; ++k) {
+    auto file = meta.find(fmt::format("ranks.file.{}", k));
+    auto shift = meta.find(fmt::format("ranks.shift.{}", k));
+    if (file == meta.end() || shift == meta.end()) break;
+    out.push_back({file->second, std::stoll(shift->second)});
+  }
+  return out;
+}
 
 void adopt_rank_verdicts(Analysis& merged, const MultiRankAnalysis& m, const std::map<std::string, std::string>& meta) {
   std::map<std::string, int64_t> shift_of;  // input file → the ns its times move on the merged clock
-  for (int k = 0;; ++k) {
-    auto file = meta.find("ranks.file." + std::to_string(k));
-    auto shift = meta.find("ranks.shift." + std::to_string(k));
-    if (file == meta.end() || shift == meta.end()) break;
-    shift_of[file->second] = std::stoll(shift->second);
-  }
+  for (const auto& p : rank_placements(meta)) shift_of[p.file] = p.shift_ns;
   if (shift_of.empty()) return;
   // The host's steps and, where the merged trace's host runs ahead, the GPU's ones the views show then.
   for (auto* rows : {&merged.steps, &merged.gpu_steps})

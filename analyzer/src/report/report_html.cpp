@@ -274,9 +274,7 @@ std::string slow_steps_html(const Analysis& a) {
           html_escape(s.explanation), s.index, s.index, us(s.dur_ns), us(s.excess_ns), grew, who);
     }
     out += "</tbody></table>\n";
-    if (o.slow_count > int64_t(o.slow.size()))
-      out += fmt::format("<p>{} more slow steps, shorter than these: the {} longest are explained.</p>\n",
-                         o.slow_count - int64_t(o.slow.size()), o.slow.size());
+    if (auto more = more_slow_steps_words(o); !more.empty()) out += "<p>" + html_escape(more) + ".</p>\n";
   }
   return out + "</section>\n";
 }

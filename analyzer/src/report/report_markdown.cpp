@@ -37,9 +37,7 @@ std::string slow_steps_markdown(const Analysis& a) {
     out += fmt::format("| {} | {} | +{} | {} | {} |\n", s.index, us(s.dur_ns), us(s.excess_ns),
                        markdown_escape(grew_words(s, a.summary.has_gpu)), who);
   }
-  if (o.slow_count > int64_t(o.slow.size()))
-    out += fmt::format("\n{} more slow steps, shorter than these: the {} longest are explained.\n",
-                       o.slow_count - int64_t(o.slow.size()), o.slow.size());
+  if (auto more = more_slow_steps_words(o); !more.empty()) out += "\n" + more + ".\n";
   return out + "\n";
 }
 

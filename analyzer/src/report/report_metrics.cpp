@@ -6,6 +6,7 @@
 
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/report.h"
+#include "stepscope/analyzer/step_outliers.h"
 
 namespace stepscope::analyzer {
 
@@ -20,16 +21,6 @@ double percentile_ms(std::vector<int64_t> durs, double p) {
   std::sort(durs.begin(), durs.end());
   const size_t rank = size_t(std::ceil(p * double(durs.size())));
   return double(durs[std::clamp<size_t>(rank, 1, durs.size()) - 1]) / 1e6;
-}
-
-// The median as every median step figure is computed (the mean of the two middle steps for an even count): over
-// the same host steps, the tracker's figure is the slow-step list's.
-double median_ms(std::vector<int64_t> durs) {
-  if (durs.empty()) return 0;
-  std::sort(durs.begin(), durs.end());
-  const size_t mid = durs.size() / 2;
-  const int64_t m = durs.size() % 2 ? durs[mid] : durs[mid - 1] + (durs[mid] - durs[mid - 1]) / 2;
-  return double(m) / 1e6;
 }
 
 int severity_number(store::Severity s) {
@@ -59,7 +50,8 @@ std::string render_metrics_report(const Analysis& a) {
     bound_ns[s.bound] += s.dur_ns;
   }
   w.kv("stepscope/steps", int64_t(a.steps.size()));
-  w.kv("stepscope/step_median_ms", median_ms(durs));
+  // As every median step figure is computed: over the same host steps, the tracker's is the slow-step list's.
+  w.kv("stepscope/step_median_ms", double(median_of_steps(durs)) / 1e6);
   w.kv("stepscope/step_p95_ms", percentile_ms(durs, 0.95));
   w.kv("stepscope/step_time_s", double(total_ns) / 1e9);
   w.kv("stepscope/data_wait_share", a.summary.data_wait_share);

@@ -55,9 +55,7 @@ std::string render_slow_steps_text(const Analysis& a) {
                                 format_us(double(o.median_ns) / 1e3),
                                 format_us(double(o.threshold_ns) / 1e3), format_us(double(o.noise_ns) / 1e3));
   for (const auto& s : o.slow) out += "  " + printable(s.explanation) + "\n";
-  if (o.slow_count > int64_t(o.slow.size()))
-    out += fmt::format("  … {} more slow steps, shorter than these: the {} longest are explained\n",
-                       o.slow_count - int64_t(o.slow.size()), o.slow.size());
+  if (auto more = more_slow_steps_words(o); !more.empty()) out += "  … " + more + "\n";
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "report/report_util.h"
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <unistd.h>
@@ -321,6 +322,12 @@ std::string grew_words(const SlowStep& s, bool has_gpu) {
 
 std::string not_running_words(const SlowStep& s) {
   return "not running: +" + format_us(double(s.off_cpu_ns - s.off_cpu_median_ns) / 1e3) + " off CPU";
+}
+
+std::string more_slow_steps_words(const StepOutliers& o) {
+  if (o.slow_count <= int64_t(o.slow.size())) return {};
+  return fmt::format("{} more slow steps, shorter than these: the {} longest are explained",
+                     o.slow_count - int64_t(o.slow.size()), o.slow.size());
 }
 
 }  // namespace report_util

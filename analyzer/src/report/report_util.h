@@ -39,5 +39,8 @@ std::string capitalized(std::string s);
 std::string grew_words(const SlowStep& s, bool has_gpu);
 // A slow step whose training thread was not running (SlowStep::not_running): "not running: +120 ms off CPU".
 std::string not_running_words(const SlowStep& s);
+// The slow steps past the explained ones, counted: "10 more slow steps, shorter than these: the 20 longest are
+// explained"; "" when every slow step is explained.
+std::string more_slow_steps_words(const StepOutliers& o);
 
 }  // namespace stepscope::analyzer::report_util

@@ -30,16 +30,13 @@ void TimelineModel::build_cross_rank(std::shared_ptr<const analyzer::MultiRankAn
   // Rank i of the analysis is the merged trace's rank k whose input is the same file.
   cr.merged.assign(n, -1);
   cr.shift.assign(n, 0);
-  for (int k = 0;; ++k) {
-    auto file = meta.find("ranks.file." + std::to_string(k));
-    auto shift = meta.find("ranks.shift." + std::to_string(k));
-    if (file == meta.end() || shift == meta.end()) break;
+  const auto placed = analyzer::rank_placements(meta);
+  for (size_t k = 0; k < placed.size(); ++k)
     for (size_t i = 0; i < n; ++i)
-      if (m.ranks[i].file == file->second) {
-        cr.merged[i] = k;
-        cr.shift[i] = std::stoll(shift->second);
+      if (m.ranks[i].file == placed[k].file) {
+        cr.merged[i] = int(k);
+        cr.shift[i] = placed[k].shift_ns;
       }
-  }
   cr.report = analyzer::render_multirank_report(m, analyzer::ReportFormat::Text);
 
   // The step across every rank on the merged clock: where a cross-rank finding's step lies.

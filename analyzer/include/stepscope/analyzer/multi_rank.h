@@ -294,6 +294,14 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
 // t + shift there.
 store::Trace merge_ranks_for_timeline(const std::vector<std::string>& files);
 
+// Where that trace put each merged rank, in merged order k: its input (meta ranks.file.<k>) and the ns added to its
+// times (ranks.shift.<k>). Empty for a trace that is no merge of ranks.
+struct RankPlacement {
+  std::string file;
+  int64_t shift_ns = 0;
+};
+std::vector<RankPlacement> rank_placements(const std::map<std::string, std::string>& meta);
+
 // The verdicts of the ranks themselves in the analysis of that merged trace (the GUI's, of `stepscope-gui DIR`):
 // analyzed as one program, 8 ranks' GPUs read as one busy GPU ("gpu-bound" steps, input-bound 5.3%, no
 // launch-overhead where every rank had it high). Its findings become every rank's own (m from analyze_ranks with
