@@ -306,6 +306,40 @@ class ModelTest : public QObject {
     QVERIFY(dl.busy.empty());
   }
 
+  void mergedStepsTakeTheirMajorityColour() {
+    // 40 steps of 1 ms drawn in 40 px (each step voted on): one merged block, whose first step is sync-bound
+    // and whose majority is gpu-bound among all six bounds (a first-event colour drew launch_bound_graph's
+    // 2863 gpu-bound steps sync red; a vote of four slots never counted a fifth bound).
+    const analyzer::Bound order[] = {analyzer::Bound::Sync, analyzer::Bound::Input, analyzer::Bound::Launch,
+                                     analyzer::Bound::Host, analyzer::Bound::Other, analyzer::Bound::Gpu};
+    auto with = [&](auto bound_of) {
+      auto a = std::make_shared<analyzer::Analysis>();
+      for (int s = 0; s < 40; ++s) {
+        analyzer::StepBreakdown b;
+        b.index = s, b.start_ns = kBase + s * kMs, b.dur_ns = kMs, b.bound = bound_of(s);
+        a->steps.push_back(b);
+      }
+      a->summary.steps = 40;
+      auto m = TimelineModel::build(synthetic_trace(), a);
+      const int tr = track_of(*m, TrackKind::Steps);
+      DrawList dl = build_draw_list(*m, Viewport{double(kBase), double(kBase + 40 * kMs), 40}, {tr});
+      return std::make_pair(m, dl);
+    };
+    // Steps 0-4 one each of five bounds, then gpu on every other step and the five bounds in turn between.
+    auto [m, dl] = with([&](int s) {
+      return s < 5 ? order[s] : s % 2 ? analyzer::Bound::Gpu : order[(s / 2) % 5];
+    });
+    QCOMPARE(dl.items.size(), size_t(1));
+    QCOMPARE(dl.items[0].count, uint32_t(40));
+    QCOMPARE(dl.items[0].colour,
+             m->colour_key({EventKind::Step, 1 + 4}));  // step 5: gpu-bound, not step 0's sync
+    QCOMPARE(QString::fromStdString(m->steps()[5].bound), QString("gpu"));
+    // Six bounds in turn, sync and three others seven times each: a tie goes to the first step's.
+    auto [m2, dl2] = with([&](int s) { return order[s % 6]; });
+    QCOMPARE(dl2.items.size(), size_t(1));
+    QCOMPARE(dl2.items[0].colour, m2->colour_key({EventKind::Step, 0}));
+  }
+
   void sampleDensity() {
     auto m = TimelineModel::build(synthetic_trace());
     const int tr = track_of(*m, TrackKind::CpuSamples);

@@ -12,6 +12,7 @@
 #include <QtTest>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "main_window.h"
@@ -142,6 +143,51 @@ class RanksTest : public QObject {
     QVERIFY2(details.contains(QString::fromStdString(report.substr(path_line, report.find('\n', path_line) - path_line))),
              qPrintable(details));
     QVERIFY(details.contains("What-if: the job's step, "));
+
+    // The Findings track: a lane a rule, not one a rank's finding (23 lanes pushed the job's path off the
+    // screen). Each lane's blocks are one rule's, drawn by its most severe finding and named with how many
+    // ranks it holds.
+    std::map<std::string, std::vector<size_t>> of_rule;
+    for (size_t i = 0; i < m.findings().size(); ++i) of_rule[m.findings()[i].rule].push_back(i);
+    QCOMPARE(of_rule["launch-overhead"].size(), size_t(8));
+    const auto severity = [&](size_t i) {
+      const std::string& s = m.findings()[i].severity;
+      return s == "high" ? 2 : s == "medium" ? 1 : 0;
+    };
+    int findings_track = -1;
+    for (size_t t = 0; t < m.tracks().size(); ++t)
+      if (m.tracks()[t].kind == TrackKind::Findings) findings_track = int(t);
+    QVERIFY(findings_track >= 0);
+    const Track& found = m.tracks()[size_t(findings_track)];
+    QCOMPARE(found.lanes.size(), of_rule.size());
+    std::set<std::string> lane_rules;
+    for (const Lane& l : found.lanes) {
+      QVERIFY(l.size() > 0);
+      const uint32_t head = l.rows[0];
+      const FindingInfo& h = m.findings()[head];
+      QVERIFY(lane_rules.insert(h.rule).second);
+      const auto& members = of_rule[h.rule];
+      QCOMPARE(h.drawn_by, -1);
+      QCOMPARE(size_t(h.drawn_for), members.size());
+      for (size_t i = 0; i < l.size(); ++i) QCOMPARE(l.rows[i], head);
+      for (size_t i : members) {
+        QVERIFY(severity(i) <= severity(head));
+        if (i != head) QCOMPARE(m.findings()[i].drawn_by, int32_t(head));
+        // Selected in the panel, a rank's finding is outlined on its rule's lane.
+        auto loc = m.locate({EventKind::Finding, uint32_t(i)});
+        QVERIFY(loc && loc->track == findings_track && &found.lanes[size_t(loc->lane)] == &l);
+      }
+      const std::string name = m.name_of({EventKind::Finding, head});
+      QCOMPARE(QString::fromStdString(name),
+               members.size() > 1
+                   ? QString("%1 · %2 ranks").arg(QString::fromStdString(h.rule)).arg(members.size())
+                   : QString::fromStdString(h.rule));
+    }
+    QVERIFY(lane_rules.count("launch-overhead"));
+    for (size_t i : of_rule["launch-overhead"])
+      if (m.findings()[i].drawn_by < 0)
+        QCOMPARE(QString::fromStdString(m.name_of({EventKind::Finding, uint32_t(i)})),
+                 QString("launch-overhead · 8 ranks"));
 
     // The straggler: rank 7, its lane titled so and its process and GPU groups marked, no other rank's.
     QVERIFY(cr->straggler >= 0);

@@ -97,6 +97,22 @@ class WidgetsTest : public QObject {
     QCOMPARE(c.rgb(), view.palette_colours().event_colour(view.model()->colour_key({EventKind::Kernel, 2}), false).rgb());
   }
 
+  void aLongTitleKeepsItsIdAndWhatTheRowHolds() {
+    const QFontMetrics fm(QFont{});
+    const QString waits = "thread 25738 (python_data_loader_main) · data waits";
+    const int width = fm.horizontalAdvance("thread 25738 (python) · data waits") - 2;
+    const QString shown = TimelineView::gutter_title(fm, waits, width);
+    QVERIFY2(shown.startsWith("thread 25738 (") && shown.endsWith("… · data waits"), qPrintable(shown));
+    QVERIFY(fm.horizontalAdvance(shown) <= width);
+    QCOMPARE(TimelineView::gutter_title(fm, "Stream 7", width), QString("Stream 7"));  // fits: as it is
+    const QString gpu =
+        TimelineView::gutter_title(fm, "GPU 0 Tesla V100-SXM2-32GB stream of the NCCL kernels", width);
+    QVERIFY2(gpu.startsWith("GPU 0 Tesla") && gpu.endsWith("…"), qPrintable(gpu));  // no " · ": its end goes
+    // Too narrow to keep any of the name before " · ": the whole title loses its end.
+    const QString narrow = TimelineView::gutter_title(fm, waits, fm.horizontalAdvance(" · data waits") + 4);
+    QVERIFY2(narrow.startsWith("thr") && narrow.endsWith("…"), qPrintable(narrow));
+  }
+
   void clickSelectsEventAndShowsDetails() {
     MainWindow w;
     w.set_synchronous(true);

@@ -474,7 +474,7 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
     const QString title = (tracks[row.track].graphs_open_inside ? (layout_.graphs_open(row.track) ? "▾ " : "▸ ") : "") +
                           qs(tracks[row.track].title);
     p.drawText(QRect(14, y, kGutterWidth - 18, std::min(row.height, lane_h)), Qt::AlignVCenter | Qt::AlignLeft,
-               fm.elidedText(title, Qt::ElideMiddle, kGutterWidth - 18));
+               gutter_title(fm, title, kGutterWidth - 18));
   }
 }
 
@@ -778,6 +778,18 @@ bool TimelineView::viewportEvent(QEvent* e) {
     return true;
   }
   return QAbstractScrollArea::viewportEvent(e);
+}
+
+QString TimelineView::gutter_title(const QFontMetrics& fm, const QString& title, int width) {
+  if (fm.horizontalAdvance(title) <= width) return title;
+  const qsizetype cut = title.lastIndexOf(QStringLiteral(" · "));
+  if (cut > 0) {
+    const QString what = title.mid(cut);
+    const int room = width - fm.horizontalAdvance(what);
+    if (room >= fm.horizontalAdvance(QStringLiteral("thread …")))
+      return fm.elidedText(title.left(cut), Qt::ElideRight, room) + what;
+  }
+  return fm.elidedText(title, Qt::ElideRight, width);
 }
 
 // ---- selection and search

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QAbstractScrollArea>
+#include <QFontMetrics>
 #include <QFutureWatcher>
 #include <QLineF>
 #include <functional>
@@ -36,6 +37,11 @@ class TimelineView : public QAbstractScrollArea {
 
   explicit TimelineView(QWidget* parent = nullptr);
   ~TimelineView() override;
+
+  // A track's title as the gutter draws it in `width`: too long, its name loses its end but not the row's id
+  // or what the row holds ("thread 25738 (pyt… · data waits"; elided in the middle it read "thread 25738
+  // (p…n) · data waits").
+  static QString gutter_title(const QFontMetrics& fm, const QString& title, int width);
 
   void set_model(std::shared_ptr<const TimelineModel> model);
   const std::shared_ptr<const TimelineModel>& model() const { return model_; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "report/report_util.h"
 #include "stepscope/analyzer/analysis_json.h"
 #include "stepscope/analyzer/json_writer.h"
 #include "stepscope/analyzer/multi_rank.h"
@@ -213,9 +214,8 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
           ms(m.job_step_ns), ms(x.job_step_ns), x.rule.str(), x.rank, ms(x.rank_saving_ns));
   }
   if (hidden)
-    what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in the JSON, analyze --json "
-                           "or report -f json)\n",
-                           hidden);
+    what_if += fmt::format("({} more rank-level cure(s) buy the job less or nothing: all of them in the JSON, {})\n",
+                           hidden, report_util::kJsonHint);
   what_if = path_line(m) + what_if;
   const std::string legend =
       "Per rank, mean over the aligned steps: compute is the union of its non-communication GPU work; "

@@ -205,7 +205,10 @@ std::string TimelineModel::name_of(EventRef e) const {
       if (!s.bound.empty()) n += " · " + s.bound + "-bound";
       return n;
     }
-    case EventKind::Finding: return findings_[e.row].rule;
+    case EventKind::Finding: {
+      const FindingInfo& f = findings_[e.row];
+      return f.drawn_for > 1 ? f.rule + " · " + std::to_string(f.drawn_for) + " ranks" : f.rule;
+    }
     case EventKind::PathSegment: {
       const auto& sg = analysis_->critical_path.path[e.row];
       return std::string(analyzer::to_string(sg.kind)) + ": " + std::string(sg.what);
@@ -314,6 +317,17 @@ std::optional<TimelineModel::Location> TimelineModel::locate(EventRef e) const {
   if (track < 0) return std::nullopt;
   const int64_t start = start_of(e);
   const Track& tr = tracks_[track];
+  if (e.kind == EventKind::Finding && findings_[e.row].drawn_by >= 0) {
+    // A rank's finding drawn by its rule's lane in a folder of ranks: the block of that lane where it begins.
+    const uint32_t by = uint32_t(findings_[e.row].drawn_by);
+    for (size_t li = 0; li < tr.lanes.size(); ++li) {
+      const Lane& l = tr.lanes[li];
+      for (size_t i = 0; i < l.size(); ++i)
+        if (l.rows[i] == by && l.starts[i] <= start && (l.end(i) > start || l.starts[i] == start))
+          return Location{track, static_cast<int>(li), i};
+    }
+    return std::nullopt;
+  }
   for (size_t li = 0; li < tr.all_lanes(); ++li) {  // a graph's row: in graph_lanes, numbered after lanes
     const Lane& l = tr.lane_at(li);
     for (size_t i = l.first_starting_at_or_after(start); i < l.size() && l.starts[i] == start; ++i)

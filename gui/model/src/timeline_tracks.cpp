@@ -164,17 +164,49 @@ void TimelineModel::add_analysis_tracks() {
     tr.group = "Analysis";
     tr.title = "Findings";
     // One lane (or more, where its ranges overlap) a finding, in the findings' order: packed first-fit, a rule
-    // moved from lane to lane at every step (no-tensor-cores on top at step 0, input-bound at step 1).
+    // moved from lane to lane at every step (no-tensor-cores on top at step 0, input-bound at step 1). In a folder
+    // of ranks the ranks' findings of one rule share a lane ("launch-overhead · 8 ranks"; DLRM's 8 ranks filled 23
+    // lanes), drawn by the most severe of them, whose colour and selection the blocks take.
+    std::vector<std::vector<uint32_t>> groups;
+    std::map<std::string, size_t> group_of_rule;
     for (size_t i = 0; i < findings_.size(); ++i) {
       const FindingInfo& f = findings_[i];
-      std::vector<Item> items;
-      for (int64_t s : f.cross_rank ? std::vector<int64_t>() : f.steps) {
-        int p = step_position(s);
-        if (p < 0) continue;
-        items.push_back({steps_[p].start, steps_[p].end, static_cast<uint32_t>(i), EventKind::Finding});
+      if (!cross_rank_ || f.cross_rank) {
+        groups.push_back({uint32_t(i)});
+        continue;
       }
-      if (items.empty())
-        for (const auto& r : f.ranges) items.push_back({r.first, r.second, static_cast<uint32_t>(i), EventKind::Finding});
+      auto [it, fresh] = group_of_rule.emplace(f.rule, groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(uint32_t(i));
+    }
+    auto severity = [&](uint32_t i) {
+      const std::string& s = findings_[i].severity;
+      return s == "high" ? 2 : s == "medium" ? 1 : 0;
+    };
+    for (const auto& g : groups) {
+      const uint32_t head = *std::max_element(g.begin(), g.end(), [&](uint32_t a, uint32_t b) {
+        return severity(a) < severity(b);  // the first of the most severe
+      });
+      for (uint32_t i : g) findings_[i].drawn_by = head == i ? -1 : int32_t(head);
+      findings_[head].drawn_for = uint32_t(g.size());
+      std::vector<Item> items;
+      std::set<int> positions;  // a step once, however many ranks share it
+      for (uint32_t i : g)
+        for (int64_t s : findings_[i].cross_rank ? std::vector<int64_t>() : findings_[i].steps)
+          if (int p = step_position(s); p >= 0 && positions.insert(p).second)
+            items.push_back({steps_[p].start, steps_[p].end, head, EventKind::Finding});
+      if (items.empty()) {
+        for (uint32_t i : g)
+          for (const auto& r : findings_[i].ranges) items.push_back({r.first, r.second, head, EventKind::Finding});
+        if (g.size() > 1) {  // the ranks' ranges as their union: one lane, not one a rank again
+          std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.start < b.start; });
+          size_t kept = 0;
+          for (const Item& it : items)
+            if (kept && it.start <= items[kept - 1].end) items[kept - 1].end = std::max(items[kept - 1].end, it.end);
+            else items[kept++] = it;
+          items.resize(kept);
+        }
+      }
       for (Lane& l : stack_into_lanes(items, same)) tr.lanes.push_back(std::move(l));
     }
     findings_track_ = static_cast<int>(tracks_.size());

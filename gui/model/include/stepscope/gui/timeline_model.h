@@ -163,6 +163,11 @@ struct FindingInfo {
   // A finding of the cross-rank analysis (`straggler`, `exposed-comm`): `steps` are aligned step indexes and
   // `ranges` each such step across every rank on the merged clock; its extent is its first step.
   bool cross_rank = false;
+  // In a folder of ranks the ranks' findings of one rule share a lane, drawn by the most severe of them: the
+  // finding whose blocks stand for this one (-1: its own) and, on that one, how many findings its blocks
+  // stand for.
+  int32_t drawn_by = -1;
+  uint32_t drawn_for = 1;
 };
 
 // An analysis' finding as the model keeps it, but for its ranges (a single trace's lie on its clock, a cross-rank
