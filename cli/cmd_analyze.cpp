@@ -69,6 +69,7 @@ void print_text(const analyzer::Analysis& a) {
   const auto& s = a.summary;
   fmt::print("{}\n", a.source_file);
   if (auto note = analyzer::flight_note(s); !note.empty()) fmt::print("{}\n", note);
+  if (auto note = analyzer::malformed_events_note(s); !note.empty()) fmt::print("{}\n", note);
   fmt::print("{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source, s.kernels, s.memcpys,
              s.memsets);
   if (!s.has_gpu) {
@@ -246,7 +247,8 @@ int run_analyze_ranks(const AnalyzeArgs& args) {
 }
 
 int run_analyze(AnalyzeArgs& args) {
-  if (args.files.size() > 1 || std::filesystem::is_directory(args.files.front()) || !args.rank_csv.empty())
+  std::error_code ec;  // a symlink loop is no folder: its file's error says what it is
+  if (args.files.size() > 1 || std::filesystem::is_directory(args.files.front(), ec) || !args.rank_csv.empty())
     return run_analyze_ranks(args);
   args.file = args.files.front();
   store::Trace trace = analyzer::load_trace(args.file);

@@ -32,13 +32,17 @@ int run_diff(const DiffArgs& a) {
       throw CLI::ValidationError("FILES", "give BASE NEW, or --base FILE... --new FILE... for several runs per side");
     base = {a.positional[0]};
     now = {a.positional[1]};
-    ranks = std::filesystem::is_directory(base[0]) && std::filesystem::is_directory(now[0]);
-    if (ranks) base = analyzer::expand_rank_inputs(base), now = analyzer::expand_rank_inputs(now);
   } else {
     if (!a.positional.empty())
       throw CLI::ValidationError("FILES", "positional files cannot be mixed with --base/--new");
     if (base.empty() || now.empty()) throw CLI::ValidationError("FILES", "--base and --new both need at least one file");
   }
+  {
+    std::error_code ec;  // a symlink loop is no folder: its file's error says what it is
+    ranks = base.size() == 1 && now.size() == 1 && std::filesystem::is_directory(base[0], ec) &&
+            std::filesystem::is_directory(now[0], ec);
+  }
+  if (ranks) base = analyzer::expand_rank_inputs(base), now = analyzer::expand_rank_inputs(now);
   if (a.format != "text" && a.format != "md" && a.format != "json")
     throw CLI::ValidationError("--format", "unknown format '" + a.format + "' (text, md, json)");
 

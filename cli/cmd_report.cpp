@@ -71,7 +71,8 @@ int run_report_one_by_one(const ReportArgs& a, const std::vector<std::string>& f
 int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
   store::require_not_an_input(a.out, analyzer::expand_rank_inputs(a.files));  // a folder's files too
-  if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front())) {
+  std::error_code ec;
+  if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front(), ec)) {
     if (format == analyzer::ReportFormat::Metrics)
       throw CLI::ValidationError("--format", "metrics summarizes one run: give one store or trace");
     analyzer::MultiRankOptions options;

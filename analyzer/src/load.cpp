@@ -226,6 +226,14 @@ void merge_into(Trace& into, const Trace& from) {
 
 Trace load_traces(const std::vector<std::string>& paths, const LoadOptions& options) {
   if (paths.size() == 1) return load_trace(paths[0], options);
+  // One file given twice is every row twice, merged without a word (`analyze` of the pair refused it, `import` did
+  // not): the same file by any path, hard links included.
+  for (size_t i = 0; i < paths.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(paths[i], paths[j], ec))
+        throw StoreError(paths[i], "given twice (as " + paths[j] + "): each file once");
+    }
   Trace all;
   for (size_t i = 0; i < paths.size(); ++i) {
     Trace t = load_trace(paths[i], options);

@@ -383,6 +383,22 @@ TEST_CASE("step sources in order: regex, profiler-step, optimizer, dataloader, p
     CHECK(a.steps[1].start_ns == 850 * US);
     CHECK(a.steps[1].dur_ns == 1000 * US);
   }
+  SECTION("Optimizer.step ranges of no length are no steps: the next source, not a crash") {
+    // A trace's zero, negative or rounded-away durations: every optimizer range empty left nothing to start from
+    // (`analyze` crashed on it, exit 139).
+    for (auto& r : b.t.ranges)
+      if (b.t.str(r.name).rfind("Optimizer", 0) == 0) r.end = r.start - (&r - b.t.ranges.data()) % 2;
+    auto a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "dataloader");
+    CHECK(a.summary.steps == 4);
+    b.range("Optimizer.zero_grad#SGD.zero_grad", 300 * US, 310 * US, store::RangeSource::Annotation);
+    b.range("Optimizer.zero_grad#SGD.zero_grad", 1300 * US, 1310 * US, store::RangeSource::Annotation);
+    a = analyzer::analyze(b.t);
+    CHECK(a.summary.step_source == "optimizer");  // the zero_grad ranges mark them
+    REQUIRE(a.summary.steps == 2);
+    CHECK(a.steps[0].start_ns == 300 * US);
+    CHECK(a.steps[0].dur_ns == 1000 * US);
+  }
   SECTION("dataloader") {
     b.t.ranges.erase(std::remove_if(b.t.ranges.begin(), b.t.ranges.end(),
                                     [&](auto& r) { return b.t.str(r.name).rfind("Optimizer", 0) == 0; }),

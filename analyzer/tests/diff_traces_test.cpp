@@ -319,8 +319,12 @@ TEST_CASE(
   if (test::have_program("sqlite3"))
     REQUIRE(test::run_shell("sqlite3 " + test::shell_quote(ranks + "/optuna.db") + " 'create table t(i int)'")
                 .status == 0);
-  CHECK(test::run_command(bin + " diff " + test::shell_quote(ranks) + " " + test::shell_quote(ranks))
-            .exit_code == 0);
+  const auto folders = test::run_command(bin + " diff " + test::shell_quote(ranks) + " " + test::shell_quote(ranks));
+  CHECK(folders.exit_code == 0);
+  // The same two folders as --base/--new: a job's ranks, as given positionally (was "is a directory, not a store").
+  const auto named = test::run_command(bin + " diff --base " + test::shell_quote(ranks) + " --new " + test::shell_quote(ranks));
+  CHECK(named.exit_code == 0);
+  CHECK(named.output == folders.output);
   std::ofstream(ranks + "/rank1.db");  // empty
   refused(
       test::shell_quote(ranks) + " " + test::shell_quote(ranks),

@@ -63,6 +63,44 @@ TEST_CASE("stepscope import: bad input exits 2 with one line naming the file, le
   CHECK(files_in(dir.path()) == 2);  // only the two inputs
 }
 
+TEST_CASE("a symlink loop, one file given twice and a rank link to nothing: one line naming it, exit 2") {
+  if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
+  test::ScratchDir dir("import_cli_links");
+  const std::string a = dir.file("a.json"), b = dir.file("b.json");
+  fs::create_symlink(b, a), fs::create_symlink(a, b);
+  // The loop: named as what it is, in each command's own form (was "filesystem error: status: …" from analyze and
+  // diff, "no such file" from the others).
+  for (const std::string& cmd : {"analyze " + a, "diff " + a + " " + b, "info " + a, "import " + a + " -o " +
+                                dir.file("o.db"), "report " + a}) {
+    Run r = run(cmd, dir);
+    INFO(cmd << ": " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err == "stepscope: " + a + ": cannot read: Too many levels of symbolic links\n");
+  }
+  // One trace twice is every row twice: refused (import merged it, exit 0, 490 kernels for 245).
+  const std::string t = dir.file("t.json");
+  std::ofstream(t) << R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2,
+    "args":{"device":0,"stream":7}}]})";
+  fs::create_hard_link(t, dir.file("t_link.json"));
+  for (const std::string& again : {t, dir.file("t_link.json")}) {
+    Run r = run("import " + t + " " + again + " -o " + dir.file("o.db"), dir);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err == "stepscope: " + again + ": given twice (as " + t + "): each file once\n");
+    CHECK(!fs::exists(dir.file("o.db")));
+  }
+  // A folder of ranks with a link named as a rank that leads nowhere: a rank lost, said (it was passed over).
+  const std::string ranks = dir.file("ranks");
+  fs::create_directories(ranks);
+  fs::copy_file(t, ranks + "/rank0.json");
+  fs::create_symlink(dir.file("nowhere.json"), ranks + "/rank1.json");
+  Run r = run("analyze " + ranks, dir);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err == "stepscope: " + ranks + "/rank1.json: a symbolic link to nothing readable (no such file); remove it "
+                 "from the folder or name the files to read\n");
+}
+
 TEST_CASE("stepscope import then export: counts survive, output written atomically") {
   if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
   STEPSCOPE_REQUIRE_TRACES();

@@ -473,3 +473,43 @@ TEST_CASE("another accelerator's events and CUPTI range-profiler metrics are cou
   CHECK(analyzer::no_gpu_note(ra.summary).find("CUPTI range-profiler metrics whose times Kineto makes up") !=
         std::string::npos);
 }
+
+TEST_CASE("events whose times or kinds cannot be read are left out, counted and said, never read as 0") {
+  test::ScratchDir dir("import_malformed");
+  // Two good kernels 1 ms apart, and kernels whose ts or dur is a string, null, a bare NaN, past int64, negative;
+  // one whose cat is a number. Read as 0 (strtod of a string) a "ts":"1000" kernel put the GPU span at 1.67e9 s.
+  const std::string f = dir.file("malformed.json");
+  std::ofstream(f) << R"({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1672876800000000,"dur":500,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1672876800001000,"dur":500.5,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":"1000","dur":500,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":null,"dur":500,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1e300,"dur":500,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1672876800002000,"dur":-5,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1672876800003000,"dur":"abc","args":{"device":0,"stream":7}},
+    {"ph":"X","cat":7,"name":"k","pid":0,"tid":7,"ts":1672876800004000,"dur":5,"args":{"device":0,"stream":7}},
+    {"ph":7,"cat":"kernel","name":"k","pid":0,"tid":7,"ts":1672876800005000,"dur":5}]})";
+  const auto t = analyzer::load_trace(f);
+  REQUIRE(t.kernels.size() == 2);
+  CHECK(t.kernels[1].end - t.kernels[0].start == 1'500'500);
+  CHECK(t.meta.at("import.dropped_events") == "(cat not a string):1,(dur not a duration):2,(no ph):1,(ts not a time):3");
+  const auto a = analyzer::analyze(t);
+  CHECK(a.summary.malformed_events == "(cat not a string):1,(dur not a duration):2,(no ph):1,(ts not a time):3");
+  CHECK(a.summary.gpu_span_us == Approx(1500.5));
+  const std::string note =
+      "The file held 7 events that could not be read and were left out (1 cat not a string, 2 dur not a duration, 1 "
+      "no ph, 3 ts not a time): every figure here is over the rest.";
+  CHECK(analyzer::malformed_events_note(a.summary) == note);
+  // Flows and instants the importer does not keep are no loss: nothing said.
+  analyzer::AnalysisSummary kinds;
+  kinds.malformed_events = "";
+  CHECK(analyzer::malformed_events_note(kinds).empty());
+
+  int64_t ns = 0;
+  CHECK(analyzer::import::us_token_to_ns("12.5 ", ns));
+  CHECK(ns == 12500);
+  CHECK(analyzer::import::us_token_to_ns("-3", ns));
+  CHECK(ns == -3000);
+  for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "12abc", "", "{}"})
+    CHECK_FALSE(analyzer::import::us_token_to_ns(bad, ns));
+}

@@ -315,8 +315,8 @@ void MainWindow::on_loaded(const LoadResult& r) {
   // Where the steps came from when nothing marked them, whatever the details pane shows (a selected finding
   // hid it: a periodic trace never said its steps were inferred).
   if (const auto* a = r.model->analysis())
-    if (auto note = analyzer::step_source_note(a->summary); !note.empty())
-      status_->setText(status_->text() + " — " + QString::fromStdString(note));
+    for (const auto& note : {analyzer::malformed_events_note(a->summary), analyzer::step_source_note(a->summary)})
+      if (!note.empty()) status_->setText(status_->text() + " — " + QString::fromStdString(note));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;
     for (const auto& s : r.model->steps())

@@ -31,7 +31,9 @@ bool has_table(sqlite3* db, const char* name) {
 std::string missing_file_reason(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return "is a directory, not a store";
-  if (!std::filesystem::exists(path, ec)) return "no such file";
+  const bool there = std::filesystem::exists(path, ec);
+  if (ec) return "cannot read: " + ec.message();  // a symlink loop: not "no such file"
+  if (!there) return "no such file";
   if (!std::filesystem::is_regular_file(path, ec)) return "not a regular file";
   if (std::ifstream in(path, std::ios::binary); !in) return std::string("cannot read: ") + std::strerror(errno);
   return "cannot read";

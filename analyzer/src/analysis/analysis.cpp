@@ -65,15 +65,19 @@ void kernel_stats(const store::Trace& t, Analysis& a) {
 
 void utilization(const detail::Context& ctx, Analysis& a) {
   if (ctx.busy.empty()) return;
-  int64_t g0 = ctx.busy.front().start, g1 = ctx.busy.back().end;
-  int64_t bucket = std::max<int64_t>(1, (g1 - g0 + int64_t(kUtilizationBuckets) - 1) / int64_t(kUtilizationBuckets));
-  a.utilization_bucket_ns = bucket;
-  std::vector<int64_t> busy(size_t((g1 - g0 + bucket - 1) / bucket), 0);
+  // Offsets from the first busy ns, unsigned: a file's times near the ends of int64 wrapped the span negative and
+  // asked for a vector of 2^64 buckets.
+  const int64_t g0 = ctx.busy.front().start;
+  const auto off = [g0](int64_t t) { return uint64_t(t) - uint64_t(g0); };
+  const uint64_t span = off(ctx.busy.back().end), n = kUtilizationBuckets;
+  const uint64_t bucket = std::max<uint64_t>(1, span / n + (span % n != 0));
+  a.utilization_bucket_ns = int64_t(bucket);
+  std::vector<int64_t> busy(size_t(span / bucket + (span % bucket != 0)), 0);
   for (const auto& iv : ctx.busy)
-    for (int64_t s = iv.start; s < iv.end;) {
-      size_t b = size_t((s - g0) / bucket);
-      int64_t e = std::min(iv.end, g0 + int64_t(b + 1) * bucket);
-      busy[b] += e - s;
+    for (uint64_t s = off(iv.start), end = off(iv.end); s < end && s < span;) {
+      const size_t b = size_t(s / bucket);
+      const uint64_t e = std::min(end, uint64_t(b + 1) * bucket);
+      busy[b] += int64_t(e - s);
       s = e;
     }
   for (auto v : busy) a.utilization.push_back(double(v) / double(bucket));
@@ -268,6 +272,16 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
   }
   if (auto it = trace.meta.find("import.unread_device_events"); it != trace.meta.end())
     s.unread_device_events = it->second;
+  if (auto it = trace.meta.find("import.dropped_events"); it != trace.meta.end()) {
+    // "(no ph):984,f:12,s:12": the kinds the importer does not keep (flows, instants) are no loss; "(...)" are.
+    for (size_t pos = 0; pos < it->second.size();) {
+      size_t comma = it->second.find(',', pos);
+      if (comma == std::string::npos) comma = it->second.size();
+      if (it->second[pos] == '(')
+        s.malformed_events += (s.malformed_events.empty() ? "" : ",") + it->second.substr(pos, comma - pos);
+      pos = comma + 1;
+    }
+  }
 
 }
 

@@ -104,6 +104,27 @@ std::string no_gpu_note(const AnalysisSummary& s) {
   return why + ": no GPU breakdown or GPU finding is possible; what follows covers host time only.";
 }
 
+std::string malformed_events_note(const AnalysisSummary& s) {
+  if (s.malformed_events.empty()) return {};
+  int64_t total = 0;
+  std::string why;  // "(ts not a time):3,(no ph):984" -> "3 ts not a time, 984 no ph"
+  for (size_t pos = 0; pos < s.malformed_events.size();) {
+    size_t comma = s.malformed_events.find(',', pos);
+    if (comma == std::string::npos) comma = s.malformed_events.size();
+    const std::string item = s.malformed_events.substr(pos, comma - pos);
+    const size_t colon = item.rfind(':');
+    const int64_t n = colon == std::string::npos ? 0 : std::atoll(item.c_str() + colon + 1);
+    const std::string what = item.substr(0, colon);
+    total += n;
+    why += fmt::format("{}{} {}", why.empty() ? "" : ", ", n,
+                       what.size() > 2 && what.front() == '(' ? what.substr(1, what.size() - 2) : what);
+    pos = comma + 1;
+  }
+  return fmt::format("The file held {} event{} that could not be read and {} left out ({}): every figure here is "
+                     "over the rest.",
+                     total, total == 1 ? "" : "s", total == 1 ? "was" : "were", why);
+}
+
 const std::vector<StepBreakdown>& step_rows(const Analysis& a) { return a.gpu_steps.empty() ? a.steps : a.gpu_steps; }
 
 std::string step_rows_note(const Analysis& a) {

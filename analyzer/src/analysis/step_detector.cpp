@@ -19,6 +19,8 @@ constexpr int64_t kRoundingOverlapNs = 1000;
 // Keeps the ranges of the (pid, tid) holding the most of them (several ranks merged into one trace would
 // otherwise interleave their steps), drops ranges nested in or overlapping an earlier kept one.
 std::vector<StepWindow> top_level_on_busiest_thread(std::vector<StepWindow> w) {
+  // An empty or reversed marker is no step: it neither counts for its thread nor becomes a window.
+  w.erase(std::remove_if(w.begin(), w.end(), [](const StepWindow& s) { return s.end <= s.start; }), w.end());
   if (w.empty()) return w;
   std::map<std::pair<int64_t, int64_t>, int64_t> per_thread;
   for (auto& s : w) per_thread[{s.pid, s.tid}]++;
@@ -28,7 +30,6 @@ std::vector<StepWindow> top_level_on_busiest_thread(std::vector<StepWindow> w) {
   std::sort(w.begin(), w.end(), [](auto& a, auto& b) { return a.start < b.start || (a.start == b.start && a.end > b.end); });
   for (auto& s : w) {
     if (s.pid != best.first || s.tid != best.second) continue;
-    if (s.end <= s.start) continue;
     if (!out.empty() && s.start < out.back().end) {
       if (s.end <= out.back().end || out.back().end - s.start > kRoundingOverlapNs) continue;
       s.start = out.back().end;
@@ -139,8 +140,8 @@ bool StepDetector::from_optimizer(DetectedSteps& out) const {
     zero_m = std::move(gpu_zero_m);
   }
   out.source = "optimizer";
-  if (!steps_m.empty()) {
-    auto m = top_level_on_busiest_thread(std::move(steps_m));
+  // Optimizer.step ranges that are all empty (a trace's zero durations) leave zero_grad to mark the steps.
+  if (auto m = top_level_on_busiest_thread(std::move(steps_m)); !m.empty()) {
     int64_t prev = thread_first_start(m.front().pid, m.front().tid);
     for (auto& s : m) {
       if (s.end > prev) out.windows.push_back({prev, s.end, s.pid, s.tid});

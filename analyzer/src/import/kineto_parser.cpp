@@ -645,6 +645,7 @@ void EventReader::event(od::object obj) {
   std::string_view ph, cat, name;
   Id pid, tid;
   int64_t ts = 0, dur = 0;
+  std::string_view malformed;  // why the event cannot be read, where its fields say so
   args_.reset();
   for (od::field f : obj) {
     std::string_view k = key_of(f);
@@ -657,12 +658,21 @@ void EventReader::event(od::object obj) {
           return;
         }
       }
-      else if (k == "ts") ts = us_text_to_ns(f.value().raw_json_token());
+      else if (k == "ts") {
+        if (!us_token_to_ns(f.value().raw_json_token(), ts)) malformed = "(ts not a time)";
+      }
     } else if (k.size() == 3) {
-      if (k == "cat") cat = str_of(f.value());
+      if (k == "cat") {
+        od::value v = f.value();
+        const std::string_view tok = v.raw_json_token();
+        if (!tok.empty() && tok[0] != '"' && tok[0] != 'n') malformed = "(cat not a string)";  // null: no category
+        else cat = str_of(v);
+      }
       else if (k == "pid") pid = read_id(f.value());
       else if (k == "tid") tid = read_id(f.value());
-      else if (k == "dur") dur = us_text_to_ns(f.value().raw_json_token());
+      else if (k == "dur") {
+        if (!us_token_to_ns(f.value().raw_json_token(), dur) || dur < 0) malformed = "(dur not a duration)";
+      }
     } else if (k.size() == 4) {
       if (k == "name") name = str_of(f.value());
       else if (k == "args") {
@@ -683,6 +693,10 @@ void EventReader::event(od::object obj) {
   }
   if (ph.size() != 1) {
     drop(ph.empty() ? std::string_view("(no ph)") : ph);
+    return;
+  }
+  if (!malformed.empty()) {
+    drop(malformed);
     return;
   }
   switch (ph[0]) {

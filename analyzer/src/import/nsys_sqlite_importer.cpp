@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "import/numbers.h"
 #include "import/trace_finalize.h"
 #include "stepscope/store/store.h"
 
@@ -154,10 +155,24 @@ class Importer {
   void nvtx();
   void samples();
 
+  // " WHERE" the rows of `tbl` whose start and end are integer ns in order within ±kMaxAbsTimeNs (and `also`), and
+  // the rest counted (meta import.dropped_events "(TABLE times not readable)"): text or NULL read as 0, and times
+  // near the ends of int64 wrapped every span after them.
+  std::string readable_times(const std::string& tbl, const std::string& also = "") {
+    const std::string limit = std::to_string(kMaxAbsTimeNs);
+    const std::string ok = "(typeof(start) = 'integer' AND typeof(end) = 'integer' AND start >= -" + limit +
+                           " AND end >= start AND end <= " + limit + ")";
+    const std::string scope = also.empty() ? "" : " AND " + also;
+    Db::Stmt n(db_, "SELECT count(*) FROM " + tbl + " WHERE NOT " + ok + scope);
+    if (n.step() && n.i(0) > 0) dropped_["(" + tbl + " times not readable)"] += n.i(0);
+    return " WHERE " + ok + scope;
+  }
+
   Db db_;
   std::string file_;
   Trace t_;
   NameHints names_;
+  std::map<std::string, int64_t> dropped_;
   std::unordered_map<int64_t, StringId> strmap_;  // nsys StringIds.id → our id
 };
 
@@ -254,7 +269,7 @@ void Importer::kernels() {
                        db_.col(c, "gridY", "0") + ", " + db_.col(c, "gridZ", "0") + ", " +
                        db_.col(c, "blockX", "0") + ", " + db_.col(c, "blockY", "0") + ", " +
                        db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " +
-                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl);
+                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
   while (st.step()) {
     Kernel k = kernel_like_of(st);
     k.name = str(st.i(7));
@@ -323,7 +338,7 @@ void Importer::memcpys() {
   };
   Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "copyKind", "0") + ", " +
                        db_.col(c, "srcKind", "-1") + ", " + db_.col(c, "dstKind", "-1") + ", " +
-                       graph_id_columns(db_, c) + " FROM " + tbl);
+                       graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
   while (st.step()) {
     auto m = copy_like_of<Memcpy>(st, 10);
     m.kind = oper(st.i(7));
@@ -339,7 +354,7 @@ void Importer::memsets() {
   auto c = db_.columns(tbl);
   auto kinds = enum_labels("ENUM_CUDA_MEM_KIND");
   Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "memKind", "-1") + ", " +
-                       graph_id_columns(db_, c) + " FROM " + tbl);
+                       graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
   while (st.step()) {
     auto m = copy_like_of<Memset>(st, 8);
     if (!st.null(7)) {
@@ -359,7 +374,8 @@ void Importer::graph_replays() {
   if (!c.count("start") || !c.count("end")) return;
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "contextId", "0") + ", " +
                        db_.col(c, "streamId", "0") + ", " + db_.col(c, "correlationId", "0") + ", " +
-                       db_.col(c, "globalPid", "NULL") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
+                       db_.col(c, "globalPid", "NULL") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl +
+                       readable_times(tbl));
   std::map<int64_t, StringId> names;
   bool any = false;
   while (st.step()) {
@@ -418,7 +434,8 @@ void Importer::api_calls() {
     std::string name = c.count("nameId") ? "nameId" : "0";
     Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "globalTid", "0") + ", " + db_.col(c, "correlationId", "0") +
                          ", " + name + ", " + db_.col(c, "returnValue", "0") + ", " +
-                         db_.col(c, "eventClass", "-1") + ", " + db_.col(c, "name") + " FROM " + tbl);
+                         db_.col(c, "eventClass", "-1") + ", " + db_.col(c, "name") + " FROM " + tbl +
+                         readable_times(tbl));
     std::unordered_map<StringId, StringId> stripped;
     while (st.step()) {
       ApiCall a;
@@ -455,7 +472,7 @@ void Importer::syncs() {
   auto c = db_.columns(tbl);
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "-1") + ", " +
                        db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
-                       db_.col(c, "syncType", "0") + " FROM " + tbl);
+                       db_.col(c, "syncType", "0") + " FROM " + tbl + readable_times(tbl));
   while (st.step()) {
     Sync s;
     s.start = st.i(0);
@@ -484,8 +501,9 @@ void Importer::nvtx() {
     while (st.step()) domains[st.i(0)] = st.i(2) ? str(st.i(2)) : t_.intern(st.text(1));
   }
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "globalTid", "0") + ", " + db_.col(c, "text") + ", " + text_id +
-                       ", " + db_.col(c, "domainId", "0") + " FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (" +
-                       std::to_string(kNvtxPushPop) + "," + std::to_string(kNvtxStartEnd) + ")");
+                       ", " + db_.col(c, "domainId", "0") + " FROM NVTX_EVENTS" +
+                       readable_times("NVTX_EVENTS", "end IS NOT NULL AND eventType IN (" + std::to_string(kNvtxPushPop) +
+                                                         "," + std::to_string(kNvtxStartEnd) + ")"));
   while (st.step()) {
     Range r;
     r.start = st.i(0);
@@ -571,6 +589,10 @@ Trace Importer::run() {
   samples();
   finalize_trace(t_, names_);
   graph_nodes();  // after finalize_trace: the replays' graph ids are known
+  if (!dropped_.empty()) {
+    std::string& d = t_.meta["import.dropped_events"];
+    for (const auto& [what, n] : dropped_) d += (d.empty() ? "" : ",") + what + ":" + std::to_string(n);
+  }
   return std::move(t_);
 }
 

@@ -146,6 +146,29 @@ inline int64_t us_text_to_ns(std::string_view s) {
   return static_cast<int64_t>(std::llround(std::strtod(std::string(s).c_str(), nullptr) * 1000.0));
 }
 
+// The widest time or duration a file may give: ±4e18 ns (±126 years), so that the difference of two stays in int64.
+inline constexpr int64_t kMaxAbsTimeNs = 4'000'000'000'000'000'000;
+
+// A JSON token of µs → integer ns; false where it is no number (a string, null, a bare word), not finite or past
+// kMaxAbsTimeNs: such an event is left out and counted, not read as 0 or as INT64_MIN.
+inline bool us_token_to_ns(std::string_view s, int64_t& out) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  if (s.empty() || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) return false;
+  int64_t v = 0;
+  if (!parse_scaled(s, 3, v)) {
+    const std::string text(s);
+    char* end = nullptr;
+    const double d = std::strtod(text.c_str(), &end) * 1000.0;
+    if (end != text.c_str() + text.size() || !std::isfinite(d) || std::fabs(d) > double(kMaxAbsTimeNs)) return false;
+    v = static_cast<int64_t>(std::llround(d));
+  }
+  if (v < -kMaxAbsTimeNs || v > kMaxAbsTimeNs) return false;
+  out = v;
+  return true;
+}
+
 // Integer text (fractions rounded).
 inline int64_t int_text(std::string_view s) {
   int64_t v = 0;

@@ -440,13 +440,25 @@ std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args
   for (const auto& arg : args) {
     std::error_code ec;
     if (!fs::is_directory(arg, ec)) {
-      if (!fs::exists(arg, ec)) throw store::StoreError(arg, "no such file");
+      if (!fs::exists(arg, ec)) throw store::StoreError(arg, store::missing_file_reason(arg));
       out.push_back(arg);
       continue;
     }
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(arg, ec)) {
-      if (!e.is_regular_file(ec)) continue;
+      const std::string name = e.path().filename().string();
+      auto ends = [&name](const char* x) {
+        const size_t n = std::strlen(x);
+        return name.size() >= n && name.compare(name.size() - n, n, x) == 0;
+      };
+      const bool named_as_rank = ends(".db") || ends(".json") || ends(".gz") || ends(".zst") || ends(".sqlite");
+      if (!e.is_regular_file(ec)) {
+        // A link named as a rank that leads nowhere is a rank lost (it was passed over without a word).
+        if (named_as_rank && e.is_symlink(ec))
+          throw store::StoreError(e.path().string(), "a symbolic link to nothing readable (" + store::missing_file_reason(e.path().string()) +
+                                                         "); remove it from the folder or name the files to read");
+        continue;
+      }
       switch (store::sniff_file(e.path().string())) {
         case store::FileKind::Store:
         case store::FileKind::NsysSqlite:
@@ -461,12 +473,7 @@ std::vector<std::string> expand_rank_inputs(const std::vector<std::string>& args
           // READMEs and logs are passed over; a file named as a store or trace that is none (empty, cut
           // short, overwritten) is a rank lost, said in one line (it was skipped: a job's diff or analysis
           // ran on the ranks that were left, exit 0).
-          const std::string name = e.path().filename().string();
-          auto ends = [&name](const char* x) {
-            const size_t n = std::strlen(x);
-            return name.size() >= n && name.compare(name.size() - n, n, x) == 0;
-          };
-          if (ends(".db") || ends(".json") || ends(".gz") || ends(".zst") || ends(".sqlite"))
+          if (named_as_rank)
             throw store::StoreError(e.path().string(),
                                     "not a stepscope store or a trace (empty or damaged); "
                                     "remove it from the folder or name the files to read");

@@ -105,6 +105,7 @@ std::string to_json(const Analysis& a) {
   if (!s.cuda_lent.empty()) w.kv("cuda_lent", s.cuda_lent);
   w.kv("python_hooks", s.python_hooks).kv("steps_advice", steps_advice(s));
   w.kv("unread_device_events", s.unread_device_events);
+  w.kv("malformed_events", s.malformed_events);
   if (!s.flight_trigger.empty()) {
     w.key("flight").begin_object();
     w.kv("trigger", s.flight_trigger).kv("detail", s.flight_detail).kv("step", s.flight_step);

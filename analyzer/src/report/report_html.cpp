@@ -302,6 +302,7 @@ std::string render_html_report(const Analysis& a) {
   }
   std::sort(durs.begin(), durs.end());
   o += "<section id=\"summary\"><h2>Summary</h2>\n";
+  if (auto note = malformed_events_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";
   if (!sm.has_gpu)
     o += "<p class=\"notice\">" + html_escape(no_gpu_note(sm)) + "</p>\n";
   if (auto note = gpu_window_note(sm); !note.empty()) o += "<p class=\"notice\">" + html_escape(note) + "</p>\n";

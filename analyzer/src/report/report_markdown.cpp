@@ -63,6 +63,7 @@ std::string render_markdown_report(const Analysis& a) {
   std::string o;
   const auto& sm = a.summary;
   o += fmt::format("## stepscope report: {}\n\n", markdown_escape(a.source_file.empty() ? "(trace)" : a.source_file));
+  if (auto note = malformed_events_note(sm); !note.empty()) o += "> " + markdown_escape(note) + "\n\n";
   if (!sm.has_gpu) o += "> " + markdown_escape(no_gpu_note(sm)) + "\n\n";
   o += "| | |\n|---|---|\n";
   o += fmt::format("| Steps | {} (source: `{}`) |\n", sm.steps, markdown_escape(sm.step_source));

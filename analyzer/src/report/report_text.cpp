@@ -64,6 +64,7 @@ std::string render_text_report(const Analysis& a) {
   std::string o;
   const auto& sm = a.summary;
   o += fmt::format("stepscope report: {}\n", printable(a.source_file.empty() ? "(trace)" : a.source_file));
+  if (auto note = malformed_events_note(sm); !note.empty()) o += note + "\n";
   if (!sm.has_gpu) o += no_gpu_note(sm) + "\n";
   const std::string confidence =
       sm.step_source == "periodic" ? fmt::format(", confidence {}", format_share(sm.step_confidence)) : "";

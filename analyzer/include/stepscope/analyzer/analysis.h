@@ -184,6 +184,9 @@ struct AnalysisSummary {
   // Device events the importer found and could not read (meta import.unread_device_events, e.g.
   // "mtia_ccp_events:25814,mtia_runtime:3453"); empty when none.
   std::string unread_device_events;
+  // Events the importer could not read and left out (the malformed part of meta import.dropped_events: keys in
+  // parentheses, e.g. "(no ph):984,(ts not a time):3"); empty when none.
+  std::string malformed_events;
   // A flight recorder's save (meta flight.*, docs/flight.md): which trigger fired, on which step, and which steps
   // of the window have GPU activity. Empty trigger: not a flight save.
   std::string flight_trigger, flight_detail, flight_gpu_steps;
@@ -291,6 +294,9 @@ std::string warmup_share_note(const Analysis& a);
 // the steps with the cure, where the work the removed waits stood for still bounds the step. Else empty.
 inline constexpr double kEstimateReplayRatio = 2.0;
 std::string estimate_replay_note(const Analysis& a);
+// One sentence when the importer left events out that it could not read (a ts that is no number, no ph): how many
+// and why, so that figures over the rest are not taken for the whole file's; else empty.
+std::string malformed_events_note(const AnalysisSummary& s);
 // One sentence when the host runs ahead of the GPU (the GPU's step against the host's), else empty.
 std::string host_ahead_note(const AnalysisSummary& s);
 
