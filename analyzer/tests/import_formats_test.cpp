@@ -513,3 +513,30 @@ TEST_CASE("events whose times or kinds cannot be read are left out, counted and 
   for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "12abc", "", "{}"})
     CHECK_FALSE(analyzer::import::us_token_to_ns(bad, ns));
 }
+
+TEST_CASE("Nsight Systems rows whose times are no integer ns in order are left out, counted and said") {
+  STEPSCOPE_REQUIRE_TRACES();
+  test::ScratchDir dir("import_nsys_malformed");
+  const std::string db_path = gunzip_to(test::trace_path("nsys/cloverleaf_a100.sqlite.gz"), dir.file("clover.sqlite"));
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(db_path.c_str(), &db) == SQLITE_OK);
+  const int64_t kernels = scalar(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL");
+  // Text read as 0 made one step of 875.7 ms where there are 9; times at the end of int64 wrapped every span.
+  REQUIRE(sqlite3_exec(db,
+                       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid IN (1, 2);"
+                       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000 WHERE rowid = 3;"
+                       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 9223372036854775000, end = 9223372036854775807 "
+                       "WHERE rowid = 4;"
+                       "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 'x' WHERE rowid = 1;",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  const auto t = analyzer::load_trace(db_path);
+  CHECK(int64_t(t.kernels.size()) == kernels - 4);
+  CHECK(t.meta.at("import.dropped_events") ==
+        "(CUPTI_ACTIVITY_KIND_KERNEL times not readable):4,(CUPTI_ACTIVITY_KIND_RUNTIME times not readable):1");
+  const auto a = analyzer::analyze(t);
+  CHECK(analyzer::malformed_events_note(a.summary) ==
+        "The file held 5 events that could not be read and were left out (4 CUPTI_ACTIVITY_KIND_KERNEL times not "
+        "readable, 1 CUPTI_ACTIVITY_KIND_RUNTIME times not readable): every figure here is over the rest.");
+  CHECK(a.summary.steps == 9);
+}
