@@ -55,7 +55,8 @@ CommandRegistration mcp_command(90, [](CLI::App& app, int& exit_code) {
         path += (path.empty() ? "" : ":") + fs::weakly_canonical(d, ec).string();
     }
     if (!path.empty()) ::setenv("PYTHONPATH", path.c_str(), 1);
-    if (!exe.empty()) ::setenv("STEPSCOPE_CLI", exe.c_str(), 0);
+    // The tools run the binary that started the server, whatever an older STEPSCOPE_CLI in the environment says.
+    if (!exe.empty()) ::setenv("STEPSCOPE_CLI", exe.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(python.c_str()), const_cast<char*>("-m"),
                             const_cast<char*>("stepscope.mcp_server"), nullptr};
     ::execvp(argv[0], argv.data());

@@ -51,9 +51,13 @@ class StepWindows:
         elif steps is not None:
             if isinstance(steps, str):
                 a, sep, b = steps.partition(":")
-                if not sep:
-                    raise ValueError(f"stepscope: steps={steps!r}: expected 'FIRST:END' (END excluded)")
-                self.first, self.end = int(a or 0), (int(b) if b else None)
+                try:
+                    if not sep:
+                        raise ValueError
+                    self.first, self.end = int(a or 0), (int(b) if b else None)
+                except ValueError:
+                    raise ValueError(f"stepscope: steps={steps!r}: expected 'FIRST:END' (END excluded), "
+                                     f"whole numbers") from None
             else:
                 self.first, self.end = int(steps[0]), (None if steps[1] is None else int(steps[1]))
             if self.first < 0 or (self.end is not None and self.end <= self.first):
@@ -90,6 +94,8 @@ class _Recorder:
         self.range = None   # (first, end) of the open window
         self.analyses = []  # one per store written
         self.lines = []     # the lines emitted
+        self.last = None    # the last step marked in the open window
+        self.broken = None  # why this process cannot record: said once, then training goes on unrecorded
 
     def output_for(self, first, end):
         base = self.output
@@ -97,10 +103,20 @@ class _Recorder:
             root, ext = os.path.splitext(base)
             base = f"{root}-steps{first}-{end - 1}{ext or '.db'}"
         rank = os.environ.get("RANK")
-        if rank is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if rank is not None and int(os.environ.get("WORLD_SIZE", "1") or "1") > 1:
             root, ext = os.path.splitext(base)
             base = f"{root}-rank{rank}{ext}"
         return base
+
+    def preflight(self):
+        """At the training's start: whether a window could open here at all (the stepscope executable and the
+        collector found, or a recording to join), said then rather than at the first window, hours in."""
+        from ._session import cannot_record
+
+        why = cannot_record(self.options.get("cli"))
+        if why:
+            self.broken = why
+            self.say(f"stepscope: not recording, training goes on: {why}")
 
     def before_step(self, i):
         if self.window is not None and self.range[1] is not None and i >= self.range[1]:
@@ -117,6 +133,7 @@ class _Recorder:
                 self.open(i, end)
         if self.window is not None:
             _mark_step(_SOURCE)
+            self.last = i
 
     def after_step(self):
         if self.window is not None:
@@ -130,18 +147,32 @@ class _Recorder:
             self.close()
 
     def open(self, first, end):
-        from ._session import Window
+        from ._session import RecordingError, Window
 
-        self.window = Window(self.output_for(first, end), **self.options).open()
+        if self.broken:
+            return
+        try:
+            self.window = Window(self.output_for(first, end), **self.options).open()
+        except RecordingError as e:
+            # A recorder that cannot start (no stepscope executable, a bad option) must not end a training run
+            # hours in: one line, and the steps go on unrecorded.
+            self.broken = str(e)
+            self.say(f"stepscope: steps from {first}: not recorded, training goes on: {e}")
+            return
         self.window.step_end = None  # no step of the window has ended yet
         self.range = (first, end)
+        self.last = None
 
     def close(self):
         from ._session import RecordingError
 
         window, (first, end) = self.window, self.range
         self.window = None
-        steps = f"steps {first}-{end - 1}" if end is not None else f"steps from {first}"
+        # The steps marked, not the window asked for: training that ends inside a window ends it early.
+        last = self.last if self.last is not None else first
+        steps = f"steps {first}-{last}" if end is not None else f"steps from {first}"
+        if end is not None and last < end - 1:
+            steps += f" of the window {first}-{end - 1} (training ended)"
         mode = window.mode
         try:
             analysis = window.close()
@@ -207,6 +238,7 @@ def _make_transformers_callback():
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             emit = _emitter(logging.getLogger("transformers.trainer"))
             self._recorder = _Recorder(output, self.windows, emit, self._options)
+            self._recorder.preflight()
 
         def on_step_begin(self, args, state, control, **kwargs):
             if self._recorder is not None:
@@ -262,6 +294,7 @@ def _make_lightning_callback():
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             emit = _emitter(logging.getLogger("lightning.pytorch.callbacks.stepscope"))
             self._recorder = _Recorder(output, self.windows, emit, self._options)
+            self._recorder.preflight()
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             # The first batch of an optimizer step starts it; with accumulation the others continue it.

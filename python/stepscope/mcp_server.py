@@ -272,7 +272,8 @@ def main():
     try:
         server = make_server()
     except ImportError:
-        print("stepscope mcp: needs the MCP Python SDK: pip install 'stepscope[mcp]' (or pip install mcp)",
+        print(f"stepscope mcp: needs the MCP Python SDK, which {sys.executable} cannot import: pip install "
+              f"'stepscope[mcp]' (or pip install mcp) there, or point STEPSCOPE_PYTHON at a Python that has it",
               file=sys.stderr)
         return 2
     server.run()  # stdio

@@ -240,6 +240,9 @@ TEST_CASE(
   CHECK(clock.end_after.count(13) == 1);    // step 12 ended (the trainer's global step 13)...
   CHECK(clock.begin_after.count(13) == 0);  // ...and step 13 never began
   REQUIRE(std::filesystem::exists(db));
+  // The store written at exit is said (only the traceback was printed).
+  CHECK(r.output.find("stepscope: " + db + ": written at exit (the window was still open); `stepscope analyze " + db +
+                      "` reads it\n") != std::string::npos);
   Analyzed a;
   analyze(db, a);
   CHECK(a.step_source() == "api");
@@ -270,6 +273,20 @@ TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and
   // A child forked inside the window that exits normally leaves the parent's window alone: exit 0, silent.
   CHECK(r.output.find("fork_profile 0 ''\n") != std::string::npos);
   CHECK(r.output.find("fork_start 0 ''\n") != std::string::npos);
+  CHECK(r.output.find("one_line_partial 2 steps (api), median 44.4 ms: input-bound (high, ~52.0 ms/step on 1 of 2 "
+                      "steps) -> w.db\n") != std::string::npos);
+  CHECK(r.output.find("one_line_warm 2 steps (api), median 44.4 ms: no findings (step 0 left out as warm-up: "
+                      "`stepscope analyze w.db` shows it) -> w.db\n") != std::string::npos);
+  CHECK(r.output.find("steps_error stepscope: steps='a:b': expected 'FIRST:END' (END excluded), whole numbers\n") !=
+        std::string::npos);
+  CHECK(r.output.find("cannot_record cli=/nonexistent/stepscope: no such executable\n") != std::string::npos);
+  // What the recorder warns of (here: no CUDA driver) reaches stderr as `stepscope record` prints it, once for
+  // the two windows (the attach's output was kept from the user).
+  const auto record = run_shell(shell_quote(kCli) + " record -o " + shell_quote(dir.file("w.db")) + " -- true 2>&1");
+  const std::string driver = "stepscope: warning: no CUDA driver";
+  size_t warned = 0;
+  for (size_t p = r.output.find(driver); p != std::string::npos; p = r.output.find(driver, p + 1)) ++warned;
+  CHECK(warned == (record.output.find(driver) != std::string::npos ? 1u : 0u));
   Analyzed a;
   analyze(slow_db, a);  // the store stays, whole, for the CLI and the GUI
   CHECK(a.steps() == 20);

@@ -78,3 +78,22 @@ loop(10, 0)
 analysis = stepscope.stop()
 print("start_stop", len(analysis.steps), analysis.summary.step_source, json.dumps([f.rule for f in analysis.findings]))
 print("repr", repr(analysis))
+
+# The one-line form of an analysis: a saving per affected step says on how many of the steps; a first step left out
+# as warm-up is said, so that "no findings" is not read as a clean window.
+from stepscope._session import Analysis, cannot_record  # noqa: E402
+from stepscope.integrations import StepWindows  # noqa: E402
+
+summary = {"steps": 2, "step_source": "api", "host_step_median_us": 44400}
+partial = Analysis("w.db", {"summary": summary, "steps": [{"index": 0}, {"index": 1}],
+                            "findings": [{"rule": "input-bound", "severity": "high",
+                                          "est_savings_us_per_step": 51962, "steps": [0]}]}, cli="stepscope")
+print("one_line_partial", partial.one_line())
+warm = Analysis("w.db", {"summary": summary, "steps": [{"index": 0, "warmup": True}, {"index": 1}],
+                         "findings": []}, cli="stepscope")
+print("one_line_warm", warm.one_line())
+try:
+    StepWindows("a:b")
+except ValueError as e:
+    print("steps_error", e)
+print("cannot_record", cannot_record("/nonexistent/stepscope"))
