@@ -164,6 +164,7 @@ Trace load_store(const store::StoreReader& store, bool kernels) {
   if (kernels) store.each_kernel([&](const store::Kernel& k) { t.kernels.push_back(k); });
   store.each_api_call([&](const store::ApiCall& a) { t.api_calls.push_back(a); });
   store.each_sample([&](const store::Sample& s) { t.samples.push_back(s); });
+  store::check_references(t, store.path());
   give_syncs_their_threads(t);
   return t;
 }

@@ -544,6 +544,44 @@ void StoreReader::hold_snapshot() {
   (void)impl_->scalar("SELECT count(*) FROM sqlite_master");  // a read begins the snapshot
 }
 
+// What SQLite cannot know of a loaded trace: every stack a sample or a call points at, every frame and parent a
+// stack node points at, exists; a step and a data wait end after they start. Damage there was read as an
+// "[unknown]" function, a step source that never was ("No step markers in this trace") or a 0% input wait.
+void check_references(const Trace& t, const std::string& file) {
+  auto corrupt = [&file](const std::string& why) { return StoreError(file, "corrupt store: " + why); };
+  // Ids are dense from 1 in a store we wrote (one compare each); otherwise a binary search.
+  auto member = [](const auto& rows) {
+    const bool dense = !rows.empty() && rows.front().id == 1 && rows.back().id == int64_t(rows.size());
+    return [&rows, dense](int64_t id) {
+      if (dense) return id >= 1 && id <= int64_t(rows.size());
+      auto it = std::lower_bound(rows.begin(), rows.end(), id, [](const auto& r, int64_t v) { return r.id < v; });
+      return it != rows.end() && it->id == id;
+    };
+  };
+  const auto frame = member(t.frames);
+  const auto stack = member(t.stacks);
+  for (const Stack& n : t.stacks) {
+    if (!frame(n.frame))
+      throw corrupt("stack node " + std::to_string(n.id) + " names frame " + std::to_string(n.frame) +
+                    ", which is not in frames");
+    if (n.parent != 0 && !stack(n.parent))
+      throw corrupt("stack node " + std::to_string(n.id) + " names parent " + std::to_string(n.parent) +
+                    ", which is not in stacks");
+  }
+  for (const Sample& x : t.samples)
+    if (x.stack != 0 && !stack(x.stack))
+      throw corrupt("a sample at " + std::to_string(x.time) + " ns names stack " + std::to_string(x.stack) +
+                    ", which is not in stacks");
+  for (const ApiCall& a : t.api_calls)
+    if (a.stack != 0 && !stack(a.stack))
+      throw corrupt("an API call at " + std::to_string(a.start) + " ns names stack " + std::to_string(a.stack) +
+                    ", which is not in stacks");
+  for (const Step& x : t.steps)
+    if (x.end < x.start) throw corrupt("step " + std::to_string(x.index) + " ends before it starts");
+  for (const DataWait& w : t.data_waits)
+    if (w.end < w.start) throw corrupt("a data wait at " + std::to_string(w.start) + " ns ends before it starts");
+}
+
 Trace StoreReader::load() const {
   return load(LoadOptions{});
 }

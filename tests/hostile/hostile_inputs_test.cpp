@@ -349,3 +349,36 @@ TEST_CASE("a store with a table missing, a column of the wrong type or garbage r
   }
   std::printf("stores: %d cases, %d errors, %d analyzed\n", tally.cases, tally.errors, tally.analyzed);
 }
+
+TEST_CASE("a recording whose samples, stacks, steps or data waits point nowhere or run backward: exit 2 naming it") {
+  STEPSCOPE_REQUIRE_RECORDINGS();
+  test::ScratchDir dir("hostile_references");
+  Tally tally;
+  // The H100 DataLoader recording as rows (schema 4): its references damaged by plain SQL. Each was read as data:
+  // a function "[unknown]" in the slow steps, 61 periodic steps and "No step markers in this trace" for the 60
+  // recorded, the GPU's 68.3% input wait as 0.0%.
+  const std::string packed = test::decompressed_recording("h100-2026-11-22/input_bound.db.xz", dir);
+  REQUIRE(!packed.empty());
+  const std::string rows = dir.file("rows.db");
+  REQUIRE(run_cli({"export", packed, "--format", "sqlite", "-o", rows}, dir).exit_code == 0);
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"sample_stack.db", "UPDATE samples SET stack = 999999 WHERE rowid = 7"},
+      {"stack_frame.db", "UPDATE stacks SET frame = -5 WHERE id = 3"},
+      {"stack_parent.db", "UPDATE stacks SET parent = 999999 WHERE id = 4"},
+      {"steps_backward.db", "UPDATE steps SET end_ns = start_ns - 1000"},
+      {"waits_backward.db", "UPDATE data_waits SET end_ns = start_ns - 100000000"},
+  };
+  for (const auto& [name, sql] : cases) {
+    const std::string path = dir.file(name);
+    fs::copy_file(rows, path, fs::copy_options::overwrite_existing);
+    exec_sql(path, sql);
+    const auto r = run_cli({"analyze", path}, dir);
+    INFO(name << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.rfind("stepscope: " + path + ": corrupt store: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    ++tally.cases, ++tally.errors;
+  }
+  // The undamaged rows analyze as the packed store does.
+  CHECK(run_cli({"analyze", rows}, dir).exit_code == 0);
+}

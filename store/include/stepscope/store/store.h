@@ -42,6 +42,13 @@ FileKind sniff_file(const std::string& path);
 // Why sniff_file said Missing, in words for a one-line error: "is a directory", "no such file", "cannot read: …".
 std::string missing_file_reason(const std::string& path);
 
+// What SQLite cannot know of a trace loaded from `file`: every stack a sample or an API call names, every frame
+// and parent a stack node names, exists (frames and stacks in id order, as a load gives them); steps and data
+// waits end after they start. Throws StoreError "corrupt store: …" naming the first that does not. The reader
+// itself reads rows as they are (its tests store rows that break these on purpose); the analyzer's load_trace
+// checks every store it loads.
+void check_references(const Trace& t, const std::string& file);
+
 struct WriterOptions {
   bool wal = true;             // WAL while writing; close() checkpoints and switches back to DELETE
   size_t batch_rows = 65536;   // rows per transaction for add_*() before an automatic commit
