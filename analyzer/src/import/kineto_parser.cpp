@@ -805,6 +805,8 @@ struct EventArray {
   size_t open = 0, begin = 0;
 };
 
+constexpr char kUtf8Bom[] = "\xEF\xBB\xBF";
+
 bool is_ws(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
@@ -1309,6 +1311,7 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
     const size_t had = head.size();
     head.resize(want);
     read_exactly(head.data() + had, want - had);
+    if (head.compare(0, 3, kUtf8Bom) == 0) throw NotChunkable{};  // the whole text's parse skips it
     arr = find_event_array(head.data(), head.size());
     if (arr && arr->begin < head.size()) break;
     if (want == size_ || want >= kMaxStreamedHead) throw NotChunkable{};
@@ -1542,6 +1545,9 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
 }
 
 Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
+  // A UTF-8 byte order mark (some Windows editors write one) is no JSON: the text starts after it (simdjson
+  // called the file "improper structure").
+  if (size >= 3 && std::memcmp(json, kUtf8Bom, 3) == 0) json += 3, size -= 3;
   json_ = json;
   size_ = size;
   bool chunked = false;
