@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -209,6 +210,24 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
   return importer_for(path, options).import(json.data(), json.size());
 }
 
+// "f:55,s:55" + "(ts not a time):3,f:2" = "(ts not a time):3,f:57,s:55": the importers' counts of what they left
+// out, over every file merged (the first file's alone were kept, and a second file's malformed events went unsaid).
+static std::string add_counts(const std::string& a, const std::string& b) {
+  std::map<std::string, int64_t> n;
+  for (const std::string* text : {&a, &b})
+    for (size_t pos = 0; pos < text->size();) {
+      size_t comma = text->find(',', pos);
+      if (comma == std::string::npos) comma = text->size();
+      const std::string item = text->substr(pos, comma - pos);
+      const size_t colon = item.rfind(':');
+      if (colon != std::string::npos) n[item.substr(0, colon)] += std::atoll(item.c_str() + colon + 1);
+      pos = comma + 1;
+    }
+  std::string out;
+  for (const auto& [what, count] : n) out += (out.empty() ? "" : ",") + what + ":" + std::to_string(count);
+  return out;
+}
+
 void merge_into(Trace& into, const Trace& from) {
   // String ids of `from` → ids in `into`, interned lazily.
   std::vector<store::StringId> map(from.strings.size(), -1);
@@ -219,6 +238,7 @@ void merge_into(Trace& into, const Trace& from) {
   };
   for (const auto& [k, v] : from.meta)
     if (!into.meta.count(k)) into.meta[k] = v;
+    else if (k == "import.dropped_events" || k == "import.unread_device_events") into.meta[k] = add_counts(into.meta[k], v);
   int64_t frame_base = 0, stack_base = 0;
   for (const auto& f : into.frames) frame_base = std::max(frame_base, f.id);
   for (const auto& st : into.stacks) stack_base = std::max(stack_base, st.id);

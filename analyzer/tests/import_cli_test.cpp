@@ -163,3 +163,22 @@ TEST_CASE("an output that is one of the inputs is refused: nothing is overwritte
   CHECK(fs::file_size(config) == 13);
   CHECK(files_in(dir.path()) == 3);
 }
+
+TEST_CASE("events left out as malformed are said by analyze, report and diff alike") {
+  if (!fs::exists(cli())) STEPSCOPE_SKIP("stepscope binary not built");
+  test::ScratchDir dir("import_cli_malformed");
+  const std::string f = dir.file("m.json");
+  std::ofstream(f) << R"({"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":"20","dur":2,"args":{"device":0,"stream":7}},
+    {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":30,"dur":2,"args":{"device":0,"stream":7}}]})";
+  const std::string note =
+      "The file held 1 event that could not be read and was left out (1 ts not a time): every figure here is over "
+      "the rest.";
+  for (const std::string& cmd : {std::string("analyze "), std::string("report "), std::string("report -f md "), "diff " + f + " "}) {
+    const auto r = test::run_shell(cli() + " " + cmd + f + " 2>&1");
+    INFO(cmd << ": " << r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find(note) != std::string::npos);
+  }
+}

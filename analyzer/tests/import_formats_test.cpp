@@ -500,17 +500,39 @@ TEST_CASE("events whose times or kinds cannot be read are left out, counted and 
       "The file held 7 events that could not be read and were left out (1 cat not a string, 2 dur not a duration, 1 "
       "no ph, 3 ts not a time): every figure here is over the rest.";
   CHECK(analyzer::malformed_events_note(a.summary) == note);
-  // Flows and instants the importer does not keep are no loss: nothing said.
-  analyzer::AnalysisSummary kinds;
-  kinds.malformed_events = "";
-  CHECK(analyzer::malformed_events_note(kinds).empty());
+  // Flows and instants the importer does not keep are no loss: only the events in parentheses are said.
+  store::Trace flows = t;
+  flows.meta["import.dropped_events"] = "f:12,s:12,(ts not a time):1";
+  CHECK(analyzer::analyze(flows).summary.malformed_events == "(ts not a time):1");
+  flows.meta["import.dropped_events"] = "f:12,s:12";
+  const auto clean = analyzer::analyze(flows);
+  CHECK(clean.summary.malformed_events.empty());
+  CHECK(analyzer::malformed_events_note(clean.summary).empty());
+
+  // A B whose ts cannot be read still opens its pair: its E closes it, not the range around it (the outer range
+  // ended at the inner one's end), and the pair is left out.
+  const std::string pairs = dir.file("pairs.json");
+  std::ofstream(pairs) << R"({"traceEvents":[
+    {"ph":"B","cat":"user_annotation","name":"outer","pid":1,"tid":1,"ts":10},
+    {"ph":"B","cat":"user_annotation","name":"inner","pid":1,"tid":1,"ts":"20"},
+    {"ph":"E","cat":"user_annotation","name":"inner","pid":1,"tid":1,"ts":30},
+    {"ph":"E","cat":"user_annotation","name":"outer","pid":1,"tid":1,"ts":900}]})";
+  const auto p = analyzer::load_trace(pairs);
+  REQUIRE(p.ranges.size() == 1);
+  CHECK(p.str(p.ranges[0].name) == "outer");
+  CHECK(p.ranges[0].end - p.ranges[0].start == 890'000);
+  CHECK(p.meta.at("import.dropped_events") == "(ts not a time):1");
+  // Files imported together count what each left out (the first file's counts alone were kept).
+  CHECK(analyzer::load_traces({f, pairs}).meta.at("import.dropped_events") ==
+        "(cat not a string):1,(dur not a duration):2,(no ph):1,(ts not a time):4");
 
   int64_t ns = 0;
   CHECK(analyzer::import::us_token_to_ns("12.5 ", ns));
   CHECK(ns == 12500);
   CHECK(analyzer::import::us_token_to_ns("-3", ns));
   CHECK(ns == -3000);
-  for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "abc", "", "{}"})
+  for (const char* bad : {"\"12\"", "null", "true", "NaN", "Infinity", "1e300", "-1e16", "12abc", "0x10", "abc", "",
+                          "{}"})
     CHECK_FALSE(analyzer::import::us_token_to_ns(bad, ns));
 }
 

@@ -151,16 +151,29 @@ def _wait_for_hooks(timeout=1.0):
 def cannot_record(cli=None):
     """Why a window could not open in this process (no stepscope executable, no collector beside it), else None;
     under `stepscope record` or `attach` nothing is needed."""
-    if _status() == "recording" or _launcher_store()[0]:
-        return None
     try:
-        if cli and not (os.path.isfile(cli) and os.access(cli, os.X_OK)):
-            raise RecordingError(f"cli={cli}: no such executable")
+        if _status() == "recording" or _launcher_store()[0]:
+            return None
         if _loaded_collector() is None:
-            _collector_for(cli or find_cli())
+            _collector_for(_explicit_cli(cli) or find_cli())
+        elif cli:
+            _explicit_cli(cli)
     except RecordingError as e:
         return str(e)
+    except Exception as e:  # noqa: BLE001 - a check that fails is no reason to stop a training run
+        return f"{type(e).__name__}: {e}"
     return None
+
+
+def _explicit_cli(cli):
+    """cli= as given: a path, or a name on PATH ("stepscope"); None when not given."""
+    if not cli:
+        return None
+    found = cli if os.sep in cli else shutil.which(cli)
+    if not found or not (os.path.isfile(found) and os.access(found, os.X_OK)):
+        raise RecordingError(f"cli={cli}: no such executable (the stepscope command; or leave cli out and let it "
+                             f"be found)")
+    return os.path.abspath(found)
 
 
 # ---- one window --------------------------------------------------------------------------------------------
@@ -236,10 +249,7 @@ class Window:
         return self
 
     def _open_in_process(self):
-        if self.cli and not (os.path.isfile(self.cli) and os.access(self.cli, os.X_OK)):
-            raise RecordingError(f"cli={self.cli}: no such executable (the stepscope command; or leave cli out "
-                                 f"and let it be found)")
-        cli = self.cli or find_cli()
+        cli = _explicit_cli(self.cli) or find_cli()
         self.cli = cli
         lib_path = _loaded_collector()
         if lib_path is None:
@@ -424,18 +434,20 @@ class Analysis:
         def saving(f):
             # est_savings_us_per_step is per step the finding affects: "52.0 ms/step" over a 44.4 ms median read
             # as a saving larger than the step when it affected one of two.
+            # Not "of M": a GPU rule counts only the steps the GPU was traced in (--gpu-window).
             ms = float(f.get("est_savings_us_per_step", 0)) / 1e3
             affected = len(f.get("steps") or [])
-            return f"~{ms:.1f} ms/step" + (f" on {affected} of {steps} steps" if 0 < affected < steps else "")
+            where = f" on {affected} step{'s' if affected != 1 else ''}" if 0 < affected < steps else ""
+            return f"~{ms:.1f} ms/step{where}"
 
         if not self.findings:
             found = "no findings"
         else:
             found = "; ".join(f"{f.get('rule')} ({f.get('severity')}, {saving(f)})" for f in self.findings)
         # A first step left out as warm-up (a window of two or three steps whose first is much the longest) is in
-        # no finding: said, so that "no findings" is not read as a clean window.
+        # no finding: beside "no findings" it is said, so that the window is not read as clean.
         warm = [str(st.get("index")) for st in self.steps if st.get("warmup")]
-        if warm and steps:
+        if warm and not self.findings:
             found += f" (step {', '.join(warm)} left out as warm-up: `stepscope analyze {self.path}` shows it)"
         return f"{head}: {found} -> {self.path}"
 

@@ -153,11 +153,13 @@ class _Recorder:
             return
         try:
             self.window = Window(self.output_for(first, end), **self.options).open()
-        except RecordingError as e:
-            # A recorder that cannot start (no stepscope executable, a bad option) must not end a training run
-            # hours in: one line, and the steps go on unrecorded.
-            self.broken = str(e)
-            self.say(f"stepscope: steps from {first}: not recorded, training goes on: {e}")
+        except Exception as e:  # noqa: BLE001 - whatever it is (a library that does not load), training goes on
+            # A window that cannot open (a bad option, an attach that timed out, a collector that does not load)
+            # must not end a training run hours in: one line, the window's steps go unrecorded, the next window
+            # tries again.
+            self.window, self.range = None, (first, end)  # not tried again inside this window
+            why = str(e) if isinstance(e, RecordingError) else f"{type(e).__name__}: {e}"
+            self.say(f"stepscope: steps from {first}: not recorded, training goes on: {why}")
             return
         self.window.step_end = None  # no step of the window has ended yet
         self.range = (first, end)
@@ -176,8 +178,8 @@ class _Recorder:
         mode = window.mode
         try:
             analysis = window.close()
-        except RecordingError as e:
-            self.say(f"stepscope: {steps}: {e}")
+        except Exception as e:  # noqa: BLE001 - a store not written or not analyzed is said, never raised into training
+            self.say(f"stepscope: {steps}: {e if isinstance(e, RecordingError) else f'{type(e).__name__}: {e}'}")
             return
         if analysis is not None:
             self.analyses.append(analysis)

@@ -273,13 +273,18 @@ TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and
   // A child forked inside the window that exits normally leaves the parent's window alone: exit 0, silent.
   CHECK(r.output.find("fork_profile 0 ''\n") != std::string::npos);
   CHECK(r.output.find("fork_start 0 ''\n") != std::string::npos);
-  CHECK(r.output.find("one_line_partial 2 steps (api), median 44.4 ms: input-bound (high, ~52.0 ms/step on 1 of 2 "
-                      "steps) -> w.db\n") != std::string::npos);
+  CHECK(r.output.find("one_line_partial 2 steps (api), median 44.4 ms: input-bound (high, ~52.0 ms/step on 1 step) "
+                      "-> w.db\n") != std::string::npos);
   CHECK(r.output.find("one_line_warm 2 steps (api), median 44.4 ms: no findings (step 0 left out as warm-up: "
                       "`stepscope analyze w.db` shows it) -> w.db\n") != std::string::npos);
   CHECK(r.output.find("steps_error stepscope: steps='a:b': expected 'FIRST:END' (END excluded), whole numbers\n") !=
         std::string::npos);
-  CHECK(r.output.find("cannot_record cli=/nonexistent/stepscope: no such executable\n") != std::string::npos);
+  CHECK(r.output.find("cannot_record cli=/nonexistent/stepscope: no such executable (the stepscope command; or leave "
+                      "cli out and let it be found)\n") != std::string::npos);
+  CHECK(r.output.find("cannot_record_name None\n") != std::string::npos);  // a name on PATH is found there
+  // A window that cannot open (here a bad option, ValueError) is said once and training goes on.
+  CHECK(r.output.find("recorder_said [\"stepscope: steps from 1: not recorded, training goes on: ValueError: invalid "
+                      "literal for int() with base 10: 'x'\"]\n") != std::string::npos);
   // What the recorder warns of (here: no CUDA driver) reaches stderr as `stepscope record` prints it, once for
   // the two windows (the attach's output was kept from the user).
   const auto record = run_shell(shell_quote(kCli) + " record -o " + shell_quote(dir.file("w.db")) + " -- true 2>&1");

@@ -186,6 +186,8 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
                                   "({:.3f} ms a step against {:.3f} ms on the host), the program's pace",
                                   side_name, r.file, r.analysis.summary.gpu_step_median_us / 1e3,
                                   r.analysis.summary.host_step_median_us / 1e3));
+    if (auto note = malformed_events_note(r.analysis.summary); !note.empty())
+      notes.push_back(fmt::format("{}: {}: {}", side_name, r.file, note));
     if (!gpu_time && r.analysis.summary.profiler.removed_us > 0)  // the GPU's steps carry no profiler cost
       notes.push_back(fmt::format("{}: {}: step times less the profiler's own cost, as analyze takes it out ({:.3f} "
                                   "ms in all)",

@@ -266,6 +266,7 @@ void parse_args(od::object obj, Args& a) {
 struct OpenRange {
   std::string cat, name;
   int64_t ts = 0;
+  std::string_view malformed;  // why the B cannot be read (a static reason): its pair is left out, its E still pops it
 };
 
 // Which dialect the categories seen so far belong to (docs/formats.md).
@@ -695,7 +696,9 @@ void EventReader::event(od::object obj) {
     drop(ph.empty() ? std::string_view("(no ph)") : ph);
     return;
   }
-  if (!malformed.empty()) {
+  // A malformed B or E still opens or closes its pair (the ranges around it keep their nesting); the pair is
+  // left out.
+  if (!malformed.empty() && ph[0] != 'B' && ph[0] != 'E') {
     drop(malformed);
     return;
   }
@@ -707,7 +710,7 @@ void EventReader::event(od::object obj) {
       metadata(name, pid.num, tid.num, args_);
       break;
     case 'B':
-      open_[{pid.num, tid.num}].push_back(OpenRange{std::string(cat), std::string(name), ts});
+      open_[{pid.num, tid.num}].push_back(OpenRange{std::string(cat), std::string(name), ts, malformed});
       break;
     case 'E': {
       auto it = open_.find({pid.num, tid.num});
@@ -719,6 +722,10 @@ void EventReader::event(od::object obj) {
       }
       OpenRange o = std::move(it->second.back());
       it->second.pop_back();
+      if (!o.malformed.empty() || !malformed.empty()) {
+        drop(o.malformed.empty() ? malformed : o.malformed);
+        break;
+      }
       Args none;
       emit(o.cat, o.name.empty() ? name : std::string_view(o.name), pid.num, tid.num, o.ts,
            wrapping_sub(ts, o.ts), none);

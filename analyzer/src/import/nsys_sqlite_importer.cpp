@@ -56,6 +56,7 @@ class Db {
     }
     int64_t i(int c) const { return sqlite3_column_int64(st_, c); }
     bool null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+    bool integer(int c) const { return sqlite3_column_type(st_, c) == SQLITE_INTEGER; }
     std::string text(int c) const {
       const unsigned char* p = sqlite3_column_text(st_, c);
       return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(st_, c)) : std::string();
@@ -155,17 +156,16 @@ class Importer {
   void nvtx();
   void samples();
 
-  // " WHERE" the rows of `tbl` whose start and end are integer ns in order within ±kMaxAbsTimeNs (and `also`), and
-  // the rest counted (meta import.dropped_events "(TABLE times not readable)"): text or NULL read as 0, and times
-  // near the ends of int64 wrapped every span after them.
-  std::string readable_times(const std::string& tbl, const std::string& also = "") {
-    const std::string limit = std::to_string(kMaxAbsTimeNs);
-    const std::string ok = "(typeof(start) = 'integer' AND typeof(end) = 'integer' AND start >= -" + limit +
-                           " AND end >= start AND end <= " + limit + ")";
-    const std::string scope = also.empty() ? "" : " AND " + also;
-    Db::Stmt n(db_, "SELECT count(*) FROM " + tbl + " WHERE NOT " + ok + scope);
-    if (n.step() && n.i(0) > 0) dropped_["(" + tbl + " times not readable)"] += n.i(0);
-    return " WHERE " + ok + scope;
+  // Whether the row's start and end (its first two columns) are integer ns in order within ±kMaxAbsTimeNs; the
+  // rest are counted (meta import.dropped_events "(TABLE times not readable)") and left out: text or NULL was read
+  // as 0, and times near the ends of int64 wrapped every span after them.
+  bool readable_times(const Db::Stmt& st, const std::string& tbl) {
+    if (st.integer(0) && st.integer(1)) {
+      const int64_t start = st.i(0), end = st.i(1);
+      if (start >= -kMaxAbsTimeNs && end >= start && end <= kMaxAbsTimeNs) return true;
+    }
+    ++dropped_["(" + tbl + " times not readable)"];
+    return false;
   }
 
   Db db_;
@@ -269,8 +269,9 @@ void Importer::kernels() {
                        db_.col(c, "gridY", "0") + ", " + db_.col(c, "gridZ", "0") + ", " +
                        db_.col(c, "blockX", "0") + ", " + db_.col(c, "blockY", "0") + ", " +
                        db_.col(c, "blockZ", "0") + ", " + db_.col(c, "registersPerThread", "0") + ", " +
-                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
+                       shared + ", " + graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
+    if (!readable_times(st, tbl)) continue;
     Kernel k = kernel_like_of(st);
     k.name = str(st.i(7));
     k.grid_x = static_cast<int32_t>(st.i(8));
@@ -338,8 +339,9 @@ void Importer::memcpys() {
   };
   Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "copyKind", "0") + ", " +
                        db_.col(c, "srcKind", "-1") + ", " + db_.col(c, "dstKind", "-1") + ", " +
-                       graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
+                       graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
+    if (!readable_times(st, tbl)) continue;
     auto m = copy_like_of<Memcpy>(st, 10);
     m.kind = oper(st.i(7));
     m.src_kind = st.null(8) ? MemoryKind::Unknown : mem(st.i(8));
@@ -354,8 +356,9 @@ void Importer::memsets() {
   auto c = db_.columns(tbl);
   auto kinds = enum_labels("ENUM_CUDA_MEM_KIND");
   Db::Stmt st(db_, "SELECT " + copy_like_columns(db_, c) + ", " + db_.col(c, "memKind", "-1") + ", " +
-                       graph_id_columns(db_, c) + " FROM " + tbl + readable_times(tbl));
+                       graph_id_columns(db_, c) + " FROM " + tbl);
   while (st.step()) {
+    if (!readable_times(st, tbl)) continue;
     auto m = copy_like_of<Memset>(st, 8);
     if (!st.null(7)) {
       auto it = kinds.find(st.i(7));
@@ -374,11 +377,11 @@ void Importer::graph_replays() {
   if (!c.count("start") || !c.count("end")) return;
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "contextId", "0") + ", " +
                        db_.col(c, "streamId", "0") + ", " + db_.col(c, "correlationId", "0") + ", " +
-                       db_.col(c, "globalPid", "NULL") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl +
-                       readable_times(tbl));
+                       db_.col(c, "globalPid", "NULL") + ", " + db_.col(c, "graphId", "0") + " FROM " + tbl);
   std::map<int64_t, StringId> names;
   bool any = false;
   while (st.step()) {
+    if (!readable_times(st, tbl)) continue;
     Kernel k = kernel_like_of(st);
     k.graph_id = st.i(7);
     auto [n, fresh] = names.emplace(k.graph_id, 0);
@@ -434,10 +437,10 @@ void Importer::api_calls() {
     std::string name = c.count("nameId") ? "nameId" : "0";
     Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "globalTid", "0") + ", " + db_.col(c, "correlationId", "0") +
                          ", " + name + ", " + db_.col(c, "returnValue", "0") + ", " +
-                         db_.col(c, "eventClass", "-1") + ", " + db_.col(c, "name") + " FROM " + tbl +
-                         readable_times(tbl));
+                         db_.col(c, "eventClass", "-1") + ", " + db_.col(c, "name") + " FROM " + tbl);
     std::unordered_map<StringId, StringId> stripped;
     while (st.step()) {
+      if (!readable_times(st, tbl)) continue;
       ApiCall a;
       a.start = st.i(0);
       a.end = st.i(1);
@@ -472,8 +475,9 @@ void Importer::syncs() {
   auto c = db_.columns(tbl);
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "deviceId", "0") + ", " + db_.col(c, "streamId", "-1") + ", " +
                        db_.col(c, "correlationId", "0") + ", " + db_.col(c, "globalPid", "0") + ", " +
-                       db_.col(c, "syncType", "0") + " FROM " + tbl + readable_times(tbl));
+                       db_.col(c, "syncType", "0") + " FROM " + tbl);
   while (st.step()) {
+    if (!readable_times(st, tbl)) continue;
     Sync s;
     s.start = st.i(0);
     s.end = st.i(1);
@@ -501,10 +505,10 @@ void Importer::nvtx() {
     while (st.step()) domains[st.i(0)] = st.i(2) ? str(st.i(2)) : t_.intern(st.text(1));
   }
   Db::Stmt st(db_, "SELECT start, end, " + db_.col(c, "globalTid", "0") + ", " + db_.col(c, "text") + ", " + text_id +
-                       ", " + db_.col(c, "domainId", "0") + " FROM NVTX_EVENTS" +
-                       readable_times("NVTX_EVENTS", "end IS NOT NULL AND eventType IN (" + std::to_string(kNvtxPushPop) +
-                                                         "," + std::to_string(kNvtxStartEnd) + ")"));
+                       ", " + db_.col(c, "domainId", "0") + " FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (" +
+                       std::to_string(kNvtxPushPop) + "," + std::to_string(kNvtxStartEnd) + ")");
   while (st.step()) {
+    if (!readable_times(st, std::string("NVTX_EVENTS"))) continue;
     Range r;
     r.start = st.i(0);
     r.end = st.i(1);

@@ -27,7 +27,8 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
       while (p < e && unsigned(*p - '0') < 10 && digits < 18)
         mant = mant * 10 + unsigned(*p++ - '0'), ++digits, ++frac;
     }
-    bool clean = digits > 0 && (p == e || !(unsigned(*p - '0') < 10 || *p == 'e' || *p == 'E' || *p == '.'));
+    // The number ends the token or a space does ("25738 (python)"): "12abc" and "0x10" are no number.
+    bool clean = digits > 0 && (p == e || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r');
     if (clean && frac <= 18 && scale_digits >= 0 && scale_digits <= 18) {
       int shift = scale_digits - frac;
       static constexpr uint64_t kPow10[19] = {1ull,
@@ -106,6 +107,8 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
     if (!edig) return false;
     exp10 += eneg ? -e : e;
   }
+  // Only spaces may follow ("12abc", "0x10": no number).
+  if (i < n && !(s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) return false;
   if (round_up) ++mant;
   exp10 += scale_digits;
   // value = mant * 10^exp10

@@ -189,24 +189,30 @@ void TimelineModel::add_analysis_tracks() {
       });
       for (uint32_t i : g) findings_[i].drawn_by = head == i ? -1 : int32_t(head);
       findings_[head].drawn_for = uint32_t(g.size());
-      std::vector<Item> items;
-      std::set<int> positions;  // a step once, however many ranks share it
-      for (uint32_t i : g)
+      // Each member's steps (a step once, however many ranks share it); a member with none, its ranges.
+      std::vector<Item> items, ranged;
+      std::set<int> positions;
+      for (uint32_t i : g) {
+        bool any = false;
         for (int64_t s : findings_[i].cross_rank ? std::vector<int64_t>() : findings_[i].steps)
-          if (int p = step_position(s); p >= 0 && positions.insert(p).second)
-            items.push_back({steps_[p].start, steps_[p].end, head, EventKind::Finding});
-      if (items.empty()) {
-        for (uint32_t i : g)
-          for (const auto& r : findings_[i].ranges) items.push_back({r.first, r.second, head, EventKind::Finding});
-        if (g.size() > 1) {  // the ranks' ranges as their union: one lane, not one a rank again
-          std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.start < b.start; });
-          size_t kept = 0;
-          for (const Item& it : items)
-            if (kept && it.start <= items[kept - 1].end) items[kept - 1].end = std::max(items[kept - 1].end, it.end);
-            else items[kept++] = it;
-          items.resize(kept);
-        }
+          if (int p = step_position(s); p >= 0) {
+            any = true;
+            if (positions.insert(p).second) items.push_back({steps_[p].start, steps_[p].end, head, EventKind::Finding});
+          }
+        if (!any)
+          for (const auto& r : findings_[i].ranges) ranged.push_back({r.first, r.second, head, EventKind::Finding});
       }
+      if (g.size() > 1 && !ranged.empty()) {  // the ranks' ranges as their union: one lane, not one a rank again
+        std::sort(ranged.begin(), ranged.end(), [](const Item& a, const Item& b) { return a.start < b.start; });
+        size_t kept = 0;
+        for (const Item& it : ranged)
+          if (kept && it.start <= ranged[kept - 1].end)
+            ranged[kept - 1].end = std::max(ranged[kept - 1].end, it.end);
+          else
+            ranged[kept++] = it;
+        ranged.resize(kept);
+      }
+      items.insert(items.end(), ranged.begin(), ranged.end());
       for (Lane& l : stack_into_lanes(items, same)) tr.lanes.push_back(std::move(l));
     }
     findings_track_ = static_cast<int>(tracks_.size());

@@ -97,3 +97,16 @@ try:
 except ValueError as e:
     print("steps_error", e)
 print("cannot_record", cannot_record("/nonexistent/stepscope"))
+# cli= as a name on PATH is found there; a window that cannot open inside a trainer's callback is said, never raised.
+os.environ["PATH"] = os.path.dirname(os.environ["STEPSCOPE_CLI"]) + os.pathsep + os.environ.get("PATH", "")
+print("cannot_record_name", cannot_record("stepscope"))
+from stepscope.integrations import _Recorder  # noqa: E402
+
+said = []
+rec = _Recorder(os.path.join(os.path.dirname(slow_db), "never.db"), StepWindows("1:3"), said.append,
+                {"cpu_hz": "x"})
+for i in range(4):
+    rec.before_step(i)
+    rec.after_step()
+rec.end()
+print("recorder_said", said)
