@@ -853,6 +853,16 @@ TEST_CASE(
     CHECK(a.steps[0].warmup);
     CHECK_FALSE(find_finding(a, "no-tensor-cores"));
   }
+  SECTION("attached to a running program: the first step is the loop's own, no warm-up") {
+    // `stepscope attach` and the trainer callbacks' windows start in the steady loop (a window whose only waiting
+    // step was its first read "no findings").
+    auto t = trace(simt, tc);
+    t.meta["attach.start_ns"] = "0";
+    const auto a = analyzer::analyze(t);
+    REQUIRE(a.steps.size() == 4);
+    CHECK_FALSE(a.steps[0].warmup);
+    CHECK(find_finding(a, "no-tensor-cores"));  // the 9 ms of SIMT in the first step count
+  }
   SECTION("SIMT in every steady step behind a tensor-core warm-up: reported, high") {
     // Over all four steps SIMT was 2.4 of 11.4 ms (21%, under the 50% gate): not reported.
     const auto a = analyzer::analyze(trace(tc, simt));

@@ -715,7 +715,11 @@ void break_down_steps(Context& ctx) {
 // others.
 void mark_steady_steps(Context& ctx) {
   ctx.steady.assign(ctx.steps.size(), 1);
-  if (ctx.steps.size() >= 4) {
+  // A recording attached to a running program (`stepscope attach`, the trainer callbacks' windows) starts in its
+  // steady loop: its first step carries no start-up, and a long one is the loop's own (a trainer window whose last
+  // step the end of training cut short made its only waiting step a "warm-up" and the window "no findings").
+  const bool attached = ctx.t().meta.count("attach.start_ns") > 0;
+  if (!attached && ctx.steps.size() >= 4) {
     std::vector<int64_t> rest;
     for (size_t i = 1; i < ctx.steps.size(); ++i) rest.push_back(ctx.steps[i].dur_ns);
     std::nth_element(rest.begin(), rest.begin() + int64_t(rest.size() / 2), rest.end());
@@ -723,7 +727,7 @@ void mark_steady_steps(Context& ctx) {
       ctx.steady[0] = 0;
       ctx.steps[0].warmup = true;
     }
-  } else if (ctx.steps.size() >= 2) {
+  } else if (!attached && ctx.steps.size() >= 2) {
     int64_t longest = 0;
     for (size_t i = 1; i < ctx.steps.size(); ++i) longest = std::max(longest, ctx.steps[i].dur_ns);
     if (double(ctx.steps[0].dur_ns) > kFewStepsWarmupFactor * double(longest)) {
