@@ -322,6 +322,10 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
   check(write("numbers.json", "[1, 2, 3]"), "not a trace");
   check(write("text.txt", "hello world\n"), "unrecognized format");
   check(write("empty.json", ""), "empty file");
+  // Two traces written into one file: the first was read as if it were the file.
+  const std::string one = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]})";
+  check(write("two.json", one + "\n" + one), "invalid JSON: more text after the trace's document");
+  CHECK(analyzer::load_trace(write("spaces_after.json", one + "\n \n")).ranges.size() == 1);
   if (test::have_traces()) {
     // A gzip stream cut in the middle (JSON and SQLite inside).
     for (const char* rel : {"hta/alexnet_a100.json.gz", "nsys/cloverleaf_a100.sqlite.gz"}) {

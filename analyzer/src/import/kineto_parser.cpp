@@ -975,6 +975,7 @@ class Parser {
               unsigned threads);
   // `at`: where the array's "[" is in the parsed text.
   void top_level(od::document& doc, const std::function<void(od::array, const char* at)>& on_events);
+  void refuse_more(od::document& doc);
   void device_properties(od::array arr);
   void distributed_info(od::object obj);
   void events(od::array arr);
@@ -1074,6 +1075,7 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
     p_.saw_events = true;
     const char* at = doc.raw_json_token().value().data();
     on_events(doc.get_array(), at);
+    refuse_more(doc);
     return;
   }
   if (top != od::json_type::object)
@@ -1115,6 +1117,14 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
       if (text.size() <= 256) t.meta["trace." + std::string(k)] = std::string(text);
     }
   }
+  refuse_more(doc);
+}
+
+// Text after the document (two traces written into one file, a log line appended) was ignored: one trace read as
+// if it were the file.
+void Parser::refuse_more(od::document& doc) {
+  if (auto at = doc.current_location(); at.error() == simdjson::SUCCESS)
+    throw StoreError(file_, "invalid JSON: more text after the trace's document (two traces in one file?)");
 }
 
 void Parser::one_pass() {
