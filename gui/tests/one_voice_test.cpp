@@ -6,6 +6,7 @@
 #include <QTextBrowser>
 #include <QtTest>
 #include <filesystem>
+#include <fstream>
 
 #include "host_only_traces.h"
 #include "main_window.h"
@@ -62,6 +63,25 @@ class OneVoiceTest : public QObject {
     const QString details = w.details()->toPlainText();
     QVERIFY2(details.contains(QString::fromStdString(advice)), qPrintable(details));
     QVERIFY(details.contains("No findings."));
+  }
+
+  void eventsLeftOutAreSaidInTheStatusAndTheDetails() {
+    const std::string path = std::string(STEPSCOPE_BINARY_DIR) + "/test-scratch/gui-one-voice-malformed.json";
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << R"({"traceEvents":[
+      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2,"args":{"device":0,"stream":7}},
+      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":"20","dur":2,"args":{"device":0,"stream":7}}]})";
+    MainWindow w;
+    w.set_synchronous(true);
+    QSignalSpy spy(&w, &MainWindow::model_loaded);
+    w.open_file(QString::fromStdString(path));
+    QVERIFY(spy.wait(30000) && spy.takeFirst().at(0).toBool());
+    const QString note = QString::fromStdString(analyzer::malformed_events_note(w.timeline()->model()->analysis()->summary));
+    QCOMPARE(note, QString("The file held 1 event that could not be read and was left out (1 ts not a time): every "
+                           "figure here is over the rest."));
+    QVERIFY2(w.details()->toPlainText().contains(note), qPrintable(w.details()->toPlainText()));
+    QVERIFY2(w.status_text().contains(note), qPrintable(w.status_text()));
+    QCOMPARE(w.timeline()->model()->run_notes().front(), note.toStdString());
   }
 
   void aRunWithoutGpuIsShownInTheHostsWords() {

@@ -222,8 +222,8 @@ std::optional<std::pair<int64_t, int64_t>> TimelineModel::steady_extent() const 
 std::vector<std::string> TimelineModel::run_notes() const {
   std::vector<std::string> out;
   if (!analysis_) return out;
-  for (std::string n :
-       {analyzer::no_gpu_note(analysis_->summary), analyzer::steps_advice(analysis_->summary)})
+  for (std::string n : {analyzer::malformed_events_note(analysis_->summary), analyzer::no_gpu_note(analysis_->summary),
+                        analyzer::steps_advice(analysis_->summary)})
     if (!n.empty()) out.push_back(std::move(n));
   return out;
 }

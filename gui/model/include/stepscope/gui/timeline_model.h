@@ -342,7 +342,8 @@ class TimelineModel {
   // The finding to show first: the highest severity, then the largest share of step time; -1 when none.
   int worst_finding() const;
   // What the Details pane says of the run when there is no finding to show: the sentences `stepscope analyze`
-  // prints above its table, in the same words (no GPU activity; how to mark steps when there were none).
+  // prints above its table, in the same words (events of the file left out as malformed; no GPU activity; how to
+  // mark steps when there were none).
   std::vector<std::string> run_notes() const;
   // Time extent of a finding (its steps and evidence ranges); nullopt when it has none.
   std::optional<std::pair<int64_t, int64_t>> finding_extent(size_t finding) const;
