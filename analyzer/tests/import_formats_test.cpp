@@ -565,6 +565,26 @@ TEST_CASE("Nsight Systems rows whose times are no integer ns in order are left o
         "The file held 5 events that could not be read and were left out (4 CUPTI_ACTIVITY_KIND_KERNEL times not "
         "readable, 1 CUPTI_ACTIVITY_KIND_RUNTIME times not readable): every figure here is over the rest.");
   CHECK(a.summary.steps == 9);
+
+  // Kernel names past StringIds: each id a name of its own, counted (all were "", one name: 1,312 periodic "steps").
+  sqlite3* db2 = nullptr;
+  REQUIRE(sqlite3_open(db_path.c_str(), &db2) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db2,
+                       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 99999999 + demangledName, "
+                       "shortName = 99999999 + shortName",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  const int64_t names = scalar(db2,  // over the rows read (the four damaged above are left out)
+                              "SELECT count(DISTINCT demangledName) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE "
+                              "typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start AND "
+                              "end <= 4000000000000000000");
+  sqlite3_close(db2);
+  const auto u = analyzer::load_trace(db_path);
+  CHECK(u.meta.at("import.unresolved_string_ids") == std::to_string(names));
+  std::set<std::string> seen;
+  for (const auto& k : u.kernels) seen.insert(u.str(k.name));
+  CHECK(int64_t(seen.size()) == names);
+  CHECK(seen.count("") == 0);
+  CHECK(analyzer::analyze(u).summary.steps == 9);
 }
 
 TEST_CASE("a UTF-8 byte order mark before the JSON is skipped, small or streamed") {

@@ -139,8 +139,12 @@ class Importer {
   void strings();
   StringId str(int64_t id) {
     auto it = strmap_.find(id);
-    if (it == strmap_.end()) return 0;
-    return it->second;
+    if (it != strmap_.end()) return it->second;
+    if (id <= 0) return 0;  // no name
+    // An id past StringIds (a damaged export): every such kernel was named "", one name for all (1,312 "steps"
+    // found in 9). Each id keeps a name of its own, and the count is kept (meta import.unresolved_string_ids).
+    ++unresolved_;
+    return strmap_[id] = t_.intern("(string " + std::to_string(id) + " not in StringIds)");
   }
   std::map<int64_t, std::string> enum_labels(const std::string& table);
   void meta();
@@ -173,6 +177,7 @@ class Importer {
   Trace t_;
   NameHints names_;
   std::map<std::string, int64_t> dropped_;
+  int64_t unresolved_ = 0;  // distinct string ids not in StringIds
   std::unordered_map<int64_t, StringId> strmap_;  // nsys StringIds.id → our id
 };
 
@@ -593,6 +598,7 @@ Trace Importer::run() {
   samples();
   finalize_trace(t_, names_);
   graph_nodes();  // after finalize_trace: the replays' graph ids are known
+  if (unresolved_) t_.meta["import.unresolved_string_ids"] = std::to_string(unresolved_);
   if (!dropped_.empty()) {
     std::string& d = t_.meta["import.dropped_events"];
     for (const auto& [what, n] : dropped_) d += (d.empty() ? "" : ",") + what + ":" + std::to_string(n);
