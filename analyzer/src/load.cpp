@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "import/decompress.h"
+#include "import/event_counts.h"
 #include "import/kineto_importer.h"
 #include "import/nsys_sqlite_importer.h"
 
@@ -215,17 +216,9 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
 static std::string add_counts(const std::string& a, const std::string& b) {
   std::map<std::string, int64_t> n;
   for (const std::string* text : {&a, &b})
-    for (size_t pos = 0; pos < text->size();) {
-      size_t comma = text->find(',', pos);
-      if (comma == std::string::npos) comma = text->size();
-      const std::string item = text->substr(pos, comma - pos);
-      const size_t colon = item.rfind(':');
-      if (colon != std::string::npos) n[item.substr(0, colon)] += std::atoll(item.c_str() + colon + 1);
-      pos = comma + 1;
-    }
-  std::string out;
-  for (const auto& [what, count] : n) out += (out.empty() ? "" : ",") + what + ":" + std::to_string(count);
-  return out;
+    for (const auto& [what, count] : import::parse_event_counts(*text))
+      if (count >= 0) n[what] += count;
+  return import::join_event_counts(n);
 }
 
 void merge_into(Trace& into, const Trace& from) {

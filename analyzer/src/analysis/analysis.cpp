@@ -17,6 +17,7 @@
 #include "analysis/names.h"
 #include "analysis/step_detector.h"
 #include "format/units.h"
+#include "import/event_counts.h"
 #include "stepscope/analyzer/collector_threads.h"
 #include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
@@ -274,13 +275,9 @@ void detail::measure(const store::Trace& trace, const AnalyzeOptions& options, C
     s.unread_device_events = it->second;
   if (auto it = trace.meta.find("import.dropped_events"); it != trace.meta.end()) {
     // "(no ph):984,f:12,s:12": the kinds the importer does not keep (flows, instants) are no loss; "(...)" are.
-    for (size_t pos = 0; pos < it->second.size();) {
-      size_t comma = it->second.find(',', pos);
-      if (comma == std::string::npos) comma = it->second.size();
-      if (it->second[pos] == '(')
-        s.malformed_events += (s.malformed_events.empty() ? "" : ",") + it->second.substr(pos, comma - pos);
-      pos = comma + 1;
-    }
+    for (const auto& [name, n] : import::parse_event_counts(it->second))
+      if (!name.empty() && name.front() == '(')
+        s.malformed_events += (s.malformed_events.empty() ? "" : ",") + name + (n < 0 ? "" : ":" + std::to_string(n));
   }
 
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "format/units.h"
+#include "import/event_counts.h"
 #include "stepscope/analyzer/analysis.h"
 
 namespace stepscope::analyzer {
@@ -87,16 +88,8 @@ std::string no_gpu_note(const AnalysisSummary& s) {
     return "No GPU activity in this trace: the breakdown covers host time only (the training loop's wait for input "
            "and its own work).";
   std::string events;  // "mtia_ccp_events:25814,mtia_runtime:3453" -> "25814 mtia_ccp_events, 3453 mtia_runtime"
-  size_t pos = 0;
-  while (pos < s.unread_device_events.size()) {
-    size_t comma = s.unread_device_events.find(',', pos);
-    if (comma == std::string::npos) comma = s.unread_device_events.size();
-    const std::string item = s.unread_device_events.substr(pos, comma - pos);
-    const size_t colon = item.rfind(':');
-    events += (events.empty() ? "" : ", ") +
-              (colon == std::string::npos ? item : item.substr(colon + 1) + " " + item.substr(0, colon));
-    pos = comma + 1;
-  }
+  for (const auto& [name, n] : import::parse_event_counts(s.unread_device_events))
+    events += (events.empty() ? "" : ", ") + (n < 0 ? name : std::to_string(n) + " " + name);
   std::string why = "The trace holds device activity stepscope cannot read (" + events + ")";
   if (s.unread_device_events.find("cuda_profiler_range") != std::string::npos)
     why += "; cuda_profiler_range events are CUPTI range-profiler metrics whose times Kineto makes up (the profiled "
@@ -108,17 +101,11 @@ std::string malformed_events_note(const AnalysisSummary& s) {
   if (s.malformed_events.empty()) return {};
   int64_t total = 0;
   std::string why;  // "(ts not a time):3,(no ph):984" -> "3 ts not a time, 984 no ph"
-  for (size_t pos = 0; pos < s.malformed_events.size();) {
-    size_t comma = s.malformed_events.find(',', pos);
-    if (comma == std::string::npos) comma = s.malformed_events.size();
-    const std::string item = s.malformed_events.substr(pos, comma - pos);
-    const size_t colon = item.rfind(':');
-    const int64_t n = colon == std::string::npos ? 0 : std::atoll(item.c_str() + colon + 1);
-    const std::string what = item.substr(0, colon);
+  for (auto [what, n] : import::parse_event_counts(s.malformed_events)) {
+    n = std::max<int64_t>(n, 0);
     total += n;
     why += fmt::format("{}{} {}", why.empty() ? "" : ", ", n,
                        what.size() > 2 && what.front() == '(' ? what.substr(1, what.size() - 2) : what);
-    pos = comma + 1;
   }
   return fmt::format("The file held {} event{} that could not be read and {} left out ({}): every figure here is "
                      "over the rest.",

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "import/event_counts.h"
 #include "import/numbers.h"
 #include "import/trace_finalize.h"
 #include "stepscope/store/store.h"
@@ -814,28 +815,25 @@ struct EventArray {
 
 constexpr char kUtf8Bom[] = "\xEF\xBB\xBF";
 
-bool is_ws(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
 
 std::optional<EventArray> find_event_array(const char* s, size_t n) {
   size_t p = 0;
-  while (p < n && is_ws(s[p])) ++p;
+  while (p < n && is_json_space(s[p])) ++p;
   if (p < n && s[p] == '{') {
     constexpr std::string_view kKey = "\"traceEvents\"";
     size_t k = std::string_view(s, n).find(kKey, p);
     if (k == std::string_view::npos) return std::nullopt;
     p = k + kKey.size();
-    while (p < n && is_ws(s[p])) ++p;
+    while (p < n && is_json_space(s[p])) ++p;
     if (p >= n || s[p] != ':') return std::nullopt;
     ++p;
-    while (p < n && is_ws(s[p])) ++p;
+    while (p < n && is_json_space(s[p])) ++p;
   }
   if (p >= n || s[p] != '[') return std::nullopt;  // also a trace that is a top-level array
   EventArray a;
   a.open = p;
   a.begin = p + 1;
-  while (a.begin < n && is_ws(s[a.begin])) ++a.begin;
+  while (a.begin < n && is_json_space(s[a.begin])) ++a.begin;
   return a;
 }
 
@@ -847,10 +845,10 @@ size_t next_event_start(const char* s, size_t from, size_t end) {
     if (!q) return end;
     size_t i = static_cast<size_t>(static_cast<const char*>(q) - s);
     size_t j = i;
-    while (j > from && is_ws(s[j - 1])) --j;
+    while (j > from && is_json_space(s[j - 1])) --j;
     if (j > from && s[j - 1] == ',') {
       --j;
-      while (j > from && is_ws(s[j - 1])) --j;
+      while (j > from && is_json_space(s[j - 1])) --j;
       if (j > from && s[j - 1] == '}') return i;
     }
     p = i + 1;
@@ -898,7 +896,7 @@ ChunkParse parse_chunk(od::parser& parser, const char* buf, size_t text_size, si
   } else {
     // The array closed before the text ended: its "]" is the last token before `after`.
     size_t c = static_cast<size_t>(after.value_unsafe() - buf);
-    while (c > 0 && is_ws(buf[c - 1])) --c;
+    while (c > 0 && is_json_space(buf[c - 1])) --c;
     if (c == 0 || buf[c - 1] != ']') throw NotChunkable{};
     r.close = c - 2;  // buf[0] is the "["
   }
@@ -979,12 +977,6 @@ class Parser {
   void device_properties(od::array arr);
   void distributed_info(od::object obj);
   void events(od::array arr);
-  // "name:count,name:count" in name order: the meta form of both counts.
-  static std::string join_counts(const Counts& m) {
-    std::string s;
-    for (const auto& [k, n] : m) s += (s.empty() ? "" : ",") + k + ":" + std::to_string(n);
-    return s;
-  }
 
   // Progress never goes back, also when a chunked parse gives way to the one pass. A callback's exception
   // (a cancel) is the caller's: kept here, thrown after the threads, never taken for a failed chunk.
@@ -1111,9 +1103,7 @@ void Parser::top_level(od::document& doc, const std::function<void(od::array, co
         p_.reader.dialect.amd = true;
       std::string_view text = ty == od::json_type::string ? std::string_view(v.get_string())
                                                           : std::string_view(v.raw_json_token());
-      while (!text.empty() &&
-             (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t'))
-        text.remove_suffix(1);
+      while (!text.empty() && is_json_space(text.back())) text.remove_suffix(1);
       if (text.size() <= 256) t.meta["trace." + std::string(k)] = std::string(text);
     }
   }
@@ -1235,7 +1225,7 @@ bool Parser::in_chunks() {
       e = last ? size_ : starts[k + 1];
     }
     if (!last) {  // drop the "," (and whitespace) before the next chunk
-      while (e > b && is_ws(json_[e - 1])) --e;
+      while (e > b && is_json_space(json_[e - 1])) --e;
       --e;
     }
     text = std::string_view(json_ + b, e - b);
@@ -1417,7 +1407,7 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
         return;
       }
       size_t e = s;  // the "," (and whitespace) before the next chunk are not this chunk's text
-      while (e > 0 && is_ws(cur.text()[e - 1])) --e;
+      while (e > 0 && is_json_space(cur.text()[e - 1])) --e;
       --e;
       StreamChunk next = fresh();
       next.start = cur.start + s;
@@ -1658,8 +1648,8 @@ Trace Parser::finish(KinetoParseReport* report, bool chunked) {
     StringId vendor = t.intern(t.meta["gpu_vendor"]);
     for (auto& dev : t.devices) dev.vendor = vendor;
   }
-  if (!p_.reader.dropped.empty()) t.meta["import.dropped_events"] = join_counts(p_.reader.dropped);
-  if (!p_.reader.foreign.empty()) t.meta["import.unread_device_events"] = join_counts(p_.reader.foreign);
+  if (!p_.reader.dropped.empty()) t.meta["import.dropped_events"] = join_event_counts(p_.reader.dropped);
+  if (!p_.reader.foreign.empty()) t.meta["import.unread_device_events"] = join_event_counts(p_.reader.foreign);
   t.meta["source_file"] = file_;
   return std::move(t);
 }

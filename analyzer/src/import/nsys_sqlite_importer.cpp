@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "import/event_counts.h"
 #include "import/numbers.h"
 #include "import/trace_finalize.h"
 #include "stepscope/store/store.h"
@@ -599,10 +600,7 @@ Trace Importer::run() {
   finalize_trace(t_, names_);
   graph_nodes();  // after finalize_trace: the replays' graph ids are known
   if (unresolved_) t_.meta["import.unresolved_string_ids"] = std::to_string(unresolved_);
-  if (!dropped_.empty()) {
-    std::string& d = t_.meta["import.dropped_events"];
-    for (const auto& [what, n] : dropped_) d += (d.empty() ? "" : ",") + what + ":" + std::to_string(n);
-  }
+  if (!dropped_.empty()) t_.meta["import.dropped_events"] = import::join_event_counts(dropped_);
   return std::move(t_);
 }
 

@@ -10,6 +10,9 @@
 
 namespace stepscope::analyzer::import {
 
+// JSON's whitespace: what may follow a number's token.
+inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 // Parses a decimal number and returns round(value * 10^scale_digits) (half away from zero).
 // Handles sign, fraction and exponent; falls back to double for numbers too long for int64.
 inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
@@ -28,7 +31,7 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
         mant = mant * 10 + unsigned(*p++ - '0'), ++digits, ++frac;
     }
     // The number ends the token or a space does ("25738 (python)"): "12abc" and "0x10" are no number.
-    bool clean = digits > 0 && (p == e || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r');
+    bool clean = digits > 0 && (p == e || is_json_space(*p));
     if (clean && frac <= 18 && scale_digits >= 0 && scale_digits <= 18) {
       int shift = scale_digits - frac;
       static constexpr uint64_t kPow10[19] = {1ull,
@@ -68,7 +71,7 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
     }
   }
   size_t i = 0, n = s.size();
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  while (i < n && is_json_space(s[i])) ++i;
   bool neg = false;
   if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
   // Collect up to 19 significant digits (epoch ns need 19) as an integer mantissa with a decimal exponent.
@@ -108,7 +111,7 @@ inline bool parse_scaled(std::string_view s, int scale_digits, int64_t& out) {
     exp10 += eneg ? -e : e;
   }
   // Only spaces may follow ("12abc", "0x10": no number).
-  if (i < n && !(s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) return false;
+  if (i < n && !is_json_space(s[i])) return false;
   if (round_up) ++mant;
   exp10 += scale_digits;
   // value = mant * 10^exp10
@@ -159,7 +162,7 @@ inline bool us_token_to_ns(std::string_view s, int64_t& out) {
   if (!parse_scaled(s, 3, v)) {
     // Not a plain decimal (past 19 digits, a large exponent) or no number at all: only a token strtod reads whole
     // is a time. Checked here, off the path every plain number takes (the import's 1 GB/s).
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+    while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);
     if (s.empty() || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) return false;
     for (char c : s)
       if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) return false;

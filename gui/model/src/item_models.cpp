@@ -39,7 +39,7 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
   switch (index.column()) {
     case Severity:
       // A directory of ranks: the cross-rank findings lead (the view sorts by severity, highest first).
-      if (sort) return (f.cross_rank ? 3 : 0) + (f.severity == "high" ? 2 : f.severity == "medium" ? 1 : 0);
+      if (sort) return (f.cross_rank ? 3 : 0) + severity_rank(f.severity);
       return QString::fromStdString(f.severity);
     case Rule: return QString::fromStdString(f.rule);
     case Steps: {

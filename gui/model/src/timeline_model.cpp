@@ -231,7 +231,6 @@ std::vector<std::string> TimelineModel::run_notes() const {
 int TimelineModel::worst_finding() const {
   // A directory of ranks opens on the cross-rank findings (largest saving first): what the job waits for.
   if (!findings_.empty() && findings_.front().cross_rank) return 0;
-  auto rank = [](const std::string& severity) { return severity == "high" ? 2 : severity == "medium" ? 1 : 0; };
   int best = -1;
   for (size_t i = 0; i < findings_.size(); ++i) {
     const FindingInfo& f = findings_[i];
@@ -240,8 +239,8 @@ int TimelineModel::worst_finding() const {
       continue;
     }
     const FindingInfo& b = findings_[size_t(best)];
-    const bool same_severity = rank(f.severity) == rank(b.severity);
-    if (rank(f.severity) > rank(b.severity) || (same_severity && f.share > b.share) ||
+    const bool same_severity = severity_rank(f.severity) == severity_rank(b.severity);
+    if (severity_rank(f.severity) > severity_rank(b.severity) || (same_severity && f.share > b.share) ||
         (same_severity && f.share == b.share && f.est_savings_us_per_step > b.est_savings_us_per_step))
       best = int(i);
   }

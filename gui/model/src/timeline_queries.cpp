@@ -246,8 +246,7 @@ uint32_t TimelineModel::colour_key(EventRef e) const {
     case EventKind::DataWait: return kDataWaitKey;
     case EventKind::Step: return kStepKey | bound_code(steps_[e.row].bound);
     case EventKind::Finding: {
-      const std::string& s = findings_[e.row].severity;
-      return kFindingKey | (s == "high" ? 2u : s == "medium" ? 1u : 0u);
+      return kFindingKey | uint32_t(severity_rank(findings_[e.row].severity));
     }
     case EventKind::PathSegment: return kPathKey | static_cast<uint32_t>(analysis_->critical_path.path[e.row].kind);
     case EventKind::GraphReplay: return kGraphKey | static_cast<uint32_t>(replays_[e.row].graph_id & 0xFFFF);

@@ -179,13 +179,9 @@ void TimelineModel::add_analysis_tracks() {
       if (fresh) groups.emplace_back();
       groups[it->second].push_back(uint32_t(i));
     }
-    auto severity = [&](uint32_t i) {
-      const std::string& s = findings_[i].severity;
-      return s == "high" ? 2 : s == "medium" ? 1 : 0;
-    };
     for (const auto& g : groups) {
       const uint32_t head = *std::max_element(g.begin(), g.end(), [&](uint32_t a, uint32_t b) {
-        return severity(a) < severity(b);  // the first of the most severe
+        return severity_rank(findings_[a].severity) < severity_rank(findings_[b].severity);  // the first of the most severe
       });
       for (uint32_t i : g) findings_[i].drawn_by = head == i ? -1 : int32_t(head);
       findings_[head].drawn_for = uint32_t(g.size());

@@ -170,6 +170,11 @@ struct FindingInfo {
   uint32_t drawn_for = 1;
 };
 
+// A finding's severity in order: 0 low, 1 medium, 2 high.
+inline int severity_rank(const std::string& severity) {
+  return severity == "high" ? 2 : severity == "medium" ? 1 : 0;
+}
+
 // An analysis' finding as the model keeps it, but for its ranges (a single trace's lie on its clock, a cross-rank
 // finding's are its steps across the ranks) and extent, which the caller sets.
 FindingInfo finding_info(const analyzer::FindingResult& f);
