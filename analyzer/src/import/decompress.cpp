@@ -110,6 +110,14 @@ namespace {
 
 constexpr const char* kBadGzip = "truncated or corrupt gzip data";
 
+// What may follow the last gzip member: nothing, or zeros (the padding some writers add). Anything else is not
+// this file's data, and may be what was meant to be read (gzip(1) warns "trailing garbage ignored").
+// Returns the problem, or "".
+std::string after_gzip_problem(std::string_view rest) {
+  if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) return {};
+  return std::to_string(rest.size()) + " bytes after the end of the gzip data are not gzip (another file appended?)";
+}
+
 // Guess of the uncompressed size of a gzip stream: the trailer's ISIZE (size mod 2^32) when plausible.
 size_t gzip_size_guess(std::string_view in) {
   size_t guess = in.size() * 4 + 4096;
@@ -134,6 +142,7 @@ size_t gzip_size_guess(std::string_view in) {
   size_t produced = 0;
   uint64_t last_report = 0;
   int rc = Z_OK;
+  std::string_view rest;  // after the last member
   for (;;) {
     if (produced == out.capacity()) out.reserve(out.capacity() * 2);
     uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
@@ -150,8 +159,8 @@ size_t gzip_size_guess(std::string_view in) {
     }
     if (rc == Z_STREAM_END) {
       // Concatenated members (gzip -c a >> b): keep going while a gzip header follows.
-      if (in_left >= 2 && compression_of(std::string_view(reinterpret_cast<const char*>(zs.next_in), in_left)) ==
-                              Compression::Gzip) {
+      rest = std::string_view(reinterpret_cast<const char*>(zs.next_in), in_left);
+      if (in_left >= 2 && compression_of(rest) == Compression::Gzip) {
         inflateReset(&zs);
         continue;
       }
@@ -167,6 +176,7 @@ size_t gzip_size_guess(std::string_view in) {
     }
   }
   inflateEnd(&zs);
+  if (std::string problem = after_gzip_problem(rest); !problem.empty()) throw StoreError(path, problem);
   out.resize(produced);
   return out;
 }
@@ -193,11 +203,17 @@ PaddedBuffer gunzip_libdeflate(const std::string& path, std::string_view in) {
     }
     in_pos += in_used;
     produced += out_made;
-    if (in.size() - in_pos < 2 || compression_of(in.substr(in_pos)) != Compression::Gzip) break;
+    if (in.size() - in_pos < 2 || compression_of(in.substr(in_pos)) != Compression::Gzip) {
+      libdeflate_free_decompressor(d);
+      if (std::string problem = after_gzip_problem(in.substr(in_pos)); !problem.empty())
+        throw StoreError(path, problem);
+      d = nullptr;
+      break;
+    }
     // Another member follows: make room for at least as much again.
     out.reserve(std::max(out.capacity(), produced * 2));
   }
-  libdeflate_free_decompressor(d);
+  if (d) libdeflate_free_decompressor(d);
   out.resize(produced);
   return out;
 }
@@ -293,10 +309,14 @@ void decompress_to_file(const std::string& path, std::string_view in, Compressio
       int rc = inflate(&zs, Z_NO_FLUSH);
       write(chunk.data(), chunk.size() - zs.avail_out);
       if (rc == Z_STREAM_END) {
-        if (zs.avail_in >= 2 && compression_of(std::string_view(reinterpret_cast<const char*>(zs.next_in),
-                                                                zs.avail_in)) == Compression::Gzip) {
+        const std::string_view rest(reinterpret_cast<const char*>(zs.next_in), zs.avail_in);
+        if (zs.avail_in >= 2 && compression_of(rest) == Compression::Gzip) {
           inflateReset(&zs);
           continue;
+        }
+        if (std::string problem = after_gzip_problem(rest); !problem.empty()) {
+          inflateEnd(&zs);
+          fail(problem);
         }
         break;
       }

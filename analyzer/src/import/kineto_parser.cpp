@@ -815,6 +815,30 @@ struct EventArray {
 
 constexpr char kUtf8Bom[] = "\xEF\xBB\xBF";
 
+// Where the first top-level object or array of `s` closes (one past its last byte), or npos where it does not:
+// for naming what simdjson refused. A balanced document followed by other text read "JSON document ended early".
+size_t end_of_first_value(const char* s, size_t n) {
+  size_t p = 0, depth = 0;
+  while (p < n && is_json_space(s[p])) ++p;
+  if (p >= n || (s[p] != '{' && s[p] != '[')) return std::string_view::npos;
+  for (bool in_string = false; p < n; ++p) {
+    const char c = s[p];
+    if (in_string) {
+      if (c == '\\')
+        ++p;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return p + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
 
 std::optional<EventArray> find_event_array(const char* s, size_t n) {
   size_t p = 0;
@@ -1554,7 +1578,8 @@ void Parser::streamed(const std::function<size_t(char*, size_t)>& read) {
 Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
   // A UTF-8 byte order mark (some Windows editors write one) is no JSON: the text starts after it (simdjson
   // called the file "improper structure").
-  if (size >= 3 && std::memcmp(json, kUtf8Bom, 3) == 0) json += 3, size -= 3;
+  const size_t bom = size >= 3 && std::memcmp(json, kUtf8Bom, 3) == 0 ? 3 : 0;
+  json += bom, size -= bom;
   json_ = json;
   size_ = size;
   bool chunked = false;
@@ -1573,6 +1598,12 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
     try {
       one_pass();
     } catch (const simdjson::simdjson_error& e) {
+      if (size_t end = end_of_first_value(json_, size_); end != std::string_view::npos) {
+        while (end < size_ && is_json_space(json_[end])) ++end;
+        if (end < size_)
+          throw StoreError(file_, "invalid JSON: more text after the trace's document, at byte " +
+                                      std::to_string(end + bom) + " (a log line appended?)");
+      }
       throw StoreError(file_, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
     }
   }
