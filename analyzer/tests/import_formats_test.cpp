@@ -329,7 +329,8 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
   // Text that is no JSON after it: simdjson said "document ended early in the middle of an object or array".
   check(write("log_after.json", one + "\ngarbage here\n"),
         "invalid JSON: more text after the trace's document, at byte " + std::to_string(one.size() + 1));
-  check(write("cut.json", one.substr(0, one.size() - 2)), "invalid JSON: The JSON document has an improper structure");
+  check(write("cut.json", one.substr(0, one.size() - 2)),
+        "invalid JSON: The JSON document has an improper structure");
   if (test::have_traces()) {
     // A gzip stream cut in the middle (JSON and SQLite inside).
     for (const char* rel : {"hta/alexnet_a100.json.gz", "nsys/cloverleaf_a100.sqlite.gz"}) {
@@ -337,12 +338,14 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
       std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       check(write(std::string("cut_") + fs::path(rel).filename().string(), bytes.substr(0, bytes.size() / 2)),
             "truncated or corrupt gzip data");
-      // Another file's bytes after the gzip data (they were read past in silence); zeros after it are padding.
-      check(write(std::string("junk_after_") + fs::path(rel).filename().string(), bytes + "{\"traceEvents\":[]}\n"),
+      // Another file's bytes after the gzip data (they were read past in silence); zeros after it are
+      // padding.
+      check(write(std::string("junk_after_") + fs::path(rel).filename().string(),
+                  bytes + "{\"traceEvents\":[]}\n"),
             "19 bytes after the end of the gzip data are not gzip");
       if (fs::path(rel).string().find(".json") != std::string::npos)
-        CHECK(analyzer::load_trace(write("zeros_after.json.gz", bytes + std::string(512, '\0'))).kernels.size() ==
-              trace(rel).kernels.size());
+        CHECK(analyzer::load_trace(write("zeros_after.json.gz", bytes + std::string(512, '\0')))
+                  .kernels.size() == trace(rel).kernels.size());
     }
   }
   {

@@ -27,8 +27,8 @@ const std::string kCli = STEPSCOPE_CLI;
 constexpr double kTolerance = 0.03;  // after/before within 3% (the issue's bound)
 // CPython 3.11 (and before): the interpreter's own swing once it runs its compiler, which the helper does at
 // each attach. One compile("x = 1") in the middle of this loop, no profiler anywhere, left it +3.5% to +10.6%
-// slower than its twin (6 runs; 3.14: -0.1% and +0.1%); with STEPSCOPE_PYTHON_HOOKS=0 (no Python run by the collector)
-// a plain detach left -0.2% (4 runs), with the helper +1.0% to +3.7% (docs/performance.md).
+// slower than its twin (6 runs; 3.14: -0.1% and +0.1%); with STEPSCOPE_PYTHON_HOOKS=0 (no Python run by the
+// collector) a plain detach left -0.2% (4 runs), with the helper +1.0% to +3.7% (docs/performance.md).
 constexpr double kTolerancePre312 = 0.06;
 constexpr int kEvery = 20;           // steps per line of the loop's log
 
@@ -42,8 +42,8 @@ struct Line {
   int64_t mono_ns, cpu_ns;  // when the loop wrote it, and its thread's CPU time then
 };
 
-// Median CPU ns per step over the log's steps inside [from, to): the loop's own work, not the time it waited for
-// a core (this VM's wall-clock pace moved 2-3x within seconds while other tests ran).
+// Median CPU ns per step over the log's steps inside [from, to): the loop's own work, not the time it waited
+// for a core (this VM's wall-clock pace moved 2-3x within seconds while other tests ran).
 double median_step_ns(const std::vector<Line>& lines, int64_t from, int64_t to) {
   std::vector<double> d;
   for (size_t i = 1; i < lines.size(); ++i)
@@ -65,9 +65,10 @@ struct Pace {
 };
 
 // Paired in time: the ratio in each kBin of the window, then their median. A window's two medians taken apart
-// moved by up to 7% between windows while the machine's pace moved (CI's sanitized build and stress run beside
-// the suite at the lowest priority); the same windows paired bin by bin moved by at most 2.2%. The standard error
-// of the median of n ratios: 1.2533 sigma / sqrt(n), sigma from their median absolute deviation.
+// moved by up to 7% between windows while the machine's pace moved (CI's sanitized build and stress run
+// beside the suite at the lowest priority); the same windows paired bin by bin moved by at most 2.2%. The
+// standard error of the median of n ratios: 1.2533 sigma / sqrt(n), sigma from their median absolute
+// deviation.
 Pace pace_in(const std::vector<Line>& target, const std::vector<Line>& twin, int64_t from, int64_t to) {
   constexpr int64_t kBin = 200000000;
   std::vector<double> r;
@@ -92,10 +93,13 @@ double allowed(const Pace& before, const Pace& after, double tolerance) {
   return std::max(tolerance, kSpread * std::sqrt(before.se * before.se + after.se * after.se));
 }
 
-double change(const Pace& before, const Pace& after) { return after.ratio / before.ratio - 1; }
+double change(const Pace& before, const Pace& after) {
+  return after.ratio / before.ratio - 1;
+}
 
 bool within(const Pace& before, const Pace& after, double tolerance) {
-  return before.ratio > 0 && after.ratio > 0 && std::abs(change(before, after)) <= allowed(before, after, tolerance);
+  return before.ratio > 0 && after.ratio > 0 &&
+         std::abs(change(before, after)) <= allowed(before, after, tolerance);
 }
 
 std::vector<Line> read_lines(const std::string& path) {
@@ -197,7 +201,8 @@ TEST_CASE("detach leaves a Python loop at its own pace, with and without --step-
     const std::string version =
         run_shell(shell_quote(python) + " -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'").output;
     INFO(python << " " << version);
-    const double tolerance = std::stoi(version.substr(version.find('.') + 1)) < 12 ? kTolerancePre312 : kTolerance;
+    const double tolerance =
+        std::stoi(version.substr(version.find('.') + 1)) < 12 ? kTolerancePre312 : kTolerance;
     ScratchDir dir("python_detach");
     Paces p;
     // The machine's own pace moves (other tests, the background sanitized build): a second run settles a
@@ -205,13 +210,15 @@ TEST_CASE("detach leaves a Python loop at its own pace, with and without --step-
     for (int attempt = 0; attempt < 3; ++attempt) {
       p = run_scenario(python, dir);
       std::printf(
-          "python %s: CPU time a step, target / its twin: before %.3f, attached %.3f, after a plain detach %.3f, "
-          "attached with func hooks %.3f, after their detach %.3f (%+.1f%% / %+.1f%%, allowed ±%.1f%% / ±%.1f%%; "
+          "python %s: CPU time a step, target / its twin: before %.3f, attached %.3f, after a plain detach "
+          "%.3f, "
+          "attached with func hooks %.3f, after their detach %.3f (%+.1f%% / %+.1f%%, allowed ±%.1f%% / "
+          "±%.1f%%; "
           "%s)\n",
-          version.substr(0, version.size() - 1).c_str(), p.before.ratio, p.during_plain.ratio, p.between.ratio,
-          p.during_hooks.ratio, p.after.ratio, 100 * change(p.before, p.between), 100 * change(p.before, p.after),
-          100 * allowed(p.before, p.between, tolerance), 100 * allowed(p.before, p.after, tolerance),
-          p.func_hooks2.c_str());
+          version.substr(0, version.size() - 1).c_str(), p.before.ratio, p.during_plain.ratio,
+          p.between.ratio, p.during_hooks.ratio, p.after.ratio, 100 * change(p.before, p.between),
+          100 * change(p.before, p.after), 100 * allowed(p.before, p.between, tolerance),
+          100 * allowed(p.before, p.after, tolerance), p.func_hooks2.c_str());
       if (within(p.before, p.between, tolerance) && within(p.before, p.after, tolerance)) break;
     }
     INFO(p.attach1);

@@ -110,12 +110,13 @@ namespace {
 
 constexpr const char* kBadGzip = "truncated or corrupt gzip data";
 
-// What may follow the last gzip member: nothing, or zeros (the padding some writers add). Anything else is not
-// this file's data, and may be what was meant to be read (gzip(1) warns "trailing garbage ignored").
+// What may follow the last gzip member: nothing, or zeros (the padding some writers add). Anything else is
+// not this file's data, and may be what was meant to be read (gzip(1) warns "trailing garbage ignored").
 // Returns the problem, or "".
 std::string after_gzip_problem(std::string_view rest) {
   if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) return {};
-  return std::to_string(rest.size()) + " bytes after the end of the gzip data are not gzip (another file appended?)";
+  return std::to_string(rest.size()) +
+         " bytes after the end of the gzip data are not gzip (another file appended?)";
 }
 
 // Guess of the uncompressed size of a gzip stream: the trailer's ISIZE (size mod 2^32) when plausible.

@@ -815,8 +815,9 @@ struct EventArray {
 
 constexpr char kUtf8Bom[] = "\xEF\xBB\xBF";
 
-// Where the first top-level object or array of `s` closes (one past its last byte), or npos where it does not:
-// for naming what simdjson refused. A balanced document followed by other text read "JSON document ended early".
+// Where the first top-level object or array of `s` closes (one past its last byte), or npos where it does
+// not: for naming what simdjson refused. A balanced document followed by other text read "JSON document ended
+// early".
 size_t end_of_first_value(const char* s, size_t n) {
   size_t p = 0, depth = 0;
   while (p < n && is_json_space(s[p])) ++p;
@@ -838,7 +839,6 @@ size_t end_of_first_value(const char* s, size_t n) {
   }
   return std::string_view::npos;
 }
-
 
 std::optional<EventArray> find_event_array(const char* s, size_t n) {
   size_t p = 0;
