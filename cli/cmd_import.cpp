@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "stepscope/analyzer/load.h"
+#include "stepscope/analyzer/multi_rank.h"
 #include "stepscope/store/store.h"
 
 namespace stepscope::cli {
@@ -16,9 +17,10 @@ namespace {
 
 constexpr uint64_t kProgressMinBytes = 50ull << 20;
 
-int run_import(const std::vector<std::string>& files, const std::string& out) {
+int run_import(const std::vector<std::string>& args, const std::string& out) {
   if (out.empty()) throw store::StoreError("-o", "an output store path is required");
   store::require_output_folder(out);  // before the import: a long one would fail only at its end
+  const auto files = analyzer::expand_rank_inputs(args);  // a folder: its traces and stores, as `analyze DIR`
   store::require_not_an_input(out, files);
   analyzer::LoadOptions opts;
   if (::isatty(2)) {
@@ -46,8 +48,8 @@ CommandRegistration import_command(20, [](CLI::App& app, int& exit_code) {
       "import", "Import PyTorch profiler (Kineto) / Chrome trace JSON or Nsight Systems SQLite exports into a store");
   auto files = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
-  sub->add_option("FILE", *files, "Trace files (.json, .json.gz, .json.zst, .sqlite, .sqlite.gz, .db); several "
-                                  "files (e.g. ranks) are merged into one store")
+  sub->add_option("FILE", *files, "Trace files (.json, .json.gz, .json.zst, .sqlite, .sqlite.gz, .db) or folders of "
+                                  "them; several files (e.g. ranks) are merged into one store")
       ->required();
   sub->add_option("-o,--output", *out, "The store to write (replaced atomically)")->required();
   sub->callback([&exit_code, files, out] { exit_code = run_import(*files, *out); });

@@ -30,7 +30,8 @@ bool has_table(sqlite3* db, const char* name) {
 
 std::string missing_file_reason(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return "is a directory, not a store";
+  if (std::filesystem::is_directory(path, ec))
+    return "is a directory: name a file in it (analyze, report and import also read a folder's files)";
   const bool there = std::filesystem::exists(path, ec);
   if (ec) return "cannot read: " + ec.message();  // a symlink loop: not "no such file"
   if (!there) return "no such file";
