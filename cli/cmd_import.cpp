@@ -48,8 +48,9 @@ CommandRegistration import_command(20, [](CLI::App& app, int& exit_code) {
       "import", "Import PyTorch profiler (Kineto) / Chrome trace JSON or Nsight Systems SQLite exports into a store");
   auto files = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
-  sub->add_option("FILE", *files, "Trace files (.json, .json.gz, .json.zst, .sqlite, .sqlite.gz, .db) or folders of "
-                                  "them; several files (e.g. ranks) are merged into one store")
+  sub->add_option("FILE", *files,
+                  "Trace files (.json, .json.gz, .json.zst, .sqlite, .sqlite.gz, .db) or folders of "
+                  "them; several files (e.g. ranks) are merged into one store")
       ->required();
   sub->add_option("-o,--output", *out, "The store to write (replaced atomically)")->required();
   sub->callback([&exit_code, files, out] { exit_code = run_import(*files, *out); });

@@ -107,9 +107,10 @@ TEST_CASE("info on bad input: one line naming the file, exit code 2") {
 
   auto d = run("info " + dir.path().string());
   CHECK(d.status == 2);
-  CHECK(d.output == "stepscope: " + dir.path().string() +
-                        ": is a directory: name a file in it (analyze, report and import also read a folder's "
-                        "files)\n");
+  CHECK(d.output ==
+        "stepscope: " + dir.path().string() +
+            ": is a directory: name a file in it (analyze, report and import also read a folder's "
+            "files)\n");
 }
 
 TEST_CASE("import DIR merges the traces in the folder, as naming them does") {
@@ -126,9 +127,10 @@ TEST_CASE("import DIR merges the traces in the folder, as naming them does") {
                    dir.file("named.db"));
   REQUIRE(folder.status == 0);
   REQUIRE(named.status == 0);
-  CHECK(folder.output == dir.file("folder.db") +
-                             ": 2 kernels, 0 memcpys, 0 memsets, 0 API calls, 0 syncs, 2 ranges, 0 steps, 0 data "
-                             "waits, 0 samples (from kineto-json)\n");
+  CHECK(folder.output ==
+        dir.file("folder.db") +
+            ": 2 kernels, 0 memcpys, 0 memsets, 0 API calls, 0 syncs, 2 ranges, 0 steps, 0 data "
+            "waits, 0 samples (from kineto-json)\n");
   CHECK(named.output.substr(named.output.find(':')) == folder.output.substr(folder.output.find(':')));
 }
 
