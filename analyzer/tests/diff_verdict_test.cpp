@@ -242,6 +242,16 @@ TEST_CASE("several runs per side pool their steps — warm-up steps are dropped 
   auto d2 = analyzer::diff_runs({synth_run(spec, 1)}, {synth_run(spec, 4)}, keep);
   CHECK(d2.base.steps == 4);
   CHECK(d2.base.steps_dropped == 0);
+  // Too few steps to leave the warm-up out: every step is compared, and the notes say so (they were silent).
+  RunSpec two;
+  two.steps = 2;
+  auto d3 = analyzer::diff_runs({synth_run(two, 1, "short.db")}, {synth_run(spec, 4)});
+  CHECK(d3.base.steps == 2);
+  CHECK(d3.base.steps_dropped == 0);
+  CHECK(d3.now.steps_dropped == 1);
+  CHECK(std::count(d3.notes.begin(), d3.notes.end(),
+                   "base: short.db: 2 step(s), too few to leave out the first 1 as warm-up (skip_first_steps "
+                   "needs 3 or more); every step is compared") == 1);
 }
 
 TEST_CASE("too few steps: said plainly, and the threshold alone decides") {
