@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,10 +19,55 @@ namespace {
 
 constexpr uint64_t kProgressMinBytes = 50ull << 20;
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+// The files to import: those named, and for a folder its traces and stores as `analyze DIR` finds them, less
+// the output when it lies there (an earlier `import DIR -o DIR/all.db` is not an input of the next). A store
+// in the folder imported from files of the same names beside it is refused: it would count their rows twice.
+std::vector<std::string> import_inputs(const std::vector<std::string>& args, const std::string& out) {
+  std::vector<std::string> files;
+  for (const auto& arg : args) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      files.push_back(arg);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (auto& f : analyzer::expand_rank_inputs({arg}))
+      if (!same_file(f, out)) found.push_back(std::move(f));
+    if (found.empty())
+      throw store::StoreError(arg, "no stores or traces in this directory besides the output");
+    std::set<std::string> names;
+    for (const auto& f : found) names.insert(std::filesystem::path(f).filename().string());
+    for (const auto& f : found) {
+      if (store::sniff_file(f) != store::FileKind::Store) continue;
+      const auto meta = store::StoreReader(f).meta();
+      const auto it = meta.find("source_file");
+      if (it == meta.end()) continue;
+      std::string from = it->second;
+      for (size_t start = 0; start <= from.size();) {
+        const size_t end = std::min(from.find(';', start), from.size());
+        const std::string name = std::filesystem::path(from.substr(start, end - start)).filename().string();
+        if (!name.empty() && name != std::filesystem::path(f).filename().string() && names.count(name))
+          throw store::StoreError(f,
+                                  "a store imported from " + name +
+                                      ", which is in this folder too: its rows would count twice (name the "
+                                      "files to import, or move it out)");
+        start = end + 1;
+      }
+    }
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
 int run_import(const std::vector<std::string>& args, const std::string& out) {
   if (out.empty()) throw store::StoreError("-o", "an output store path is required");
   store::require_output_folder(out);  // before the import: a long one would fail only at its end
-  const auto files = analyzer::expand_rank_inputs(args);  // a folder: its traces and stores, as `analyze DIR`
+  const auto files = import_inputs(args, out);
   store::require_not_an_input(out, files);
   analyzer::LoadOptions opts;
   if (::isatty(2)) {

@@ -249,9 +249,10 @@ TEST_CASE("several runs per side pool their steps — warm-up steps are dropped 
   CHECK(d3.base.steps == 2);
   CHECK(d3.base.steps_dropped == 0);
   CHECK(d3.now.steps_dropped == 1);
-  CHECK(std::count(d3.notes.begin(), d3.notes.end(),
-                   "base: short.db: 2 step(s), too few to leave out the first 1 as warm-up (skip_first_steps "
-                   "needs 3 or more); every step is compared") == 1);
+  CHECK(std::count(
+            d3.notes.begin(), d3.notes.end(),
+            "base: short.db: 2 step(s), too few to leave out the first 1 as warm-up (test.skip_first_steps "
+            "needs 3 or more); every step is compared") == 1);
 }
 
 TEST_CASE("too few steps: said plainly, and the threshold alone decides") {

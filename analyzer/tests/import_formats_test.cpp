@@ -328,7 +328,11 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
   CHECK(analyzer::load_trace(write("spaces_after.json", one + "\n \n")).ranges.size() == 1);
   // Text that is no JSON after it: simdjson said "document ended early in the middle of an object or array".
   check(write("log_after.json", one + "\ngarbage here\n"),
-        "invalid JSON: more text after the trace's document, at byte " + std::to_string(one.size() + 1));
+        "invalid JSON: more text after the trace's document, at offset " + std::to_string(one.size() + 1) +
+            " of the JSON text");
+  // A stray closing bracket inside is simdjson's to name, not text after the document.
+  CHECK(load_error(write("stray.json", one.substr(0, one.size() - 2) + "}}]}")).find("more text") ==
+        std::string::npos);
   check(write("cut.json", one.substr(0, one.size() - 2)),
         "invalid JSON: The JSON document has an improper structure");
   if (test::have_traces()) {

@@ -132,6 +132,20 @@ TEST_CASE("import DIR merges the traces in the folder, as naming them does") {
             ": 2 kernels, 0 memcpys, 0 memsets, 0 API calls, 0 syncs, 2 ranges, 0 steps, 0 data "
             "waits, 0 samples (from kineto-json)\n");
   CHECK(named.output.substr(named.output.find(':')) == folder.output.substr(folder.output.find(':')));
+  // The output in the folder: not an input of the same command run again.
+  for (int again = 0; again < 2; ++again) {
+    auto inside = run("import " + dir.file("job") + " -o " + dir.file("job/all.db"));
+    CHECK(inside.status == 0);
+    CHECK(inside.output.find(": 2 kernels,") != std::string::npos);
+  }
+  // Under another name it would be: a store imported from the folder's own files, their rows counted twice.
+  auto twice = run("import " + dir.file("job") + " -o " + dir.file("job/other.db"));
+  CHECK(twice.status == 2);
+  CHECK(twice.output ==
+        "stepscope: " + dir.file("job/all.db") +
+            ": a store imported from rank0.json, which is in this folder too: its rows would count "
+            "twice (name the files to import, or move it out)\n");
+  CHECK_FALSE(std::filesystem::exists(dir.file("job/other.db")));
 }
 
 TEST_CASE("info reads a raw trace as analyze does: the rows and findings of the store import would make") {

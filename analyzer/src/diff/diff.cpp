@@ -202,7 +202,7 @@ StepSamples pool_steps(const std::vector<DiffRun>& runs, const DiffConfig& cfg, 
     if (cfg.skip_first_steps > 0 && skip == 0 && !steps.empty())  // the warm-up is in the figures: say so
       notes.push_back(
           fmt::format("{}: {}: {} step(s), too few to leave out the first {} as warm-up "
-                      "(skip_first_steps needs {} or more); every step is compared",
+                      "(test.skip_first_steps needs {} or more); every step is compared",
                       side_name, r.file, steps.size(), cfg.skip_first_steps, cfg.skip_first_steps + 2));
     if (steps.empty()) notes.push_back(fmt::format("{}: {} has no steps with a duration; it adds nothing to the comparison",
                                                    side_name, r.file));

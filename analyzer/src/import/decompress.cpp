@@ -115,8 +115,10 @@ constexpr const char* kBadGzip = "truncated or corrupt gzip data";
 // Returns the problem, or "".
 std::string after_gzip_problem(std::string_view rest) {
   if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) return {};
-  return std::to_string(rest.size()) +
-         " bytes after the end of the gzip data are not gzip (another file appended?)";
+  return rest.size() == 1
+             ? std::string("1 byte after the end of the gzip data is not gzip (another file appended?)")
+             : std::to_string(rest.size()) +
+                   " bytes after the end of the gzip data are not gzip (another file appended?)";
 }
 
 // Guess of the uncompressed size of a gzip stream: the trailer's ISIZE (size mod 2^32) when plausible.

@@ -819,9 +819,10 @@ constexpr char kUtf8Bom[] = "\xEF\xBB\xBF";
 // not: for naming what simdjson refused. A balanced document followed by other text read "JSON document ended
 // early".
 size_t end_of_first_value(const char* s, size_t n) {
-  size_t p = 0, depth = 0;
+  size_t p = 0;
   while (p < n && is_json_space(s[p])) ++p;
   if (p >= n || (s[p] != '{' && s[p] != '[')) return std::string_view::npos;
+  std::string open;  // the brackets not yet closed: a stray one is simdjson's to name, not "more text"
   for (bool in_string = false; p < n; ++p) {
     const char c = s[p];
     if (in_string) {
@@ -832,9 +833,11 @@ size_t end_of_first_value(const char* s, size_t n) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return p + 1;
+      open.push_back(c);
+    } else if (c == '}' || c == ']') {
+      if (open.empty() || open.back() != (c == '}' ? '{' : '[')) return std::string_view::npos;
+      open.pop_back();
+      if (open.empty()) return p + 1;
     }
   }
   return std::string_view::npos;
@@ -1601,8 +1604,8 @@ Trace Parser::run(const char* json, size_t size, KinetoParseReport* report) {
       if (size_t end = end_of_first_value(json_, size_); end != std::string_view::npos) {
         while (end < size_ && is_json_space(json_[end])) ++end;
         if (end < size_)
-          throw StoreError(file_, "invalid JSON: more text after the trace's document, at byte " +
-                                      std::to_string(end + bom) + " (a log line appended?)");
+          throw StoreError(file_, "invalid JSON: more text after the trace's document, at offset " +
+                                      std::to_string(end + bom) + " of the JSON text (a log line appended?)");
       }
       throw StoreError(file_, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
     }
