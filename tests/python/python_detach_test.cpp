@@ -25,10 +25,11 @@ namespace {
 
 const std::string kCli = STEPSCOPE_CLI;
 constexpr double kTolerance = 0.03;  // after/before within 3% (the bound)
-// CPython 3.11 (and before): the interpreter's own swing once it runs its compiler, which the helper does at
-// each attach. One compile("x = 1") in the middle of this loop, no profiler anywhere, left it +3.5% to +10.6%
-// slower than its twin (6 runs; 3.14: -0.1% and +0.1%); with STEPSCOPE_PYTHON_HOOKS=0 (no Python run by the
-// collector) a plain detach left -0.2% (4 runs), with the helper +1.0% to +3.7% (docs/performance.md).
+// CPython 3.11 (and before): the interpreter's own swing once it runs new code, as the helper does at each
+// attach (its package's import, ctypes with it; its bootstrap compiled). One compile("x = 1") or `import ctypes`
+// in the middle of this loop, no profiler anywhere, left it +3.5% to +13.9% slower than its twin (3.14: -0.1% and
+// +0.1%); with STEPSCOPE_PYTHON_HOOKS=0 (no Python run by the collector) a plain detach left -0.2% (4 runs), with
+// the helper +1.0% to +3.7% (docs/performance.md).
 constexpr double kTolerancePre312 = 0.06;
 constexpr int kEvery = 20;           // steps per line of the loop's log
 
