@@ -247,6 +247,14 @@ class TracesTest : public QObject {
       QVERIFY(std::any_of(bands.begin(), bands.end(), [&](const auto& b) { return b.first <= st.start && st.end <= b.second; }));
     }
     QVERIFY(w.details()->toPlainText().contains("input-bound"));
+    // Beside the estimate, what `analyze` prints with it: the replay of the cure, and that the shares count
+    // the warm-up step (94.7%, 73.0% and 80.4% stood side by side unexplained).
+    const QString details = w.details()->toPlainText();
+    QVERIFY(!m.findings()[size_t(worst)].replayed_cure.empty());
+    QVERIFY2(details.contains(QRegularExpression(
+                 "replayed\\s+saves [0-9.]+ ms a step with the input prefetched \\(step ")),
+             qPrintable(details));
+    QVERIFY2(details.contains("Shares of step time count the warm-up step 0"), qPrintable(details));
 
     // Steps read as steps: along the Steps row every step is its own block, a 1 px gap between neighbours.
     int steps_track = -1;

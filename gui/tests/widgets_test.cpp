@@ -111,6 +111,10 @@ class WidgetsTest : public QObject {
     // Too narrow to keep any of the name before " · ": the whole title loses its end.
     const QString narrow = TimelineView::gutter_title(fm, waits, fm.horizontalAdvance(" · data waits") + 4);
     QVERIFY2(narrow.startsWith("thr") && narrow.endsWith("…"), qPrintable(narrow));
+    // A thread named by its program, the id after the name: the name is shortened, the id kept.
+    const QString named = TimelineView::gutter_title(fm, "cuda-cloverleaf 1701812 · samples",
+                                                     fm.horizontalAdvance("cuda-clover 1701812 · samples"));
+    QVERIFY2(named.startsWith("cuda-") && named.endsWith("… 1701812 · samples"), qPrintable(named));
   }
 
   void clickSelectsEventAndShowsDetails() {

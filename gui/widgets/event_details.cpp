@@ -366,7 +366,28 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   out += "<table>";
   out += row("steps", QString::number(f.steps.size()));
   out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");
+  // What `analyze` prints beside the estimate: the steps replayed with the cure (the nearer figure when the
+  // two differ, docs/critical-path.md).
+  if (!f.replayed_cure.empty())
+    out += row("replayed", "saves " + dur(std::max(0.0, f.replayed_saving_us) * 1000.0) + " a step " +
+                               h(analyzer::cure_phrase(f.replayed_cure)) + " (step " +
+                               dur((f.replayed_step_us + f.replayed_saving_us) * 1000.0) + " → " +
+                               dur(f.replayed_step_us * 1000.0) + ")");
   out += "</table>";
+  if (!f.replay_note.empty()) out += "<p><i>" + h(f.replay_note) + "</i></p>";
+  if (const analyzer::Analysis* a = m.analysis(); a && !f.cross_rank)
+    if (std::string note = analyzer::warmup_share_note(*a); !note.empty())
+      out += "<p><i>" + h(note) + "</i></p>";
+  // One rank's finding in a folder of ranks: its saving is that rank's step; the job gains what the job's
+  // what-if says (a rank's 8.39 ms a step moved the job's step by 0.10 ms).
+  if (m.cross_rank() && !f.cross_rank) {
+    QString lines;
+    for (const QString& l : QString::fromStdString(m.cross_rank()->report).split('\n'))
+      if (l.startsWith("What-if:") || l.contains("more rank-level cure"))
+        lines += "<p>" + l.toHtmlEscaped() + "</p>";
+    out += "<p><i>The saving above is this rank's own step. What the job gains:</i></p>" +
+           (lines.isEmpty() ? QString("<p>(no what-if for the job)</p>") : lines);
+  }
   // Labelled rows and small tables; a kernel or call name is a link that highlights its occurrences.
   if (!f.evidence_json.empty() && f.evidence_json != "{}")
     out += "<p><b>Evidence</b></p>" + QString::fromStdString(analyzer::render_evidence_html(f.evidence_json, kHighlightScheme));
@@ -388,6 +409,10 @@ QString job_html(const TimelineModel& m) {
 
 QString run_notes_html(const TimelineModel& m) {
   if (m.cross_rank() && m.findings().empty()) return job_html(m);
+  if (m.event_count() == 0)
+    return "<p>This file holds no events: nothing to draw or analyze (a program that ended before its first "
+           "sample, "
+           "or a recording window that closed at once).</p>";
   QString out;
   for (const auto& n : m.run_notes()) out += "<p>" + h(n) + "</p>";
   if (m.analysis() && m.findings().empty()) out += "<p>No findings.</p>";

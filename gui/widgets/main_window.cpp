@@ -296,27 +296,22 @@ void MainWindow::on_loaded(const LoadResult& r) {
   analysis_note_->setToolTip(not_analyzed_);
   analysis_note_->setVisible(!not_analyzed_.isEmpty());
   set_model(r.model, QFileInfo(r.path).fileName());
-  if (r.not_analyzed.isEmpty())
-    status_->setText(tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
-                         .arg(r.path)
-                         .arg(r.model->event_count())
-                         .arg(r.model->tracks().size())
-                         .arg(r.load_s, 0, 'f', 2)
-                         .arg(r.analyze_s, 0, 'f', 2)
-                         .arg(r.build_s, 0, 'f', 2));
-  else
-    status_->setText(tr("%1: %2 events, %3 tracks — timeline read in %4 s — %5 (why: the note at the right)")
-                         .arg(r.path)
-                         .arg(r.model->event_count())
-                         .arg(r.model->tracks().size())
-                         .arg(r.build_s, 0, 'f', 2)
-                         .arg(r.over_budget ? not_analyzed_brief(*r.over_budget) : r.not_analyzed));
-  if (r.ranks) status_->setText(status_->text() + tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2));
-  // Where the steps came from when nothing marked them, whatever the details pane shows (a selected finding
-  // hid it: a periodic trace never said its steps were inferred).
-  if (const auto* a = r.model->analysis())
-    for (const auto& note : {analyzer::malformed_events_note(a->summary), analyzer::step_source_note(a->summary)})
-      if (!note.empty()) status_->setText(status_->text() + " — " + QString::fromStdString(note));
+  // What the user must know first (which file of a folder is shown, what the opening view leaves out), then
+  // the load's facts: the status line is one line, and its end is cut where the window is narrow (the tooltip
+  // holds it whole).
+  QStringList lead;
+  const auto& meta = r.model->trace().meta;
+  // A directory that is not one job's ranks (flight saves of one process, unrelated programs): its first
+  // input alone, and why; File ▸ Open shows the others.
+  if (auto it = meta.find("ranks.not_one_job"); it != meta.end()) {
+    const auto shown = meta.find("source_file");
+    lead << tr("Showing %1 on its own (File ▸ Open for the others): not the ranks of one job: %2")
+                .arg(QString::fromStdString(shown == meta.end() ? std::string() : shown->second),
+                     QString::fromStdString(it->second));
+  }
+  // A directory of ranks: what `analyze` leaves out (a launcher's store) is left out here too, and said.
+  if (auto it = meta.find("ranks.left_out"); it != meta.end())
+    lead << tr("left out: %1").arg(QString::fromStdString(it->second));
   if (auto ext = r.model->steady_extent(); ext && ext->first - r.model->begin() > (r.model->end() - r.model->begin()) / 20) {
     int first = -1;
     for (const auto& s : r.model->steps())
@@ -324,23 +319,37 @@ void MainWindow::on_loaded(const LoadResult& r) {
         first = int(s.index);
         break;
       }
-    status_->setText(status_->text() + tr(" — showing the steps from step %1; %2 of start-up before them: 0 or Home shows everything")
-                                           .arg(first)
-                                           .arg(QString::fromStdString(format_duration(double(ext->first - r.model->begin())))));
+    lead << tr("opened on the steps from step %1, after %2 of start-up (0 or Home shows everything)")
+                .arg(first)
+                .arg(QString::fromStdString(format_duration(double(ext->first - r.model->begin()))));
   }
-  // A directory of ranks: what `analyze` leaves out (a launcher's store) is left out here too, and said.
-  const auto& meta = r.model->trace().meta;
-  if (auto it = meta.find("ranks.left_out"); it != meta.end())
-    status_->setText(status_->text() + tr(" — left out: %1").arg(QString::fromStdString(it->second)));
-  // A directory that is not one job's ranks (flight saves of one process, unrelated programs): its first
-  // input alone, and why; File ▸ Open shows the others.
-  if (auto it = meta.find("ranks.not_one_job"); it != meta.end()) {
-    const auto shown = meta.find("source_file");
-    status_->setText(status_->text() +
-                     tr(" — not the ranks of one job: %1; showing %2 on its own (File ▸ Open for the others)")
-                         .arg(QString::fromStdString(it->second),
-                              QString::fromStdString(shown == meta.end() ? std::string() : shown->second)));
-  }
+  // Where the steps came from when nothing marked them, whatever the details pane shows (a selected finding
+  // hid it: a periodic trace never said its steps were inferred).
+  if (const auto* a = r.model->analysis())
+    for (const auto& note :
+         {analyzer::malformed_events_note(a->summary), analyzer::step_source_note(a->summary)})
+      if (!note.empty()) lead << QString::fromStdString(note);
+  QString facts;
+  if (r.not_analyzed.isEmpty())
+    facts = tr("%1: %2 events, %3 tracks — loaded in %4 s, analyzed in %5 s, timeline built in %6 s")
+                .arg(r.path)
+                .arg(r.model->event_count())
+                .arg(r.model->tracks().size())
+                .arg(r.load_s, 0, 'f', 2)
+                .arg(r.analyze_s, 0, 'f', 2)
+                .arg(r.build_s, 0, 'f', 2);
+  else
+    facts = tr("%1: %2 events, %3 tracks — timeline read in %4 s — %5 (why: the note at the right)")
+                .arg(r.path)
+                .arg(r.model->event_count())
+                .arg(r.model->tracks().size())
+                .arg(r.build_s, 0, 'f', 2)
+                .arg(r.over_budget ? not_analyzed_brief(*r.over_budget) : r.not_analyzed);
+  if (r.ranks) facts += tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2);
+  if (r.model->event_count() == 0) lead.prepend(tr("%1 holds no events").arg(QFileInfo(r.path).fileName()));
+  lead << facts;
+  status_->setText(lead.join(QStringLiteral(" — ")));
+  status_->setToolTip(lead.join(QStringLiteral("\n")));
   emit model_loaded(true);
 }
 

@@ -4,6 +4,7 @@
 #include <QKeyEvent>
 #include <QPainter>
 #include <QPainterPath>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QToolTip>
 #include <QtConcurrent/QtConcurrent>
@@ -784,10 +785,17 @@ QString TimelineView::gutter_title(const QFontMetrics& fm, const QString& title,
   if (fm.horizontalAdvance(title) <= width) return title;
   const qsizetype cut = title.lastIndexOf(QStringLiteral(" · "));
   if (cut > 0) {
-    const QString what = title.mid(cut);
+    QString head = title.left(cut), what = title.mid(cut);
+    // A name before its id ("cuda-cloverleaf 1701812 · samples"): the name is shortened, never the id.
+    static const QRegularExpression kTrailingId(QStringLiteral(" \\d+$"));
+    if (const auto id = kTrailingId.match(head); id.hasMatch() && id.capturedStart() > 0) {
+      const int room = width - fm.horizontalAdvance(id.captured() + what);
+      if (room >= fm.horizontalAdvance(QStringLiteral("ab…")))
+        return fm.elidedText(head.left(id.capturedStart()), Qt::ElideRight, room) + id.captured() + what;
+    }
     const int room = width - fm.horizontalAdvance(what);
     if (room >= fm.horizontalAdvance(QStringLiteral("thread …")))
-      return fm.elidedText(title.left(cut), Qt::ElideRight, room) + what;
+      return fm.elidedText(head, Qt::ElideRight, room) + what;
   }
   return fm.elidedText(title, Qt::ElideRight, width);
 }

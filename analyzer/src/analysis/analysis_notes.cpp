@@ -168,29 +168,47 @@ std::string warmup_share_note(const Analysis& a) {
                      which, units::format_us(double(warm) / 1e3), 100.0 * double(warm) / double(total));
 }
 
-std::string estimate_replay_note(const Analysis& a) {
+double traced_mean_step_us(const Analysis& a) {
   int64_t traced = 0, n = 0;
   for (const auto& s : a.steps)
     if (s.gpu_traced) traced += s.dur_ns, ++n;
-  if (n == 0) return {};
-  const double mean_step_us = double(traced) / double(n) / 1e3;
+  return n ? double(traced) / double(n) / 1e3 : 0.0;
+}
+
+std::string estimate_replay_sentence(const FindingResult& f, double mean_step_us) {
+  if (f.replayed_cure.empty() || mean_step_us <= 0) return {};
+  const double estimate = f.share * mean_step_us, replay = std::max(0.0, f.replayed_saving_us);
+  const double hi = std::max(estimate, replay), lo = std::min(estimate, replay);
+  // Below 1% of the step both are noise; within the ratio they agree as well as a model can.
+  if (hi < 0.01 * mean_step_us || hi <= kEstimateReplayRatio * lo) return {};
+  return fmt::format(
+      "{}: its estimate, {} a step (the idle its cause explains), and the replay of the cure, {} a "
+      "step, differ {}: {}.",
+      f.rule, units::format_us(estimate), units::format_us(replay),
+      lo > 0 ? fmt::format("{:.0f}x", hi / lo) : std::string("entirely"),
+      estimate > replay ? "with the cause gone the GPU work it waited for, or another wait, still bounds "
+                          "the step; the replay is the nearer figure for the step time gained"
+                        : "the replay also counts what the cure changes beyond that idle (the host "
+                          "running ahead, other waits overlapped); the estimate is the lower bound");
+}
+
+std::string estimate_replay_note(const Analysis& a) {
+  const double mean_step_us = traced_mean_step_us(a);
   std::string o;
-  for (const auto& f : a.findings) {
-    if (f.replayed_cure.empty()) continue;
-    const double estimate = f.share * mean_step_us, replay = std::max(0.0, f.replayed_saving_us);
-    const double hi = std::max(estimate, replay), lo = std::min(estimate, replay);
-    // Below 1% of the step both are noise; within the ratio they agree as well as a model can.
-    if (hi < 0.01 * mean_step_us || hi <= kEstimateReplayRatio * lo) continue;
-    o += fmt::format("{}{}: its estimate, {} a step (the idle its cause explains), and the replay of the cure, {} a "
-                     "step, differ {}: {}.",
-                     o.empty() ? "" : " ", f.rule, units::format_us(estimate), units::format_us(replay),
-                     lo > 0 ? fmt::format("{:.0f}x", hi / lo) : std::string("entirely"),
-                     estimate > replay ? "with the cause gone the GPU work it waited for, or another wait, still bounds "
-                                         "the step; the replay is the nearer figure for the step time gained"
-                                       : "the replay also counts what the cure changes beyond that idle (the host "
-                                         "running ahead, other waits overlapped); the estimate is the lower bound");
-  }
+  for (const auto& f : a.findings)
+    if (std::string one = estimate_replay_sentence(f, mean_step_us); !one.empty())
+      o += (o.empty() ? "" : " ") + one;
   return o;
+}
+
+std::string cure_phrase(const std::string& c) {
+  return c == "cuda-graph" ? "with CUDA graphs"
+         : c == "fused"    ? "with the short kernels fused"
+         : c == "prefetch" ? "with the input prefetched"
+         : c == "async"    ? "without the blocking syncs"
+         : c == "batched"  ? "with the GEMM loop batched"
+         : c == "pinned"   ? "with pinned copies"
+                           : "with the cure";
 }
 
 std::string host_ahead_note(const AnalysisSummary& s) {

@@ -237,20 +237,11 @@ std::string render_critical_path_text(const CriticalPaths& cp) {
 
 std::string what_if_sentence(const WhatIf& w) {
   if (w.empty()) return {};
-  auto cure_words = [](const std::string& c) {
-    return c == "cuda-graph" ? "with CUDA graphs"
-           : c == "fused"    ? "with the short kernels fused"
-           : c == "prefetch" ? "with the input prefetched"
-           : c == "async"    ? "without the blocking syncs"
-           : c == "batched"  ? "with the GEMM loop batched"
-           : c == "pinned"   ? "with pinned copies"
-                             : "with the cure";
-  };
   std::string o = fmt::format("Replayed over {} steady GPU-traced steps, the step takes {} unchanged ({} as recorded, "
                               "the profiler's launch cost removed)",
                               w.steps, format_us(w.replayed_step_us), format_us(w.recorded_step_us));
   for (const auto& c : w.cures)
-    o += fmt::format("; {} {} ({}: saves {})", cure_words(c.cure), format_us(c.step_us), c.rule,
+    o += fmt::format("; {} {} ({}: saves {})", cure_phrase(c.cure), format_us(c.step_us), c.rule,
                      format_us(std::max(0.0, c.saving_us)));
   if (w.cures.size() > 1) o += fmt::format("; every cure at once {}", format_us(w.combined_step_us));
   return o + ".";

@@ -144,6 +144,9 @@ FindingInfo finding_info(const analyzer::FindingResult& f) {
   fi.steps = f.steps;
   fi.est_savings_us_per_step = f.est_savings_us_per_step;
   fi.share = f.share;
+  fi.replayed_cure = f.replayed_cure;
+  fi.replayed_step_us = f.replayed_step_us;
+  fi.replayed_saving_us = f.replayed_saving_us;
   return fi;
 }
 
@@ -171,8 +174,10 @@ void TimelineModel::build_steps_and_findings() {
   std::sort(steps_.begin(), steps_.end(), [](const StepInfo& a, const StepInfo& b) { return a.start < b.start; });
 
   if (analysis_) {
+    const double mean_step_us = analyzer::traced_mean_step_us(*analysis_);
     for (const auto& f : analysis_->findings) {
       FindingInfo fi = finding_info(f);
+      fi.replay_note = analyzer::estimate_replay_sentence(f, mean_step_us);
       for (const auto& r : f.ranges) fi.ranges.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
       findings_.push_back(std::move(fi));
     }

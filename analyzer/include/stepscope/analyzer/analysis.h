@@ -294,6 +294,11 @@ std::string warmup_share_note(const Analysis& a);
 // the steps with the cure, where the work the removed waits stood for still bounds the step. Else empty.
 inline constexpr double kEstimateReplayRatio = 2.0;
 std::string estimate_replay_note(const Analysis& a);
+// The same sentence for one finding, given the mean GPU-traced step (traced_mean_step_us; 0: none).
+std::string estimate_replay_sentence(const FindingResult& f, double mean_step_us);
+double traced_mean_step_us(const Analysis& a);
+// A what-if cure in words: "with CUDA graphs", "with the input prefetched", ...
+std::string cure_phrase(const std::string& cure);
 // One sentence when the importer left events out that it could not read (a ts that is no number, no ph): how many
 // and why, so that figures over the rest are not taken for the whole file's; else empty.
 std::string malformed_events_note(const AnalysisSummary& s);

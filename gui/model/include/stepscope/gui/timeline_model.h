@@ -159,6 +159,11 @@ struct FindingInfo {
   std::vector<int64_t> steps;                       // step indexes
   std::vector<std::pair<int64_t, int64_t>> ranges;  // evidence time ranges
   double est_savings_us_per_step = 0, share = 0;
+  // The what-if replay of its cure (analyzer::FindingResult): "" when none ran; the step replayed with the
+  // cure and what that saves, and the sentence when the estimate and the replay differ
+  // (estimate_replay_sentence).
+  std::string replayed_cure, replay_note;
+  double replayed_step_us = 0, replayed_saving_us = 0;
   int64_t start = 0, end = 0;  // extent: the union of its steps and ranges
   // A finding of the cross-rank analysis (`straggler`, `exposed-comm`): `steps` are aligned step indexes and
   // `ranges` each such step across every rank on the merged clock; its extent is its first step.
