@@ -74,7 +74,10 @@ CommandRegistration reg_dump(13, [](CLI::App& app, int& exit_code) {
     std::string path = reply.substr(at + 5);
     path = path.substr(0, path.find(' '));
     const auto save_at = reply.find(" save=");
-    const std::string save = save_at == std::string::npos ? "" : reply.substr(save_at + 6);
+    // A word, as path= is: asked of the launcher, the reply goes on with "(in process N, the command ...)",
+    // which read as part of the folder made every dump of `stepscope dump LAUNCHER_PID` report "not saved".
+    std::string save = save_at == std::string::npos ? "" : reply.substr(save_at + 6);
+    save = save.substr(0, save.find(' '));
     // The save is made; its store comes with the launcher's merge (unless the quota holds it back).
     if (*wait_s == 0) {
       std::printf("%s\n", path.c_str());

@@ -50,11 +50,10 @@ int run_diff(const DiffArgs& a) {
   // nothing is written when one of them cannot be (see StagedFiles below).
   for (const std::string* out : {&a.junit, &a.md, &a.json}) {
     if (out->empty() || *out == "-") continue;
+    store::require_output_folder(*out);  // "no such folder … (create it first)", as record and report say
     const std::filesystem::path parent = std::filesystem::path(*out).parent_path();
     const std::string dir = parent.empty() ? "." : parent.string();
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw store::StoreError(*out, "cannot write here: " + dir + " is not a folder");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
       throw store::StoreError(*out, "cannot write here: " + dir + ": " + std::strerror(errno));
     if (std::filesystem::is_directory(*out, ec))

@@ -70,6 +70,8 @@ int run_report_one_by_one(const ReportArgs& a, const std::vector<std::string>& f
 
 int run_report(ReportArgs& a) {
   analyzer::ReportFormat format = pick_format(a);
+  if (!a.out.empty() && a.out != "-")
+    store::require_output_folder(a.out);  // before the analysis: a typo is cheap
   store::require_not_an_input(a.out, analyzer::expand_rank_inputs(a.files));  // a folder's files too
   std::error_code ec;
   if (a.files.size() > 1 || std::filesystem::is_directory(a.files.front(), ec)) {

@@ -86,9 +86,11 @@ class RawTerminal {
   bool active_ = false;
 };
 
+// The terminal's width; not a terminal (a log, a pipe): no width to fit, so no line is cut.
 int columns() {
   winsize ws{};
-  if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (!isatty(1)) return 1 << 20;
+  if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
   return 100;
 }
 

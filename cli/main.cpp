@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "stepscope/store/store.h"
@@ -23,6 +24,54 @@ void refuse_without_collector(CLI::App* cmd, int& exit_code) {
     std::fprintf(stderr, "stepscope: this build has no collector\n");
     exit_code = 2;
   });
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+// CLI11 names what it could not place, not why ("The following argument was not expected: true" for
+// `record --cpuhz 100 -- true`): the first word that looks like an option of `sub` and is none, with the
+// nearest option it has; or, for a command run by `sub` (record), that options after it need a `--` before
+// it.
+std::string unexpected_argument_reason(const CLI::App& sub, const std::vector<std::string>& args) {
+  const bool runs_a_command = sub.get_option_no_throw("command") != nullptr;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return {};
+    if (a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9')) {  // a value, a file, or the command
+      if (runs_a_command) return {};                                    // what follows is the command's own
+      continue;
+    }
+    const std::string name = a.substr(0, a.find('='));
+    if (const CLI::Option* o = sub.get_option_no_throw(name)) {
+      if (a.find('=') == std::string::npos && o->get_items_expected_min() > 0) ++i;  // its value
+      continue;
+    }
+    std::string nearest;
+    size_t best = 3;  // at most two edits away
+    for (const CLI::Option* o : sub.get_options())
+      for (const std::string& l : o->get_lnames())
+        if (const size_t d = edit_distance(name.substr(name.find_first_not_of('-')), l); d < best)
+          best = d, nearest = "--" + l;
+    return "unknown option " + name + (nearest.empty() ? std::string() : " (did you mean " + nearest + "?)");
+  }
+  return {};
 }
 
 }  // namespace stepscope::cli
@@ -52,6 +101,23 @@ int main(int argc, char** argv) {
         if (sc->check_name(argv[i])) where += std::string(" ") + argv[i];
     std::string what = e.what();
     if (where == "stepscope" && argc > 1 && argv[1][0] != '-') what = std::string("unknown command '") + argv[1] + "'";
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1 && argv[1][0] == '-' && where != "stepscope")
+      what = std::string("options go after the command's name (") + where + " " + argv[1] + " ...)";
+    else if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      for (const CLI::App* sc : all) {
+        int at = 1;
+        while (at < argc && !sc->check_name(argv[at])) ++at;
+        if (at == argc) continue;
+        if (std::string why =
+                cli::unexpected_argument_reason(*sc, std::vector<std::string>(argv + at + 1, argv + argc));
+            !why.empty())
+          what = why;
+        else if (sc->get_option_no_throw("command") &&
+                 std::find(argv + at, argv + argc, std::string("--")) == argv + argc)
+          what += "; options after the command are the command's own: put -- before it (stepscope " +
+                  sc->get_name() + " [options] -- COMMAND ARGS...)";
+        break;
+      }
     std::replace(what.begin(), what.end(), '\n', ' ');
     std::fprintf(stderr, "stepscope: %s (usage: %s --help)\n", what.c_str(), where.c_str());
     return 2;

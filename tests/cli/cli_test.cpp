@@ -214,7 +214,9 @@ TEST_CASE("record of a command that does not exist: one line, exit 127, no store
   CHECK(ok.status == 0);
 }
 
-TEST_CASE("record, attach and import into a missing folder: one line naming it, exit 2, nothing created") {
+TEST_CASE(
+    "record, attach, import, report and diff into a missing folder: one line naming it, exit 2, nothing "
+    "created") {
   // Stores live 0600 in 0700 folders: record used to create the missing folder 0755 (issue 47).
   stepscope::test::ScratchDir dir("cli_no_folder");
   const std::string missing = dir.file("nonexistent/dir"), out = missing + "/y.db";
@@ -237,6 +239,16 @@ TEST_CASE("record, attach and import into a missing folder: one line naming it, 
   auto i = run("import " + dir.file("in.db") + " -o " + out);
   CHECK(i.status == 2);
   CHECK(i.output == "stepscope: " + out + ": no such folder " + missing + " (create it first)\n");
+  CHECK(!std::filesystem::exists(dir.file("nonexistent")));
+  // report and diff's outputs in the same words (they said "cannot create: No such file or directory" and
+  // "nonexistent/dir is not a folder").
+  const std::string html = missing + "/r.html", junit = missing + "/j.xml";
+  auto rep = run("report " + dir.file("in.db") + " -o " + html);
+  CHECK(rep.status == 2);
+  CHECK(rep.output == "stepscope: " + html + ": no such folder " + missing + " (create it first)\n");
+  auto d = run("diff " + dir.file("in.db") + " " + dir.file("in.db") + " --junit " + junit);
+  CHECK(d.status == 2);
+  CHECK(d.output == "stepscope: " + junit + ": no such folder " + missing + " (create it first)\n");
   CHECK(!std::filesystem::exists(dir.file("nonexistent")));
   // A file where the folder should be.
   { std::ofstream(dir.file("plain")) << "x"; }
@@ -400,4 +412,29 @@ TEST_CASE("a Kineto trace's gpu_user_annotation ranges keep the invariant, and i
         std::string::npos);
   auto j = run("info --json " + db);
   CHECK(j.output.find("\"findings\":" + std::to_string(findings) + ",\"findings_stored\":0") != std::string::npos);
+}
+
+TEST_CASE("a mistyped or misplaced option is named, with the nearest one and what to do") {
+  // CLI11 said "The following argument was not expected: true" of `record --cpuhz 100 -- true`.
+  auto typo = run("record --cpuhz 100 -- true");
+  CHECK(typo.status == 2);
+  CHECK(typo.output ==
+        "stepscope: unknown option --cpuhz (did you mean --cpu-hz?) (usage: stepscope record --help)\n");
+  auto json = run("analyze --jsn x.db");
+  CHECK(json.status == 2);
+  CHECK(json.output ==
+        "stepscope: unknown option --jsn (did you mean --json?) (usage: stepscope analyze --help)\n");
+  auto far = run("record --bogus -- true");
+  CHECK(far.output == "stepscope: unknown option --bogus (usage: stepscope record --help)\n");
+  // The command's own options without a -- before it.
+  auto no_dashes = run("record -o /nonexistent/x.db python3 -c 1");
+  CHECK(no_dashes.status == 2);
+  CHECK(no_dashes.output.find("options after the command are the command's own: put -- before it (stepscope "
+                              "record [options] -- COMMAND ARGS...)") != std::string::npos);
+  // Options before the command's name.
+  auto before = run("-o x.db record -- true");
+  CHECK(before.status == 2);
+  CHECK(before.output ==
+        "stepscope: options go after the command's name (stepscope record -o ...) (usage: stepscope record "
+        "--help)\n");
 }

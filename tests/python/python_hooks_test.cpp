@@ -345,10 +345,10 @@ TEST_CASE(
   // thread that runs `start`): without the collector's wake-up the hooks stayed pending through the window.
   ScratchDir dir("python_hooks_paused");
   const std::string db = dir.file("r.db"), ready = dir.file("ready");
-  write_text(dir.file("busy.py"),
-             "import time\nopen(" + std::string("'") + ready + "', 'w').close()\nt = time.time()\n"
-             "while time.time() - t < 4:\n    pass\n");
-  CommandResult start, stop;
+  write_text(dir.file("busy.py"), "import time\nopen(" + std::string("'") + ready +
+                                      "', 'w').close()\nt = time.time()\n"
+                                      "while time.time() - t < 7:\n    pass\n");
+  CommandResult start, stop, start2, stop2;
   const RunResult rec = run_argv(
       {kCli, "record", "--paused", "--no-gpu", "-o", db, "--", "/bin/sh", "-c",
        "exec python3 " + shell_quote(dir.file("busy.py"))},
@@ -358,6 +358,12 @@ TEST_CASE(
         start = run_shell(shell_quote(kCli) + " start " + std::to_string(launcher) + " 2>&1");
         usleep(800000);
         stop = run_shell(shell_quote(kCli) + " stop " + std::to_string(launcher) + " 2>&1");
+        // A second window: its own part of the same process (counted as a second Python process, the hooks
+        // "missing in 1 of 2" where its part closed before the pending call ran).
+        usleep(300000);
+        start2 = run_shell(shell_quote(kCli) + " start " + std::to_string(launcher) + " 2>&1");
+        usleep(800000);
+        stop2 = run_shell(shell_quote(kCli) + " stop " + std::to_string(launcher) + " 2>&1");
       });
   INFO(rec.err);
   INFO(start.output);
@@ -373,7 +379,10 @@ TEST_CASE(
         std::string::npos);
   REQUIRE(stop.status == 0);
   CHECK(stop.output.find(": stopped samples=") != std::string::npos);
+  CHECK(start2.status == 0);
+  CHECK(stop2.status == 0);
   CHECK(meta_of(db, "python.hooks") == "installed in 1 of 1 Python process");
+  CHECK(meta_of(db, "python.processes") == "1");
   CHECK(rec.err.find("warning: the Python hooks are missing") == std::string::npos);
 }
 

@@ -369,10 +369,12 @@ std::string diff_to_text(const DiffResult& d) {
   for (const auto& n : d.notes) o += "note: " + printable(n) + "\n";
   if (!d.findings.empty()) {
     o += "\nFindings\n";
+    // The summary whole: cut in its middle, "(35.97 ms…taLoader runs" lost the figure it was about.
     for (const auto& f : d.findings)
       o += fmt::format("  {:<12} {:<18} {:>6} → {:<6} {}{}\n", to_string(f.status), f.rule,
-                       severity_or_dash(f.has_base, f.base_severity), severity_or_dash(f.has_new, f.new_severity),
-                       printable(shorten(f.summary, 100)), f.fails ? "  [fails]" : "");
+                       severity_or_dash(f.has_base, f.base_severity),
+                       severity_or_dash(f.has_new, f.new_severity), printable(f.summary),
+                       f.fails ? "  [fails]" : "");
   }
   if (!d.kernel_changes.empty() || !d.kernels_added.empty() || !d.kernels_removed.empty()) {
     o += "\nKernel time per step\n";

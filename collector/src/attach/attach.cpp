@@ -540,14 +540,15 @@ AttachSummary record_attached(const AttachOptions& o) {
   summary.record.finalize_s = double(mono_ns() - t_finalize) / 1e9;
   if (o.record.print_summary) {
     const auto& s = summary.record;
-    std::fprintf(stderr,
-                 "stepscope: attached to %zu process%s for %.1f s (%s; longest stop %.1f ms): %lld samples (%lld "
-                 "threads), %lld kernels, %lld ranges; dropped: %lld samples, %lld GPU records -> %s (finalized in "
-                 "%.2f s)\n",
-                 summary.attached.size(), summary.attached.size() == 1 ? "" : "es", s.command_wall_s, ending.c_str(),
-                 summary.max_stopped_ms, (long long)s.samples, (long long)s.threads, (long long)s.kernels,
-                 (long long)s.ranges, (long long)s.dropped_samples, (long long)s.dropped_gpu_records,
-                 o.record.output.c_str(), s.finalize_s);
+    std::fprintf(
+        stderr,
+        "stepscope: attached to %zu process%s for %.1f s (%s; longest stop %.1f ms): %lld samples (%lld "
+        "thread%s), %lld kernels, %lld ranges; dropped: %lld samples, %lld GPU records -> %s (finalized in "
+        "%.2f s)\n",
+        summary.attached.size(), summary.attached.size() == 1 ? "" : "es", s.command_wall_s, ending.c_str(),
+        summary.max_stopped_ms, (long long)s.samples, (long long)s.threads, s.threads == 1 ? "" : "s",
+        (long long)s.kernels, (long long)s.ranges, (long long)s.dropped_samples,
+        (long long)s.dropped_gpu_records, o.record.output.c_str(), s.finalize_s);
     for (const auto& w : s.warnings) std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }
   return summary;

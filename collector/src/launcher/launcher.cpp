@@ -22,10 +22,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/rank_env.h"
@@ -140,17 +141,30 @@ std::string python_processes_text(int64_t n) {
   return std::to_string(n) + " Python process" + (n == 1 ? "" : "es");
 }
 
-// The processes' `python.hooks` lines (collector/src/python/python_hooks.h), summed for the store and the summary.
+// The processes' `python.hooks` lines (collector/src/python/python_hooks.h), summed for the store and the
+// summary. One status a process: a process recorded in several windows (`record --paused`, start/stop twice)
+// writes a part for each, and a window's part may close before its pending call ran ("pending: …") while
+// another's installed them; counted by part, one process read "missing in 1 of 2 Python processes" with its
+// steps recorded.
 struct PythonHooksTally {
   int64_t installed = 0, missing = 0, none = 0;
   std::string first_missing;  // why, for the first process without them
-  void add(const std::string& s) {
-    if (s.rfind("installed", 0) == 0) {
-      ++installed;
-    } else if (s.rfind("none", 0) == 0) {
-      ++none;
-    } else if (missing++ == 0) {
-      first_missing = s;
+  std::map<std::string, std::string> of_process;  // pid → its best status: installed, else the first other
+  void add(const std::string& process, const std::string& s) {
+    auto [it, fresh] = of_process.try_emplace(process, s);
+    if (!fresh && it->second.rfind("installed", 0) != 0 && s.rfind("installed", 0) == 0) it->second = s;
+  }
+  void count() {
+    installed = missing = none = 0;
+    first_missing.clear();
+    for (const auto& [pid, s] : of_process) {
+      if (s.rfind("installed", 0) == 0) {
+        ++installed;
+      } else if (s.rfind("none", 0) == 0) {
+        ++none;
+      } else if (missing++ == 0) {
+        first_missing = s;
+      }
     }
   }
   int64_t python_processes() const { return installed + missing; }
@@ -175,12 +189,20 @@ struct PythonHooksTally {
 struct PythonFramesTally {
   int64_t read = 0, unread = 0;
   std::string first_read, first_unread;
-  void add(const std::string& s, bool is_read) {
+  std::map<std::string, std::pair<std::string, bool>> of_process;  // one a process, as PythonHooksTally
+  void add(const std::string& process, const std::string& s, bool is_read) {
     if (s.rfind("CPython ", 0) != 0) return;  // no CPython in that process
-    if (is_read) {
-      if (read++ == 0) first_read = s;
-    } else if (unread++ == 0) {
-      first_unread = s;
+    auto [it, fresh] = of_process.try_emplace(process, s, is_read);
+    if (!fresh && !it->second.second && is_read) it->second = {s, true};
+  }
+  void count() {
+    read = unread = 0;
+    for (const auto& [pid, status] : of_process) {
+      if (status.second) {
+        if (read++ == 0) first_read = status.first;
+      } else if (unread++ == 0) {
+        first_unread = status.first;
+      }
     }
   }
   int64_t python_processes() const { return read + unread; }
@@ -444,9 +466,12 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       if (auto it = t.meta.find("collector.start_s"); it != t.meta.end())
         start_max = std::max(start_max, std::atof(it->second.c_str()));
       if (auto it = t.meta.find("collector.end"); it != t.meta.end()) endings.insert(it->second);
-      if (auto it = t.meta.find("python.hooks"); it != t.meta.end()) python_hooks.add(it->second);
+      const std::string part_name = fs::path(part).filename().string();
+      const std::string process =
+          part_name.substr(0, part_name.find('-'));  // a part is "PID-MONO.db" (drainer.cpp)
+      if (auto it = t.meta.find("python.hooks"); it != t.meta.end()) python_hooks.add(process, it->second);
       if (auto it = t.meta.find("python.frames"); it != t.meta.end())
-        python_frames.add(it->second,
+        python_frames.add(process, it->second,
                           t.meta.count("python.frames_read") && t.meta.at("python.frames_read") == "1");
       if (auto it = t.meta.find("cupti.status"); it != t.meta.end() && it->second != "recording")
         statuses.insert(it->second);
@@ -591,6 +616,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     std::string status;
     for (const auto& s : statuses) status += (status.empty() ? "" : "; ") + s;
     if (!status.empty()) merged_meta["cupti.status"] = status;
+    python_hooks.count();
+    python_frames.count();
     if (python_hooks.python_processes() > 0 || python_hooks.none > 0) {
       merged_meta["python.hooks"] = python_hooks.line();
       merged_meta["python.hooks_installed"] = std::to_string(python_hooks.installed);
@@ -936,13 +963,16 @@ RecordSummary record(const RecordOptions& o) {
         "exit (killed by a signal?)");
 
   if (o.print_summary) {
-    std::fprintf(stderr,
-                 "stepscope: %lld samples (%lld threads, %lld processes), %lld kernels, %lld ranges; dropped: %lld "
-                 "samples, %lld GPU records -> %s (finalized in %.2f s)\n",
-                 (long long)summary.samples, (long long)summary.threads, (long long)summary.processes,
-                 (long long)summary.kernels, (long long)summary.ranges, (long long)summary.dropped_samples,
-                 (long long)summary.dropped_gpu_records, summary.outputs.size() == 1 ? summary.outputs[0].c_str()
-                 : (std::to_string(summary.outputs.size()) + " stores").c_str(), summary.finalize_s);
+    std::fprintf(
+        stderr,
+        "stepscope: %lld samples (%lld thread%s, %lld process%s), %lld kernels, %lld ranges; dropped: %lld "
+        "samples, %lld GPU records -> %s (finalized in %.2f s)\n",
+        (long long)summary.samples, (long long)summary.threads, summary.threads == 1 ? "" : "s",
+        (long long)summary.processes, summary.processes == 1 ? "" : "es", (long long)summary.kernels,
+        (long long)summary.ranges, (long long)summary.dropped_samples, (long long)summary.dropped_gpu_records,
+        summary.outputs.size() == 1 ? summary.outputs[0].c_str()
+                                    : (std::to_string(summary.outputs.size()) + " stores").c_str(),
+        summary.finalize_s);
     if (summary.outputs.size() > 1)
       for (const auto& out : summary.outputs) std::fprintf(stderr, "stepscope: wrote %s\n", out.c_str());
     for (const auto& w : summary.warnings)  // those said before the command ran are not said twice
