@@ -149,6 +149,24 @@ constexpr const char* kUnknownFormat =
     "unrecognized format (expected a stepscope store, Kineto/Chrome trace JSON or an Nsight Systems SQLite "
     "export; plain, .gz or .zst)";
 
+// A compression stepscope does not read, by its magic bytes: what to run first (the H100 recordings ship as
+// .db.xz, and opening one said only "unrecognized format").
+std::string unknown_format(std::string_view head) {
+  struct Magic {
+    std::string_view bytes, what;
+  };
+  static constexpr Magic kOther[] = {
+      {"\xFD"
+       "7zXZ\0",
+       "xz-compressed: decompress it first (xz -dk FILE)"},
+      {"BZh", "bzip2-compressed: decompress it first (bzip2 -dk FILE)"},
+      {"PK\x03\x04", "a zip archive: extract its files first (unzip FILE)"},
+      {"\x04\x22\x4D\x18", "lz4-compressed: decompress it first (lz4 -d FILE)"}};
+  for (const auto& m : kOther)
+    if (head.substr(0, m.bytes.size()) == m.bytes) return std::string(m.what);
+  return kUnknownFormat;
+}
+
 }  // namespace
 
 Trace load_store(const store::StoreReader& store, bool kernels) {
@@ -207,7 +225,8 @@ Trace load_trace(const std::string& path, const LoadOptions& options) {
   } else {
     json = std::move(raw);
   }
-  if (!looks_like_json(json.view().substr(0, 4096))) throw StoreError(path, kUnknownFormat);
+  if (!looks_like_json(json.view().substr(0, 4096)))
+    throw StoreError(path, unknown_format(json.view().substr(0, 8)));
   return importer_for(path, options).import(json.data(), json.size());
 }
 

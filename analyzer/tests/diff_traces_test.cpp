@@ -293,7 +293,7 @@ TEST_CASE(
   const std::string junit = dir.file("j.xml"), md = dir.file("m.md");
   refused(w4 + " " + w0 + " --junit " + test::shell_quote(junit) + " --md " + test::shell_quote(md) +
               " --json /nonexistent-folder/d.json",
-          "stepscope: /nonexistent-folder/d.json: cannot write here: /nonexistent-folder is not a folder\n");
+          "stepscope: /nonexistent-folder/d.json: no such folder /nonexistent-folder (create it first)\n");
   CHECK_FALSE(std::filesystem::exists(junit));
   CHECK_FALSE(std::filesystem::exists(md));
   // stdout that cannot be written (a full disk) is an error, not exit 0.

@@ -321,6 +321,12 @@ TEST_CASE("bad input: one-line errors naming the file and the reason, no tempora
   check(write("notrace.json", "{\"hello\": [1, 2, 3]}"), "not a trace");
   check(write("numbers.json", "[1, 2, 3]"), "not a trace");
   check(write("text.txt", "hello world\n"), "unrecognized format");
+  // A compression stepscope does not read: what to run first (the H100 recordings ship as .db.xz).
+  check(write("run.db.xz", std::string("\xFD"
+                                       "7zXZ\0\0\x04\xE6\xD6\xB4\x46",
+                                       12)),
+        "xz-compressed: decompress it first (xz -dk FILE)");
+  check(write("trace.json.bz2", "BZh91AY&SY"), "bzip2-compressed: decompress it first (bzip2 -dk FILE)");
   check(write("empty.json", ""), "empty file");
   // Two traces written into one file: the first was read as if it were the file.
   const std::string one = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]})";
