@@ -93,7 +93,10 @@ bool open_window(const std::map<std::string, std::string>& options, std::string&
     return false;
   }
   if (c.parts_dir.empty()) {
-    error = "no parts directory";
+    // `start` of a process that `record --paused` did not start (one attached before, now dormant): nowhere
+    // for its rows to go. It said "no parts directory".
+    error =
+        "this process was not started by `stepscope record --paused`: to record it, `stepscope attach PID`";
     return false;
   }
   start_with(&c, true);
