@@ -356,6 +356,18 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   return out;
 }
 
+// The lines of `analyze DIR`'s report that say what the job gains (its what-if lines), with its critical path
+// line first when asked; "" without a cross-rank analysis.
+static QString job_lines_html(const TimelineModel& m, bool with_path) {
+  QString lines;
+  if (const CrossRank* cr = m.cross_rank())
+    for (const QString& l : QString::fromStdString(cr->report).split('\n'))
+      if ((with_path && l.startsWith("The job's critical path")) || l.startsWith("What-if:") ||
+          l.contains("more rank-level cure"))
+        lines += "<p>" + l.toHtmlEscaped() + "</p>";
+  return lines;
+}
+
 QString finding_details_html(const TimelineModel& m, size_t i) {
   const FindingInfo& f = m.findings().at(i);
   QString out = "<h3>" + h(f.rule) + " <small>(" + h(f.severity) + ")</small></h3>";
@@ -381,10 +393,7 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   // One rank's finding in a folder of ranks: its saving is that rank's step; the job gains what the job's
   // what-if says (a rank's 8.39 ms a step moved the job's step by 0.10 ms).
   if (m.cross_rank() && !f.cross_rank) {
-    QString lines;
-    for (const QString& l : QString::fromStdString(m.cross_rank()->report).split('\n'))
-      if (l.startsWith("What-if:") || l.contains("more rank-level cure"))
-        lines += "<p>" + l.toHtmlEscaped() + "</p>";
+    const QString lines = job_lines_html(m, false);
     out += "<p><i>The saving above is this rank's own step. What the job gains:</i></p>" +
            (lines.isEmpty() ? QString("<p>(no what-if for the job)</p>") : lines);
   }
@@ -399,11 +408,7 @@ QString job_html(const TimelineModel& m) {
   const CrossRank* cr = m.cross_rank();
   if (!cr) return {};
   // What `analyze DIR` says of the job: its critical path and what-if lines first, then the whole report.
-  QString lines;
-  for (const QString& l : QString::fromStdString(cr->report).split('\n'))
-    if (l.startsWith("The job's critical path") || l.startsWith("What-if:") || l.contains("more rank-level cure"))
-      lines += "<p>" + l.toHtmlEscaped() + "</p>";
-  return "<h3>The job</h3>" + lines + "<p><b>stepscope analyze DIR</b></p><pre>" +
+  return "<h3>The job</h3>" + job_lines_html(m, true) + "<p><b>stepscope analyze DIR</b></p><pre>" +
          QString::fromStdString(cr->report).toHtmlEscaped() + "</pre>";
 }
 
@@ -411,8 +416,7 @@ QString run_notes_html(const TimelineModel& m) {
   if (m.cross_rank() && m.findings().empty()) return job_html(m);
   if (m.event_count() == 0)
     return "<p>This file holds no events: nothing to draw or analyze (a program that ended before its first "
-           "sample, "
-           "or a recording window that closed at once).</p>";
+           "sample, or a recording window that closed at once).</p>";
   QString out;
   for (const auto& n : m.run_notes()) out += "<p>" + h(n) + "</p>";
   if (m.analysis() && m.findings().empty()) out += "<p>No findings.</p>";
