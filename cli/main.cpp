@@ -94,30 +94,31 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, as every other error: what was wrong and where the usage is.
+    // The command is the first argument that names one (a later one is the recorded program's argument).
     std::string where = "stepscope";
-    const auto all = app.get_subcommands([](CLI::App*) { return true; });
-    for (int i = 1; i < argc && where == "stepscope"; ++i)
-      for (const CLI::App* sc : all)
-        if (sc->check_name(argv[i])) where += std::string(" ") + argv[i];
+    const CLI::App* command = nullptr;
+    int command_at = 0;
+    for (int i = 1; i < argc && !command; ++i)
+      for (const CLI::App* sc : app.get_subcommands([](CLI::App*) { return true; }))
+        if (sc->check_name(argv[i])) {
+          command = sc, command_at = i;
+          where += std::string(" ") + argv[i];
+          break;
+        }
     std::string what = e.what();
     if (where == "stepscope" && argc > 1 && argv[1][0] != '-') what = std::string("unknown command '") + argv[1] + "'";
-    if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1 && argv[1][0] == '-' && where != "stepscope")
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1 && argv[1][0] == '-' && command)
       what = std::string("options go after the command's name (") + where + " " + argv[1] + " ...)";
-    else if (dynamic_cast<const CLI::ExtrasError*>(&e))
-      for (const CLI::App* sc : all) {
-        int at = 1;
-        while (at < argc && !sc->check_name(argv[at])) ++at;
-        if (at == argc) continue;
-        if (std::string why =
-                cli::unexpected_argument_reason(*sc, std::vector<std::string>(argv + at + 1, argv + argc));
-            !why.empty())
-          what = why;
-        else if (sc->get_option_no_throw("command") &&
-                 std::find(argv + at, argv + argc, std::string("--")) == argv + argc)
-          what += "; options after the command are the command's own: put -- before it (stepscope " +
-                  sc->get_name() + " [options] -- COMMAND ARGS...)";
-        break;
-      }
+    else if (dynamic_cast<const CLI::ExtrasError*>(&e) && command) {
+      if (std::string why = cli::unexpected_argument_reason(
+              *command, std::vector<std::string>(argv + command_at + 1, argv + argc));
+          !why.empty())
+        what = why;
+      else if (command->get_option_no_throw("command") &&
+               std::find(argv + command_at, argv + argc, std::string("--")) == argv + argc)
+        what += "; options after the command are the command's own: put -- before it (stepscope " +
+                command->get_name() + " [options] -- COMMAND ARGS...)";
+    }
     std::replace(what.begin(), what.end(), '\n', ' ');
     std::fprintf(stderr, "stepscope: %s (usage: %s --help)\n", what.c_str(), where.c_str());
     return 2;

@@ -414,6 +414,7 @@ TEST_CASE("a second recording to the same output writes a name of its own, the f
   CHECK(second.output.find("stepscope: " + db + " is being recorded by pid " + std::to_string(first.pid) +
                            ": this recording writes " + other + "\n") != std::string::npos);
   CHECK(store::StoreReader(other).load().processes.size() == 1);
+  CHECK(second.output.find("replaced the file") == std::string::npos);  // a new name: nothing replaced
   CHECK(first.wait() == 0);
   const store::Trace t = store::StoreReader(db).load();
   CHECK(t.samples.size() > 100);  // the first recording's, whole
@@ -424,6 +425,9 @@ TEST_CASE("a second recording to the same output writes a name of its own, the f
                       " -- " + test::shell_quote(sample("hot_loop")) + " --iterations 100 2>&1");
   CHECK(third.status == 0);
   CHECK(third.output.find("is being recorded") == std::string::npos);
+  // The first recording's store is replaced, and the summary says so.
+  CHECK(third.output.find(" -> " + db + " (finalized in ") != std::string::npos);
+  CHECK(third.output.find(" s; replaced the file that was there)\n") != std::string::npos);
 }
 
 TEST_CASE("a symbolic link in the place of the parts folder is refused, and where it points is left alone") {

@@ -544,11 +544,12 @@ AttachSummary record_attached(const AttachOptions& o) {
         stderr,
         "stepscope: attached to %zu process%s for %.1f s (%s; longest stop %.1f ms): %lld samples (%lld "
         "thread%s), %lld kernels, %lld ranges; dropped: %lld samples, %lld GPU records -> %s (finalized in "
-        "%.2f s)\n",
+        "%.2f s%s)\n",
         summary.attached.size(), summary.attached.size() == 1 ? "" : "es", s.command_wall_s, ending.c_str(),
         summary.max_stopped_ms, (long long)s.samples, (long long)s.threads, s.threads == 1 ? "" : "s",
         (long long)s.kernels, (long long)s.ranges, (long long)s.dropped_samples,
-        (long long)s.dropped_gpu_records, o.record.output.c_str(), s.finalize_s);
+        (long long)s.dropped_gpu_records, o.record.output.c_str(), s.finalize_s,
+        s.replaced.empty() ? "" : "; replaced the file that was there");
     for (const auto& w : s.warnings) std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }
   return summary;

@@ -147,38 +147,43 @@ std::string python_processes_text(int64_t n) {
 // another's installed them; counted by part, one process read "missing in 1 of 2 Python processes" with its
 // steps recorded.
 struct PythonHooksTally {
-  int64_t installed = 0, missing = 0, none = 0;
-  std::string first_missing;  // why, for the first process without them
   std::map<std::string, std::string> of_process;  // pid → its best status: installed, else the first other
   void add(const std::string& process, const std::string& s) {
     auto [it, fresh] = of_process.try_emplace(process, s);
     if (!fresh && it->second.rfind("installed", 0) != 0 && s.rfind("installed", 0) == 0) it->second = s;
   }
-  void count() {
-    installed = missing = none = 0;
-    first_missing.clear();
+  struct Counts {
+    int64_t installed = 0, missing = 0, none = 0;
+    std::string first_missing;  // why, for the first process without them
+    int64_t python_processes() const { return installed + missing; }
+  };
+  Counts counts() const {
+    Counts c;
     for (const auto& [pid, s] : of_process) {
       if (s.rfind("installed", 0) == 0) {
-        ++installed;
+        ++c.installed;
       } else if (s.rfind("none", 0) == 0) {
-        ++none;
-      } else if (missing++ == 0) {
-        first_missing = s;
+        ++c.none;
+      } else if (c.missing++ == 0) {
+        c.first_missing = s;
       }
     }
+    return c;
   }
-  int64_t python_processes() const { return installed + missing; }
-  std::string processes_text() const { return python_processes_text(python_processes()); }
   std::string line() const {
-    if (python_processes() == 0) return "none: no CPython in the recorded processes";
-    std::string l = "installed in " + std::to_string(installed) + " of " + processes_text();
-    if (missing) l += "; first without them: " + first_missing;
+    const Counts c = counts();
+    if (c.python_processes() == 0) return "none: no CPython in the recorded processes";
+    std::string l =
+        "installed in " + std::to_string(c.installed) + " of " + python_processes_text(c.python_processes());
+    if (c.missing) l += "; first without them: " + c.first_missing;
     return l;
   }
   std::string warning() const {
-    if (!missing) return {};
-    return "the Python hooks are missing in " + std::to_string(missing) + " of " + processes_text() + " (" +
-           first_missing + "): no steps or data waits from their DataLoader, optimizer or --step-func hooks "
+    const Counts c = counts();
+    if (!c.missing) return {};
+    return "the Python hooks are missing in " + std::to_string(c.missing) + " of " +
+           python_processes_text(c.python_processes()) + " (" + c.first_missing +
+           "): no steps or data waits from their DataLoader, optimizer or --step-func hooks "
            "(stepscope.step() marks still count where the program imports an installed stepscope package; "
            "docs/python.md)";
   }
@@ -187,35 +192,40 @@ struct PythonHooksTally {
 // The processes' `python.frames` lines (python::describe()): in how many Python processes the frame reader
 // works.
 struct PythonFramesTally {
-  int64_t read = 0, unread = 0;
-  std::string first_read, first_unread;
   std::map<std::string, std::pair<std::string, bool>> of_process;  // one a process, as PythonHooksTally
   void add(const std::string& process, const std::string& s, bool is_read) {
     if (s.rfind("CPython ", 0) != 0) return;  // no CPython in that process
     auto [it, fresh] = of_process.try_emplace(process, s, is_read);
     if (!fresh && !it->second.second && is_read) it->second = {s, true};
   }
-  void count() {
-    read = unread = 0;
+  struct Counts {
+    int64_t read = 0, unread = 0;
+    std::string first_read, first_unread;
+  };
+  Counts counts() const {
+    Counts c;
     for (const auto& [pid, status] : of_process) {
       if (status.second) {
-        if (read++ == 0) first_read = status.first;
-      } else if (unread++ == 0) {
-        first_unread = status.first;
+        if (c.read++ == 0) c.first_read = status.first;
+      } else if (c.unread++ == 0) {
+        c.first_unread = status.first;
       }
     }
+    return c;
   }
-  int64_t python_processes() const { return read + unread; }
+  int64_t python_processes() const { return int64_t(of_process.size()); }
   std::string line() const {
-    std::string l = "read in " + std::to_string(read) + " of " + python_processes_text(python_processes());
-    if (read) l += " (first: " + first_read + ")";
-    if (unread) l += "; first without them: " + first_unread;
+    const Counts c = counts();
+    std::string l = "read in " + std::to_string(c.read) + " of " + python_processes_text(python_processes());
+    if (c.read) l += " (first: " + c.first_read + ")";
+    if (c.unread) l += "; first without them: " + c.first_unread;
     return l;
   }
   std::string warning() const {
-    if (!unread) return {};
-    return "Python frames are not read in " + std::to_string(unread) + " of " +
-           python_processes_text(python_processes()) + " (" + first_unread +
+    const Counts c = counts();
+    if (!c.unread) return {};
+    return "Python frames are not read in " + std::to_string(c.unread) + " of " +
+           python_processes_text(python_processes()) + " (" + c.first_unread +
            "): their samples show the interpreter's native frames only (docs/python.md)";
   }
 };
@@ -616,12 +626,10 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
     std::string status;
     for (const auto& s : statuses) status += (status.empty() ? "" : "; ") + s;
     if (!status.empty()) merged_meta["cupti.status"] = status;
-    python_hooks.count();
-    python_frames.count();
-    if (python_hooks.python_processes() > 0 || python_hooks.none > 0) {
+    if (const auto hooks = python_hooks.counts(); hooks.python_processes() > 0 || hooks.none > 0) {
       merged_meta["python.hooks"] = python_hooks.line();
-      merged_meta["python.hooks_installed"] = std::to_string(python_hooks.installed);
-      merged_meta["python.processes"] = std::to_string(python_hooks.python_processes());
+      merged_meta["python.hooks_installed"] = std::to_string(hooks.installed);
+      merged_meta["python.processes"] = std::to_string(hooks.python_processes());
     }
     if (python_frames.python_processes() > 0) merged_meta["python.frames"] = python_frames.line();
     for (const auto& [k, v] : merged_meta) w.set_meta(k, v);
@@ -644,6 +652,7 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
         std::to_string(n) +
         " samples not taken: the signal ran on the program's own alternate signal stack "
         "(sigaltstack) with too little room left for the sampler (docs/collector.md)");
+  if (fs::exists(output, ec)) summary.replaced.push_back(output);
   if (std::rename(tmp.c_str(), output.c_str()) != 0) {
     std::string err = std::strerror(errno);
     fs::remove(tmp, ec);
@@ -663,6 +672,14 @@ std::map<std::string, std::string> flight_env(const RecordOptions& o, const std:
           {"STEPSCOPE_FLIGHT_DATA_WAIT_MS", std::to_string(int64_t(o.flight_data_wait_ms))},
           {"STEPSCOPE_FLIGHT_MAX_PER_HOUR", std::to_string(o.flight_max_per_hour)},
           {"STEPSCOPE_FLIGHT_GPU_STEPS", std::to_string(o.flight_gpu_steps)}};
+}
+
+// The summary says when a store took the place of a file of the same name (an earlier recording, often
+// wanted; `-o` with %p or a dated name keeps each).
+static const char* replaced_note(const RecordSummary& s, const std::string& output) {
+  return std::find(s.replaced.begin(), s.replaced.end(), output) != s.replaced.end()
+             ? "; replaced the file that was there"
+             : "";
 }
 
 RecordSummary record(const RecordOptions& o) {
@@ -966,15 +983,17 @@ RecordSummary record(const RecordOptions& o) {
     std::fprintf(
         stderr,
         "stepscope: %lld samples (%lld thread%s, %lld process%s), %lld kernels, %lld ranges; dropped: %lld "
-        "samples, %lld GPU records -> %s (finalized in %.2f s)\n",
+        "samples, %lld GPU records -> %s (finalized in %.2f s%s)\n",
         (long long)summary.samples, (long long)summary.threads, summary.threads == 1 ? "" : "s",
         (long long)summary.processes, summary.processes == 1 ? "" : "es", (long long)summary.kernels,
         (long long)summary.ranges, (long long)summary.dropped_samples, (long long)summary.dropped_gpu_records,
         summary.outputs.size() == 1 ? summary.outputs[0].c_str()
                                     : (std::to_string(summary.outputs.size()) + " stores").c_str(),
-        summary.finalize_s);
+        summary.finalize_s, summary.outputs.size() == 1 ? replaced_note(summary, summary.outputs[0]) : "");
     if (summary.outputs.size() > 1)
-      for (const auto& out : summary.outputs) std::fprintf(stderr, "stepscope: wrote %s\n", out.c_str());
+      for (const auto& out : summary.outputs)
+        std::fprintf(stderr, "stepscope: wrote %s%s\n", out.c_str(),
+                     *replaced_note(summary, out) ? " (replaced the file that was there)" : "");
     for (const auto& w : summary.warnings)  // those said before the command ran are not said twice
       if (w != "no CUDA driver" && w != "statically linked command")
         std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());

@@ -113,6 +113,7 @@ void merge_parts_by_rank(const std::string& parts_dir, const std::string& patter
         summary.unsampled_threads += one.unsampled_threads;
     summary.parts += one.parts, summary.unreadable_parts += one.unreadable_parts;
     summary.outputs.push_back(out);
+    summary.replaced.insert(summary.replaced.end(), one.replaced.begin(), one.replaced.end());
   }
 }
 

@@ -53,6 +53,8 @@ struct RecordSummary {
   double finalize_s = 0;      // after the command ended: merge parts, symbolize, write the store
   std::vector<std::string> warnings;
   std::vector<std::string> outputs;  // the stores written: one, or one per rank (-o with %r); flight: the saves
+  std::vector<std::string>
+      replaced;                      // those of them that replaced a file already there (said in the summary)
   int64_t flight_skipped = 0;        // flight saves not written (quota, nothing recorded)
 };
 
