@@ -218,6 +218,33 @@ TEST_CASE("evidence in text and Markdown: aligned tables, names in code spans th
         "    op_kernel<7>(…)     12   20 µs\n");
 }
 
+TEST_CASE("evidence: byte counts in binary units, a column no row fills left out, in every format") {
+  // The pageable-memcpy evidence of an H100 input_bound recording read "bytes 251658240"; its copies' "op"
+  // and "annotation" columns were empty in every row.
+  const std::string ev =
+      R"J({"bytes":251658240,"copies":[{"api":"cudaMemcpy","op":"","annotation":null,"copied_bytes":4194304,)J"
+      R"J("count":2},{"api":"cudaMemcpyAsync","copied_bytes":512,"count":1}]})J";
+  const std::string text = analyzer::render_evidence_text(ev, "  ");
+  CHECK(text ==
+        "  bytes  240 MiB\n"
+        "  copies:\n"
+        "    api              copied bytes  count\n"
+        "    cudaMemcpy              4 MiB      2\n"
+        "    cudaMemcpyAsync         512 B      1\n");
+  const std::string md = analyzer::render_evidence_markdown(ev);
+  INFO(md);
+  CHECK(md.find("| api | copied bytes | count |") != std::string::npos);
+  const std::string html = analyzer::render_evidence_html(ev);
+  INFO(html);
+  CHECK(html.find("<td>240 MiB</td>") != std::string::npos);
+  CHECK(html.find("<td align=\"right\">4 MiB</td>") != std::string::npos);
+  CHECK(html.find(">op<") == std::string::npos);
+  CHECK(html.find(">annotation<") == std::string::npos);
+  CHECK(analyzer::units::format_bytes(1536) == "1.5 KiB");
+  CHECK(analyzer::units::format_bytes(1023) == "1023 B");
+  CHECK(analyzer::units::format_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");
+}
+
 TEST_CASE("report formats parse") {
   analyzer::ReportFormat f;
   CHECK((analyzer::parse_report_format("md", f) && f == analyzer::ReportFormat::Markdown));

@@ -453,7 +453,8 @@ class ModelTest : public QObject {
     const auto& nodes = td.nodes();
     QCOMPARE(nodes[0].total, 20.0);
     const auto& thread = nodes[nodes[0].children.at(0)];
-    QCOMPARE(QString::fromStdString(td.name(thread)), QString("Thread 100"));
+    // Named as the timeline names the thread (its name and id), not "Thread 100".
+    QCOMPARE(QString::fromStdString(td.name(thread)), QString("main 100"));
     const auto& main = nodes[thread.children.at(0)];
     const auto& train = nodes[main.children.at(0)];
     QCOMPARE(train.total, 20.0);
@@ -488,10 +489,10 @@ class ModelTest : public QObject {
     };
     const CallTree user = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown);
     QCOMPARE(user.nodes()[0].total, 20.0);  // the program's 20 samples only
-    QVERIFY(!threads(user).contains("Thread 300"));
+    QVERIFY(!threads(user).contains("stepscope-drain 300"));
     const CallTree all = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown, true);
     QCOMPARE(all.nodes()[0].total, 25.0);
-    QVERIFY(threads(all).contains("Thread 300"));
+    QVERIFY2(threads(all).contains("stepscope-drain 300"), qPrintable(threads(all).join(", ")));
   }
 
   // The H100 torch_dataloader recording holds each wait three times, nested: the sample's NVTX range, its
@@ -840,7 +841,7 @@ class ModelTest : public QObject {
     tree.set_tree(CallTree::for_range(*m, m->begin(), m->end(), CallTree::Direction::TopDown));
     QCOMPARE(tree.rowCount(), 1);
     QModelIndex thread = tree.index(0, 0);
-    QCOMPARE(tree.data(thread).toString(), QString("Thread 100"));
+    QCOMPARE(tree.data(thread).toString(), QString("main 100"));
     QModelIndex train = tree.index(0, 0, tree.index(0, 0, thread));
     QCOMPARE(tree.data(train).toString(), QString("train"));
     QCOMPARE(tree.parent(train).parent(), thread);

@@ -287,7 +287,8 @@ class WidgetsTest : public QObject {
     // thread.
     const int32_t n = w.flame_graph()->node_at(QPoint(w.flame_graph()->width() / 2, 5));
     QVERIFY(n > 0);
-    QCOMPARE(QString::fromStdString(w.flame_graph()->tree().name(w.flame_graph()->tree().nodes()[n])), QString("Thread 100"));
+    QCOMPARE(QString::fromStdString(w.flame_graph()->tree().name(w.flame_graph()->tree().nodes()[n])),
+             QString("main 100"));
     // Zoom to selection shows exactly the selected range (with padding).
     tl->zoom_to_selection();
     QVERIFY(tl->viewport_range().t1 - tl->viewport_range().t0 < 11.0 * kMs);

@@ -76,7 +76,9 @@ class MainWindow : public QMainWindow {
   void build_ui();
   void on_loaded(const LoadResult& r);
   void on_event_selected(std::optional<EventRef> e);
-  void on_range(int64_t t0, int64_t t1, bool selected = true);
+  // `caption`: what the range is, for the call tree's label ("" says it from the times: a selection, the
+  // whole run).
+  void on_range(int64_t t0, int64_t t1, bool selected = true, const QString& caption = {});
   void update_call_tree_direction();
 
   std::shared_ptr<const TimelineModel> model_;
@@ -92,6 +94,7 @@ class MainWindow : public QMainWindow {
   QSortFilterProxyModel* kernels_proxy_ = nullptr;
   QTableView* kernels_view_ = nullptr;
   QLineEdit* kernels_filter_ = nullptr;
+  QLabel* kernels_note_ = nullptr;  // why the table is empty, when it is
   CallTreeModel* call_tree_ = nullptr;
   QTreeView* tree_view_ = nullptr;
   QComboBox* tree_direction_ = nullptr;
@@ -114,6 +117,7 @@ class MainWindow : public QMainWindow {
     RangeBreakdown breakdown;
     int64_t t0 = 0, t1 = 0;
     bool selected = false;  // a range the user selected (not the whole trace at load)
+    QString caption;        // the call tree's label: what the range is
   };
   QFutureWatcher<std::shared_ptr<RangeResult>>* range_watcher_ = nullptr;
   std::shared_ptr<RangeResult> range_result_;

@@ -48,4 +48,14 @@ std::string format_ns_fixed(double ns) {
   return fmt::format("{:.1f} µs", us);
 }
 
+std::string format_bytes(double bytes) {
+  if (!std::isfinite(bytes)) return "n/a";
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1024 && u < 5) v /= 1024, ++u;
+  if (u == 0) return fmt::format("{} B", int64_t(v));
+  return fmt::format("{:.3g} {}", v, kUnits[u]);
+}
+
 }  // namespace stepscope::analyzer::units

@@ -16,5 +16,7 @@ std::string format_signed_percent(double fraction);
 std::string format_signed_pp(double fraction);
 // The findings' fixed-decimal form, from nanoseconds: "1.23 s", "45.60 ms", "205.4 µs".
 std::string format_ns_fixed(double ns);
+// A byte count in binary units, 3 significant digits: 251658240 → "240 MiB"; 512 → "512 B".
+std::string format_bytes(double bytes);
 
 }  // namespace stepscope::analyzer::units

@@ -103,20 +103,33 @@ class Renderer {
       for (auto f : record)
         if (std::find(keys.begin(), keys.end(), f.key) == keys.end()) keys.emplace_back(f.key);
     }
-    std::string out = "<table class=\"evidence\" border=\"1\" cellspacing=\"0\" cellpadding=\"2\"><tr>";
-    for (const auto& k : keys) out += "<th>" + html_escape(label_of(k)) + "</th>";
-    out += "</tr>";
+    // Cells first: a column no shown row fills (an "op" or "annotation" the recording had none of) is left
+    // out.
+    std::vector<std::vector<std::string>> cells;
+    std::vector<bool> numeric_column(keys.size(), false), filled(keys.size(), false);
     size_t n = 0, total = arr.size();
     for (element x : arr) {
       if (n++ == kMaxEvidenceRows) break;
-      out += "<tr>";
       auto obj = x.get_object();
-      for (const auto& k : keys) {
+      auto& row = cells.emplace_back();
+      for (size_t c = 0; c < keys.size(); ++c) {
         element v;
-        const bool has = !obj.error() && obj.value_unsafe().at_key(k).get(v) == simdjson::SUCCESS;
-        const bool numeric = has && (v.is_int64() || v.is_uint64() || v.is_double());
-        out += std::string(numeric ? "<td align=\"right\">" : "<td>") + (has ? scalar(k, v) : "") + "</td>";
+        const bool has = !obj.error() && obj.value_unsafe().at_key(keys[c]).get(v) == simdjson::SUCCESS;
+        if (has && (v.is_int64() || v.is_uint64() || v.is_double())) numeric_column[c] = true;
+        const bool empty = !has || v.is_null() || (v.is_string() && v.get_string().value_unsafe().empty());
+        row.push_back(has && !empty ? scalar(keys[c], v) : has && v.is_null() ? "—" : "");
+        if (!empty) filled[c] = true;
       }
+    }
+    std::string out = "<table class=\"evidence\" border=\"1\" cellspacing=\"0\" cellpadding=\"2\"><tr>";
+    for (size_t c = 0; c < keys.size(); ++c)
+      if (filled[c]) out += "<th>" + html_escape(label_of(keys[c])) + "</th>";
+    out += "</tr>";
+    for (const auto& row : cells) {
+      out += "<tr>";
+      for (size_t c = 0; c < keys.size(); ++c)
+        if (filled[c])
+          out += std::string(numeric_column[c] ? "<td align=\"right\">" : "<td>") + row[c] + "</td>";
       out += "</tr>";
     }
     out += "</table>";

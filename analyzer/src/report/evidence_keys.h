@@ -106,10 +106,17 @@ inline std::string nested_key(std::string_view outer, std::string_view inner) {
   return std::string(inner);
 }
 
-// A number as the key says: a time with its unit, a share as a percentage, an integer, else 3 digits.
+// Byte counts ("bytes", "copied_bytes"): 251658240 reads "240 MiB", not a number to count the digits of.
+inline bool is_bytes(std::string_view key) {
+  return key == "bytes" || ends_with(key, "_bytes");
+}
+
+// A number as the key says: a time with its unit, a share as a percentage, bytes in binary units, an
+// integer, else 3 digits.
 inline std::string number(std::string_view key, double d) {
   if (is_time(key)) return report_util::format_us(d);
   if (is_share(key)) return report_util::format_share(d);
+  if (is_bytes(key)) return units::format_bytes(d);
   if (d == std::floor(d) && std::fabs(d) < 1e15) return fmt::format("{}", int64_t(d));
   return fmt::format("{:.3g}", d);
 }

@@ -114,7 +114,7 @@ class TextRenderer {
         if (std::find(keys.begin(), keys.end(), f.key) == keys.end()) keys.emplace_back(f.key);
     }
     std::vector<std::vector<std::string>> cells;
-    std::vector<bool> numeric(keys.size(), true);
+    std::vector<bool> numeric(keys.size(), true), filled(keys.size(), false);
     const size_t total = arr.size();
     in_table_ = md_;
     for (element x : arr) {
@@ -125,11 +125,20 @@ class TextRenderer {
         element v;
         const bool has = !obj.error() && obj.value_unsafe().at_key(keys[c]).get(v) == simdjson::SUCCESS;
         if (has && !(v.is_int64() || v.is_uint64() || v.is_double())) numeric[c] = false;
+        if (has && !v.is_null() && !(v.is_string() && v.get_string().value_unsafe().empty()))
+          filled[c] = true;
         row.push_back(has ? scalar(keys[c], v) : "");
       }
       cells.push_back(std::move(row));
     }
     in_table_ = false;
+    // A column no shown row fills (an "op" the recording had none of) is left out, as the HTML does.
+    for (size_t c = keys.size(); c-- > 0;)
+      if (!filled[c]) {
+        keys.erase(keys.begin() + long(c));
+        numeric.erase(numeric.begin() + long(c));
+        for (auto& row : cells) row.erase(row.begin() + long(c));
+      }
     std::string out;
     if (md_) {
       out += indent + "- **" + cell(title) + "**\n\n" + indent + "  |";

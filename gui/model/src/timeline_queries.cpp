@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "stepscope/analyzer/display_names.h"
@@ -383,6 +384,27 @@ std::vector<EventRef> TimelineModel::enclosing_ranges(int64_t pid, int64_t tid, 
     if (l.end(k) >= end) out.push_back(l.ref(k));
   }
   return out;
+}
+
+std::string TimelineModel::thread_label(int64_t pid, int64_t tid) const {
+  const Track* track = nullptr;
+  for (const PairMap* m : {&ranges_track_, &samples_track_, &waits_track_})
+    if (auto it = m->find({pid, tid}); it != m->end()) {
+      track = &tracks_[size_t(it->second)];
+      break;
+    }
+  if (!track) return "Thread " + std::to_string(tid);
+  std::string title = track->title;
+  for (const std::string_view suffix : {std::string_view(" · samples"), std::string_view(" · data waits")})
+    if (title.size() > suffix.size() &&
+        title.compare(title.size() - suffix.size(), suffix.size(), suffix) == 0)
+      title.erase(title.size() - suffix.size());
+  const bool several_processes = std::any_of(tracks_.begin(), tracks_.end(), [pid](const Track& t) {
+    return (t.kind == TrackKind::CpuSamples || t.kind == TrackKind::CpuRanges ||
+            t.kind == TrackKind::DataWaits) &&
+           t.pid != pid;
+  });
+  return several_processes ? title + " · " + track->group : title;
 }
 
 std::vector<uint32_t> TimelineModel::samples_in(int64_t t0, int64_t t1) const {

@@ -331,6 +331,13 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
     // CUPTI reports API calls under its own thread id, which no thread record names.
     if (launches.count(k) && !samples.count(k) && !waits.count(k) && !ranged.count(k))
       return "CUDA API · thread " + std::to_string(k.second);
+    // An id above Linux's largest thread id (PID_MAX_LIMIT) is CUPTI's (older recordings put its API calls
+    // and its overhead ranges there), whatever ranges it carries: "Thread 3781806016" read as a thread of the
+    // program.
+    constexpr int64_t kLinuxMaxTid = 4194304;
+    if ((k.second > kLinuxMaxTid || k.second < 0) && !samples.count(k) && !waits.count(k))
+      return (launches.count(k) ? "CUDA API · CUPTI thread id " : "CUPTI thread id ") +
+             std::to_string(k.second);
     return "Thread " + std::to_string(k.second);
   };
   std::set<Key> stepping;  // threads whose steps the store recorded (the training loop)

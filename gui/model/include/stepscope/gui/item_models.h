@@ -75,7 +75,7 @@ class KernelStatsModel : public QAbstractTableModel {
 
  private:
   std::vector<KernelStat> stats_;
-  int64_t range_ns_ = 0;
+  int64_t range_ns_ = 0, gpu_ns_ = 0;
 };
 
 class CallTreeModel : public QAbstractItemModel {
@@ -91,9 +91,10 @@ class CallTreeModel : public QAbstractItemModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+  // The tree node an index shows (0, the root, for an invalid index).
+  int32_t node_of(const QModelIndex& index) const;
 
  private:
-  int32_t node_of(const QModelIndex& index) const;
   QString weight(double w) const;
   CallTree tree_;
 };

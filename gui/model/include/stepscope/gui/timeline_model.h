@@ -391,6 +391,11 @@ class TimelineModel {
   // Host events (ranges, API calls) on the same thread enclosing [start, end), outermost first.
   std::vector<EventRef> enclosing_ranges(int64_t pid, int64_t tid, int64_t start, int64_t end) const;
 
+  // A thread as the call tree and flame graph name it: its timeline title ("python3 1111", "pt_data_worker
+  // 1231", "Thread 1200"), with its process ("· Process 1229 pt_data_worker") when the trace has several;
+  // "Thread TID" for a thread with no row.
+  std::string thread_label(int64_t pid, int64_t tid) const;
+
   // Samples in [t0, t1) in time order (trace.samples rows).
   std::vector<uint32_t> samples_in(int64_t t0, int64_t t1) const;
 
