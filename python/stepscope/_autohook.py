@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 
 _now = time.monotonic_ns
 _tls = threading.local()
@@ -718,11 +719,15 @@ class _FuncHooks:
             return
         self.scanned[id(d)] = (d, len(d))
         seen = set()
-        for value in list(d.values()):
-            if type(value) is types.FunctionType:
-                self._consider(value, name)
-            elif isinstance(value, type) and getattr(value, "__module__", None) == name:
-                self._scan_class(value, name, seen)
+        # Looking at a module's names must say nothing to the program: torch.distributed.reduce_op warned
+        # "FutureWarning: torch.distributed.reduce_op is deprecated" from this helper into the user's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for value in list(d.values()):
+                if type(value) is types.FunctionType:
+                    self._consider(value, name)
+                elif isinstance(value, type) and getattr(value, "__module__", None) == name:
+                    self._scan_class(value, name, seen)
 
     def scan_all(self):
         for module in list(sys.modules.values()):

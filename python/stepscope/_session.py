@@ -203,6 +203,7 @@ class Window:
         self.step_end = "close"
         self.samples = None
         self.attach_output = ""
+        self.replaced = False  # the store took the place of a file of that name (attach's summary says so)
         self._attach = None
         self._attach_log = None
 
@@ -325,6 +326,7 @@ class Window:
         self._attach_log.close()
         self._attach_log, self._attach = None, None
         self.attach_output = "\n".join(l for l in text.splitlines() if "not recorded: --children" not in l)
+        self.replaced = "; replaced the file that was there)" in self.attach_output
         _show_warnings(self.attach_output)
         if rc != 0 or not os.path.exists(self.output):
             raise RecordingError(f"stepscope attach did not write {self.output} (exit {rc}): {text}")
@@ -440,7 +442,11 @@ class Analysis:
             where = f" on {affected} step{'s' if affected != 1 else ''}" if 0 < affected < steps else ""
             return f"~{ms:.1f} ms/step{where}"
 
-        if not self.findings:
+        if steps == 0:
+            # Not "no findings", which reads as a clean window: nothing marked a step in it.
+            advice = s.get("steps_advice") or ""
+            found = "no steps in the window, so no per-step findings" + (f" ({advice})" if advice else "")
+        elif not self.findings:
             found = "no findings"
         else:
             found = "; ".join(f"{f.get('rule')} ({f.get('severity')}, {saving(f)})" for f in self.findings)

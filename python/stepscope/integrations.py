@@ -39,7 +39,9 @@ class StepWindows:
     """Which optimizer steps to record. steps: "A:B" (A to B-1), "A:" (A to the end), or (A, B); every/length:
     windows of `length` steps starting at every multiple of `every` from `every` on (the start-up left out)."""
 
-    def __init__(self, steps=None, every=None, length=20):
+    def __init__(self, steps=None, every=None, length=None):
+        length_given = length is not None
+        length = 20 if length is None else length
         self.every, self.length = None, None
         self.first, self.end = 0, None
         if steps is not None and every is not None:
@@ -47,7 +49,8 @@ class StepWindows:
         if every is not None:
             self.every, self.length = int(every), int(length)
             if self.every <= 0 or not 0 < self.length <= self.every:
-                raise ValueError(f"stepscope: every={every}, length={length}: need 0 < length <= every")
+                given = "" if length_given else " (the default)"
+                raise ValueError(f"stepscope: every={every}, length={length}{given}: need 0 < length <= every")
         elif steps is not None:
             if isinstance(steps, str):
                 a, sep, b = steps.partition(":")
@@ -58,14 +61,27 @@ class StepWindows:
                 except ValueError:
                     raise ValueError(f"stepscope: steps={steps!r}: expected 'FIRST:END' (END excluded), "
                                      f"whole numbers") from None
+            elif isinstance(steps, (tuple, list)) and len(steps) == 2:
+                try:
+                    self.first, self.end = int(steps[0]), (None if steps[1] is None else int(steps[1]))
+                except (TypeError, ValueError):
+                    raise ValueError(f"stepscope: steps={steps!r}: expected (FIRST, END) of whole numbers, END "
+                                     f"excluded (None: to the end)") from None
             else:
-                self.first, self.end = int(steps[0]), (None if steps[1] is None else int(steps[1]))
+                raise ValueError(f"stepscope: steps={steps!r}: expected 'FIRST:END' (END excluded) or "
+                                 f"(FIRST, END)")
             if self.first < 0 or (self.end is not None and self.end <= self.first):
                 raise ValueError(f"stepscope: steps={steps!r}: need 0 <= FIRST < END")
 
     @property
     def several(self):
         return self.every is not None
+
+    def first_window(self):
+        """The steps of the first window, in words: "steps 50-59", "steps from 50"."""
+        if self.every is not None:
+            return f"steps {self.every}-{self.every + self.length - 1}"
+        return f"steps {self.first}-{self.end - 1}" if self.end is not None else f"steps from {self.first}"
 
     def starting_at(self, i):
         """The end (excluded; None: the run's end) of the window that starts at step i, or False."""
@@ -85,17 +101,40 @@ class StepWindows:
 class _Recorder:
     """What both callbacks do, in the trainer's step numbering (i: optimizer steps done before the step)."""
 
-    def __init__(self, output, windows, emit, options):
+    # The recorder of the training running in this process, and what identifies that training (the trainer's
+    # state object): a second stepscope callback in the same trainer marked every step twice (ten steps of
+    # 67 ms for five of 135 ms) and took the first one's window for someone else's recording.
+    active = None
+    active_training = None
+
+    def __init__(self, output, windows, emit, options, analyses=None):
         self.output = output
         self.windows = windows
         self.emit = emit
         self.options = options
         self.window = None  # the open _session.Window
         self.range = None   # (first, end) of the open window
-        self.analyses = []  # one per store written
+        self.analyses = [] if analyses is None else analyses  # one per store written: the callback's, kept across runs
         self.lines = []     # the lines emitted
         self.last = None    # the last step marked in the open window
+        self.seen = None    # the last step the trainer began
+        self.opened = False  # a window was opened (or tried) in this training
         self.broken = None  # why this process cannot record: said once, then training goes on unrecorded
+
+    def claim(self, training):
+        """At the training's start: this recorder records it (`training`: the trainer's state or trainer object,
+        compared by identity and held, so that no later object takes its id), unless another callback's already
+        does (then one line, and this one does nothing). False: this one stands aside."""
+        if _Recorder.active is not None and _Recorder.active is not self and _Recorder.active_training is training:
+            self.say("stepscope: a second stepscope callback in this trainer records nothing: the first one "
+                     "records the steps (one callback is enough)")
+            return False
+        _Recorder.active, _Recorder.active_training = self, training
+        return True
+
+    def release(self):
+        if _Recorder.active is self:
+            _Recorder.active = _Recorder.active_training = None
 
     def output_for(self, first, end):
         base = self.output
@@ -119,6 +158,9 @@ class _Recorder:
             self.say(f"stepscope: not recording, training goes on: {why}")
 
     def before_step(self, i):
+        self.seen = i
+        if self.window is not None and i == self.last:
+            return  # this step is marked already (a trainer that announces a step twice)
         if self.window is not None and self.range[1] is not None and i >= self.range[1]:
             # The window's last step ends where the next begins: each step spans the trainer's whole loop
             # iteration (its step, logging, the next batch's fetch), the last one too.
@@ -145,12 +187,18 @@ class _Recorder:
         trainer's end hook never ran)."""
         if self.window is not None:
             self.close()
+        elif not self.opened and not self.broken and self.seen is not None:
+            # Not silence: a window the run never reached reads as if nothing was wrong with the callback.
+            self.say(f"stepscope: {self.windows.first_window()} not reached (training ended after step "
+                     f"{self.seen}): nothing recorded")
+        self.release()
 
     def open(self, first, end):
         from ._session import RecordingError, Window
 
         if self.broken:
             return
+        self.opened = True
         try:
             self.window = Window(self.output_for(first, end), **self.options).open()
         except Exception as e:  # noqa: BLE001 - whatever it is (a library that does not load), training goes on
@@ -183,7 +231,8 @@ class _Recorder:
             return
         if analysis is not None:
             self.analyses.append(analysis)
-            self.say(f"stepscope: {steps}: {analysis.one_line()}")
+            replaced = " (replaced the store that was there)" if window.replaced else ""
+            self.say(f"stepscope: {steps}: {analysis.one_line()}{replaced}")
         elif window.output:
             how = "recorded" if mode == "paused" else "marked in the recording running"
             self.say(f"stepscope: {steps}: {how}; `stepscope record` writes {window.output} when the program ends")
@@ -212,6 +261,13 @@ def _record_options(kw):
     unknown = set(kw) - allowed
     if unknown:
         raise TypeError(f"stepscope: unknown option(s) {', '.join(sorted(unknown))}")
+    # Checked when the trainer is built, not when the first window opens, hours in.
+    hz = kw.get("cpu_hz")
+    if hz is not None and (isinstance(hz, bool) or not isinstance(hz, int) or hz <= 0):
+        raise ValueError(f"stepscope: cpu_hz={hz!r}: expected a whole number of samples a second, e.g. 1000")
+    for key in ("gpu_window", "step_func", "data_wait_func", "cli"):
+        if kw.get(key) is not None and not isinstance(kw[key], str):
+            raise ValueError(f"stepscope: {key}={kw[key]!r}: expected a string")
     return kw
 
 
@@ -224,22 +280,27 @@ def _make_transformers_callback():
         output: the store (default <output_dir>/stepscope.db); steps / every, length: the window(s); other
         keywords: cpu_hz, wall, no_gpu, gpu_window, step_func, data_wait_func, cli (as `stepscope attach`'s)."""
 
-        def __init__(self, output=None, steps=None, every=None, length=20, **options):
+        def __init__(self, output=None, steps=None, every=None, length=None, **options):
             self.windows = StepWindows(steps, every, length)
             self._output = output
             self._options = _record_options(options)
             self._recorder = None
+            self._analyses = []
 
         @property
         def analyses(self):
-            """The analyses of the stores written so far (stepscope._session.Analysis)."""
-            return self._recorder.analyses if self._recorder else []
+            """The analyses of the stores written so far, over every train() this callback saw
+            (stepscope._session.Analysis)."""
+            return self._analyses
 
         def on_train_begin(self, args, state, control, **kwargs):
             output = self._output or os.path.join(args.output_dir or ".", "stepscope.db")
-            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             emit = _emitter(logging.getLogger("transformers.trainer"))
-            self._recorder = _Recorder(output, self.windows, emit, self._options)
+            self._recorder = _Recorder(output, self.windows, emit, self._options, self._analyses)
+            if not self._recorder.claim(state):
+                self._recorder = None
+                return
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             self._recorder.preflight()
 
         def on_step_begin(self, args, state, control, **kwargs):
@@ -279,23 +340,29 @@ def _make_lightning_callback():
         output: the store (default <default_root_dir>/stepscope.db); steps / every, length: the window(s); other
         keywords: cpu_hz, wall, no_gpu, gpu_window, step_func, data_wait_func, cli."""
 
-        def __init__(self, output=None, steps=None, every=None, length=20, **options):
+        def __init__(self, output=None, steps=None, every=None, length=None, **options):
             super().__init__()
             self.windows = StepWindows(steps, every, length)
             self._output = output
             self._options = _record_options(options)
             self._recorder = None
+            self._analyses = []
             self._started = None  # the global step whose first batch has begun
 
         @property
         def analyses(self):
-            return self._recorder.analyses if self._recorder else []
+            """The analyses of the stores written so far, over every fit() this callback saw."""
+            return self._analyses
 
         def on_train_start(self, trainer, pl_module):
             output = self._output or os.path.join(trainer.default_root_dir or ".", "stepscope.db")
-            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             emit = _emitter(logging.getLogger("lightning.pytorch.callbacks.stepscope"))
-            self._recorder = _Recorder(output, self.windows, emit, self._options)
+            self._recorder = _Recorder(output, self.windows, emit, self._options, self._analyses)
+            self._started = None
+            if not self._recorder.claim(trainer):
+                self._recorder = None
+                return
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             self._recorder.preflight()
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):

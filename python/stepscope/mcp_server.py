@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from ._session import find_cli
+from ._session import RecordingError, find_cli
 
 _MAX_ROWS = 200
 _cache = {}  # (path, mtime, size) -> the analysis JSON
@@ -241,14 +241,15 @@ TOOLS = [open_trace, list_findings, steps, diff_runs, top, query, explain_rule]
 
 
 def _reported(fn, tool_error):
-    """The tool, its ValueErrors (bad input, a refused query) raised as the SDK's ToolError: the SDK passes that
-    message to the client, where any other exception reads only "Error executing tool"."""
+    """The tool, its ValueErrors (bad input, a refused query) and RecordingErrors (no stepscope executable)
+    raised as the SDK's ToolError: the SDK passes that message to the client, where any other exception reads only
+    "Error executing tool"."""
 
     @functools.wraps(fn)
     def tool(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except ValueError as e:
+        except (ValueError, RecordingError) as e:  # RecordingError: no stepscope executable found, and why
             raise tool_error(str(e)) from None
 
     return tool

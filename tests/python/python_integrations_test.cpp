@@ -121,6 +121,13 @@ std::string log_line(const std::string& out, const std::string& steps) {
   return out.substr(p, out.find('\n', p) - p);
 }
 
+// How often `what` occurs in `out`.
+int count_of(const std::string& out, const std::string& what) {
+  int n = 0;
+  for (size_t p = out.find(what); p != std::string::npos; p = out.find(what, p + what.size())) ++n;
+  return n;
+}
+
 // A trainer run with two windows (every=10, length=5 over 25 optimizer steps of 2 accumulated batches each:
 // the first closes when step 15 begins, the second when training ends), the batches of steps 5-15 slow: the
 // fetches inside the first window (those of steps 11-15) wait, those inside the second do not.
@@ -250,6 +257,56 @@ TEST_CASE(
   check_steps_against_trainer(a, clock, 10);
 }
 
+TEST_CASE(
+    "transformers Trainer: a second callback stands aside, a second train() keeps both analyses, a window "
+    "never reached is said",
+    "[framework]") {
+  if (auto why = missing("torch, transformers"); !why.empty()) STEPSCOPE_SKIP(why.c_str());
+  ScratchDir dir("python_integrations_misuse");
+  {
+    // Two callbacks marked every step twice: "10 steps (api), median 67.0 ms" for five of ~135 ms.
+    const std::string db = dir.file("twice.db");
+    const auto r =
+        run_script(dir.file(""), "hf_trainer.py",
+                   "--output " + shell_quote(db) + " --steps 2:6 --max-steps 8 --accum 1 --second-callback");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(count_of(r.output,
+                   "stepscope: a second stepscope callback in this trainer records nothing: the first "
+                   "one records the steps (one callback is enough)\n") == 1);
+    CHECK_FALSE(std::filesystem::exists(db + ".second.db"));
+    Analyzed a;
+    analyze(db, a);
+    CHECK(a.step_source() == "api");
+    CHECK(a.steps() == 4);
+    check_steps_against_trainer(a, trainer_clock(r.output), 2);
+    CHECK(log_line(r.output, "2-5").find(": 4 steps (api), median ") != std::string::npos);
+  }
+  {
+    const std::string db = dir.file("again.db");
+    const auto r =
+        run_script(dir.file(""), "hf_trainer.py",
+                   "--output " + shell_quote(db) + " --steps 1:3 --max-steps 4 --accum 1 --train-twice");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(count_of(r.output, "analysis " + db + " 2 api\n") == 2);  // the first train()'s analysis kept
+    // The second train()'s window replaced the first's store, and its line says so.
+    CHECK(count_of(r.output, "stepscope: steps 1-2: 2 steps (api)") == 2);
+    CHECK(count_of(r.output, " -> " + db + " (replaced the store that was there)\n") == 1);
+  }
+  {
+    const std::string db = dir.file("unreached.db");
+    const auto r = run_script(dir.file(""), "hf_trainer.py",
+                              "--output " + shell_quote(db) + " --steps 50:60 --max-steps 4 --accum 1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find(
+              "stepscope: steps 50-59 not reached (training ended after step 3): nothing recorded\n") !=
+          std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
+}
+
 TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and return its analysis") {
   ScratchDir dir("python_integrations_profile");
   const std::string slow_db = dir.file("slow.db"), fast_db = dir.file("fast.db");
@@ -279,6 +336,20 @@ TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and
                       "`stepscope analyze w.db` shows it) -> w.db\n") != std::string::npos);
   CHECK(r.output.find("steps_error stepscope: steps='a:b': expected 'FIRST:END' (END excluded), whole numbers\n") !=
         std::string::npos);
+  CHECK(
+      r.output.find("bad_int stepscope: steps=100: expected 'FIRST:END' (END excluded) or (FIRST, END)\n") !=
+      std::string::npos);
+  CHECK(r.output.find(
+            "bad_short stepscope: steps=(5,): expected 'FIRST:END' (END excluded) or (FIRST, END)\n") !=
+        std::string::npos);
+  CHECK(r.output.find("bad_every stepscope: every=10, length=20 (the default): need 0 < length <= every\n") !=
+        std::string::npos);
+  CHECK(r.output.find(
+            "bad_hz stepscope: cpu_hz='fast': expected a whole number of samples a second, e.g. 1000\n") !=
+        std::string::npos);
+  // A window where nothing marked a step is not "no findings", which reads as clean.
+  CHECK(r.output.find("one_line_empty 0 steps (none), median 0.0 ms: no steps in the window, so no per-step "
+                      "findings (mark steps with stepscope.step()) -> w.db\n") != std::string::npos);
   CHECK(r.output.find("cannot_record cli=/nonexistent/stepscope: no such executable (the stepscope command; or leave "
                       "cli out and let it be found)\n") != std::string::npos);
   CHECK(r.output.find("cannot_record_name None\n") != std::string::npos);  // a name on PATH is found there

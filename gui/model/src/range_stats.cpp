@@ -296,7 +296,13 @@ std::string argument_word(std::string_view arg) {
       cut = i + 2;
     }
   }
-  return s.substr(cut);
+  s.erase(0, cut);
+  // A lambda's chain of enclosing lambdas and operator()s says nothing more than where it begins:
+  // "launch_clamp_scalar(…)::{lambda()#1}::operator()() const::{lambda()#7}::…" →
+  // "launch_clamp_scalar(…)::{lambda}".
+  if (const size_t lambda = s.find("::{lambda"); lambda != std::string::npos && lambda > 0)
+    s = s.substr(0, lambda) + "::{lambda}";
+  return s;
 }
 
 bool numeric_argument(std::string_view arg) {
@@ -317,9 +323,12 @@ std::string distinguishing_name(const std::string& shown, const std::string& ful
   const size_t folded = shown.find("<…>");
   if (folded == std::string::npos) return {};
   const std::string head = shown.substr(0, folded);  // "at::native::vectorized_elementwise_kernel"
-  const size_t at = full.find(head + "<");
-  if (at == std::string::npos) return {};
-  const auto args = template_arguments(full, at + head.size());
+  // Found by its last name: the full name may hold what the short one dropped ("(anonymous namespace)::").
+  const size_t colons = head.rfind("::");
+  const std::string last = colons == std::string::npos ? head : head.substr(colons + 2);
+  const size_t at = full.find(last + "<");
+  if (last.empty() || at == std::string::npos) return {};
+  const auto args = template_arguments(full, at + last.size());
   if (args.empty()) return {};
   std::string kept;
   size_t n = 0;

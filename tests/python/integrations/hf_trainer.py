@@ -47,9 +47,14 @@ args = TrainingArguments(output_dir=a.out_dir, max_steps=a.max_steps, per_device
                          logging_strategy="no", dataloader_num_workers=0, disable_tqdm=True, seed=0)
 options = {"steps": a.steps} if a.steps else {"every": a.every, "length": a.length} if a.every else {}
 callback = StepscopeCallback(output=a.output, **options)
+callbacks = [Clock("before"), callback, Clock("after")]
+if a.second_callback:  # a user who added it twice (a config and the code): it must stand aside, said
+    callbacks.append(StepscopeCallback(output=a.output + ".second.db", **options))
 trainer = Trainer(model=model, args=args, train_dataset=Data(a, a.max_steps * a.batch * a.accum * 2),
-                  callbacks=[Clock("before"), callback, Clock("after")])
+                  callbacks=callbacks)
 trainer.train()
+if a.train_twice:
+    trainer.train()
 print(f"optimizer_steps {trainer.state.global_step}", flush=True)
 for analysis in callback.analyses:
     print(f"analysis {analysis.path} {len(analysis.steps)} {analysis.summary.step_source}", flush=True)

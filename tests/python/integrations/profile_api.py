@@ -96,6 +96,21 @@ try:
     StepWindows("a:b")
 except ValueError as e:
     print("steps_error", e)
+# Mistyped windows and options are one ValueError naming them, when the callback is made (steps=100 was a
+# TypeError "'int' object is not subscriptable"; cpu_hz="fast" failed at the first window, hours in).
+from stepscope.integrations import _record_options  # noqa: E402
+
+for name, make in (("int", lambda: StepWindows(100)), ("short", lambda: StepWindows((5,))),
+                   ("every", lambda: StepWindows(every=10)), ("hz", lambda: _record_options({"cpu_hz": "fast"}))):
+    try:
+        make()
+        print("bad_" + name, "accepted")
+    except ValueError as e:
+        print("bad_" + name, e)
+empty = Analysis("w.db", {"summary": {"steps": 0, "step_source": "none", "host_step_median_us": 0,
+                                      "steps_advice": "mark steps with stepscope.step()"}, "steps": [],
+                          "findings": []}, cli="stepscope")
+print("one_line_empty", empty.one_line())
 print("cannot_record", cannot_record("/nonexistent/stepscope"))
 # cli= as a name on PATH is found there; a window that cannot open inside a trainer's callback is said, never raised.
 os.environ["PATH"] = os.path.dirname(os.environ["STEPSCOPE_CLI"]) + os.pathsep + os.environ.get("PATH", "")

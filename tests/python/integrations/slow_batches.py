@@ -22,6 +22,8 @@ def parse_args(out_dir):
     ap.add_argument("--slow-to", type=int, default=0)
     ap.add_argument("--fail-at", type=int, default=-1)
     ap.add_argument("--out-dir", default=out_dir)
+    ap.add_argument("--second-callback", action="store_true", help="a second stepscope callback in the trainer")
+    ap.add_argument("--train-twice", action="store_true", help="train() twice with the same callback")
     return ap.parse_args()
 
 
