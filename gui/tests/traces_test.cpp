@@ -191,6 +191,25 @@ class TracesTest : public QObject {
       QVERIFY2(!t.folded, qPrintable(QString::fromStdString(t.title)));
     }
     QVERIFY(main_tracks >= 1);
+    // The threads CUPTI started for the profiler (their entry in libcupti) are the profiler's cost, left out
+    // of the call tree as the collector's own are (this store predates threads.collector): the main thread
+    // alone.
+    size_t cupti_samples = 0;
+    for (const auto& smp : m.trace().samples) {
+      const auto frames = m.stack_frames(smp.stack);
+      for (auto f = frames.rbegin(); f != frames.rend();
+           ++f) {  // the outermost frame past libc's thread start
+        const std::string module = m.trace().str(m.trace().frames[*f].module);
+        if (module.find("libc.so") != std::string::npos) continue;
+        cupti_samples += module.find("libcupti") != std::string::npos;
+        break;
+      }
+    }
+    QVERIFY2(cupti_samples > 10, "CUPTI's threads were sampled: the check below means something");
+    const CallTree tree = CallTree::for_range(m, m.begin(), m.end(), CallTree::Direction::TopDown);
+    QCOMPARE(tree.nodes()[0].children.size(), size_t(1));
+    QCOMPARE(tree.name(tree.nodes()[size_t(tree.nodes()[0].children[0])]),
+             m.thread_label(m.trace().samples[0].pid, main_tid));
   }
 
   // The main window as a user first sees it: the deep Python and C++ stacks of a PyTorch recording fill the flame
