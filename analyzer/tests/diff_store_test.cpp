@@ -150,3 +150,44 @@ TEST_CASE("synthetic stores: a +10% step-time shift with low variance is caught"
   }
   CHECK(caught == 10);
 }
+
+// A Python function is compared whole: its samples at two lines were two rows, each a few samples, each
+// within noise, where the function as a whole grew.
+TEST_CASE("CPU stores: a Python function's host time is compared across its lines") {
+  FastDir dir("diff_python_lines");
+  auto write = [&](const std::string& name, int samples_per_step) {
+    store::Trace t;
+    t.meta["clock_domain"] = "monotonic";
+    t.meta["collector.cpu_hz"] = "1000";
+    const int64_t pid = 10, tid = 11;
+    t.processes.push_back({pid, t.intern("python train.py"), 0});
+    t.threads.push_back({pid, tid, t.intern("MainThread")});
+    for (int line : {61, 62}) {
+      store::Frame f;
+      f.id = int64_t(t.frames.size()) + 1;
+      f.symbol = t.intern("train_step");
+      f.file = t.intern("/w/train.py");
+      f.line = line;
+      f.kind = store::FrameKind::Python;
+      t.frames.push_back(f);
+      t.stacks.push_back({f.id, 0, f.id});
+    }
+    const auto api = t.intern("api");
+    int64_t now = 1'000'000 * US;
+    for (int i = 0; i < 30; ++i) {
+      const int64_t step_us = 40'000;
+      t.steps.push_back({i, now, now + step_us * US, api, pid, tid});
+      for (int k = 0; k < samples_per_step; ++k)  // a sample a millisecond, at alternating lines
+        t.samples.push_back({now + (k + 1) * 1000 * US, pid, tid, 1 + k % 2, true, 1});
+      now += step_us * US;
+    }
+    const std::string path = dir.file(name + ".db");
+    store::write_store_atomically(t, path);
+    return path;
+  };
+  const auto d = analyzer::diff_runs({run_from_store(write("base", 10))}, {run_from_store(write("new", 16))});
+  INFO(analyzer::diff_to_text(d));
+  REQUIRE(d.host_functions.changed.size() == 1);
+  CHECK(d.host_functions.changed[0].name == "train_step (train.py)");
+  CHECK_THAT(d.host_functions.changed[0].delta_us_per_step(), Catch::Matchers::WithinRel(6000.0, 0.05));
+}

@@ -606,24 +606,47 @@ TEST_CASE("100 seeded diffs: every metric's p-value is below 0.05 exactly when i
   CHECK(included >= 50);
 }
 
-TEST_CASE("CPU runs compare the training thread's host functions per step") {
-  auto cpu_run = [](uint64_t seed, int64_t hot_ns) {
+TEST_CASE("CPU runs compare the training thread's host functions per step, beyond their sampling noise") {
+  // 20 steps sampled at 1 kHz: a function's samples are its milliseconds.
+  auto cpu_run = [](uint64_t seed, int64_t hot_samples, int64_t noisy_samples) {
     RunSpec s;
     auto r = synth_run(s, seed);
     r.analysis.summary.has_gpu = false;
-    r.host_functions.push_back({"hot_inner(int)", 20, hot_ns * 20, 0, 0});
-    r.host_functions.push_back({"helper()", 20, 1000000 * 20, 0, 0});
+    r.host_functions.push_back({"hot_inner(int)", hot_samples, hot_samples * 1000000, 0, 0});
+    r.host_functions.push_back({"helper()", 20, 20 * 1000000, 0, 0});
+    r.host_functions.push_back({"noisy()", noisy_samples, noisy_samples * 1000000, 0, 0});
     return r;
   };
-  auto d = analyzer::diff_runs({cpu_run(1, 30000000)}, {cpu_run(2, 45000000)});
-  REQUIRE(!d.host_functions.changed.empty());
+  // hot_inner: 30 → 45 ms a step (600 → 900 samples), two standard errors 2·√(1.22² + 1.5²) = 3.87 ms;
+  // noisy(): 2 → 2.5 ms (40 → 50 samples), within its 0.95 ms: not listed, counted.
+  auto d = analyzer::diff_runs({cpu_run(1, 600, 40)}, {cpu_run(2, 900, 50)});
+  REQUIRE(d.host_functions.changed.size() == 1);
   CHECK(d.host_functions.changed[0].name == "hot_inner(int)");
   CHECK_THAT(d.host_functions.changed[0].delta_us_per_step(), Catch::Matchers::WithinAbs(15000.0, 1e-6));
+  CHECK_THAT(d.host_functions.changed[0].noise_us_per_step,
+             Catch::Matchers::WithinAbs(2 * std::sqrt(30000.0 * 30000 / 600 + 45000.0 * 45000 / 900), 1e-6));
+  CHECK(d.host_functions.within_noise == 1);
   CHECK(d.host_functions.regressions == 0);  // listed, never a gate
   const std::string text = analyzer::diff_to_text(d);
   INFO(text);
-  CHECK(text.find("\nHost function time per step (training thread, sampled)\n  changed     +15 ms (30 ms → "
-                  "45 ms)  hot_inner(…)\n") != std::string::npos);
-  CHECK(analyzer::diff_to_json(d).find("\"host_functions\":{\"changed\":[{\"name\":\"hot_inner(int)\"") !=
-        std::string::npos);
+  CHECK(
+      text.find(
+          "\nHost function time per step (training thread, sampled)\n  changed     +15 ms ±3.87 ms  (30 ms → "
+          "45 ms)  hot_inner(…)\n  (1 more changed within their sampling noise, not shown)\n") !=
+      std::string::npos);
+  // Neither run had GPU activity: its shares (zeros against zeros) are left out of the table, and said.
+  CHECK(text.find("GPU busy share") == std::string::npos);
+  CHECK(text.find("Launch-idle share") == std::string::npos);
+  CHECK(text.find("Data-wait share") != std::string::npos);
+  CHECK(text.find(
+            "note: no GPU activity on either side: the GPU shares (busy, launch idle, sync idle) are left "
+            "out\n") != std::string::npos);
+  const std::string md = analyzer::diff_to_markdown(d);
+  CHECK(md.find("| hot\\_inner(int) | 30 ms | 45 ms | +15 ms ±3.87 ms | 30.0 → 45.0 |") != std::string::npos);
+  CHECK(md.find("Samples / step (base → new)") != std::string::npos);
+  CHECK(md.find("| GPU busy share |") == std::string::npos);
+  const std::string json = analyzer::diff_to_json(d);
+  CHECK(json.find("\"host_functions\":{\"changed\":[{\"name\":\"hot_inner(int)\"") != std::string::npos);
+  CHECK(json.find("\"within_noise\":1") != std::string::npos);
+  CHECK(json.find("\"id\":\"gpu_busy_share\"") != std::string::npos);  // JSON keeps every metric
 }

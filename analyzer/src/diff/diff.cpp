@@ -338,6 +338,29 @@ NameLevelDiff name_level_diff(const std::vector<DiffRun>& base, const std::vecto
   // Unchanged ones are not "changes".
   both.erase(std::remove_if(both.begin(), both.end(), [](const KernelDiff& k) { return k.delta_us_per_step() == 0; }),
              both.end());
+  if (!tables) {
+    // Sampled self time: a function's time per step is (its samples) × period / steps, and its samples a
+    // Poisson count, so one standard error of it is the value over √samples. A change within two of them is
+    // noise.
+    auto se = [](double us, double samples_per_step, double steps) {
+      const double n = samples_per_step * steps;
+      return n > 0 ? us / std::sqrt(n) : 0.0;
+    };
+    auto noisy = [&](std::vector<KernelDiff>& v, auto size) {
+      for (auto& k : v) {
+        const double b = se(k.base_us_per_step, k.base_count_per_step, sb),
+                     n = se(k.new_us_per_step, k.new_count_per_step, sn);
+        k.noise_us_per_step = 2 * std::sqrt(b * b + n * n);
+      }
+      const auto cut = std::remove_if(v.begin(), v.end(),
+                                      [&](const KernelDiff& k) { return size(k) <= k.noise_us_per_step; });
+      out.within_noise += std::distance(cut, v.end());
+      v.erase(cut, v.end());
+    };
+    noisy(both, [](const KernelDiff& k) { return std::fabs(k.delta_us_per_step()); });
+    noisy(out.added, [](const KernelDiff& k) { return k.new_us_per_step; });
+    noisy(out.removed, [](const KernelDiff& k) { return k.base_us_per_step; });
+  }
   for (auto* v : {&both, &out.added})
     for (auto& k : *v) {
       k.fails = fails(k);

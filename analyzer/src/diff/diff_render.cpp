@@ -139,7 +139,7 @@ std::string diff_to_json(const DiffResult& d) {
   }
   w.end_array();
 
-  auto kernel_list = [&](const char* key, const std::vector<KernelDiff>& v) {
+  auto kernel_list = [&](const char* key, const std::vector<KernelDiff>& v, bool sampled = false) {
     w.key(key).begin_array();
     for (const auto& k : v) {
       w.begin_object();
@@ -147,6 +147,7 @@ std::string diff_to_json(const DiffResult& d) {
       w.kv("base_us_per_step", k.base_us_per_step).kv("new_us_per_step", k.new_us_per_step);
       w.kv("delta_us_per_step", k.delta_us_per_step());
       w.kv("base_count_per_step", k.base_count_per_step).kv("new_count_per_step", k.new_count_per_step);
+      if (sampled) w.kv("noise_us_per_step", k.noise_us_per_step);
       w.kv("fails", k.fails);
       w.end_object();
     }
@@ -166,12 +167,13 @@ std::string diff_to_json(const DiffResult& d) {
   w.kv("added_total", d.ops.added_total).kv("removed_total", d.ops.removed_total);
   w.kv("regressions", d.ops.regressions);
   w.end_object();
-  if (!d.host_functions.empty()) {
+  if (!d.host_functions.empty() || d.host_functions.within_noise > 0) {
     w.key("host_functions").begin_object();
-    kernel_list("changed", d.host_functions.changed);
-    kernel_list("added", d.host_functions.added);
-    kernel_list("removed", d.host_functions.removed);
+    kernel_list("changed", d.host_functions.changed, true);
+    kernel_list("added", d.host_functions.added, true);
+    kernel_list("removed", d.host_functions.removed, true);
     w.kv("added_total", d.host_functions.added_total).kv("removed_total", d.host_functions.removed_total);
+    w.kv("within_noise", d.host_functions.within_noise);
     w.end_object();
   }
 
@@ -273,6 +275,20 @@ std::string diff_to_junit(const DiffResult& d) {
   return o;
 }
 
+namespace {
+
+// Without GPU activity on either side the GPU shares are zeros compared with zeros: the text and Markdown
+// tables leave them out and say so once (JSON and JUnit keep every metric, a fixed schema).
+bool metric_shown(const DiffResult& d, const MetricDiff& m) {
+  if (d.base.has_gpu || d.now.has_gpu) return true;
+  return m.id != "gpu_busy_share" && m.id != "launch_idle_share" && m.id != "sync_idle_share";
+}
+
+constexpr const char* kNoGpuNote =
+    "no GPU activity on either side: the GPU shares (busy, launch idle, sync idle) are left out";
+
+}  // namespace
+
 std::string diff_to_markdown(const DiffResult& d) {
   std::string o;
   o += d.regression ? "## stepscope diff: ❌ regression\n\n" : "## stepscope diff: ✅ no regression\n\n";
@@ -280,17 +296,20 @@ std::string diff_to_markdown(const DiffResult& d) {
                    markdown_escape(files_str(d.now)), d.now.steps);
   o += "| Metric | Base | New | Change | 95% CI | Threshold | Test | Verdict |\n|---|---:|---:|---:|---|---:|---|---|\n";
   for (const auto& m : d.metrics) {
+    if (!metric_shown(d, m)) continue;
     const char* icon = m.verdict == Verdict::Regression ? "❌ " : m.verdict == Verdict::Improvement ? "✅ " : "";
     o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {}{} |\n", m.title, value_str(m, m.base), value_str(m, m.now),
                      change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m), icon, to_string(m.verdict));
   }
   o += "\n";
-  bool any_note = !d.notes.empty();
+  const bool no_gpu = !d.base.has_gpu && !d.now.has_gpu;
+  bool any_note = !d.notes.empty() || no_gpu;
   for (const auto& m : d.metrics)
-    if (!m.note.empty()) {
+    if (!m.note.empty() && metric_shown(d, m)) {
       o += "- " + m.title + ": " + markdown_escape(m.note) + "\n";
       any_note = true;
     }
+  if (no_gpu) o += std::string("- Note: ") + kNoGpuNote + "\n";
   for (const auto& n : d.notes) o += "- Note: " + markdown_escape(n) + "\n";
   if (any_note) o += "\n";
 
@@ -307,44 +326,61 @@ std::string diff_to_markdown(const DiffResult& d) {
   }
 
   auto level_md = [&](const char* title, const char* noun, const std::vector<KernelDiff>& changed,
-                      const std::vector<KernelDiff>& added, const std::vector<KernelDiff>& removed, int64_t added_total,
-                      int64_t removed_total) {
+                      const std::vector<KernelDiff>& added, const std::vector<KernelDiff>& removed,
+                      int64_t added_total, int64_t removed_total, const NameLevelDiff* sampled = nullptr) {
+    // Sampled rows count samples, not calls, and carry their noise (two standard errors) beside the change.
+    const char* counts = sampled ? "Samples / step" : "Calls / step";
+    auto noise = [&](const KernelDiff& k) {
+      return sampled ? " ±" + format_us(k.noise_us_per_step) : std::string();
+    };
     o += fmt::format("### {} time per step\n\n", title);
-    if (changed.empty() && added.empty() && removed.empty()) o += fmt::format("No {}-level changes.\n\n", noun);
+    if (changed.empty() && added.empty() && removed.empty())
+      o += fmt::format("No {}-level changes.\n\n", noun);
     if (!changed.empty()) {
-      o += fmt::format("Largest changes:\n\n| {} | Base / step | New / step | Δ / step | Calls / step (base → new) |\n"
-                       "|---|---:|---:|---:|---:|\n", title);
+      o += fmt::format(
+          "Largest changes:\n\n| {} | Base / step | New / step | Δ / step | {} (base → new) |\n"
+          "|---|---:|---:|---:|---:|\n",
+          title, counts);
       for (const auto& k : changed)
-        o += fmt::format("| {}{} | {} | {} | {} | {:.1f} → {:.1f} |\n", k.fails ? "❌ " : "",
+        o += fmt::format("| {}{} | {} | {} | {}{} | {:.1f} → {:.1f} |\n", k.fails ? "❌ " : "",
                          markdown_escape(shorten(k.name, kNameChars)), format_us(k.base_us_per_step),
-                         format_us(k.new_us_per_step), signed_us(k.delta_us_per_step()), k.base_count_per_step,
-                         k.new_count_per_step);
+                         format_us(k.new_us_per_step), signed_us(k.delta_us_per_step()), noise(k),
+                         k.base_count_per_step, k.new_count_per_step);
       o += "\n";
     }
     if (!added.empty()) {
-      o += fmt::format("Added {}s ({} in all, largest shown):\n\n| {} | New / step | Calls / step |\n|---|---:|---:|\n",
-                       noun, added_total, title);
+      o += fmt::format("Added {}s ({} in all, largest shown):\n\n| {} | New / step | {} |\n|---|---:|---:|\n",
+                       noun, added_total, title, counts);
       for (const auto& k : added)
-        o += fmt::format("| {}{} | {} | {:.1f} |\n", k.fails ? "❌ " : "", markdown_escape(shorten(k.name, kNameChars)),
-                         format_us(k.new_us_per_step), k.new_count_per_step);
+        o += fmt::format("| {}{} | {}{} | {:.1f} |\n", k.fails ? "❌ " : "",
+                         markdown_escape(shorten(k.name, kNameChars)), format_us(k.new_us_per_step), noise(k),
+                         k.new_count_per_step);
       o += "\n";
     }
     if (!removed.empty()) {
-      o += fmt::format("Removed {}s ({} in all, largest shown):\n\n| {} | Base / step | Calls / step |\n|---|---:|---:|\n",
-                       noun, removed_total, title);
+      o += fmt::format(
+          "Removed {}s ({} in all, largest shown):\n\n| {} | Base / step | {} |\n|---|---:|---:|\n", noun,
+          removed_total, title, counts);
       for (const auto& k : removed)
-        o += fmt::format("| {} | {} | {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)),
-                         format_us(k.base_us_per_step), k.base_count_per_step);
+        o += fmt::format("| {} | {}{} | {:.1f} |\n", markdown_escape(shorten(k.name, kNameChars)),
+                         format_us(k.base_us_per_step), noise(k), k.base_count_per_step);
       o += "\n";
     }
+    if (sampled && sampled->within_noise > 0)
+      o += fmt::format(
+          "{} {}{}{} changed within their sampling noise (two standard errors of their sample "
+          "counts), not shown.\n\n",
+          sampled->within_noise, sampled->empty() ? "" : "more ", noun,
+          sampled->within_noise == 1 ? "" : "s");
   };
   level_md("Kernel", "kernel", d.kernel_changes, d.kernels_added, d.kernels_removed, d.kernels_added_total,
            d.kernels_removed_total);
   if (!d.ops.empty())
     level_md("Op", "op", d.ops.changed, d.ops.added, d.ops.removed, d.ops.added_total, d.ops.removed_total);
-  if (!d.host_functions.empty())
+  if (!d.host_functions.empty() || d.host_functions.within_noise > 0)
     level_md("Host function", "host function", d.host_functions.changed, d.host_functions.added,
-             d.host_functions.removed, d.host_functions.added_total, d.host_functions.removed_total);
+             d.host_functions.removed, d.host_functions.added_total, d.host_functions.removed_total,
+             &d.host_functions);
   if (d.config.kernel_regression_us > 0)
     o += fmt::format("Kernels and ops fail past +{:g} µs per step and +{:g}% of their base (new ones past {:g} µs): "
                      "{} kernels, {} ops.\n\n",
@@ -361,11 +397,13 @@ std::string diff_to_text(const DiffResult& d) {
   o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", "metric", "base", "new", "change", "95% CI",
                    "threshold", "test", "verdict");
   for (const auto& m : d.metrics)
-    o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", m.title, value_str(m, m.base),
-                     value_str(m, m.now), change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m),
-                     to_string(m.verdict));
+    if (metric_shown(d, m))
+      o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", m.title, value_str(m, m.base),
+                       value_str(m, m.now), change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m),
+                       to_string(m.verdict));
   for (const auto& m : d.metrics)
-    if (!m.note.empty()) o += "note (" + m.title + "): " + m.note + "\n";
+    if (!m.note.empty() && metric_shown(d, m)) o += "note (" + m.title + "): " + m.note + "\n";
+  if (!d.base.has_gpu && !d.now.has_gpu) o += std::string("note: ") + kNoGpuNote + "\n";
   for (const auto& n : d.notes) o += "note: " + printable(n) + "\n";
   if (!d.findings.empty()) {
     o += "\nFindings\n";
@@ -400,19 +438,25 @@ std::string diff_to_text(const DiffResult& d) {
     for (const auto& k : d.ops.removed)
       o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step), printable(shorten(k.name, kNameChars)));
   }
-  if (!d.host_functions.empty()) {
+  if (!d.host_functions.empty() || d.host_functions.within_noise > 0) {
     // CPU runs: the training thread's self time per function, from its samples (no kernels to compare).
+    // With its noise (two standard errors of the sample counts): a change within it is not listed.
     o += "\nHost function time per step (training thread, sampled)\n";
     for (const auto& k : d.host_functions.changed)
-      o += fmt::format("  changed {:>10} ({} → {})  {}\n", signed_us(k.delta_us_per_step()),
-                       format_us(k.base_us_per_step), format_us(k.new_us_per_step),
-                       printable(shorten(short_symbol(k.name), kNameChars)));
+      o += fmt::format("  changed {:>10} ±{:<8} ({} → {})  {}\n", signed_us(k.delta_us_per_step()),
+                       format_us(k.noise_us_per_step), format_us(k.base_us_per_step),
+                       format_us(k.new_us_per_step), printable(shorten(short_symbol(k.name), kNameChars)));
     for (const auto& k : d.host_functions.added)
-      o += fmt::format("  added   {:>10}  {}\n", format_us(k.new_us_per_step),
-                       printable(shorten(short_symbol(k.name), kNameChars)));
+      o += fmt::format("  added   {:>10} ±{:<8}  {}\n", format_us(k.new_us_per_step),
+                       format_us(k.noise_us_per_step), printable(shorten(short_symbol(k.name), kNameChars)));
     for (const auto& k : d.host_functions.removed)
-      o += fmt::format("  removed {:>10}  {}\n", format_us(k.base_us_per_step),
-                       printable(shorten(short_symbol(k.name), kNameChars)));
+      o += fmt::format("  removed {:>10} ±{:<8}  {}\n", format_us(k.base_us_per_step),
+                       format_us(k.noise_us_per_step), printable(shorten(short_symbol(k.name), kNameChars)));
+    const int64_t quiet = d.host_functions.within_noise;
+    if (quiet > 0 && d.host_functions.empty())
+      o += fmt::format("  no function changed beyond its sampling noise ({} within it)\n", quiet);
+    else if (quiet > 0)
+      o += fmt::format("  ({} more changed within their sampling noise, not shown)\n", quiet);
   }
   if (d.kernel_regressions > 0 || d.ops.regressions > 0)
     o += fmt::format("\n{} kernels and {} ops grew past +{:g} µs per step and +{:g}% of their base: the diff fails\n",

@@ -111,6 +111,9 @@ struct KernelDiff {
   double base_us_per_step = 0, new_us_per_step = 0;
   double base_count_per_step = 0, new_count_per_step = 0;
   bool fails = false;  // past kernel_regression_us / _ratio
+  // Sampled rows (host functions): two standard errors of the change (of the value, for an added or removed
+  // one) from the sample counts, each a Poisson count; 0 for traced rows (kernels, ops).
+  double noise_us_per_step = 0;
   double delta_us_per_step() const { return new_us_per_step - base_us_per_step; }
 };
 
@@ -120,6 +123,9 @@ struct NameLevelDiff {
   std::vector<KernelDiff> changed, added, removed;
   int64_t added_total = 0, removed_total = 0;
   int64_t regressions = 0;
+  // Sampled levels: the rows left out because their change (or value) is within noise_us_per_step: "+0.005
+  // µs" from 4 samples against 4, "added 16.9 µs" from one sample over 59 steps.
+  int64_t within_noise = 0;
   bool empty() const { return changed.empty() && added.empty() && removed.empty(); }
 };
 
