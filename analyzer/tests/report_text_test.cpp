@@ -240,6 +240,14 @@ TEST_CASE("evidence: byte counts in binary units, a column no row fills left out
   CHECK(html.find("<td align=\"right\">4 MiB</td>") != std::string::npos);
   CHECK(html.find(">op<") == std::string::npos);
   CHECK(html.find(">annotation<") == std::string::npos);
+  // The GPU-gap buckets the JSON keeps as tokens read as words.
+  const std::string gaps = R"J({"gpu_gaps":[{"bucket":"<10us","count":3},{"bucket":">=1ms","count":1}]})J";
+  CHECK(analyzer::render_evidence_text(gaps) ==
+        "GPU gaps:\n"
+        "  bucket   count\n"
+        "  < 10 µs      3\n"
+        "  ≥ 1 ms       1\n");
+  CHECK(analyzer::render_evidence_html(gaps).find("<td>&lt; 10 µs</td>") != std::string::npos);
   CHECK(analyzer::units::format_bytes(1536) == "1.5 KiB");
   CHECK(analyzer::units::format_bytes(1023) == "1023 B");
   CHECK(analyzer::units::format_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");

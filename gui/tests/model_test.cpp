@@ -588,10 +588,17 @@ class ModelTest : public QObject {
     QVERIFY(td.weighted_by_time());
     const auto& n = td.nodes();
     const auto& step = n[n[n[0].children.at(0)].children.at(0)];
-    QCOMPARE(QString::fromStdString(td.name(step)), QString("ProfilerStep#0"));
+    QCOMPARE(QString::fromStdString(td.name(step)), QString("ProfilerStep#N"));  // every step one node
     QCOMPARE(step.total, double(10 * kMs));
     // Self = 10 ms − 4 ms data loader − 4.5 ms conv.
     QCOMPARE(step.self, double(1500 * kUs));
+    QCOMPARE(n[n[0].children.at(0)].total, double(10 * kMs));  // the thread: its outermost ranges' time
+    QCOMPARE(n[0].total, double(10 * kMs));
+    // Two steps: one ProfilerStep#N node of both, the data loader's time under it summed (was #0 and #1).
+    const CallTree two = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown);
+    const auto& thread2 = two.nodes()[size_t(two.nodes()[0].children.at(0))];
+    QCOMPARE(thread2.children.size(), size_t(1));
+    QCOMPARE(two.nodes()[size_t(thread2.children[0])].total, double(20 * kMs));
     CallTree bu = CallTree::for_range(*m, kBase, kBase + 10 * kMs, CallTree::Direction::BottomUp);
     double root_self = 0;
     for (int32_t c : bu.nodes()[0].children) root_self += bu.nodes()[c].self;

@@ -44,7 +44,7 @@ class Renderer {
     switch (v.type()) {
       case element_type::STRING: {
         const std::string_view s = v.get_string().value_unsafe();
-        return is_name(key) ? name(s) : html_escape(s);
+        return is_name(key) ? name(s) : html_escape(evidence::worded_value(key, s));
       }
       case element_type::BOOL: return v.get_bool().value_unsafe() ? "yes" : "no";
       case element_type::NULL_VALUE: return "—";

@@ -106,6 +106,20 @@ inline std::string nested_key(std::string_view outer, std::string_view inner) {
   return std::string(inner);
 }
 
+// A string value in words where the JSON keeps a terse token: the launch-overhead rule's GPU-gap buckets
+// ("<10us" → "< 10 µs"); anything else unchanged.
+inline std::string_view worded_value(std::string_view key, std::string_view v) {
+  if (key != "bucket") return v;
+  struct Word {
+    std::string_view token, words;
+  };
+  static constexpr Word kBuckets[] = {
+      {"<10us", "< 10 µs"}, {"10-200us", "10–200 µs"}, {"200us-1ms", "200 µs–1 ms"}, {">=1ms", "≥ 1 ms"}};
+  for (const Word& w : kBuckets)
+    if (w.token == v) return w.words;
+  return v;
+}
+
 // Byte counts ("bytes", "copied_bytes"): 251658240 reads "240 MiB", not a number to count the digits of.
 inline bool is_bytes(std::string_view key) {
   return key == "bytes" || ends_with(key, "_bytes");

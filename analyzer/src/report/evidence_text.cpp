@@ -70,7 +70,7 @@ class TextRenderer {
     switch (v.type()) {
       case element_type::STRING: {
         const std::string_view s = v.get_string().value_unsafe();
-        return is_name(key) ? name(s) : cell(s);
+        return is_name(key) ? name(s) : cell(evidence::worded_value(key, s));
       }
       case element_type::BOOL: return v.get_bool().value_unsafe() ? "yes" : "no";
       case element_type::NULL_VALUE: return "-";

@@ -106,6 +106,17 @@ bool started_by_cupti(const store::Trace& t, const std::vector<uint32_t>& frames
   return false;
 }
 
+// torch.profiler's step ranges are one node: "ProfilerStep#5" … "#10" were six subtrees, and the DataLoader's
+// time under them was never summed.
+std::string folded_step_name(std::string name) {
+  constexpr std::string_view kStep = "ProfilerStep#";
+  if (name.size() > kStep.size() && name.compare(0, kStep.size(), kStep) == 0 &&
+      std::all_of(name.begin() + long(kStep.size()), name.end(),
+                  [](char c) { return std::isdigit(uint8_t(c)); }))
+    return std::string(kStep) + "N";
+  return name;
+}
+
 }  // namespace
 
 CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir,
@@ -215,7 +226,8 @@ CallTree CallTree::from_ranges(const TimelineModel& model, int64_t t0, int64_t t
         stack_ends.pop_back();
         node_stack.pop_back();
       }
-      const int32_t node = tree.child(node_stack.back(), tree.intern(model.name_of(l.ref(i))));
+      const int32_t node =
+          tree.child(node_stack.back(), tree.intern(folded_step_name(model.name_of(l.ref(i)))));
       tree.nodes_[node].total += static_cast<double>(std::min(e, t1) - std::max(s, t0));
       node_stack.push_back(node);
       stack_ends.push_back(e);
