@@ -26,6 +26,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 
 __all__ = ["RecordingError", "Window", "Analysis", "Profile", "start", "stop", "profile", "find_cli"]
@@ -137,8 +138,12 @@ def _rebind_markers(lib_path):
 
 
 def _wait_for_hooks(timeout=1.0):
-    """The collector installs its Python hooks (DataLoader waits, optimizer steps) with a pending call, which this
-    thread runs at its next bytecode: give it the chance before the caller's code runs."""
+    """The collector installs its Python hooks (DataLoader waits, optimizer steps) with a pending call, which the
+    main thread runs at its next bytecode: give it the chance before the caller's code runs. Off the main thread
+    there is nothing to wait for here (the main thread runs it when it next runs Python): a start() from a worker
+    thread waited out the whole second."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
     until = time.monotonic() + timeout
     while time.monotonic() < until:
         hooks = sys.modules.get("_stepscope._autohook")
@@ -490,6 +495,17 @@ def _refuse_nested(caller):
                                  f"(close it first: windows do not nest)")
 
 
+def _say_joined(window, asked):
+    """A window that joined a recording already running (`stepscope record`, `attach`) writes no store of its
+    own: said once, where `profile("run.db")` under `record` went into record's store without a word."""
+    if window.mode != "external" or asked is None:
+        return
+    where = f"`stepscope record` writes {window.output} when the program ends" if window.output else \
+        "the running `stepscope attach` writes its store"
+    print(f"stepscope: {os.path.abspath(asked)} is not written: this process is being recorded, and its steps go "
+          f"into that recording ({where})", file=sys.stderr, flush=True)
+
+
 def start(output=None, **options):
     """Starts recording this process: `stepscope.stop()` ends it and returns the analysis. output: the store
     (default stepscope-DATE-TIME.db here); options: see Window."""
@@ -498,6 +514,7 @@ def start(output=None, **options):
         raise RecordingError("stepscope.start(): already recording (call stepscope.stop() first)")
     _refuse_nested("stepscope.start()")
     _current = Window(output or _default_output(), **options).open()
+    _say_joined(_current, output)
     return _current
 
 
@@ -517,11 +534,13 @@ class Profile:
 
     def __init__(self, output=None, **options):
         self.window = Window(output or _default_output(), **options)
+        self.asked = output  # the store asked for by name (said when a running recording takes the window)
         self.analysis = None
 
     def __enter__(self):
         _refuse_nested("stepscope.profile()")
         self.window.open()
+        _say_joined(self.window, self.asked)
         return self
 
     def __exit__(self, *exc):

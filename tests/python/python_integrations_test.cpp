@@ -307,6 +307,31 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("under stepscope record, profile() and start() say that their window goes into that recording") {
+  ScratchDir dir("python_integrations_joined");
+  const std::string rec = dir.file("rec.db"), own_profile = dir.file("own_profile.db"),
+                    own_start = dir.file("own_start.db");
+  const auto r =
+      run_script(dir.file(""), "joined.py", shell_quote(own_profile) + " " + shell_quote(own_start),
+                 shell_quote(kCli) + " record --no-gpu -o " + shell_quote(rec) + " --");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  for (const std::string& own : {own_profile, own_start}) {
+    CHECK(r.output.find("stepscope: " + own +
+                        " is not written: this process is being recorded, and its steps go "
+                        "into that recording (`stepscope record` writes " +
+                        rec + " when the program ends)\n") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(own));
+  }
+  CHECK(r.output.find("profile_analysis None\n") != std::string::npos);
+  CHECK(r.output.find("stop None\n") != std::string::npos);
+  REQUIRE(std::filesystem::exists(rec));
+  Analyzed a;
+  analyze(rec, a);
+  CHECK(a.step_source() == "api");
+  CHECK(a.steps() >= 3);  // the marks went into record's store
+}
+
 TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and return its analysis") {
   ScratchDir dir("python_integrations_profile");
   const std::string slow_db = dir.file("slow.db"), fast_db = dir.file("fast.db");
