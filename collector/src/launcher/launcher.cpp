@@ -889,6 +889,12 @@ RecordSummary record(const RecordOptions& o) {
     summary.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status))
     summary.exit_code = 128 + WTERMSIG(status);
+  // Ended by our own --duration stop: a crash (SIGSEGV in the program's cleanup) is still the program's
+  // failure.
+  summary.stopped_by_duration =
+      interrupted && !exec_errno &&
+      (WIFEXITED(status) ||
+       (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || (killed && WTERMSIG(status) == SIGKILL))));
 
   // Descendants still running (workers the command left behind): give them a moment to finish their stores.
   const int64_t wait_until = mono_ns() + 3000000000LL;
@@ -994,6 +1000,7 @@ RecordSummary record(const RecordOptions& o) {
       for (const auto& out : summary.outputs)
         std::fprintf(stderr, "stepscope: wrote %s%s\n", out.c_str(),
                      *replaced_note(summary, out) ? " (replaced the file that was there)" : "");
+
     for (const auto& w : summary.warnings)  // those said before the command ran are not said twice
       if (w != "no CUDA driver" && w != "statically linked command")
         std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());

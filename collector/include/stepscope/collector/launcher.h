@@ -45,6 +45,10 @@ struct RecordOptions {
 
 struct RecordSummary {
   int exit_code = 0;  // the command's exit status; 128+N when killed by signal N; 127 when it could not start
+  // --duration elapsed and ended the command: it exited (any status, after our SIGINT) or died of our SIGINT
+  // or SIGKILL. `record` then exits 0, the recording having ended as asked; exit_code (and the store's) stays
+  // the command's own.
+  bool stopped_by_duration = false;
   int launcher_signal = 0;  // SIGINT, SIGTERM or SIGHUP the launcher itself got while the command ran; 0: none
   int64_t processes = 0, threads = 0, samples = 0, kernels = 0, ranges = 0;
   int64_t dropped_samples = 0, dropped_gpu_records = 0, unsampled_threads = 0;
