@@ -158,7 +158,7 @@ TEST_CASE("text report: step table with bars, totals, kernels, findings with evi
   CHECK(t.find("Breakdown of 600 ms summed time of the steps: GPU busy 50.0%, launch idle 4.0%, host code between launches 0.0%, "
                "data wait 40.0%, sync idle 3.0%, other 3.0%, profiler cost 0.0%") != std::string::npos);
   CHECK(t.find("[HIGH] input-bound:") != std::string::npos);
-  CHECK(t.find("est. saving: 40 ms per step (40.0% of step time)") != std::string::npos);
+  CHECK(t.find("est. saving: 40 ms per affected step (40.0% of step time)") != std::string::npos);
   // Evidence reads as labelled lines with units, not JSON.
   CHECK(t.find("  evidence:\n    data wait per step  40 ms\n    source              dataloader\n"
                "    ranges              enumerate(DataLoader)#<x>\n") != std::string::npos);
@@ -251,6 +251,18 @@ TEST_CASE("evidence: byte counts in binary units, a column no row fills left out
   CHECK(analyzer::units::format_bytes(1536) == "1.5 KiB");
   CHECK(analyzer::units::format_bytes(1023) == "1023 B");
   CHECK(analyzer::units::format_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");
+}
+
+TEST_CASE("a finding's steps as runs, never a range over steps it does not hold") {
+  using analyzer::compact_step_list;
+  CHECK(compact_step_list({}) == "");
+  CHECK(compact_step_list({4}) == "4");
+  CHECK(compact_step_list({0, 1, 2, 3}) == "0–3");
+  CHECK(compact_step_list({3, 4}) == "3, 4");
+  // The CLI audit's input-bound finding: 13 steps of 0..37, which "13 steps (0..37)" read as a range.
+  CHECK(compact_step_list({0, 7, 10, 11, 12, 15, 20, 21, 25, 30, 33, 36, 37}) ==
+        "0, 7, 10–12, 15, 20, 21, 25, 30, 33, …");
+  CHECK(compact_step_list({0, 7, 10, 11, 12}, 2) == "0, 7, …");
 }
 
 TEST_CASE("report formats parse") {

@@ -377,7 +377,7 @@ QString finding_details_html(const TimelineModel& m, size_t i) {
   if (!f.suggestion.empty()) out += "<p><b>Change:</b></p><pre>" + h(f.suggestion) + "</pre>";
   out += "<table>";
   out += row("steps", QString::number(f.steps.size()));
-  out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per step");
+  out += row("est. saving", dur(f.est_savings_us_per_step * 1000.0) + " per affected step");
   // What `analyze` prints beside the estimate: the steps replayed with the cure (the nearer figure when the
   // two differ, docs/critical-path.md).
   if (!f.replayed_cure.empty())

@@ -209,6 +209,7 @@ class Window:
         self.samples = None
         self.attach_output = ""
         self.replaced = False  # the store took the place of a file of that name (attach's summary says so)
+        self.make_folder = False  # the trainer callbacks: the store's folder is made when an in-process window opens
         self._attach = None
         self._attach_log = None
 
@@ -273,6 +274,8 @@ class Window:
                                      ctypes.string_at(why).decode(errors="replace"))
         _rebind_markers(lib_path)
         folder = os.path.dirname(self.output)
+        if not os.path.isdir(folder) and self.make_folder:
+            os.makedirs(folder, exist_ok=True)  # a trainer's output_dir, made only when a store goes there
         if not os.path.isdir(folder):
             raise RecordingError(f"{self.output}: the folder {folder} does not exist")
         self._attach_log = tempfile.TemporaryFile(mode="w+")

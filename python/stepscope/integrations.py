@@ -200,7 +200,9 @@ class _Recorder:
             return
         self.opened = True
         try:
-            self.window = Window(self.output_for(first, end), **self.options).open()
+            window = Window(self.output_for(first, end), **self.options)
+            window.make_folder = True  # not under `record --paused`, whose store is the launcher's
+            self.window = window.open()
         except Exception as e:  # noqa: BLE001 - whatever it is (a library that does not load), training goes on
             # A window that cannot open (a bad option, an attach that timed out, a collector that does not load)
             # must not end a training run hours in: one line, the window's steps go unrecorded, the next window
@@ -300,7 +302,6 @@ def _make_transformers_callback():
             if not self._recorder.claim(state):
                 self._recorder = None
                 return
-            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             self._recorder.preflight()
 
         def on_step_begin(self, args, state, control, **kwargs):
@@ -362,7 +363,6 @@ def _make_lightning_callback():
             if not self._recorder.claim(trainer):
                 self._recorder = None
                 return
-            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             self._recorder.preflight()
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):

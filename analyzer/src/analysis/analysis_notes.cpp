@@ -153,6 +153,20 @@ std::string profiler_cost_note(const AnalysisSummary& s) {
   return o;
 }
 
+std::string compact_step_list(const std::vector<int64_t>& steps, size_t max_runs) {
+  std::string out;
+  size_t runs = 0;
+  for (size_t i = 0; i < steps.size();) {
+    size_t j = i;
+    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
+    if (runs++ == max_runs) return out + ", …";
+    out += (out.empty() ? "" : ", ") + std::to_string(steps[i]) +
+           (j > i ? (j == i + 1 ? ", " : "–") + std::to_string(steps[j]) : std::string());
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string warmup_share_note(const Analysis& a) {
   if (a.findings.empty()) return {};
   int64_t total = 0;

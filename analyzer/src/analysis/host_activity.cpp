@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "analysis/names.h"
 #include "stepscope/analyzer/collector_threads.h"
@@ -113,9 +114,45 @@ ThreadKey training_thread(const Context& ctx, std::string* reason) {
   for (size_t i = 0; i < t.api_calls.size(); ++i)
     if (i < ctx.api_op_count.size() && ctx.api_op_count[i]) by_launches[{t.api_calls[i].pid, t.api_calls[i].tid}]++;
   if (auto k = pick(by_launches, "launches GPU work"); k.tid) return k;
+  // Without markers or launches, the thread that waited for its batches, then the one running the Python
+  // code: by samples alone an OpenBLAS worker (blas_thread_server) out-sampled python_input_bound.py's main
+  // thread.
+  std::map<std::pair<int64_t, int64_t>, int64_t> by_waits, by_python;
+  for (const auto& d : t.data_waits)
+    if (ctx.windows.empty() || ctx.step_at(d.start) >= 0) by_waits[{d.pid, d.tid}] += d.end - d.start;
+  if (auto k = pick(by_waits, "waits for the input"); k.tid) return k;
+  std::unordered_map<int64_t, size_t> stack_row;
+  for (size_t i = 0; i < t.stacks.size(); ++i) stack_row.emplace(t.stacks[i].id, i);
+  std::unordered_set<int64_t> python_frames;
+  for (const auto& f : t.frames)
+    if (f.kind == store::FrameKind::Python) python_frames.insert(f.id);
+  std::vector<int8_t> python_in(t.stacks.size(), -1);  // per stacks row: a Python frame at or above it
+  auto has_python = [&](int64_t id) {
+    std::vector<size_t> path;
+    int8_t known = 0;
+    for (auto it = stack_row.find(id); it != stack_row.end();
+         it = stack_row.find(t.stacks[it->second].parent)) {
+      const size_t row = it->second;
+      if (python_in[row] >= 0) {
+        known = python_in[row];
+        break;
+      }
+      path.push_back(row);
+      if (python_frames.count(t.stacks[row].frame)) {
+        known = 1;
+        break;
+      }
+    }
+    // Everything below a Python frame has one above it; the path walked to a known node shares its answer.
+    for (size_t row : path) python_in[row] = known;
+    return known == 1;
+  };
   for (const auto& s : t.samples)
-    if (s.on_cpu && !collector.contains(s) && (ctx.windows.empty() || ctx.step_at(s.time) >= 0))
+    if (s.on_cpu && !collector.contains(s) && (ctx.windows.empty() || ctx.step_at(s.time) >= 0)) {
       by_samples[{s.pid, s.tid}]++;
+      if (has_python(s.stack)) by_python[{s.pid, s.tid}]++;
+    }
+  if (auto k = pick(by_python, "runs the Python code"); k.tid) return k;
   return pick(by_samples, "most samples in the steps");
 }
 

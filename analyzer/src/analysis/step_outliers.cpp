@@ -233,11 +233,16 @@ class StepContributions {
       // Wall-clock samples of a thread blocked off the CPU (a pool's idle worker, a helper waiting for work) are
       // no work the step did; the training thread's are (the step itself waiting).
       if (!s.on_cpu && training_tid_ != 0 && s.tid != training_tid_) continue;
-      const std::string& name = namer.name(s.stack);
-      if (name.empty()) continue;
+      const std::string& sampled_name = namer.name(s.stack);
+      if (sampled_name.empty()) continue;
+      const bool other = training_pid_ != 0 && s.pid != training_pid_;
+      // Another thread of the training process (an OpenBLAS worker) is said to be one: "the training thread
+      // was not running …; on CPU, the biggest contributor: function blas_thread_server" read as its own
+      // work.
+      const bool other_thread = !other && training_tid_ != 0 && s.tid != training_tid_;
+      const std::string name = other_thread ? sampled_name + " [another thread]" : sampled_name;
       auto [it, fresh] = ids.try_emplace(name, int64_t(names_.size()));
       if (fresh) names_.push_back(name);
-      const bool other = training_pid_ != 0 && s.pid != training_pid_;
       add(other ? Kind::OtherFunction : Kind::Function, it->second, s.time - p * s.periods, s.time);
     }
   }

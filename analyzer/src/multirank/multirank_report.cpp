@@ -241,8 +241,9 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
     int i = 0;
     for (const auto& f : m.findings) {
       o += fmt::format(
-          "\n{}. [{}] {}: {}\n   est. saving {:.3f} ms per step ({:.1f}% of step time), {} step(s)\n", ++i,
-          store::to_string(f.severity), f.rule, f.summary, f.est_savings_us_per_step / 1000.0,
+          "\n{}. [{}] {}: {}\n   est. saving {:.3f} ms per affected step ({:.1f}% of step time), {} "
+          "step(s)\n",
+          ++i, store::to_string(f.severity), f.rule, f.summary, f.est_savings_us_per_step / 1000.0,
           100.0 * f.share, f.steps.size());
       std::string ind = "   ";
       for (char ch : f.suggestion) ind += ch == '\n' ? std::string("\n   ") : std::string(1, ch);
@@ -273,7 +274,7 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
     o += "### Cross-rank findings\n\n";
     if (m.findings.empty()) o += "None.\n";
     for (const auto& f : m.findings)
-      o += fmt::format("- **{}** ({}): {} — est. saving {:.3f} ms per step\n", f.rule,
+      o += fmt::format("- **{}** ({}): {} — est. saving {:.3f} ms per affected step\n", f.rule,
                        store::to_string(f.severity), f.summary, f.est_savings_us_per_step / 1000.0);
     for (const auto& n : m.notes) o += "\n> " + n + "\n";
     return o;
@@ -295,9 +296,9 @@ std::string render_multirank_report(const MultiRankAnalysis& m, ReportFormat for
   o += "<h2>Cross-rank findings</h2>";
   if (m.findings.empty()) o += "<p>None.</p>";
   for (const auto& f : m.findings)
-    o += fmt::format("<h3>{} ({})</h3><p>{}</p><p>est. saving {:.3f} ms per step</p><pre>{}</pre>", f.rule,
-                     store::to_string(f.severity), html_escape(f.summary), f.est_savings_us_per_step / 1000.0,
-                     html_escape(f.suggestion));
+    o += fmt::format("<h3>{} ({})</h3><p>{}</p><p>est. saving {:.3f} ms per affected step</p><pre>{}</pre>",
+                     f.rule, store::to_string(f.severity), html_escape(f.summary),
+                     f.est_savings_us_per_step / 1000.0, html_escape(f.suggestion));
   for (const auto& n : m.notes) o += "<p><i>" + html_escape(n) + "</i></p>";
   o += "</body></html>\n";
   return o;

@@ -97,7 +97,8 @@ std::string render_markdown_report(const Analysis& a) {
   if (a.findings.empty()) {
     o += "No findings.\n\n";
   } else {
-    o += "| Severity | Rule | Est. saving / step | Share of step time | Summary |\n|---|---|---:|---:|---|\n";
+    o += "| Severity | Rule | Est. saving / affected step | Share of step time | Summary "
+         "|\n|---|---|---:|---:|---|\n";
     for (const auto& f : a.findings)
       o += fmt::format("| {} | `{}` | {} | {} | {} |\n", store::to_string(f.severity), markdown_escape(f.rule),
                        format_us(f.est_savings_us_per_step), format_share(f.share), markdown_escape(f.summary));

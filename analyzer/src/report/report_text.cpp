@@ -172,11 +172,10 @@ std::string render_text_report(const Analysis& a) {
       std::string sev = store::to_string(f.severity);
       std::transform(sev.begin(), sev.end(), sev.begin(), [](unsigned char c) { return char(std::toupper(c)); });
       o += fmt::format("\n[{}] {}: {}\n", sev, printable(f.rule), printable(f.summary));
-      std::string steps;
-      for (size_t i = 0; i < f.steps.size() && i < 20; ++i) steps += (i ? "," : "") + std::to_string(f.steps[i]);
-      if (f.steps.size() > 20) steps += ",…";
-      o += fmt::format("  steps: {}   est. saving: {} per step ({} of step time)\n", steps.empty() ? "-" : steps,
-                       format_us(f.est_savings_us_per_step), format_share(f.share));
+      const std::string steps = compact_step_list(f.steps);
+      o += fmt::format("  steps: {}   est. saving: {} per affected step ({} of step time)\n",
+                       steps.empty() ? "-" : steps, format_us(f.est_savings_us_per_step),
+                       format_share(f.share));
       if (!f.suggestion.empty()) o += "  suggestion:\n" + indent_lines(printable(f.suggestion, true), "    ") + "\n";
       if (!f.evidence_json.empty() && f.evidence_json != "{}")
         o += "  evidence:\n" + render_evidence_text(f.evidence_json, "    ");

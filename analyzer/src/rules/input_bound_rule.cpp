@@ -27,6 +27,15 @@ int64_t suggested_loaders(int64_t cpus, bool has_gpu) {
   return std::clamp<int64_t>(has_gpu ? cpus - 1 : cpus / 2, 1, 8);
 }
 
+// The DataLoader worker processes the recording holds (torch names their threads pt_data_worker): 0 when none
+// was recorded (num_workers=0, an attach without --children, an imported trace).
+int64_t recorded_dataloader_workers(const store::Trace& t) {
+  std::set<int64_t> pids;
+  for (const auto& th : t.threads)
+    if (t.str(th.name) == "pt_data_worker") pids.insert(th.pid);
+  return int64_t(pids.size());
+}
+
 class InputBoundRule final : public Rule {
  public:
   // TensorFlow profiler: input time >= 20% of the step is "highly input-bound", >= 5% "moderately". The share is
@@ -130,15 +139,24 @@ class InputBoundRule final : public Rule {
     JsonWriter w(ev);
     w.begin_object();
     w.kv("data_wait_share", double(host_wait) / double(ctx.total_step_ns));
-    w.kv("input_idle_share", double(idle_wait) / double(ctx.traced_step_ns));
-    w.kv("hidden_behind_gpu_work_share", has_gpu ? double(traced_host_wait - idle_wait) / double(ctx.traced_step_ns) : 0.0);
+    // The GPU's side of the wait only where there is a GPU: a CPU run's evidence read "GPU idle while the
+    // host waits, per step 35.3 ms" (docs/report.md: without GPU activity every view speaks of the host
+    // alone).
+    if (has_gpu) {
+      w.kv("input_idle_share", double(idle_wait) / double(ctx.traced_step_ns));
+      w.kv("hidden_behind_gpu_work_share", double(traced_host_wait - idle_wait) / double(ctx.traced_step_ns));
+    }
     write_severity_evidence(w, *decision);
     w.kv("saving_model", "step = max(rest of the step, wait / assumed_parallel_loaders)");
     w.kv("assumed_parallel_loaders", kAssumedParallelLoaders);
+    const int64_t workers_now = recorded_dataloader_workers(t);
     if (const int64_t cpus = recorded_cpus(t))
-      w.kv("cpus", cpus).kv("suggested_loaders", suggested_loaders(cpus, has_gpu));
+      w.kv("cpus", cpus).kv("suggested_loaders", std::max(suggested_loaders(cpus, has_gpu), workers_now));
+    if (workers_now > 0) w.kv("dataloader_workers", workers_now);
     w.kv("host_data_wait_us_per_step", double(host_wait) / double(ctx.steps.size()) / 1000.0);
-    w.kv("gpu_idle_while_waiting_us_per_step", double(idle_wait) / double(std::max<int64_t>(1, ctx.traced_steps)) / 1000.0);
+    if (has_gpu)
+      w.kv("gpu_idle_while_waiting_us_per_step",
+           double(idle_wait) / double(std::max<int64_t>(1, ctx.traced_steps)) / 1000.0);
     w.kv("loader", single_process ? "pytorch-dataloader-num_workers-0"
                    : multi_process ? "pytorch-dataloader-workers"
                    : tf           ? "tf.data"
@@ -177,12 +195,32 @@ class InputBoundRule final : public Rule {
     const int64_t cpus = recorded_cpus(t);
     const int64_t loaders = suggested_loaders(cpus, has_gpu);
     const std::string sized = cpus ? " (" + std::to_string(cpus) + " CPUs recorded)" : "";
-    if (!has_gpu && !tf && ctx.framework == "pytorch") {
+    // A DataLoader that already runs as many workers as the CPUs allow is told so, never given fewer: a run
+    // with num_workers=2 on 2 CPUs was shown num_workers=1.
+    const bool workers_enough = workers_now > 0 && cpus > 0 && workers_now >= loaders;
+    const std::string enough =
+        workers_enough
+            ? "The DataLoader already runs " + std::to_string(workers_now) + " worker" +
+                  (workers_now == 1 ? "" : "s") + ", as many as the " + std::to_string(cpus) +
+                  " CPUs recorded allow beside training: more would take CPUs from the step. Make each "
+                  "batch cheaper to load instead — cache decoded samples when the dataset fits in "
+                  "memory, decode once ahead of training rather than in __getitem__ — and prefetch "
+                  "further ahead:\n"
+            : std::string();
+    if (workers_enough && !tf && (ctx.framework == "pytorch" || !has_gpu)) {
+      f.suggestion = enough +
+                     "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
+                     "      num_workers=" +
+                     std::to_string(workers_now) + ", prefetch_factor=4, persistent_workers=True" +
+                     (has_gpu ? ", pin_memory=True" : "") + ")";
+    } else if (!has_gpu && !tf && ctx.framework == "pytorch") {
       const std::string workers = cpus ? std::to_string(loaders) : "workers";
       f.suggestion =
           std::string(single_process
                           ? "Load batches in worker processes instead of the training loop's thread"
-                          : "Give the DataLoader more workers and prefetch further ahead") +
+                          : "Give the DataLoader more workers and prefetch further ahead" +
+                                (workers_now > 0 ? " (it runs " + std::to_string(workers_now) + " now)"
+                                                 : std::string())) +
           ", so the next batches are ready when the step asks; without a GPU the workers share the CPUs "
           "with training, so leave training the rest" +
           sized + ":\n" +
@@ -249,11 +287,14 @@ class InputBoundRule final : public Rule {
       f.suggestion =
           std::string(single_process
                           ? "Load batches in worker processes instead of the training loop's thread"
-                          : "Give the DataLoader more parallelism and prefetch further ahead") +
+                          : "Give the DataLoader more parallelism and prefetch further ahead" +
+                                (workers_now > 0
+                                     ? " (it runs " + std::to_string(workers_now) + " workers now)"
+                                     : std::string())) +
           ", with pinned memory so the host-to-device copy can be asynchronous:\n"
           "  loader = torch.utils.data.DataLoader(dataset, batch_size=bs, shuffle=True,\n"
           "      num_workers=" +
-          std::to_string(cpus ? loaders : 8) +
+          std::to_string(cpus ? std::max(loaders, workers_now + 1) : std::max<int64_t>(8, workers_now + 1)) +
           (cpus ? ",  # " + std::to_string(cpus) + " CPUs recorded, one left for training\n"
                 : std::string(",            # ~ CPU cores per GPU\n")) +
           "      pin_memory=True, prefetch_factor=4, persistent_workers=True)\n"

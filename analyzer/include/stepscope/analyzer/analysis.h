@@ -289,6 +289,9 @@ std::string profiler_cost_note(const AnalysisSummary& s);
 // shares of step time (a 5 s first step of lazy loading made host-compute "80.4% of the step" in its summary
 // and "0.4% of step time" beside it); else empty.
 std::string warmup_share_note(const Analysis& a);
+// A finding's steps as runs: "0–12" when contiguous, "0, 7, 10–12, 15, …" when not (at most `max_runs` runs):
+// "13 steps (0..37)" read as a range for thirteen scattered steps.
+std::string compact_step_list(const std::vector<int64_t>& steps, size_t max_runs = 8);
 // One sentence per finding whose estimated saving and replayed cure (WhatIf) disagree by more than
 // kEstimateReplayRatio, both per traced step: the estimate counts the idle the cause explains, the replay re-runs
 // the steps with the cure, where the work the removed waits stood for still bounds the step. Else empty.
