@@ -349,6 +349,20 @@ class ModelTest : public QObject {
     QCOMPARE(dl.density.size(), size_t(1));
     QCOMPARE(dl.density[0].counts.size(), size_t(10));
     for (uint32_t c : dl.density[0].counts) QCOMPARE(c, 1u);  // one sample per ms bucket
+    for (float v : dl.density[0].values) QCOMPARE(v, 1.f);
+    // A --wall recording: the samples of a thread blocked off the CPU keep their buckets' count but give no
+    // height (a 150 ms sleep drew as dense as compute).
+    auto t = synthetic_trace();
+    for (auto& smp : t->samples)
+      if (smp.time >= kBase + 5 * kMs && smp.time < kBase + 10 * kMs) smp.on_cpu = false;
+    auto wall = TimelineModel::build(t);
+    DrawList dw =
+        build_draw_list(*wall, vp, {track_of(*wall, TrackKind::CpuSamples)}, LodOptions{2.0, 10, {}});
+    QCOMPARE(dw.density.size(), size_t(1));
+    for (int b = 0; b < 10; ++b) {
+      QCOMPARE(dw.density[0].counts[size_t(b)], 1u);
+      QCOMPARE(dw.density[0].values[size_t(b)], b < 5 ? 1.f : 0.f);
+    }
   }
 
   void hitTestReturnsTheEventUnderThePixel() {
@@ -875,6 +889,11 @@ class ModelTest : public QObject {
     QCOMPARE(QString::fromStdString(format_duration(1.2e9)), QString("1.20 s"));
     QCOMPARE(ruler_step(Viewport{0, 1e6, 1000}, 100), 1e5);
     QCOMPARE(ruler_step(Viewport{0, 3e6, 1000}, 100), 5e5);
+    // Ticks at whole steps from the first event, as labelled: a run that began 30 ms into the clock's 200 ms
+    // step had its "1.3 s" tick at 1.27 s after it.
+    const double origin = 3002174160796.0 + 30e6;
+    QCOMPARE(first_ruler_tick(Viewport{origin - 1e6, origin + 1.5e9, 1000}, origin, 2e8), origin);
+    QCOMPARE(first_ruler_tick(Viewport{origin + 1.25e9, origin + 1.5e9, 1000}, origin, 2e8), origin + 1.4e9);
   }
 };
 

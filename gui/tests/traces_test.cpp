@@ -334,6 +334,58 @@ class TracesTest : public QObject {
     QVERIFY2(sm.explanation(0).contains("start-up (a one-time cost, not the loop's)") &&
                  sm.explanation(0).contains("cuLibraryLoadData (CUDA loading its modules, once)"),
              qPrintable(sm.explanation(0)));
+
+    // A CPU sample clicked shows its whole stack, its Python frames first (the tooltip showed 12 native
+    // frames of 72, the first Python one the 13th), the interpreter's frames between them folded. A deep
+    // sample whose stack holds interpreter frames (/usr/bin/python3.12's) between two Python frames.
+    uint32_t deep = UINT32_MAX;
+    size_t python_frames = 0;
+    for (uint32_t row : m.samples_in(from, to)) {
+      const auto fs = m.stack_frames(m.trace().samples[row].stack);
+      size_t n = 0, interpreter_between = 0, pending = 0;
+      for (uint32_t f : fs) {
+        const store::Frame& fr = m.trace().frames[f];
+        if (fr.kind == store::FrameKind::Python) {
+          interpreter_between += n > 0 ? pending : 0;
+          pending = 0, ++n;
+        } else if (m.trace().str(fr.module).find("/python3") != std::string::npos) {
+          ++pending;
+        }
+      }
+      if (n >= 3 && interpreter_between > 0 && fs.size() > 40) {
+        deep = row, python_frames = n;
+        break;
+      }
+    }
+    QVERIFY2(deep != UINT32_MAX, "a deep sample with Python frames and interpreter frames between them");
+    emit w.timeline()->sample_selected(deep);
+    const QString sample = w.details()->toPlainText();
+    QVERIFY2(sample.startsWith("CPU sample") && sample.contains("Python stack (innermost first)") &&
+                 sample.contains("interpreter frame"),
+             qPrintable(sample));
+    const auto frames = m.stack_frames(m.trace().samples[deep].stack);
+    QVERIFY(sample.contains(QString("Stack (innermost first, %1 frames)").arg(frames.size())));
+    for (uint32_t f : frames)
+      if (m.trace().frames[f].kind == store::FrameKind::Python)
+        QVERIFY2(sample.contains(QString::fromStdString(m.frame_name(f))), m.frame_name(f).c_str());
+    const QString tip = sample_tooltip(m, deep);
+    const QStringList tip_lines = tip.split('\n');
+    QVERIFY2(tip_lines.size() > 1 && tip_lines[1].trimmed() == QString::fromStdString([&] {
+                                       for (uint32_t f : frames)
+                                         if (m.trace().frames[f].kind == store::FrameKind::Python)
+                                           return m.frame_name(f);
+                                       return std::string();
+                                     }()),
+             qPrintable(tip));  // the innermost Python frame first
+    QVERIFY(python_frames >= 3);
+
+    // Esc: nothing selected — no finding row, no shading, the run's notes, the load's status line.
+    w.timeline()->setFocus();
+    QTest::keyClick(w.timeline(), Qt::Key_Escape);
+    QVERIFY(w.findings_view()->selectionModel()->selectedRows().isEmpty());
+    QVERIFY(w.timeline()->highlights().empty());
+    QVERIFY2(!w.details()->toPlainText().startsWith("CPU sample"), qPrintable(w.details()->toPlainText()));
+    QVERIFY2(w.status_text().startsWith("opened on the steps from step 1"), qPrintable(w.status_text()));
   }
 
   // Issue 26: zoomed out, a lane of thousands of kernels shows how busy it is per pixel, not "12482 events".

@@ -3,6 +3,7 @@
 #include <QStringList>
 #include <algorithm>
 #include <climits>
+#include <string_view>
 
 #include "stepscope/analyzer/report.h"
 #include "stepscope/analyzer/step_outliers.h"
@@ -185,6 +186,86 @@ QString replay_side(const TimelineModel& m, uint32_t r) {
 }
 
 }  // namespace
+
+namespace {
+
+// The interpreter's own machinery between Python frames (libpython's evaluator, vectorcall): folded in a
+// sample's stack, where they are most of its 72 frames and the Python ones the 13th and the 53rd.
+bool interpreter_frame(const store::Trace& t, const store::Frame& f) {
+  if (f.kind == store::FrameKind::Python) return false;
+  const std::string& module = t.str(f.module);
+  const std::string_view base = std::string_view(module).substr(module.rfind('/') + 1);
+  return base.rfind("libpython", 0) == 0 || base.rfind("python3", 0) == 0 || base.rfind("python", 0) == 0;
+}
+
+QString sample_when(const store::Sample& smp) {
+  return smp.on_cpu ? QString("on CPU")
+                    : QString("off CPU (blocked or waiting: a <code>--wall</code> sample)");
+}
+
+}  // namespace
+
+QString sample_details_html(const TimelineModel& m, uint32_t sample_row) {
+  const store::Trace& t = m.trace();
+  const store::Sample& smp = t.samples.at(sample_row);
+  QString out = "<h3>CPU sample</h3><table>";
+  out += row("at", dur(double(smp.time - m.begin())));
+  out += row("thread", h(m.thread_label(smp.pid, smp.tid)));
+  out += row("state", sample_when(smp));
+  if (smp.periods > 1)
+    out += row("periods", QString::number(smp.periods) + " (timer expiries merged into one signal)");
+  out += "</table>";
+  const auto frames = m.stack_frames(smp.stack);
+  if (frames.empty()) return out + "<p>No stack was recorded for this sample.</p>";
+  QString python;
+  for (uint32_t f : frames)
+    if (t.frames[f].kind == store::FrameKind::Python)
+      python += "<li><code>" + h(m.frame_name(f)) + "</code></li>";
+  if (!python.isEmpty()) out += "<h4>Python stack (innermost first)</h4><ol>" + python + "</ol>";
+  out += QString("<h4>Stack (innermost first, %1 frames)</h4><ol>").arg(frames.size());
+  // Interpreter frames folded only between two Python frames: above the outermost one they are the program's
+  // start-up, below the innermost the native call it made.
+  size_t first_python = frames.size(), last_python = frames.size();
+  for (size_t i = 0; i < frames.size(); ++i)
+    if (t.frames[frames[i]].kind == store::FrameKind::Python) {
+      if (first_python == frames.size()) first_python = i;
+      last_python = i;
+    }
+  for (size_t i = 0; i < frames.size();) {
+    const store::Frame& f = t.frames[frames[i]];
+    if (i > first_python && i < last_python && interpreter_frame(t, f)) {
+      size_t j = i;
+      while (j < last_python && interpreter_frame(t, t.frames[frames[j]])) ++j;
+      out += QString("<li><i>… %1 interpreter frame%2</i></li>").arg(j - i).arg(j - i == 1 ? "" : "s");
+      i = j;
+      continue;
+    }
+    const QString name = h(m.frame_name(frames[i]));
+    out += f.kind == store::FrameKind::Python ? "<li><b><code>" + name + "</code></b></li>"
+                                              : "<li><code>" + name + "</code></li>";
+    ++i;
+  }
+  return out + "</ol>";
+}
+
+QString sample_tooltip(const TimelineModel& m, uint32_t sample_row) {
+  const store::Trace& t = m.trace();
+  const store::Sample& smp = t.samples.at(sample_row);
+  QString tip =
+      QString("CPU sample at %1, %2 · click for its whole stack")
+          .arg(dur(double(smp.time - m.begin())), smp.on_cpu ? QString("on CPU") : QString("off CPU"));
+  const auto frames = m.stack_frames(smp.stack);
+  int python = 0;
+  for (uint32_t f : frames)
+    if (t.frames[f].kind == store::FrameKind::Python && python++ < 8)
+      tip += "\n  " + QString::fromStdString(m.frame_name(f));
+  if (python > 8) tip += QString("\n  … %1 more Python frames").arg(python - 8);
+  if (!frames.empty()) tip += python ? "\n native, innermost:" : "";
+  for (size_t i = 0; i < frames.size() && i < (python ? 3u : 12u); ++i)
+    if (t.frames[frames[i]].kind != store::FrameKind::Python)
+      tip += "\n  " + QString::fromStdString(m.frame_name(frames[i]));
+  return tip;
+}
 
 QString event_details_html(const TimelineModel& m, EventRef e) {
   const store::Trace& t = m.trace();

@@ -13,6 +13,11 @@ namespace stepscope::gui {
 inline constexpr const char* kHighlightScheme = "highlight:";
 
 QString event_details_html(const TimelineModel& model, EventRef e);
+// A CPU sample (trace.samples row): when, which thread, on or off the CPU, its Python frames (innermost
+// first) and its whole stack with the interpreter's own frames between two Python frames folded.
+QString sample_details_html(const TimelineModel& model, uint32_t sample_row);
+// The tooltip of a CPU sample: on or off the CPU, its Python frames first, then its innermost native frames.
+QString sample_tooltip(const TimelineModel& model, uint32_t sample_row);
 QString finding_details_html(const TimelineModel& model, size_t finding);
 // The run in the analyzer's words when no finding is selected (TimelineModel::run_notes()): no GPU activity,
 // how to mark steps, "No findings."; empty when there is nothing to say.

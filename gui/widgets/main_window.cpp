@@ -265,6 +265,9 @@ void MainWindow::build_ui() {
   statusBar()->addPermanentWidget(progress_);
 
   connect(timeline_, &TimelineView::event_selected, this, &MainWindow::on_event_selected);
+  connect(timeline_, &TimelineView::sample_selected, this, [this](quint32 row) {
+    if (model_ && row < model_->trace().samples.size()) details_->setHtml(sample_details_html(*model_, row));
+  });
   connect(timeline_, &TimelineView::time_range_selected, this, [this](qint64 t0, qint64 t1) { on_range(t0, t1); });
 }
 
@@ -358,8 +361,10 @@ void MainWindow::on_loaded(const LoadResult& r) {
   if (r.ranks) facts += tr(", ranks compared in %1 s").arg(r.ranks_s, 0, 'f', 2);
   if (r.model->event_count() == 0) lead.prepend(tr("%1 holds no events").arg(QFileInfo(r.path).fileName()));
   lead << facts;
-  status_->setText(lead.join(QStringLiteral(" — ")));
-  status_->setToolTip(lead.join(QStringLiteral("\n")));
+  loaded_status_ = lead.join(QStringLiteral(" — "));
+  loaded_status_tip_ = lead.join(QStringLiteral("\n"));
+  status_->setText(loaded_status_);
+  status_->setToolTip(loaded_status_tip_);
   emit model_loaded(true);
 }
 
@@ -437,10 +442,36 @@ void MainWindow::select_step(int row) {
   timeline_->select_event(EventRef{EventKind::Step, static_cast<uint32_t>(pos)});
 }
 
+void MainWindow::clear_selection() {
+  if (!model_) return;
+  findings_view_->clearSelection();
+  steps_view_->clearSelection();
+  timeline_->set_highlights({});
+  details_->setHtml(run_notes_html(*model_) +
+                    (not_analyzed_.isEmpty() ? QString() : "<p>" + not_analyzed_.toHtmlEscaped() + "</p>"));
+  status_->setText(loaded_status_);
+  status_->setToolTip(loaded_status_tip_);
+}
+
 void MainWindow::on_event_selected(std::optional<EventRef> e) {
   if (!model_) return;
-  if (!e) return;
+  if (!e) {
+    // Esc or a click on nothing: the finding's row, its shading and its details went stale otherwise.
+    clear_selection();
+    return;
+  }
   if (e->kind == EventKind::Finding) return;  // select_finding fills the panel
+  if (e->kind == EventKind::Step) {
+    // A step clicked on the timeline is the step selected: its row, its shading (the finding's went on
+    // showing).
+    findings_view_->clearSelection();
+    for (int r = 0; r < steps_->rowCount(); ++r)
+      if (steps_->step_position(r) == int(e->row)) {
+        steps_view_->selectRow(steps_proxy_->mapFromSource(steps_->index(r, 0)).row());
+        break;
+      }
+    timeline_->set_highlights({{model_->steps()[e->row].start, model_->steps()[e->row].end}});
+  }
   details_->setHtml(event_details_html(*model_, *e));
 }
 

@@ -95,6 +95,11 @@ class MainWindow : public QMainWindow {
   QTableView* kernels_view_ = nullptr;
   QLineEdit* kernels_filter_ = nullptr;
   QLabel* kernels_note_ = nullptr;  // why the table is empty, when it is
+  QString loaded_status_,
+      loaded_status_tip_;  // the status line of the load, shown again when nothing is selected
+  // Nothing selected (Esc, a click on empty space): no finding or step row, no shading, the run's notes in
+  // the details and the load's status line.
+  void clear_selection();
   CallTreeModel* call_tree_ = nullptr;
   QTreeView* tree_view_ = nullptr;
   QComboBox* tree_direction_ = nullptr;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "event_details.h"
+
 namespace stepscope::gui {
 
 namespace {
@@ -325,7 +327,8 @@ void TimelineView::paint_tracks(QPainter& p, const DrawList& dl) {
   }
   const double step = ruler_step(vp_);
   p.setPen(colours_.grid);
-  for (double t = std::ceil(vp_.t0 / step) * step; t < vp_.t1; t += step) {
+  const double origin = model_ ? double(model_->begin()) : 0.0;  // the ruler's ticks (paint_ruler)
+  for (double t = first_ruler_tick(vp_, origin, step); t < vp_.t1; t += step) {
     const int x = kGutterWidth + int(std::lround(vp_.x_of(t)));
     p.drawLine(x, 0, x, h);
   }
@@ -552,7 +555,9 @@ void TimelineView::paint_ruler(QPainter& p) {
   const double step = ruler_step(vp_);
   const double origin = double(model_->begin());
   p.setClipRect(QRect(kGutterWidth, 0, w - kGutterWidth, kRulerHeight));
-  for (double t = std::ceil(vp_.t0 / step) * step; t < vp_.t1; t += step) {
+  // Ticks at whole steps from the first event, as they are labelled: placed at whole steps of the clock, the
+  // "1.3 s" tick of a run that began at 30 ms stood at 1.27 s.
+  for (double t = first_ruler_tick(vp_, origin, step); t < vp_.t1; t += step) {
     const int x = kGutterWidth + int(std::lround(vp_.x_of(t)));
     p.setPen(colours_.muted_text);
     p.drawLine(x, kRulerHeight - 8, x, kRulerHeight - 1);
@@ -593,13 +598,7 @@ std::optional<Hit> TimelineView::hit_at(QPoint v) const {
 QString TimelineView::tooltip_at(QPoint vpos) const {
   if (!model_ || vpos.x() < kGutterWidth) return {};
   auto hit = hit_test(*model_, layout_, vp_, vpos.x() - kGutterWidth, vpos.y() + scroll_y());
-  if (hit && hit->sample_row) {
-    const auto& s = model_->trace().samples[*hit->sample_row];
-    QString tip = tr("CPU sample at %1").arg(qs(format_duration(double(s.time - model_->begin()))));
-    auto frames = model_->stack_frames(s.stack);
-    for (size_t i = 0; i < frames.size() && i < 12; ++i) tip += "\n  " + qs(model_->frame_name(frames[i]));
-    return tip;
-  }
+  if (hit && hit->sample_row) return sample_tooltip(*model_, *hit->sample_row);
   if (hit) {
     // Inside a merged block the hit is one of many: say so.
     if (current_) {
@@ -707,6 +706,7 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
       select_event(hit->event);
     } else {
       select_event(std::nullopt);
+      if (hit && hit->sample_row) emit sample_selected(quint32(*hit->sample_row));
     }
   }
 }

@@ -97,6 +97,9 @@ class TimelineView : public QAbstractScrollArea {
 
  signals:
   void event_selected(std::optional<stepscope::gui::EventRef> event);
+  // A click on a CPU sample (trace.samples row): the details show its stack (event_selected(nullopt) before
+  // it).
+  void sample_selected(quint32 sample_row);
   void time_range_selected(qint64 t0, qint64 t1);
   void viewport_changed();
   void layout_state_changed();

@@ -228,15 +228,21 @@ void density(const Track& tr, int track, const Viewport& vp, const LodOptions& o
   const auto& v = tr.sample_times;
   auto lo = std::lower_bound(v.begin(), v.end(), static_cast<int64_t>(std::floor(vp.t0)));
   uint32_t peak = 0;
+  // With off-CPU samples (--wall) the height is the on-CPU ones against the densest bucket of all samples.
+  const bool wall = !tr.on_cpu_before.empty();
+  std::vector<uint32_t> on_cpu(wall ? size_t(buckets) : 0);
   for (int b = 0; b < buckets; ++b) {
     const int64_t edge = static_cast<int64_t>(std::floor(vp.t0 + (b + 1) * strip.bucket_ns));
     auto hi = std::lower_bound(lo, v.end(), edge);
     strip.counts[b] = static_cast<uint32_t>(hi - lo);
+    if (wall)
+      on_cpu[size_t(b)] = tr.on_cpu_before[size_t(hi - v.begin())] - tr.on_cpu_before[size_t(lo - v.begin())];
     peak = std::max(peak, strip.counts[b]);
     out.events_visited += 1;
     lo = hi;
   }
-  for (int b = 0; b < buckets; ++b) strip.values[b] = peak ? float(strip.counts[b]) / float(peak) : 0.f;
+  for (int b = 0; b < buckets; ++b)
+    strip.values[b] = peak ? float(wall ? on_cpu[size_t(b)] : strip.counts[b]) / float(peak) : 0.f;
   out.density.push_back(std::move(strip));
 }
 
@@ -352,6 +358,10 @@ double ruler_step(const Viewport& vp, double target_px) {
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (m * p >= raw) return m * p;
   return 10 * p;
+}
+
+double first_ruler_tick(const Viewport& vp, double origin, double step) {
+  return origin + std::ceil((vp.t0 - origin) / step) * step;
 }
 
 }  // namespace stepscope::gui

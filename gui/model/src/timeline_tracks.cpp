@@ -396,6 +396,12 @@ void TimelineModel::add_thread_tracks(EventsByTrack& events) {
             tr.sample_times.push_back(time);
             tr.sample_rows.push_back(row);
           }
+          if (std::any_of(tr.sample_rows.begin(), tr.sample_rows.end(),
+                          [&](uint32_t r) { return !t.samples[r].on_cpu; })) {
+            tr.on_cpu_before.resize(tr.sample_rows.size() + 1, 0);
+            for (size_t k = 0; k < tr.sample_rows.size(); ++k)
+              tr.on_cpu_before[k + 1] = tr.on_cpu_before[k] + (t.samples[tr.sample_rows[k]].on_cpu ? 1 : 0);
+          }
           samples_track_[key] = static_cast<int>(tracks_.size());
           tracks_.push_back(std::move(tr));
         }

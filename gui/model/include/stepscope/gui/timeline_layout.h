@@ -153,5 +153,8 @@ std::optional<Hit> hit_test(const TimelineModel& model, const TimelineLayout& la
 std::string format_duration(double ns, int significant = 3);
 // Ruler ticks for a viewport: a "nice" step (1/2/5 × 10^k ns) giving about `target_px` between ticks.
 double ruler_step(const Viewport& vp, double target_px = 100.0);
+// The first tick at or after the viewport's start: whole steps from `origin` (the first event), as the ruler
+// labels them ("1.3 s" is 1.3 s after it).
+double first_ruler_tick(const Viewport& vp, double origin, double step);
 
 }  // namespace stepscope::gui

@@ -120,6 +120,10 @@ struct Track {
   // CpuSamples only: sample times (sorted) and their rows in trace.samples.
   std::vector<int64_t> sample_times;
   std::vector<uint32_t> sample_rows;
+  // CpuSamples of a `--wall` recording (some sample off the CPU): on-CPU samples before each index (size +
+  // 1), so the row's height is the thread's time on the CPU (a 150 ms sleep drew as dense as compute); else
+  // empty.
+  std::vector<uint32_t> on_cpu_before;
   int lane_count() const { return kind == TrackKind::CpuSamples ? 1 : static_cast<int>(lanes.size()); }
   // Lane i of lanes followed by graph_lanes.
   const Lane& lane_at(size_t i) const { return i < lanes.size() ? lanes[i] : graph_lanes[i - lanes.size()]; }
