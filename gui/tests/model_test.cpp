@@ -679,12 +679,23 @@ class ModelTest : public QObject {
     QVERIFY(steps.explanation(first).contains("GPU busy"));
     QVERIFY(steps.explanation(first).contains("kernel at::native::vectorized_elementwise_kernel<…>(…)"));
     QVERIFY(steps.explanation(second).contains("data wait"));
-    QCOMPARE(proxy.data(proxy.index(0, steps.explanation_column())).toString(), steps.explanation(first));
+    // The cell leads with what grew; the step, its time and the median are in the row and in the tooltip.
+    QVERIFY(
+        steps.explanation(first).startsWith("step 8 took 18.1 ms, 9.02 ms over the median step (9.13 ms): "));
+    QCOMPARE(proxy.data(proxy.index(0, steps.explanation_column())).toString(),
+             steps.explanation(first).mid(steps.explanation(first).indexOf("): ") + 3));
+    QCOMPARE(proxy.data(proxy.index(0, steps.explanation_column()), Qt::ToolTipRole).toString(),
+             steps.explanation(first));
+    // Sorted by "What grew", the step that grew most first.
+    proxy.sort(steps.explanation_column(), Qt::DescendingOrder);
+    QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("8 ▲"));
+    proxy.sort(StepsModel::Duration, Qt::DescendingOrder);
     QVERIFY(proxy.data(proxy.index(0, StepsModel::OverMedian)).toString().startsWith("+9."));
     QCOMPARE(steps.step_position(first), m->step_position(8));
     // Sorting by a category column orders by its time: the long data wait first.
     proxy.sort(StepsModel::FirstCategory + 1, Qt::DescendingOrder);
-    QCOMPARE(proxy.headerData(StepsModel::FirstCategory + 1, Qt::Horizontal).toString(), QString("data wait"));
+    QCOMPARE(proxy.headerData(StepsModel::FirstCategory + 1, Qt::Horizontal).toString(),
+             QString("Data wait"));
     QCOMPARE(proxy.data(proxy.index(0, StepsModel::Step)).toString(), QString("4 ▲"));
   }
 

@@ -97,8 +97,8 @@ class OneVoiceTest : public QObject {
       const QString header = steps.headerData(col, Qt::Horizontal).toString();
       const bool shown = key == "data_wait" || key == "host_idle";
       QCOMPARE(w.steps_view()->isColumnHidden(col), !shown);
-      if (key == "data_wait") QCOMPARE(header, QString("waiting for input"));
-      if (key == "host_idle") QCOMPARE(header, QString("the training thread's own work"));
+      if (key == "data_wait") QCOMPARE(header, QString("Waiting for input"));
+      if (key == "host_idle") QCOMPARE(header, QString("The training thread's own work"));
     }
     w.select_step(3);
     const QString details = w.details()->toPlainText();

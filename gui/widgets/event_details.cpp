@@ -273,7 +273,8 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
   QString out = "<h3>" + h(m.name_of(e)) + "</h3><table>";
   if (const std::string full = m.full_name_of(e); full != m.name_of(e)) out += row("full name", "<code>" + h(full) + "</code>");
   out += row("kind", to_string(e.kind));
-  out += row("start", dur(double(s - m.begin())) + QString(" (%1 ns)").arg(s));
+  // From the trace's start, as the ruler reads; the clock's raw value only in the tooltip-sized detail.
+  out += row("start", dur(double(s - m.begin())) + " after the first event");
   out += row("duration", dur(double(en - s)));
   std::optional<uint32_t> api;
   QString graph;  // a replayed row: its graph, node and capture stack
@@ -381,7 +382,7 @@ QString event_details_html(const TimelineModel& m, EventRef e) {
               }
               out += row(analyzer::step_category_label(c, has_gpu), v);
             }
-            out += row("kernels", QString::number(b.kernels));
+            if (has_gpu) out += row("kernels", QString::number(b.kernels));  // "kernels 0" on a CPU run
             if (o.median_ns > 0) {
               out += row(o.gpu_time ? "vs median step (GPU's time)" : "vs median step",
                          QString("%1%2 (median %3; slow above +%4)")
@@ -500,7 +501,19 @@ QString run_notes_html(const TimelineModel& m) {
            "sample, or a recording window that closed at once).</p>";
   QString out;
   for (const auto& n : m.run_notes()) out += "<p>" + h(n) + "</p>";
-  if (m.analysis() && m.findings().empty()) out += "<p>No findings.</p>";
+  if (m.analysis() && m.findings().empty()) {
+    out += "<p>No findings.</p>";
+    // Slow steps are no finding but are what a user looks for next: said, not left to the Steps tab.
+    const auto& slow = m.analysis()->step_outliers.slow;
+    const size_t steady =
+        size_t(std::count_if(slow.begin(), slow.end(), [](const auto& s) { return !s.startup; }));
+    if (steady > 0)
+      out += QString(
+                 "<p>%1 step%2 slower than the median by more than the run's noise (▲ in Steps, each with "
+                 "what grew).</p>")
+                 .arg(steady)
+                 .arg(steady == 1 ? " was" : "s were");
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "stepscope/gui/item_models.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
@@ -151,15 +152,20 @@ QVariant StepsModel::data(const QModelIndex& index, int role) const {
     if (o.median_ns <= 0) return sort ? QVariant(0) : QVariant(QString("—"));
     const int64_t d = s.dur_ns - o.median_ns;
     if (sort) return static_cast<qlonglong>(d);
-    return (d >= 0 ? "+" : "−") + dur(double(d >= 0 ? d : -d));
+    if (d == 0) return QString("median");  // "+0 ns" read as a measured difference
+    return (d > 0 ? "+" : "−") + dur(double(d > 0 ? d : -d));
   }
   const auto& cats = analyzer::step_categories();
   if (col >= FirstCategory && col < FirstCategory + static_cast<int>(cats.size())) return ns(s.*(cats[col - FirstCategory].field));
   if (col == bound_column()) return QString(bound_name(s.bound));
   if (col == explanation_column()) {
+    // Sorted by how much the step grew; the cell leads with what grew: "step 103 took 228 ms, 156 ms over the
+    // median step (71.6 ms): " is in the row already and cut the cause off at 1600 px (the tooltip keeps it).
+    if (sort) return is_slow(row) ? static_cast<qlonglong>(s.dur_ns - o.median_ns) : qlonglong(LLONG_MIN);
     const QString e = explanation(row);
-    if (sort) return is_slow(row) ? 1 : 0;
-    return e;
+    const int lead = e.indexOf(QStringLiteral(" over the median step ("));
+    const int colon = lead < 0 ? -1 : e.indexOf(QStringLiteral("): "), lead);
+    return colon < 0 ? e : e.mid(colon + 3);
   }
   return {};
 }
@@ -170,8 +176,12 @@ QVariant StepsModel::headerData(int section, Qt::Orientation o, int role) const 
   if (section == Step) return tr("Step");
   if (section == Duration) return tr("Duration");
   if (section == OverMedian) return tr("vs median");
-  if (section >= FirstCategory && section < FirstCategory + static_cast<int>(cats.size()))
-    return QString(analyzer::step_category_label(cats[section - FirstCategory], has_gpu()));
+  if (section >= FirstCategory && section < FirstCategory + static_cast<int>(cats.size())) {
+    // Headers are capitalized as the reports' are ("Waiting for input", not the sentence form).
+    QString label = QString(analyzer::step_category_label(cats[section - FirstCategory], has_gpu()));
+    if (!label.isEmpty()) label[0] = label[0].toUpper();
+    return label;
+  }
   if (section == bound_column()) return tr("Bound");
   if (section == explanation_column()) return tr("What grew (slow steps)");
   return {};
