@@ -15,11 +15,13 @@
 namespace stepscope::cli {
 namespace {
 
-int run_export(const std::string& in, const std::string& format, const std::string& out) {
+int run_export(const std::string& in, const std::string& asked, const std::string& out) {
+  // "collapsed" is what flamegraph.pl and the help call the folded form: the same output.
+  const std::string format = asked == "collapsed" ? "folded" : asked;
   if (format != "chrome" && format != "folded" && format != "speedscope" && format != "svg" &&
       format != "sqlite")
-    throw store::StoreError(format,
-                            "unknown export format (supported: chrome, folded, speedscope, svg, sqlite)");
+    throw store::StoreError(
+        format, "unknown export format (supported: chrome, folded or collapsed, speedscope, svg, sqlite)");
   store::require_not_an_input(out, {in});
   if (format == "sqlite") store::require_output_folder(out);  // before the load: a typo costs nothing
   store::Trace t = analyzer::load_trace(in);

@@ -482,7 +482,11 @@ top_kernels = 5
   CHECK(error_of("[nope]\n") == "cfg:1: unknown table [nope]");
   CHECK(error_of("step_time_median = 0.1\n") == "cfg:1: unknown setting 'step_time_median'");
   CHECK(error_of("[report]\nfail_on_new_findings = \"always\"\n").find("must be \"none\"") != std::string::npos);
-  CHECK(error_of("[thresholds]\nstep_time_median = abc\n") == "cfg:2: bad value 'abc' for 'step_time_median'");
+  CHECK(error_of("[thresholds]\nstep_time_median = abc\n") ==
+        "cfg:2: bad value 'abc' for 'step_time_median': expected a number, a quoted string or true/false");
+  CHECK(error_of("[thresholds]\nstep_time_median = 5%\n") ==
+        "cfg:2: bad value '5%' for 'step_time_median': expected a number, a quoted string or true/false (a "
+        "fraction: 0.05 for 5%)");
   CHECK(error_of("{\"thresholds\": {\"x\": 1}}") == "cfg: unknown setting 'thresholds.x'");
   CHECK(error_of("{\"thresholds\": ").rfind("cfg: invalid JSON", 0) == 0);
 

@@ -333,7 +333,8 @@ TEST_CASE("export --format folded refuses a trace without CPU samples in one lin
   auto u = run("export " + k + " --format pprof -o " + dir.file("s.pb"));
   CHECK(u.status == 2);
   CHECK(u.output ==
-        "stepscope: pprof: unknown export format (supported: chrome, folded, speedscope, svg, sqlite)\n");
+        "stepscope: pprof: unknown export format (supported: chrome, folded or collapsed, speedscope, svg, "
+        "sqlite)\n");
 }
 
 TEST_CASE("attach to a kernel thread says it is one") {

@@ -53,12 +53,14 @@ TEST_CASE("speedscope and SVG exports of a hot_loop recording agree with its fol
   const auto rec = stepscope_cli("record --no-gpu -o " + db + " -- " + HOT_LOOP + " --iterations 60000000");
   INFO(rec.output);
   REQUIRE(rec.status == 0);
-  for (const char* format : {"folded", "speedscope", "svg"}) {
+  for (const char* format : {"folded", "collapsed", "speedscope", "svg"}) {
     const auto r =
         stepscope_cli(std::string("export ") + db + " --format " + format + " -o " + dir.file(format));
     INFO(r.output);
     REQUIRE(r.status == 0);
   }
+  CHECK(test::slurp(dir.file("collapsed")) ==
+        test::slurp(dir.file("folded")));  // the other name of one format
   const std::vector<FoldedLine> folded = read_folded(test::slurp(dir.file("folded")));
   REQUIRE(!folded.empty());
   std::map<std::string, int64_t> folded_per_thread;  // "process: thread" → samples
@@ -155,7 +157,8 @@ TEST_CASE("export refuses an unknown format and a trace without CPU samples in o
   const auto u = stepscope_cli("export x.db --format pprof -o " + dir.file("p"));
   CHECK(u.status == 2);
   CHECK(u.output ==
-        "stepscope: pprof: unknown export format (supported: chrome, folded, speedscope, svg, sqlite)\n");
+        "stepscope: pprof: unknown export format (supported: chrome, folded or collapsed, speedscope, svg, "
+        "sqlite)\n");
   if (!test::have_traces()) STEPSCOPE_SKIP("no shared traces");
   const std::string k = test::trace_path("hta/cuda_event_sync.json.gz");
   for (const char* format : {"speedscope", "svg"}) {

@@ -3,6 +3,7 @@
 //                kernel_regression_us kernel_regression_ratio
 //   [test]       alpha skip_first_steps seed bootstrap_resamples
 //   [report]     top_kernels fail_on_new_findings
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <cerrno>
@@ -200,7 +201,19 @@ DiffConfig parse_toml(const std::string& text, const std::string& name) {
       char* end = nullptr;
       errno = 0;
       double d = std::strtod(digits.c_str(), &end);
-      if (end == digits.c_str() || *end != '\0' || errno == ERANGE) fail(where, "bad value '" + raw + "' for '" + key + "'");
+      if (end == digits.c_str() || *end != '\0' || errno == ERANGE) {
+        // "5%": thresholds are fractions (and change in the units docs/ci.md gives): say which number was
+        // meant.
+        std::string hint;
+        if (!digits.empty() && digits.back() == '%') {
+          char* pend = nullptr;
+          const double pct = std::strtod(digits.c_str(), &pend);
+          if (pend == digits.c_str() + digits.size() - 1)
+            hint = fmt::format(" (a fraction: {:g} for {})", pct / 100, raw);
+        }
+        fail(where, "bad value '" + raw + "' for '" + key +
+                        "': expected a number, a quoted string or true/false" + hint);
+      }
       v = d;
     }
     std::string full = table.empty() ? key : table + "." + key;
