@@ -125,6 +125,8 @@ TEST_CASE("input-bound Python trainer: recorded share matches the script's own, 
         mode.c_str(), own, a.wait_share(), (long long)a.steps(), a.step_source().c_str());
     CHECK(a.step_source() == "step-func");
     CHECK(a.steps() == 59);  // 60 train_step calls: 59 closed steps
+    // The summary line counts them beside the ranges ("0 ranges" alone read as nothing marked).
+    CHECK(out.find(" 0 ranges, 59 steps, 61 data waits; dropped: ") != std::string::npos);
     CHECK(std::abs(a.wait_share() - own) < 0.05);
     auto w = waits_of(db);
     CHECK(w.count["data-wait-func"] == 61);  // 60 batches and the final StopIteration

@@ -279,8 +279,16 @@ const char* one_time_call(std::string_view name) {
 }  // namespace
 
 std::string contributor_display_name(const SlowStep& s) {
-  // Kernels and native functions are C++ symbols; waits, ops, calls and Python lines are shown as recorded.
-  return s.contributor_kind == "kernel" || s.contributor_kind == "function" ? short_symbol(s.contributor) : s.contributor;
+  // Kernels and native functions are C++ symbols; waits, ops, calls and Python lines are shown as recorded. A
+  // function's " [another thread]" / " [another process]" stays beside its folded name.
+  if (s.contributor_kind != "kernel" && s.contributor_kind != "function") return s.contributor;
+  for (const std::string_view tag :
+       {std::string_view(" [another thread]"), std::string_view(" [another process]")})
+    if (s.contributor.size() > tag.size() &&
+        s.contributor.compare(s.contributor.size() - tag.size(), tag.size(), tag) == 0)
+      return short_symbol(std::string_view(s.contributor).substr(0, s.contributor.size() - tag.size())) +
+             std::string(tag);
+  return short_symbol(s.contributor);
 }
 
 StepOutliers explain_slow_steps(const store::Trace& trace, const std::vector<StepBreakdown>& steps, int64_t training_pid,

@@ -467,6 +467,8 @@ void merge_parts(const std::string& parts_dir, const std::string& output,
       summary.samples += samples;
       summary.kernels += kernels;
       summary.ranges += static_cast<int64_t>(t.ranges.size());
+      summary.steps += static_cast<int64_t>(t.steps.size());
+      summary.data_waits += static_cast<int64_t>(t.data_waits.size());
       summary.dropped_samples += meta_int(t.meta, "collector.dropped_samples");
       summary.dropped_gpu_records += meta_int(t.meta, "cupti.dropped_records");
       summary.unsampled_threads += meta_int(t.meta, "collector.threads_unsampled");
@@ -676,6 +678,15 @@ std::map<std::string, std::string> flight_env(const RecordOptions& o, const std:
 
 // The summary says when a store took the place of a file of the same name (an earlier recording, often
 // wanted; `-o` with %p or a dated name keeps each).
+// "0 ranges" read as nothing marked where the hooks recorded 39 steps and 41 data waits: they are said.
+static std::string steps_and_waits(const RecordSummary& s) {
+  std::string out;
+  if (s.steps > 0) out += ", " + std::to_string(s.steps) + (s.steps == 1 ? " step" : " steps");
+  if (s.data_waits > 0)
+    out += ", " + std::to_string(s.data_waits) + (s.data_waits == 1 ? " data wait" : " data waits");
+  return out;
+}
+
 static const char* replaced_note(const RecordSummary& s, const std::string& output) {
   return std::find(s.replaced.begin(), s.replaced.end(), output) != s.replaced.end()
              ? "; replaced the file that was there"
@@ -988,11 +999,12 @@ RecordSummary record(const RecordOptions& o) {
   if (o.print_summary) {
     std::fprintf(
         stderr,
-        "stepscope: %lld samples (%lld thread%s, %lld process%s), %lld kernels, %lld ranges; dropped: %lld "
+        "stepscope: %lld samples (%lld thread%s, %lld process%s), %lld kernels, %lld ranges%s; dropped: %lld "
         "samples, %lld GPU records -> %s (finalized in %.2f s%s)\n",
         (long long)summary.samples, (long long)summary.threads, summary.threads == 1 ? "" : "s",
         (long long)summary.processes, summary.processes == 1 ? "" : "es", (long long)summary.kernels,
-        (long long)summary.ranges, (long long)summary.dropped_samples, (long long)summary.dropped_gpu_records,
+        (long long)summary.ranges, steps_and_waits(summary).c_str(), (long long)summary.dropped_samples,
+        (long long)summary.dropped_gpu_records,
         summary.outputs.size() == 1 ? summary.outputs[0].c_str()
                                     : (std::to_string(summary.outputs.size()) + " stores").c_str(),
         summary.finalize_s, summary.outputs.size() == 1 ? replaced_note(summary, summary.outputs[0]) : "");

@@ -107,6 +107,7 @@ void merge_parts_by_rank(const std::string& parts_dir, const std::string& patter
     RecordSummary one;  // per store: merge_parts writes its counters into that store's meta
     merge_parts(dir.string(), out, m, one, &symbolizer);
     summary.processes += one.processes, summary.threads += one.threads, summary.samples += one.samples;
+    summary.steps += one.steps, summary.data_waits += one.data_waits;
     summary.kernels += one.kernels, summary.ranges += one.ranges,
         summary.dropped_samples += one.dropped_samples;
     summary.dropped_gpu_records += one.dropped_gpu_records,

@@ -51,6 +51,7 @@ struct RecordSummary {
   bool stopped_by_duration = false;
   int launcher_signal = 0;  // SIGINT, SIGTERM or SIGHUP the launcher itself got while the command ran; 0: none
   int64_t processes = 0, threads = 0, samples = 0, kernels = 0, ranges = 0;
+  int64_t steps = 0, data_waits = 0;  // the steps table's rows and the data waits (the hooks', the markers')
   int64_t dropped_samples = 0, dropped_gpu_records = 0, unsampled_threads = 0;
   int64_t parts = 0, unreadable_parts = 0;
   double command_wall_s = 0;  // fork of the command to its exit (start-up and the collector's final flush included)
