@@ -250,6 +250,7 @@ TEST_CASE("evidence: byte counts in binary units, a column no row fills left out
   CHECK(analyzer::render_evidence_html(gaps).find("<td>&lt; 10 µs</td>") != std::string::npos);
   CHECK(analyzer::units::format_bytes(1536) == "1.5 KiB");
   CHECK(analyzer::units::format_bytes(1023) == "1023 B");
+  CHECK(analyzer::units::format_bytes(1048000) == "0.999 MiB");  // not "1.02e+03 KiB"
   CHECK(analyzer::units::format_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");
 }
 

@@ -261,9 +261,13 @@ QString sample_tooltip(const TimelineModel& m, uint32_t sample_row) {
       tip += "\n  " + QString::fromStdString(m.frame_name(f));
   if (python > 8) tip += QString("\n  … %1 more Python frames").arg(python - 8);
   if (!frames.empty()) tip += python ? "\n native, innermost:" : "";
-  for (size_t i = 0; i < frames.size() && i < (python ? 3u : 12u); ++i)
-    if (t.frames[frames[i]].kind != store::FrameKind::Python)
+  const int most = python ? 3 : 12;
+  int native = 0;
+  for (size_t i = 0; i < frames.size() && native < most; ++i)
+    if (t.frames[frames[i]].kind != store::FrameKind::Python) {
       tip += "\n  " + QString::fromStdString(m.frame_name(frames[i]));
+      ++native;
+    }
   return tip;
 }
 

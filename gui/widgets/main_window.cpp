@@ -379,23 +379,7 @@ void MainWindow::set_model(std::shared_ptr<const TimelineModel> model, const QSt
   details_->clear();
   if (!title.isEmpty()) setWindowTitle(title + " — stepscope");
   if (!model_) return;
-  // The call tree, flame graph and kernels of the steps the timeline opens on: over the whole run, a PyTorch
-  // recording's tree was two thirds imports.
-  if (const auto ext = model_->steady_extent()) {
-    int64_t first = -1, last = -1;
-    for (const auto& s : model_->steps())
-      if (!s.warmup) {
-        if (first < 0) first = s.index;
-        last = s.index;
-      }
-    on_range(ext->first, ext->second, false,
-             tr("Steps %1–%2, after start-up: %3 (select a range on the timeline for another)")
-                 .arg(first)
-                 .arg(last)
-                 .arg(QString::fromStdString(format_duration(double(ext->second - ext->first)))));
-  } else {
-    on_range(model_->begin(), model_->end(), false);
-  }
+  show_default_range();
   // Open on the answer: the steps after start-up framed (0 or Home shows everything), the worst finding selected
   // and its steps shaded.
   timeline_->zoom_to_steps();
@@ -442,8 +426,30 @@ void MainWindow::select_step(int row) {
   timeline_->select_event(EventRef{EventKind::Step, static_cast<uint32_t>(pos)});
 }
 
+void MainWindow::show_default_range() {
+  if (!model_) return;
+  // The call tree, flame graph and kernels of the steps the timeline opens on: over the whole run, a PyTorch
+  // recording's tree was two thirds imports.
+  int64_t first = -1, last = -1;
+  for (const auto& s : model_->steps())
+    if (!s.warmup) {
+      if (first < 0) first = s.index;
+      last = s.index;
+    }
+  const auto ext = model_->steady_extent();
+  if (ext && first >= 0)  // the extent of GPU steps alone, every host step a warm-up: no steps to name
+    on_range(ext->first, ext->second, false,
+             tr("Steps %1–%2, after start-up: %3 (select a range on the timeline for another)")
+                 .arg(first)
+                 .arg(last)
+                 .arg(QString::fromStdString(format_duration(double(ext->second - ext->first)))));
+  else
+    on_range(model_->begin(), model_->end(), false);
+}
+
 void MainWindow::clear_selection() {
   if (!model_) return;
+  if (range_result_ && range_result_->selected) show_default_range();  // Esc also ends the time selection
   findings_view_->clearSelection();
   steps_view_->clearSelection();
   timeline_->set_highlights({});

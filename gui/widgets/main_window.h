@@ -100,6 +100,8 @@ class MainWindow : public QMainWindow {
   // Nothing selected (Esc, a click on empty space): no finding or step row, no shading, the run's notes in
   // the details and the load's status line.
   void clear_selection();
+  // The range the panels show when nothing is selected: the framed steps, else the whole run.
+  void show_default_range();
   CallTreeModel* call_tree_ = nullptr;
   QTreeView* tree_view_ = nullptr;
   QComboBox* tree_direction_ = nullptr;

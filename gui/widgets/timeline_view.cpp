@@ -704,9 +704,13 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
     auto hit = hit_at(e->pos());
     if (hit && !hit->sample_row) {
       select_event(hit->event);
+    } else if (hit && hit->sample_row) {
+      // A sample is not "nothing": the finding's row and shading stay; the details show the sample.
+      selected_.reset();
+      viewport()->update();
+      emit sample_selected(quint32(*hit->sample_row));
     } else {
       select_event(std::nullopt);
-      if (hit && hit->sample_row) emit sample_selected(quint32(*hit->sample_row));
     }
   }
 }

@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 import types
-import warnings
 
 _now = time.monotonic_ns
 _tls = threading.local()
@@ -701,11 +700,11 @@ class _FuncHooks:
             return
         seen.add(id(cls))
         for value in list(vars(cls).values()):
-            if isinstance(value, (staticmethod, classmethod)):
+            if type(value) in (staticmethod, classmethod):
                 value = value.__func__
             if type(value) is types.FunctionType:
                 self._consider(value, module)
-            elif isinstance(value, type) and value.__module__ == module:
+            elif issubclass(type(value), type) and getattr(value, "__module__", None) == module:
                 self._scan_class(value, module, seen)
 
     def scan_module(self, module):
@@ -719,15 +718,15 @@ class _FuncHooks:
             return
         self.scanned[id(d)] = (d, len(d))
         seen = set()
-        # Looking at a module's names must say nothing to the program: torch.distributed.reduce_op warned
-        # "FutureWarning: torch.distributed.reduce_op is deprecated" from this helper into the user's stderr.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for value in list(d.values()):
-                if type(value) is types.FunctionType:
-                    self._consider(value, name)
-                elif isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    self._scan_class(value, name, seen)
+        # Looking at a module's names must say nothing to the program: isinstance(value, type) read the object's
+        # __class__ through its own __getattribute__, and torch.distributed.reduce_op warned "FutureWarning: ... is
+        # deprecated" from this helper into the user's stderr. type(value) asks the interpreter, not the object
+        # (and a warnings filter here would be the whole process's, other threads' included).
+        for value in list(d.values()):
+            if type(value) is types.FunctionType:
+                self._consider(value, name)
+            elif issubclass(type(value), type) and getattr(value, "__module__", None) == name:
+                self._scan_class(value, name, seen)
 
     def scan_all(self):
         for module in list(sys.modules.values()):

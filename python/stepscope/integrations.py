@@ -24,6 +24,7 @@ The classes are made on first use (module __getattr__): importing this module im
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import sys
 import time
@@ -265,7 +266,8 @@ def _record_options(kw):
         raise TypeError(f"stepscope: unknown option(s) {', '.join(sorted(unknown))}")
     # Checked when the trainer is built, not when the first window opens, hours in.
     hz = kw.get("cpu_hz")
-    if hz is not None and (isinstance(hz, bool) or not isinstance(hz, int) or hz <= 0):
+    whole = isinstance(hz, numbers.Integral) or (isinstance(hz, float) and hz.is_integer())  # 1e3, numpy ints
+    if hz is not None and (isinstance(hz, bool) or not whole or hz <= 0):
         raise ValueError(f"stepscope: cpu_hz={hz!r}: expected a whole number of samples a second, e.g. 1000")
     for key in ("gpu_window", "step_func", "data_wait_func", "cli"):
         if kw.get(key) is not None and not isinstance(kw[key], str):

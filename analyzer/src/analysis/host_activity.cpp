@@ -147,10 +147,15 @@ ThreadKey training_thread(const Context& ctx, std::string* reason) {
     for (size_t row : path) python_in[row] = known;
     return known == 1;
   };
+  // A DataLoader worker runs Python too, and in an input-bound run it is the busiest: never the training
+  // thread.
+  std::unordered_set<int64_t> loader_pids;
+  for (const auto& th : t.threads)
+    if (t.str(th.name) == "pt_data_worker") loader_pids.insert(th.pid);
   for (const auto& s : t.samples)
     if (s.on_cpu && !collector.contains(s) && (ctx.windows.empty() || ctx.step_at(s.time) >= 0)) {
       by_samples[{s.pid, s.tid}]++;
-      if (has_python(s.stack)) by_python[{s.pid, s.tid}]++;
+      if (!loader_pids.count(s.pid) && has_python(s.stack)) by_python[{s.pid, s.tid}]++;
     }
   if (auto k = pick(by_python, "runs the Python code"); k.tid) return k;
   return pick(by_samples, "most samples in the steps");

@@ -53,7 +53,8 @@ std::string format_bytes(double bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;
   double v = bytes;
-  while (std::fabs(v) >= 1024 && u < 5) v /= 1024, ++u;
+  // Past 999.5 of a unit "{:.3g}" prints an exponent ("1.02e+03 KiB"): the next unit instead.
+  while (u < 5 && (u == 0 ? std::fabs(v) >= 1024 : std::fabs(v) >= 999.5)) v /= 1024, ++u;
   if (u == 0) return fmt::format("{} B", int64_t(v));
   return fmt::format("{:.3g} {}", v, kUnits[u]);
 }

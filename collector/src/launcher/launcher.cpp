@@ -872,6 +872,12 @@ RecordSummary record(const RecordOptions& o) {
     const int64_t elapsed = mono_ns() - t_start;
     const int64_t duration = static_cast<int64_t>(o.duration_s * 1e9);
     if (duration > 0 && !interrupted && elapsed >= duration) {
+      // A command that ended on its own since the look above ended before --duration did: its status is its
+      // own (a failure must not read as "ended as asked").
+      if (wait4(child, &status, WNOHANG, &ru) == child) {
+        t_exit = mono_ns();
+        break;
+      }
       // Said before the signal lands, so the program's reaction (CPython's KeyboardInterrupt traceback) reads as
       // the expected end it is.
       if (o.print_summary)

@@ -142,7 +142,9 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
   for (uint32_t row : model.samples_in(t0, t1)) {
     const store::Sample& s = t.samples[row];
     if (!collector_threads && own.contains(s)) continue;
-    const auto [leaf, first] = leaf_cache.try_emplace({s.tid, s.stack}, -1);
+    // Keyed by process and thread (a tid below 2^32): two processes' threads with one tid stay apart.
+    const auto [leaf, first] =
+        leaf_cache.try_emplace({int64_t(uint64_t(s.pid) << 32 ^ uint64_t(uint32_t(s.tid))), s.stack}, -1);
     if (!first) {
       if (leaf->second >= 0) tree.nodes_[leaf->second].self += s.periods;
       continue;
