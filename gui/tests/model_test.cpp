@@ -855,7 +855,7 @@ class ModelTest : public QObject {
 
     KernelStatsModel stats;
     QAbstractItemModelTester t2(&stats, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    stats.set_stats(kernel_stats(*m, m->begin(), m->end()), m->end() - m->begin());
+    stats.set_stats(kernel_stats(*m, m->begin(), m->end()));
     QSortFilterProxyModel proxy;
     QAbstractItemModelTester t3(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
     proxy.setSourceModel(&stats);

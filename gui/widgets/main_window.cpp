@@ -516,7 +516,7 @@ void MainWindow::on_range(int64_t t0, int64_t t1, bool selected, const QString& 
 void MainWindow::apply_range(std::shared_ptr<RangeResult> r) {
   if (!r) return;
   range_result_ = r;
-  kernel_stats_->set_stats(r->stats, r->t1 - r->t0);
+  kernel_stats_->set_stats(r->stats);
   // The range's breakdown on the status line; a selected range's also in the details, with what ran in it.
   const RangeBreakdown& b = r->breakdown;
   const double span = double(std::max<int64_t>(1, r->t1 - r->t0));

@@ -149,9 +149,7 @@ ThreadKey training_thread(const Context& ctx, std::string* reason) {
   };
   // A DataLoader worker runs Python too, and in an input-bound run it is the busiest: never the training
   // thread.
-  std::unordered_set<int64_t> loader_pids;
-  for (const auto& th : t.threads)
-    if (t.str(th.name) == "pt_data_worker") loader_pids.insert(th.pid);
+  const std::set<int64_t> loader_pids = dataloader_worker_pids(t);
   for (const auto& s : t.samples)
     if (s.on_cpu && !collector.contains(s) && (ctx.windows.empty() || ctx.step_at(s.time) >= 0)) {
       by_samples[{s.pid, s.tid}]++;

@@ -128,4 +128,11 @@ std::string strip_numeric_suffix(std::string_view name) {
   return std::string(name.substr(0, hash));
 }
 
+std::set<int64_t> dataloader_worker_pids(const store::Trace& t) {
+  std::set<int64_t> pids;
+  for (const auto& th : t.threads)
+    if (t.str(th.name) == "pt_data_worker") pids.insert(th.pid);
+  return pids;
+}
+
 }  // namespace stepscope::analyzer::detail

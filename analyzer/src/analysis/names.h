@@ -2,6 +2,8 @@
 // HIP, PyTorch, TensorFlow); everything the analyzer decides from a name is decided here.
 #pragma once
 
+#include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -41,5 +43,8 @@ std::string strip_numeric_suffix(std::string_view name);
 // The framework whose idioms the suggestions use: "pytorch", "tensorflow", "jax", or "cuda" when the trace shows
 // none (a CUDA C++ program). Judged from names in the trace: ops, annotations, Python files, modules, kernels.
 std::string detect_framework(const store::Trace& t);
+
+// The processes of PyTorch DataLoader workers: those with a thread torch named "pt_data_worker".
+std::set<int64_t> dataloader_worker_pids(const store::Trace& t);
 
 }  // namespace stepscope::analyzer::detail

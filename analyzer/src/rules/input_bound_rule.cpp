@@ -32,9 +32,7 @@ int64_t suggested_loaders(int64_t cpus, bool has_gpu) {
 // persistent_workers, so 2 workers over 5 epochs are 10 pids, never 10 at once. 0 when none was recorded
 // (num_workers=0, an attach without --children, an imported trace).
 int64_t recorded_dataloader_workers(const store::Trace& t) {
-  std::set<int64_t> pids;
-  for (const auto& th : t.threads)
-    if (t.str(th.name) == "pt_data_worker") pids.insert(th.pid);
+  const std::set<int64_t> pids = detail::dataloader_worker_pids(t);
   if (pids.empty()) return 0;
   std::map<int64_t, std::pair<int64_t, int64_t>> life;  // pid → first, last sample
   for (const auto& s : t.samples)

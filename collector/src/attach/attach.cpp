@@ -547,15 +547,8 @@ AttachSummary record_attached(const AttachOptions& o) {
         "%.2f s%s)\n",
         summary.attached.size(), summary.attached.size() == 1 ? "" : "es", s.command_wall_s, ending.c_str(),
         summary.max_stopped_ms, (long long)s.samples, (long long)s.threads, s.threads == 1 ? "" : "s",
-        (long long)s.kernels, (long long)s.ranges,
-        ((s.steps > 0 ? ", " + std::to_string(s.steps) + (s.steps == 1 ? " step" : " steps")
-                      : std::string()) +
-         (s.data_waits > 0
-              ? ", " + std::to_string(s.data_waits) + (s.data_waits == 1 ? " data wait" : " data waits")
-              : std::string()))
-            .c_str(),
-        (long long)s.dropped_samples, (long long)s.dropped_gpu_records, o.record.output.c_str(), s.finalize_s,
-        s.replaced.empty() ? "" : "; replaced the file that was there");
+        (long long)s.kernels, (long long)s.ranges, steps_and_waits(s).c_str(), (long long)s.dropped_samples,
+        (long long)s.dropped_gpu_records, o.record.output.c_str(), s.finalize_s, replaced_note(s, output));
     for (const auto& w : s.warnings) std::fprintf(stderr, "stepscope: warning: %s\n", w.c_str());
   }
   return summary;

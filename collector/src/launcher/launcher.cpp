@@ -676,10 +676,8 @@ std::map<std::string, std::string> flight_env(const RecordOptions& o, const std:
           {"STEPSCOPE_FLIGHT_GPU_STEPS", std::to_string(o.flight_gpu_steps)}};
 }
 
-// The summary says when a store took the place of a file of the same name (an earlier recording, often
-// wanted; `-o` with %p or a dated name keeps each).
 // "0 ranges" read as nothing marked where the hooks recorded 39 steps and 41 data waits: they are said.
-static std::string steps_and_waits(const RecordSummary& s) {
+std::string steps_and_waits(const RecordSummary& s) {
   std::string out;
   if (s.steps > 0) out += ", " + std::to_string(s.steps) + (s.steps == 1 ? " step" : " steps");
   if (s.data_waits > 0)
@@ -687,7 +685,9 @@ static std::string steps_and_waits(const RecordSummary& s) {
   return out;
 }
 
-static const char* replaced_note(const RecordSummary& s, const std::string& output) {
+// The summary says when a store took the place of a file of the same name (an earlier recording, often
+// wanted; `-o` with %p or a dated name keeps each).
+const char* replaced_note(const RecordSummary& s, const std::string& output) {
   return std::find(s.replaced.begin(), s.replaced.end(), output) != s.replaced.end()
              ? "; replaced the file that was there"
              : "";

@@ -191,10 +191,9 @@ QVariant StepsModel::headerData(int section, Qt::Orientation o, int role) const 
 
 KernelStatsModel::KernelStatsModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void KernelStatsModel::set_stats(std::vector<KernelStat> stats, int64_t range_ns) {
+void KernelStatsModel::set_stats(std::vector<KernelStat> stats) {
   beginResetModel();
   stats_ = std::move(stats);
-  range_ns_ = range_ns;
   gpu_ns_ = 0;
   for (const auto& s : stats_) gpu_ns_ += s.total_ns;
   endResetModel();

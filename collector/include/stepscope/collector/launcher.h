@@ -111,6 +111,11 @@ std::string collector_library_path();
 
 class Symbolizer;
 
+// Parts of the summary line `record` and `attach` print: ", 59 steps, 61 data waits" (empty when none), and
+// "; replaced the file that was there" when the store written to `output` took the place of one.
+std::string steps_and_waits(const RecordSummary& s);
+const char* replaced_note(const RecordSummary& s, const std::string& output);
+
 // Merges every partial store in `parts_dir` into `output` (temp file + rename), symbolizing native frames.
 // Fills the counts of `summary`. `symbolizer`: one that serves several merges (the stores of several ranks),
 // keeping what it resolved for the earlier ones; null: one of its own.

@@ -66,7 +66,7 @@ class KernelStatsModel : public QAbstractTableModel {
  public:
   enum Column { Name, Count, Total, Mean, Min, Max, Share, ColumnCount };
   explicit KernelStatsModel(QObject* parent = nullptr);
-  void set_stats(std::vector<KernelStat> stats, int64_t range_ns);
+  void set_stats(std::vector<KernelStat> stats);
   const std::vector<KernelStat>& stats() const { return stats_; }
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -75,7 +75,7 @@ class KernelStatsModel : public QAbstractTableModel {
 
  private:
   std::vector<KernelStat> stats_;
-  int64_t range_ns_ = 0, gpu_ns_ = 0;
+  int64_t gpu_ns_ = 0;  // the table's summed GPU time: the share column's whole
 };
 
 class CallTreeModel : public QAbstractItemModel {
