@@ -47,6 +47,10 @@ class StepWindows:
         self.first, self.end = 0, None
         if steps is not None and every is not None:
             raise ValueError("stepscope: give steps= or every=, not both")
+        if length_given and every is None:
+            # length= alone (or beside steps=) would be ignored: the window would not be the one asked for.
+            raise ValueError(f"stepscope: length={length} needs every= (windows of `length` steps every `every` "
+                             f"steps); steps='A:B' gives one window")
         if every is not None:
             self.every, self.length = int(every), int(length)
             if self.every <= 0 or not 0 < self.length <= self.every:

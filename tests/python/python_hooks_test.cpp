@@ -493,6 +493,39 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("python hooks: looking for --data-wait-func's functions says nothing to the program") {
+  // torch.distributed.reduce_op warns from its __getattribute__: the scan's isinstance(value, type) read the
+  // object's __class__ and printed "FutureWarning: torch.distributed.reduce_op is deprecated" into the user's
+  // stderr. The object here counts how often it is looked at, and warns each time, as torch's does.
+  ScratchDir dir("python_hooks_quiet_scan");
+  const std::string db = dir.file("q.db");
+  write_text(dir.file("quiet.py"),
+             "import sys, time, warnings\n"
+             "class _Deprecated:\n"
+             "    looked = 0\n"
+             "    def __getattribute__(self, name):\n"
+             "        _Deprecated.looked += 1\n"
+             "        warnings.warn('reduce_op is deprecated', FutureWarning)\n"
+             "        return object.__getattribute__(self, name)\n"
+             "reduce_op = _Deprecated()\n"
+             "def next_batch():\n"
+             "    time.sleep(0.002)\n"
+             "for _ in range(100):\n"
+             "    next_batch()\n"
+             "import json\n"  // a new module after the start: the hooks scan what an import adds
+             "for _ in range(100):\n"
+             "    next_batch()\n"
+             "print('looked', _Deprecated.looked)\n");
+  const auto r = run_shell(shell_quote(kCli) + " record --no-gpu -o " + shell_quote(db) +
+                           " --data-wait-func '^__main__\\.next_batch$' -- /usr/bin/python3 " +
+                           shell_quote(dir.file("quiet.py")) + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("looked 0\n") != std::string::npos);
+  CHECK(r.output.find("FutureWarning") == std::string::npos);
+  CHECK(r.output.find("200 data waits") != std::string::npos);  // the hooks did find next_batch
+}
+
 TEST_CASE(
     "stepscope.step() on several threads: each thread's marks make its own steps, never cutting another's") {
   // Three threads each marking their own loop made one sequence: a step ran to the next mark of any thread.

@@ -372,6 +372,11 @@ TEST_CASE("stepscope.profile() and start()/stop() record a script in-process and
   CHECK(r.output.find(
             "bad_hz stepscope: cpu_hz='fast': expected a whole number of samples a second, e.g. 1000\n") !=
         std::string::npos);
+  // length= without every= would be ignored (the window is steps= or the whole run): refused instead.
+  for (const std::string name : {"length", "length_alone"})
+    CHECK(r.output.find("bad_" + name +
+                        " stepscope: length=4 needs every= (windows of `length` steps every `every` steps); "
+                        "steps='A:B' gives one window\n") != std::string::npos);
   // A window where nothing marked a step is not "no findings", which reads as clean.
   CHECK(r.output.find("one_line_empty 0 steps (none), median 0.0 ms: no steps in the window, so no per-step "
                       "findings (mark steps with stepscope.step()) -> w.db\n") != std::string::npos);
@@ -475,4 +480,9 @@ TEST_CASE("stepscope mcp answers the MCP SDK's stdio client: every tool on real 
             "on a store") != std::string::npos);
   CHECK(r.output.find("query_attach True Error executing tool query: refused") != std::string::npos);
   CHECK(r.output.find("explain_rule False ## `input-bound` (InputBoundRule)\n") != std::string::npos);
+  // Without a stepscope executable to run, the tool's error says so (RecordingError passed as the SDK's
+  // ToolError).
+  CHECK(r.output.find("no_cli True Error executing tool open_trace: the stepscope executable was not found "
+                      "(`pip install .` at the root of stepscope's repository puts it in this environment") !=
+        std::string::npos);
 }

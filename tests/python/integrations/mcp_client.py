@@ -70,5 +70,16 @@ async def main():
             r = await call("explain_rule", rule="input-bound")
             print("explain_rule", is_error(r), text(r).splitlines()[0] if text(r) else "")
 
+    # The server started on its own where no stepscope executable can be found: a tool says why, not only "Error
+    # executing tool" (the SDK passes a ToolError's message to the client and hides any other exception's).
+    env = {k: v for k, v in os.environ.items() if k != "STEPSCOPE_CLI"}
+    env["PATH"] = "/usr/bin:/bin"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "stepscope.mcp_server"], env=env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            r = await session.call_tool("open_trace", {"path": store})
+            print("no_cli", is_error(r), text(r)[:300].replace("\n", " "))
+
 
 asyncio.run(main())

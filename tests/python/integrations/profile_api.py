@@ -101,7 +101,8 @@ except ValueError as e:
 from stepscope.integrations import _record_options  # noqa: E402
 
 for name, make in (("int", lambda: StepWindows(100)), ("short", lambda: StepWindows((5,))),
-                   ("every", lambda: StepWindows(every=10)), ("hz", lambda: _record_options({"cpu_hz": "fast"}))):
+                   ("every", lambda: StepWindows(every=10)), ("hz", lambda: _record_options({"cpu_hz": "fast"})),
+                   ("length", lambda: StepWindows("5:9", length=4)), ("length_alone", lambda: StepWindows(length=4))):
     try:
         make()
         print("bad_" + name, "accepted")
