@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 
 #include "command.h"
@@ -31,29 +32,63 @@ struct AnalyzeArgs {
   bool json = false, write_findings = false;
 };
 
-constexpr int kBarWidth = 40;
+// A step's bar: 40 characters, fewer where the terminal is narrower (a row that wraps is no table), none
+// under kNarrowestBar.
+constexpr int kBarWidth = 40, kNarrowestBar = 10;
 constexpr size_t kMaxStepRows = 40;
 
 double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
 
 std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
 
-// One character per 1/kBarWidth of the step: # GPU busy, D data wait, S sync, L launch, H host code between
-// launches, . other, P the profiler's own cost.
-std::string stacked_bar(const analyzer::StepBreakdown& s) {
+// One character per 1/width of the step: # GPU busy, D data wait, S sync, L launch, H host code between
+// launches, . other, P the profiler's own cost. Framed by "|"; width 0: no bar.
+std::string stacked_bar(const analyzer::StepBreakdown& s, int width) {
   std::string bar;
-  if (s.dur_ns <= 0) return bar;
+  if (width <= 0) return bar;
+  if (s.dur_ns <= 0) return "||";
   const std::pair<int64_t, char> parts[] = {{s.gpu_busy_ns, '#'},    {s.data_wait_ns, 'D'}, {s.sync_idle_ns, 'S'},
                                             {s.launch_idle_ns, 'L'}, {s.host_idle_ns, 'H'}, {s.other_idle_ns, '.'},
                                             {s.profiler_ns, 'P'}};
   double acc = 0;
   for (auto [ns, c] : parts) {
     acc += double(ns);
-    int upto = int(acc / double(s.dur_ns) * kBarWidth + 0.5);
+    int upto = int(acc / double(s.dur_ns) * width + 0.5);
     while (int(bar.size()) < upto) bar += c;
   }
-  bar.resize(kBarWidth, '.');
-  return bar;
+  bar.resize(size_t(width), '.');
+  return "|" + bar + "|";
+}
+
+// The bar's width after a row's `columns` of figures: kBarWidth, or what a terminal of `terminal` columns
+// leaves.
+int bar_width(int columns, int terminal) {
+  if (terminal <= 0) return kBarWidth;
+  const int left = terminal - columns - 2;  // the frame
+  return left >= kNarrowestBar ? std::min(kBarWidth, left) : 0;
+}
+
+std::string bound_and_bar(const std::string& bound, const std::string& bar) {
+  return bar.empty() ? bound : fmt::format("{:<6}  {}", bound, bar);
+}
+
+// A suggestion's prose is broken at ~110 columns where it was written; to be wrapped to a narrower terminal
+// its unindented lines are joined into paragraphs first (a line ending in ':' ends one; indented lines are
+// code).
+std::string reflowed(const std::string& text) {
+  std::string out;
+  bool prose = false;  // the line before was unindented prose that goes on
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    const bool unindented = !line.empty() && line[0] != ' ';
+    if (!out.empty()) out += prose && unindented ? ' ' : '\n';
+    out += line;
+    prose = unindented && line.back() != ':';
+    begin = end + 1;
+  }
+  return out;
 }
 
 std::string indent(const std::string& text, const std::string& pad) {
@@ -65,104 +100,132 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
-void print_text(const analyzer::Analysis& a) {
+// analyze's text: fitted to the terminal by the caller.
+std::string text_of(const analyzer::Analysis& a, int terminal) {
+  std::string o;
+  const auto out = std::back_inserter(o);
   const auto& s = a.summary;
-  fmt::print("{}\n", a.source_file);
-  if (auto note = analyzer::flight_note(s); !note.empty()) fmt::print("{}\n", note);
-  if (auto note = analyzer::malformed_events_note(s); !note.empty()) fmt::print("{}\n", note);
-  fmt::print("{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source, s.kernels, s.memcpys,
-             s.memsets);
+  fmt::format_to(out, "{}\n", a.source_file);
+  if (auto note = analyzer::flight_note(s); !note.empty()) fmt::format_to(out, "{}\n", note);
+  if (auto note = analyzer::malformed_events_note(s); !note.empty()) fmt::format_to(out, "{}\n", note);
+  fmt::format_to(out, "{} step(s) (source: {}), {} kernels, {} memcpys, {} memsets\n", s.steps, s.step_source,
+                 s.kernels, s.memcpys, s.memsets);
   if (!s.has_gpu) {
-    fmt::print("{}\n", analyzer::no_gpu_note(s));
+    fmt::format_to(out, "{}\n", analyzer::no_gpu_note(s));
   } else {
     // Every share below is of the same summed step time, and busy + the idle parts add up to it. The host's own
     // wait for input is said apart from the GPU idle it caused: a wait overlapped by queued GPU work costs nothing.
-    fmt::print("GPU busy {} ms over a {} ms GPU span; {:.1f}% of step time busy; GPU idle waiting for input {:.1f}% "
-               "(the training loop waited {:.1f}%, the rest hidden behind queued GPU work)\n",
-               ms(s.gpu_busy_us), ms(s.gpu_span_us), 100.0 * s.gpu_busy_share, 100.0 * s.input_idle_share,
-               100.0 * s.data_wait_share);
-    if (auto note = analyzer::gpu_window_note(s); !note.empty()) fmt::print("{}\n", note);
-    if (auto note = analyzer::host_ahead_note(s); !note.empty()) fmt::print("{}\n", note);
+    fmt::format_to(
+        out,
+        "GPU busy {} ms over a {} ms GPU span; {:.1f}% of step time busy; GPU idle waiting for input {:.1f}% "
+        "(the training loop waited {:.1f}%, the rest hidden behind queued GPU work)\n",
+        ms(s.gpu_busy_us), ms(s.gpu_span_us), 100.0 * s.gpu_busy_share, 100.0 * s.input_idle_share,
+        100.0 * s.data_wait_share);
+    if (auto note = analyzer::gpu_window_note(s); !note.empty()) fmt::format_to(out, "{}\n", note);
+    if (auto note = analyzer::host_ahead_note(s); !note.empty()) fmt::format_to(out, "{}\n", note);
   }
   if (auto note = analyzer::profiler_cost_note(s); !note.empty())
-    fmt::print("{}{}\n", note, s.profiler.applied ? " (" + s.profiler.source + ")" : "");
-  if (auto note = analyzer::step_source_note(s); !note.empty()) fmt::print("{}\n", note);
-  if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::print("{}\n", advice);
+    fmt::format_to(out, "{}{}\n", note, s.profiler.applied ? " (" + s.profiler.source + ")" : "");
+  if (auto note = analyzer::step_source_note(s); !note.empty()) fmt::format_to(out, "{}\n", note);
+  if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::format_to(out, "{}\n", advice);
   if (!a.steps.empty() && !s.has_gpu) {
     // Without device activity a step is the training loop's wait for input and its own work: say only that.
-    fmt::print("\n{:>5} {:>10} {:>7} {:>7}  {:<6}  {}\n", "step", "dur ms", "input%", "host%", "bound",
-               "D waiting for input  H the training thread's own work");
+    const int bar = bar_width(42, terminal);
+    if (bar > 0) fmt::format_to(out, "\nBars: D waiting for input, H the training thread's own work");
+    fmt::format_to(out, "\n{:>5} {:>10} {:>7} {:>7}  {}\n", "step", "dur ms", "input%", "host%", "bound");
     size_t shown = 0;
     for (const auto& st : a.steps) {
       if (shown++ == kMaxStepRows) {
-        fmt::print("  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
+        fmt::format_to(out, "  ... {} more steps (--json lists them all)\n", a.steps.size() - kMaxStepRows);
         break;
       }
-      fmt::print("{:>5} {:>10} {:>7.1f} {:>7.1f}  {:<6}  |{}|\n", st.index, ms(double(st.dur_ns) / 1000.0),
-                 pct(st.host_data_wait_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns), analyzer::to_string(st.bound),
-                 stacked_bar(st));
+      fmt::format_to(out, "{:>5} {:>10} {:>7.1f} {:>7.1f}  {}\n", st.index, ms(double(st.dur_ns) / 1000.0),
+                     pct(st.host_data_wait_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
+                     bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
     }
     const double total = s.step_time_us, wait = s.data_wait_share * total;
-    fmt::print("\nBreakdown over {} ms of steps: the training loop waited for input {} ms ({:.1f}%), ran its own work "
-               "{} ms ({:.1f}%)\n",
-               ms(total), ms(wait), 100.0 * s.data_wait_share, ms(total - wait), 100.0 * (1.0 - s.data_wait_share));
+    fmt::format_to(out,
+                   "\nBreakdown over {} ms of steps: the training loop waited for input {} ms ({:.1f}%), ran "
+                   "its own work "
+                   "{} ms ({:.1f}%)\n",
+                   ms(total), ms(wait), 100.0 * s.data_wait_share, ms(total - wait),
+                   100.0 * (1.0 - s.data_wait_share));
   } else if (!a.steps.empty()) {
     // The host runs ahead: its step windows are not the program's pace; show each step in the GPU's time.
     const auto& rows = analyzer::step_rows(a);
-    if (auto note = analyzer::step_rows_note(a); !note.empty()) fmt::print("\n{}", note);
-    fmt::print("\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<6}  {}\n", "step", "dur ms", "busy%", "data%",
-               "sync%", "launch", "host%", "other%", "kernels", "bound",
-               "# busy  D data  S sync  L launch  H host  . other  P profiler");
+    if (auto note = analyzer::step_rows_note(a); !note.empty()) fmt::format_to(out, "\n{}", note);
+    const int bar = bar_width(76, terminal);
+    if (bar > 0)
+      fmt::format_to(out, "\nBars: # GPU busy, D data, S sync, L launch, H host, . other, P profiler");
+    fmt::format_to(out, "\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {}\n", "step", "dur ms",
+                   "busy%", "data%", "sync%", "launch", "host%", "other%", "kernels", "bound");
     size_t shown = 0;
     for (const auto& st : rows) {
       if (shown++ == kMaxStepRows) {
-        fmt::print("  ... {} more steps (--json lists them all)\n", rows.size() - kMaxStepRows);
+        fmt::format_to(out, "  ... {} more steps (--json lists them all)\n", rows.size() - kMaxStepRows);
         break;
       }
-      fmt::print("{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {:<6}  |{}|\n", st.index,
-                 ms(double(st.dur_ns) / 1000.0), pct(st.gpu_busy_ns, st.dur_ns), pct(st.data_wait_ns, st.dur_ns),
-                 pct(st.sync_idle_ns, st.dur_ns), pct(st.launch_idle_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
-                 pct(st.other_idle_ns, st.dur_ns), st.kernels, analyzer::to_string(st.bound), stacked_bar(st));
+      fmt::format_to(out, "{:>5} {:>10} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>6.1f} {:>7}  {}\n",
+                     st.index, ms(double(st.dur_ns) / 1000.0), pct(st.gpu_busy_ns, st.dur_ns),
+                     pct(st.data_wait_ns, st.dur_ns), pct(st.sync_idle_ns, st.dur_ns),
+                     pct(st.launch_idle_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
+                     pct(st.other_idle_ns, st.dur_ns), st.kernels,
+                     bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
     }
     // GPU shares are known in the GPU-traced steps only.
     const bool windowed = s.gpu_traced_steps < s.steps;
     double total = windowed ? s.traced_step_time_us : s.step_time_us;
     auto share = [&](double us) { return total > 0 ? 100.0 * us / total : 0.0; };
     double busy_us = s.gpu_busy_share * total;
-    fmt::print("\nBreakdown over {} ms of {}steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data {} ms ({:.1f}%), "
-               "after syncs {} ms ({:.1f}%), in launch calls {} ms ({:.1f}%), host code between launches {} ms ({:.1f}%), "
-               "other {} ms ({:.1f}%), profiler's own cost {} ms ({:.1f}%)\n",
-               ms(total), windowed ? fmt::format("the {} GPU-traced ", s.gpu_traced_steps) : std::string(), ms(busy_us),
-               share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
-               ms(s.sync_idle_us), share(s.sync_idle_us), ms(s.launch_idle_us), share(s.launch_idle_us),
-               ms(s.host_idle_us), share(s.host_idle_us), ms(s.other_idle_us), share(s.other_idle_us),
-               ms(s.profiler_us), share(s.profiler_us));
+    fmt::format_to(out,
+                   "\nBreakdown over {} ms of {}steps: GPU busy {} ms ({:.1f}%), GPU idle waiting for data "
+                   "{} ms ({:.1f}%), "
+                   "after syncs {} ms ({:.1f}%), in launch calls {} ms ({:.1f}%), host code between launches "
+                   "{} ms ({:.1f}%), "
+                   "other {} ms ({:.1f}%), profiler's own cost {} ms ({:.1f}%)\n",
+                   ms(total),
+                   windowed ? fmt::format("the {} GPU-traced ", s.gpu_traced_steps) : std::string(),
+                   ms(busy_us), share(busy_us), ms(s.data_wait_idle_us), share(s.data_wait_idle_us),
+                   ms(s.sync_idle_us), share(s.sync_idle_us), ms(s.launch_idle_us), share(s.launch_idle_us),
+                   ms(s.host_idle_us), share(s.host_idle_us), ms(s.other_idle_us), share(s.other_idle_us),
+                   ms(s.profiler_us), share(s.profiler_us));
   }
-  if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty()) fmt::print("\n{}\n", cp);
-  if (auto wi = analyzer::what_if_sentence(a.what_if); !wi.empty()) fmt::print("{}\n", wi);
-  if (auto note = analyzer::estimate_replay_note(a); !note.empty()) fmt::print("{}\n", note);
-  fmt::print("{}", analyzer::render_slow_steps_text(a));
-  fmt::print("{}", analyzer::render_graphs_text(a.graphs, 8));
-  fmt::print("{}", analyzer::render_host_activity_text(a.host_activity, 5));
+  if (auto cp = analyzer::critical_path_sentence(a.critical_path); !cp.empty())
+    fmt::format_to(out, "\n{}\n", cp);
+  if (auto wi = analyzer::what_if_sentence(a.what_if); !wi.empty()) fmt::format_to(out, "{}\n", wi);
+  if (auto note = analyzer::estimate_replay_note(a); !note.empty()) fmt::format_to(out, "{}\n", note);
+  fmt::format_to(out, "{}", analyzer::render_slow_steps_text(a));
+  fmt::format_to(out, "{}", analyzer::render_graphs_text(a.graphs, 8));
+  fmt::format_to(out, "{}", analyzer::render_host_activity_text(a.host_activity, 5));
   if (a.findings.empty()) {
-    fmt::print("\nNo findings.\n");
-    return;
+    fmt::format_to(out, "\nNo findings.\n");
+    return o;
   }
-  fmt::print("\nFindings, largest estimated saving first:\n");
-  if (auto note = analyzer::warmup_share_note(a); !note.empty()) fmt::print("{}\n", note);
+  fmt::format_to(out, "\nFindings, largest estimated saving first:\n");
+  if (auto note = analyzer::warmup_share_note(a); !note.empty()) fmt::format_to(out, "{}\n", note);
   int n = 0;
   for (const auto& f : a.findings) {
-    fmt::print("\n{}. [{}] {}: {}\n", ++n, store::to_string(f.severity), f.rule, f.summary);
+    fmt::format_to(out, "\n{}. [{}] {}: {}\n", ++n, store::to_string(f.severity), f.rule, f.summary);
     // Per step it affects: the saving of 13 scattered steps of 39 read as the whole run's per step.
     std::string steps;
     if (!f.steps.empty())
       steps = f.steps.size() == 1
                   ? fmt::format("step {}", f.steps.front())
                   : fmt::format("{} steps: {}", f.steps.size(), analyzer::compact_step_list(f.steps));
-    fmt::print("   est. saving {} ms per affected step ({:.1f}% of step time){}\n",
-               ms(f.est_savings_us_per_step), 100.0 * f.share, steps.empty() ? "" : ", " + steps);
-    fmt::print("{}\n", indent(f.suggestion, "   "));
+    fmt::format_to(out, "   est. saving {} ms per affected step ({:.1f}% of step time){}\n",
+                   ms(f.est_savings_us_per_step), 100.0 * f.share, steps.empty() ? "" : ", " + steps);
+    // Its paragraphs wrapped as paragraphs, its code two columns in.
+    fmt::format_to(out, "{}\n",
+                   indent(terminal > 0 ? wrapped_to(reflowed(f.suggestion), std::max(20, terminal - 3), 0)
+                                       : f.suggestion,
+                          "   "));
   }
+  return o;
+}
+
+void print_text(const analyzer::Analysis& a) {
+  const int terminal = terminal_columns();
+  fmt::print("{}", wrapped_to(text_of(a, terminal), terminal));
 }
 
 // One input's own analysis: the single-file path, and each of several inputs that are not one job's ranks.

@@ -42,6 +42,9 @@ std::string report_one(const std::string& file, const ReportArgs& a, analyzer::R
   options.step_regex = a.step_regex;
   analyzer::Analysis analysis = analyzer::analyze(trace, options);
   if (analysis.source_file.empty()) analysis.source_file = file;
+  // Text to a terminal: its step bars fit the terminal's width.
+  if (format == analyzer::ReportFormat::Text && (a.out.empty() || a.out == "-"))
+    return analyzer::render_text_report(analysis, terminal_columns());
   return analyzer::render_report(analysis, format);
 }
 

@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -88,10 +87,8 @@ class RawTerminal {
 
 // The terminal's width; not a terminal (a log, a pipe): no width to fit, so no line is cut.
 int columns() {
-  winsize ws{};
-  if (!isatty(1)) return 1 << 20;
-  if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-  return 100;
+  if (const int n = terminal_columns(); n > 0) return n;
+  return isatty(1) ? 100 : 1 << 20;
 }
 
 std::string clock_now() {

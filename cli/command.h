@@ -25,6 +25,14 @@ struct CommandRegistration {
 // The callback of a subcommand this build cannot run (no collector): says so and exits 2.
 void refuse_without_collector(CLI::App* cmd, int& exit_code);
 
+// The width to fit text tables to: $COLUMNS when set (a test, or a user who wants it), else standard output's
+// terminal width; 0 when neither (a pipe or a file: the fixed layout, the same from run to run).
+int terminal_columns();
+// `text` with each line longer than `width` columns broken at spaces, continued under its indent plus two (an
+// unindented line: `hang_unindented`; a numbered item "N. ": under its text; a word longer than the line
+// stays whole). UTF-8 counts a column per character. width <= 0: as it is.
+std::string wrapped_to(const std::string& text, int width, size_t hang_unindented = 2);
+
 // A number 0 or more (`whole`: an int), refused in one line: "-1: must be 0 or more". CLI::NonNegativeNumber
 // said "Value -1 not in range 0.000000 to " and DBL_MAX's 309 digits.
 inline CLI::Validator at_least_zero(bool whole) {

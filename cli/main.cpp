@@ -1,5 +1,11 @@
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -24,6 +30,91 @@ void refuse_without_collector(CLI::App* cmd, int& exit_code) {
     std::fprintf(stderr, "stepscope: this build has no collector\n");
     exit_code = 2;
   });
+}
+
+int terminal_columns() {
+  if (const char* env = std::getenv("COLUMNS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  winsize ws{};
+  if (::isatty(1) && ::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 0;
+}
+
+namespace {
+
+// A unit after a figure, with what punctuation follows it: "ms", "µs)", "MiB,".
+bool is_unit(std::string_view word) {
+  while (!word.empty() && std::strchr(").,;:]", word.back())) word.remove_suffix(1);
+  for (const char* unit : {"ns", "µs", "us", "ms", "s",  "min", "h",     "B",    "KiB",     "MiB",     "GiB",
+                           "KB", "MB", "GB", "kB", "pp", "%",   "steps", "step", "samples", "kernels", "x"})
+    if (word == unit) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string wrapped_to(const std::string& text, int width, size_t hang_unindented) {
+  if (width <= 0) return text;
+  const auto columns = [](std::string_view s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  const size_t w = size_t(width);
+  std::string out;
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find('\n', begin);
+    const bool newline = end != std::string::npos;
+    if (!newline) end = text.size();
+    const std::string_view line(text.data() + begin, end - begin);
+    if (columns(line) <= w) {
+      out.append(line);
+    } else {
+      const size_t indent = std::min(line.find_first_not_of(' '), line.size());
+      // A numbered item ("12. ...") continues under its text, anything else two columns in.
+      size_t hang = indent == 0 ? hang_unindented : 2;
+      if (const size_t digits = line.find_first_not_of("0123456789", indent);
+          digits > indent && digits != std::string_view::npos && line.substr(digits, 2) == ". ")
+        hang = digits - indent + 2;
+      const size_t more = std::min(indent + hang, w / 2);
+      size_t used = indent;
+      bool has_word = false;
+      out.append(indent, ' ');
+      // Words split at single spaces (a run of spaces inside the line keeps its width); a figure keeps its
+      // unit
+      // ("3.83 ms" is not broken).
+      for (size_t at = indent; at <= line.size();) {
+        size_t space = line.find(' ', at);
+        if (space == std::string_view::npos) space = line.size();
+        while (space < line.size() && space > at &&
+               std::isdigit(static_cast<unsigned char>(line[space - 1]))) {
+          size_t next = line.find(' ', space + 1);
+          if (next == std::string_view::npos) next = line.size();
+          if (!is_unit(line.substr(space + 1, next - space - 1))) break;
+          space = next;
+        }
+        const std::string_view word = line.substr(at, space - at);
+        at = space + 1;
+        if (word.empty() && !has_word) continue;  // no leading space on a continued line
+        const size_t cols = columns(word);
+        if (has_word && used + 1 + cols > w) {
+          while (!out.empty() && out.back() == ' ') out.pop_back();
+          out.append("\n").append(more, ' ');
+          used = more, has_word = false;
+          if (word.empty()) continue;
+        }
+        if (has_word) out += ' ', ++used;
+        out.append(word);
+        used += cols, has_word = true;
+      }
+    }
+    if (!newline) break;
+    out += '\n';
+    begin = end + 1;
+  }
+  return out;
 }
 
 namespace {

@@ -1,11 +1,12 @@
 // The `stepscope` command as a user runs it: a real child process, its output and exit code.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "stepscope/store/store.h"
 #include "test_support.h"
@@ -441,4 +442,89 @@ TEST_CASE("a mistyped or misplaced option is named, with the nearest one and wha
   CHECK(before.output ==
         "stepscope: options go after the command's name (stepscope record -o ...) (usage: stepscope record "
         "--help)\n");
+}
+
+TEST_CASE("analyze fits its text to the terminal: bars narrower or left out and prose wrapped at words") {
+  const std::string xz = stepscope::test::traces_dir() + "/../recordings/h100-2026-11-22/input_bound.db.xz";
+  if (!std::ifstream(xz)) STEPSCOPE_SKIP(("H100 recordings not found at " + xz).c_str());
+  stepscope::test::ScratchDir dir("cli_analyze_columns");
+  const std::string db = dir.file("input_bound.db");
+  REQUIRE(stepscope::test::run_shell("xz -dc " + stepscope::test::shell_quote(xz) + " > " +
+                                     stepscope::test::shell_quote(db))
+              .status == 0);
+  const std::string cli = std::string(STEPSCOPE_CLI) + " analyze " + stepscope::test::shell_quote(db);
+  // Not a terminal and no COLUMNS: the fixed layout, 40-character bars, nothing wrapped.
+  const auto fixed = stepscope::test::run_shell("env -u COLUMNS " + cli);
+  REQUIRE(fixed.status == 0);
+  CHECK(fixed.output.find("\nBars: # GPU busy, D data, S sync, L launch, H host, . other, P profiler\n") !=
+        std::string::npos);
+  CHECK(fixed.output.find("  input   |###DDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDSH|\n") != std::string::npos);
+  CHECK(fixed.output.find(
+            "\n1. [high] input-bound: The GPU waits for input 68.3% of the step time (2.24 ms of the "
+            "mean 3.28 ms step) while the training loop loads the next batch.\n") != std::string::npos);
+  auto widest = [](const std::string& text) {
+    size_t most = 0, cols = 0;
+    for (unsigned char c : text) {
+      if (c == '\n')
+        most = std::max(most, cols), cols = 0;
+      else
+        cols += (c & 0xC0) != 0x80;
+    }
+    return std::max(most, cols);
+  };
+  CHECK(widest(fixed.output) > 200);
+  // The same words whatever the width, only the line breaks differ (the bars and their legend aside).
+  auto words = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Bars: ", 0) == 0) continue;
+      std::istringstream ws(line);
+      for (std::string w; ws >> w;)
+        if (w.front() != '|') out.push_back(w);
+    }
+    return out;
+  };
+  for (const int columns : {80, 100, 120}) {
+    INFO(columns);
+    const auto r = stepscope::test::run_shell("COLUMNS=" + std::to_string(columns) + " " + cli);
+    REQUIRE(r.status == 0);
+    CHECK(widest(r.output) <= size_t(columns));
+    CHECK(words(r.output) == words(fixed.output));
+    // The rows' bars are as wide as the terminal leaves after 76 columns of figures and 2 of frame: none
+    // at 80.
+    const size_t bar = columns == 80 ? 0 : std::min<size_t>(40, size_t(columns) - 78);
+    CHECK((r.output.find("\nBars: ") != std::string::npos) == (bar > 0));
+    const std::string row0 = "\n    0      3.036    8.3   87.2    3.0    0.0    1.3    0.0       2  input";
+    const size_t at = r.output.find(row0);
+    REQUIRE(at != std::string::npos);
+    const std::string rest =
+        r.output.substr(at + row0.size(), r.output.find('\n', at + 1) - at - row0.size());
+    if (bar == 0) CHECK(rest.empty());
+    if (bar > 0) CHECK((rest.rfind("   |##", 0) == 0 && rest.back() == '|' && rest.size() == 5 + bar));
+  }
+  // A numbered finding continues under its text; a figure is not parted from its unit.
+  const auto narrow = stepscope::test::run_shell("COLUMNS=80 " + cli);
+  CHECK(
+      narrow.output.find("\n1. [high] input-bound: The GPU waits for input 68.3% of the step time (2.24 ms\n"
+                         "   of the mean 3.28 ms step) while the training loop loads the next batch.\n") !=
+      std::string::npos);
+  CHECK(narrow.output.find(" data wait\n    3.83 ms vs 1.51 ms (+2.32 ms);") != std::string::npos);
+  // report -f text to a terminal: its bars fit too (rows of 93 columns of figures: none at 100, 27 at 120).
+  const std::string report =
+      std::string(STEPSCOPE_CLI) + " report -f text " + stepscope::test::shell_quote(db);
+  const std::string report_row0 =
+      "\n     0    3.04 ms     251 µs       0 µs    38.3 µs    2.65 ms    89.9 µs       0 µs  input";
+  const auto report100 = stepscope::test::run_shell("COLUMNS=100 " + report);
+  CHECK(report100.output.find("\nSteps\n") != std::string::npos);
+  CHECK(report100.output.find(report_row0 + "\n") != std::string::npos);
+  const auto report120 = stepscope::test::run_shell("COLUMNS=120 " + report);
+  CHECK(report120.output.find(report_row0 + "   #HDDDDDDDDDDDDDDP\n") != std::string::npos);
+  const auto report_fixed = stepscope::test::run_shell("env -u COLUMNS " + report);
+  CHECK(report_fixed.output.find(report_row0 + "   ##DDDDDDDDDDDDDDDDDDDDDD\n") != std::string::npos);
+  // A suggestion's prose is one paragraph at the finding's indent, its code two columns in.
+  CHECK(
+      narrow.output.find("   Load and decode the next batches on worker threads ahead of the training loop\n"
+                         "   and copy them from pinned buffers on a copy stream, so the GPU never waits\n"
+                         "   for the host:\n     cudaMallocHost(&staging[i], bytes);") != std::string::npos);
 }

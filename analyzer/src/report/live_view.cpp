@@ -123,8 +123,9 @@ LiveView live_view(const store::Trace& t, const Analysis& a, size_t max_rows) {
   }
 
   for (const auto& f : a.findings)
-    v.findings.push_back(fmt::format("[{}] {}: {} (~{:.2f} ms per step)", severity_name(f.severity), f.rule,
-                                     f.summary, f.est_savings_us_per_step / 1000.0));
+    // The saving before the summary: a line cut at the terminal's edge kept the words and lost the figure.
+    v.findings.push_back(fmt::format("[{}] {} ~{:.2f} ms per affected step: {}", severity_name(f.severity),
+                                     f.rule, f.est_savings_us_per_step / 1000.0, f.summary));
   return v;
 }
 
@@ -133,9 +134,8 @@ std::string render_live_view(const LiveView& v, const std::string& title, int wi
   std::string out;
   auto line = [&](const std::string& s) { out += fit(s, w) + "\n"; };
   line(title);
-  line(fmt::format(
-      "window {:.1f} s   steps {}   steps/s {:.2f}   step p50 {:.2f} ms   p95 {:.2f} ms   (steps: {})",
-      v.window_s, v.steps, v.steps_per_s, v.step_p50_ms, v.step_p95_ms, v.step_source));
+  line(fmt::format("window {:.1f} s  {} steps ({})  {:.2f}/s  step p50 {:.2f} ms  p95 {:.2f} ms", v.window_s,
+                   v.steps, v.step_source, v.steps_per_s, v.step_p50_ms, v.step_p95_ms));
   if (v.has_gpu)
     line(
         fmt::format("GPU busy {:.1f}%   data wait {:.1f}%", 100 * v.gpu_busy_share, 100 * v.data_wait_share));

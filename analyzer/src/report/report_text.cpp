@@ -16,10 +16,16 @@ using namespace report_util;
 namespace {
 
 constexpr size_t kMaxTextSteps = 60;
-constexpr int kBarWidth = 40;
+constexpr int kBarWidth = 40, kNarrowestBar = 10;
 
-std::string step_bar(const StepBreakdown& s, int64_t max_dur) {
-  if (max_dur <= 0) return "";
+// The bar's width after a row's `figures` columns: kBarWidth, or what `columns` of a terminal leave.
+int bar_width(int figures, int columns) {
+  if (columns <= 0) return kBarWidth;
+  return columns - figures >= kNarrowestBar ? std::min(kBarWidth, columns - figures) : 0;
+}
+
+std::string step_bar(const StepBreakdown& s, int64_t max_dur, int width) {
+  if (max_dur <= 0 || width <= 0) return "";
   const int64_t parts[] = {s.gpu_busy_ns,  s.launch_idle_ns, s.host_idle_ns, s.data_wait_ns,
                            s.sync_idle_ns, s.other_idle_ns,  s.profiler_ns};
   const char glyphs[] = {'#', 'L', 'H', 'D', 'S', '.', 'P'};
@@ -28,8 +34,8 @@ std::string step_bar(const StepBreakdown& s, int64_t max_dur) {
   int drawn = 0;
   for (int i = 0; i < 7; ++i) {
     acc += double(std::max<int64_t>(parts[i], 0));
-    int upto = static_cast<int>(acc / double(max_dur) * kBarWidth + 0.5);
-    upto = std::min(upto, kBarWidth);
+    int upto = static_cast<int>(acc / double(max_dur) * width + 0.5);
+    upto = std::min(upto, width);
     for (; drawn < upto; ++drawn) bar += glyphs[i];
   }
   return bar;
@@ -59,8 +65,7 @@ std::string render_slow_steps_text(const Analysis& a) {
   return out;
 }
 
-
-std::string render_text_report(const Analysis& a) {
+std::string render_text_report(const Analysis& a, int columns) {
   std::string o;
   const auto& sm = a.summary;
   o += fmt::format("stepscope report: {}\n", printable(a.source_file.empty() ? "(trace)" : a.source_file));
@@ -101,14 +106,23 @@ std::string render_text_report(const Analysis& a) {
     const auto& rows = step_rows(a);
     for (const auto& s : rows) max_dur = std::max(max_dur, s.dur_ns);
     if (auto note = step_rows_note(a); !note.empty()) o += "\n" + note;
-    if (sm.has_gpu) {
+    const int bar = bar_width(sm.has_gpu ? 93 : 49, columns);
+    const auto bound_and_bar = [](const char* bound, const std::string& drawn) {
+      return drawn.empty() ? std::string(bound) : fmt::format("{:<6}  {}", bound, drawn);
+    };
+    if (bar == 0) {
+      o += "\nSteps\n";
+    } else if (sm.has_gpu) {
       o += "\nSteps  (bar: # GPU busy, L launch idle, H host code between launches, D data wait, S sync idle, . other "
            "idle, P profiler cost)\n";
-      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration",
-                       "gpu busy", "launch", "host", "data wait", "sync", "other", "bound", "");
     } else {
       o += fmt::format("\nSteps  (bar: D {}, H {})\n", host_words(StepPart::Input),
                        host_words(StepPart::OwnWork));
+    }
+    if (sm.has_gpu) {
+      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration",
+                       "gpu busy", "launch", "host", "data wait", "sync", "other", "bound", "");
+    } else {
       o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {:<6}  {}\n", "step", "duration", "input wait", "own work", "bound", "");
     }
     size_t shown = 0;
@@ -118,17 +132,17 @@ std::string render_text_report(const Analysis& a) {
         break;
       }
       if (!sm.has_gpu) {
-        o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index, format_us(double(s.dur_ns) / 1e3),
+        o += fmt::format("{:>6} {:>10} {:>10} {:>10}  {}\n", s.index, format_us(double(s.dur_ns) / 1e3),
                          format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.host_idle_ns) / 1e3),
-                         bound_name(s.bound), step_bar(s, max_dur));
+                         bound_and_bar(bound_name(s.bound), step_bar(s, max_dur, bar)));
         continue;
       }
-      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:<6}  {}\n", s.index,
+      o += fmt::format("{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", s.index,
                        format_us(double(s.dur_ns) / 1e3), format_us(double(s.gpu_busy_ns) / 1e3),
                        format_us(double(s.launch_idle_ns) / 1e3), format_us(double(s.host_idle_ns) / 1e3),
-                       format_us(double(s.data_wait_ns) / 1e3),
-                       format_us(double(s.sync_idle_ns) / 1e3), format_us(double(s.other_idle_ns) / 1e3),
-                       bound_name(s.bound), step_bar(s, max_dur));
+                       format_us(double(s.data_wait_ns) / 1e3), format_us(double(s.sync_idle_ns) / 1e3),
+                       format_us(double(s.other_idle_ns) / 1e3),
+                       bound_and_bar(bound_name(s.bound), step_bar(s, max_dur, bar)));
     }
     if (tot[0] > 0 && !sm.has_gpu) {
       o += fmt::format("Breakdown of {} summed step time: {} {}, {} {}\n", format_us(tot[0] / 1e3),

@@ -15,7 +15,8 @@ enum class ReportFormat { Text, Markdown, Html, Json, Metrics };
 bool parse_report_format(std::string_view name, ReportFormat& out);
 
 std::string render_report(const Analysis& a, ReportFormat format);
-std::string render_text_report(const Analysis& a);
+// columns > 0: the step bars as wide as a terminal of that many columns leaves (none where under 10 would).
+std::string render_text_report(const Analysis& a, int columns = 0);
 // The text report's "Slow steps" section (empty when there are too few steps to have a median), shared with
 // `stepscope analyze`.
 std::string render_slow_steps_text(const Analysis& a);
