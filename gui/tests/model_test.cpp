@@ -527,8 +527,9 @@ class ModelTest : public QObject {
     QVERIFY(waits);
     QCOMPARE(waits->lanes.size(), size_t(1));
     QCOMPARE(waits->lanes[0].size(), size_t(4));
-    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(0))), QString("Data wait (nvtx, api, dataloader)"));
-    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(3))), QString("Data wait (dataloader)"));
+    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(0))),
+             QString("Data wait (NVTX, stepscope API, DataLoader)"));
+    QCOMPARE(QString::fromStdString(m->name_of(waits->lanes[0].ref(3))), QString("Data wait (DataLoader)"));
   }
 
   // v1 stores do not mark the collector's threads; its library at the leaf (CUPTI's buffer callbacks on a

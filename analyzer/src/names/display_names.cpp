@@ -194,6 +194,15 @@ std::string python_frame_name(std::string_view function, std::string_view file, 
   return out;
 }
 
+std::string data_wait_source_words(std::string_view source) {
+  if (source.empty()) return "unknown source";
+  if (source == "dataloader") return "DataLoader";
+  if (source == "api") return "stepscope API";  // stepscope.data_wait(), stepscope_data_wait_begin/end
+  if (source == "nvtx") return "NVTX";
+  if (source == "data-wait-func" || source == "python") return "--data-wait-func";
+  return std::string(source);  // "tf.data", and whatever an importer names
+}
+
 std::string address_frame_name(std::string_view module, int64_t offset) {
   const size_t slash = module.find_last_of('/');
   std::string out(module.empty() ? std::string_view("??") : slash == std::string_view::npos ? module : module.substr(slash + 1));

@@ -33,7 +33,7 @@ inline const char* worded_label(std::string_view key) {
       {"near_threshold", "within that margin of a threshold"},
       {"steady_steps", "steps counted (warm-up left out)"},
       {"saving_model", "how the saving is estimated"},
-      {"assumed_parallel_loaders", "loader processes assumed"},
+      {"assumed_parallel_loaders", "loaders in parallel the estimate assumes"},
       {"hidden_behind_gpu_work_share", "waiting while the GPU was busy anyway"},
       {"input_idle_share", "idle waiting for input"},
       {"data_wait_share", "host waiting for input"},

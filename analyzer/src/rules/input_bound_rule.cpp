@@ -7,6 +7,7 @@
 
 #include "analysis/names.h"
 #include "rules/rule.h"
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/json_writer.h"
 
 namespace stepscope::analyzer::rules {
@@ -120,7 +121,8 @@ class InputBoundRule final : public Rule {
       if (r.source != store::RangeSource::GpuAnnotation && detail::is_data_wait_range(t.str(r.name))) seen.insert({r.start, r.end});
     for (const auto& d : t.data_waits) {
       if (ctx.step_at(d.start) < 0 || seen.count({d.start, d.end})) continue;
-      auto& e = sources["data_waits:" + t.str(d.source)];
+      // Named as every view names the source ("DataLoader waits", not the table's "data_waits:dataloader").
+      auto& e = sources[data_wait_source_words(t.str(d.source)) + " waits"];
       e.first++, e.second += d.end - d.start;
       if (f.ranges.size() < kMaxRangesPerFinding) f.ranges.push_back({d.start, d.end});
     }
@@ -163,7 +165,11 @@ class InputBoundRule final : public Rule {
       w.kv("hidden_behind_gpu_work_share", double(traced_host_wait - idle_wait) / double(ctx.traced_step_ns));
     }
     write_severity_evidence(w, *decision);
-    w.kv("saving_model", "step = max(rest of the step, wait / assumed_parallel_loaders)");
+    // In words: the estimate is of loading ahead in parallel, not of the suggestion's loader count (on a
+    // 2-CPU run "assumed 8" beside "suggested 1" read as a contradiction).
+    w.kv("saving_model",
+         "step = max(rest of the step, wait / loaders in parallel): loading ahead hides the wait "
+         "up to the rest of the step");
     w.kv("assumed_parallel_loaders", kAssumedParallelLoaders);
     const int64_t workers_now = recorded_dataloader_workers(t);
     if (const int64_t cpus = recorded_cpus(t))
@@ -173,10 +179,11 @@ class InputBoundRule final : public Rule {
     if (has_gpu)
       w.kv("gpu_idle_while_waiting_us_per_step",
            double(idle_wait) / double(std::max<int64_t>(1, ctx.traced_steps)) / 1000.0);
-    w.kv("loader", single_process ? "pytorch-dataloader-num_workers-0"
-                   : multi_process ? "pytorch-dataloader-workers"
-                   : tf           ? "tf.data"
-                                  : "unknown");
+    // None of the three: no key ("data loader unknown" said nothing).
+    if (single_process || multi_process || tf)
+      w.kv("loader", single_process  ? "pytorch-dataloader-num_workers-0"
+                     : multi_process ? "pytorch-dataloader-workers"
+                                     : "tf.data");
     w.key("sources").begin_array();
     for (auto& [n, e] : sources)
       w.begin_object().kv("name", n).kv("count", e.first).kv("total_us", double(e.second) / 1000.0).end_object();

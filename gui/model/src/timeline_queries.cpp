@@ -175,7 +175,9 @@ std::string TimelineModel::full_name_of(EventRef e) const {
 
 std::string TimelineModel::wait_sources(uint32_t row) const {
   auto all = wait_sources_.find(row);
-  return all != wait_sources_.end() ? all->second : trace_->str(trace_->data_waits[row].source);
+  if (all != wait_sources_.end()) return all->second;
+  const std::string& source = trace_->str(trace_->data_waits[row].source);
+  return source.empty() ? source : analyzer::data_wait_source_words(source);
 }
 
 std::string TimelineModel::name_of(EventRef e) const {

@@ -113,10 +113,14 @@ TimelineModel::EventsByTrack TimelineModel::gather_events() {
     for (EventRef r : refs) {
       const auto& w = t.data_waits[r.row];
       if (!kept.empty() && w.end <= t.data_waits[kept.back().row].end) {
-        std::string& srcs = wait_sources_[kept.back().row];
-        if (srcs.empty()) srcs = t.str(t.data_waits[kept.back().row].source);
-        const std::string s = t.str(w.source);
-        if (!s.empty() && (", " + srcs + ", ").find(", " + s + ", ") == std::string::npos) srcs += ", " + s;
+        auto at = wait_sources_.find(kept.back().row);
+        if (at == wait_sources_.end())
+          at = wait_sources_.emplace(kept.back().row, wait_sources(kept.back().row)).first;
+        std::string& srcs = at->second;
+        const std::string s =
+            t.str(w.source).empty() ? std::string() : analyzer::data_wait_source_words(t.str(w.source));
+        if (!s.empty() && (", " + srcs + ", ").find(", " + s + ", ") == std::string::npos)
+          srcs += (srcs.empty() ? "" : ", ") + s;
         continue;
       }
       kept.push_back(r);

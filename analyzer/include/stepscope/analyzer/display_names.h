@@ -35,6 +35,11 @@ std::string address_frame_name(std::string_view module, int64_t offset);
 // others address_frame_name. `full` keeps the symbol unshortened (tooltips, details).
 std::string frame_display_name(const store::Trace& trace, const store::Frame& frame, bool full = false);
 
+// A data wait's source as the store names it (docs/schema.md: "dataloader", "tf.data", "api", "nvtx",
+// "data-wait-func") in a user's words: "DataLoader", "tf.data", "stepscope API", "NVTX", "--data-wait-func";
+// "unknown source" when empty; any other name as it is.
+std::string data_wait_source_words(std::string_view source);
+
 // A Python frame of the collector's own helper (the hooks, their --step-func trampolines: files under
 // "<stepscope-collector>/"): the profiler's time, never the program's function.
 bool is_profiler_python_frame(const store::Trace& trace, const store::Frame& frame);
