@@ -488,6 +488,45 @@ class ModelTest : public QObject {
     QCOMPARE(QString::fromStdString(bu.name(bu.nodes()[nb.children.at(0)])), QString("train"));
   }
 
+  void innermostFunctionsCountAsAnalyzeDoes() {
+    // Below forward, a native BLAS leaf; on a second thread, a native wait with no Python frame at all.
+    auto t = synthetic_trace();
+    for (const char* name : {"dgemm_kernel", "pthread_cond_wait"}) {
+      store::Frame f;
+      f.id = int64_t(t->frames.size()) + 1;
+      f.symbol = t->intern(name);
+      f.module = t->intern("libc.so.6");
+      f.kind = store::FrameKind::Native;
+      t->frames.push_back(f);
+    }
+    t->stacks.push_back({5, 4, 5});  // dgemm_kernel ← forward ← train ← main
+    t->stacks.push_back({6, 0, 6});  // pthread_cond_wait alone
+    t->threads.push_back({100, 101, t->intern("pool")});
+    for (int i = 0; i < 6; ++i) t->samples.push_back({kBase + 15 * kMs + i * 100 * kUs, 100, 100, 5, true});
+    for (int i = 0; i < 3; ++i) t->samples.push_back({kBase + 15 * kMs + i * 100 * kUs, 100, 101, 6, true});
+    std::sort(t->samples.begin(), t->samples.end(),
+              [](const auto& a, const auto& b) { return a.time < b.time; });
+    auto m = TimelineModel::build(t);
+    const CallTree bu = CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::BottomUp);
+    const auto functions = bu.innermost_functions();
+    QStringList got;
+    for (const auto& f : functions)
+      got << QString("%1 %2 %3")
+                 .arg(QString::fromStdString(bu.name(bu.nodes()[size_t(f.node)])))
+                 .arg(f.weight)
+                 .arg(bu.is_python(bu.nodes()[size_t(f.node)]) ? "python" : "native");
+    // forward: its own 12 and the 6 in dgemm_kernel under it; the bottom-up tree's leaves were dgemm_kernel
+    // 6, forward 12, next_batch 8, pthread_cond_wait 3.
+    QCOMPARE(got, QStringList({"forward 18 python", "next_batch 8 python", "pthread_cond_wait 3 native"}));
+    double sum = 0;
+    for (const auto& f : functions) sum += f.weight;
+    QCOMPARE(sum, bu.nodes()[0].total);  // every sample once
+    // Not for a top-down tree, nor one of ranges.
+    QVERIFY(CallTree::for_range(*m, kBase, kBase + 20 * kMs, CallTree::Direction::TopDown)
+                .innermost_functions()
+                .empty());
+  }
+
   void callTreeLeavesOutTheCollectorsOwnThreads() {
     auto t = synthetic_trace();
     store::Thread own;

@@ -2,10 +2,11 @@
 // background loading of a real store file.
 #include <QAbstractItemModelTester>
 #include <QFontDatabase>
+#include <QLabel>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
-#include <QLabel>
 #include <QStatusBar>
 #include <QStyleFactory>
 #include <QTableView>
@@ -220,6 +221,12 @@ class WidgetsTest : public QObject {
     QVERIFY2(details.contains("GPU busy") && details.contains("data wait") && details.contains("Top kernels") &&
                  details.contains("volta_sgemm_128x64_nn"),
              qPrintable(details));
+    // The step's 10 samples, all in forward: the function, its samples and its share of the selection's.
+    QVERIFY2(
+        details.contains(QRegularExpression("Top host functions \\(CPU samples: each at its innermost Python "
+                                            "function, else its native function\\)\\s+function\\s+samples\\s+"
+                                            "share\\s+forward\\s+10\\s+100.0 %")),
+        qPrintable(details));
     const QString status = w.statusBar()->findChildren<QLabel*>().first()->text();
     QVERIFY2(status.startsWith("Selection: ") && status.contains("GPU busy"), qPrintable(status));
   }

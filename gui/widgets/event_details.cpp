@@ -543,13 +543,32 @@ QString range_details_html(const TimelineModel& m, const RangeBreakdown& b, cons
     out += "</table>";
   }
   const auto& root = bottom_up.nodes().front();
-  if (!root.children.empty()) {
-    out += QString("<p><b>Top host functions</b> <small>(%1)</small></p><table border=\"1\" cellspacing=\"0\" cellpadding=\"2\">")
-               .arg(bottom_up.weighted_by_time() ? "time in host ranges" : "CPU samples");
+  if (!root.children.empty() && bottom_up.weighted_by_time()) {
+    out +=
+        "<p><b>Top host functions</b> <small>(time in host ranges)</small></p><table border=\"1\" "
+        "cellspacing=\"0\" cellpadding=\"2\">";
     for (size_t i = 0; i < root.children.size() && i < kTop; ++i) {
       const auto& n = bottom_up.nodes()[root.children[i]];
-      const QString w = bottom_up.weighted_by_time() ? dur(n.total) : QString::number(n.total, 'f', 0);
-      out += QString("<tr><td>%1</td><td align=\"right\">%2</td></tr>").arg(h(bottom_up.name(n)), w);
+      out +=
+          QString("<tr><td>%1</td><td align=\"right\">%2</td></tr>").arg(h(bottom_up.name(n)), dur(n.total));
+    }
+    out += "</table>";
+  } else if (!root.children.empty()) {
+    // As `analyze` counts a thread's functions: a sample at its innermost Python function where it has one (a
+    // Python program's table listed numpy's and libpython's native leaves with bare counts).
+    const auto functions = bottom_up.innermost_functions();
+    const double samples = std::max(1.0, root.total);
+    out +=
+        "<p><b>Top host functions</b> <small>(CPU samples: each at its innermost Python function, else its "
+        "native function)</small></p><table border=\"1\" cellspacing=\"0\" cellpadding=\"2\"><tr><th>"
+        "function</th><th>samples</th><th>share</th></tr>";
+    for (size_t i = 0; i < functions.size() && i < kTop; ++i) {
+      const auto& n = bottom_up.nodes()[size_t(functions[i].node)];
+      out +=
+          QString("<tr><td title=\"%1\">%2</td><td align=\"right\">%3</td><td align=\"right\">%4 %</td></tr>")
+              .arg(h(bottom_up.full_name(n)), h(bottom_up.name(n)))
+              .arg(functions[i].weight, 0, 'f', 0)
+              .arg(100.0 * functions[i].weight / samples, 0, 'f', 1);
     }
     out += "</table>";
   }

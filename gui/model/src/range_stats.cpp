@@ -171,6 +171,8 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
           if (const store::Frame& fr = t.frames[*f]; fr.kind == store::FrameKind::Python) {
             const std::string function = t.str(fr.symbol), file = t.str(fr.file);
             id = tree.intern(function + " (" + file + ")", analyzer::python_frame_name(function, file, 0));
+            if (tree.python_.size() <= size_t(id)) tree.python_.resize(size_t(id) + 1, false);
+            tree.python_[size_t(id)] = true;
           } else {
             id = tree.intern(model.frame_name(*f, true), model.frame_name(*f));
           }
@@ -193,6 +195,39 @@ CallTree CallTree::from_samples(const TimelineModel& model, int64_t t0, int64_t 
   }
   tree.finish(true);
   return dir == Direction::TopDown ? tree : tree.inverted();
+}
+
+std::vector<CallTree::Function> CallTree::innermost_functions() const {
+  std::vector<Function> out;
+  if (by_time_ || dir_ != Direction::BottomUp) return out;
+  std::unordered_map<int32_t, size_t> at;  // name id → index in out
+  auto add = [&](int32_t node, double w) {
+    if (w <= 0) return;
+    auto [it, fresh] = at.try_emplace(nodes_[node].name, out.size());
+    if (fresh) out.push_back({node, 0});
+    out[it->second].weight += w;
+  };
+  // Below a leaf (its callers, innermost first), the first Python function on each path takes all the samples
+  // through it; what no Python caller took stays with the leaf.
+  std::vector<int32_t> todo;
+  for (int32_t leaf : nodes_[0].children) {
+    double taken = 0;
+    todo.assign(1, leaf);
+    while (!todo.empty()) {
+      const int32_t n = todo.back();
+      todo.pop_back();
+      if (is_python(nodes_[n])) {
+        add(n, nodes_[n].total);
+        taken += nodes_[n].total;
+        continue;
+      }
+      todo.insert(todo.end(), nodes_[n].children.begin(), nodes_[n].children.end());
+    }
+    add(leaf, nodes_[leaf].total - taken);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Function& a, const Function& b) { return a.weight > b.weight; });
+  return out;
 }
 
 CallTree CallTree::from_ranges(const TimelineModel& model, int64_t t0, int64_t t1, Direction dir) {
@@ -258,6 +293,7 @@ CallTree CallTree::inverted() const {
   // The same names under the same ids: paths are walked by id, no name hashed again.
   out.names_ = names_;
   out.shown_ = shown_;
+  out.python_ = python_;
   std::vector<int32_t> path;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];

@@ -38,6 +38,17 @@ class CallTree {
   const std::string& full_name(const Node& n) const;
   const std::vector<std::string>& names() const { return shown_; }
   bool weighted_by_time() const { return by_time_; }  // false: sample counts
+  // A Python function's node (trees of samples).
+  bool is_python(const Node& n) const {
+    return n.name >= 0 && size_t(n.name) < python_.size() && python_[n.name];
+  }
+  // Where the samples' own time went as `analyze` counts it: each sample to its innermost Python function, a
+  // sample without one to its native leaf; largest first. Of a bottom-up tree of samples (else empty).
+  struct Function {
+    int32_t node = -1;  // a node with the function's name (the tooltip's full name, is_python)
+    double weight = 0;
+  };
+  std::vector<Function> innermost_functions() const;
   Direction direction() const { return dir_; }
   // The bottom-up view of a top-down tree: each node's self weight re-inserted along its reversed path.
   CallTree inverted() const;
@@ -52,6 +63,7 @@ class CallTree {
   std::vector<Node> nodes_{Node{}};
   std::vector<std::string> names_;  // full names
   std::vector<std::string> shown_;
+  std::vector<bool> python_;                         // by name id
   std::unordered_map<uint64_t, int32_t> child_map_;  // (parent << 32 | name) → node
   std::unordered_map<std::string, int32_t> name_map_;
   bool by_time_ = false;
