@@ -104,3 +104,23 @@ TEST_CASE("folded: what the collector's start-up calls is the profiler's, not th
         "python3 (7);MainThread (8);train (train.py:3);[stepscope hook] 2\n"
         "python3 (7);MainThread (8);train (train.py:3);step (model.py:3) 1\n");
 }
+
+TEST_CASE("svg: frames under a pixel wide are left out with what they called, and the subtitle counts them") {
+  // 2,000 samples: one is 0.59 px of the 1180, so its leaf (a<…>::c) is left out; 2 samples (1.18 px) are
+  // kept.
+  store::Trace t = small_trace();
+  t.samples.clear();
+  for (int64_t i = 0; i < 1997; ++i) t.samples.push_back({100 + i, 7, 8, 3, true});
+  t.samples.push_back({3000, 7, 8, 4, true});
+  t.samples.push_back({3001, 7, 8, 3, false});
+  t.samples.push_back({3002, 7, 8, 3, false});
+  const std::string svg = analyzer::to_flame_graph_svg(t, "t");
+  CHECK(svg.find("a&lt;…&gt;::c") == std::string::npos);
+  CHECK(svg.find("<title>[off CPU] (2 samples, 0.10%)</title>") != std::string::npos);
+  // all, process, thread, train, step, [off CPU], a<…>::c: 7 frames, 1 left out.
+  CHECK(svg.find(
+            "hover a frame for its count; 1 of 7 frames, under a pixel wide, left out (--format speedscope "
+            "keeps them)</text>") != std::string::npos);
+  // Nothing left out: nothing said.
+  CHECK(analyzer::to_flame_graph_svg(small_trace(), "t").find("left out") == std::string::npos);
+}

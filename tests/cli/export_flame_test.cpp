@@ -113,14 +113,20 @@ TEST_CASE("speedscope and SVG exports of a hot_loop recording agree with its fol
   }
 
   {  // svg: well-formed XML, one rect per frame of the folded tree, the root as wide as all samples
-    // Distinct prefixes of the folded lines are the flame graph's frames (plus the root "all").
+    // Distinct prefixes of the folded lines are the flame graph's frames (plus the root "all"), those at
+    // least a pixel wide: 1180 px for all samples.
+    std::map<std::vector<std::string>, int64_t> prefix_samples;
+    for (const auto& l : folded)
+      for (size_t n = 1; n <= l.frames.size(); ++n)
+        prefix_samples[{l.frames.begin(), l.frames.begin() + long(n)}] += l.count;
     std::set<std::vector<std::string>> prefixes;
     size_t depth = 0;
-    for (const auto& l : folded) {
-      for (size_t n = 1; n <= l.frames.size(); ++n)
-        prefixes.insert({l.frames.begin(), l.frames.begin() + long(n)});
-      depth = std::max(depth, l.frames.size());
-    }
+    for (const auto& [prefix, samples] : prefix_samples)
+      if (double(samples) * 1180.0 / double(total) >= 1.0) {
+        prefixes.insert(prefix);
+        depth = std::max(depth, prefix.size());
+      }
+    INFO(prefixes.size() << " of " << prefix_samples.size() << " frames a pixel wide or more");
     // Python's XML parser: the frames (a <g> each: <title>, <rect>), the root's title, whether the root is
     // the lowest row, the rows, and whether every width is the samples its title gives at one scale.
     const std::string script =
@@ -149,6 +155,12 @@ TEST_CASE("speedscope and SVG exports of a hot_loop recording agree with its fol
     CHECK(root_at_bottom == "True");  // flamegraph.pl's default: the root at the bottom, leaves on top
     CHECK(proportional == "True");
     CHECK(std::stoul(rows) == depth + 1);
+    // What was left out is said, counted.
+    const size_t left_out = prefix_samples.size() - prefixes.size();
+    const std::string said = "; " + std::to_string(left_out) + " of " +
+                             std::to_string(prefix_samples.size() + 1) +
+                             " frames, under a pixel wide, left out (--format speedscope keeps them)";
+    CHECK((test::slurp(dir.file("svg")).find(said) != std::string::npos) == (left_out > 0));
   }
 }
 
