@@ -919,6 +919,25 @@ class ModelTest : public QObject {
     QCOMPARE(tree.parent(train).parent(), thread);
     QCOMPARE(tree.data(train.siblingAtColumn(CallTreeModel::Total)).toString(), QString("40 (100.0 %)"));
     QCOMPARE(tree.data(tree.index(0, CallTreeModel::Total, train)).toString(), QString("32 (80.0 %)"));  // forward
+    // Sorted by self time, smallest first (a header click): next_batch (8) before forward (32), at every
+    // level; a persistent index (what keeps a view's rows expanded) follows forward to its new row.
+    const QPersistentModelIndex forward = tree.index(0, 0, train);
+    QCOMPARE(tree.data(forward).toString(), QString("forward"));
+    tree.sort(CallTreeModel::Self, Qt::AscendingOrder);
+    QCOMPARE(tree.data(tree.index(0, 0, train)).toString(), QString("next_batch"));
+    QCOMPARE(forward.row(), 1);
+    QCOMPARE(forward.data().toString(), QString("forward"));
+    tree.sort(CallTreeModel::Function, Qt::DescendingOrder);
+    QCOMPARE(tree.data(tree.index(0, 0, train)).toString(), QString("next_batch"));
+    tree.sort(CallTreeModel::Function, Qt::AscendingOrder);
+    QCOMPARE(tree.data(tree.index(0, 0, train)).toString(), QString("forward"));
+    QCOMPARE(forward.row(), 0);
+    tree.sort(CallTreeModel::Self, Qt::AscendingOrder);
+    // A new tree keeps the order asked for (it is made ordered by total, largest first).
+    tree.set_tree(CallTree::for_range(*m, m->begin(), m->end(), CallTree::Direction::TopDown));
+    QCOMPARE(tree.data(tree.index(0, 0, tree.index(0, 0, tree.index(0, 0, tree.index(0, 0))))).toString(),
+             QString("next_batch"));
+    tree.sort(CallTreeModel::Total, Qt::DescendingOrder);
     tree.set_tree(CallTree::for_range(*m, m->begin(), m->end(), CallTree::Direction::BottomUp));
     QCOMPARE(tree.rowCount(), 2);
   }

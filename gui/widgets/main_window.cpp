@@ -182,6 +182,8 @@ void MainWindow::build_ui() {
   tree_view_ = new QTreeView(tree_box);
   tree_view_->setModel(call_tree_);
   tree_view_->setUniformRowHeights(true);
+  tree_view_->setSortingEnabled(true);  // by self time: where a function itself spends, whoever called it
+  tree_view_->sortByColumn(CallTreeModel::Total, Qt::DescendingOrder);
   tree_view_->header()->setStretchLastSection(false);
   tree_view_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
   tree_layout->addWidget(tree_view_);
@@ -559,8 +561,13 @@ void MainWindow::update_call_tree_direction() {
   for (int depth = 0; depth < 256 && root > 0; ++depth) {
     const int32_t node = call_tree_->node_of(at);
     if (nodes[size_t(node)].children.empty()) break;
-    const QModelIndex hottest = call_tree_->index(0, 0, at);  // children are sorted by total
-    if (!hottest.isValid() || nodes[size_t(call_tree_->node_of(hottest))].total < 0.2 * root) break;
+    // The child with the most time, whatever order the view shows.
+    const auto& children = nodes[size_t(node)].children;
+    const auto most = std::max_element(children.begin(), children.end(), [&](int32_t a, int32_t b) {
+      return nodes[size_t(a)].total < nodes[size_t(b)].total;
+    });
+    const QModelIndex hottest = call_tree_->index(int(most - children.begin()), 0, at);
+    if (!hottest.isValid() || nodes[size_t(*most)].total < 0.2 * root) break;
     tree_view_->expand(hottest);
     at = hottest;
   }

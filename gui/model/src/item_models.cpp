@@ -246,10 +246,40 @@ QVariant KernelStatsModel::headerData(int section, Qt::Orientation o, int role) 
 
 CallTreeModel::CallTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
 
+namespace {
+
+CallTree::Order call_tree_order(int column) {
+  return column == CallTreeModel::Function ? CallTree::Order::Name
+         : column == CallTreeModel::Self   ? CallTree::Order::Self
+                                           : CallTree::Order::Total;
+}
+
+}  // namespace
+
 void CallTreeModel::set_tree(CallTree tree) {
   beginResetModel();
   tree_ = std::move(tree);
+  if (sort_column_ != Total || sort_order_ != Qt::DescendingOrder)  // a new tree comes ordered by total
+    tree_.sort_children(call_tree_order(sort_column_), sort_order_ == Qt::DescendingOrder);
   endResetModel();
+}
+
+void CallTreeModel::sort(int column, Qt::SortOrder order) {
+  if (column < 0 || column >= ColumnCount) return;
+  sort_column_ = column, sort_order_ = order;
+  emit layoutAboutToBeChanged({}, QAbstractItemModel::VerticalSortHint);
+  const QModelIndexList before = persistentIndexList();
+  tree_.sort_children(call_tree_order(column), order == Qt::DescendingOrder);
+  QModelIndexList after;
+  after.reserve(before.size());
+  for (const QModelIndex& i : before) {
+    const int32_t node = node_of(i);
+    const auto& siblings = tree_.nodes()[size_t(tree_.nodes()[size_t(node)].parent)].children;
+    const int row = int(std::find(siblings.begin(), siblings.end(), node) - siblings.begin());
+    after.push_back(createIndex(row, i.column(), static_cast<quintptr>(node)));
+  }
+  changePersistentIndexList(before, after);
+  emit layoutChanged({}, QAbstractItemModel::VerticalSortHint);
 }
 
 int32_t CallTreeModel::node_of(const QModelIndex& index) const {

@@ -90,6 +90,24 @@ void CallTree::finish(bool totals_from_self) {
   drop_indexes();
 }
 
+void CallTree::sort_children(Order order, bool descending) {
+  const auto key_less = [&](int32_t a, int32_t b) {
+    const Node &x = nodes_[size_t(a)], &y = nodes_[size_t(b)];
+    switch (order) {
+      case Order::Name:
+        return shown_[size_t(x.name)] < shown_[size_t(y.name)];
+      case Order::Self:
+        return x.self < y.self;
+      case Order::Total:
+        break;
+    }
+    return x.total < y.total;
+  };
+  for (auto& n : nodes_)
+    std::stable_sort(n.children.begin(), n.children.end(),
+                     [&](int32_t a, int32_t b) { return descending ? key_less(b, a) : key_less(a, b); });
+}
+
 namespace {
 
 // A stack whose thread entry (the outermost frame below libc's clone/start_thread) is in libcupti: a thread

@@ -93,10 +93,15 @@ class CallTreeModel : public QAbstractItemModel {
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
   // The tree node an index shows (0, the root, for an invalid index).
   int32_t node_of(const QModelIndex& index) const;
+  // Every level ordered by the column (a view's header click); a tree set later keeps the order. Expanded
+  // rows stay expanded (persistent indexes follow their nodes).
+  void sort(int column, Qt::SortOrder order = Qt::AscendingOrder) override;
 
  private:
   QString weight(double w) const;
   CallTree tree_;
+  int sort_column_ = Total;
+  Qt::SortOrder sort_order_ = Qt::DescendingOrder;
 };
 
 }  // namespace stepscope::gui

@@ -17,7 +17,7 @@ class CallTree {
   struct Node {
     int32_t name = -1;    // index into names(); -1 for the root
     int32_t parent = -1;
-    std::vector<int32_t> children;  // sorted by total, largest first
+    std::vector<int32_t> children;  // sorted by total, largest first (until sort_children)
     double self = 0, total = 0;
   };
 
@@ -52,6 +52,10 @@ class CallTree {
   Direction direction() const { return dir_; }
   // The bottom-up view of a top-down tree: each node's self weight re-inserted along its reversed path.
   CallTree inverted() const;
+  // Every node's children ordered by name, self or total weight (a tree is made ordered by total, largest
+  // first); ties keep their order.
+  enum class Order { Name, Self, Total };
+  void sort_children(Order order, bool descending);
 
  private:
   int32_t child(int32_t parent, int32_t name);
