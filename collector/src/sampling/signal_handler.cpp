@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "core/collector_state.h"
 #include "sampling/interrupted.h"
@@ -22,6 +23,29 @@ size_t handler_stack_need() {
 }
 
 namespace {
+// The kernel's signal frame as it wrote this delivery's, on x86-64: from the rt_sigframe (its return address,
+// 8 bytes below the ucontext) to the end of the XSAVE area the ucontext points at, whose size the kernel
+// keeps in that area's software-reserved bytes (struct _fpx_sw_bytes at byte 464: FP_XSTATE_MAGIC1,
+// extended_size); plus the 128-byte red zone and the area's 64-byte alignment a nested delivery adds. The
+// fault guard's nested frame is as large: the task's enabled state components size both. AT_MINSIGSTKSZ is
+// what the largest task may need: 11,952 bytes on a Sapphire Rapids host (AMX's 8 KiB of tile state), where a
+// task that never asked for AMX gets ~3.5 KB frames, so a 16 KiB alternate stack (Rust's threads, Go's) had
+// every sample skipped. It stays the bound, and the answer where the frame cannot be read.
+size_t kernel_frame_of(const ucontext_t* uc, size_t largest) {
+#if defined(__x86_64__)
+  const auto fp = reinterpret_cast<uintptr_t>(uc->uc_mcontext.fpregs);
+  const auto base = reinterpret_cast<uintptr_t>(uc);
+  if (fp > base && fp - base < largest) {
+    uint32_t sw[2];  // magic1, extended_size: in the frame the kernel just wrote on this stack
+    std::memcpy(sw, reinterpret_cast<const void*>(fp + 464), sizeof sw);
+    if (sw[0] == 0x46505853u && sw[1] >= 512) return std::min(largest, fp + sw[1] - base + 8 + 128 + 64);
+  }
+#else
+  (void)uc;
+#endif
+  return largest;
+}
+
 // The sampling signal runs on the thread's alternate stack when it has one (SA_ONSTACK), and that may be the
 // program's own: Python's faulthandler (on under pytest, torchrun, `python -X faulthandler`) installs
 // SIGSTKSZ + AT_MINSIGSTKSZ bytes of heap, ~10 KiB. A handler that runs past its end writes into the heap
@@ -31,7 +55,8 @@ bool room_for_handler(const ucontext_t* uc) {
   const uintptr_t hi = lo + uc->uc_stack.ss_size;
   const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (uc->uc_stack.ss_size == 0 || here < lo || here > hi) return true;  // on the thread's own stack
-  return here - lo >= g->handler_stack_need;
+  return here - lo >=
+         kHandlerOwnFramesBytes + kernel_frame_of(uc, g->handler_stack_need - kHandlerOwnFramesBytes);
 }
 }  // namespace
 

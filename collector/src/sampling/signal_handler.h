@@ -15,7 +15,9 @@ void on_sample_signal(int, siginfo_t*, void* ucontext);
 // Measured by collector_signal_safety_test, which paints an alternate stack and reads how deep it was
 // written: the frames took under 1 KiB (docs/collector.md, "The handler's stack").
 constexpr size_t kHandlerOwnFramesBytes = 2048;
-// kHandlerOwnFramesBytes + the kernel's signal frame here (getauxval(AT_MINSIGSTKSZ), at least 2 KiB).
+// kHandlerOwnFramesBytes + the largest kernel signal frame here (getauxval(AT_MINSIGSTKSZ), at least 2 KiB).
+// The handler asks for less where it reads the frame the kernel wrote (x86-64: signal_handler.cpp,
+// kernel_frame_of).
 size_t handler_stack_need();
 
 // The largest record capture_record() writes (header, the stack window, the Python frames).

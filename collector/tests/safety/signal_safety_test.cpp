@@ -137,6 +137,30 @@ long kernel_signal_frame() {
   return std::max<long>(static_cast<long>(getauxval(AT_MINSIGSTKSZ)), 2048);
 }
 
+// The signal frame the kernel writes for a process like the probe (one that never asked for AMX), measured: a
+// signal delivered here onto a painted alternate stack, how deep it was written. AT_MINSIGSTKSZ is the
+// largest any task may need (11,952 bytes with AMX, whose tile state only a task that asks for it saves).
+long measured_signal_frame() {
+  static std::vector<unsigned char> stack(64 * 1024);
+  std::fill(stack.begin(), stack.end(), 0xA5);
+  stack_t ss{}, old{};
+  ss.ss_sp = stack.data();
+  ss.ss_size = stack.size();
+  REQUIRE(sigaltstack(&ss, &old) == 0);
+  struct sigaction sa {
+  }, prev{};
+  sa.sa_handler = [](int) {};
+  sa.sa_flags = SA_ONSTACK;
+  REQUIRE(sigaction(SIGUSR2, &sa, &prev) == 0);
+  raise(SIGUSR2);
+  sigaction(SIGUSR2, &prev, nullptr);
+  if (old.ss_flags & SS_DISABLE) old = stack_t{nullptr, SS_DISABLE, 0};
+  sigaltstack(&old, nullptr);
+  size_t untouched = 0;
+  while (untouched < stack.size() && stack[untouched] == 0xA5) ++untouched;
+  return long(stack.size() - untouched);
+}
+
 }  // namespace
 
 TEST_CASE("the handler guard is not vacuous: a handler that calls malloc dies of it, a clean one does not") {
@@ -311,8 +335,12 @@ TEST_CASE(
   // The deepest the collector may go from the stack's top: the kernel's frame for the sampling signal, the
   // handler's own frames (signal_handler.h: kHandlerOwnFramesBytes, 2 KiB) and a nested frame of the fault
   // guard's signal.
-  const long frame = kernel_signal_frame(), budget = 2 * frame + 2048;
-  INFO("kernel signal frame " << frame << " B, budget " << budget << " B");
+  // The budget: two frames as the kernel writes them for the probe, each with the red zone and alignment a
+  // nested one adds (192 bytes), and the handler's own 2 KiB. The largest frame (AT_MINSIGSTKSZ) bounds it
+  // too.
+  const long largest = kernel_signal_frame(), frame = measured_signal_frame();
+  const long budget = std::min(2 * (frame + 192), 2 * largest) + 2048;
+  INFO("kernel signal frame " << frame << " B (largest " << largest << " B), budget " << budget << " B");
   // The probe under record for a second at 5 kHz, on an alternate stack of `bytes`.
   auto record_probe = [&](const char* bytes, const std::string& db) {
     return run_with_timeout({kCli, "record", "--no-gpu", "--cpu-hz", "5000", "-o", db, "--", kSystemPython,
