@@ -30,18 +30,22 @@ namespace {
 // fault guard's nested frame is as large: the task's enabled state components size both. AT_MINSIGSTKSZ is
 // what the largest task may need: 11,952 bytes on a Sapphire Rapids host (AMX's 8 KiB of tile state), where a
 // task that never asked for AMX gets ~3.5 KB frames, so a 16 KiB alternate stack (Rust's threads, Go's) had
-// every sample skipped. It stays the bound, and the answer where the frame cannot be read.
-size_t kernel_frame_of(const ucontext_t* uc, size_t largest) {
+// every sample skipped. AT_MINSIGSTKSZ (with the red zone and alignment) stays the bound, and `largest` the
+// answer where the frame cannot be read. Only a frame wholly inside the alternate stack [lo, hi) is read: a
+// ucontext the kernel did not write (a chaining handler's) may point anywhere, and this runs unguarded.
+size_t kernel_frame_of(const ucontext_t* uc, size_t largest, uintptr_t lo, uintptr_t hi) {
 #if defined(__x86_64__)
+  constexpr size_t kFxsaveBytes = 512, kSwBytesAt = 464, kNestedExtra = 8 + 128 + 64;
   const auto fp = reinterpret_cast<uintptr_t>(uc->uc_mcontext.fpregs);
   const auto base = reinterpret_cast<uintptr_t>(uc);
-  if (fp > base && fp - base < largest) {
-    uint32_t sw[2];  // magic1, extended_size: in the frame the kernel just wrote on this stack
-    std::memcpy(sw, reinterpret_cast<const void*>(fp + 464), sizeof sw);
-    if (sw[0] == 0x46505853u && sw[1] >= 512) return std::min(largest, fp + sw[1] - base + 8 + 128 + 64);
+  if (base >= lo && fp > base && fp - base < largest && fp < hi && hi - fp >= kFxsaveBytes) {
+    uint32_t sw[2];  // magic1, extended_size
+    std::memcpy(sw, reinterpret_cast<const void*>(fp + kSwBytesAt), sizeof sw);
+    if (sw[0] == 0x46505853u && sw[1] >= kFxsaveBytes && sw[1] <= hi - fp)
+      return std::min(largest + kNestedExtra, fp + sw[1] - base + kNestedExtra);
   }
 #else
-  (void)uc;
+  (void)uc, (void)lo, (void)hi;
 #endif
   return largest;
 }
@@ -56,7 +60,7 @@ bool room_for_handler(const ucontext_t* uc) {
   const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (uc->uc_stack.ss_size == 0 || here < lo || here > hi) return true;  // on the thread's own stack
   return here - lo >=
-         kHandlerOwnFramesBytes + kernel_frame_of(uc, g->handler_stack_need - kHandlerOwnFramesBytes);
+         kHandlerOwnFramesBytes + kernel_frame_of(uc, g->handler_stack_need - kHandlerOwnFramesBytes, lo, hi);
 }
 }  // namespace
 

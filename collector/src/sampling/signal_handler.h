@@ -11,9 +11,10 @@ namespace stepscope::collector {
 void on_sample_signal(int, siginfo_t*, void* ucontext);
 
 // The handler's deepest use of the stack below its own first frame: its frames down to a guarded copy, then a
-// nested frame of the fault guard's signal (the kernel's signal frame, AT_MINSIGSTKSZ, and on_fault's frame).
-// Measured by collector_signal_safety_test, which paints an alternate stack and reads how deep it was
-// written: the frames took under 1 KiB (docs/collector.md, "The handler's stack").
+// nested frame of the fault guard's signal (the kernel's signal frame, as large as the one this delivery
+// wrote and at most AT_MINSIGSTKSZ with a red zone and alignment, and on_fault's frame). Measured by
+// collector_signal_safety_test, which paints an alternate stack and reads how deep it was written: the frames
+// took under 1 KiB (docs/collector.md, "The handler's stack").
 constexpr size_t kHandlerOwnFramesBytes = 2048;
 // kHandlerOwnFramesBytes + the largest kernel signal frame here (getauxval(AT_MINSIGSTKSZ), at least 2 KiB).
 // The handler asks for less where it reads the frame the kernel wrote (x86-64: signal_handler.cpp,

@@ -393,4 +393,35 @@ TEST_CASE(
     CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) > 0);
     CHECK(t.meta["collector.alt_stack_skipped_samples"] == "0");
   }
+  SECTION(
+      "attach: stacks from one frame and the handler's room to two frames and more: never a write below "
+      "one") {
+    // A handler that reckons the kernel's frame too small runs where a guarded read's nested frame does not
+    // fit; one that reckons it too large only skips samples. Sizes in 256-byte steps across that edge.
+    std::string sizes;
+    for (long size = frame + 2048; size <= 2 * frame + 2560; size += 256)
+      sizes += (sizes.empty() ? "" : ",") + std::to_string(size);
+    const std::string db = dir.file("sweep.db");
+    const auto r = test::run_shell(
+        test::shell_quote(kSystemPython) + " " + test::shell_quote(kAltStackProbe) + " " + sizes +
+        " 0.2 --after-collector > " + test::shell_quote(dir.file("sweep.out")) + " 2>&1 & p=$!; sleep 0.5; " +
+        test::shell_quote(kCli) + " attach $p --no-gpu --cpu-hz 5000 --duration 5 -o " +
+        test::shell_quote(db) + " 2>&1; a=$?; wait $p; w=$?; echo \"attach=$a wait=$w\"");
+    const std::string out = test::slurp(dir.file("sweep.out"));
+    INFO(r.output << out);
+    REQUIRE(r.output.find("attach=0 wait=0") != std::string::npos);
+    size_t lines = 0;
+    for (size_t at = out.find("size "); at != std::string::npos; at = out.find("size ", at + 1), ++lines) {
+      long size = 0, deepest = -1, below_end = -1;
+      REQUIRE(std::sscanf(out.c_str() + at, "size %ld deepest %ld below_end %ld", &size, &deepest,
+                          &below_end) == 3);
+      INFO("size " << size << " deepest " << deepest);
+      CHECK(below_end == 0);
+    }
+    CHECK(lines == size_t((frame + 512) / 256 + 1));
+    store::Trace t = store::StoreReader(db).load();
+    CHECK(t.samples.size() > 100);  // the larger stacks hold the handler
+    CHECK(std::atoll(t.meta["collector.guarded_read_faults"].c_str()) > 0);
+    CHECK(std::atoll(t.meta["collector.alt_stack_skipped_samples"].c_str()) > 0);  // the smaller ones do not
+  }
 }
