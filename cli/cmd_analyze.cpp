@@ -32,9 +32,6 @@ struct AnalyzeArgs {
   bool json = false, write_findings = false;
 };
 
-// A step's bar: 40 characters, fewer where the terminal is narrower (a row that wraps is no table), none
-// under kNarrowestBar.
-constexpr int kBarWidth = 40, kNarrowestBar = 10;
 constexpr size_t kMaxStepRows = 40;
 
 double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
@@ -58,18 +55,6 @@ std::string stacked_bar(const analyzer::StepBreakdown& s, int width) {
   }
   bar.resize(size_t(width), '.');
   return "|" + bar + "|";
-}
-
-// The bar's width after a row's `columns` of figures: kBarWidth, or what a terminal of `terminal` columns
-// leaves.
-int bar_width(int columns, int terminal) {
-  if (terminal <= 0) return kBarWidth;
-  const int left = terminal - columns - 2;  // the frame
-  return left >= kNarrowestBar ? std::min(kBarWidth, left) : 0;
-}
-
-std::string bound_and_bar(const std::string& bound, const std::string& bar) {
-  return bar.empty() ? bound : fmt::format("{:<6}  {}", bound, bar);
 }
 
 // A suggestion's prose is broken at ~110 columns where it was written; to be wrapped to a narrower terminal
@@ -130,7 +115,7 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
   if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::format_to(out, "{}\n", advice);
   if (!a.steps.empty() && !s.has_gpu) {
     // Without device activity a step is the training loop's wait for input and its own work: say only that.
-    const int bar = bar_width(42, terminal);
+    const int bar = analyzer::step_bar_width(42 + 2, terminal);
     if (bar > 0) fmt::format_to(out, "\nBars: D waiting for input, H the training thread's own work");
     fmt::format_to(out, "\n{:>5} {:>10} {:>7} {:>7}  {}\n", "step", "dur ms", "input%", "host%", "bound");
     size_t shown = 0;
@@ -141,7 +126,7 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
       }
       fmt::format_to(out, "{:>5} {:>10} {:>7.1f} {:>7.1f}  {}\n", st.index, ms(double(st.dur_ns) / 1000.0),
                      pct(st.host_data_wait_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
-                     bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
+                     analyzer::bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
     }
     const double total = s.step_time_us, wait = s.data_wait_share * total;
     fmt::format_to(out,
@@ -154,7 +139,7 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
     // The host runs ahead: its step windows are not the program's pace; show each step in the GPU's time.
     const auto& rows = analyzer::step_rows(a);
     if (auto note = analyzer::step_rows_note(a); !note.empty()) fmt::format_to(out, "\n{}", note);
-    const int bar = bar_width(76, terminal);
+    const int bar = analyzer::step_bar_width(76 + 2, terminal);
     if (bar > 0)
       fmt::format_to(out, "\nBars: # GPU busy, D data, S sync, L launch, H host, . other, P profiler");
     fmt::format_to(out, "\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {}\n", "step", "dur ms",
@@ -170,7 +155,7 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
                      pct(st.data_wait_ns, st.dur_ns), pct(st.sync_idle_ns, st.dur_ns),
                      pct(st.launch_idle_ns, st.dur_ns), pct(st.host_idle_ns, st.dur_ns),
                      pct(st.other_idle_ns, st.dur_ns), st.kernels,
-                     bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
+                     analyzer::bound_and_bar(analyzer::to_string(st.bound), stacked_bar(st, bar)));
     }
     // GPU shares are known in the GPU-traced steps only.
     const bool windowed = s.gpu_traced_steps < s.steps;

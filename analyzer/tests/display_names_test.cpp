@@ -112,3 +112,11 @@ TEST_CASE("every symbol of an H100 recording folds to a short, balanced name") {
   CHECK(cpp > 1000);
   CHECK(long_ones * 100 < cpp);  // under 1% still long (deep namespaces, lambdas)
 }
+
+TEST_CASE("byte counts in binary units, three figures, the next unit before an exponent") {
+  CHECK(analyzer::byte_count_name(512) == "512 B");
+  CHECK(analyzer::byte_count_name(1536) == "1.5 KiB");
+  CHECK(analyzer::byte_count_name(240.0 * 1024 * 1024) == "240 MiB");
+  CHECK(analyzer::byte_count_name(1023.5 * 1024) == "1 MiB");  // not "1.02e+03 KiB"
+  CHECK(analyzer::byte_count_name(3.0 * 1024 * 1024 * 1024) == "3 GiB");
+}

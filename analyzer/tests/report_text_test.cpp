@@ -1,4 +1,5 @@
 // Text and Markdown reports, escaping helpers and atomic output files.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -171,6 +172,35 @@ TEST_CASE("text report: step table with bars, totals, kernels, findings with evi
   CHECK(t2.find('\x1b') == std::string::npos);
   CHECK(t2.find('\x07') == std::string::npos);
   CHECK(t2.find("evil\xEF\xBF\xBD[2J") != std::string::npos);
+}
+
+TEST_CASE("a step bar is as wide as the terminal leaves after the figures, none under 10 columns") {
+  CHECK(analyzer::step_bar_width(93, 0) == 40);    // no terminal: the fixed layout
+  CHECK(analyzer::step_bar_width(93, 200) == 40);  // never wider than 40
+  CHECK(analyzer::step_bar_width(93, 120) == 27);
+  CHECK(analyzer::step_bar_width(93, 103) == 10);
+  CHECK(analyzer::step_bar_width(93, 102) == 0);  // 9 columns left: no bar
+  CHECK(analyzer::bound_and_bar("input", "") == "input");
+  CHECK(analyzer::bound_and_bar("gpu", "|##|") == "gpu     |##|");
+  // The text report's GPU rows: 93 columns of figures before the bar.
+  for (int columns : {0, 120, 102}) {
+    const std::string t = analyzer::render_text_report(test::sample_analysis(), columns);
+    const int bar = analyzer::step_bar_width(93, columns);
+    // A bar is as long as its step against the longest: the longest step's fills the width.
+    auto width = [](std::string_view text) {  // UTF-8: a column a character ("µs")
+      return size_t(
+          std::count_if(text.begin(), text.end(), [](char c) { return (uint8_t(c) & 0xC0) != 0x80; }));
+    };
+    size_t rows = 0, longest = 0;
+    for (const auto& l : lines_of(t)) {
+      if (l.find("  input") == std::string::npos || l.find(" ms") == std::string::npos) continue;
+      ++rows;
+      longest = std::max(longest, l.size() - l.find("input"));
+      if (columns > 0) CHECK(width(l) <= size_t(columns));
+    }
+    CHECK(rows > 0);
+    CHECK(longest == (bar == 0 ? 5 : 8 + size_t(bar)));
+  }
 }
 
 TEST_CASE("markdown report: GFM tables whose rows keep their column count") {

@@ -5,6 +5,7 @@
 #include <climits>
 #include <string_view>
 
+#include "stepscope/analyzer/display_names.h"
 #include "stepscope/analyzer/report.h"
 #include "stepscope/analyzer/step_outliers.h"
 #include "stepscope/gui/timeline_layout.h"
@@ -19,11 +20,7 @@ QString dur(double ns) { return QString::fromStdString(format_duration(ns)); }
 QString row(const QString& k, const QString& v) { return "<tr><td><b>" + k + "</b></td><td>" + v + "</td></tr>"; }
 
 QString bytes(int64_t b) {
-  const double v = double(b);
-  if (v >= 1 << 30) return QString::number(v / (1 << 30), 'f', 2) + " GiB";
-  if (v >= 1 << 20) return QString::number(v / (1 << 20), 'f', 2) + " MiB";
-  if (v >= 1 << 10) return QString::number(v / (1 << 10), 'f', 1) + " KiB";
-  return QString::number(b) + " B";
+  return QString::fromStdString(analyzer::byte_count_name(double(b)));
 }
 
 // The launching call, the ops around it and the CPU stack nearest to it.

@@ -12,6 +12,18 @@
 #include "test_support.h"
 
 namespace {
+
+// The widest line of `text` in columns (UTF-8: a column a character).
+size_t widest(const std::string& text) {
+  size_t most = 0, cols = 0;
+  for (unsigned char c : text) {
+    if (c == '\n')
+      most = std::max(most, cols), cols = 0;
+    else
+      cols += (c & 0xC0) != 0x80;
+  }
+  return std::max(most, cols);
+}
 // stdout and stderr together, and the exit code.
 stepscope::test::CommandResult run(const std::string& args) {
   return stepscope::test::run_shell(std::string(STEPSCOPE_CLI) + " " + args + " 2>&1");
@@ -462,16 +474,6 @@ TEST_CASE("analyze fits its text to the terminal: bars narrower or left out and 
   CHECK(fixed.output.find(
             "\n1. [high] input-bound: The GPU waits for input 68.3% of the step time (2.24 ms of the "
             "mean 3.28 ms step) while the training loop loads the next batch.\n") != std::string::npos);
-  auto widest = [](const std::string& text) {
-    size_t most = 0, cols = 0;
-    for (unsigned char c : text) {
-      if (c == '\n')
-        most = std::max(most, cols), cols = 0;
-      else
-        cols += (c & 0xC0) != 0x80;
-    }
-    return std::max(most, cols);
-  };
   CHECK(widest(fixed.output) > 200);
   // The same words whatever the width, only the line breaks differ (the bars and their legend aside).
   auto words = [](const std::string& text) {
@@ -527,4 +529,49 @@ TEST_CASE("analyze fits its text to the terminal: bars narrower or left out and 
       narrow.output.find("   Load and decode the next batches on worker threads ahead of the training loop\n"
                          "   and copy them from pinned buffers on a copy stream, so the GPU never waits\n"
                          "   for the host:\n     cudaMallocHost(&staging[i], bytes);") != std::string::npos);
+}
+
+TEST_CASE(
+    "diff fits its text to the terminal: each metric's statistics under its row where the table would wrap") {
+  const std::string dir_rec = stepscope::test::traces_dir() + "/../recordings/h100-2026-11-22/";
+  if (!std::ifstream(dir_rec + "input_bound.db.xz")) STEPSCOPE_SKIP("H100 recordings not found");
+  stepscope::test::ScratchDir dir("cli_diff_columns");
+  for (const char* name : {"input_bound", "input_bound_prefetch"})
+    REQUIRE(stepscope::test::run_shell("xz -dc " + stepscope::test::shell_quote(dir_rec + name + ".db.xz") +
+                                       " > " +
+                                       stepscope::test::shell_quote(dir.file(std::string(name) + ".db")))
+                .status == 0);
+  const std::string cli = std::string(STEPSCOPE_CLI) + " diff " +
+                          stepscope::test::shell_quote(dir.file("input_bound.db")) + " " +
+                          stepscope::test::shell_quote(dir.file("input_bound_prefetch.db"));
+  const auto fixed = stepscope::test::run_shell("env -u COLUMNS " + cli);
+  REQUIRE(fixed.status == 0);
+  const std::string row = "Step time (median)      2.57 ms     681 µs    -73.5%";
+  CHECK(fixed.output.find("\n" + row +
+                          "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
+        std::string::npos);
+  // A terminal as wide as the table: its rows as they are (its notes wrapped).
+  CHECK(stepscope::test::run_shell("COLUMNS=130 " + cli)
+            .output.find("\n" + row +
+                         "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
+        std::string::npos);
+  const auto narrow = stepscope::test::run_shell("COLUMNS=80 " + cli);
+  REQUIRE(narrow.status == 0);
+  CHECK(widest(fixed.output) > 120);
+  CHECK(widest(narrow.output) <= 80);
+  CHECK(narrow.output.find(
+            "\nmetric                     base        new    change  verdict\n" + row +
+            "  improvement\n    95% CI -82.1% … -72.8%, threshold ±5.0%, p=0.0005 (Holm 0.0030)\n") !=
+        std::string::npos);
+  // Past the metrics, the same words: only the line breaks differ.
+  auto words_after_metrics = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text.substr(text.find("\nnote: ")));
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  CHECK(words_after_metrics(narrow.output) == words_after_metrics(fixed.output));
+  CHECK(
+      narrow.output.find("\n  disappeared  input-bound          high → -      The GPU waits for input 68.3%\n"
+                         "    of the step time") != std::string::npos);
 }

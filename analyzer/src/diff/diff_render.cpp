@@ -389,18 +389,31 @@ std::string diff_to_markdown(const DiffResult& d) {
   return o;
 }
 
-std::string diff_to_text(const DiffResult& d) {
+std::string diff_to_text(const DiffResult& d, int columns) {
   std::string o;
   o += fmt::format("stepscope diff: {}\n", d.regression ? "REGRESSION" : "no regression");
   o += fmt::format("  base: {} ({} steps compared)\n  new:  {} ({} steps compared)\n\n", printable(files_str(d.base)),
                    d.base.steps, printable(files_str(d.now)), d.now.steps);
-  o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", "metric", "base", "new", "change", "95% CI",
-                   "threshold", "test", "verdict");
-  for (const auto& m : d.metrics)
-    if (metric_shown(d, m))
-      o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", m.title, value_str(m, m.base),
-                       value_str(m, m.now), change_str(m, m.change), ci_str(m), threshold_str(m), test_str(m),
-                       to_string(m.verdict));
+  // One row a metric takes 122 columns ("improvement" its longest verdict); a narrower terminal gets the
+  // statistics on a second line under each row (a row that wraps is no table).
+  constexpr int kWideTable = 122;
+  if (columns <= 0 || columns >= kWideTable) {
+    o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", "metric", "base", "new",
+                     "change", "95% CI", "threshold", "test", "verdict");
+    for (const auto& m : d.metrics)
+      if (metric_shown(d, m))
+        o += fmt::format("{:<20} {:>10} {:>10} {:>9} {:>21} {:>9}  {:<24} {}\n", m.title,
+                         value_str(m, m.base), value_str(m, m.now), change_str(m, m.change), ci_str(m),
+                         threshold_str(m), test_str(m), to_string(m.verdict));
+  } else {
+    o += fmt::format("{:<20} {:>10} {:>10} {:>9}  {}\n", "metric", "base", "new", "change", "verdict");
+    for (const auto& m : d.metrics)
+      if (metric_shown(d, m))
+        o += fmt::format("{:<20} {:>10} {:>10} {:>9}  {}\n    95% CI {}, threshold {}, {}\n", m.title,
+                         value_str(m, m.base), value_str(m, m.now), change_str(m, m.change),
+                         to_string(m.verdict), ci_str(m), threshold_str(m),
+                         m.tested ? test_str(m) : std::string("too few steps to test"));
+  }
   for (const auto& m : d.metrics)
     if (!m.note.empty() && metric_shown(d, m)) o += "note (" + m.title + "): " + m.note + "\n";
   if (!d.base.has_gpu && !d.now.has_gpu) o += std::string("note: ") + kNoGpuNote + "\n";

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "format/units.h"
+
 namespace stepscope::analyzer {
 
 namespace {
@@ -192,6 +194,10 @@ std::string python_frame_name(std::string_view function, std::string_view file, 
   if (line > 0) out += ":" + std::to_string(line);
   out += ")";
   return out;
+}
+
+std::string byte_count_name(double bytes) {
+  return units::format_bytes(bytes);
 }
 
 std::string data_wait_source_words(std::string_view source) {

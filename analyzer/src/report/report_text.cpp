@@ -16,13 +16,6 @@ using namespace report_util;
 namespace {
 
 constexpr size_t kMaxTextSteps = 60;
-constexpr int kBarWidth = 40, kNarrowestBar = 10;
-
-// The bar's width after a row's `figures` columns: kBarWidth, or what `columns` of a terminal leave.
-int bar_width(int figures, int columns) {
-  if (columns <= 0) return kBarWidth;
-  return columns - figures >= kNarrowestBar ? std::min(kBarWidth, columns - figures) : 0;
-}
 
 std::string step_bar(const StepBreakdown& s, int64_t max_dur, int width) {
   if (max_dur <= 0 || width <= 0) return "";
@@ -51,6 +44,16 @@ std::string indent_lines(const std::string& text, const std::string& prefix) {
 }
 
 }  // namespace
+
+int step_bar_width(int figures, int columns) {
+  constexpr int kBarWidth = 40, kNarrowestBar = 10;
+  if (columns <= 0) return kBarWidth;
+  return columns - figures >= kNarrowestBar ? std::min(kBarWidth, columns - figures) : 0;
+}
+
+std::string bound_and_bar(std::string_view bound, std::string_view bar) {
+  return bar.empty() ? std::string(bound) : fmt::format("{:<6}  {}", bound, bar);
+}
 
 // Steps slower than the median by more than the run's noise, one line each on what grew (step_outliers.h).
 std::string render_slow_steps_text(const Analysis& a) {
@@ -106,10 +109,7 @@ std::string render_text_report(const Analysis& a, int columns) {
     const auto& rows = step_rows(a);
     for (const auto& s : rows) max_dur = std::max(max_dur, s.dur_ns);
     if (auto note = step_rows_note(a); !note.empty()) o += "\n" + note;
-    const int bar = bar_width(sm.has_gpu ? 93 : 49, columns);
-    const auto bound_and_bar = [](const char* bound, const std::string& drawn) {
-      return drawn.empty() ? std::string(bound) : fmt::format("{:<6}  {}", bound, drawn);
-    };
+    const int bar = step_bar_width(sm.has_gpu ? 93 : 49, columns);
     if (bar == 0) {
       o += "\nSteps\n";
     } else if (sm.has_gpu) {

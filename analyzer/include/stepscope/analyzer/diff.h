@@ -178,6 +178,8 @@ DiffResult diff_runs(const std::vector<DiffRun>& base, const std::vector<DiffRun
 std::string diff_to_json(const DiffResult& d);
 std::string diff_to_junit(const DiffResult& d);
 std::string diff_to_markdown(const DiffResult& d);
-std::string diff_to_text(const DiffResult& d);
+// Text: the metrics one row each, or, for a terminal of `columns` narrower than that table (columns > 0),
+// each metric's confidence interval, threshold and test on a line under its row.
+std::string diff_to_text(const DiffResult& d, int columns = 0);
 
 }  // namespace stepscope::analyzer

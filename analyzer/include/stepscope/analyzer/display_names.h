@@ -40,6 +40,10 @@ std::string frame_display_name(const store::Trace& trace, const store::Frame& fr
 // "unknown source" when empty; any other name as it is.
 std::string data_wait_source_words(std::string_view source);
 
+// A byte count as every view writes it: binary units, three significant figures ("240 MiB", "1.5 KiB", "512
+// B").
+std::string byte_count_name(double bytes);
+
 // A Python frame of the collector's own helper (the hooks, their --step-func trampolines: files under
 // "<stepscope-collector>/"): the profiler's time, never the program's function.
 bool is_profiler_python_frame(const store::Trace& trace, const store::Frame& frame);

@@ -17,6 +17,12 @@ bool parse_report_format(std::string_view name, ReportFormat& out);
 std::string render_report(const Analysis& a, ReportFormat format);
 // columns > 0: the step bars as wide as a terminal of that many columns leaves (none where under 10 would).
 std::string render_text_report(const Analysis& a, int columns = 0);
+// A step row's bar after `figures` columns of text (its frame counted there): 40 characters, or what a
+// terminal of `columns` leaves (a row that wraps is no table), 0 (no bar) where under 10 would be left; 40
+// for columns <= 0 (no terminal). Shared by `report -f text` and `analyze`.
+int step_bar_width(int figures, int columns);
+// A step row's last cell: its bound, padded, then its bar; the bound alone where no bar is drawn.
+std::string bound_and_bar(std::string_view bound, std::string_view bar);
 // The text report's "Slow steps" section (empty when there are too few steps to have a median), shared with
 // `stepscope analyze`.
 std::string render_slow_steps_text(const Analysis& a);
