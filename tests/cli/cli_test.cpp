@@ -541,21 +541,22 @@ TEST_CASE(
                                        " > " +
                                        stepscope::test::shell_quote(dir.file(std::string(name) + ".db")))
                 .status == 0);
-  const std::string cli = std::string(STEPSCOPE_CLI) + " diff " +
-                          stepscope::test::shell_quote(dir.file("input_bound.db")) + " " +
-                          stepscope::test::shell_quote(dir.file("input_bound_prefetch.db"));
-  const auto fixed = stepscope::test::run_shell("env -u COLUMNS " + cli);
+  // Run in the folder, the files named short: a path longer than the terminal is one word no wrapping breaks.
+  const std::string cli =
+      stepscope::test::shell_quote(STEPSCOPE_CLI) + " diff input_bound.db input_bound_prefetch.db";
+  const std::string in_dir = "cd " + stepscope::test::shell_quote(dir.path().string()) + " && ";
+  const auto fixed = stepscope::test::run_shell(in_dir + "env -u COLUMNS " + cli);
   REQUIRE(fixed.status == 0);
   const std::string row = "Step time (median)      2.57 ms     681 µs    -73.5%";
   CHECK(fixed.output.find("\n" + row +
                           "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
         std::string::npos);
   // A terminal as wide as the table: its rows as they are (its notes wrapped).
-  CHECK(stepscope::test::run_shell("COLUMNS=130 " + cli)
+  CHECK(stepscope::test::run_shell(in_dir + "COLUMNS=130 " + cli)
             .output.find("\n" + row +
                          "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
         std::string::npos);
-  const auto narrow = stepscope::test::run_shell("COLUMNS=80 " + cli);
+  const auto narrow = stepscope::test::run_shell(in_dir + "COLUMNS=80 " + cli);
   REQUIRE(narrow.status == 0);
   CHECK(widest(fixed.output) > 120);
   CHECK(widest(narrow.output) <= 80);
