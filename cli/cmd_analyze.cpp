@@ -115,7 +115,8 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
   if (auto advice = analyzer::steps_advice(s); !advice.empty()) fmt::format_to(out, "{}\n", advice);
   if (!a.steps.empty() && !s.has_gpu) {
     // Without device activity a step is the training loop's wait for input and its own work: say only that.
-    const int bar = analyzer::step_bar_width(42 + 2, terminal);
+    const int bar =
+        analyzer::step_bar_width(42 + 2, terminal);  // 42 columns of figures, 2 of the bar's frame
     if (bar > 0) fmt::format_to(out, "\nBars: D waiting for input, H the training thread's own work");
     fmt::format_to(out, "\n{:>5} {:>10} {:>7} {:>7}  {}\n", "step", "dur ms", "input%", "host%", "bound");
     size_t shown = 0;
@@ -139,7 +140,8 @@ std::string text_of(const analyzer::Analysis& a, int terminal) {
     // The host runs ahead: its step windows are not the program's pace; show each step in the GPU's time.
     const auto& rows = analyzer::step_rows(a);
     if (auto note = analyzer::step_rows_note(a); !note.empty()) fmt::format_to(out, "\n{}", note);
-    const int bar = analyzer::step_bar_width(76 + 2, terminal);
+    const int bar =
+        analyzer::step_bar_width(76 + 2, terminal);  // 76 columns of figures, 2 of the bar's frame
     if (bar > 0)
       fmt::format_to(out, "\nBars: # GPU busy, D data, S sync, L launch, H host, . other, P profiler");
     fmt::format_to(out, "\n{:>5} {:>10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {}\n", "step", "dur ms",

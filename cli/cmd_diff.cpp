@@ -125,11 +125,11 @@ int run_diff(const DiffArgs& a) {
   output(a.junit, analyzer::diff_to_junit(d));
   output(a.md, analyzer::diff_to_markdown(d) + rank_md);
   output(a.json, analyzer::diff_to_json(d));
-  const std::string out =
-      a.format == "md" ? analyzer::diff_to_markdown(d) + rank_md
-      : a.format == "json"
-          ? analyzer::diff_to_json(d)
-          : wrapped_to(analyzer::diff_to_text(d, terminal_columns()), terminal_columns()) + rank_text;
+  const int columns = terminal_columns();
+  const std::string out = a.format == "md" ? analyzer::diff_to_markdown(d) + rank_md
+                          : a.format == "json"
+                              ? analyzer::diff_to_json(d)
+                              : wrapped_to(analyzer::diff_to_text(d, columns), columns) + rank_text;
   outputs.commit();
   analyzer::write_file_atomically("-", to_stdout + out);
   return d.exit_code();

@@ -24,6 +24,7 @@ size_t widest(const std::string& text) {
   }
   return std::max(most, cols);
 }
+
 // stdout and stderr together, and the exit code.
 stepscope::test::CommandResult run(const std::string& args) {
   return stepscope::test::run_shell(std::string(STEPSCOPE_CLI) + " " + args + " 2>&1");
@@ -548,14 +549,11 @@ TEST_CASE(
   const auto fixed = stepscope::test::run_shell(in_dir + "env -u COLUMNS " + cli);
   REQUIRE(fixed.status == 0);
   const std::string row = "Step time (median)      2.57 ms     681 µs    -73.5%";
-  CHECK(fixed.output.find("\n" + row +
-                          "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
-        std::string::npos);
+  const std::string wide_row =
+      "\n" + row + "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n";
+  CHECK(fixed.output.find(wide_row) != std::string::npos);
   // A terminal as wide as the table: its rows as they are (its notes wrapped).
-  CHECK(stepscope::test::run_shell(in_dir + "COLUMNS=130 " + cli)
-            .output.find("\n" + row +
-                         "       -82.1% … -72.8%     ±5.0%  p=0.0005 (Holm 0.0030)   improvement\n") !=
-        std::string::npos);
+  CHECK(stepscope::test::run_shell(in_dir + "COLUMNS=130 " + cli).output.find(wide_row) != std::string::npos);
   const auto narrow = stepscope::test::run_shell(in_dir + "COLUMNS=80 " + cli);
   REQUIRE(narrow.status == 0);
   CHECK(widest(fixed.output) > 120);
